@@ -1,0 +1,353 @@
+// rlx: the command line. Parses flags and calls the library; no logic of its own.
+#include <CLI/CLI.hpp>
+
+#include <cstdlib>
+#include <iostream>
+#include <new>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "ir/loader.h"
+#include "runtime/compare.h"
+#include "runtime/inspect.h"
+#include "runtime/bench.h"
+#include "runtime/runner.h"
+#include "runtime/session.h"
+
+using namespace rlx;
+
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  try {
+    return std::stoi(v);
+  } catch (...) {
+    throw InputError(std::string(name) + "=" + v + ": expected an integer");
+  }
+}
+
+// Flags shared by run, compare and bench.
+struct CommonFlags {
+  Binding binding;
+  std::string random_params;  // "" when absent
+  bool random_params_given = false;
+  std::string backend, mode;
+  int device = -1;
+  bool verbose = false;
+
+  void add(CLI::App* app) {
+    app->add_option("graph", binding.graph, "Graph file (JSON, rlx.graph version 1)")->required();
+    app->add_option("--params,-p", binding.params,
+                    "Parameter file: .safetensors, NAME.npy or a directory of NAME.npy (repeatable)\n"
+                    "  e.g. --params graphs/mlp.safetensors");
+    app->add_option("--input,-i", binding.inputs,
+                    "Input ID=SPEC (repeatable). SPEC: @x.npy | file.safetensors:NAME | 2x3xf32=1,2,3,4,5,6 | random[:SEED]\n"
+                    "  e.g. --input tokens=@graphs/tiny_llama.inputs/tokens.npy --input x=random:7");
+    app->add_option("--dim", binding.dims, "Size of a symbolic dimension for random inputs, NAME=SIZE (e.g. --dim batch=4)");
+    app->add_option("--random-params", random_params,
+                    "Fill parameters missing from --params with seeded random values (optionally =SEED)")
+        ->expected(0, 1)
+        ->default_str("0")
+        ->each([this](const std::string&) { random_params_given = true; })
+        ->trigger_on_parse();
+    app->add_option("--backend,-b", backend, "Executor: cpu or vulkan (default: $RLX_BACKEND or cpu)");
+    app->add_option("--device", device, "Device index for the backend (default: $RLX_DEVICE or 0)");
+    app->add_flag("--verbose,-v", verbose, "Explain planning and compile-cache decisions on stderr");
+  }
+  void finish() {
+    if (random_params_given || !random_params.empty()) {
+      try {
+        binding.random_params = random_params.empty() ? 0 : std::stoull(random_params);
+      } catch (...) {
+        throw InputError("--random-params=" + random_params + ": the seed must be a non-negative integer");
+      }
+    }
+    if (backend.empty()) backend = env_or("RLX_BACKEND", "cpu");
+    if (device < 0) device = env_int("RLX_DEVICE", 0);
+  }
+  Loaded load() {
+    Loaded L = load_binding(binding);
+    if (!L.random_params_filled.empty())
+      std::cerr << "note: --random-params filled " << L.random_params_filled.size() << " parameter(s) with seeded values (seed "
+                << *binding.random_params << ")\n";
+    return L;
+  }
+};
+
+SessionOptions session_options(bool verbose) {
+  SessionOptions so;
+  so.verbose = verbose;
+  so.disable_compile = env_or("RLX_DISABLE_COMPILE", "0") == "1";
+  return so;
+}
+
+Mode pick_mode(const std::string& flag) { return flag.empty() ? mode_from_env() : parse_mode(flag, "--mode"); }
+
+// ---------------- run ----------------
+struct RunFlags {
+  CommonFlags common;
+  std::vector<std::string> outputs, expects, feeds;
+  std::string out_dir;
+  double atol = 1e-5, rtol = 1e-5;
+  int repeat = 1, steps = 1, top = 0;
+  bool json = false, dump_plan = false, check_numerics = false, profile = false;
+};
+
+int cmd_run(RunFlags& f) {
+  f.common.finish();
+  Mode mode = pick_mode(f.common.mode);
+  if (f.repeat < 1 || f.steps < 1) throw InputError("--repeat and --steps must be at least 1");
+  Loaded L = f.common.load();
+  const ir::Graph& g = *L.graph;
+  auto expected = load_expectations(g, f.expects);
+  auto out_plan = plan_outputs(g, f.outputs, f.out_dir);
+  std::vector<std::pair<std::string, std::string>> feeds;
+  for (const auto& s : f.feeds) feeds.push_back(split_assignment(s, "--feed"));
+  if (!feeds.empty() && f.steps == 1) std::cerr << "note: --feed has no effect without --steps N > 1\n";
+
+  auto ex = make_executor(f.common.backend, f.common.device);
+  SessionOptions so = session_options(f.common.verbose);
+  so.check_numerics = f.check_numerics;
+  so.profile = f.profile;
+  Session s(L.graph, *ex, L.params, so);
+  for (const auto& [id, t] : L.inputs) s.set_input(id, t);
+
+  std::vector<Tensor> outs;
+  std::vector<double> times;
+  for (int step = 0; step < f.steps; ++step) {
+    if (step > 0)
+      for (const auto& [out, in] : feeds) s.feed(out, in);
+    for (int r = 0; r < f.repeat; ++r) {
+      outs = s.run(mode);
+      times.push_back(s.last_stats().seconds);
+    }
+    if (f.steps > 1 && f.common.verbose) std::cerr << "step " << step + 1 << "/" << f.steps << " done\n";
+  }
+  const RunStats& st = s.last_stats();
+  double first = times.front(), steady = times.size() > 1 ? times.back() : times.front();
+  std::vector<std::string> failures;
+  std::vector<nlohmann::json> expect_json;
+  for (const auto& [id, e] : expected) {
+    int k = output_index(g, id);
+    Diff d = compare_tensors(outs[k], e, f.atol, f.rtol);
+    expect_json.push_back({{"output", id}, {"ok", d.ok()}, {"max_abs", d.max_abs}, {"max_rel", d.max_rel}, {"mismatched", d.bad}});
+    if (!d.ok()) failures.push_back(describe_diff(id, d, outs[k], e));
+  }
+  write_outputs(g, outs, out_plan);
+
+  if (f.dump_plan) std::cout << s.plan_text();
+  if (f.json) {
+    nlohmann::json j;
+    j["graph"] = f.common.binding.graph;
+    j["mode"] = mode_name(st.mode);
+    j["backend"] = ex->name();
+    j["device"] = ex->description();
+    j["timings_ms"] = {{"first", first * 1e3}, {"last", steady * 1e3}, {"runs", times.size()}};
+    j["kernels"] = st.kernels;
+    j["peak_bytes"] = st.peak_bytes;
+    j["compiles"] = s.compile_count();
+    j["outputs"] = nlohmann::json::array();
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const Tensor& t = outs[k];
+      nlohmann::json o{{"name", g.nodes[g.outputs[k]].id}, {"shape", t.shape()}, {"dtype", dtype_name(t.dtype())}};
+      std::vector<float> v(t.data(), t.data() + std::min<int64_t>(t.numel(), 4096));
+      o[t.numel() <= 4096 ? "values" : "first_values"] = v;
+      j["outputs"].push_back(o);
+    }
+    if (!expect_json.empty()) j["expect"] = expect_json;
+    j["ok"] = failures.empty();
+    std::cout << j.dump(2) << "\n";
+  } else {
+    for (size_t k = 0; k < outs.size(); ++k) {
+      std::cout << summarize(g.nodes[g.outputs[k]].id, outs[k]) << "\n";
+      if (f.top > 0 && outs[k].numel() > 0) {
+        const Tensor& t = outs[k];
+        int64_t V = t.shape().empty() ? 1 : t.shape().back();
+        const float* row = t.data() + t.numel() - V;  // last position
+        std::vector<int64_t> idx(V);
+        for (int64_t i = 0; i < V; ++i) idx[i] = i;
+        int64_t K = std::min<int64_t>(f.top, V);
+        std::partial_sort(idx.begin(), idx.begin() + K, idx.end(), [&](int64_t a, int64_t b) { return row[a] > row[b]; });
+        std::cout << "  top " << K << " at the last position:";
+        for (int64_t i = 0; i < K; ++i) std::cout << fmt::format("  #{} {:.4f}", idx[i], row[idx[i]]);
+        std::cout << "\n";
+      }
+    }
+    std::cerr << fmt::format("{} mode on {} ({}): {} kernel(s), first run {:.3f} ms", mode_name(st.mode), ex->name(),
+                             ex->description(), st.kernels, first * 1e3);
+    if (times.size() > 1) std::cerr << fmt::format(", last run {:.3f} ms over {} runs", steady * 1e3, times.size());
+    std::cerr << fmt::format(", peak device memory {:.2f} MiB\n", st.peak_bytes / 1048576.0);
+  }
+  if (f.profile) std::cerr << format_profile(st.profile);
+  for (const auto& m : failures) std::cerr << "expect failed: " << m << "\n";
+  if (!failures.empty()) return kExitExpectFailed;
+  if (!expected.empty() && !f.json) std::cerr << "expect: " << expected.size() << " output(s) match\n";
+  return kExitOk;
+}
+
+// ---------------- compare ----------------
+struct CompareFlags {
+  CommonFlags common;
+  std::string modes = "eager,lazy,compiled", backends = "cpu", reference = "eager:cpu";
+  double atol = 1e-4, rtol = 1e-4;
+  bool json = false, csv = false;
+};
+
+std::vector<std::string> split_csv(const std::string& s) {
+  std::vector<std::string> r;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) r.push_back(item);
+  return r;
+}
+
+int cmd_compare(CompareFlags& f) {
+  f.common.finish();
+  CompareOptions o;
+  o.modes = parse_modes(f.modes);
+  o.backends = split_csv(f.backends);
+  for (const auto& b : o.backends)
+    if (b != "cpu" && b != "vulkan") throw InputError("--backends: unknown backend \"" + b + "\"; valid: cpu, vulkan");
+  o.reference = parse_combo(f.reference);
+  o.atol = f.atol;
+  o.rtol = f.rtol;
+  o.device = f.common.device;
+  o.session = session_options(f.common.verbose);
+  Loaded L = f.common.load();
+  CompareReport rep = compare_combinations(L, o);
+  std::cout << (f.json ? rep.json() : f.csv ? rep.csv() : rep.text());
+  return rep.ok() ? kExitOk : kExitExpectFailed;
+}
+
+// ---------------- bench ----------------
+struct BenchFlags {
+  CommonFlags common;
+  std::string modes = "eager,lazy,compiled", backends = "cpu", format = "md";
+  int warmup = 2, reps = 10;
+};
+
+int cmd_bench(BenchFlags& f) {
+  f.common.finish();
+  BenchOptions o;
+  o.modes = parse_modes(f.modes);
+  o.backends = split_csv(f.backends);
+  o.warmup = f.warmup;
+  o.reps = f.reps;
+  o.device = f.common.device;
+  o.session = session_options(f.common.verbose);
+  if (f.format != "md" && f.format != "json" && f.format != "csv") throw InputError("--format: expected md, json or csv");
+  if (o.reps < 1 || o.warmup < 0) throw InputError("--reps must be >= 1 and --warmup >= 0");
+  Loaded L = f.common.load();
+  BenchReport rep = run_bench(L, o);
+  std::cout << (f.format == "json" ? rep.json() : f.format == "csv" ? rep.csv() : rep.markdown());
+  return rep.ok() ? kExitOk : kExitRuntime;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rlx: run serialized ML graphs (rlx.graph v1) on the CPU or through Vulkan.\n"
+               "Modes: eager | lazy (default) | compiled, from --mode or $RLX_MLX_MODE."};
+  app.set_version_flag("--version", std::string("rlx ") + RLX_VERSION);
+  app.require_subcommand(1);
+
+  RunFlags rf;
+  auto* run = app.add_subcommand("run", "Run a graph and print or write its outputs");
+  rf.common.add(run);
+  run->add_option("--mode,-m", rf.common.mode, "eager | lazy | compiled (overrides $RLX_MLX_MODE; default lazy)");
+  run->add_option("--output,-o", rf.outputs, "Write output ID to FILE (.npy or .safetensors), ID=FILE (repeatable)\n  e.g. --output logits=out/logits.npy");
+  run->add_option("--out-dir", rf.out_dir, "Write every output to DIR/ID.npy");
+  run->add_option("--expect", rf.expects, "Check output ID against SPEC (same forms as --input); exit 1 on mismatch\n  e.g. --expect y=@golden/y.npy");
+  run->add_option("--atol", rf.atol, "Absolute tolerance for --expect (|got-exp| <= atol + rtol*|exp|)")->capture_default_str();
+  run->add_option("--rtol", rf.rtol, "Relative tolerance for --expect")->capture_default_str();
+  run->add_option("--repeat", rf.repeat, "Run N times with the same inputs (compiled mode replays)")->capture_default_str();
+  run->add_option("--steps", rf.steps, "Run N steps, feeding outputs back as inputs (see --feed)")->capture_default_str();
+  run->add_option("--feed", rf.feeds, "Between steps, output OUT becomes input IN, on the device: OUT=IN (repeatable)\n  e.g. --steps 8 --feed next_offset=offset");
+  run->add_option("--top", rf.top, "Also print the K largest entries of each output's last row (e.g. next-token logits)");
+  run->add_flag("--json", rf.json, "Print a machine-readable JSON result on stdout");
+  run->add_flag("--dump-plan", rf.dump_plan, "Print the execution plan (kernels, fused groups, buffers)");
+  run->add_flag("--check-numerics", rf.check_numerics, "Stop at the first node that produces NaN or Inf (eager: per node)");
+  run->add_flag("--profile", rf.profile, "Print per-kernel times, bytes and FLOPs, sorted by time");
+  run->footer("Examples:\n"
+              "  rlx run graphs/tiny_llama.json --params graphs/tiny_llama.safetensors \\\n"
+              "      --input tokens=@graphs/tiny_llama.inputs/tokens.npy --top 5\n"
+              "  RLX_MLX_MODE=compiled rlx run graphs/mlp.json -p graphs/mlp.safetensors --input x=4x4xf32=random:1 --repeat 10\n"
+              "  rlx run g.json -p w.safetensors -i x=@x.npy --expect y=@y.npy --atol 1e-4 --rtol 1e-4\n"
+              "Exit codes: 0 ok, 1 expectation failed, 2 bad usage or input, 3 failure while running.");
+
+  CompareFlags cf;
+  auto* compare = app.add_subcommand("compare", "Run every mode x backend on the same inputs and compare the outputs");
+  cf.common.add(compare);
+  compare->add_option("--modes", cf.modes, "Modes to run, comma-separated")->capture_default_str();
+  compare->add_option("--backends", cf.backends, "Backends to run, comma-separated (cpu,vulkan)")->capture_default_str();
+  compare->add_option("--reference", cf.reference, "MODE:BACKEND every combination is measured against")->capture_default_str();
+  compare->add_option("--atol", cf.atol, "Absolute tolerance")->capture_default_str();
+  compare->add_option("--rtol", cf.rtol, "Relative tolerance")->capture_default_str();
+  compare->add_flag("--json", cf.json, "JSON report");
+  compare->add_flag("--csv", cf.csv, "CSV report");
+  compare->footer("Example:\n  rlx compare graphs/llama_block.json -p graphs/llama_block.safetensors \\\n"
+                  "      --input x=@graphs/llama_block.inputs/x.npy --backends cpu,vulkan --json\n"
+                  "Exit 1 if any combination is outside tolerance; unavailable backends are reported as skipped.");
+
+  BenchFlags bf;
+  auto* bench = app.add_subcommand("bench", "Benchmark a graph in every mode x backend");
+  bf.common.add(bench);
+  bench->add_option("--modes", bf.modes, "Modes, comma-separated")->capture_default_str();
+  bench->add_option("--backends", bf.backends, "Backends, comma-separated")->capture_default_str();
+  bench->add_option("--warmup", bf.warmup, "Untimed runs after the first")->capture_default_str();
+  bench->add_option("--reps", bf.reps, "Timed repetitions")->capture_default_str();
+  bench->add_option("--format", bf.format, "md | json | csv")->capture_default_str();
+  bench->footer("Example:\n  rlx bench bench/graphs/gelu_chain.json --random-params --input x=random:1 --reps 20");
+
+  std::string inspect_graph;
+  bool inspect_dot = false;
+  std::vector<std::string> inspect_dims;
+  auto* inspect = app.add_subcommand("inspect", "Summarise a graph: ops, parameters, FLOPs, output shapes");
+  inspect->add_option("graph", inspect_graph, "Graph file")->required();
+  inspect->add_option("--dim", inspect_dims, "Bind a symbolic dimension, NAME=SIZE, for shapes and FLOPs");
+  inspect->add_flag("--dot", inspect_dot, "Print Graphviz DOT instead");
+
+  std::string devices_backend = "all";
+  auto* devices = app.add_subcommand("devices", "List the devices each backend can use");
+  devices->add_option("--backend", devices_backend, "cpu, vulkan or all")->capture_default_str();
+
+  try {
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      int rc = app.exit(e);
+      return rc == 0 ? 0 : kExitBadInput;
+    }
+    if (run->parsed()) return cmd_run(rf);
+    if (compare->parsed()) return cmd_compare(cf);
+    if (bench->parsed()) return cmd_bench(bf);
+    if (inspect->parsed()) {
+      std::cout << inspect_text(inspect_graph, inspect_dims, inspect_dot);
+      return 0;
+    }
+    if (devices->parsed()) {
+      std::cout << devices_text(devices_backend);
+      return 0;
+    }
+  } catch (const Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory\n";
+    return kExitRuntime;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+  return 0;
+}

@@ -1,0 +1,566 @@
+// The CPU executor: OpenBLAS for matrix products, threaded kernels for the rest.
+// Kernels run when launched; flush() has nothing to wait for.
+#include "backends/cpu/cpu_executor.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <new>
+
+#include "backends/cpu/thread_pool.h"
+#include "core/error.h"
+#include "ir/op_registry.h"
+
+namespace rlx {
+namespace {
+
+using ir::Op;
+
+class CpuBuffer : public DeviceBuffer {
+ public:
+  explicit CpuBuffer(size_t n) {
+    data = new (std::nothrow) float[n ? n : 1];
+    if (!data) throw RuntimeError("out of host memory allocating " + std::to_string(n * 4) + " bytes");
+    floats = n;
+  }
+  ~CpuBuffer() override { delete[] data; }
+  float* data;
+};
+
+float* ptr(const TensorRef& t) { return static_cast<CpuBuffer*>(t.buf)->data + t.offset; }
+
+void parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  cpu::ThreadPool::global().parallel_for(n, grain, fn);
+}
+
+// Views a tensor as [outer, len, inner] around `axis`.
+struct Axis3 {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+Axis3 around(const Shape& s, int axis) {
+  Axis3 v;
+  for (int k = 0; k < (int)s.size(); ++k) {
+    if (k < axis) v.outer *= s[k];
+    else if (k == axis) v.len = s[k];
+    else v.inner *= s[k];
+  }
+  return v;
+}
+
+int blas_int(int64_t v, const Kernel& k) {
+  if (v > INT_MAX) throw RuntimeError(k.label + ": dimension " + std::to_string(v) + " is too large for BLAS");
+  return (int)v;
+}
+
+// ---------------- elementwise ----------------
+void run_elementwise(const Kernel& k) {
+  FusedProgram p;
+  p.out_shape = k.output.shape;
+  std::vector<const float*> ins;
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    p.code.push_back({FusedInstr::Load, EwOp::Add, (int32_t)i});
+    p.input_shapes.push_back(k.inputs[i].shape);
+    ins.push_back(ptr(k.inputs[i]));
+  }
+  if (k.node->op == Op::BroadcastTo || k.node->op == Op::Reshape) {
+    p.result = 0;
+  } else {
+    EwOp op = ir::node_ew_op(*k.node);
+    if (ew_is_unary(op)) p.code.push_back({FusedInstr::Unary, op, 0});
+    else p.code.push_back({FusedInstr::Binary, op, 0, 1});
+    p.result = (int)p.code.size() - 1;
+  }
+  cpu::run_fused(p, ins, ptr(k.output));
+}
+
+void run_cast(const Kernel& k) {
+  DType t = *parse_dtype(k.node->attrs.s("dtype"));
+  const float* x = ptr(k.inputs[0]);
+  float* y = ptr(k.output);
+  parallel(k.output.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = round_to_dtype(x[i], t);
+  });
+}
+
+// ---------------- shape ops ----------------
+void permute_copy(const float* x, const Shape& xs, const std::vector<int>& perm, float* y) {
+  size_t r = xs.size();
+  Shape ys(r);
+  for (size_t k = 0; k < r; ++k) ys[k] = xs[perm[k]];
+  auto xst = contiguous_strides(xs);
+  std::vector<int64_t> st(r);  // stride in x of each y dim
+  for (size_t k = 0; k < r; ++k) st[k] = xst[perm[k]];
+  int64_t total = shape_numel(ys);
+  if (total == 0) return;
+  int64_t inner = r ? ys[r - 1] : 1, rows = total / std::max<int64_t>(inner, 1);
+  int64_t is = r ? st[r - 1] : 1;
+  parallel(rows, 64, [&](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      int64_t rem = row, off = 0;
+      for (size_t k = r - 1; k-- > 0;) {
+        off += (rem % ys[k]) * st[k];
+        rem /= ys[k];
+      }
+      float* dst = y + row * inner;
+      if (is == 1) std::memcpy(dst, x + off, inner * 4);
+      else for (int64_t j = 0; j < inner; ++j) dst[j] = x[off + j * is];
+    }
+  });
+}
+
+void run_transpose(const Kernel& k) {
+  const Shape& xs = k.inputs[0].shape;
+  int r = (int)xs.size();
+  std::vector<int> perm(r);
+  if (k.node->attrs.has("perm")) {
+    const auto& p = k.node->attrs.ints("perm");
+    for (int i = 0; i < r; ++i) perm[i] = (int)(p[i] < 0 ? p[i] + r : p[i]);
+  } else {
+    for (int i = 0; i < r; ++i) perm[i] = r - 1 - i;
+  }
+  permute_copy(ptr(k.inputs[0]), xs, perm, ptr(k.output));
+}
+
+void run_narrow(const Kernel& k) {
+  const Shape& xs = k.inputs[0].shape;
+  int axis = (int)k.node->attrs.i("axis");
+  if (axis < 0) axis += (int)xs.size();
+  Axis3 v = around(xs, axis);
+  int64_t start = k.node->attrs.i("start"), len = k.output.shape[axis];
+  const float* x = ptr(k.inputs[0]);
+  float* y = ptr(k.output);
+  parallel(v.outer, 16, [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o)
+      std::memcpy(y + o * len * v.inner, x + (o * v.len + start) * v.inner, len * v.inner * 4);
+  });
+}
+
+void run_concat(const Kernel& k) {
+  const Shape& ys = k.output.shape;
+  int axis = (int)k.node->attrs.i("axis");
+  if (axis < 0) axis += (int)ys.size();
+  Axis3 v = around(ys, axis);
+  float* y = ptr(k.output);
+  int64_t at = 0;
+  for (const auto& in : k.inputs) {
+    int64_t len = in.shape[axis];
+    const float* x = ptr(in);
+    parallel(v.outer, 16, [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o)
+        std::memcpy(y + (o * v.len + at) * v.inner, x + o * len * v.inner, len * v.inner * 4);
+    });
+    at += len;
+  }
+}
+
+void run_embedding(const Kernel& k) {
+  const Shape& ts = k.inputs[0].shape;
+  int64_t V = ts[0], D = ts[1], n = k.inputs[1].numel();
+  const float* table = ptr(k.inputs[0]);
+  const float* idx = ptr(k.inputs[1]);
+  float* y = ptr(k.output);
+  for (int64_t i = 0; i < n; ++i) {
+    float f = idx[i];
+    if (!(f >= 0 && f < (float)V) || f != std::floor(f))
+      throw RuntimeError(k.label + ": index " + std::to_string((int64_t)f) + " at position " + std::to_string(i) +
+                         " is outside [0, " + std::to_string(V) + ")");
+  }
+  parallel(n, 64, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) std::memcpy(y + i * D, table + (int64_t)idx[i] * D, D * 4);
+  });
+}
+
+// ---------------- reductions ----------------
+void run_reduce(const Kernel& k) {
+  const Shape& xs = k.inputs[0].shape;
+  int r = (int)xs.size();
+  std::vector<bool> red(r, !k.node->attrs.has("axes"));
+  if (k.node->attrs.has("axes"))
+    for (auto a : k.node->attrs.ints("axes")) red[a < 0 ? a + r : a] = true;
+  // Move reduced axes last (a copy only when they are not already trailing).
+  std::vector<int> perm;
+  for (int i = 0; i < r; ++i) if (!red[i]) perm.push_back(i);
+  int64_t R = 1;
+  for (int i = 0; i < r; ++i) if (red[i]) { perm.push_back(i); R *= xs[i]; }
+  bool identity = true;
+  for (int i = 0; i < r; ++i) identity = identity && perm[i] == i;
+  const float* x = ptr(k.inputs[0]);
+  std::vector<float> tmp;
+  if (!identity) {
+    tmp.resize(shape_numel(xs));
+    permute_copy(x, xs, perm, tmp.data());
+    x = tmp.data();
+  }
+  int64_t rows = k.output.numel();
+  float* y = ptr(k.output);
+  Op op = k.node->op;
+  parallel(rows, 16, [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      const float* row = x + o * R;
+      if (op == Op::Max) {
+        float m = -INFINITY;
+        for (int64_t j = 0; j < R; ++j) m = (row[j] > m || row[j] != row[j]) ? row[j] : m;
+        y[o] = m;
+      } else {
+        double s = 0;
+        for (int64_t j = 0; j < R; ++j) s += row[j];
+        y[o] = (float)(op == Op::Mean ? (R ? s / R : NAN) : s);
+      }
+    }
+  });
+}
+
+// ---------------- row ops: softmax, norms, vjps ----------------
+// Softmax of one strided row; entries equal to -inf are hidden; all hidden -> zeros.
+void softmax_row(const float* x, float* y, int64_t n, int64_t stride, float scale = 1.f) {
+  float m = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, x[j * stride] * scale);
+  if (m == -INFINITY) {
+    for (int64_t j = 0; j < n; ++j) y[j * stride] = 0.f;
+    return;
+  }
+  double s = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    float e = std::exp(x[j * stride] * scale - m);
+    y[j * stride] = e;
+    s += e;
+  }
+  float inv = (float)(1.0 / s);
+  for (int64_t j = 0; j < n; ++j) y[j * stride] *= inv;
+}
+
+void run_softmax(const Kernel& k) {
+  const Shape& xs = k.inputs[0].shape;
+  int axis = (int)k.node->attrs.i("axis");
+  if (axis < 0) axis += (int)xs.size();
+  Axis3 v = around(xs, axis);
+  const float* x = ptr(k.inputs[0]);
+  float* y = ptr(k.output);
+  if (k.node->op == Op::Softmax) {
+    parallel(v.outer * v.inner, 16, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        int64_t o = t / v.inner, i = t % v.inner;
+        softmax_row(x + o * v.len * v.inner + i, y + o * v.len * v.inner + i, v.len, v.inner);
+      }
+    });
+  } else {  // SoftmaxVjp(dy, y)
+    const float* yy = ptr(k.inputs[1]);
+    parallel(v.outer * v.inner, 16, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        int64_t base = (t / v.inner) * v.len * v.inner + t % v.inner;
+        double s = 0;
+        for (int64_t j = 0; j < v.len; ++j) s += (double)x[base + j * v.inner] * yy[base + j * v.inner];
+        for (int64_t j = 0; j < v.len; ++j) {
+          int64_t q = base + j * v.inner;
+          y[q] = yy[q] * (x[q] - (float)s);
+        }
+      }
+    });
+  }
+}
+
+void run_scaled_masked_softmax(const Kernel& k) {
+  const Shape& xs = k.inputs[0].shape;
+  int64_t Tk = xs.back(), Tq = xs[xs.size() - 2], rows = k.output.numel() / std::max<int64_t>(Tk, 1);
+  float scale = (float)k.node->attrs.f("scale");
+  bool causal = k.node->attrs.b("causal");
+  const float* x = ptr(k.inputs[0]);
+  float* y = ptr(k.output);
+  parallel(rows, 16, [&](int64_t b, int64_t e) {
+    std::vector<float> tmp(Tk);
+    for (int64_t r = b; r < e; ++r) {
+      int64_t i = r % Tq, limit = causal ? i + (Tk - Tq) : Tk - 1;
+      for (int64_t j = 0; j < Tk; ++j) tmp[j] = j <= limit ? x[r * Tk + j] : -INFINITY;
+      softmax_row(tmp.data(), y + r * Tk, Tk, 1, scale);
+    }
+  });
+}
+
+void run_norm(const Kernel& k) {
+  Op op = k.node->op;
+  const float eps = (float)k.node->attrs.f("eps");
+  bool vjp = op == Op::LayerNormVjp || op == Op::RmsNormVjp;
+  const float* x = ptr(k.inputs[vjp ? 1 : 0]);
+  const float* dy = vjp ? ptr(k.inputs[0]) : nullptr;
+  const float* w = !vjp && k.inputs.size() > 1 ? ptr(k.inputs[1]) : nullptr;
+  const float* bias = !vjp && k.inputs.size() > 2 ? ptr(k.inputs[2]) : nullptr;
+  int64_t D = k.output.shape.empty() ? 1 : k.output.shape.back();
+  int64_t rows = D ? k.output.numel() / D : 0;
+  float* y = ptr(k.output);
+  bool layer = op == Op::LayerNorm || op == Op::LayerNormVjp;
+  parallel(rows, 8, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* xr = x + r * D;
+      float* yr = y + r * D;
+      double mean = 0, sq = 0;
+      if (layer) {
+        for (int64_t j = 0; j < D; ++j) mean += xr[j];
+        mean /= D;
+        for (int64_t j = 0; j < D; ++j) sq += (xr[j] - mean) * (xr[j] - mean);
+      } else {
+        for (int64_t j = 0; j < D; ++j) sq += (double)xr[j] * xr[j];
+      }
+      double inv = 1.0 / std::sqrt(sq / D + eps);
+      if (!vjp) {
+        for (int64_t j = 0; j < D; ++j) {
+          float v = (float)((xr[j] - mean) * inv);
+          if (w) v *= w[j];
+          if (bias) v += bias[j];
+          yr[j] = v;
+        }
+      } else if (layer) {
+        // dx = inv * (dy - mean(dy) - xhat * mean(dy * xhat))
+        const float* g = dy + r * D;
+        double mg = 0, mgx = 0;
+        for (int64_t j = 0; j < D; ++j) {
+          double xh = (xr[j] - mean) * inv;
+          mg += g[j];
+          mgx += g[j] * xh;
+        }
+        mg /= D;
+        mgx /= D;
+        for (int64_t j = 0; j < D; ++j) yr[j] = (float)(inv * (g[j] - mg - (xr[j] - mean) * inv * mgx));
+      } else {
+        // dx = inv * dy - x * inv^3 * mean(dy * x)
+        const float* g = dy + r * D;
+        double dot = 0;
+        for (int64_t j = 0; j < D; ++j) dot += (double)g[j] * xr[j];
+        double c = inv * inv * inv * dot / D;
+        for (int64_t j = 0; j < D; ++j) yr[j] = (float)(inv * g[j] - xr[j] * c);
+      }
+    }
+  });
+}
+
+// ---------------- rope ----------------
+void run_rope(const Kernel& k) {
+  const Shape& xs = k.inputs[0].shape;
+  const auto& a = k.node->attrs;
+  int64_t D = xs.back(), S = xs[xs.size() - 2];
+  int64_t dims = a.has("dims") ? a.i("dims") : D, half = dims / 2;
+  double base = a.f("base"), scale = a.f("scale");
+  bool trad = a.b("traditional");
+  double offset = k.inputs.size() > 1 ? (double)ptr(k.inputs[1])[0] : (double)a.i("offset");
+  // cos/sin table [S, half] in double precision (positions can be large).
+  std::vector<float> cs(S * half), sn(S * half);
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t i = 0; i < half; ++i) {
+      double th = (offset + s) * scale * std::pow(base, -2.0 * i / dims);
+      cs[s * half + i] = (float)std::cos(th);
+      sn[s * half + i] = (float)std::sin(th);
+    }
+  const float* x = ptr(k.inputs[0]);
+  float* y = ptr(k.output);
+  int64_t rows = D ? k.output.numel() / D : 0;
+  parallel(rows, 32, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* xr = x + r * D;
+      float* yr = y + r * D;
+      const float* c = cs.data() + (r % S) * half;
+      const float* s = sn.data() + (r % S) * half;
+      for (int64_t i = 0; i < half; ++i) {
+        int64_t i0 = trad ? 2 * i : i, i1 = trad ? 2 * i + 1 : i + half;
+        float p = xr[i0], q = xr[i1];
+        yr[i0] = p * c[i] - q * s[i];
+        yr[i1] = p * s[i] + q * c[i];
+      }
+      for (int64_t j = dims; j < D; ++j) yr[j] = xr[j];
+    }
+  });
+}
+
+// ---------------- matmul / linear ----------------
+void run_matmul(const Kernel& k) {
+  const Shape &as = k.inputs[0].shape, &bs = k.inputs[1].shape, &os = k.output.shape;
+  bool ta = k.node->attrs.b("transpose_a"), tb = k.node->attrs.b("transpose_b");
+  int64_t M = os[os.size() - 2], N = os.back();
+  int64_t K = ta ? as[as.size() - 2] : as.back();
+  const float *A = ptr(k.inputs[0]), *B = ptr(k.inputs[1]);
+  float* C = ptr(k.output);
+  Shape ob(os.begin(), os.end() - 2), ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  int64_t batches = shape_numel(ob);
+  if (batches == 0 || M == 0 || N == 0) return;
+  if (K == 0) {
+    std::fill(C, C + k.output.numel(), 0.f);
+    return;
+  }
+  bool b_shared = shape_numel(bb) == 1;
+  if (b_shared && !ta) {  // fold a's batch into M: one large product
+    int64_t Mt = batches * M;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, blas_int(Mt, k), blas_int(N, k),
+                blas_int(K, k), 1.f, A, blas_int(K, k), B, blas_int(tb ? K : N, k), 0.f, C, blas_int(N, k));
+    return;
+  }
+  auto sa = broadcast_strides(ab, ob), sb = broadcast_strides(bb, ob);
+  int64_t a_mat = M * K, b_mat = K * N;
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    int64_t rem = bi, oa = 0, obb = 0;
+    for (size_t d = ob.size(); d-- > 0;) {
+      int64_t c = rem % ob[d];
+      rem /= ob[d];
+      oa += c * sa[d];
+      obb += c * sb[d];
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, blas_int(M, k),
+                blas_int(N, k), blas_int(K, k), 1.f, A + oa * a_mat, blas_int(ta ? M : K, k), B + obb * b_mat,
+                blas_int(tb ? K : N, k), 0.f, C + bi * M * N, blas_int(N, k));
+  }
+}
+
+void run_linear(const Kernel& k) {
+  const Shape& ws = k.inputs[1].shape;
+  int64_t Out = ws[0], In = ws[1], rows = Out ? k.output.numel() / Out : 0;
+  float* C = ptr(k.output);
+  if (rows == 0 || Out == 0) return;
+  if (In == 0) std::fill(C, C + rows * Out, 0.f);
+  else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows, k), blas_int(Out, k), blas_int(In, k), 1.f,
+                ptr(k.inputs[0]), blas_int(In, k), ptr(k.inputs[1]), blas_int(In, k), 0.f, C, blas_int(Out, k));
+  if (k.inputs.size() == 3) {
+    const float* bias = ptr(k.inputs[2]);
+    parallel(rows, 64, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r)
+        for (int64_t j = 0; j < Out; ++j) C[r * Out + j] += bias[j];
+    });
+  }
+}
+
+// ---------------- attention ----------------
+void run_attention(const Kernel& k) {
+  auto as4 = [](Shape s) {
+    while (s.size() < 4) s.insert(s.begin(), 1);
+    return s;
+  };
+  Shape qs = as4(k.inputs[0].shape), ks = as4(k.inputs[1].shape), vs = as4(k.inputs[2].shape);
+  int64_t B = qs[0], Hq = qs[1], Sq = qs[2], D = qs[3], Hk = ks[1], Sk = ks[2], Dv = vs[3];
+  int64_t G = Hq / Hk;
+  float scale = k.node->attrs.has("scale") ? (float)k.node->attrs.f("scale") : (float)(1.0 / std::sqrt((double)D));
+  bool causal = k.node->attrs.b("causal");
+  const float *Q = ptr(k.inputs[0]), *Kp = ptr(k.inputs[1]), *V = ptr(k.inputs[2]);
+  float* O = ptr(k.output);
+  const float* mask = nullptr;
+  bool bool_mask = false;
+  std::vector<int64_t> mst;
+  if (k.inputs.size() == 4) {
+    mask = ptr(k.inputs[3]);
+    bool_mask = k.inputs[3].dtype == DType::boolean;
+    mst = broadcast_strides(k.inputs[3].shape, Shape{B, Hq, Sq, Sk});
+  }
+  if (Sq == 0 || B * Hq == 0) return;
+  // Rows of one key/value group: G heads x Sq queries, contiguous in q and out.
+  const int64_t group_rows = G * Sq;
+  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(group_rows, (1 << 22) / std::max<int64_t>(Sk, 1)));
+  std::vector<float> S(chunk * std::max<int64_t>(Sk, 1));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t hk = 0; hk < Hk; ++hk) {
+      const float* Kh = Kp + (b * Hk + hk) * Sk * D;
+      const float* Vh = V + (b * Hk + hk) * Sk * Dv;
+      for (int64_t r0 = 0; r0 < group_rows; r0 += chunk) {
+        int64_t nr = std::min(chunk, group_rows - r0);
+        const float* Qc = Q + ((b * Hq + hk * G) * Sq + r0) * D;
+        float* Oc = O + ((b * Hq + hk * G) * Sq + r0) * Dv;
+        if (Sk > 0 && D > 0)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(nr, k), blas_int(Sk, k), blas_int(D, k), scale,
+                      Qc, blas_int(D, k), Kh, blas_int(D, k), 0.f, S.data(), blas_int(Sk, k));
+        else
+          std::fill(S.begin(), S.begin() + nr * Sk, 0.f);
+        parallel(nr, 4, [&](int64_t rb, int64_t re) {
+          for (int64_t rr = rb; rr < re; ++rr) {
+            int64_t row = r0 + rr, h = hk * G + row / Sq, i = row % Sq;
+            float* sr = S.data() + rr * Sk;
+            int64_t limit = causal ? i + (Sk - Sq) : Sk - 1;
+            int64_t mo = mask ? b * mst[0] + h * mst[1] + i * mst[2] : 0;
+            for (int64_t j = 0; j < Sk; ++j) {
+              if (j > limit) sr[j] = -INFINITY;
+              else if (mask) {
+                float m = mask[mo + j * mst[3]];
+                if (bool_mask) sr[j] = m != 0.f ? sr[j] : -INFINITY;
+                else sr[j] += m;
+              }
+            }
+            softmax_row(sr, sr, Sk, 1);
+          }
+        });
+        if (Sk > 0 && Dv > 0)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(nr, k), blas_int(Dv, k), blas_int(Sk, k), 1.f,
+                      S.data(), blas_int(Sk, k), Vh, blas_int(Dv, k), 0.f, Oc, blas_int(Dv, k));
+        else
+          std::fill(Oc, Oc + nr * Dv, 0.f);
+      }
+    }
+}
+
+// ---------------- dispatch ----------------
+void run_node(const Kernel& k) {
+  switch (ir::op_info(k.node->op).category) {
+    case ir::Category::Binary: case ir::Category::Unary:
+      if (k.node->op == Op::Cast) run_cast(k);
+      else run_elementwise(k);
+      return;
+    case ir::Category::Reduce: run_reduce(k); return;
+    case ir::Category::Matmul: (k.node->op == Op::Linear ? run_linear : run_matmul)(k); return;
+    case ir::Category::Gather: run_embedding(k); return;
+    case ir::Category::Rope: run_rope(k); return;
+    case ir::Category::Attention: run_attention(k); return;
+    case ir::Category::Row:
+      switch (k.node->op) {
+        case Op::Softmax: case Op::SoftmaxVjp: run_softmax(k); return;
+        case Op::ScaledMaskedSoftmax: run_scaled_masked_softmax(k); return;
+        default: run_norm(k); return;
+      }
+    case ir::Category::Shape:
+      switch (k.node->op) {
+        case Op::Reshape:
+          if (ptr(k.output) != ptr(k.inputs[0])) std::memcpy(ptr(k.output), ptr(k.inputs[0]), k.output.numel() * 4);
+          return;
+        case Op::Transpose: run_transpose(k); return;
+        case Op::BroadcastTo: run_elementwise(k); return;
+        case Op::Narrow: run_narrow(k); return;
+        case Op::Concat: run_concat(k); return;
+        default: break;
+      }
+      break;
+    case ir::Category::Leaf: break;
+  }
+  throw RuntimeError(k.label + ": the CPU executor cannot run op " + ir::op_name(k.node->op));
+}
+
+class CpuExecutor : public Executor {
+ public:
+  std::string name() const override { return "cpu"; }
+  std::string description() const override {
+    return "CPU, " + std::to_string(cpu::ThreadPool::global().size()) + " threads, OpenBLAS";
+  }
+  std::unique_ptr<DeviceBuffer> allocate(size_t floats) override { return std::make_unique<CpuBuffer>(floats); }
+  void upload(DeviceBuffer& dst, size_t offset, const float* src, size_t n) override {
+    if (n) std::memcpy(static_cast<CpuBuffer&>(dst).data + offset, src, n * 4);
+  }
+  void download(const DeviceBuffer& src, size_t offset, float* dst, size_t n) override {
+    if (n) std::memcpy(dst, static_cast<const CpuBuffer&>(src).data + offset, n * 4);
+  }
+  void launch(const Kernel& k) override {
+    auto t0 = std::chrono::steady_clock::now();
+    if (k.fused) {
+      std::vector<const float*> ins;
+      for (const auto& t : k.inputs) ins.push_back(ptr(t));
+      cpu::run_fused(*k.fused, ins, ptr(k.output));
+    } else {
+      run_node(k);
+    }
+    if (profiling_) {
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      profile_.push_back({k.label, k.fused ? "fused" : ir::op_name(k.node->op), s, k.flops, k.bytes});
+    }
+  }
+  void flush() override {}
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_cpu_executor() { return std::make_unique<CpuExecutor>(); }
+
+}  // namespace rlx

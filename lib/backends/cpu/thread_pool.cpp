@@ -1,0 +1,83 @@
+#include "backends/cpu/thread_pool.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace rlx::cpu {
+
+int default_num_threads() {
+  if (const char* e = std::getenv("RLX_NUM_THREADS")) {
+    int n = std::atoi(e);
+    if (n > 0) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+ThreadPool::ThreadPool(int threads) {
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+ThreadPool& ThreadPool::global() {
+  static ThreadPool pool(default_num_threads());
+  return pool;
+}
+
+void ThreadPool::worker(int) {
+  uint64_t seen = 0;
+  for (;;) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return stop_ || generation_ != seen; });
+    if (stop_) return;
+    seen = generation_;
+    while (next_ < chunks_) {
+      int64_t c = next_++;
+      l.unlock();
+      int64_t b = c * chunk_, e = std::min(n_, b + chunk_);
+      (*job_)(b, e);
+      l.lock();
+      if (++finished_ == chunks_) done_cv_.notify_all();
+    }
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  int threads = size();
+  if (threads == 1 || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  int64_t chunks = std::min<int64_t>((n + grain - 1) / grain, threads * 4);
+  int64_t chunk = (n + chunks - 1) / chunks;
+  chunks = (n + chunk - 1) / chunk;
+  std::unique_lock<std::mutex> l(mu_);
+  job_ = &fn;
+  n_ = n;
+  chunk_ = chunk;
+  chunks_ = chunks;
+  next_ = 0;
+  finished_ = 0;
+  generation_++;
+  cv_.notify_all();
+  while (next_ < chunks_) {
+    int64_t c = next_++;
+    l.unlock();
+    int64_t b = c * chunk_, e = std::min(n_, b + chunk_);
+    fn(b, e);
+    l.lock();
+    ++finished_;
+  }
+  done_cv_.wait(l, [&] { return finished_ == chunks_; });
+  job_ = nullptr;
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,37 @@
+#pragma once
+// Error classes and the exit codes they map to. Every failure that reaches the
+// command line is one of these; anything else is a bug.
+#include <stdexcept>
+#include <string>
+
+namespace rlx {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitExpectFailed = 1,  // --expect mismatch, compare outside tolerance
+  kExitBadInput = 2,      // bad usage, graph, params or inputs
+  kExitRuntime = 3,       // failure while running: device, memory
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(int exit_code, const std::string& msg) : std::runtime_error(msg), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int exit_code_;
+};
+
+// Bad usage, a malformed graph, missing/mismatched params, bad inputs, unreadable files.
+class InputError : public Error {
+ public:
+  explicit InputError(const std::string& msg) : Error(kExitBadInput, msg) {}
+};
+
+// A failure while executing: device loss, out of memory, out-of-range index at run time.
+class RuntimeError : public Error {
+ public:
+  explicit RuntimeError(const std::string& msg) : Error(kExitRuntime, msg) {}
+};
+
+}  // namespace rlx

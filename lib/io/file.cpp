@@ -1,0 +1,260 @@
+#include "io/file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <system_error>
+
+#include "core/error.h"
+
+static_assert(std::endian::native == std::endian::little, "rlx io assumes a little-endian host");
+
+namespace rlx::io {
+
+namespace {
+
+std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+// Closes a file descriptor on scope exit.
+struct FdGuard {
+  int fd = -1;
+  ~FdGuard() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// ---- writing ----
+
+[[noreturn]] void throw_write_error(const std::string& path, const std::string& dir, int err) {
+  const std::string head = "cannot write " + path + ": ";
+  switch (err) {
+    case ENOENT: throw InputError(head + "directory " + dir + " does not exist");
+    case ENOTDIR: throw InputError(head + dir + " is not a directory");
+    case EACCES: case EPERM: throw InputError(head + "permission denied");
+    case EROFS: throw InputError(head + "permission denied (read-only file system)");
+    case EISDIR: throw InputError(head + "it is a directory, expected a file name");
+    case ENAMETOOLONG: throw InputError(head + "file name too long");
+    case ENOSPC: case EDQUOT: throw RuntimeError(head + "no space left on device");
+    default: throw RuntimeError(head + errno_text(err));
+  }
+}
+
+// The process umask, read without changing it (umask(2) would race with other threads).
+mode_t current_umask() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Umask:", 0) == 0) return (mode_t)std::strtoul(line.c_str() + 6, nullptr, 8);
+  return 022;
+}
+
+// Mode for the new file: the existing target's mode, else what open(2) would give.
+mode_t target_mode(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return st.st_mode & 07777;
+  return 0666 & ~current_umask();
+}
+
+// Returns 0 or the errno of the failed write.
+int write_all(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+// A mkstemp temporary that is unlinked unless committed.
+struct TempFile {
+  std::string path;
+  FdGuard fd;
+  bool committed = false;
+  ~TempFile() {
+    if (!committed && !path.empty()) ::unlink(path.c_str());
+  }
+};
+
+// ---- reading ----
+
+[[noreturn]] void throw_read_error(const std::string& path, int err) {
+  const std::string head = "cannot read " + path + ": ";
+  switch (err) {
+    case ENOENT: throw InputError(head + "file does not exist");
+    case EACCES: case EPERM: throw InputError(head + "permission denied");
+    case ENOTDIR: throw InputError(head + "a component of the path is not a directory");
+    case ENOMEM: throw RuntimeError(head + "out of memory");
+    default: throw InputError(head + errno_text(err));
+  }
+}
+
+// Opens `path` for reading; fills `st`. Refuses directories.
+int open_for_read(const std::string& path, struct stat* st) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_read_error(path, errno);
+  if (::fstat(fd, st) != 0) {
+    int err = errno;
+    ::close(fd);
+    throw_read_error(path, err);
+  }
+  if (S_ISDIR(st->st_mode)) {
+    ::close(fd);
+    throw InputError("cannot read " + path + ": it is a directory, expected a file");
+  }
+  return fd;
+}
+
+// Reads until end of file (works for pipes too; `hint` is the expected size).
+std::vector<uint8_t> read_all(int fd, const std::string& path, size_t hint) {
+  std::vector<uint8_t> out;
+  out.reserve(hint);
+  uint8_t buf[1 << 16];
+  for (;;) {
+    ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw_read_error(path, errno);
+    }
+    if (r == 0) return out;
+    out.insert(out.end(), buf, buf + r);
+  }
+}
+
+template <class I>
+I to_int(float v) {
+  if (v != v) return 0;
+  double r = std::round((double)v);
+  if (r <= (double)std::numeric_limits<I>::min()) return std::numeric_limits<I>::min();
+  if (r >= (double)std::numeric_limits<I>::max()) return std::numeric_limits<I>::max();
+  return (I)r;
+}
+
+template <class T>
+T load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <class T>
+void store(uint8_t* p, T v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const void* data, size_t size) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string name = target.filename().string();
+  const std::string dir = target.has_parent_path() ? target.parent_path().string() : ".";
+  if (name.empty() || name == "." || name == "..")
+    throw InputError("cannot write " + path + ": expected a file name, found a directory path");
+
+  TempFile tmp;
+  std::string tmpl = dir + "/." + name + ".tmp.XXXXXX";
+  int fd = ::mkstemp(tmpl.data());
+  if (fd < 0) throw_write_error(path, dir, errno);
+  tmp.path = tmpl;
+  tmp.fd.fd = fd;
+
+  int err = write_all(fd, static_cast<const uint8_t*>(data), size);
+  if (!err && ::fchmod(fd, target_mode(path)) != 0) err = errno;
+  if (!err && ::fsync(fd) != 0) err = errno;
+  tmp.fd.fd = -1;
+  if (::close(fd) != 0 && !err) err = errno;
+  if (!err && ::rename(tmp.path.c_str(), path.c_str()) != 0) err = errno;
+  if (err) throw_write_error(path, dir, err);
+  tmp.committed = true;
+
+  // Make the rename itself durable (best effort: some file systems refuse fsync on directories).
+  FdGuard dfd{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  if (dfd.fd >= 0) ::fsync(dfd.fd);
+}
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  struct stat st;
+  FdGuard fd{open_for_read(path, &st)};
+  return read_all(fd.fd, path, S_ISREG(st.st_mode) ? (size_t)st.st_size : 0);
+}
+
+MappedFile map_file(const std::string& path) {
+  struct stat st;
+  FdGuard fd{open_for_read(path, &st)};
+  MappedFile m;
+  if (!S_ISREG(st.st_mode)) {  // a pipe or device: read it into memory instead
+    auto bytes = std::make_shared<const std::vector<uint8_t>>(read_all(fd.fd, path, 0));
+    m.data = bytes->empty() ? nullptr : bytes->data();
+    m.size = bytes->size();
+    m.keep = std::move(bytes);
+    return m;
+  }
+  m.size = (size_t)st.st_size;
+  if (m.size == 0) return m;  // mmap refuses empty mappings
+  void* p = ::mmap(nullptr, m.size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
+  if (p == MAP_FAILED) throw_read_error(path, errno);
+  const size_t len = m.size;
+  m.keep = std::shared_ptr<const void>(p, [len](const void* q) { ::munmap(const_cast<void*>(q), len); });
+  m.data = static_cast<const uint8_t*>(p);
+  return m;
+}
+
+const uint8_t* ByteReader::take(size_t n, const char* field) {
+  if (n > remaining())
+    throw InputError(what_ + ": truncated " + field + ": expected " + std::to_string(n) + " bytes at offset " +
+                     std::to_string(pos_) + ", found " + std::to_string(remaining()));
+  const uint8_t* p = data_ + pos_;
+  pos_ += n;
+  return p;
+}
+
+uint16_t ByteReader::u16le(const char* field) { return load<uint16_t>(take(2, field)); }
+uint32_t ByteReader::u32le(const char* field) { return load<uint32_t>(take(4, field)); }
+uint64_t ByteReader::u64le(const char* field) { return load<uint64_t>(take(8, field)); }
+
+void append_le(std::vector<uint8_t>& out, uint64_t v, size_t bytes) {
+  for (size_t i = 0; i < bytes; ++i) out.push_back((uint8_t)(v >> (8 * i)));
+}
+
+void decode_elements(const uint8_t* src, DType dtype, int64_t n, float* dst) {
+  const size_t es = dtype_size(dtype);
+  for (int64_t i = 0; i < n; ++i, src += es) {
+    switch (dtype) {
+      case DType::f32: dst[i] = load<float>(src); break;
+      case DType::f16: dst[i] = f16_to_f32(load<uint16_t>(src)); break;
+      case DType::bf16: dst[i] = bf16_to_f32(load<uint16_t>(src)); break;
+      case DType::i32: dst[i] = (float)load<int32_t>(src); break;
+      case DType::i64: dst[i] = (float)load<int64_t>(src); break;
+      case DType::boolean: dst[i] = *src != 0 ? 1.f : 0.f; break;
+    }
+  }
+}
+
+void encode_elements(const float* src, int64_t n, DType dtype, uint8_t* dst) {
+  const size_t es = dtype_size(dtype);
+  for (int64_t i = 0; i < n; ++i, dst += es) {
+    switch (dtype) {
+      case DType::f32: store(dst, src[i]); break;
+      case DType::f16: store(dst, f32_to_f16(src[i])); break;
+      case DType::bf16: store(dst, f32_to_bf16(src[i])); break;
+      case DType::i32: store(dst, to_int<int32_t>(src[i])); break;
+      case DType::i64: store(dst, to_int<int64_t>(src[i])); break;
+      case DType::boolean: *dst = src[i] != 0.f ? 1 : 0; break;
+    }
+  }
+}
+
+}  // namespace rlx::io

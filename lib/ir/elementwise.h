@@ -1,0 +1,65 @@
+#pragma once
+// Elementwise operations as data: the enum of every unary/binary formula (from
+// elementwise.def), their scalar C++ implementations, and FusedProgram, the
+// small register bytecode the compiler emits for fused elementwise chains.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/shape.h"
+
+namespace rlx {
+
+enum class EwOp : uint8_t {
+#define UNARY(E, C, G) E,
+#define BINARY(E, C, G) E,
+#include "ir/elementwise.def"
+#undef UNARY
+#undef BINARY
+};
+
+bool ew_is_unary(EwOp op);
+const char* ew_name(EwOp op);
+const char* ew_glsl(EwOp op);  // GLSL expression template, in terms of x or a,b
+
+inline float rlx_powf(float a, float b) { return std::pow(a, b); }
+inline float rlx_maxf(float a, float b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }
+inline float rlx_minf(float a, float b) { return (a != a || b != b) ? NAN : (a < b ? a : b); }
+inline float rlx_silu_vjp(float dy, float x) {
+  float s = 1.0f / (1.0f + std::exp(-x));
+  return dy * s * (1.0f + x * (1.0f - s));
+}
+inline float rlx_gelu_erf_vjp(float dy, float x) {
+  float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678118654752f));
+  float pdf = std::exp(-0.5f * x * x) * 0.39894228040143268f;
+  return dy * (cdf + x * pdf);
+}
+inline float rlx_gelu_tanh_vjp(float dy, float x) {
+  const float k = 0.79788456080286536f, c = 0.044715f;
+  float t = std::tanh(k * (x + c * x * x * x));
+  return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * c * x * x));
+}
+
+// Scalar evaluation (reference path; kernels use the vectorised loops in the CPU executor).
+float ew_apply(EwOp op, float a, float b = 0.f);
+
+// A fused elementwise kernel: registers r0..rN-1 in SSA form, instruction i writes r_i.
+struct FusedInstr {
+  enum Kind : uint8_t { Load, Const, Unary, Binary } kind;
+  EwOp op = EwOp::Add;  // for Unary/Binary
+  int32_t a = 0, b = 0;  // Load: input index in a; Unary: a; Binary: a, b (register ids)
+  float imm = 0.f;       // Const
+};
+
+struct FusedProgram {
+  std::vector<FusedInstr> code;
+  std::vector<Shape> input_shapes;  // each broadcasts to out_shape
+  Shape out_shape;
+  int result = 0;  // register holding the output
+  std::string describe() const;  // e.g. "mul(x0, add(x1, 0.5))"
+  // Stable text key (used to cache generated GPU kernels).
+  std::string key() const;
+};
+
+}  // namespace rlx

@@ -1,0 +1,365 @@
+#include "ir/loader.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "io/file.h"
+#include "ir/op_registry.h"
+
+namespace rlx::ir {
+
+using json = nlohmann::json;
+
+namespace {
+
+struct Ctx {
+  std::string file;
+  const LoadLimits& limits;
+  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
+    throw InputError(file + ": " + (where.empty() ? "" : where + ": ") + what);
+  }
+};
+
+std::string where_node(size_t idx, const std::string& id, const std::string& op = "") {
+  std::string w = "nodes[" + std::to_string(idx) + "]";
+  if (!id.empty()) w = "node '" + id + "'" + (op.empty() ? "" : " (" + op + ")") + " at " + w;
+  return w;
+}
+
+const char* json_type(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::number_integer: case json::value_t::number_unsigned: return "an integer";
+    case json::value_t::number_float: return "a number";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "a list";
+    case json::value_t::object: return "an object";
+    default: return "an unsupported value";
+  }
+}
+
+bool json_int(const json& v, int64_t& out) {
+  if (v.is_number_integer()) {
+    out = v.get<int64_t>();
+    return true;
+  }
+  if (v.is_number_unsigned()) {
+    uint64_t u = v.get<uint64_t>();
+    if (u > (uint64_t)INT64_MAX) return false;
+    out = (int64_t)u;
+    return true;
+  }
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (std::floor(d) != d || std::fabs(d) > 9.0e15) return false;
+    out = (int64_t)d;
+    return true;
+  }
+  return false;
+}
+
+AttrValue parse_attr(const Ctx& c, const std::string& where, const AttrSpec& spec, const json& v) {
+  auto bad = [&](const char* expected) -> AttrValue {
+    c.fail(where, "attribute '" + spec.name + "' must be " + expected + ", got " + json_type(v) + " " + v.dump());
+  };
+  int64_t iv;
+  switch (spec.type) {
+    case AttrType::Int:
+      if (v.is_boolean() || !json_int(v, iv)) return bad("an integer");
+      return iv;
+    case AttrType::Float:
+      if (!v.is_number()) return bad("a number");
+      if (!std::isfinite(v.get<double>())) return bad("a finite number");
+      return v.get<double>();
+    case AttrType::Bool:
+      if (!v.is_boolean()) return bad("true or false");
+      return v.get<bool>();
+    case AttrType::String: {
+      if (!v.is_string()) return bad("a string");
+      std::string s = v.get<std::string>();
+      if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), s) == spec.choices.end()) {
+        std::string opts;
+        for (auto& o : spec.choices) opts += (opts.empty() ? "\"" : ", \"") + o + "\"";
+        c.fail(where, "attribute '" + spec.name + "' is \"" + s + "\"; expected one of " + opts);
+      }
+      return s;
+    }
+    case AttrType::Dtype: {
+      if (!v.is_string() || !parse_dtype(v.get<std::string>()))
+        return bad("a dtype (f32, f16, bf16, i32, i64, bool)");
+      return v.get<std::string>();
+    }
+    case AttrType::Ints: {
+      if (!v.is_array()) return bad("a list of integers");
+      if (v.size() > c.limits.max_rank) c.fail(where, "attribute '" + spec.name + "' has more than " + std::to_string(c.limits.max_rank) + " entries");
+      std::vector<int64_t> r;
+      for (const auto& e : v) {
+        if (e.is_boolean() || !json_int(e, iv)) return bad("a list of integers");
+        r.push_back(iv);
+      }
+      return r;
+    }
+  }
+  return bad("valid");
+}
+
+// Flattens a (nested) constant value in row-major order, checking it matches `shape`.
+void flatten_value(const Ctx& c, const std::string& where, const json& v, const Shape& shape, size_t depth,
+                   std::vector<float>& out) {
+  if (depth == shape.size()) {
+    if (v.is_boolean()) out.push_back(v.get<bool>() ? 1.f : 0.f);
+    else if (v.is_number()) out.push_back(v.get<float>());
+    else c.fail(where, "value entries must be numbers, got " + std::string(json_type(v)));
+    return;
+  }
+  if (!v.is_array() || (int64_t)v.size() != shape[depth])
+    c.fail(where, "value does not match shape " + shape_str(shape) + " at nesting level " + std::to_string(depth) +
+                      " (expected a list of " + std::to_string(shape[depth]) + ")");
+  for (const auto& e : v) flatten_value(c, where, e, shape, depth + 1, out);
+}
+
+void parse_shape(const Ctx& c, const std::string& where, const json& js, bool allow_symbols, Node& n) {
+  if (!js.is_array()) c.fail(where, "shape must be a list, got " + std::string(json_type(js)));
+  if (js.size() > c.limits.max_rank) c.fail(where, "shape has rank " + std::to_string(js.size()) + "; at most " + std::to_string(c.limits.max_rank) + " is supported");
+  n.decl_shape.clear();
+  for (const auto& d : js) {
+    Dim dim;
+    int64_t v;
+    if (d.is_string()) {
+      if (!allow_symbols) c.fail(where, "symbolic dimension \"" + d.get<std::string>() + "\" is only allowed on input nodes");
+      dim.symbol = d.get<std::string>();
+      if (dim.symbol.empty()) c.fail(where, "a symbolic dimension needs a name");
+    } else if (!d.is_boolean() && json_int(d, v)) {
+      if (v < 0) c.fail(where, "shape has a negative dimension " + std::to_string(v));
+      dim.value = v;
+    } else {
+      c.fail(where, "shape entries must be non-negative integers or symbol names, got " + d.dump());
+    }
+    n.decl_shape.push_back(dim);
+  }
+  n.has_decl_shape = true;
+  Shape concrete;
+  for (auto& d : n.decl_shape) concrete.push_back(d.symbol.empty() ? d.value : 1);
+  if (shape_numel(concrete) < 0) c.fail(where, "shape element count overflows");
+}
+
+Node parse_node(const Ctx& c, size_t idx, const json& jn) {
+  if (!jn.is_object()) c.fail(where_node(idx, ""), "a node must be an object, got " + std::string(json_type(jn)));
+  Node n;
+  n.json_index = (int)idx;
+  if (!jn.contains("id") || !jn["id"].is_string() || jn["id"].get<std::string>().empty())
+    c.fail(where_node(idx, ""), "every node needs a non-empty string \"id\"");
+  n.id = jn["id"].get<std::string>();
+  if (!jn.contains("op") || !jn["op"].is_string()) c.fail(where_node(idx, n.id), "needs a string \"op\"");
+  std::string opname = jn["op"].get<std::string>();
+  auto op = op_from_name(opname);
+  if (!op) c.fail(where_node(idx, n.id), "unknown op \"" + opname + "\" (see docs/graph-format.md for the list)");
+  n.op = *op;
+  const OpInfo& info = op_info(n.op);
+  std::string where = where_node(idx, n.id, opname);
+  static const std::set<std::string> keys = {"id", "op", "inputs", "attrs", "shape", "dtype", "name", "value", "doc", "comment"};
+  for (auto it = jn.begin(); it != jn.end(); ++it)
+    if (!keys.count(it.key())) c.fail(where, "unknown field \"" + it.key() + "\"");
+
+  bool leaf = info.category == Category::Leaf;
+  if (jn.contains("dtype")) {
+    if (!jn["dtype"].is_string() || !parse_dtype(jn["dtype"].get<std::string>()))
+      c.fail(where, "dtype must be one of f32, f16, bf16, i32, i64, bool; got " + jn["dtype"].dump());
+    n.dtype = *parse_dtype(jn["dtype"].get<std::string>());
+  }
+  if (jn.contains("shape")) parse_shape(c, where, jn["shape"], n.op == Op::Input, n);
+  else if (leaf) c.fail(where, "\"shape\" is required on " + opname + " nodes");
+  if (jn.contains("name")) {
+    if (!jn["name"].is_string()) c.fail(where, "\"name\" must be a string");
+    n.param_name = jn["name"].get<std::string>();
+  }
+  if (n.param_name.empty()) n.param_name = n.id;
+  if (jn.contains("value") && n.op != Op::Constant) c.fail(where, "\"value\" is only allowed on constant nodes");
+  if (n.op == Op::Constant) {
+    if (!jn.contains("value")) c.fail(where, "constant nodes need a \"value\"");
+    Shape s;
+    for (auto& d : n.decl_shape) s.push_back(d.value);
+    int64_t count = shape_numel(s);
+    if (count < 0 || (size_t)count > c.limits.max_constant_elements)
+      c.fail(where, "constant has " + std::to_string(count) + " elements; at most " + std::to_string(c.limits.max_constant_elements) + " are supported inline (use a param)");
+    std::vector<float> vals;
+    const json& v = jn["value"];
+    if (v.is_number() || v.is_boolean()) {
+      float x = v.is_boolean() ? (v.get<bool>() ? 1.f : 0.f) : v.get<float>();
+      vals.assign((size_t)count, x);  // a scalar fills the shape
+    } else {
+      flatten_value(c, where, v, s, 0, vals);
+    }
+    for (auto& x : vals) x = round_to_dtype(x, n.dtype);
+    n.constant = Tensor::from_vector(s, std::move(vals), n.dtype);
+  }
+
+  if (jn.contains("inputs")) {
+    const json& ins = jn["inputs"];
+    if (!ins.is_array()) c.fail(where, "\"inputs\" must be a list of node ids");
+    for (const auto& e : ins)
+      if (!e.is_string()) c.fail(where, "\"inputs\" must be a list of node ids, found " + e.dump());
+  }
+  size_t nin = jn.contains("inputs") ? jn["inputs"].size() : 0;
+  if ((int)nin < info.min_inputs || (int)nin > info.max_inputs) {
+    std::string want = info.min_inputs == info.max_inputs ? std::to_string(info.min_inputs)
+                                                          : std::to_string(info.min_inputs) + " to " + std::to_string(info.max_inputs);
+    c.fail(where, "takes " + want + " input" + (info.max_inputs == 1 ? "" : "s") + ", got " + std::to_string(nin));
+  }
+
+  // Attributes: check names and types, then fill defaults.
+  if (jn.contains("attrs")) {
+    const json& ja = jn["attrs"];
+    if (!ja.is_object()) c.fail(where, "\"attrs\" must be an object");
+    for (auto it = ja.begin(); it != ja.end(); ++it) {
+      auto spec = std::find_if(info.attrs.begin(), info.attrs.end(), [&](const AttrSpec& s) { return s.name == it.key(); });
+      if (spec == info.attrs.end()) {
+        std::string known;
+        for (auto& s : info.attrs) known += (known.empty() ? "" : ", ") + s.name;
+        c.fail(where, "unknown attribute \"" + it.key() + "\"" + (known.empty() ? " (this op takes none)" : " (known: " + known + ")"));
+      }
+      n.attrs.values[spec->name] = parse_attr(c, where, *spec, it.value());
+    }
+  }
+  for (const auto& spec : info.attrs) {
+    if (n.attrs.has(spec.name)) continue;
+    if (spec.required) c.fail(where, "attribute \"" + spec.name + "\" is required");
+    if (spec.default_value) n.attrs.values[spec.name] = *spec.default_value;
+  }
+  return n;
+}
+
+}  // namespace
+
+bool has_symbolic_dims(const Graph& g) {
+  for (const auto& n : g.nodes)
+    for (const auto& d : n.decl_shape)
+      if (!d.symbol.empty()) return true;
+  return false;
+}
+
+Graph load_graph_text(const std::string& text, const std::string& file_name, const LoadLimits& limits) {
+  Ctx c{file_name, limits};
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // e.byte is the 1-based byte offset; report a line and column.
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+      if (text[i] == '\n') { line++; col = 1; } else { col++; }
+    }
+    c.fail("", "not valid JSON at line " + std::to_string(line) + ", column " + std::to_string(col) + ": " + e.what());
+  }
+  if (!root.is_object()) c.fail("", "the top level must be an object with \"format\", \"version\", \"nodes\", \"outputs\"");
+  if (!root.contains("format") || root["format"] != "rlx.graph")
+    c.fail("format", "expected \"format\": \"rlx.graph\"" + (root.contains("format") ? ", got " + root["format"].dump() : std::string()));
+  int64_t version = 0;
+  if (!root.contains("version") || !json_int(root["version"], version))
+    c.fail("version", "\"version\" is required (an integer)");
+  if (version != 1) c.fail("version", "unsupported version " + std::to_string(version) + "; this rlx reads version 1");
+  if (!root.contains("nodes") || !root["nodes"].is_array()) c.fail("nodes", "\"nodes\" must be a list");
+  if (!root.contains("outputs") || !root["outputs"].is_array() || root["outputs"].empty())
+    c.fail("outputs", "\"outputs\" must be a non-empty list of node ids");
+  const json& jnodes = root["nodes"];
+  if (jnodes.size() > limits.max_nodes)
+    c.fail("nodes", "the graph has " + std::to_string(jnodes.size()) + " nodes; the limit is " + std::to_string(limits.max_nodes));
+
+  Graph g;
+  g.file = file_name;
+  if (root.contains("name") && root["name"].is_string()) g.name = root["name"].get<std::string>();
+
+  // Parse nodes in file order, then order them topologically.
+  std::vector<Node> parsed;
+  std::map<std::string, size_t> by_id;
+  for (size_t i = 0; i < jnodes.size(); ++i) {
+    Node n = parse_node(c, i, jnodes[i]);
+    auto [it, fresh] = by_id.emplace(n.id, i);
+    if (!fresh) c.fail(where_node(i, n.id), "duplicate id (first defined at nodes[" + std::to_string(it->second) + "])");
+    parsed.push_back(std::move(n));
+  }
+  std::vector<std::vector<size_t>> deps(parsed.size());
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    if (!jnodes[i].contains("inputs")) continue;
+    for (const auto& e : jnodes[i]["inputs"]) {
+      std::string src = e.get<std::string>();
+      auto it = by_id.find(src);
+      if (it == by_id.end())
+        c.fail(where_node(i, parsed[i].id, op_name(parsed[i].op)), "input \"" + src + "\" is not a node of this graph");
+      deps[i].push_back(it->second);
+    }
+  }
+  // Kahn's algorithm, stable with respect to file order.
+  std::vector<int> indeg(parsed.size(), 0);
+  std::vector<std::vector<size_t>> users(parsed.size());
+  for (size_t i = 0; i < parsed.size(); ++i)
+    for (size_t d : deps[i]) {
+      users[d].push_back(i);
+      indeg[i]++;
+    }
+  std::vector<size_t> order, ready;
+  for (size_t i = parsed.size(); i-- > 0;)
+    if (indeg[i] == 0) ready.push_back(i);
+  while (!ready.empty()) {
+    size_t i = ready.back();
+    ready.pop_back();
+    order.push_back(i);
+    for (auto it = users[i].rbegin(); it != users[i].rend(); ++it)
+      if (--indeg[*it] == 0) ready.push_back(*it);
+  }
+  if (order.size() != parsed.size()) {
+    // Walk dependencies among the unplaced nodes until one repeats: it is on a cycle.
+    size_t cur = 0;
+    while (indeg[cur] == 0) cur++;
+    std::vector<bool> seen(parsed.size(), false);
+    while (!seen[cur]) {
+      seen[cur] = true;
+      for (size_t d : deps[cur])
+        if (indeg[d] != 0) { cur = d; break; }
+    }
+    c.fail(where_node(cur, parsed[cur].id, op_name(parsed[cur].op)), "the graph has a cycle through this node");
+  }
+  std::vector<int> new_index(parsed.size());
+  for (size_t k = 0; k < order.size(); ++k) new_index[order[k]] = (int)k;
+  for (size_t k = 0; k < order.size(); ++k) {
+    size_t i = order[k];
+    Node n = std::move(parsed[i]);
+    for (size_t d : deps[i]) n.inputs.push_back(new_index[d]);
+    g.index[n.id] = (int)k;
+    g.nodes.push_back(std::move(n));
+  }
+  std::set<std::string> outs;
+  for (const auto& o : root["outputs"]) {
+    if (!o.is_string()) c.fail("outputs", "entries must be node ids, got " + o.dump());
+    int k = g.find(o.get<std::string>());
+    if (k < 0) c.fail("outputs", "\"" + o.get<std::string>() + "\" is not a node of this graph");
+    if (!outs.insert(o.get<std::string>()).second) c.fail("outputs", "\"" + o.get<std::string>() + "\" is listed twice");
+    g.outputs.push_back(k);
+  }
+  // Without symbolic dimensions every shape is known now: check the whole graph before anything runs.
+  if (!has_symbolic_dims(g)) {
+    std::map<std::string, Shape> in;
+    for (const auto& n : g.nodes)
+      if (n.op == Op::Input) {
+        Shape s;
+        for (auto& d : n.decl_shape) s.push_back(d.value);
+        in[n.id] = s;
+      }
+    infer_shapes(g, in);
+  }
+  return g;
+}
+
+Graph load_graph_file(const std::string& path, const LoadLimits& limits) {
+  auto bytes = io::read_file(path);
+  return load_graph_text(std::string(bytes.begin(), bytes.end()), path, limits);
+}
+
+}  // namespace rlx::ir

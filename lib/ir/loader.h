@@ -1,0 +1,24 @@
+#pragma once
+// Loads a graph file (docs/graph-format.md) into the IR, validating everything
+// that can be checked without input values. Throws InputError naming the file,
+// the node id, its JSON location and what was expected.
+#include <string>
+
+#include "ir/graph.h"
+
+namespace rlx::ir {
+
+struct LoadLimits {
+  size_t max_nodes = 1'000'000;
+  size_t max_inputs_per_node = 4096;
+  size_t max_rank = 16;
+  size_t max_constant_elements = 1 << 24;
+};
+
+Graph load_graph_file(const std::string& path, const LoadLimits& limits = {});
+Graph load_graph_text(const std::string& text, const std::string& file_name, const LoadLimits& limits = {});
+
+// Graph with every param/input shape concrete: shapes can be inferred at load.
+bool has_symbolic_dims(const Graph& g);
+
+}  // namespace rlx::ir

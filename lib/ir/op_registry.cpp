@@ -1,0 +1,510 @@
+#include "ir/op_registry.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "core/error.h"
+
+namespace rlx::ir {
+
+// ---------------- Attrs accessors ----------------
+namespace {
+const AttrValue& attr_at(const Attrs& a, const std::string& k) {
+  auto it = a.values.find(k);
+  if (it == a.values.end()) throw InputError("internal: attribute '" + k + "' is not set");
+  return it->second;
+}
+}  // namespace
+
+int64_t Attrs::i(const std::string& k) const {
+  const auto& v = attr_at(*this, k);
+  if (auto p = std::get_if<int64_t>(&v)) return *p;
+  if (auto p = std::get_if<double>(&v)) return (int64_t)*p;
+  if (auto p = std::get_if<bool>(&v)) return *p ? 1 : 0;
+  throw InputError("internal: attribute '" + k + "' is not an integer");
+}
+double Attrs::f(const std::string& k) const {
+  const auto& v = attr_at(*this, k);
+  if (auto p = std::get_if<double>(&v)) return *p;
+  if (auto p = std::get_if<int64_t>(&v)) return (double)*p;
+  throw InputError("internal: attribute '" + k + "' is not a number");
+}
+bool Attrs::b(const std::string& k) const {
+  const auto& v = attr_at(*this, k);
+  if (auto p = std::get_if<bool>(&v)) return *p;
+  throw InputError("internal: attribute '" + k + "' is not a bool");
+}
+const std::string& Attrs::s(const std::string& k) const {
+  const auto& v = attr_at(*this, k);
+  if (auto p = std::get_if<std::string>(&v)) return *p;
+  throw InputError("internal: attribute '" + k + "' is not a string");
+}
+const std::vector<int64_t>& Attrs::ints(const std::string& k) const {
+  const auto& v = attr_at(*this, k);
+  if (auto p = std::get_if<std::vector<int64_t>>(&v)) return *p;
+  throw InputError("internal: attribute '" + k + "' is not a list of integers");
+}
+
+// ---------------- The registry table ----------------
+namespace {
+
+AttrSpec opt_int(const char* n, int64_t d) { return {n, AttrType::Int, AttrValue{d}, false, {}}; }
+AttrSpec opt_float(const char* n, double d) { return {n, AttrType::Float, AttrValue{d}, false, {}}; }
+AttrSpec opt_bool(const char* n, bool d) { return {n, AttrType::Bool, AttrValue{d}, false, {}}; }
+AttrSpec req_int(const char* n) { return {n, AttrType::Int, std::nullopt, true, {}}; }
+AttrSpec req_ints(const char* n) { return {n, AttrType::Ints, std::nullopt, true, {}}; }
+AttrSpec opt_ints_none(const char* n) { return {n, AttrType::Ints, std::nullopt, false, {}}; }
+AttrSpec opt_int_none(const char* n) { return {n, AttrType::Int, std::nullopt, false, {}}; }
+AttrSpec opt_float_none(const char* n) { return {n, AttrType::Float, std::nullopt, false, {}}; }
+AttrSpec approximate() { return {"approximate", AttrType::String, AttrValue{std::string("none")}, false, {"none", "tanh"}}; }
+
+std::vector<AttrSpec> attrs_for(Op op) {
+  switch (op) {
+    case Op::Gelu: case Op::GeluVjp: return {approximate()};
+    case Op::Sum: case Op::Mean: case Op::Max: return {opt_ints_none("axes"), opt_bool("keepdims", false)};
+    case Op::Softmax: case Op::SoftmaxVjp: return {opt_int("axis", -1)};
+    case Op::Matmul: return {opt_bool("transpose_a", false), opt_bool("transpose_b", false)};
+    case Op::Reshape: case Op::BroadcastTo: return {req_ints("shape")};
+    case Op::Transpose: return {opt_ints_none("perm")};
+    case Op::Narrow: return {req_int("axis"), req_int("start"), req_int("length")};
+    case Op::Concat: return {req_int("axis")};
+    case Op::Cast: return {{"dtype", AttrType::Dtype, std::nullopt, true, {}}};
+    case Op::LayerNorm: case Op::LayerNormVjp: return {opt_float("eps", 1e-5)};
+    case Op::RmsNorm: case Op::RmsNormVjp: return {opt_float("eps", 1e-6)};
+    case Op::Rope:
+      return {opt_int_none("dims"), opt_float("base", 10000.0), opt_bool("traditional", false),
+              opt_float("scale", 1.0), opt_int("offset", 0)};
+    case Op::ScaledMaskedSoftmax: return {opt_float("scale", 1.0), opt_bool("causal", false)};
+    case Op::Attention: return {opt_float_none("scale"), opt_bool("causal", false)};
+    default: return {};
+  }
+}
+
+std::vector<OpInfo> build_table() {
+  std::vector<OpInfo> t;
+#define OP(E, N, MIN, MAX, CAT) t.push_back(OpInfo{Op::E, N, MIN, MAX, Category::CAT, attrs_for(Op::E)});
+#include "ir/ops.def"
+#undef OP
+  return t;
+}
+
+const std::vector<OpInfo>& table() {
+  static const std::vector<OpInfo> t = build_table();
+  return t;
+}
+
+}  // namespace
+
+const OpInfo& op_info(Op op) { return table()[(size_t)op]; }
+const char* op_name(Op op) { return op_info(op).name; }
+
+std::optional<Op> op_from_name(const std::string& name) {
+  static const std::map<std::string, Op> m = [] {
+    std::map<std::string, Op> r;
+    for (const auto& i : table()) r[i.name] = i.op;
+    return r;
+  }();
+  auto it = m.find(name);
+  if (it == m.end()) return std::nullopt;
+  return it->second;
+}
+
+const std::vector<std::string>& all_op_names() {
+  static const std::vector<std::string> v = [] {
+    std::vector<std::string> r;
+    for (const auto& i : table()) r.push_back(i.name);
+    return r;
+  }();
+  return v;
+}
+
+std::string node_ref(const Graph& g, const Node& n) {
+  std::string f = g.file.empty() ? std::string("graph") : g.file;
+  return f + ": node '" + n.id + "' (" + op_name(n.op) + ")";
+}
+
+EwOp node_ew_op(const Node& n) {
+  switch (n.op) {
+    case Op::Add: return EwOp::Add;
+    case Op::Sub: return EwOp::Sub;
+    case Op::Mul: return EwOp::Mul;
+    case Op::Div: return EwOp::Div;
+    case Op::Pow: return EwOp::Pow;
+    case Op::Maximum: return EwOp::Maximum;
+    case Op::Minimum: return EwOp::Minimum;
+    case Op::Neg: return EwOp::Neg;
+    case Op::Exp: return EwOp::Exp;
+    case Op::Log: return EwOp::Log;
+    case Op::Sqrt: return EwOp::Sqrt;
+    case Op::Rsqrt: return EwOp::Rsqrt;
+    case Op::Abs: return EwOp::Abs;
+    case Op::Tanh: return EwOp::Tanh;
+    case Op::Sigmoid: return EwOp::Sigmoid;
+    case Op::Relu: return EwOp::Relu;
+    case Op::Silu: return EwOp::Silu;
+    case Op::Erf: return EwOp::Erf;
+    case Op::Sin: return EwOp::Sin;
+    case Op::Cos: return EwOp::Cos;
+    case Op::Square: return EwOp::Square;
+    case Op::Gelu: return n.attrs.s("approximate") == "tanh" ? EwOp::GeluTanh : EwOp::GeluErf;
+    case Op::SiluVjp: return EwOp::SiluVjp;
+    case Op::GeluVjp: return n.attrs.s("approximate") == "tanh" ? EwOp::GeluTanhVjp : EwOp::GeluErfVjp;
+    default: throw InputError(std::string("internal: op ") + op_name(n.op) + " is not elementwise");
+  }
+}
+
+// ---------------- Shape inference ----------------
+namespace {
+
+[[noreturn]] void fail(const Graph& g, const Node& n, const std::string& what) {
+  throw InputError(node_ref(g, n) + ": " + what);
+}
+
+bool is_elementwise_int_closed(Op op) {
+  switch (op) {
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Maximum: case Op::Minimum:
+    case Op::Neg: case Op::Abs: case Op::Square: case Op::Relu:
+      return true;
+    default: return false;
+  }
+}
+
+DType elementwise_dtype(const Node& n, const TypedShapes& ts) {
+  bool all_int = true, any64 = false;
+  for (int i : n.inputs) {
+    all_int = all_int && is_integer(ts.dtypes[i]);
+    any64 = any64 || ts.dtypes[i] == DType::i64;
+  }
+  if (all_int && is_elementwise_int_closed(n.op)) return any64 ? DType::i64 : DType::i32;
+  return DType::f32;
+}
+
+}  // namespace
+
+int normalize_axis(int64_t axis, int rank, const Node& n, const Graph& g) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    fail(g, n, "axis " + std::to_string(axis) + " is out of range for a rank-" + std::to_string(rank) + " input");
+  return (int)a;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const Node& n, const Graph& g) {
+  size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail(g, n, "cannot broadcast shapes " + shape_str(a) + " and " + shape_str(b));
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+void infer_node(const Graph& g, int idx, TypedShapes& ts) {
+  const Node& n = g.nodes[idx];
+  auto in = [&](int k) -> const Shape& { return ts.shapes[n.inputs[k]]; };
+  auto in_dt = [&](int k) { return ts.dtypes[n.inputs[k]]; };
+  Shape out;
+  DType dt = DType::f32;
+  const auto& info = op_info(n.op);
+  auto require_rank_at_least = [&](int k, int r, const char* what) {
+    if ((int)in(k).size() < r)
+      fail(g, n, std::string(what) + " must have rank >= " + std::to_string(r) + ", got shape " + shape_str(in(k)));
+  };
+  auto require_vec = [&](int k, int64_t d, const char* what) {
+    if (in(k).size() != 1 || in(k)[0] != d)
+      fail(g, n, std::string(what) + " must have shape [" + std::to_string(d) + "], got " + shape_str(in(k)));
+  };
+
+  switch (info.category) {
+    case Category::Leaf:
+      return;  // set by the binder
+    case Category::Binary:
+      if (n.op == Op::SiluVjp || n.op == Op::GeluVjp) {
+        if (in(0) != in(1)) fail(g, n, "dy " + shape_str(in(0)) + " and x " + shape_str(in(1)) + " must have the same shape");
+        out = in(0);
+      } else {
+        out = broadcast_shapes(in(0), in(1), n, g);
+        dt = elementwise_dtype(n, ts);
+      }
+      break;
+    case Category::Unary:
+      out = in(0);
+      if (n.op == Op::Cast) dt = *parse_dtype(n.attrs.s("dtype"));
+      else dt = elementwise_dtype(n, ts);
+      break;
+    case Category::Reduce: {
+      const Shape& x = in(0);
+      int r = (int)x.size();
+      std::vector<bool> red(r, !n.attrs.has("axes"));
+      if (n.attrs.has("axes")) {
+        for (int64_t a : n.attrs.ints("axes")) {
+          int k = normalize_axis(a, r, n, g);
+          if (red[k]) fail(g, n, "axis " + std::to_string(a) + " is listed twice in axes");
+          red[k] = true;
+        }
+      }
+      bool keep = n.attrs.b("keepdims");
+      for (int k = 0; k < r; ++k) {
+        if (!red[k]) out.push_back(x[k]);
+        else if (keep) out.push_back(1);
+        if (red[k] && x[k] == 0 && n.op == Op::Max) fail(g, n, "max over an empty axis");
+      }
+      break;
+    }
+    case Category::Row: {
+      const Shape& x = in(0);
+      out = x;
+      switch (n.op) {
+        case Op::Softmax: case Op::SoftmaxVjp:
+          normalize_axis(n.attrs.i("axis"), (int)x.size(), n, g);
+          break;
+        case Op::ScaledMaskedSoftmax:
+          require_rank_at_least(0, 2, "scores");
+          break;
+        case Op::LayerNorm: case Op::RmsNorm:
+          require_rank_at_least(0, 1, "x");
+          for (size_t k = 1; k < n.inputs.size(); ++k) require_vec((int)k, x.back(), k == 1 ? "weight" : "bias");
+          break;
+        default: break;
+      }
+      if (n.inputs.size() == 2 && (n.op == Op::LayerNormVjp || n.op == Op::RmsNormVjp || n.op == Op::SoftmaxVjp)) {
+        if (in(0) != in(1)) fail(g, n, "dy " + shape_str(in(0)) + " and its second input " + shape_str(in(1)) + " must have the same shape");
+        if (n.op != Op::SoftmaxVjp) require_rank_at_least(0, 1, "x");
+      }
+      break;
+    }
+    case Category::Matmul: {
+      if (n.op == Op::Linear) {
+        require_rank_at_least(0, 1, "x");
+        const Shape &x = in(0), &w = in(1);
+        if (w.size() != 2) fail(g, n, "weight must be [Out, In], got " + shape_str(w));
+        if (x.back() != w[1])
+          fail(g, n, "x's last dimension " + std::to_string(x.back()) + " does not match weight " + shape_str(w) + " (In = " + std::to_string(w[1]) + ")");
+        if (n.inputs.size() == 3) require_vec(2, w[0], "bias");
+        out = x;
+        out.back() = w[0];
+      } else {
+        require_rank_at_least(0, 2, "a");
+        require_rank_at_least(1, 2, "b");
+        Shape a = in(0), b = in(1);
+        if (n.attrs.b("transpose_a")) std::swap(a[a.size() - 1], a[a.size() - 2]);
+        if (n.attrs.b("transpose_b")) std::swap(b[b.size() - 1], b[b.size() - 2]);
+        int64_t M = a[a.size() - 2], K = a.back(), K2 = b[b.size() - 2], N = b.back();
+        if (K != K2)
+          fail(g, n, "inner dimensions differ: a " + shape_str(in(0)) + " and b " + shape_str(in(1)) + " give K = " +
+                         std::to_string(K) + " vs " + std::to_string(K2));
+        Shape ba(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+        out = broadcast_shapes(ba, bb, n, g);
+        out.push_back(M);
+        out.push_back(N);
+      }
+      break;
+    }
+    case Category::Shape: {
+      const Shape& x = in(0);
+      dt = in_dt(0);
+      switch (n.op) {
+        case Op::Reshape: {
+          const auto& s = n.attrs.ints("shape");
+          int neg = -1;
+          int64_t known = 1;
+          for (size_t k = 0; k < s.size(); ++k) {
+            if (s[k] == -1) {
+              if (neg >= 0) fail(g, n, "shape has more than one -1");
+              neg = (int)k;
+            } else if (s[k] < 0) {
+              fail(g, n, "shape has a negative dimension " + std::to_string(s[k]));
+            } else {
+              if (s[k] != 0 && known > INT64_MAX / s[k]) fail(g, n, "shape element count overflows");
+              known *= s[k];
+            }
+          }
+          int64_t total = shape_numel(x);
+          out.assign(s.begin(), s.end());
+          if (neg >= 0) {
+            if (known == 0 || total % known != 0)
+              fail(g, n, "cannot infer -1: " + std::to_string(total) + " elements of " + shape_str(x) + " into " + shape_str(out));
+            out[neg] = total / known;
+          } else if (known != total) {
+            fail(g, n, "cannot reshape " + shape_str(x) + " (" + std::to_string(total) + " elements) to " + shape_str(out));
+          }
+          break;
+        }
+        case Op::Transpose: {
+          int r = (int)x.size();
+          std::vector<int64_t> perm(r);
+          if (n.attrs.has("perm")) perm = n.attrs.ints("perm");
+          else for (int k = 0; k < r; ++k) perm[k] = r - 1 - k;
+          if ((int)perm.size() != r) fail(g, n, "perm has " + std::to_string(perm.size()) + " entries for a rank-" + std::to_string(r) + " input");
+          std::vector<bool> seen(r, false);
+          for (auto p : perm) {
+            int a = normalize_axis(p, r, n, g);
+            if (seen[a]) fail(g, n, "perm is not a permutation");
+            seen[a] = true;
+            out.push_back(x[a]);
+          }
+          break;
+        }
+        case Op::BroadcastTo: {
+          const auto& s = n.attrs.ints("shape");
+          out.assign(s.begin(), s.end());
+          for (auto d : out) if (d < 0) fail(g, n, "shape has a negative dimension");
+          if (x.size() > out.size()) fail(g, n, "cannot broadcast " + shape_str(x) + " to lower rank " + shape_str(out));
+          if (broadcast_shapes(x, out, n, g) != out) fail(g, n, "cannot broadcast " + shape_str(x) + " to " + shape_str(out));
+          break;
+        }
+        case Op::Narrow: {
+          int a = normalize_axis(n.attrs.i("axis"), (int)x.size(), n, g);
+          int64_t st = n.attrs.i("start"), len = n.attrs.i("length");
+          if (st < 0 || len < 0 || st > x[a] || len > x[a] - st)
+            fail(g, n, "start " + std::to_string(st) + " and length " + std::to_string(len) + " do not fit axis " +
+                           std::to_string(a) + " of size " + std::to_string(x[a]));
+          out = x;
+          out[a] = len;
+          break;
+        }
+        case Op::Concat: {
+          int a = normalize_axis(n.attrs.i("axis"), (int)x.size(), n, g);
+          out = x;
+          out[a] = 0;
+          for (size_t k = 0; k < n.inputs.size(); ++k) {
+            const Shape& y = in((int)k);
+            bool ok = y.size() == x.size();
+            for (size_t d = 0; ok && d < y.size(); ++d) ok = (int)d == a || y[d] == x[d];
+            if (!ok) fail(g, n, "input " + std::to_string(k) + " has shape " + shape_str(y) + ", incompatible with " + shape_str(x) + " along axes other than " + std::to_string(a));
+            out[a] += y[a];
+          }
+          break;
+        }
+        default: break;
+      }
+      break;
+    }
+    case Category::Gather: {
+      const Shape& t = in(0);
+      if (t.size() != 2) fail(g, n, "table must be [V, D], got " + shape_str(t));
+      if (!is_integer(in_dt(1))) fail(g, n, std::string("indices must be i32 or i64, got ") + dtype_name(in_dt(1)));
+      out = in(1);
+      out.push_back(t[1]);
+      dt = is_float(in_dt(0)) ? DType::f32 : in_dt(0);
+      break;
+    }
+    case Category::Rope: {
+      require_rank_at_least(0, 2, "x");
+      const Shape& x = in(0);
+      int64_t D = x.back();
+      int64_t dims = n.attrs.has("dims") ? n.attrs.i("dims") : D;
+      if (dims <= 0 || dims > D || dims % 2) fail(g, n, "dims " + std::to_string(dims) + " must be even and in (0, " + std::to_string(D) + "]");
+      if (n.inputs.size() == 2) {
+        if (shape_numel(in(1)) != 1) fail(g, n, "offset must be a scalar, got shape " + shape_str(in(1)));
+        if (!is_integer(in_dt(1))) fail(g, n, std::string("offset must be i32, got ") + dtype_name(in_dt(1)));
+      }
+      out = x;
+      break;
+    }
+    case Category::Attention: {
+      const Shape &q = in(0), &k = in(1), &v = in(2);
+      size_t r = q.size();
+      if (r < 2 || r > 4) fail(g, n, "q must have rank 2, 3 or 4, got " + shape_str(q));
+      if (k.size() != r || v.size() != r) fail(g, n, "q, k and v must have the same rank: " + shape_str(q) + ", " + shape_str(k) + ", " + shape_str(v));
+      int64_t D = q[r - 1], Sk = k[r - 2];
+      if (k[r - 1] != D) fail(g, n, "k's head dim " + std::to_string(k[r - 1]) + " differs from q's " + std::to_string(D));
+      if (v[r - 2] != Sk) fail(g, n, "v has " + std::to_string(v[r - 2]) + " positions, k has " + std::to_string(Sk));
+      if (r >= 3) {
+        int64_t Hq = q[r - 3], Hk = k[r - 3];
+        if (v[r - 3] != Hk) fail(g, n, "k and v head counts differ: " + shape_str(k) + " vs " + shape_str(v));
+        if (Hk == 0 || Hq % Hk) fail(g, n, "query heads " + std::to_string(Hq) + " must be a multiple of key/value heads " + std::to_string(Hk));
+      }
+      if (r == 4 && (k[0] != q[0] || v[0] != q[0])) fail(g, n, "batch sizes differ: " + shape_str(q) + ", " + shape_str(k) + ", " + shape_str(v));
+      out = q;
+      out.back() = v.back();
+      if (n.inputs.size() == 4) {
+        Shape sc = q;
+        sc.back() = Sk;
+        if (in(3).size() > sc.size() || broadcast_shapes(in(3), sc, n, g) != sc)
+          fail(g, n, "mask " + shape_str(in(3)) + " does not broadcast to the scores " + shape_str(sc));
+      }
+      break;
+    }
+  }
+  ts.shapes[idx] = out;
+  ts.dtypes[idx] = dt;
+  if (shape_numel(out) < 0) fail(g, n, "result shape " + shape_str(out) + " overflows");
+  if (n.has_decl_shape) {
+    Shape decl;
+    for (const auto& d : n.decl_shape) decl.push_back(d.value);
+    if (decl != out) fail(g, n, "declared shape " + shape_str(decl) + " differs from the inferred " + shape_str(out));
+  }
+}
+
+TypedShapes infer_shapes(const Graph& g, const std::map<std::string, Shape>& input_shapes,
+                         const std::map<std::string, Shape>& param_shapes) {
+  TypedShapes ts;
+  ts.shapes.resize(g.nodes.size());
+  ts.dtypes.resize(g.nodes.size());
+  for (int i = 0; i < (int)g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op == Op::Input) {
+      auto it = input_shapes.find(n.id);
+      if (it == input_shapes.end()) fail(g, n, "no value given for this input (use --input " + n.id + "=SPEC)");
+      const Shape& s = it->second;
+      if (s.size() != n.decl_shape.size())
+        fail(g, n, "expects rank " + std::to_string(n.decl_shape.size()) + ", got a tensor of shape " + shape_str(s));
+      for (size_t k = 0; k < s.size(); ++k) {
+        const Dim& d = n.decl_shape[k];
+        if (d.symbol.empty()) {
+          if (d.value != s[k]) {
+            Shape decl;
+            for (auto& dd : n.decl_shape) decl.push_back(dd.value);
+            fail(g, n, "expects shape " + shape_str(decl) + ", got " + shape_str(s));
+          }
+        } else {
+          auto [it2, fresh] = ts.symbols.emplace(d.symbol, s[k]);
+          if (!fresh && it2->second != s[k])
+            fail(g, n, "dimension '" + d.symbol + "' is " + std::to_string(s[k]) + " here but was bound to " + std::to_string(it2->second) + " by an earlier input");
+        }
+      }
+      ts.shapes[i] = s;
+      ts.dtypes[i] = n.dtype;
+    } else if (n.op == Op::Param || n.op == Op::Constant) {
+      Shape s;
+      for (auto& d : n.decl_shape) s.push_back(d.value);
+      ts.shapes[i] = s;
+      ts.dtypes[i] = n.dtype;
+    } else {
+      infer_node(g, i, ts);
+    }
+  }
+  return ts;
+}
+
+double node_flops(const Graph& g, int idx, const TypedShapes& ts) {
+  const Node& n = g.nodes[idx];
+  double out = (double)shape_numel(ts.shapes[idx]);
+  switch (op_info(n.op).category) {
+    case Category::Leaf: case Category::Shape: case Category::Gather: return 0;
+    case Category::Binary: case Category::Unary: return out;
+    case Category::Reduce: return (double)shape_numel(ts.shapes[n.inputs[0]]);
+    case Category::Row: return 5 * out;
+    case Category::Rope: return 3 * out;
+    case Category::Matmul: {
+      const Shape& a = ts.shapes[n.inputs[0]];
+      double K = (double)(n.op == Op::Matmul && n.attrs.b("transpose_a") ? a[a.size() - 2] : a.back());
+      return 2 * out * K;
+    }
+    case Category::Attention: {
+      const Shape &q = ts.shapes[n.inputs[0]], &k = ts.shapes[n.inputs[1]];
+      double Sk = (double)k[k.size() - 2], D = (double)q.back();
+      double rows = (double)shape_numel(q) / D;
+      return rows * Sk * (2 * D + 2 * (double)ts.shapes[idx].back());
+    }
+  }
+  return 0;
+}
+
+}  // namespace rlx::ir

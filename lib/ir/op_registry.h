@@ -1,0 +1,59 @@
+#pragma once
+// The op registry: for every op, its name, arity, attributes with defaults, and
+// shape/dtype rule. The loader, validation, shape inference, FLOP counting and
+// the executors all read this one table.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/elementwise.h"
+#include "ir/graph.h"
+
+namespace rlx::ir {
+
+enum class Category : uint8_t { Leaf, Binary, Unary, Reduce, Row, Matmul, Shape, Gather, Rope, Attention };
+
+enum class AttrType : uint8_t { Int, Float, Bool, String, Ints, Dtype };
+
+struct AttrSpec {
+  std::string name;
+  AttrType type;
+  std::optional<AttrValue> default_value;  // nullopt: required, or optional-without-default if !required
+  bool required = false;
+  std::vector<std::string> choices;  // for String
+};
+
+struct OpInfo {
+  Op op;
+  const char* name;
+  int min_inputs, max_inputs;
+  Category category;
+  std::vector<AttrSpec> attrs;
+};
+
+const OpInfo& op_info(Op op);
+const char* op_name(Op op);
+std::optional<Op> op_from_name(const std::string& name);
+const std::vector<std::string>& all_op_names();
+
+// Output shape and dtype of node `n` given its inputs' shapes/dtypes. Throws
+// InputError naming the node on any mismatch.
+void infer_node(const Graph& g, int node_index, TypedShapes& ts);
+
+// Whole-graph inference for concrete input shapes (symbols bound in ts.symbols).
+// Fills ts.shapes/dtypes for every node.
+TypedShapes infer_shapes(const Graph& g, const std::map<std::string, Shape>& input_shapes,
+                         const std::map<std::string, Shape>& param_shapes = {});
+
+// Floating-point operations of one node (2 per multiply-add), for throughput reports.
+double node_flops(const Graph& g, int node_index, const TypedShapes& ts);
+
+// Helpers shared by inference and executors.
+int normalize_axis(int64_t axis, int rank, const Node& n, const Graph& g);
+Shape broadcast_shapes(const Shape& a, const Shape& b, const Node& n, const Graph& g);
+std::string node_ref(const Graph& g, const Node& n);  // "graph.json: node 'h' (linear)"
+
+// Elementwise formula for a Unary/Binary-category node (gelu picks erf/tanh; vjps too).
+EwOp node_ew_op(const Node& n);
+
+}  // namespace rlx::ir

@@ -1,0 +1,39 @@
+#include "passes/memory_plan.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace rlx::passes {
+
+MemoryPlan plan_memory(const std::vector<Lifetime>& values, int64_t align) {
+  MemoryPlan p;
+  p.offsets.assign(values.size(), -1);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i].size > 0) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return values[a].size > values[b].size; });
+  struct Placed { int64_t off, end; int first, last; };
+  std::vector<Placed> placed;
+  for (size_t v : order) {
+    const auto& L = values[v];
+    int64_t size = (L.size + align - 1) / align * align;
+    p.sum_floats += size;
+    // Intervals in use during v's lifetime, sorted by offset; take the smallest gap that fits.
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (const auto& q : placed)
+      if (!(q.last < L.first || L.last < q.first)) busy.push_back({q.off, q.end});
+    std::sort(busy.begin(), busy.end());
+    int64_t best = -1, best_gap = INT64_MAX, cur = 0;
+    for (const auto& [o, e] : busy) {
+      if (o - cur >= size && o - cur < best_gap) { best = cur; best_gap = o - cur; }
+      cur = std::max(cur, e);
+    }
+    if (best < 0) best = cur;
+    p.offsets[v] = best;
+    placed.push_back({best, best + size, L.first, L.last});
+    p.arena_floats = std::max(p.arena_floats, best + size);
+  }
+  return p;
+}
+
+}  // namespace rlx::passes

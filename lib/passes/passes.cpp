@@ -1,0 +1,328 @@
+#include "passes/passes.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "backends/cpu/cpu_executor.h"
+#include "core/error.h"
+#include "ir/op_registry.h"
+
+namespace rlx::passes {
+
+using ir::Category;
+using ir::Node;
+using ir::Op;
+
+bool is_alias_node(const Node& n, const ir::TypedShapes&, int) { return n.op == Op::Reshape; }
+
+namespace {
+
+struct Work {
+  std::vector<Node> nodes;
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  std::vector<int> outputs;
+  int fresh = 0;
+
+  int add_constant(Tensor t) {
+    Node c;
+    c.op = Op::Constant;
+    c.id = "__const" + std::to_string(fresh++);
+    c.dtype = t.dtype();
+    for (auto d : t.shape()) c.decl_shape.push_back({d, ""});
+    c.has_decl_shape = true;
+    c.param_name = c.id;
+    shapes.push_back(t.shape());
+    dtypes.push_back(t.dtype());
+    c.constant = std::move(t);
+    nodes.push_back(std::move(c));
+    return (int)nodes.size() - 1;
+  }
+};
+
+bool is_scalar_const(const Work& w, int i, float* value = nullptr) {
+  const Node& n = w.nodes[i];
+  if (n.op != Op::Constant || n.constant.numel() != 1) return false;
+  if (value) *value = n.constant.data()[0];
+  return true;
+}
+
+std::string attrs_key(const ir::Attrs& a) {
+  std::ostringstream s;
+  s.precision(17);
+  for (const auto& [k, v] : a.values) {
+    s << k << '=';
+    std::visit([&](const auto& x) {
+      using T = std::decay_t<decltype(x)>;
+      if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+        for (auto e : x) s << e << ',';
+      } else {
+        s << x;
+      }
+    }, v);
+    s << ';';
+  }
+  return s.str();
+}
+
+// Runs one node on the CPU over constant inputs; returns its value.
+Tensor fold_node(const Work& w, int i) {
+  static auto cpu = make_cpu_executor();
+  const Node& n = w.nodes[i];
+  std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+  Kernel k;
+  k.node = &n;
+  k.label = n.id;
+  for (int in : n.inputs) {
+    const Tensor& t = w.nodes[in].constant;
+    bufs.push_back(cpu->allocate(t.numel()));
+    cpu->upload(*bufs.back(), 0, t.data(), t.numel());
+    k.inputs.push_back({bufs.back().get(), 0, t.shape(), t.dtype()});
+  }
+  Tensor out(w.shapes[i], w.dtypes[i]);
+  bufs.push_back(cpu->allocate(out.numel()));
+  k.output = {bufs.back().get(), 0, out.shape(), out.dtype()};
+  cpu->launch(k);
+  cpu->flush();
+  cpu->download(*bufs.back(), 0, out.mutable_data(), out.numel());
+  return out;
+}
+
+bool same_value_shape(const Shape& a, const Shape& b) {
+  // Equal after dropping leading 1s.
+  size_t i = 0, j = 0;
+  while (i < a.size() && a[i] == 1 && a.size() - i > b.size() - j) i++;
+  while (j < b.size() && b[j] == 1 && b.size() - j > a.size() - i) j++;
+  return std::equal(a.begin() + i, a.end(), b.begin() + j, b.end());
+}
+
+// Simplifications of node i; returns the node it is equivalent to, or -1.
+int simplify(Work& w, int i, OptStats& st) {
+  Node& n = w.nodes[i];
+  const Shape& out = w.shapes[i];
+  auto in = [&](int k) { return n.inputs[k]; };
+  auto same = [&](int k) { return w.shapes[in(k)] == out && w.dtypes[in(k)] == w.dtypes[i]; };
+  switch (n.op) {
+    case Op::Reshape: case Op::BroadcastTo:
+      if (same(0)) return in(0);
+      break;
+    case Op::Transpose: {
+      const Shape& xs = w.shapes[in(0)];
+      int r = (int)xs.size();
+      bool ident = true;
+      if (n.attrs.has("perm")) {
+        const auto& p = n.attrs.ints("perm");
+        for (int k = 0; k < r; ++k) ident = ident && (p[k] < 0 ? p[k] + r : p[k]) == k;
+      } else {
+        ident = r <= 1;
+      }
+      if (ident) return in(0);
+      break;
+    }
+    case Op::Cast:
+      if (same(0)) return in(0);
+      break;
+    case Op::Mul: case Op::Add: case Op::Sub: case Op::Div: {
+      float c;
+      float unit = (n.op == Op::Mul || n.op == Op::Div) ? 1.f : 0.f;
+      bool commutes = n.op == Op::Mul || n.op == Op::Add;
+      if (is_scalar_const(w, in(1), &c) && c == unit && same(0)) return in(0);
+      if (commutes && is_scalar_const(w, in(0), &c) && c == unit && same(1)) return in(1);
+      // Scalar merging: (x op c1) op c2 -> x op (c1 op' c2) for mul/add chains.
+      if ((n.op == Op::Mul || n.op == Op::Add) && is_scalar_const(w, in(1), &c)) {
+        Node& inner = w.nodes[in(0)];
+        float c1;
+        if (inner.op == n.op && is_scalar_const(w, inner.inputs[1], &c1) && w.shapes[inner.inputs[0]] == out) {
+          float merged = n.op == Op::Mul ? c1 * c : c1 + c;
+          int x = inner.inputs[0];
+          int k = w.add_constant(Tensor::from_vector({}, {merged}));
+          Node& me = w.nodes[i];  // add_constant may have reallocated
+          me.inputs = {x, k};
+          st.scalars_merged++;
+        }
+      }
+      break;
+    }
+    default: break;
+  }
+  return -1;
+}
+
+// Keeps the nodes reachable from the outputs, in topological order.
+std::vector<int> live_order(const Work& w) {
+  std::vector<int> state(w.nodes.size(), 0), order;
+  std::function<void(int)> visit = [&](int i) {
+    std::vector<std::pair<int, size_t>> stack{{i, 0}};
+    while (!stack.empty()) {
+      auto& [v, k] = stack.back();
+      if (state[v] == 2) { stack.pop_back(); continue; }
+      state[v] = 1;
+      if (k < w.nodes[v].inputs.size()) {
+        int u = w.nodes[v].inputs[k++];
+        if (state[u] == 0) stack.push_back({u, 0});
+      } else {
+        state[v] = 2;
+        order.push_back(v);
+        stack.pop_back();
+      }
+    }
+  };
+  for (int o : w.outputs) visit(o);
+  return order;
+}
+
+}  // namespace
+
+OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const OptOptions& o) {
+  Work w{g.nodes, ts.shapes, ts.dtypes, g.outputs};
+  OptStats st;
+  st.nodes_before = (int)g.nodes.size();
+  const size_t n0 = w.nodes.size();
+  std::vector<int> repl(n0, -1);
+  auto resolve = [&](int i) {
+    while (i < (int)repl.size() && repl[i] >= 0) i = repl[i];
+    return i;
+  };
+  std::map<std::string, int> seen;
+  for (size_t i = 0; i < n0; ++i) {
+    for (auto& in : w.nodes[i].inputs) in = resolve(in);
+    Node& n = w.nodes[i];
+    if (ir::op_info(n.op).category == Category::Leaf) continue;
+    if (o.simplify) {
+      int r = simplify(w, (int)i, st);
+      if (r >= 0) { repl[i] = r; st.simplified++; continue; }
+    }
+    if (o.cse) {
+      std::ostringstream key;
+      key << (int)w.nodes[i].op << '|';
+      for (int in : w.nodes[i].inputs) key << in << ',';
+      key << '|' << attrs_key(w.nodes[i].attrs);
+      auto [it, fresh] = seen.emplace(key.str(), (int)i);
+      if (!fresh) { repl[i] = it->second; st.cse_merged++; continue; }
+    }
+    if (o.fold) {
+      bool all_const = !w.nodes[i].inputs.empty();
+      for (int in : w.nodes[i].inputs) all_const = all_const && w.nodes[in].op == Op::Constant;
+      if (all_const && shape_numel(w.shapes[i]) <= o.max_fold_elements) {
+        Tensor v = fold_node(w, (int)i);
+        Node& me = w.nodes[i];
+        me.op = Op::Constant;
+        me.inputs.clear();
+        me.attrs = {};
+        me.constant = std::move(v);
+        me.decl_shape.clear();
+        for (auto d : w.shapes[i]) me.decl_shape.push_back({d, ""});
+        st.folded++;
+      }
+    }
+  }
+  // Outputs keep their positions; a replaced output reads its replacement.
+  for (auto& out : w.outputs) out = resolve(out);
+
+  // ---- fusion of elementwise chains ----
+  std::vector<int> order = live_order(w);
+  std::vector<std::vector<int>> users(w.nodes.size());
+  for (int v : order)
+    for (int u : w.nodes[v].inputs) users[u].push_back(v);
+  std::set<int> outputs(w.outputs.begin(), w.outputs.end());
+  auto fusable = [&](int v) {
+    const Node& n = w.nodes[v];
+    auto cat = ir::op_info(n.op).category;
+    return (cat == Category::Unary && n.op != Op::Cast) || cat == Category::Binary || n.op == Op::BroadcastTo;
+  };
+  std::vector<int> group(w.nodes.size(), -1);
+  std::map<int, std::shared_ptr<FusedProgram>> programs;
+  std::map<int, std::string> members_of;
+  if (o.fuse) {
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      int root = *it;
+      if (!fusable(root) || group[root] >= 0 || w.nodes[root].op == Op::BroadcastTo) continue;
+      std::vector<int> members{root};
+      group[root] = root;
+      for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t m = 0; m < members.size(); ++m)
+          for (int u : w.nodes[members[m]].inputs) {
+            if (group[u] >= 0 || !fusable(u) || outputs.count(u)) continue;
+            if (!same_value_shape(w.shapes[u], w.shapes[root])) continue;
+            bool all_in = std::all_of(users[u].begin(), users[u].end(), [&](int c) { return group[c] == root; });
+            if (!all_in) continue;
+            group[u] = root;
+            members.push_back(u);
+            changed = true;
+          }
+      }
+      if (members.size() == 1) continue;  // a lone node runs as itself
+      std::sort(members.begin(), members.end(), [&](int a, int b) {
+        return std::find(order.begin(), order.end(), a) < std::find(order.begin(), order.end(), b);
+      });
+      auto p = std::make_shared<FusedProgram>();
+      p->out_shape = w.shapes[root];
+      std::map<int, int> reg;
+      std::vector<int> ext;
+      auto operand = [&](int u) -> int {
+        if (group[u] == root) return reg.at(u);
+        auto r = reg.find(u);
+        if (r != reg.end()) return r->second;
+        float c;
+        if (is_scalar_const(w, u, &c)) p->code.push_back({FusedInstr::Const, EwOp::Add, 0, 0, c});
+        else {
+          p->code.push_back({FusedInstr::Load, EwOp::Add, (int32_t)ext.size()});
+          ext.push_back(u);
+          p->input_shapes.push_back(w.shapes[u]);
+        }
+        return reg[u] = (int)p->code.size() - 1;
+      };
+      std::string names;
+      for (int m : members) {
+        const Node& n = w.nodes[m];
+        names += (names.empty() ? "" : ",") + n.id;
+        if (n.op == Op::BroadcastTo) { reg[m] = operand(n.inputs[0]); continue; }
+        EwOp op = ir::node_ew_op(n);
+        if (ew_is_unary(op)) {
+          int a = operand(n.inputs[0]);
+          p->code.push_back({FusedInstr::Unary, op, a});
+        } else {
+          int a = operand(n.inputs[0]), b = operand(n.inputs[1]);
+          p->code.push_back({FusedInstr::Binary, op, a, b});
+        }
+        reg[m] = (int)p->code.size() - 1;
+      }
+      p->result = reg.at(root);
+      w.nodes[root].inputs = ext;
+      programs[root] = p;
+      members_of[root] = names;
+      st.fused_groups++;
+      st.fused_nodes += (int)members.size();
+    }
+  }
+
+  // ---- rebuild: live nodes in topological order ----
+  order = live_order(w);
+  OptimizedGraph og;
+  og.graph.file = g.file;
+  og.graph.name = g.name;
+  std::vector<int> idx(w.nodes.size(), -1);
+  for (int v : order) {
+    idx[v] = (int)og.graph.nodes.size();
+    Node n = w.nodes[v];
+    for (auto& in : n.inputs) in = idx[in];
+    og.graph.index[n.id] = idx[v];
+    og.graph.nodes.push_back(std::move(n));
+    og.ts.shapes.push_back(w.shapes[v]);
+    og.ts.dtypes.push_back(w.dtypes[v]);
+    auto p = programs.find(v);
+    og.fused.push_back(p == programs.end() ? nullptr : p->second);
+    og.fused_members.push_back(p == programs.end() ? "" : members_of[v]);
+  }
+  for (int out : w.outputs) og.graph.outputs.push_back(idx[out]);
+  og.ts.symbols = ts.symbols;
+  st.nodes_after = (int)og.graph.nodes.size();
+  og.stats = st;
+  return og;
+}
+
+}  // namespace rlx::passes

@@ -1,0 +1,41 @@
+#pragma once
+// Graph optimisation for compiled mode, on a graph with concrete shapes:
+//   CSE (params and constants never merged), constant folding, removal of
+//   no-ops (identity reshape/transpose/cast, x*1, x+0, ...), scalar merging,
+//   and fusion of elementwise chains into FusedPrograms.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/elementwise.h"
+#include "ir/graph.h"
+
+namespace rlx::passes {
+
+struct OptStats {
+  int nodes_before = 0, nodes_after = 0;
+  int cse_merged = 0, folded = 0, simplified = 0, scalars_merged = 0;
+  int fused_groups = 0, fused_nodes = 0;
+};
+
+struct OptimizedGraph {
+  ir::Graph graph;      // live nodes only; outputs in the original order
+  ir::TypedShapes ts;
+  // For a fused group's root node: its program; the node's `inputs` are the group's external inputs.
+  std::vector<std::shared_ptr<FusedProgram>> fused;
+  std::vector<std::string> fused_members;  // per root: ids of the nodes it replaces
+  OptStats stats;
+};
+
+struct OptOptions {
+  bool cse = true, fold = true, simplify = true, fuse = true;
+  int64_t max_fold_elements = 1 << 20;
+};
+
+OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const OptOptions& o = {});
+
+// Nodes whose output is an alias of their first input's storage (no kernel needed):
+// reshape, and casts that do not change values.
+bool is_alias_node(const ir::Node& n, const ir::TypedShapes& ts, int index);
+
+}  // namespace rlx::passes

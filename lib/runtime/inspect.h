@@ -1,0 +1,10 @@
+#pragma once
+#include <string>
+#include <vector>
+
+namespace rlx {
+// `rlx inspect`: nodes by op, parameters (count, bytes), FLOPs per run, output shapes; or DOT.
+std::string inspect_text(const std::string& graph_path, const std::vector<std::string>& dims, bool dot);
+// `rlx devices`: every device of the named backend(s) ("cpu", "vulkan", "all").
+std::string devices_text(const std::string& backend);
+}  // namespace rlx

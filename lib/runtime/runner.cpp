@@ -1,0 +1,259 @@
+#include "runtime/runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "io/npy.h"
+#include "io/safetensors.h"
+#include "io/spec.h"
+#include "ir/loader.h"
+#include "runtime/params.h"
+
+namespace fs = std::filesystem;
+
+namespace rlx {
+
+std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& flag) {
+  auto eq = s.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+    throw InputError(flag + " " + s + ": expected ID=VALUE, e.g. " + flag + " x=@x.npy");
+  return {s.substr(0, eq), s.substr(eq + 1)};
+}
+
+int output_index(const ir::Graph& g, const std::string& id) {
+  for (size_t j = 0; j < g.outputs.size(); ++j)
+    if (g.nodes[g.outputs[j]].id == id) return (int)j;
+  return -1;
+}
+
+namespace {
+
+// Exclusive upper bound for random integer inputs: the smallest table an input indexes.
+int64_t index_bound(const ir::Graph& g, int input) {
+  int64_t high = 16;
+  bool found = false;
+  for (const auto& n : g.nodes)
+    if (n.op == ir::Op::Embedding && n.inputs[1] == input) {
+      const auto& t = g.nodes[n.inputs[0]];
+      if (!t.decl_shape.empty() && t.decl_shape[0].symbol.empty()) {
+        high = found ? std::min(high, t.decl_shape[0].value) : t.decl_shape[0].value;
+        found = true;
+      }
+    }
+  return std::max<int64_t>(high, 1);
+}
+
+std::string ids_list(const std::vector<std::string>& v) {
+  std::string r;
+  for (auto& s : v) r += (r.empty() ? "" : ", ") + s;
+  return r;
+}
+
+}  // namespace
+
+Loaded load_binding(const Binding& b) {
+  Loaded L;
+  L.graph = std::make_shared<ir::Graph>(ir::load_graph_file(b.graph));
+  const ir::Graph& g = *L.graph;
+  ParamStore store;
+  for (const auto& p : b.params) store.add(p);
+  BindOptions bo;
+  bo.random = b.random_params.has_value();
+  bo.seed = b.random_params.value_or(0);
+  L.params = bind_params(g, store, bo, &L.random_params_filled);
+
+  std::map<std::string, int64_t> dims;
+  for (const auto& d : b.dims) {
+    auto [k, v] = split_assignment(d, "--dim");
+    try {
+      size_t used = 0;
+      long long x = std::stoll(v, &used);
+      if (used != v.size() || x < 0) throw std::invalid_argument(v);
+      dims[k] = x;
+    } catch (const std::exception&) {
+      throw InputError("--dim " + d + ": the size must be a non-negative integer");
+    }
+  }
+  std::map<std::string, io::TensorSpec> specs;
+  for (const auto& s : b.inputs) {
+    auto [id, spec] = split_assignment(s, "--input");
+    int i = g.find(id);
+    if (i < 0 || g.nodes[i].op != ir::Op::Input) {
+      std::vector<std::string> names;
+      for (int k : g.inputs_of_kind(ir::Op::Input)) names.push_back(g.nodes[k].id);
+      throw InputError("--input " + id + ": the graph has no input '" + id + "' (its inputs: " + ids_list(names) + ")");
+    }
+    if (specs.count(id)) throw InputError("--input " + id + " is given twice");
+    specs[id] = io::parse_tensor_spec(spec);
+  }
+  // Non-random inputs first: they bind symbolic dimensions that random ones then use.
+  std::vector<std::string> missing;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i : g.inputs_of_kind(ir::Op::Input)) {
+      const auto& n = g.nodes[i];
+      auto it = specs.find(n.id);
+      if (it == specs.end()) {
+        if (pass == 0) missing.push_back(n.id);
+        continue;
+      }
+      bool random = it->second.kind == io::TensorSpec::Random;
+      if (random != (pass == 1)) continue;
+      Shape shape;
+      if (random) {
+        for (const auto& d : n.decl_shape) {
+          if (d.symbol.empty()) { shape.push_back(d.value); continue; }
+          if (!dims.count(d.symbol)) {
+            throw InputError("--input " + n.id + "=" + it->second.text + ": dimension '" + d.symbol +
+                             "' is symbolic; give its size with --dim " + d.symbol + "=N");
+          }
+          shape.push_back(dims[d.symbol]);
+        }
+      }
+      Tensor t = io::load_tensor_spec(it->second, shape, n.dtype, index_bound(g, i));
+      if (!random)
+        for (size_t k = 0; k < n.decl_shape.size() && k < t.shape().size(); ++k)
+          if (!n.decl_shape[k].symbol.empty()) dims.emplace(n.decl_shape[k].symbol, t.shape()[k]);
+      L.inputs[n.id] = t;
+    }
+  if (!missing.empty())
+    throw InputError(g.file + ": no value given for input" + (missing.size() > 1 ? "s " : " ") + ids_list(missing) +
+                     " (use --input ID=SPEC; SPEC is @file.npy, file.safetensors:NAME, 2x3xf32=1,2,..., or random[:SEED])");
+  return L;
+}
+
+std::map<std::string, Tensor> load_expectations(const ir::Graph& g, const std::vector<std::string>& specs) {
+  std::map<std::string, Tensor> r;
+  for (const auto& s : specs) {
+    auto [id, spec] = split_assignment(s, "--expect");
+    if (output_index(g, id) < 0) {
+      std::vector<std::string> names;
+      for (int o : g.outputs) names.push_back(g.nodes[o].id);
+      throw InputError("--expect " + id + ": '" + id + "' is not an output of the graph (outputs: " + ids_list(names) + ")");
+    }
+    auto ts = io::parse_tensor_spec(spec);
+    if (ts.kind == io::TensorSpec::Random) throw InputError("--expect " + id + ": random values cannot be an expectation");
+    r[id] = io::load_tensor_spec(ts);
+  }
+  return r;
+}
+
+Diff compare_tensors(const Tensor& got, const Tensor& expected, double atol, double rtol) {
+  Diff d;
+  if (got.shape() != expected.shape()) {
+    d.shape_ok = false;
+    return d;
+  }
+  d.count = got.numel();
+  double worst_excess = -1, se = 0, ss = 0, dot = 0, gg = 0;
+  for (int64_t i = 0; i < d.count; ++i) {
+    double a = got.data()[i], e = expected.data()[i];
+    bool ok;
+    double err;
+    if (std::isnan(e) || std::isnan(a)) {
+      ok = std::isnan(e) && std::isnan(a);
+      err = ok ? 0 : INFINITY;
+    } else if (std::isinf(e) || std::isinf(a)) {
+      ok = a == e;
+      err = ok ? 0 : INFINITY;
+    } else {
+      err = std::fabs(a - e);
+      ok = err <= atol + rtol * std::fabs(e);
+      se += err * err;
+      ss += e * e;
+      dot += a * e;
+      gg += a * a;
+      d.max_rel = std::max(d.max_rel, err / std::max(std::fabs(e), 1e-30));
+    }
+    d.max_abs = std::max(d.max_abs, err);
+    double excess = err - (atol + rtol * (std::isfinite(e) ? std::fabs(e) : 0));
+    if (!ok) d.bad++;
+    if (d.worst < 0 || excess > worst_excess) {
+      worst_excess = excess;
+      d.worst = i;
+      d.worst_got = (float)a;
+      d.worst_expected = (float)e;
+    }
+  }
+  d.nmse = ss > 0 ? se / ss : se;
+  d.cosine = (gg > 0 && ss > 0) ? dot / std::sqrt(gg * ss) : (gg == ss ? 1.0 : 0.0);
+  return d;
+}
+
+std::string index_str(int64_t flat, const Shape& s) {
+  std::vector<int64_t> c(s.size());
+  for (size_t k = s.size(); k-- > 0;) {
+    c[k] = s[k] ? flat % s[k] : 0;
+    flat = s[k] ? flat / s[k] : 0;
+  }
+  std::string r = "[";
+  for (size_t k = 0; k < c.size(); ++k) r += (k ? ", " : "") + std::to_string(c[k]);
+  return r + "]";
+}
+
+std::string describe_diff(const std::string& name, const Diff& d, const Tensor& got, const Tensor& expected) {
+  if (!d.shape_ok)
+    return fmt::format("{}: shape mismatch: got {}, expected {}", name, shape_str(got.shape()), shape_str(expected.shape()));
+  return fmt::format("{}: {} of {} elements differ; worst at {}: got {:.9g}, expected {:.9g}; max abs err {:.3g}, max rel err {:.3g}",
+                     name, d.bad, d.count, index_str(d.worst, got.shape()), d.worst_got, d.worst_expected, d.max_abs,
+                     d.max_rel);
+}
+
+std::string summarize(const std::string& name, const Tensor& t, int first) {
+  double mn = INFINITY, mx = -INFINITY, sum = 0;
+  int64_t finite = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    float v = t.data()[i];
+    if (!std::isfinite(v)) continue;
+    mn = std::min(mn, (double)v);
+    mx = std::max(mx, (double)v);
+    sum += v;
+    finite++;
+  }
+  std::string vals;
+  for (int64_t i = 0; i < t.numel() && i < first; ++i) vals += fmt::format("{}{:.6g}", i ? ", " : "", t.data()[i]);
+  if (t.numel() > first) vals += ", ...";
+  std::string stats = finite ? fmt::format("min {:.6g}  max {:.6g}  mean {:.6g}", mn, mx, sum / finite) : "no finite values";
+  if (finite < t.numel()) stats += fmt::format("  ({} non-finite)", t.numel() - finite);
+  return fmt::format("{}: shape {} {}  {}\n  [{}]", name, shape_str(t.shape()), dtype_name(t.dtype()), stats, vals);
+}
+
+OutputPlan plan_outputs(const ir::Graph& g, const std::vector<std::string>& output_specs, const std::string& out_dir) {
+  OutputPlan plan;
+  for (const auto& s : output_specs) {
+    auto [id, file] = split_assignment(s, "--output");
+    int k = output_index(g, id);
+    if (k < 0) throw InputError("--output " + id + ": '" + id + "' is not an output of the graph");
+    std::string ext = fs::path(file).extension().string();
+    if (ext != ".npy" && ext != ".safetensors")
+      throw InputError("--output " + s + ": the file must end in .npy or .safetensors");
+    plan.push_back({k, file});
+  }
+  if (!out_dir.empty()) {
+    std::error_code ec;
+    if (!fs::is_directory(out_dir, ec)) throw InputError("--out-dir " + out_dir + ": not an existing directory");
+    for (size_t k = 0; k < g.outputs.size(); ++k)
+      plan.push_back({(int)k, (fs::path(out_dir) / (g.nodes[g.outputs[k]].id + ".npy")).string()});
+  }
+  for (const auto& [k, file] : plan) {
+    fs::path dir = fs::path(file).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !fs::is_directory(dir, ec))
+      throw InputError("cannot write " + file + ": directory " + dir.string() + " does not exist");
+  }
+  return plan;
+}
+
+void write_outputs(const ir::Graph& g, const std::vector<Tensor>& outs, const OutputPlan& plan) {
+  for (const auto& [k, file] : plan) {
+    if (fs::path(file).extension() == ".safetensors") io::write_safetensors(file, {{g.nodes[g.outputs[k]].id, outs[k]}});
+    else io::write_npy(file, outs[k]);
+  }
+}
+
+}  // namespace rlx

@@ -1,0 +1,69 @@
+#pragma once
+// What the command line does, as a library: load a graph with its parameters
+// and inputs, compare tensors, summarise and write outputs. apps/rlx only
+// parses flags and calls these.
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "runtime/session.h"
+
+namespace rlx {
+
+// Flags shared by run, compare and bench.
+struct Binding {
+  std::string graph;
+  std::vector<std::string> params;           // --params FILE (repeatable)
+  std::optional<uint64_t> random_params;     // --random-params[=SEED]
+  std::vector<std::string> inputs;           // --input ID=SPEC
+  std::vector<std::string> dims;             // --dim NAME=SIZE (for random inputs with symbolic dims)
+};
+
+struct Loaded {
+  std::shared_ptr<ir::Graph> graph;
+  std::map<std::string, Tensor> params;  // by node id
+  std::map<std::string, Tensor> inputs;  // by input id
+  std::vector<std::string> random_params_filled;
+};
+
+// Splits "ID=SPEC" (at the first '='); throws InputError naming the flag.
+std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& flag);
+
+// Loads the graph, binds params and inputs. Every input of the graph must be given
+// (the error lists those missing); an --input naming no input node is an error.
+Loaded load_binding(const Binding& b);
+
+// Loads --expect ID=SPEC tensors; an ID that is not an output is an error.
+std::map<std::string, Tensor> load_expectations(const ir::Graph& g, const std::vector<std::string>& specs);
+
+struct Diff {
+  bool shape_ok = true;
+  int64_t count = 0, bad = 0;
+  double max_abs = 0, max_rel = 0, nmse = 0, cosine = 1;
+  int64_t worst = -1;  // index of the worst element
+  float worst_got = 0, worst_expected = 0;
+  bool ok() const { return shape_ok && bad == 0; }
+};
+// |got - expected| <= atol + rtol * |expected|; NaN equals only NaN; equal infinities match.
+Diff compare_tensors(const Tensor& got, const Tensor& expected, double atol, double rtol);
+std::string describe_diff(const std::string& name, const Diff& d, const Tensor& got, const Tensor& expected);
+// Flat index -> "[i, j, k]".
+std::string index_str(int64_t flat, const Shape& s);
+
+// Human summary: name, shape, dtype, min/max/mean, first values.
+std::string summarize(const std::string& name, const Tensor& t, int first = 8);
+
+// --output ID=FILE (.npy or .safetensors) and --out-dir DIR (ID.npy each), checked
+// before anything runs: (output index, file) pairs. Writes are atomic.
+using OutputPlan = std::vector<std::pair<int, std::string>>;
+OutputPlan plan_outputs(const ir::Graph& g, const std::vector<std::string>& output_specs, const std::string& out_dir);
+void write_outputs(const ir::Graph& g, const std::vector<Tensor>& outs, const OutputPlan& plan);
+
+// Output index by id, or -1.
+int output_index(const ir::Graph& g, const std::string& id);
+
+}  // namespace rlx

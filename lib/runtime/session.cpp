@@ -1,0 +1,491 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "ir/op_registry.h"
+
+namespace rlx {
+
+using ir::Op;
+
+// ---------------- modes ----------------
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::Eager: return "eager";
+    case Mode::Lazy: return "lazy";
+    case Mode::Compiled: return "compiled";
+  }
+  return "?";
+}
+
+Mode parse_mode(const std::string& s, const std::string& where) {
+  std::string l = s;
+  std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (l == "eager") return Mode::Eager;
+  if (l == "lazy") return Mode::Lazy;
+  if (l == "compiled") return Mode::Compiled;
+  throw InputError(where + ": unknown mode \"" + s + "\"; valid modes are eager, lazy, compiled");
+}
+
+Mode mode_from_env() {
+  const char* e = std::getenv("RLX_MLX_MODE");
+  if (!e || !*e) return Mode::Lazy;
+  return parse_mode(e, "RLX_MLX_MODE");
+}
+
+std::vector<Mode> parse_modes(const std::string& csv) {
+  std::vector<Mode> r;
+  std::stringstream ss(csv);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) r.push_back(parse_mode(item, "--modes"));
+  if (r.empty()) throw InputError("--modes: give at least one of eager, lazy, compiled");
+  return r;
+}
+
+// ---------------- internals ----------------
+struct Session::PendingInput {
+  Tensor host;
+  bool on_device = false;
+  TensorRef dev;
+  Shape shape() const { return on_device ? dev.shape : host.shape(); }
+  DType dtype = DType::f32;
+};
+
+struct Session::Exec {
+  Mode mode = Mode::Lazy;
+  std::unique_ptr<passes::OptimizedGraph> opt;
+  const ir::Graph* g = nullptr;
+  ir::TypedShapes ts;
+  std::vector<std::shared_ptr<FusedProgram>> fused;
+  std::vector<TensorRef> where;
+  std::vector<Kernel> kernels;
+  std::unique_ptr<DeviceBuffer> arena;
+  std::vector<std::unique_ptr<DeviceBuffer>> owned;
+  std::map<std::string, TensorRef> input_refs;
+  std::unique_ptr<Recording> rec;
+  passes::MemoryPlan mp;
+  int64_t leaf_bytes = 0;
+  std::string text;
+};
+
+namespace {
+
+const ir::Node& copy_node() {
+  static const ir::Node n = [] {
+    ir::Node c;
+    c.id = "feed-copy";
+    c.op = Op::Reshape;
+    return c;
+  }();
+  return n;
+}
+
+std::string node_label(const ir::Graph& g, const ir::Node& n) { return ir::node_ref(g, n); }
+
+void check_finite(Executor& ex, const TensorRef& t, const ir::Graph& g, const ir::Node& n, const ir::TypedShapes& ts) {
+  std::vector<float> v(t.numel());
+  ex.download(*t.buf, t.offset, v.data(), v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (std::isfinite(v[i])) continue;
+    std::string shapes;
+    for (int in : n.inputs) shapes += (shapes.empty() ? "" : ", ") + shape_str(ts.shapes[in]);
+    throw RuntimeError(ir::node_ref(g, n) + ": --check-numerics: produced " + (std::isnan(v[i]) ? "NaN" : "Inf") +
+                       " at element " + std::to_string(i) + " of its output " + shape_str(t.shape) +
+                       " (input shapes: " + (shapes.empty() ? "none" : shapes) + ")");
+  }
+}
+
+}  // namespace
+
+Session::Session(std::shared_ptr<const ir::Graph> graph, Executor& ex, std::map<std::string, Tensor> params,
+                 SessionOptions opts)
+    : graph_(std::move(graph)), ex_(ex), opts_(opts), params_(std::move(params)) {}
+
+Session::~Session() = default;
+
+std::ostream& Session::log() const { return opts_.log ? *opts_.log : std::cerr; }
+
+void Session::set_input(const std::string& id, const Tensor& value) {
+  int i = graph_->find(id);
+  if (i < 0 || graph_->nodes[i].op != Op::Input)
+    throw InputError("--input " + id + ": the graph has no input node '" + id + "'");
+  const ir::Node& n = graph_->nodes[i];
+  DType have = value.dtype(), want = n.dtype;
+  bool ok = have == want || (is_float(have) && is_float(want)) || (is_integer(have) && is_integer(want));
+  if (!ok)
+    throw InputError("--input " + id + ": got a " + dtype_name(have) + " tensor, the graph declares " + dtype_name(want));
+  auto p = std::make_unique<PendingInput>();
+  p->dtype = want;
+  if (have == want || want == DType::f32) {
+    p->host = value.with_dtype(want);
+  } else {
+    Tensor t(value.shape(), want);
+    float* d = t.mutable_data();
+    for (int64_t k = 0; k < value.numel(); ++k) d[k] = round_to_dtype(value.data()[k], want);
+    p->host = t;
+  }
+  inputs_[id] = std::move(p);
+}
+
+void Session::feed(const std::string& out_id, const std::string& in_id) {
+  const auto& outs = graph_->outputs;
+  int k = -1;
+  for (size_t j = 0; j < outs.size(); ++j)
+    if (graph_->nodes[outs[j]].id == out_id) k = (int)j;
+  if (k < 0) throw InputError("--feed " + out_id + "=" + in_id + ": '" + out_id + "' is not an output of the graph");
+  int i = graph_->find(in_id);
+  if (i < 0 || graph_->nodes[i].op != Op::Input)
+    throw InputError("--feed " + out_id + "=" + in_id + ": '" + in_id + "' is not an input of the graph");
+  if (k >= (int)last_outputs_.size()) throw InputError("--feed: no run has produced '" + out_id + "' yet");
+  auto p = std::make_unique<PendingInput>();
+  p->on_device = true;
+  p->dev = last_outputs_[k];
+  p->dtype = graph_->nodes[i].dtype;
+  inputs_[in_id] = std::move(p);
+}
+
+ir::TypedShapes Session::bind_shapes() const {
+  std::map<std::string, Shape> shapes;
+  for (const auto& [id, p] : inputs_) shapes[id] = p->shape();
+  return ir::infer_shapes(*graph_, shapes);
+}
+
+std::string Session::signature() const {
+  std::string s;
+  for (const auto& [id, p] : inputs_) s += id + ":" + shape_str(p->shape()) + ":" + dtype_name(p->dtype) + ";";
+  return s;
+}
+
+TensorRef Session::leaf_ref(int i) {
+  const ir::Node& n = graph_->nodes[i];
+  const Tensor& t = n.op == Op::Param ? params_.at(n.id) : n.constant;
+  auto it = leaf_bufs_.find(i);
+  if (it == leaf_bufs_.end()) {
+    auto buf = ex_.allocate(std::max<int64_t>(t.numel(), 1));
+    ex_.upload(*buf, 0, t.data(), t.numel());
+    it = leaf_bufs_.emplace(i, std::move(buf)).first;
+  }
+  return {it->second.get(), 0, t.shape(), n.dtype};
+}
+
+std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedShapes& ts0) {
+  auto e = std::make_unique<Exec>();
+  e->mode = mode;
+  if (mode == Mode::Compiled) {
+    e->opt = std::make_unique<passes::OptimizedGraph>(passes::optimize(*graph_, ts0));
+    e->g = &e->opt->graph;
+    e->ts = e->opt->ts;
+    e->fused = e->opt->fused;
+  } else {
+    e->g = graph_.get();
+    e->ts = ts0;
+    e->fused.assign(graph_->nodes.size(), nullptr);
+  }
+  const ir::Graph& g = *e->g;
+  const size_t n = g.nodes.size();
+  e->where.resize(n);
+  std::vector<int> root(n), step(n, -1);
+  std::vector<passes::Lifetime> life(n);
+  std::vector<int> kernel_nodes;
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Node& node = g.nodes[i];
+    const Shape& s = e->ts.shapes[i];
+    root[i] = (int)i;
+    if (node.op == Op::Input) {
+      e->owned.push_back(ex_.allocate(std::max<int64_t>(shape_numel(s), 1)));
+      e->where[i] = {e->owned.back().get(), 0, s, e->ts.dtypes[i]};
+      e->input_refs[node.id] = e->where[i];
+      e->leaf_bytes += shape_numel(s) * 4;
+    } else if (node.op == Op::Param || node.op == Op::Constant) {
+      int orig = graph_->find(node.id);
+      if (orig >= 0 && graph_->nodes[orig].op == node.op) {
+        e->where[i] = leaf_ref(orig);
+      } else {  // a constant made by the optimiser
+        e->owned.push_back(ex_.allocate(std::max<int64_t>(node.constant.numel(), 1)));
+        ex_.upload(*e->owned.back(), 0, node.constant.data(), node.constant.numel());
+        e->where[i] = {e->owned.back().get(), 0, s, e->ts.dtypes[i]};
+      }
+      e->leaf_bytes += shape_numel(s) * 4;
+    } else if (!e->fused[i] && passes::is_alias_node(node, e->ts, (int)i)) {
+      root[i] = root[node.inputs[0]];
+    } else {
+      step[i] = (int)kernel_nodes.size();
+      kernel_nodes.push_back((int)i);
+      life[i].size = std::max<int64_t>(shape_numel(s), 1);
+      life[i].first = life[i].last = step[i];
+    }
+  }
+  for (int i : kernel_nodes)
+    for (int u : g.nodes[i].inputs) life[root[u]].last = std::max(life[root[u]].last, step[i]);
+  for (int o : g.outputs) life[root[o]].last = INT_MAX;
+  e->mp = passes::plan_memory(life);
+  if (e->mp.arena_floats > 0) e->arena = ex_.allocate(e->mp.arena_floats);
+  for (size_t i = 0; i < n; ++i) {
+    if (step[i] >= 0) e->where[i] = {e->arena.get(), (size_t)e->mp.offsets[i], e->ts.shapes[i], e->ts.dtypes[i]};
+    else if (root[i] != (int)i) {
+      e->where[i] = e->where[g.nodes[i].inputs[0]];
+      e->where[i].shape = e->ts.shapes[i];
+      e->where[i].dtype = e->ts.dtypes[i];
+    }
+  }
+  std::ostringstream text;
+  text << fmt::format("plan ({} mode): {} nodes, {} kernels, arena {:.3f} MiB (without reuse {:.3f} MiB)\n",
+                      mode_name(mode), n, kernel_nodes.size(), e->mp.arena_floats * 4 / 1048576.0,
+                      e->mp.sum_floats * 4 / 1048576.0);
+  if (e->opt) {
+    const auto& st = e->opt->stats;
+    text << fmt::format("optimised: {} -> {} nodes; CSE merged {}, folded {}, simplified {}, scalars merged {}, "
+                        "{} fused groups covering {} nodes\n",
+                        st.nodes_before, st.nodes_after, st.cse_merged, st.folded, st.simplified, st.scalars_merged,
+                        st.fused_groups, st.fused_nodes);
+  }
+  for (int i : kernel_nodes) {
+    const ir::Node& node = g.nodes[i];
+    Kernel k;
+    k.node = &node;
+    k.fused = e->fused[i].get();
+    for (int u : node.inputs) k.inputs.push_back(e->where[u]);
+    k.output = e->where[i];
+    k.label = k.fused ? "fused[" + e->opt->fused_members[i] + "]" : node_label(g, node);
+    k.flops = k.fused ? (double)k.fused->code.size() * shape_numel(e->ts.shapes[i]) : ir::node_flops(g, i, e->ts);
+    k.bytes = 4.0 * shape_numel(e->ts.shapes[i]);
+    for (const auto& t : k.inputs) k.bytes += 4.0 * t.numel();
+    text << fmt::format("  k{:<4} {:<28} {:<40} out {:<20} @{} ({} bytes)\n", step[i],
+                        k.fused ? "fused" : ir::op_name(node.op),
+                        k.fused ? k.fused->describe().substr(0, 40) : node.id, shape_str(k.output.shape),
+                        k.output.offset * 4, shape_numel(k.output.shape) * 4);
+    if (k.fused) text << "        members: " << e->opt->fused_members[i] << "\n";
+    e->kernels.push_back(std::move(k));
+  }
+  e->text = text.str();
+  return e;
+}
+
+void Session::bind_inputs(Exec& e) {
+  bool copies = false;
+  for (auto& [id, ref] : e.input_refs) {
+    auto it = inputs_.find(id);
+    if (it == inputs_.end()) throw InputError("no value given for input '" + id + "'");
+    PendingInput& p = *it->second;
+    if (p.on_device) {
+      if (p.dev.buf == ref.buf && p.dev.offset == ref.offset) continue;
+      Kernel k;
+      k.node = &copy_node();
+      k.inputs = {p.dev};
+      k.output = ref;
+      k.label = "feed " + id;
+      ex_.launch(k);
+      copies = true;
+    } else {
+      ex_.upload(*ref.buf, ref.offset, p.host.data(), p.host.numel());
+    }
+  }
+  if (copies) ex_.flush();
+  // Fed values now live in this exec's input buffers.
+  for (auto& [id, ref] : e.input_refs) {
+    auto& p = *inputs_.at(id);
+    if (p.on_device) p.dev = ref;
+  }
+}
+
+std::vector<Tensor> Session::download_outputs(const std::vector<TensorRef>& refs) {
+  std::vector<Tensor> outs;
+  for (size_t j = 0; j < refs.size(); ++j) {
+    const auto& r = refs[j];
+    Tensor t(r.shape, graph_->nodes[graph_->outputs[j]].dtype == r.dtype ? r.dtype : r.dtype);
+    ex_.download(*r.buf, r.offset, t.mutable_data(), t.numel());
+    outs.push_back(std::move(t));
+  }
+  last_outputs_ = refs;
+  return outs;
+}
+
+std::vector<Tensor> Session::run_planned(Exec& e, bool replay) {
+  bind_inputs(e);
+  ex_.set_profiling(opts_.profile);
+  if (replay) {
+    if (!e.rec) e.rec = ex_.record(e.kernels);
+    ex_.replay(*e.rec);
+  } else {
+    for (const auto& k : e.kernels) ex_.launch(k);
+  }
+  ex_.flush();
+  stats_.profile = ex_.take_profile();
+  std::vector<TensorRef> refs;
+  for (int o : e.g->outputs) refs.push_back(e.where[o]);
+  if (opts_.check_numerics)
+    for (int o : e.g->outputs) check_finite(ex_, e.where[o], *e.g, e.g->nodes[o], e.ts);
+  stats_.kernels = (int)e.kernels.size();
+  stats_.arena_bytes = e.mp.arena_floats * 4;
+  stats_.unplanned_bytes = e.mp.sum_floats * 4;
+  stats_.peak_bytes = stats_.arena_bytes + e.leaf_bytes;
+  plan_text_ = e.text;
+  last_exec_ = &e;
+  return download_outputs(refs);
+}
+
+std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
+  const ir::Graph& g = *graph_;
+  const size_t n = g.nodes.size();
+  std::vector<TensorRef> where(n);
+  std::vector<std::unique_ptr<DeviceBuffer>> bufs(n);
+  // Reshapes alias their input's buffer: uses are counted on the buffer's owner (root).
+  std::vector<int> root(n), uses(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    bool alias = passes::is_alias_node(g.nodes[i], ts, (int)i);
+    root[i] = alias ? root[g.nodes[i].inputs[0]] : (int)i;
+    if (!alias)
+      for (int u : g.nodes[i].inputs) uses[root[u]]++;
+  }
+  for (int o : g.outputs) uses[root[o]] += 1 << 20;  // outputs stay
+  int64_t live = 0, peak = 0;
+  int kernels = 0;
+  ex_.set_profiling(opts_.profile);
+  std::vector<ProfileEntry> profile;
+  auto release = [&](int u) {
+    int r = root[u];
+    if (--uses[r] == 0 && bufs[r]) {
+      live -= (int64_t)bufs[r]->floats * 4;
+      bufs[r].reset();
+    }
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Node& node = g.nodes[i];
+    const Shape& s = ts.shapes[i];
+    if (node.op == Op::Input) {
+      bufs[i] = ex_.allocate(std::max<int64_t>(shape_numel(s), 1));
+      where[i] = {bufs[i].get(), 0, s, ts.dtypes[i]};
+      auto& p = *inputs_.at(node.id);
+      if (p.on_device) {
+        Kernel k;
+        k.node = &copy_node();
+        k.inputs = {p.dev};
+        k.output = where[i];
+        k.label = "feed " + node.id;
+        ex_.launch(k);
+        ex_.flush();
+      } else {
+        ex_.upload(*bufs[i], 0, p.host.data(), p.host.numel());
+      }
+      live += shape_numel(s) * 4;
+      continue;
+    }
+    if (node.op == Op::Param || node.op == Op::Constant) {
+      where[i] = leaf_ref((int)i);
+      uses[i] += 1 << 20;
+      continue;
+    }
+    if (root[i] != (int)i) {
+      where[i] = where[node.inputs[0]];
+      where[i].shape = s;
+      where[i].dtype = ts.dtypes[i];
+      continue;
+    }
+    bufs[i] = ex_.allocate(std::max<int64_t>(shape_numel(s), 1));
+    live += (int64_t)bufs[i]->floats * 4;
+    peak = std::max(peak, live);
+    where[i] = {bufs[i].get(), 0, s, ts.dtypes[i]};
+    Kernel k;
+    k.node = &node;
+    for (int u : node.inputs) k.inputs.push_back(where[u]);
+    k.output = where[i];
+    k.label = node_label(g, node);
+    k.flops = ir::node_flops(g, (int)i, ts);
+    ex_.launch(k);
+    ex_.flush();  // the node finishes before the next starts
+    kernels++;
+    for (auto& p : ex_.take_profile()) profile.push_back(p);
+    if (opts_.check_numerics) check_finite(ex_, where[i], g, node, ts);
+    for (int u : node.inputs) release(u);
+  }
+  int64_t leaf = 0;
+  for (const auto& [i, b] : leaf_bufs_) leaf += (int64_t)b->floats * 4;
+  stats_.kernels = kernels;
+  stats_.arena_bytes = 0;
+  stats_.peak_bytes = peak + leaf;
+  stats_.profile = std::move(profile);
+  plan_text_ = "plan (eager mode): nodes run one at a time in file order, each allocated and synchronised\n";
+  std::vector<TensorRef> refs;
+  for (int o : g.outputs) refs.push_back(where[o]);
+  auto outs = download_outputs(refs);
+  // Keep output buffers alive so that --feed can read them on the device.
+  eager_keep_.clear();
+  for (auto& b : bufs)
+    if (b) eager_keep_.push_back(std::move(b));
+  return outs;
+}
+
+std::vector<Tensor> Session::run(Mode mode) {
+  auto t0 = std::chrono::steady_clock::now();
+  stats_ = RunStats{};
+  for (const auto& n : graph_->nodes) stats_.nodes += ir::op_info(n.op).category != ir::Category::Leaf;
+  if (mode == Mode::Compiled && opts_.disable_compile) {
+    static bool noted = false;
+    if (!noted) log() << "note: RLX_DISABLE_COMPILE=1: running compiled requests in lazy mode\n";
+    noted = true;
+    mode = Mode::Lazy;
+  }
+  stats_.mode = mode;
+  ir::TypedShapes ts = bind_shapes();
+  std::vector<Tensor> outs;
+  if (mode == Mode::Eager) {
+    outs = run_eager(ts);
+  } else if (mode == Mode::Lazy) {
+    // Keep the previous plan alive until the inputs have been copied out of it.
+    auto e = build_exec(mode, ts);
+    outs = run_planned(*e, false);
+    lazy_exec_ = std::move(e);
+  } else {
+    std::string sig = signature();
+    auto it = cache_.find(sig);
+    if (it == cache_.end()) {
+      std::string why = "first run";
+      if (!cache_.empty()) {
+        why = "new input signature";
+        std::map<std::string, std::string> prev;
+        std::stringstream ss(last_signature_);
+        std::string item;
+        while (std::getline(ss, item, ';')) {
+          auto c = item.find(':');
+          if (c != std::string::npos) prev[item.substr(0, c)] = item.substr(c + 1);
+        }
+        for (const auto& [id, p] : inputs_) {
+          std::string now = shape_str(p->shape()) + ":" + dtype_name(p->dtype);
+          if (prev.count(id) && prev[id] != now) {
+            why = "input '" + id + "' changed from " + prev[id] + " to " + now;
+            break;
+          }
+        }
+      }
+      it = cache_.emplace(sig, build_exec(mode, ts)).first;
+      compiles_++;
+      stats_.compiled = true;
+      stats_.compile_reason = why;
+      if (opts_.verbose) {
+        const auto& st = it->second->opt->stats;
+        log() << "compile #" << compiles_ << " (" << why << "): " << st.nodes_before << " nodes -> "
+              << it->second->kernels.size() << " kernels, " << st.fused_groups << " fused groups\n";
+      }
+    } else if (opts_.verbose) {
+      log() << "compile cache hit: replaying the plan for " << sig << "\n";
+    }
+    last_signature_ = sig;
+    outs = run_planned(*it->second, true);
+  }
+  stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return outs;
+}
+
+std::string Session::plan_text() const { return plan_text_; }
+
+}  // namespace rlx

@@ -1,0 +1,104 @@
+#pragma once
+// A Session runs one graph on one executor, many times. Parameters and
+// constants are uploaded once and stay on the device. The three modes:
+//   eager    : per node, allocate, launch, flush (wait); errors at the node
+//   lazy     : plan the whole graph (liveness-based arena), launch all, flush once
+//   compiled : optimise (CSE, folding, simplification, fusion), plan a static
+//              arena, record once; cached by input shapes/dtypes and replayed
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "passes/memory_plan.h"
+#include "passes/passes.h"
+#include "runtime/executor.h"
+
+namespace rlx {
+
+enum class Mode { Eager, Lazy, Compiled };
+const char* mode_name(Mode m);
+// Case-insensitive; throws InputError listing the valid values.
+Mode parse_mode(const std::string& s, const std::string& where = "mode");
+// RLX_MLX_MODE, default lazy.
+Mode mode_from_env();
+std::vector<Mode> parse_modes(const std::string& csv);
+
+struct SessionOptions {
+  bool check_numerics = false;
+  bool verbose = false;
+  bool profile = false;
+  bool disable_compile = false;  // RLX_DISABLE_COMPILE=1: compiled runs as lazy
+  std::ostream* log = nullptr;   // notes (--verbose), default std::cerr
+};
+
+struct RunStats {
+  Mode mode = Mode::Lazy;     // the mode that actually ran
+  bool compiled = false;      // this run built a new compiled plan
+  std::string compile_reason;
+  int kernels = 0;            // kernels launched (or replayed)
+  int nodes = 0;              // graph nodes that compute (non-leaf)
+  int64_t arena_bytes = 0;    // intermediates (lazy/compiled)
+  int64_t peak_bytes = 0;     // device memory held at peak: params, inputs, intermediates
+  int64_t unplanned_bytes = 0;  // what intermediates would take without reuse
+  double seconds = 0;
+  std::vector<ProfileEntry> profile;
+};
+
+class Session {
+ public:
+  // `params`: value of every param node, by node id (validated by the binder).
+  Session(std::shared_ptr<const ir::Graph> graph, Executor& ex, std::map<std::string, Tensor> params,
+          SessionOptions opts = {});
+  ~Session();
+
+  const ir::Graph& graph() const { return *graph_; }
+  Executor& executor() { return ex_; }
+
+  // Sets an input's value for the next run (converted to the input's dtype).
+  void set_input(const std::string& id, const Tensor& value);
+  // After a run: the output `out_id` becomes input `in_id` of the next run,
+  // copied on the device (no round trip through the host).
+  void feed(const std::string& out_id, const std::string& in_id);
+
+  // Runs the graph; returns the outputs (in graph order) on the host.
+  std::vector<Tensor> run(Mode mode);
+  const RunStats& last_stats() const { return stats_; }
+  int compile_count() const { return compiles_; }
+  // Text of the plan the last run used (--dump-plan).
+  std::string plan_text() const;
+
+ private:
+  struct Exec;
+  struct PendingInput;
+  std::unique_ptr<Exec> build_exec(Mode mode, const ir::TypedShapes& ts);
+  ir::TypedShapes bind_shapes() const;
+  std::string signature() const;
+  TensorRef leaf_ref(int original_index);
+  void bind_inputs(Exec& e);
+  std::vector<Tensor> run_eager(const ir::TypedShapes& ts);
+  std::vector<Tensor> run_planned(Exec& e, bool replay);
+  std::vector<Tensor> download_outputs(const std::vector<TensorRef>& refs);
+  std::ostream& log() const;
+
+  std::shared_ptr<const ir::Graph> graph_;
+  Executor& ex_;
+  SessionOptions opts_;
+  std::map<std::string, Tensor> params_;
+  std::map<int, std::unique_ptr<DeviceBuffer>> leaf_bufs_;  // params and constants, by node index
+  std::map<std::string, std::unique_ptr<PendingInput>> inputs_;
+  std::map<std::string, std::unique_ptr<Exec>> cache_;
+  std::string last_signature_;
+  Exec* last_exec_ = nullptr;                 // the exec whose outputs feeds read
+  std::unique_ptr<Exec> lazy_exec_;           // lazy mode's plan for this run
+  std::vector<TensorRef> last_outputs_;
+  std::vector<std::unique_ptr<DeviceBuffer>> eager_keep_;  // eager outputs kept for feeds
+  RunStats stats_;
+  int compiles_ = 0;
+  std::string plan_text_;
+};
+
+}  // namespace rlx

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package rlx needs to build, test and benchmark.
+# Idempotent and quiet when everything is already there.
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config
+      libopenblas-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+      libvulkan-dev glslang-dev glslang-tools spirv-tools
+      mesa-vulkan-drivers vulkan-validationlayers
+      libgtest-dev libgmock-dev libbenchmark-dev
+      python3 python3-numpy)
+if [[ "${RLX_SETUP_EXTRA:-}" != "" ]]; then
+  read -r -a extra <<<"$RLX_SETUP_EXTRA"; pkgs+=("${extra[@]}")
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo=""; [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
