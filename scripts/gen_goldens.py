@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Generates the golden test cases (tests/golden/), the example graphs (graphs/) and the
 malformed graphs for loader tests (tests/golden/bad/).
 

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Independent NumPy reference interpreter for rlx graph files (format version 1).
 
 This module knows nothing about the C++ code: it reads a graph JSON file, validates it

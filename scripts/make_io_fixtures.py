@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Writes the tensor-file fixtures used by tests/test_io.cpp into tests/data/io/.
 
 The .npy files are written by NumPy itself; the safetensors file by the small

@@ -459,9 +459,9 @@ TypedShapes infer_shapes(const Graph& g, const std::map<std::string, Shape>& inp
         const Dim& d = n.decl_shape[k];
         if (d.symbol.empty()) {
           if (d.value != s[k]) {
-            Shape decl;
-            for (auto& dd : n.decl_shape) decl.push_back(dd.value);
-            fail(g, n, "expects shape " + shape_str(decl) + ", got " + shape_str(s));
+            std::string decl;
+            for (auto& dd : n.decl_shape) decl += (decl.empty() ? "" : ", ") + (dd.symbol.empty() ? std::to_string(dd.value) : dd.symbol);
+            fail(g, n, "expects shape [" + decl + "], got " + shape_str(s));
           }
         } else {
           auto [it2, fresh] = ts.symbols.emplace(d.symbol, s[k]);

@@ -52,6 +52,32 @@ inline float fm_erfc_pos(float z) {
   return t * fm_exp(-z * z + p);
 }
 
+// erfc(a / sqrt(2)) for a >= 0, keeping relative accuracy in the far tail: the
+// exponent -a^2/2 is never rounded as a whole. With ah = a with its low 12
+// mantissa bits cleared, ah^2/2 is exact and exp(-a^2/2 + p) is evaluated as
+// exp(-ah^2/2) * exp(p - (a - ah)(a + ah)/2).
+inline float fm_erfc_scaled_tail(float a) {
+  float z = a * 0.70710678118654752f;
+  float t = 1.0f / (1.0f + 0.5f * z);
+  float p = 0.17087277f;
+  p = p * t - 0.82215223f;
+  p = p * t + 1.48851587f;
+  p = p * t - 1.13520398f;
+  p = p * t + 0.27886807f;
+  p = p * t - 0.18628806f;
+  p = p * t + 0.09678418f;
+  p = p * t + 0.37409196f;
+  p = p * t + 1.00002368f;
+  p = p * t - 1.26551223f;
+  uint32_t bits;
+  std::memcpy(&bits, &a, 4);
+  bits &= 0xfffff000u;
+  float ah;
+  std::memcpy(&ah, &bits, 4);
+  float d = 0.5f * (a - ah) * (a + ah);
+  return t * fm_exp(-0.5f * ah * ah) * fm_exp(p - d);
+}
+
 inline float fm_erf(float x) {
   float ax = std::fabs(x);
   // Taylor series near zero keeps relative precision where 1 - erfc cancels.
@@ -92,7 +118,7 @@ inline float fm_gelu_erf(float x) {
   // 0.5 x (1 + erf(x/√2)); for x < 0 use erfc to avoid cancellation.
   float z = x * 0.70710678118654752f;
   float pos = 1.0f + fm_erf(z);
-  float neg = fm_erfc_pos(-z);
+  float neg = fm_erfc_scaled_tail(-x);
   return 0.5f * x * (x >= 0 ? pos : neg);
 }
 

@@ -1,0 +1,6 @@
+rlx_add_test(test_golden SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_golden.cpp LIBS rlx_runtime)
+add_dependencies(test_golden rlx)
+rlx_add_test(test_modes SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_modes.cpp LIBS rlx_runtime)
+add_dependencies(test_modes rlx)
+rlx_add_test(test_loader SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_loader.cpp LIBS rlx_runtime)
+rlx_add_test(test_cpu_math SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_math.cpp LIBS rlx_runtime)
