@@ -194,6 +194,9 @@ Node parse_node(const Ctx& c, size_t idx, const json& jn) {
     if (v.is_number() || v.is_boolean()) {
       float x = v.is_boolean() ? (v.get<bool>() ? 1.f : 0.f) : v.get<float>();
       vals.assign((size_t)count, x);  // a scalar fills the shape
+    } else if (v.is_array() && s.size() > 1 && (int64_t)v.size() == count &&
+               std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_number() || e.is_boolean(); })) {
+      flatten_value(c, where, v, Shape{count}, 0, vals);  // a flat row-major list is accepted too
     } else {
       flatten_value(c, where, v, s, 0, vals);
     }
