@@ -2,7 +2,8 @@
 # Quick start #2: installs what rlx needs, builds it, and runs the whole test suite:
 #   1. unit, golden and CLI tests (CTest) on the CPU and, through lavapipe, Vulkan
 #   2. the golden suite on Vulkan with the Khronos validation layer (fails on any message)
-#   3. the goldens' NumPy reference re-checked against the committed files
+#   3. the goldens' NumPy reference re-checked against the committed files, and every graph
+#      validated against the published JSON Schema
 #   4. the suite again under AddressSanitizer + UndefinedBehaviorSanitizer
 #   5. each fuzz harness for a short time
 # `scripts/test.sh --quick` runs stages 1-3 only.
@@ -25,8 +26,9 @@ if [[ -x build/tests/test_golden ]] && build/apps/rlx/rlx devices --backend vulk
   RLX_VK_VALIDATION=1 build/tests/test_golden --gtest_filter='Cases/Golden.*vulkan*' --gtest_brief=1
 fi
 
-stage "NumPy reference re-check"
+stage "NumPy reference re-check and graph schema"
 /usr/bin/python3 scripts/gen_goldens.py --check
+/usr/bin/python3 scripts/check_schema.py
 
 if ((quick)); then exit 0; fi
 if [[ -x scripts/sanitize.sh ]]; then

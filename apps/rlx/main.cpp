@@ -1,6 +1,8 @@
 // rlx: the command line. Parses flags and calls the library; no logic of its own.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <iostream>
 #include <new>
@@ -123,6 +125,7 @@ int cmd_run(RunFlags& f) {
 
   std::vector<Tensor> outs;
   std::vector<double> times;
+  const bool progress = isatty(2) && f.steps * f.repeat > 1;
   for (int step = 0; step < f.steps; ++step) {
     if (step > 0)
       for (const auto& [out, in] : feeds) s.feed(out, in);
@@ -130,8 +133,9 @@ int cmd_run(RunFlags& f) {
       outs = s.run(mode);
       times.push_back(s.last_stats().seconds);
     }
-    if (f.steps > 1 && f.common.verbose) std::cerr << "step " << step + 1 << "/" << f.steps << " done\n";
+    if (f.steps > 1 && (f.common.verbose || progress)) std::cerr << "\rstep " << step + 1 << "/" << f.steps << std::flush;
   }
+  if (f.steps > 1 && (f.common.verbose || progress)) std::cerr << "\n";
   const RunStats& st = s.last_stats();
   double first = times.front(), steady = times.size() > 1 ? times.back() : times.front();
   std::vector<std::string> failures;
@@ -182,6 +186,7 @@ int cmd_run(RunFlags& f) {
         std::cout << "\n";
       }
     }
+    std::cout.flush();
     std::cerr << fmt::format("{} mode on {} ({}): {} kernel(s), first run {:.3f} ms", mode_name(st.mode), ex->name(),
                              ex->description(), st.kernels, first * 1e3);
     if (times.size() > 1) std::cerr << fmt::format(", last run {:.3f} ms over {} runs", steady * 1e3, times.size());
