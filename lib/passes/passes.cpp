@@ -255,7 +255,15 @@ OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const Opt
             changed = true;
           }
       }
-      if (members.size() == 1) continue;  // a lone node runs as itself
+      // Too many distinct tensor inputs for one kernel: leave the group unfused.
+      std::set<int> ext_inputs;
+      for (int m : members)
+        for (int u : w.nodes[m].inputs)
+          if (group[u] != root && !is_scalar_const(w, u)) ext_inputs.insert(u);
+      if (members.size() == 1 || ext_inputs.size() > o.max_fused_inputs) {
+        for (int m : members) group[m] = -2;  // a lone node runs as itself
+        continue;
+      }
       std::sort(members.begin(), members.end(), [&](int a, int b) {
         return std::find(order.begin(), order.end(), a) < std::find(order.begin(), order.end(), b);
       });

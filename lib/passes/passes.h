@@ -30,6 +30,8 @@ struct OptimizedGraph {
 struct OptOptions {
   bool cse = true, fold = true, simplify = true, fuse = true;
   int64_t max_fold_elements = 1 << 20;
+  // Distinct tensor inputs of one fused kernel (bindings/push constants on GPUs).
+  size_t max_fused_inputs = 16;
 };
 
 OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const OptOptions& o = {});

@@ -1,0 +1,345 @@
+#include "backends/vulkan/device.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "core/error.h"
+
+namespace rlx::vk {
+
+namespace {
+
+const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
+
+std::string version_str(uint32_t v) {
+  return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) + "." +
+         std::to_string(VK_API_VERSION_PATCH(v));
+}
+
+const char* type_name(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete-gpu";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated-gpu";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual-gpu";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+    default: return "other";
+  }
+}
+
+bool has_ext(const std::vector<VkExtensionProperties>& exts, const char* name) {
+  for (const auto& e : exts)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+
+std::vector<VkExtensionProperties> instance_exts(const VkFns& fn, const char* layer) {
+  uint32_t n = 0;
+  fn.vkEnumerateInstanceExtensionProperties(layer, &n, nullptr);
+  std::vector<VkExtensionProperties> v(n);
+  fn.vkEnumerateInstanceExtensionProperties(layer, &n, v.data());
+  v.resize(n);
+  return v;
+}
+
+VKAPI_ATTR VkBool32 VKAPI_CALL on_debug_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                 VkDebugUtilsMessageTypeFlagsEXT,
+                                                 const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
+  auto* inst = static_cast<Instance*>(user);
+  const char* msg = data && data->pMessage ? data->pMessage : "(no message)";
+  if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
+    static std::mutex mu;
+    std::lock_guard<std::mutex> lock(mu);
+    inst->last_validation_error = msg;
+    inst->validation_errors++;
+    std::fprintf(stderr, "rlx: Vulkan validation error: %s\n", msg);
+  } else {
+    std::fprintf(stderr, "rlx: Vulkan validation warning: %s\n", msg);
+  }
+  return VK_FALSE;
+}
+
+}  // namespace
+
+bool validation_requested() {
+  const char* v = std::getenv("RLX_VK_VALIDATION");
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+// ---------------------------------------------------------------- Instance
+
+Instance::Instance(bool want_validation) {
+  fn.load_loader();
+  uint32_t loader_version = VK_API_VERSION_1_0;
+  if (fn.vkEnumerateInstanceVersion) fn.vkEnumerateInstanceVersion(&loader_version);
+  if (loader_version < VK_API_VERSION_1_1)
+    throw RuntimeError("the Vulkan loader supports only Vulkan " + version_str(loader_version) +
+                       "; rlx needs 1.1 or newer: upgrade libvulkan1");
+  api_version = std::min<uint32_t>(loader_version, VK_API_VERSION_1_3);
+
+  auto exts = instance_exts(fn, nullptr);
+  std::vector<const char*> enable_exts, enable_layers;
+  VkInstanceCreateFlags flags = 0;
+  if (has_ext(exts, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+    enable_exts.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+    flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+  }
+  bool sync_validation = false;
+  if (want_validation) {
+    uint32_t n = 0;
+    fn.vkEnumerateInstanceLayerProperties(&n, nullptr);
+    std::vector<VkLayerProperties> layers(n);
+    fn.vkEnumerateInstanceLayerProperties(&n, layers.data());
+    bool found = false;
+    for (uint32_t i = 0; i < n; ++i) found = found || std::strcmp(layers[i].layerName, kValidationLayer) == 0;
+    if (!found)
+      throw RuntimeError(std::string("RLX_VK_VALIDATION is set but ") + kValidationLayer +
+                         " is not installed: `apt-get install vulkan-validationlayers`");
+    auto layer_exts = instance_exts(fn, kValidationLayer);
+    if (!has_ext(exts, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) && !has_ext(layer_exts, VK_EXT_DEBUG_UTILS_EXTENSION_NAME))
+      throw RuntimeError("RLX_VK_VALIDATION is set but VK_EXT_debug_utils is not available");
+    enable_layers.push_back(kValidationLayer);
+    enable_exts.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    if (has_ext(layer_exts, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME)) {
+      enable_exts.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+      sync_validation = true;
+    }
+    validation = true;
+  }
+
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "rlx";
+  app.pEngineName = "rlx";
+  app.apiVersion = api_version;
+  VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  ci.flags = flags;
+  ci.pApplicationInfo = &app;
+  ci.enabledExtensionCount = (uint32_t)enable_exts.size();
+  ci.ppEnabledExtensionNames = enable_exts.data();
+  ci.enabledLayerCount = (uint32_t)enable_layers.size();
+  ci.ppEnabledLayerNames = enable_layers.data();
+  // Synchronization validation checks the executor's barriers, too.
+  VkValidationFeatureEnableEXT features[] = {VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
+  VkValidationFeaturesEXT vf{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+  vf.enabledValidationFeatureCount = 1;
+  vf.pEnabledValidationFeatures = features;
+  if (sync_validation) ci.pNext = &vf;
+  VkResult r = fn.vkCreateInstance(&ci, nullptr, &instance);
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
+    throw RuntimeError("no Vulkan driver: the loader found no compatible ICD; install one, e.g. "
+                       "`apt-get install mesa-vulkan-drivers` (CPU) or the GPU vendor's driver");
+  vk_check(r, "vkCreateInstance");
+  fn.load_instance(instance, validation);
+
+  if (validation) {
+    VkDebugUtilsMessengerCreateInfoEXT mi{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+    mi.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    mi.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                     VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+    mi.pfnUserCallback = on_debug_message;
+    mi.pUserData = this;
+    if (!fn.vkCreateDebugUtilsMessengerEXT) throw RuntimeError("Vulkan: vkCreateDebugUtilsMessengerEXT is missing");
+    vk_check(fn.vkCreateDebugUtilsMessengerEXT(instance, &mi, nullptr, &messenger_), "vkCreateDebugUtilsMessengerEXT");
+  }
+}
+
+Instance::~Instance() {
+  if (messenger_) fn.vkDestroyDebugUtilsMessengerEXT(instance, messenger_, nullptr);
+  if (instance) fn.vkDestroyInstance(instance, nullptr);
+}
+
+std::vector<VkPhysicalDevice> Instance::physical_devices() const {
+  uint32_t n = 0;
+  vk_check(fn.vkEnumeratePhysicalDevices(instance, &n, nullptr), "vkEnumeratePhysicalDevices");
+  std::vector<VkPhysicalDevice> v(n);
+  vk_check(fn.vkEnumeratePhysicalDevices(instance, &n, v.data()), "vkEnumeratePhysicalDevices");
+  v.resize(n);
+  return v;
+}
+
+DeviceCaps Instance::query(VkPhysicalDevice pd) const {
+  DeviceCaps c;
+  uint32_t n = 0;
+  fn.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  fn.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, exts.data());
+  exts.resize(n);
+
+  VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  p2.pNext = &sg;
+  VkPhysicalDeviceProperties p0;
+  fn.vkGetPhysicalDeviceProperties(pd, &p0);
+  bool v12 = p0.apiVersion >= VK_API_VERSION_1_2 && api_version >= VK_API_VERSION_1_2;
+  if (v12 || has_ext(exts, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME)) sg.pNext = &drv;
+  fn.vkGetPhysicalDeviceProperties2(pd, &p2);
+  const auto& p = p2.properties;
+  const auto& L = p.limits;
+
+  c.name = p.deviceName;
+  c.type = type_name(p.deviceType);
+  c.api_version = p.apiVersion;
+  c.driver = sg.pNext ? std::string(drv.driverName) + " " + drv.driverInfo : std::to_string(p.driverVersion);
+  c.subgroup_size = std::max(1u, sg.subgroupSize);
+  c.subgroup_arithmetic = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                          (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
+                          (sg.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);
+  c.max_shared_bytes = L.maxComputeSharedMemorySize;
+  c.max_push_bytes = L.maxPushConstantsSize;
+  c.max_storage_range = L.maxStorageBufferRange;
+  c.max_storage_bindings = L.maxPerStageDescriptorStorageBuffers;
+  c.min_storage_align = std::max<uint64_t>(4, L.minStorageBufferOffsetAlignment);
+  for (int i = 0; i < 3; ++i) c.max_groups[i] = L.maxComputeWorkGroupCount[i];
+  c.max_wg_invocations = std::min(L.maxComputeWorkGroupInvocations, L.maxComputeWorkGroupSize[0]);
+  c.timestamp_period_ns = L.timestampPeriod;
+
+  VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceProperties2 p3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  p3.pNext = &m3;
+  fn.vkGetPhysicalDeviceProperties2(pd, &p3);
+  c.max_allocation = m3.maxMemoryAllocationSize ? m3.maxMemoryAllocationSize : (1ull << 30);
+
+  // fp16 arithmetic in shaders (1.2 core, or VK_KHR_shader_float16_int8).
+  if (v12 || has_ext(exts, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME)) {
+    VkPhysicalDeviceShaderFloat16Int8Features f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+    VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    f2.pNext = &f16;
+    fn.vkGetPhysicalDeviceFeatures2(pd, &f2);
+    c.fp16 = f16.shaderFloat16;
+  }
+  for (const char* e : {"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix", "VK_NV_cooperative_matrix2"})
+    if (has_ext(exts, e)) c.coopmat.push_back(e);
+
+  VkPhysicalDeviceMemoryProperties mem;
+  fn.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+  for (uint32_t i = 0; i < mem.memoryHeapCount; ++i)
+    if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) c.device_local_bytes += mem.memoryHeaps[i].size;
+
+  uint32_t nq = 0;
+  fn.vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);
+  std::vector<VkQueueFamilyProperties> qf(nq);
+  fn.vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, qf.data());
+  for (const auto& q : qf)
+    if (q.queueFlags & VK_QUEUE_COMPUTE_BIT) {
+      c.timestamp_bits = q.timestampValidBits;
+      break;
+    }
+  c.timestamps = c.timestamp_bits > 0 && c.timestamp_period_ns > 0;
+  return c;
+}
+
+std::vector<std::pair<std::string, std::string>> DeviceCaps::describe() const {
+  auto yes = [](bool b) { return std::string(b ? "yes" : "no"); };
+  std::string cm;
+  for (const auto& e : coopmat) cm += (cm.empty() ? "" : ", ") + e;
+  return {
+      {"api", version_str(api_version)},
+      {"driver", driver},
+      {"subgroup size", std::to_string(subgroup_size)},
+      {"subgroup arithmetic", yes(subgroup_arithmetic)},
+      {"max shared memory", std::to_string(max_shared_bytes) + " bytes"},
+      {"max storage buffer range", std::to_string(max_storage_range) + " bytes"},
+      {"max push constants", std::to_string(max_push_bytes) + " bytes"},
+      {"fp16 arithmetic", yes(fp16)},
+      {"cooperative matrix", cm.empty() ? "no" : cm},
+      {"timestamps", yes(timestamps)},
+  };
+}
+
+// ---------------------------------------------------------------- Device
+
+Device::Device(int index) {
+  inst = std::make_unique<Instance>(validation_requested());
+  const VkFns& f = inst->fn;
+  auto pds = inst->physical_devices();
+  if (pds.empty())
+    throw RuntimeError("no Vulkan device: the loader found no driver; install one, e.g. "
+                       "`apt-get install mesa-vulkan-drivers` (CPU) or the GPU vendor's driver");
+  if (index < 0 || index >= (int)pds.size()) {
+    std::string list;
+    for (size_t i = 0; i < pds.size(); ++i) list += "\n  " + std::to_string(i) + ": " + inst->query(pds[i]).name;
+    throw RuntimeError("Vulkan device " + std::to_string(index) + " does not exist; there are " +
+                       std::to_string(pds.size()) + ":" + list);
+  }
+  phys = pds[index];
+  caps = inst->query(phys);
+  // Forces the shared-memory reduction variants (tests, driver bug workarounds).
+  if (const char* v = std::getenv("RLX_VK_NO_SUBGROUP_OPS"); v && *v && std::strcmp(v, "0") != 0)
+    caps.subgroup_arithmetic = false;
+  if (caps.api_version < VK_API_VERSION_1_1)
+    throw RuntimeError("Vulkan device '" + caps.name + "' supports only Vulkan " + version_str(caps.api_version) +
+                       "; rlx needs 1.1: update the driver");
+  f.vkGetPhysicalDeviceMemoryProperties(phys, &mem);
+
+  uint32_t nq = 0;
+  f.vkGetPhysicalDeviceQueueFamilyProperties(phys, &nq, nullptr);
+  std::vector<VkQueueFamilyProperties> qf(nq);
+  f.vkGetPhysicalDeviceQueueFamilyProperties(phys, &nq, qf.data());
+  bool found = false;
+  for (uint32_t i = 0; i < nq && !found; ++i)
+    if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) queue_family = i, found = true;
+  if (!found) throw RuntimeError("Vulkan device '" + caps.name + "' has no compute queue");
+
+  uint32_t n = 0;
+  f.vkEnumerateDeviceExtensionProperties(phys, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  f.vkEnumerateDeviceExtensionProperties(phys, nullptr, &n, exts.data());
+  exts.resize(n);
+  std::vector<const char*> enable;
+  if (has_ext(exts, "VK_KHR_portability_subset")) enable.push_back("VK_KHR_portability_subset");
+
+  float prio = 1.0f;
+  VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qi.queueFamilyIndex = queue_family;
+  qi.queueCount = 1;
+  qi.pQueuePriorities = &prio;
+  VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  di.queueCreateInfoCount = 1;
+  di.pQueueCreateInfos = &qi;
+  di.enabledExtensionCount = (uint32_t)enable.size();
+  di.ppEnabledExtensionNames = enable.data();
+  vk_check(f.vkCreateDevice(phys, &di, nullptr, &dev), "vkCreateDevice");
+  inst->fn.load_device(dev);
+  f.vkGetDeviceQueue(dev, queue_family, 0, &queue);
+  caps.timestamp_bits = qf[queue_family].timestampValidBits;
+  caps.timestamps = caps.timestamp_bits > 0 && caps.timestamp_period_ns > 0;
+
+  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  vk_check(f.vkCreateFence(dev, &fi, nullptr, &fence_), "vkCreateFence");
+}
+
+Device::~Device() {
+  if (dev) {
+    fn().vkDeviceWaitIdle(dev);
+    if (fence_) fn().vkDestroyFence(dev, fence_, nullptr);
+    fn().vkDestroyDevice(dev, nullptr);
+  }
+}
+
+std::string Device::description() const {
+  return caps.name + " (Vulkan " + version_str(caps.api_version) + ", " + caps.driver + ")";
+}
+
+void Device::submit_and_wait(VkCommandBuffer cmd) {
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd;
+  vk_check(fn().vkQueueSubmit(queue, 1, &si, fence_), "vkQueueSubmit");
+  VkResult r = fn().vkWaitForFences(dev, 1, &fence_, VK_TRUE, UINT64_MAX);
+  fn().vkResetFences(dev, 1, &fence_);
+  vk_check(r, "vkWaitForFences");
+}
+
+void Device::check_validation(const std::string& where) {
+  uint64_t n = inst->validation_errors.load();
+  if (n == validation_seen_) return;
+  uint64_t fresh = n - validation_seen_;
+  validation_seen_ = n;
+  throw RuntimeError("Vulkan validation layer reported " + std::to_string(fresh) + " error(s) " + where +
+                     "; last: " + inst->last_validation_error);
+}
+
+}  // namespace rlx::vk

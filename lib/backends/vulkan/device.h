@@ -1,0 +1,94 @@
+#pragma once
+// The device layer: Vulkan instance (with the validation layer and a debug-utils
+// messenger when RLX_VK_VALIDATION=1), physical-device selection by index, the
+// logical device with one compute queue, and the capabilities the kernels need.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/vulkan/vk_api.h"
+#include "runtime/executor.h"
+
+namespace rlx::vk {
+
+// What the executor needs to know about a physical device.
+struct DeviceCaps {
+  std::string name, type, driver;
+  uint32_t api_version = 0;
+  uint64_t device_local_bytes = 0;
+  uint32_t subgroup_size = 1;
+  bool subgroup_arithmetic = false;  // subgroupAdd/Max usable in compute shaders
+  uint32_t max_shared_bytes = 16384;
+  uint32_t max_push_bytes = 128;
+  uint64_t max_storage_range = 1u << 27;
+  uint32_t max_storage_bindings = 4;  // maxPerStageDescriptorStorageBuffers
+  uint64_t min_storage_align = 256;
+  uint64_t max_allocation = 1ull << 30;
+  uint32_t max_groups[3] = {65535, 65535, 65535};
+  uint32_t max_wg_invocations = 128;
+  bool timestamps = false;
+  double timestamp_period_ns = 1.0;
+  uint32_t timestamp_bits = 0;
+  bool fp16 = false;
+  std::vector<std::string> coopmat;  // cooperative-matrix extensions present
+  std::vector<std::pair<std::string, std::string>> describe() const;  // for DeviceInfo
+};
+
+// A Vulkan instance (the loader is opened on first use).
+class Instance {
+ public:
+  // `validation`: enable VK_LAYER_KHRONOS_validation and a messenger counting errors.
+  explicit Instance(bool validation);
+  ~Instance();
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+
+  std::vector<VkPhysicalDevice> physical_devices() const;
+  DeviceCaps query(VkPhysicalDevice pd) const;
+
+  VkFns fn;
+  VkInstance instance = VK_NULL_HANDLE;
+  uint32_t api_version = VK_API_VERSION_1_1;
+  bool validation = false;
+  // Validation messages of error severity seen so far, and the last one.
+  std::atomic<uint64_t> validation_errors{0};
+  std::string last_validation_error;
+
+ private:
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+};
+
+// A logical device with one compute queue.
+class Device {
+ public:
+  explicit Device(int index);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const VkFns& fn() const { return inst->fn; }
+  std::string description() const;
+  // Submits `cmd` and blocks until it has finished.
+  void submit_and_wait(VkCommandBuffer cmd);
+  // Throws RuntimeError if the validation layer reported errors since the last call.
+  void check_validation(const std::string& where);
+
+  std::unique_ptr<Instance> inst;
+  VkPhysicalDevice phys = VK_NULL_HANDLE;
+  VkDevice dev = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  uint32_t queue_family = 0;
+  VkPhysicalDeviceMemoryProperties mem{};
+  DeviceCaps caps;
+
+ private:
+  VkFence fence_ = VK_NULL_HANDLE;
+  uint64_t validation_seen_ = 0;
+};
+
+// True when RLX_VK_VALIDATION is set to something other than "" or "0".
+bool validation_requested();
+
+}  // namespace rlx::vk

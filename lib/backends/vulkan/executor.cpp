@@ -1,0 +1,481 @@
+// The Vulkan executor: launch() lowers a kernel to dispatches and records them
+// into the current command buffer (barriers only where a dispatch touches bytes
+// an earlier dispatch since the last barrier wrote, or writes bytes it read);
+// flush() submits once and waits on a fence; record()/replay() build a command
+// buffer once, with descriptor sets allocated for its lifetime, and resubmit it.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+#include "backends/vulkan/kernels.h"
+#include "backends/vulkan/vulkan_executor.h"
+#include "core/error.h"
+#include "ir/op_registry.h"
+
+namespace rlx {
+namespace vk {
+namespace {
+
+constexpr uint32_t kSetsPerPool = 512;
+constexpr uint32_t kDescriptorsPerPool = kSetsPerPool * 8;
+constexpr uint32_t kLiveQueries = 4096;
+
+// Descriptor sets from a growing list of pools; reset() recycles them all.
+class DescriptorArena {
+ public:
+  explicit DescriptorArena(Device& dev) : dev_(dev) {}
+  ~DescriptorArena() {
+    for (VkDescriptorPool p : pools_) dev_.fn().vkDestroyDescriptorPool(dev_.dev, p, nullptr);
+  }
+  VkDescriptorSet allocate(VkDescriptorSetLayout layout) {
+    for (;;) {
+      bool fresh = current_ == pools_.size();
+      if (fresh) pools_.push_back(new_pool());
+      VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+      ai.descriptorPool = pools_[current_];
+      ai.descriptorSetCount = 1;
+      ai.pSetLayouts = &layout;
+      VkDescriptorSet set;
+      VkResult r = dev_.fn().vkAllocateDescriptorSets(dev_.dev, &ai, &set);
+      if (r == VK_SUCCESS) return set;
+      if (fresh || (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL))
+        vk_check(r, "vkAllocateDescriptorSets");
+      ++current_;
+    }
+  }
+  void reset() {
+    for (VkDescriptorPool p : pools_) dev_.fn().vkResetDescriptorPool(dev_.dev, p, 0);
+    current_ = 0;
+  }
+
+ private:
+  VkDescriptorPool new_pool() {
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kDescriptorsPerPool};
+    VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    ci.maxSets = kSetsPerPool;
+    ci.poolSizeCount = 1;
+    ci.pPoolSizes = &size;
+    VkDescriptorPool p;
+    vk_check(dev_.fn().vkCreateDescriptorPool(dev_.dev, &ci, nullptr, &p), "vkCreateDescriptorPool");
+    return p;
+  }
+  Device& dev_;
+  std::vector<VkDescriptorPool> pools_;
+  size_t current_ = 0;
+};
+
+// Byte ranges read and written since the last barrier.
+class Hazards {
+ public:
+  bool conflicts(const Dispatch& d) const {
+    for (const Binding& b : d.bindings) {
+      if (!b.tracked) continue;
+      if (overlaps(writes_, b) || (b.write && overlaps(reads_, b))) return true;
+    }
+    return false;
+  }
+  void add(const Dispatch& d) {
+    for (const Binding& b : d.bindings)
+      if (b.tracked && b.hi > b.lo) (b.write ? writes_ : reads_).push_back({b.buffer, b.lo, b.hi});
+  }
+  void clear() {
+    reads_.clear();
+    writes_.clear();
+  }
+
+ private:
+  struct Range {
+    VkBuffer buf;
+    VkDeviceSize lo, hi;
+  };
+  static bool overlaps(const std::vector<Range>& rs, const Binding& b) {
+    for (const Range& r : rs)
+      if (r.buf == b.buffer && r.lo < b.hi && b.lo < r.hi) return true;
+    return false;
+  }
+  std::vector<Range> reads_, writes_;
+};
+
+void compute_barrier(const VkFns& f, VkCommandBuffer cmd) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  f.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                         nullptr, 0, nullptr);
+}
+
+// A command buffer of dispatches, with what is needed to report on it after it ran.
+class Stream {
+ public:
+  Stream(Device& dev, PipelineCache& pipes, VkCommandPool pool, uint32_t query_capacity)
+      : dev_(dev), pipes_(pipes), pool_(pool), arena_(dev), query_capacity_(query_capacity) {
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = pool;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    vk_check(dev.fn().vkAllocateCommandBuffers(dev.dev, &ai, &cmd_), "vkAllocateCommandBuffers");
+    if (query_capacity_ && dev.caps.timestamps) {
+      VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+      qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      qi.queryCount = query_capacity_;
+      vk_check(dev.fn().vkCreateQueryPool(dev.dev, &qi, nullptr, &queries_), "vkCreateQueryPool");
+    }
+  }
+  ~Stream() {
+    if (queries_) dev_.fn().vkDestroyQueryPool(dev_.dev, queries_, nullptr);
+    dev_.fn().vkFreeCommandBuffers(dev_.dev, pool_, 1, &cmd_);
+  }
+
+  uint32_t next_id() const { return (uint32_t)kernels_.size(); }
+  bool empty() const { return dispatches_ == 0; }
+  // True when one more timed kernel would not fit in the query pool.
+  bool full() const { return queries_ && queries_used_ + 2 > query_capacity_; }
+  const std::string& label(uint32_t id) const { return kernels_.at(id).label; }
+
+  // Records the dispatches of kernel `k` (id next_id()). With `timed`, the kernel
+  // runs alone between two timestamps.
+  void add(const Kernel& k, const std::vector<Dispatch>& ds, bool timed) {
+    const VkFns& f = dev_.fn();
+    begin();
+    Info info;
+    info.label = k.label;
+    info.op = k.node ? ir::op_name(k.node->op) : "fused";
+    info.flops = k.flops;
+    info.bytes = k.bytes;
+    timed = timed && queries_ && !full();
+    if (timed) {
+      compute_barrier(f, cmd_);
+      hazards_.clear();
+      info.query = queries_used_;
+      queries_used_ += 2;
+      f.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, info.query);
+    }
+    for (const Dispatch& d : ds) record(d);
+    if (timed) f.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, info.query + 1);
+    kernels_.push_back(std::move(info));
+  }
+
+  // Ends recording (idempotent until the next add()).
+  void finish() {
+    if (!begun_ || ended_) return;
+    const VkFns& f = dev_.fn();
+    // Make the results visible to host reads (download, error flag) and transfers.
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT;
+    f.vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                           VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0,
+                           nullptr);
+    vk_check(f.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+    ended_ = true;
+  }
+
+  VkCommandBuffer cmd() const { return cmd_; }
+
+  // Per-kernel seconds of the timed kernels (after the stream ran).
+  void append_profile(std::vector<ProfileEntry>& out) const {
+    bool any = false;
+    for (const Info& i : kernels_) any = any || i.query != kNoQuery;
+    if (!any) return;
+    std::vector<uint64_t> ts(queries_used_);
+    vk_check(dev_.fn().vkGetQueryPoolResults(dev_.dev, queries_, 0, queries_used_, ts.size() * 8, ts.data(), 8,
+                                             VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+             "vkGetQueryPoolResults");
+    uint64_t mask = dev_.caps.timestamp_bits >= 64 ? ~0ull : (1ull << dev_.caps.timestamp_bits) - 1;
+    for (const Info& i : kernels_) {
+      if (i.query == kNoQuery) continue;
+      uint64_t dt = (ts[i.query + 1] - ts[i.query]) & mask;
+      out.push_back({i.label, i.op, dt * dev_.caps.timestamp_period_ns * 1e-9, i.flops, i.bytes});
+    }
+  }
+
+  // Device memory that lives as long as this stream's recorded commands.
+  TensorRef scratch(MemoryPool& mem, int64_t floats) {
+    scratch_.push_back(mem.allocate((size_t)floats));
+    return {scratch_.back().get(), 0, {floats}, DType::f32};
+  }
+
+  // Forget everything recorded (the command buffer must have completed).
+  void reset() {
+    scratch_.clear();
+    kernels_.clear();
+    arena_.reset();
+    hazards_.clear();
+    begun_ = ended_ = false;
+    dispatches_ = 0;
+    queries_used_ = 0;
+  }
+
+ private:
+  static constexpr uint32_t kNoQuery = ~0u;
+  struct Info {
+    std::string label, op;
+    double flops = 0, bytes = 0;
+    uint32_t query = kNoQuery;
+  };
+
+  void begin() {
+    if (begun_) return;
+    const VkFns& f = dev_.fn();
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    vk_check(f.vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
+    if (queries_) f.vkCmdResetQueryPool(cmd_, queries_, 0, query_capacity_);
+    begun_ = true;
+  }
+
+  void record(const Dispatch& d) {
+    const VkFns& f = dev_.fn();
+    const Pipeline& p = d.pipeline ? *d.pipeline : pipes_.get(d.shader, (uint32_t)d.bindings.size(), d.spec);
+    if (hazards_.conflicts(d)) {
+      compute_barrier(f, cmd_);
+      hazards_.clear();
+    }
+    hazards_.add(d);
+    VkDescriptorSet set = arena_.allocate(p.set_layout);
+    std::vector<VkDescriptorBufferInfo> infos(d.bindings.size());
+    for (size_t i = 0; i < infos.size(); ++i) infos[i] = {d.bindings[i].buffer, d.bindings[i].offset, d.bindings[i].range};
+    VkWriteDescriptorSet w{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    w.dstSet = set;
+    w.dstBinding = 0;
+    w.descriptorCount = (uint32_t)infos.size();
+    w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    w.pBufferInfo = infos.data();
+    f.vkUpdateDescriptorSets(dev_.dev, 1, &w, 0, nullptr);
+    f.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+    f.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+    if (!d.push.empty())
+      f.vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)d.push.size() * 4, d.push.data());
+    f.vkCmdDispatch(cmd_, d.groups[0], d.groups[1], d.groups[2]);
+    ++dispatches_;
+  }
+
+  Device& dev_;
+  PipelineCache& pipes_;
+  VkCommandPool pool_;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  DescriptorArena arena_;
+  Hazards hazards_;
+  VkQueryPool queries_ = VK_NULL_HANDLE;
+  uint32_t query_capacity_ = 0, queries_used_ = 0;
+  std::vector<Info> kernels_;
+  std::vector<std::unique_ptr<VulkanBuffer>> scratch_;
+  size_t dispatches_ = 0;
+  bool begun_ = false, ended_ = false;
+};
+
+struct VkRecording : Recording {
+  std::vector<Kernel> kernels;
+  std::unique_ptr<Stream> plain, timed;  // built on first use
+};
+
+class VulkanExecutor final : public Executor {
+ public:
+  explicit VulkanExecutor(int device)
+      : dev_(device), mem_(dev_), pipes_(dev_), fused_(pipes_), env_{dev_, pipes_, fused_, {}, {}, {}} {
+    VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    pi.queueFamilyIndex = dev_.queue_family;
+    vk_check(dev_.fn().vkCreateCommandPool(dev_.dev, &pi, nullptr, &cmd_pool_), "vkCreateCommandPool");
+    error_ = mem_.host_block(16);
+    std::memset(error_->mapped, 0, 16);
+    dummy_ = mem_.host_block(256);
+    std::memset(dummy_->mapped, 0, 256);
+    env_.error = {error_->buffer, 0, 16, 0, 16, true, false};
+    env_.dummy = {dummy_->buffer, 0, 256, 0, 0, false, false};
+    env_.rope_table = [this](int64_t dims, double base, double scale) -> const VulkanBuffer& {
+      return rope_table(dims, base, scale);
+    };
+    env_.scratch = [this](int64_t floats) { return lowering_->scratch(mem_, floats); };
+    live_ = std::make_unique<Stream>(dev_, pipes_, cmd_pool_, kLiveQueries);
+  }
+
+  ~VulkanExecutor() override {
+    dev_.fn().vkDeviceWaitIdle(dev_.dev);
+    live_.reset();
+    for (auto& [key, tab] : rope_tables_) mem_.destroy_block(*tab.block);
+    mem_.destroy_block(*error_);
+    mem_.destroy_block(*dummy_);
+    dev_.fn().vkDestroyCommandPool(dev_.dev, cmd_pool_, nullptr);
+  }
+
+  std::string name() const override { return "vulkan"; }
+  std::string description() const override { return dev_.description(); }
+
+  std::unique_ptr<DeviceBuffer> allocate(size_t floats) override { return mem_.allocate(floats); }
+
+  void upload(DeviceBuffer& dst, size_t offset, const float* src, size_t n) override {
+    if (!live_->empty()) flush();  // queued kernels must see the old contents
+    const auto& b = checked(dst, offset, n, "upload");
+    mem_.write(b, offset * 4, src, n * 4);
+  }
+
+  void download(const DeviceBuffer& src, size_t offset, float* dst, size_t n) override {
+    if (!live_->empty()) flush();
+    const auto& b = checked(src, offset, n, "download");
+    mem_.read(b, offset * 4, dst, n * 4);
+  }
+
+  void launch(const Kernel& k) override {
+    if (k.output.numel() == 0) return;  // nothing to compute
+    if (profiling_ && live_->full()) flush();
+    lowering_ = live_.get();
+    auto ds = lower_kernel(env_, k, live_->next_id());
+    live_->add(k, ds, profiling_);
+  }
+
+  void flush() override {
+    if (live_->empty()) {
+      live_->reset();
+      dev_.check_validation("during flush()");
+      return;
+    }
+    struct Reset {
+      Stream& s;
+      ~Reset() { s.reset(); }
+    } reset{*live_};
+    run(*live_);
+  }
+
+  std::unique_ptr<Recording> record(const std::vector<Kernel>& kernels) override {
+    auto rec = std::make_unique<VkRecording>();
+    rec->kernels = kernels;
+    (profiling_ ? rec->timed : rec->plain) = build(kernels, profiling_);
+    return rec;
+  }
+
+  void replay(Recording& r) override {
+    auto& rec = static_cast<VkRecording&>(r);
+    if (!live_->empty()) flush();
+    auto& s = profiling_ ? rec.timed : rec.plain;
+    if (!s) s = build(rec.kernels, profiling_);
+    run(*s);
+  }
+
+  uint64_t validation_errors() const { return dev_.inst->validation_errors.load(); }
+  void inject_validation_error(const std::string& msg) {
+    const VkFns& f = dev_.fn();
+    if (!dev_.inst->validation || !f.vkSubmitDebugUtilsMessageEXT) return;
+    VkDebugUtilsMessengerCallbackDataEXT data{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CALLBACK_DATA_EXT};
+    data.pMessage = msg.c_str();
+    f.vkSubmitDebugUtilsMessageEXT(dev_.inst->instance, VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+                                   VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT, &data);
+  }
+
+ private:
+  const VulkanBuffer& checked(const DeviceBuffer& b, size_t offset, size_t n, const char* what) const {
+    if (offset + n > b.floats)
+      throw RuntimeError(std::string("internal: ") + what + " of " + std::to_string(n) + " floats at offset " +
+                         std::to_string(offset) + " overruns a buffer of " + std::to_string(b.floats));
+    return static_cast<const VulkanBuffer&>(b);
+  }
+
+  std::unique_ptr<Stream> build(const std::vector<Kernel>& kernels, bool timed) {
+    auto s = std::make_unique<Stream>(dev_, pipes_, cmd_pool_, timed ? 2 * (uint32_t)kernels.size() : 0);
+    lowering_ = s.get();
+    for (const Kernel& k : kernels) {
+      if (k.output.numel() == 0) continue;
+      s->add(k, lower_kernel(env_, k, s->next_id()), timed);
+    }
+    s->finish();
+    return s;
+  }
+
+  // Submits a stream, waits, and reports device-side errors and profiles.
+  void run(Stream& s) {
+    if (s.empty()) return;
+    s.finish();
+    dev_.submit_and_wait(s.cmd());
+    mem_.collect();
+    if (profiling_) s.append_profile(profile_);
+    uint32_t* err = (uint32_t*)error_->mapped;
+    if (err[0]) {
+      uint32_t id = err[0] - 1;
+      float bad;
+      std::memcpy(&bad, &err[1], 4);
+      uint32_t vocab = err[2];
+      std::memset(err, 0, 16);
+      char value[32];
+      std::snprintf(value, sizeof value, "%.9g", bad);
+      throw RuntimeError("node '" + s.label(id) + "' (embedding): index " + value + " is outside [0, " +
+                         std::to_string(vocab) + ")");
+    }
+    dev_.check_validation("while running kernels");
+  }
+
+  const VulkanBuffer& rope_table(int64_t dims, double base, double scale) {
+    auto key = std::make_tuple(dims, base, scale);
+    auto it = rope_tables_.find(key);
+    if (it != rope_tables_.end()) return it->second.view;
+    int64_t half = std::max<int64_t>(1, dims / 2);
+    std::vector<uint32_t> t(2 * half);
+    for (int64_t i = 0; i < half; ++i) {
+      // turns per position, reduced mod 1, as a 64-bit fraction
+      long double f = scale * std::pow((long double)base, -2.0L * i / dims) / (2 * 3.14159265358979323846264338L);
+      f -= std::floor(f);
+      long double scaled = std::ldexp(f, 64);
+      uint64_t F = scaled >= 18446744073709551615.0L ? 0 : (uint64_t)scaled;
+      t[2 * i] = (uint32_t)(F >> 32);
+      t[2 * i + 1] = (uint32_t)F;
+    }
+    // A block of its own: written from the host at once, it must not alias
+    // memory that queued kernels may still read.
+    auto& tab = rope_tables_[key];
+    tab.block = mem_.host_block(t.size() * 4);
+    std::memcpy(tab.block->mapped, t.data(), t.size() * 4);
+    tab.view.block = tab.block.get();
+    tab.view.bytes = t.size() * 4;
+    tab.view.floats = t.size();
+    return tab.view;
+  }
+
+  Device dev_;
+  MemoryPool mem_;
+  PipelineCache pipes_;
+  FusedCodegen fused_;
+  LowerEnv env_;
+  std::unique_ptr<Block> error_, dummy_;
+  struct Table {
+    std::unique_ptr<Block> block;
+    VulkanBuffer view;  // pool-less view of `block`
+  };
+  std::map<std::tuple<int64_t, double, double>, Table> rope_tables_;
+  VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
+  std::unique_ptr<Stream> live_;
+  Stream* lowering_ = nullptr;  // the stream the kernel being lowered is recorded into
+};
+
+}  // namespace
+}  // namespace vk
+
+std::unique_ptr<Executor> make_vulkan_executor(int device) { return std::make_unique<vk::VulkanExecutor>(device); }
+
+std::vector<DeviceInfo> vulkan_devices() {
+  vk::Instance inst(false);
+  std::vector<DeviceInfo> out;
+  for (VkPhysicalDevice pd : inst.physical_devices()) {
+    vk::DeviceCaps c = inst.query(pd);
+    DeviceInfo d;
+    d.name = c.name;
+    d.type = c.type;
+    d.memory_bytes = c.device_local_bytes;
+    d.properties = c.describe();
+    out.push_back(std::move(d));
+  }
+  if (out.empty())
+    throw RuntimeError("no Vulkan device: the loader found no driver; install one, e.g. "
+                       "`apt-get install mesa-vulkan-drivers` (CPU) or the GPU vendor's driver");
+  return out;
+}
+
+uint64_t vulkan_validation_error_count(const Executor& e) {
+  auto* v = dynamic_cast<const vk::VulkanExecutor*>(&e);
+  return v ? v->validation_errors() : 0;
+}
+
+void vulkan_inject_validation_error(Executor& e, const std::string& message) {
+  if (auto* v = dynamic_cast<vk::VulkanExecutor*>(&e)) v->inject_validation_error(message);
+}
+
+}  // namespace rlx

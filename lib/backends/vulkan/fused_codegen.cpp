@@ -1,0 +1,94 @@
+#include "backends/vulkan/fused_codegen.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "backends/vulkan/ew_glsl.h"
+#include "backends/vulkan/glsl_compiler.h"
+
+namespace rlx::vk {
+
+extern const char* const kCommonGlsl;  // shaders/common.glsl (generated glsl_sources.cpp)
+
+namespace {
+
+std::string layout_key(const FusedLayout& l) {
+  std::string k = "|r" + std::to_string(l.rank) + "|v";
+  for (uint32_t m : l.varies) k += std::to_string(m) + ",";
+  return k;
+}
+
+// Index expression of an input that varies along the dims in `mask`.
+std::string index_expr(uint32_t mask, uint32_t rank) {
+  uint32_t all = rank >= 32 ? ~0u : (1u << rank) - 1;
+  if ((mask & all) == all) return "i";
+  if ((mask & all) == 0) return "0u";
+  std::string idx, stride;
+  for (int d = (int)rank - 1; d >= 0; --d) {
+    if (!(mask & (1u << d))) continue;
+    std::string term = "c" + std::to_string(d) + (stride.empty() ? "" : " * " + stride);
+    idx = idx.empty() ? term : idx + " + " + term;
+    std::string dim = "pc.dims[" + std::to_string(d) + "]";
+    stride = stride.empty() ? dim : stride + " * " + dim;
+  }
+  return idx;
+}
+
+}  // namespace
+
+std::string fused_glsl(const FusedProgram& p, const FusedLayout& l) {
+  size_t n = p.input_shapes.size();
+  std::ostringstream s;
+  s << "#version 450\n// fused: " << p.describe() << "\nlayout(local_size_x = " << kEwGroup << ") in;\n"
+    << kCommonGlsl << "\n" << ew_glsl_library() << "\n";
+  for (size_t j = 0; j < n; ++j)
+    s << "layout(std430, binding = " << j << ") restrict readonly buffer In" << j << " { float d[]; } in" << j << ";\n";
+  s << "layout(std430, binding = " << n << ") restrict writeonly buffer Out { float d[]; } out0;\n";
+  s << "layout(push_constant) uniform PC { uint n; uint dims[" << l.rank << "]; uint off[" << n + 1 << "]; } pc;\n";
+  s << "void apply(uint i) {\n";
+  bool need_coords = false;
+  for (size_t j = 0; j < n; ++j) {
+    std::string e = index_expr(l.varies[j], l.rank);
+    need_coords = need_coords || (e != "i" && e != "0u");
+  }
+  if (need_coords) {
+    s << "  uint rem = i;\n";
+    for (int d = (int)l.rank - 1; d >= 0; --d)
+      s << "  uint c" << d << " = rem % pc.dims[" << d << "]; rem /= pc.dims[" << d << "];\n";
+  }
+  for (size_t r = 0; r < p.code.size(); ++r) {
+    const FusedInstr& in = p.code[r];
+    s << "  float r" << r << " = ";
+    switch (in.kind) {
+      case FusedInstr::Load:
+        s << "in" << in.a << ".d[pc.off[" << in.a << "] + " << index_expr(l.varies[in.a], l.rank) << "]";
+        break;
+      case FusedInstr::Const: {
+        uint32_t bits;
+        std::memcpy(&bits, &in.imm, 4);
+        s << "uintBitsToFloat(" << bits << "u)";
+        break;
+      }
+      case FusedInstr::Unary: s << "rlx_ew_unary(" << (unsigned)in.op << "u, r" << in.a << ")"; break;
+      case FusedInstr::Binary:
+        s << "rlx_ew_binary(" << (unsigned)in.op << "u, r" << in.a << ", r" << in.b << ")";
+        break;
+    }
+    s << ";  // " << (in.kind == FusedInstr::Unary || in.kind == FusedInstr::Binary ? ew_name(in.op) : "") << "\n";
+  }
+  s << "  out0.d[pc.off[" << n << "] + i] = r" << p.result << ";\n}\n";
+  // EPT elements per invocation, a work group apart (as the static elementwise shaders)
+  s << "void main() {\n  uint base = rlx_group_index() * " << kEwGroup * kEwPerInvocation
+    << "u + gl_LocalInvocationID.x;\n  for (uint e = 0u; e < " << kEwPerInvocation << "u; ++e) {\n"
+    << "    uint i = base + e * " << kEwGroup << "u;\n    if (i < pc.n) apply(i);\n  }\n}\n";
+  return s.str();
+}
+
+const Pipeline& FusedCodegen::pipeline(const FusedProgram& p, const FusedLayout& layout) {
+  std::string key = "fused:" + p.key() + layout_key(layout);
+  if (const Pipeline* hit = pipes_.find(key)) return *hit;
+  auto spirv = compile_compute_glsl(fused_glsl(p, layout), "fused kernel " + p.describe());
+  return pipes_.add(key, spirv, (uint32_t)p.input_shapes.size() + 1);
+}
+
+}  // namespace rlx::vk

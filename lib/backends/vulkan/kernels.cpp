@@ -1,0 +1,621 @@
+#include "backends/vulkan/kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backends/vulkan/ew_glsl.h"
+#include "core/error.h"
+#include "ir/op_registry.h"
+
+namespace rlx::vk {
+
+namespace {
+
+using ir::Op;
+using Strides = std::vector<int64_t>;
+
+constexpr uint32_t kMaxRank = 8;
+constexpr uint32_t kWgSpecId = 10;  // constant_id of local_size_x in the row shaders
+
+uint32_t ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+
+// Dims of `shape` (size-1 dims dropped, mergeable neighbours merged) with each
+// operand's strides over them. Never empty: a scalar becomes one dim of size 1.
+struct Collapsed {
+  std::vector<int64_t> dims;
+  std::vector<Strides> strides;  // per operand
+};
+
+Collapsed collapse(const Shape& shape, const std::vector<Strides>& ops) {
+  Collapsed c;
+  c.strides.resize(ops.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !c.dims.empty();
+    for (size_t o = 0; o < ops.size() && merge; ++o) merge = c.strides[o].back() == ops[o][d] * shape[d];
+    if (merge) {
+      c.dims.back() *= shape[d];
+      for (size_t o = 0; o < ops.size(); ++o) c.strides[o].back() = ops[o][d];
+    } else {
+      c.dims.push_back(shape[d]);
+      for (size_t o = 0; o < ops.size(); ++o) c.strides[o].push_back(ops[o][d]);
+    }
+  }
+  if (c.dims.empty()) {
+    c.dims = {1};
+    for (auto& s : c.strides) s = {0};
+  }
+  return c;
+}
+
+Strides scaled(Strides s, int64_t f) {
+  for (auto& v : s) v *= f;
+  return s;
+}
+
+uint32_t f2u(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+uint32_t round_mode(DType t) {
+  switch (t) {
+    case DType::f32: return 0;
+    case DType::f16: return 1;
+    case DType::bf16: return 2;
+    case DType::i32: case DType::i64: return 3;
+    case DType::boolean: return 4;
+  }
+  return 0;
+}
+
+std::vector<uint32_t> with_wg(std::vector<uint32_t> spec, uint32_t wg) {
+  spec.resize(kWgSpecId + 1, 0);
+  spec[kWgSpecId] = wg;
+  return spec;
+}
+
+// Builds the dispatches of one kernel.
+class Lowering {
+ public:
+  Lowering(LowerEnv& env, const Kernel& k, uint32_t id) : env_(env), k_(k), id_(id) {}
+
+  std::vector<Dispatch> run();
+
+ private:
+  const ir::Attrs& attrs() const { return k_.node->attrs; }
+  const TensorRef& in(size_t i) const { return k_.inputs.at(i); }
+  const TensorRef& out() const { return k_.output; }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw RuntimeError("Vulkan executor: kernel '" + k_.label + "': " + what);
+  }
+
+  Dispatch& add(std::string shader, std::vector<uint32_t> spec) {
+    ds_.emplace_back();
+    ds_.back().shader = std::move(shader);
+    ds_.back().spec = std::move(spec);
+    return ds_.back();
+  }
+  // Binds `t`; returns the element offset of its first element in the binding.
+  uint32_t bind(Dispatch& d, const TensorRef& t, bool write);
+  uint32_t read(Dispatch& d, const TensorRef& t) { return bind(d, t, false); }
+  uint32_t write(Dispatch& d, const TensorRef& t) { return bind(d, t, true); }
+  void bind_dummy(Dispatch& d) { d.bindings.push_back(env_.dummy); }
+  // One invocation per item over a (x, y) grid of `wg`-sized groups.
+  void grid(Dispatch& d, uint64_t items, uint32_t wg);
+  // A row shader's reduction flavour.
+  std::string row_shader(const char* name) const {
+    return std::string(name) + (env_.dev.caps.subgroup_arithmetic ? ".sg" : "");
+  }
+  // Work-group size for rows of `len` elements: a power of two, >= 32, giving
+  // each invocation about 16 elements (enough loads in flight to reach ~3 TB/s
+  // on an H100); at most 1024 with subgroup reductions, 256 with the
+  // shared-memory tree.
+  uint32_t row_wg(int64_t len) const {
+    const DeviceCaps& c = env_.dev.caps;
+    uint32_t cap = c.subgroup_arithmetic ? std::min<uint32_t>(1024, c.max_wg_invocations) : 256;
+    uint32_t wg = 32;
+    while (wg < cap && (int64_t)wg * 16 < len) wg *= 2;
+    return wg;
+  }
+  // Row elements each invocation keeps in registers (rows longer than 32 per
+  // invocation are re-read from memory instead).
+  static uint32_t row_cache(int64_t len, uint32_t wg) {
+    uint32_t c = 1;
+    while (c < 32 && (int64_t)c * wg < len) c *= 2;
+    return c;
+  }
+  static void push_array(Dispatch& d, const std::vector<int64_t>& v, size_t n) {
+    for (size_t i = 0; i < n; ++i) d.push.push_back(i < v.size() ? (uint32_t)v[i] : 0u);
+  }
+
+  void strided(const TensorRef& x, int64_t xextra, const Strides& xs, const TensorRef& y, int64_t yextra,
+               const Strides& ys, const Shape& iter, uint32_t op, uint32_t round);
+  void unary(uint32_t op, uint32_t round);
+  void binary(EwOp op);
+  void transpose();
+  void narrow();
+  void concat();
+  void reduce(uint32_t op);
+  void softmax(uint32_t mode);
+  void norm(uint32_t mode);
+  void matmul(bool linear);
+  void embedding();
+  void rope();
+  void attention();
+  void fused();
+
+  LowerEnv& env_;
+  const Kernel& k_;
+  uint32_t id_;
+  std::vector<Dispatch> ds_;
+};
+
+uint32_t Lowering::bind(Dispatch& d, const TensorRef& t, bool write) {
+  const auto* vb = static_cast<const VulkanBuffer*>(t.buf);
+  int64_t n = t.numel();
+  if (n < 0) fail("tensor shape " + shape_str(t.shape) + " overflows");
+  if (n == 0 || !vb || !vb->block) {
+    if (n > 0) fail("tensor " + shape_str(t.shape) + " bound to an empty buffer");
+    d.bindings.push_back(env_.dummy);
+    return 0;
+  }
+  if (t.offset + (uint64_t)n > vb->floats)
+    fail("tensor " + shape_str(t.shape) + " at offset " + std::to_string(t.offset) + " overruns its buffer of " +
+         std::to_string(vb->floats) + " floats");
+  const DeviceCaps& caps = env_.dev.caps;
+  VkDeviceSize start = vb->offset + t.offset * 4, bytes = (VkDeviceSize)n * 4;
+  VkDeviceSize base = start / caps.min_storage_align * caps.min_storage_align;
+  VkDeviceSize range = start + bytes - base;
+  if (range > caps.max_storage_range)
+    fail("a tensor of " + std::to_string(bytes) + " bytes " + shape_str(t.shape) +
+         " exceeds the device's maxStorageBufferRange (" + std::to_string(caps.max_storage_range) + " bytes on " +
+         caps.name + "); split the tensor or use a device with a larger range");
+  Binding b;
+  b.buffer = vb->block->buffer;
+  b.offset = base;
+  b.range = range;
+  b.lo = start;
+  b.hi = start + bytes;
+  b.write = write;
+  d.bindings.push_back(b);
+  return (uint32_t)((start - base) / 4);
+}
+
+void Lowering::grid(Dispatch& d, uint64_t items, uint32_t wg) {
+  uint64_t groups = std::max<uint64_t>(1, (items + wg - 1) / wg);
+  const auto& mg = env_.dev.caps.max_groups;
+  uint32_t x = (uint32_t)std::min<uint64_t>(groups, mg[0]);
+  uint64_t y = (groups + x - 1) / x;
+  if (y > mg[1]) fail("too many work groups (" + std::to_string(groups) + ")");
+  d.groups[0] = x;
+  d.groups[1] = (uint32_t)y;
+  d.groups[2] = 1;
+}
+
+// ------------------------------------------------------------ elementwise & copies
+
+void Lowering::strided(const TensorRef& x, int64_t xextra, const Strides& xs, const TensorRef& y, int64_t yextra,
+                       const Strides& ys, const Shape& iter, uint32_t op, uint32_t round) {
+  int64_t n = shape_numel(iter);
+  if (n == 0) return;
+  Collapsed c = collapse(iter, {xs, ys});
+  if (c.dims.size() > kMaxRank) fail("more than 8 dims after collapsing");
+  Dispatch& d = add("unary", {(uint32_t)c.dims.size(), op, round, kEwPerInvocation});
+  uint32_t xo = read(d, x) + (uint32_t)xextra, yo = write(d, y) + (uint32_t)yextra;
+  d.push = {(uint32_t)n, xo, yo, 0};
+  push_array(d, c.dims, 8);
+  push_array(d, c.strides[0], 8);
+  push_array(d, c.strides[1], 8);
+  grid(d, (n + kEwPerInvocation - 1) / kEwPerInvocation, kEwGroup);
+}
+
+void Lowering::unary(uint32_t op, uint32_t round) {
+  Strides s = {1};
+  strided(in(0), 0, s, out(), 0, s, {out().numel()}, op, round);
+}
+
+void Lowering::binary(EwOp op) {
+  const Shape& os = out().shape;
+  Collapsed c = collapse(os, {broadcast_strides(in(0).shape, os), broadcast_strides(in(1).shape, os),
+                              contiguous_strides(os)});
+  if (c.dims.size() > kMaxRank) fail("more than 8 dims after collapsing");
+  Dispatch& d = add("binary", {(uint32_t)c.dims.size(), (uint32_t)op, kEwPerInvocation});
+  uint32_t ao = read(d, in(0)), bo = read(d, in(1)), yo = write(d, out());
+  d.push = {(uint32_t)out().numel(), ao, bo, yo};
+  push_array(d, c.dims, 8);
+  push_array(d, c.strides[0], 8);
+  push_array(d, c.strides[1], 8);
+  grid(d, (out().numel() + kEwPerInvocation - 1) / kEwPerInvocation, kEwGroup);
+}
+
+void Lowering::transpose() {
+  const Shape& xs = in(0).shape;
+  int r = (int)xs.size();
+  std::vector<int64_t> perm;
+  if (attrs().has("perm")) perm = attrs().ints("perm");
+  else
+    for (int i = r - 1; i >= 0; --i) perm.push_back(i);
+  Strides cs = contiguous_strides(xs), src(r);
+  for (int d = 0; d < r; ++d) src[d] = cs[(perm[d] + r) % r];
+  strided(in(0), 0, src, out(), 0, contiguous_strides(out().shape), out().shape, kEwIdentity, 0);
+}
+
+void Lowering::narrow() {
+  const Shape& xs = in(0).shape;
+  int axis = (int)((attrs().i("axis") + (int64_t)xs.size()) % (int64_t)xs.size());
+  int64_t start = attrs().i("start");
+  if (start < 0) start += xs[axis];
+  Strides cs = contiguous_strides(xs);
+  strided(in(0), start * cs[axis], cs, out(), 0, contiguous_strides(out().shape), out().shape, kEwIdentity, 0);
+}
+
+void Lowering::concat() {
+  const Shape& os = out().shape;
+  int r = (int)os.size();
+  int axis = (int)((attrs().i("axis") % r + r) % r);
+  Strides ocs = contiguous_strides(os);
+  int64_t pos = 0;
+  for (const auto& x : k_.inputs) {
+    strided(x, 0, contiguous_strides(x.shape), out(), pos * ocs[axis], ocs, x.shape, kEwIdentity, 0);
+    pos += x.shape[axis];
+  }
+}
+
+// ------------------------------------------------------------ reductions and rows
+
+void Lowering::reduce(uint32_t op) {
+  const Shape& xs = in(0).shape;
+  int r = (int)xs.size();
+  std::vector<bool> red(r, !attrs().has("axes"));
+  if (attrs().has("axes"))
+    for (int64_t a : attrs().ints("axes")) red[(a % r + r) % r] = true;
+  // Groups of adjacent same-kind dims (size-1 dims dropped); x is contiguous.
+  struct G { int64_t size, stride; bool reduced; };
+  std::vector<G> gs;
+  Strides cs = contiguous_strides(xs);
+  for (int d = 0; d < r; ++d) {
+    if (xs[d] == 1) continue;
+    if (!gs.empty() && gs.back().reduced == red[d]) {
+      gs.back().size *= xs[d];
+      gs.back().stride = cs[d];
+    } else {
+      gs.push_back({xs[d], cs[d], red[d]});
+    }
+  }
+  std::vector<int64_t> kd, ks, rd, rs;
+  for (const auto& g : gs) {
+    (g.reduced ? rd : kd).push_back(g.size);
+    (g.reduced ? rs : ks).push_back(g.stride);
+  }
+  if (rd.empty()) rd = {1}, rs = {0};
+  if (kd.size() > 4 || rd.size() > 4) fail("more than 8 dims after collapsing");
+  int64_t nout = out().numel(), nred = 1;
+  for (int64_t v : rd) nred *= v;
+  bool group_per_output = !gs.empty() && gs.back().reduced;
+  uint32_t wg = group_per_output ? row_wg(nred) : 256;
+  Dispatch& d = add(row_shader("reduce"), with_wg({(uint32_t)kd.size(), (uint32_t)rd.size(), op,
+                                                   group_per_output ? 0u : 1u}, wg));
+  uint32_t xo = read(d, in(0)), yo = write(d, out());
+  d.push = {(uint32_t)nout, (uint32_t)nred, xo, yo};
+  push_array(d, kd, 4);
+  push_array(d, ks, 4);
+  push_array(d, rd, 4);
+  push_array(d, rs, 4);
+  if (group_per_output) grid(d, (uint64_t)nout * wg, wg);
+  else grid(d, nout, wg);
+}
+
+// mode 0 softmax(axis), 1 scaled_masked_softmax, 2 softmax_vjp(dy, y; axis)
+void Lowering::softmax(uint32_t mode) {
+  const Shape& xs = in(0).shape;
+  int r = (int)xs.size();
+  if (r == 0) fail("softmax of a scalar");
+  int axis = r - 1;
+  if (mode != 1) axis = (int)((attrs().i("axis") % r + r) % r);
+  int64_t len = xs[axis], inner = 1;
+  for (int d = axis + 1; d < r; ++d) inner *= xs[d];
+  int64_t rows = in(0).numel() / std::max<int64_t>(1, len);
+  bool causal = mode == 1 && attrs().b("causal");
+  uint32_t wg = row_wg(len);
+  Dispatch& d = add(row_shader("softmax"), with_wg({mode, causal ? 1u : 0u, row_cache(len, wg)}, wg));
+  uint32_t xo = read(d, in(0));
+  uint32_t x2o = read(d, mode == 2 ? in(1) : in(0));
+  uint32_t yo = write(d, out());
+  float scale = mode == 1 ? (float)attrs().f("scale") : 1.0f;
+  uint32_t tq = r >= 2 ? (uint32_t)xs[r - 2] : 1u;
+  d.push = {(uint32_t)rows, (uint32_t)len, (uint32_t)inner, xo, x2o, yo, f2u(scale), tq};
+  grid(d, (uint64_t)rows * wg, wg);
+}
+
+// mode 0 layer_norm, 1 rms_norm, 2 layer_norm_vjp(dy, x), 3 rms_norm_vjp(dy, x)
+void Lowering::norm(uint32_t mode) {
+  bool vjp = mode >= 2;
+  const TensorRef& x = vjp ? in(1) : in(0);
+  int64_t D = x.shape.empty() ? 1 : x.shape.back();
+  int64_t rows = D ? x.numel() / D : 0;
+  bool has_w = !vjp && k_.inputs.size() >= 2, has_b = mode == 0 && k_.inputs.size() >= 3;
+  uint32_t wg = row_wg(D);
+  Dispatch& d = add(row_shader("norm"), with_wg({mode, has_w ? 1u : 0u, has_b ? 1u : 0u, row_cache(D, wg)}, wg));
+  uint32_t xo = read(d, in(0));
+  uint32_t wo = vjp ? read(d, in(1)) : has_w ? read(d, in(1)) : (bind_dummy(d), 0u);
+  uint32_t bo = has_b ? read(d, in(2)) : (bind_dummy(d), 0u);
+  uint32_t yo = write(d, out());
+  d.push = {(uint32_t)rows, (uint32_t)D, xo, wo, bo, yo, f2u((float)attrs().f("eps"))};
+  grid(d, (uint64_t)rows * wg, wg);
+}
+
+// ------------------------------------------------------------ matrix products
+
+void Lowering::matmul(bool linear) {
+  const TensorRef &A = in(0), &B = in(1);
+  const TensorRef* bias = linear && k_.inputs.size() >= 3 ? &in(2) : nullptr;
+  bool ta = false, tb = linear;
+  int64_t M, N, K;
+  Collapsed batch;  // output batch dims with a/b/y strides (elements)
+  if (linear) {
+    K = A.shape.empty() ? 1 : A.shape.back();
+    M = K ? A.numel() / K : out().numel() / std::max<int64_t>(1, B.shape[0]);
+    N = B.shape[0];
+    batch = collapse({}, {{}, {}, {}});
+  } else {
+    ta = attrs().b("transpose_a");
+    tb = attrs().b("transpose_b");
+    Shape as = A.shape, bs = B.shape;
+    if (as.size() == 1) as = {1, as[0]}, ta = false;
+    if (bs.size() == 1) bs = {bs[0], 1}, tb = false;
+    size_t ra = as.size(), rb = bs.size();
+    M = ta ? as[ra - 1] : as[ra - 2];
+    K = ta ? as[ra - 2] : as[ra - 1];
+    N = tb ? bs[rb - 2] : bs[rb - 1];
+    Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+    size_t rr = std::max(ab.size(), bb.size());
+    Shape ob(rr);
+    for (size_t i = 0; i < rr; ++i) {
+      int64_t da = i + ab.size() >= rr ? ab[i + ab.size() - rr] : 1;
+      int64_t db = i + bb.size() >= rr ? bb[i + bb.size() - rr] : 1;
+      ob[i] = da == 1 ? db : da;
+    }
+    batch = collapse(ob, {scaled(broadcast_strides(ab, ob), M * K), scaled(broadcast_strides(bb, ob), K * N),
+                          scaled(contiguous_strides(ob), M * N)});
+  }
+  // Few rows (decode, M <= 16): gemv. Else tiles of 128x128 (8x8 per invocation) for big
+  // products, 32x64 for few rows, 64x64 otherwise.
+  bool gemv = M <= 16;
+  uint32_t BM = 64, BN = 64, BK = 16, TM = 4, TN = 4, wg, ROWS = M <= 8 ? 4 : 2;
+  if (M >= 256 && N >= 256) BM = 128, BN = 128, BK = 8, TM = 8, TN = 8;
+  else if (M <= 32) BM = 32, TM = 2;
+  uint64_t gx, gy = 1;
+  std::string shader = "matmul";
+  std::vector<uint32_t> spec;
+  if (gemv) {
+    wg = 256;
+    shader = row_shader("gemv");
+    uint64_t groups = tb ? ceil_div(N, ROWS) : ceil_div(N, wg);
+    gx = std::min<uint64_t>(groups, env_.dev.caps.max_groups[0]);
+    gy = ceil_div(groups, gx);
+  } else {
+    wg = (BM / TM) * (BN / TN);
+    gy = ceil_div(M, BM);
+    gx = ceil_div(N, BN);
+  }
+  const auto& mg = env_.dev.caps.max_groups;
+  if (gx > mg[0] || gy > mg[1]) fail("matrix too large for one dispatch");
+
+  // Up to 3 inner batch dims are walked in the shader; outer ones (rare) by dispatches.
+  size_t nb = batch.dims.size(), inner_from = nb > 3 ? nb - 3 : 0;
+  bool no_batch = batch.dims.size() == 1 && batch.dims[0] == 1;
+  uint32_t NB = no_batch ? 0u : (uint32_t)(nb - inner_from);
+  int64_t inner = 1, outer = 1;
+  for (size_t i = 0; i < nb; ++i) (i < inner_from ? outer : inner) *= no_batch ? 1 : batch.dims[i];
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t oa = 0, ob = 0, oy = 0, rem = o;
+    for (int i = (int)inner_from - 1; i >= 0; --i) {
+      int64_t c = rem % batch.dims[i];
+      rem /= batch.dims[i];
+      oa += c * batch.strides[0][i];
+      ob += c * batch.strides[1][i];
+      oy += c * batch.strides[2][i];
+    }
+    for (int64_t z0 = 0; z0 < inner; z0 += mg[2]) {
+      Dispatch& d = add(shader, gemv ? with_wg({(uint32_t)M, ta, tb, bias ? 1u : 0u, NB, ROWS}, wg)
+                                     : with_wg({BM, BN, BK, TM, TN, ta, tb, bias ? 1u : 0u, NB}, wg));
+      uint32_t ao = read(d, A) + (uint32_t)oa, bo = read(d, B) + (uint32_t)ob;
+      uint32_t biaso = bias ? read(d, *bias) : (bind_dummy(d), 0u);
+      uint32_t yo = write(d, out()) + (uint32_t)oy;
+      d.push = {(uint32_t)M, (uint32_t)N, (uint32_t)K, ao, bo, biaso, yo, (uint32_t)z0};
+      std::vector<int64_t> bd, sa, sb;
+      for (size_t i = inner_from; i < nb && !no_batch; ++i) {
+        bd.push_back(batch.dims[i]);
+        sa.push_back(batch.strides[0][i]);
+        sb.push_back(batch.strides[1][i]);
+      }
+      push_array(d, bd, 3);
+      push_array(d, sa, 3);
+      push_array(d, sb, 3);
+      d.groups[0] = (uint32_t)gx;
+      d.groups[1] = (uint32_t)gy;
+      d.groups[2] = (uint32_t)std::min<int64_t>(inner - z0, mg[2]);
+    }
+  }
+}
+
+// ------------------------------------------------------------ gather, rope, attention
+
+void Lowering::embedding() {
+  const TensorRef &table = in(0), &idx = in(1);
+  int64_t D = table.shape.size() >= 2 ? table.shape[1] : 1, V = table.shape.empty() ? 0 : table.shape[0];
+  Dispatch& d = add("embedding", {});
+  uint32_t to = read(d, table), io = read(d, idx);
+  d.bindings.push_back(env_.error);
+  uint32_t yo = write(d, out());
+  d.push = {(uint32_t)out().numel(), (uint32_t)D, (uint32_t)V, to, io, yo, id_};
+  grid(d, out().numel(), 256);
+}
+
+void Lowering::rope() {
+  const TensorRef& x = in(0);
+  size_t r = x.shape.size();
+  if (r < 2) fail("rope needs x of rank >= 2 ([..., S, D])");
+  int64_t S = x.shape[r - 2], D = x.shape[r - 1];
+  int64_t dims = attrs().has("dims") ? attrs().i("dims") : D;
+  bool offset_input = k_.inputs.size() >= 2;
+  const VulkanBuffer& table = env_.rope_table(dims, attrs().f("base"), attrs().f("scale"));
+  TensorRef tref{const_cast<VulkanBuffer*>(&table), 0, {std::max<int64_t>(1, dims)}, DType::f32};
+  Dispatch& d = add("rope", {attrs().b("traditional") ? 1u : 0u, offset_input ? 1u : 0u});
+  uint32_t xo = read(d, x), fo = read(d, tref);
+  uint32_t oo = offset_input ? read(d, in(1)) : (bind_dummy(d), 0u);
+  uint32_t yo = write(d, out());
+  d.push = {(uint32_t)x.numel(), (uint32_t)S, (uint32_t)D, (uint32_t)dims, xo, fo, oo, yo,
+            (uint32_t)(int32_t)attrs().i("offset")};
+  grid(d, x.numel(), 256);
+}
+
+void Lowering::attention() {
+  const TensorRef &q = in(0), &kk = in(1), &v = in(2);
+  size_t r = q.shape.size();
+  if (r < 2 || r > 4 || kk.shape.size() != r || v.shape.size() != r) fail("attention needs q, k, v of rank 2, 3 or 4");
+  auto dim = [&](const Shape& s, int from_end) { return (int)r - from_end >= 0 ? s[r - from_end] : (int64_t)1; };
+  int64_t B = r == 4 ? q.shape[0] : 1;
+  int64_t Hq = r >= 3 ? dim(q.shape, 3) : 1, Hkv = r >= 3 ? dim(kk.shape, 3) : 1;
+  int64_t Sq = dim(q.shape, 2), Sk = dim(kk.shape, 2), D = dim(q.shape, 1), Dv = dim(v.shape, 1);
+  if (Hkv == 0 || Hq % Hkv) fail("query heads must be a multiple of key/value heads");
+  float scale = attrs().has("scale") ? (float)attrs().f("scale") : 1.0f / std::sqrt((float)std::max<int64_t>(1, D));
+  bool has_mask = k_.inputs.size() >= 4;
+  uint32_t mask_kind = !has_mask ? 0u : in(3).dtype == DType::boolean ? 2u : 1u;
+  Strides ms = has_mask ? broadcast_strides(in(3).shape, {B, Hq, Sq, Sk}) : Strides{0, 0, 0, 0};
+  // Many query rows (prefill): the register-tiled kernel, 64 rows per work group.
+  // Else 16 rows per work group; with few work groups (decode) the keys are
+  // split over more groups and the partial results combined.
+  uint64_t nrows = (uint64_t)(Hq / Hkv) * Sq;
+  bool tiled = nrows >= 64;
+  const uint32_t BR = tiled ? 64 : 16, BC = 32;
+  uint64_t qblocks = ceil_div(nrows, BR), groups = (uint64_t)B * Hkv * qblocks;
+  uint32_t nsplit = 1, kchunk = (uint32_t)Sk;
+  if (!tiled && groups < 256 && Sk >= 256) {  // aim at ~2048 work groups of >= 1 key block each
+    nsplit = (uint32_t)std::min<uint64_t>(ceil_div(2048, groups), ceil_div(Sk, BC));
+    kchunk = ceil_div(ceil_div(Sk, nsplit), BC) * BC;
+    nsplit = ceil_div(Sk, kchunk);
+  }
+  bool split = nsplit > 1;
+  TensorRef part;
+  if (split) part = env_.scratch((int64_t)B * Hq * Sq * nsplit * (Dv + 2));
+  // 64 staged v columns need 33 KiB of shared memory; 32 fit in 32 KiB.
+  uint32_t vc = env_.dev.caps.max_shared_bytes >= 34 * 1024 ? 64 : 32;
+  Dispatch& d = tiled ? add("attention_tiled", {(uint32_t)D, (uint32_t)Dv, vc})
+                      : add("attention", {(uint32_t)D, (uint32_t)Dv});
+  uint32_t qo = read(d, q), ko = read(d, kk), vo = read(d, v);
+  uint32_t mo = has_mask ? read(d, in(3)) : (bind_dummy(d), 0u);
+  uint32_t oo = write(d, split ? part : out());
+  d.push = {(uint32_t)Sq, (uint32_t)Sk, (uint32_t)Hq, (uint32_t)(Hq / Hkv), (uint32_t)Hkv, qo, ko, vo, mo, oo,
+            f2u(scale), (uint32_t)ms[0], (uint32_t)ms[1], (uint32_t)ms[2], (uint32_t)ms[3], kchunk, nsplit,
+            mask_kind, attrs().b("causal") ? 1u : 0u, split ? 1u : 0u};
+  const auto& mg = env_.dev.caps.max_groups;
+  d.groups[0] = (uint32_t)qblocks;
+  d.groups[1] = (uint32_t)Hkv;
+  d.groups[2] = (uint32_t)(B * nsplit);
+  if (qblocks > mg[0] || Hkv > mg[1] || (uint64_t)B * nsplit > mg[2]) fail("attention too large for one dispatch");
+  if (!split) return;
+  Dispatch& c = add("attention_combine", {});
+  uint32_t po = read(c, part), yo = write(c, out());
+  c.push = {(uint32_t)out().numel(), (uint32_t)Dv, nsplit, po, yo};
+  grid(c, out().numel(), 256);
+}
+
+// ------------------------------------------------------------ fused elementwise
+
+void Lowering::fused() {
+  const FusedProgram& p = *k_.fused;
+  const Shape& os = out().shape;
+  size_t n = k_.inputs.size();
+  std::vector<Strides> ops;
+  for (const auto& t : k_.inputs) ops.push_back(broadcast_strides(t.shape, os));
+  ops.push_back(contiguous_strides(os));
+  Collapsed c = collapse(os, ops);
+  FusedLayout layout;
+  layout.rank = (uint32_t)c.dims.size();
+  for (size_t j = 0; j < n; ++j) {
+    uint32_t m = 0;
+    for (size_t dd = 0; dd < c.dims.size(); ++dd)
+      if (c.strides[j][dd] != 0) m |= 1u << dd;
+    layout.varies.push_back(m);
+  }
+  const DeviceCaps& caps = env_.dev.caps;
+  if (layout.rank > kMaxRank) fail("more than 8 dims after collapsing");
+  if (n + 1 > caps.max_storage_bindings || fused_push_words(n, layout.rank) * 4 > kPushBytes)
+    fail("a fused kernel with " + std::to_string(n) + " inputs over " + std::to_string(layout.rank) +
+         " dims needs more bindings or push constants than the device allows; the fusion pass must split it "
+         "(at most " + std::to_string(std::min<int64_t>(caps.max_storage_bindings - 1, kPushBytes / 4 - 2 - kMaxRank)) +
+         " inputs are always accepted)");
+  Dispatch& d = add("", {});
+  d.pipeline = &env_.fused.pipeline(p, layout);
+  std::vector<uint32_t> offs;
+  for (const auto& t : k_.inputs) offs.push_back(read(d, t));
+  offs.push_back(write(d, out()));
+  d.push = {(uint32_t)out().numel()};
+  push_array(d, c.dims, layout.rank);
+  d.push.insert(d.push.end(), offs.begin(), offs.end());
+  grid(d, (out().numel() + kEwPerInvocation - 1) / kEwPerInvocation, kEwGroup);
+}
+
+std::vector<Dispatch> Lowering::run() {
+  if (k_.fused) {
+    fused();
+    return std::move(ds_);
+  }
+  if (!k_.node) fail("kernel has neither a node nor a fused program");
+  Op op = k_.node->op;
+  switch (op) {
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Pow: case Op::Maximum: case Op::Minimum:
+    case Op::SiluVjp: case Op::GeluVjp:
+      binary(ir::node_ew_op(*k_.node));
+      break;
+    case Op::Neg: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Abs: case Op::Tanh:
+    case Op::Sigmoid: case Op::Relu: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Square:
+    case Op::Gelu:
+      unary((uint32_t)ir::node_ew_op(*k_.node), 0);
+      break;
+    case Op::Cast: {
+      auto t = parse_dtype(attrs().s("dtype"));
+      if (!t) fail("unknown dtype " + attrs().s("dtype"));
+      unary(kEwIdentity, round_mode(*t));
+      break;
+    }
+    case Op::Reshape: unary(kEwIdentity, 0); break;
+    case Op::Transpose: transpose(); break;
+    case Op::BroadcastTo:
+      strided(in(0), 0, broadcast_strides(in(0).shape, out().shape), out(), 0, contiguous_strides(out().shape),
+              out().shape, kEwIdentity, 0);
+      break;
+    case Op::Narrow: narrow(); break;
+    case Op::Concat: concat(); break;
+    case Op::Sum: reduce(0); break;
+    case Op::Mean: reduce(1); break;
+    case Op::Max: reduce(2); break;
+    case Op::Softmax: softmax(0); break;
+    case Op::ScaledMaskedSoftmax: softmax(1); break;
+    case Op::SoftmaxVjp: softmax(2); break;
+    case Op::LayerNorm: norm(0); break;
+    case Op::RmsNorm: norm(1); break;
+    case Op::LayerNormVjp: norm(2); break;
+    case Op::RmsNormVjp: norm(3); break;
+    case Op::Matmul: matmul(false); break;
+    case Op::Linear: matmul(true); break;
+    case Op::Embedding: embedding(); break;
+    case Op::Rope: rope(); break;
+    case Op::Attention: attention(); break;
+    case Op::Input: case Op::Param: case Op::Constant:
+      fail(std::string("leaf op '") + ir::op_name(op) + "' cannot be launched");
+  }
+  return std::move(ds_);
+}
+
+}  // namespace
+
+std::vector<Dispatch> lower_kernel(LowerEnv& env, const Kernel& k, uint32_t kernel_id) {
+  return Lowering(env, k, kernel_id).run();
+}
+
+}  // namespace rlx::vk

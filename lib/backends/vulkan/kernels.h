@@ -1,0 +1,53 @@
+#pragma once
+// Lowering: a Kernel (graph op or fused program) becomes one or more Dispatches,
+// each naming a pipeline, its storage-buffer bindings, push constants and grid.
+// Recording them into a command buffer is the executor's job (one path for
+// every op).
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backends/vulkan/fused_codegen.h"
+#include "backends/vulkan/memory.h"
+#include "backends/vulkan/pipelines.h"
+#include "runtime/executor.h"
+
+namespace rlx::vk {
+
+struct Binding {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceSize offset = 0, range = 0;  // the descriptor
+  VkDeviceSize lo = 0, hi = 0;          // bytes the kernel may touch (hazard tracking)
+  bool write = false;
+  bool tracked = true;  // false for the error flag (atomics only)
+};
+
+struct Dispatch {
+  std::string shader;             // embedded shader, specialised with `spec`
+  std::vector<uint32_t> spec;     // by constant_id
+  const Pipeline* pipeline = nullptr;  // preset for generated (fused) shaders
+  std::vector<Binding> bindings;  // binding i of set 0
+  std::vector<uint32_t> push;     // push-constant words (at most kPushBytes / 4)
+  uint32_t groups[3] = {1, 1, 1};
+};
+
+// What lowering needs from the executor.
+struct LowerEnv {
+  Device& dev;
+  PipelineCache& pipes;
+  FusedCodegen& fused;
+  Binding error;  // the device error flag: uint[2] = {kernel id + 1, bad index bits}
+  Binding dummy;  // bound for absent optional inputs and empty tensors
+  // rope: per pair i < dims/2, frac(scale * base^(-2i/dims) / 2pi) as a 64-bit
+  // fixed-point fraction (hi, lo uint words); owned by the executor
+  std::function<const VulkanBuffer&(int64_t dims, double base, double scale)> rope_table;
+  // Temporary device memory for a multi-pass kernel (split attention), alive as
+  // long as the command buffer being recorded.
+  std::function<TensorRef(int64_t floats)> scratch;
+};
+
+// Throws RuntimeError naming k.label for what cannot run (e.g. a tensor larger
+// than the device's maxStorageBufferRange).
+std::vector<Dispatch> lower_kernel(LowerEnv& env, const Kernel& k, uint32_t kernel_id);
+
+}  // namespace rlx::vk

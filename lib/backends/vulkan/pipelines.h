@@ -1,0 +1,60 @@
+#pragma once
+// Compute pipelines: embedded SPIR-V shaders (compiled from shaders/*.comp at
+// build time) specialised with specialization constants, and pipelines built
+// from SPIR-V generated at run time (fused kernels). Every pipeline uses the
+// same scheme: set 0 holds N storage buffers at bindings 0..N-1, plus one
+// 128-byte push-constant range.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/vulkan/device.h"
+
+namespace rlx::vk {
+
+constexpr uint32_t kPushBytes = 128;  // the minimum every Vulkan device supports
+
+struct Pipeline {
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  uint32_t bindings = 0;
+  std::string name;
+};
+
+// The embedded SPIR-V of shaders/<name>.comp (variants: "<name>.sg" with subgroup ops).
+struct ShaderBlob {
+  const char* name;
+  const uint32_t* code;
+  size_t bytes;
+};
+const ShaderBlob* find_shader(const std::string& name);
+
+class PipelineCache {
+ public:
+  explicit PipelineCache(Device& dev);
+  ~PipelineCache();
+
+  // An embedded shader specialised with `spec` (constant_id i gets spec[i]).
+  const Pipeline& get(const std::string& shader, uint32_t bindings, const std::vector<uint32_t>& spec);
+  // A pipeline from run-time SPIR-V, cached under `key` (null when absent).
+  const Pipeline* find(const std::string& key) const;
+  const Pipeline& add(const std::string& key, const std::vector<uint32_t>& spirv, uint32_t bindings);
+
+  VkDescriptorSetLayout set_layout(uint32_t bindings);
+
+ private:
+  const Pipeline& create(const std::string& key, const std::string& name, const uint32_t* code, size_t bytes,
+                         uint32_t bindings, const std::vector<uint32_t>& spec);
+  VkPipelineLayout pipeline_layout(uint32_t bindings);
+
+  Device& dev_;
+  VkPipelineCache cache_ = VK_NULL_HANDLE;
+  std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
+  std::map<uint32_t, VkDescriptorSetLayout> set_layouts_;
+  std::map<uint32_t, VkPipelineLayout> layouts_;
+};
+
+}  // namespace rlx::vk

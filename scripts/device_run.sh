@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs rlx's Vulkan executor on a machine with a GPU driver but no packages
+# (the lent NVIDIA machine): golden suite on Vulkan, then `rlx bench` figures.
+# Prepare here first:   scripts/device_run.sh --pack   (copies the binaries and the
+# shared libraries they need into .device-pack/, next to prepare-device.sh's .device-vk/)
+# On the device:        scripts/device_run.sh [OUT_DIR]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+pack=.device-pack
+if [[ "${1:-}" == "--pack" ]]; then
+  rm -rf "$pack"; mkdir -p "$pack/lib"
+  cp build/apps/rlx/rlx build/tests/test_golden build/tests/test_vulkan "$pack/" 2>/dev/null
+  for b in "$pack"/rlx "$pack"/test_*; do
+    ldd "$b" | awk '/=> \// {print $3}' | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux|libgcc_s|libstdc\+\+)\.' | xargs -r cp -Lu -t "$pack/lib"
+  done
+  grep -qx "/$pack/" .git/info/exclude || echo "/$pack/" >> .git/info/exclude
+  du -sh "$pack"; exit 0
+fi
+out=${1:-/tmp/rlx-device}
+mkdir -p "$out"
+dpkg -x .device-vk/libvulkan1_*.deb / && ldconfig
+export VK_ICD_FILENAMES=$PWD/.device-vk/nvidia_egl_icd.json
+export LD_LIBRARY_PATH=$PWD/$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export RLX_SOURCE_DIR=$PWD
+rlx=$pack/rlx
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+$rlx devices | tee "$out/devices.txt"
+echo "== golden suite on Vulkan (all modes)"
+$pack/test_golden --gtest_filter='Cases/Golden.*vulkan*' --gtest_brief=1 2>&1 | tail -5 | tee "$out/golden.txt"
+$pack/test_vulkan --gtest_brief=1 2>&1 | tail -3 | tee -a "$out/golden.txt"
+echo "== benchmarks"
+$rlx bench bench/graphs/decoder_block.json --random-params --input x=random:1 --backends vulkan,cpu --reps 20 \
+  --format md 2>/dev/null | tee "$out/bench_decoder.md"
+$rlx bench bench/graphs/matmul_4096.json --random-params --input a=random:1 --input b=random:2 --backends vulkan \
+  --modes lazy,compiled --reps 10 --format md 2>/dev/null | tee "$out/bench_matmul4096.md"
+$rlx run bench/graphs/decoder_block.json --random-params --input x=random:1 --backend vulkan --mode compiled \
+  --repeat 5 --profile 2>&1 >/dev/null | head -30 | tee "$out/profile_decoder.txt"

@@ -1,0 +1,139 @@
+// Helpers shared by every rlx compute shader, and by the fused elementwise
+// kernels generated at run time. Defines the functions that the GLSL forms of
+// lib/ir/elementwise.def call. Include it after the `local_size` layout.
+//
+// Accuracy targets match the CPU executor (libm): erf and tanh within ~1 ulp,
+// NaN propagating max/min, C semantics for pow.
+
+float rlx_nan() { return uintBitsToFloat(0x7fc00000u); }
+float rlx_inf() { return uintBitsToFloat(0x7f800000u); }
+
+// Flat index of this invocation in a 1-D grid laid out over (x, y) work groups.
+uint rlx_global_index() {
+  return (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+}
+// Flat index of this work group in a grid laid out over (x, y).
+uint rlx_group_index() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x; }
+
+// erf with max error ~1 ulp (N. Juffa's single-precision minimax approximation).
+float rlx_erf(float a) {
+  float t = abs(a);
+  float s = a * a;
+  float r;
+  if (t > 0.927734375) {
+    r = fma(-1.72853470e-5, t, 3.83197126e-4);
+    float u = fma(-3.88396438e-3, t, 2.42546219e-2);
+    r = fma(r, s, u);
+    r = fma(r, t, -1.06777877e-1);
+    r = fma(r, t, -6.34846687e-1);
+    r = fma(r, t, -1.28717512e-1);
+    r = fma(r, t, -t);
+    r = 1.0 - exp(r);
+    r = a < 0.0 ? -r : r;
+  } else {
+    r = -5.96761703e-4;
+    r = fma(r, s, 4.99119423e-3);
+    r = fma(r, s, -2.67681349e-2);
+    r = fma(r, s, 1.12819925e-1);
+    r = fma(r, s, -3.76125336e-1);
+    r = fma(r, s, 1.28379166e-1);
+    r = fma(r, a, a);
+  }
+  return r;
+}
+
+// tanh: Taylor series near 0 (no cancellation), exp(-2|x|) form elsewhere
+// (never overflows: exact +-1 for large |x|). Max error ~2 ulp.
+float rlx_tanh(float x) {
+  float ax = abs(x);
+  if (ax < 0.55) {
+    float s = x * x;
+    float r = 5.900274409e-4;
+    r = fma(r, s, -1.455834387e-3);
+    r = fma(r, s, 3.592128036e-3);
+    r = fma(r, s, -8.863235530e-3);
+    r = fma(r, s, 2.186948854e-2);
+    r = fma(r, s, -5.396825397e-2);
+    r = fma(r, s, 1.333333333e-1);
+    r = fma(r, s, -3.333333333e-1);
+    return fma(x * s, r, x);
+  }
+  if (isnan(x)) return x;
+  float e = exp(-2.0 * ax);
+  float t = (1.0 - e) / (1.0 + e);
+  return x < 0.0 ? -t : t;
+}
+
+float rlx_gelu_erf(float x) { return 0.5 * x * (1.0 + rlx_erf(x * 0.70710678118654752)); }
+float rlx_gelu_tanh(float x) { return 0.5 * x * (1.0 + rlx_tanh(0.79788456080286536 * (x + 0.044715 * x * x * x))); }
+
+float rlx_max(float a, float b) { return (isnan(a) || isnan(b)) ? rlx_nan() : max(a, b); }
+float rlx_min(float a, float b) { return (isnan(a) || isnan(b)) ? rlx_nan() : min(a, b); }
+
+// pow with C99 semantics (negative bases with integral exponents, zeros, ones),
+// exact repeated multiplication for small integral exponents.
+float rlx_pow(float a, float b) {
+  if (b == 0.0 || a == 1.0) return 1.0;
+  if (isnan(a) || isnan(b)) return rlx_nan();
+  bool b_int = b == trunc(b);
+  if (b_int && abs(b) <= 64.0) {
+    uint e = uint(abs(b));
+    float base = a, r = 1.0;
+    while (e != 0u) {
+      if ((e & 1u) != 0u) r *= base;
+      base *= base;
+      e >>= 1;
+    }
+    return b < 0.0 ? 1.0 / r : r;
+  }
+  if (a == -1.0 && isinf(b)) return 1.0;
+  if (b == 0.5 && a >= 0.0) return sqrt(a);
+  if (a < 0.0 && !b_int) return rlx_nan();
+  float r = exp2(b * log2(abs(a)));
+  bool odd = b_int && abs(b) < 16777216.0 && (uint(abs(b)) & 1u) == 1u;
+  return (a < 0.0 && odd) ? -r : r;
+}
+
+float rlx_silu_vjp(float dy, float x) {
+  float s = 1.0 / (1.0 + exp(-x));
+  return dy * s * (1.0 + x * (1.0 - s));
+}
+float rlx_gelu_erf_vjp(float dy, float x) {
+  float cdf = 0.5 * (1.0 + rlx_erf(x * 0.70710678118654752));
+  float pdf = exp(-0.5 * x * x) * 0.39894228040143268;
+  return dy * (cdf + x * pdf);
+}
+float rlx_gelu_tanh_vjp(float dy, float x) {
+  const float k = 0.79788456080286536, c = 0.044715;
+  float t = rlx_tanh(k * (x + c * x * x * x));
+  return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * c * x * x));
+}
+
+// Rounding of `cast` (core/dtype.h round_to_dtype): 0 f32, 1 f16, 2 bf16, 3 integer, 4 bool.
+float rlx_round_f16(float f) {
+  uint x = floatBitsToUint(f);
+  uint sgn = x & 0x80000000u, ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) return f;
+  if (ax >= 0x477ff000u) return uintBitsToFloat(sgn | 0x7f800000u);
+  if (ax < 0x38800000u) {  // f16 subnormal: multiples of 2^-24, ties to even
+    float q = roundEven(uintBitsToFloat(ax) * 16777216.0);
+    return uintBitsToFloat(sgn | floatBitsToUint(q * 5.9604644775390625e-8));
+  }
+  uint rem = ax & 0x1fffu, base = ax & ~0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (ax & 0x2000u) != 0u)) base += 0x2000u;
+  return uintBitsToFloat(sgn | base);
+}
+float rlx_round_bf16(float f) {
+  uint x = floatBitsToUint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return f;
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return uintBitsToFloat(x & 0xffff0000u);
+}
+float rlx_round(float v, uint mode) {
+  if (mode == 1u) return rlx_round_f16(v);
+  if (mode == 2u) return rlx_round_bf16(v);
+  // integer: truncation toward zero (floats >= 2^23 and inf are already integral); NaN -> 0
+  if (mode == 3u) return isnan(v) ? 0.0 : trunc(v);
+  if (mode == 4u) return v != 0.0 ? 1.0 : 0.0;
+  return v;
+}

@@ -1,0 +1,104 @@
+#version 450
+// Matrix products with few rows (M <= MR <= 16: decode steps), memory bound on b.
+// Same bindings and push constants as matmul.comp.
+// TB = 1 (b is [N, K], linear's weight): a work group computes ROWS outputs n,
+//   its invocations splitting K (coalesced reads of b's rows), then reducing.
+// TB = 0 (b is [K, N]): one invocation per output column n walks K (coalesced
+//   across invocations).
+#extension GL_GOOGLE_include_directive : require
+#ifdef RLX_SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+layout(local_size_x = 256, local_size_x_id = 10) in;
+layout(constant_id = 0) const uint MR = 1;    // rows of a (>= M)
+layout(constant_id = 1) const uint TA = 0;
+layout(constant_id = 2) const uint TB = 1;
+layout(constant_id = 3) const uint BIAS = 0;
+layout(constant_id = 4) const uint NB = 0;    // collapsed batch rank, 0..3
+layout(constant_id = 5) const uint ROWS = 4;  // outputs per work group (TB = 1)
+#include "common.glsl"
+
+layout(std430, binding = 0) restrict readonly buffer A { float a[]; };
+layout(std430, binding = 1) restrict readonly buffer B { float b[]; };
+layout(std430, binding = 2) restrict readonly buffer Bias { float bias[]; };
+layout(std430, binding = 3) restrict writeonly buffer Y { float y[]; };
+layout(push_constant) uniform PC {
+  uint m, n, k, aoff, boff, biasoff, yoff, zbase;
+  uint bd[3], as[3], bs[3];
+} pc;
+
+const uint NACC = MR * ROWS;
+const uint SLICES = 64;  // >= subgroups per work group
+shared float partial[NACC * SLICES];  // per-subgroup (or per-slice) partial sums
+
+float a_at(uint abase, uint m, uint k) { return a[abase + (TA == 0u ? m * pc.k + k : k * pc.m + m)]; }
+
+void main() {
+  uint M = pc.m, N = pc.n, K = pc.k;
+  uint z = gl_WorkGroupID.z + pc.zbase;
+  uint abase = pc.aoff, bbase = pc.boff, zr = z;
+  for (int d = int(NB) - 1; d >= 0; --d) {
+    uint c = zr % pc.bd[d];
+    zr /= pc.bd[d];
+    abase += c * pc.as[d];
+    bbase += c * pc.bs[d];
+  }
+  uint ybase = pc.yoff + z * M * N;
+  uint t = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+
+  if (TB == 0u) {
+    uint n = rlx_group_index() * wg + t;
+    if (n >= N) return;
+    float acc[MR];
+    for (uint m = 0u; m < MR; ++m) acc[m] = 0.0;
+    for (uint k = 0u; k < K; ++k) {
+      float bv = b[bbase + k * N + n];
+      for (uint m = 0u; m < MR; ++m)
+        if (m < M) acc[m] = fma(a_at(abase, m, k), bv, acc[m]);
+    }
+    for (uint m = 0u; m < MR; ++m)
+      if (m < M) y[ybase + m * N + n] = acc[m] + (BIAS != 0u ? bias[pc.biasoff + n] : 0.0);
+    return;
+  }
+
+  uint n0 = rlx_group_index() * ROWS;
+  if (n0 >= N) return;  // uniform across the work group
+  float acc[NACC];
+  for (uint i = 0u; i < NACC; ++i) acc[i] = 0.0;
+  for (uint k = t; k < K; k += wg) {
+    float av[MR];
+    for (uint m = 0u; m < MR; ++m) av[m] = m < M ? a_at(abase, m, k) : 0.0;
+    for (uint r = 0u; r < ROWS; ++r) {
+      float bv = n0 + r < N ? b[bbase + (n0 + r) * K + k] : 0.0;
+      for (uint m = 0u; m < MR; ++m) acc[m * ROWS + r] = fma(av[m], bv, acc[m * ROWS + r]);
+    }
+  }
+  // Reduce every accumulator over the work group: first within 32-wide slices
+  // (subgroups, or a shared-memory pass), then across slices.
+#ifdef RLX_SUBGROUP
+  uint slices = gl_NumSubgroups, slice = gl_SubgroupID;
+  for (uint i = 0u; i < NACC; ++i) {
+    float v = subgroupAdd(acc[i]);
+    if (subgroupElect()) partial[i * SLICES + slice] = v;
+  }
+  barrier();
+#else
+  uint slices = min(32u, wg), slice = t % slices;
+  for (uint i = 0u; i < NACC; ++i) {
+    if (t < slices) partial[i * SLICES + t] = 0.0;
+  }
+  barrier();
+  for (uint s = 0u; s < wg / slices; ++s) {
+    if (t / slices == s)
+      for (uint i = 0u; i < NACC; ++i) partial[i * SLICES + slice] += acc[i];
+    barrier();
+  }
+#endif
+  for (uint i = t; i < NACC; i += wg) {
+    uint m = i / ROWS, r = i % ROWS, n = n0 + r;
+    float v = 0.0;
+    for (uint s = 0u; s < slices; ++s) v += partial[i * SLICES + s];
+    if (m < M && n < N) y[ybase + m * N + n] = v + (BIAS != 0u ? bias[pc.biasoff + n] : 0.0);
+  }
+}

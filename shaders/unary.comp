@@ -1,0 +1,49 @@
+#version 450
+// y = op(x) over a strided iteration space of up to 8 dims: elementwise unary
+// ops, copies (reshape, transpose, broadcast_to, narrow, concat pieces) and cast.
+#extension GL_GOOGLE_include_directive : require
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint RANK = 1;
+layout(constant_id = 1) const uint OP = 255;   // uint(EwOp); 255 = copy
+layout(constant_id = 2) const uint ROUND = 0;  // cast rounding (rlx_round)
+layout(constant_id = 3) const uint EPT = 8;    // elements per invocation, gl_WorkGroupSize.x apart
+#include "common.glsl"
+#include "ew_ops.glsl"
+
+layout(std430, binding = 0) restrict readonly buffer X { float x[]; };
+layout(std430, binding = 1) restrict writeonly buffer Y { float y[]; };
+layout(push_constant) uniform PC {
+  uint n, xoff, yoff, pad;
+  uint dims[8], xs[8], ys[8];  // iteration shape; element strides of x and y
+} pc;
+
+void main() {
+  uint base = rlx_group_index() * gl_WorkGroupSize.x * EPT + gl_LocalInvocationID.x;
+  uint xi[EPT], yi[EPT];
+  float v[EPT];
+  // All loads first, then all stores: keeps EPT loads in flight per invocation.
+  for (uint e = 0u; e < EPT; ++e) {
+    uint i = base + e * gl_WorkGroupSize.x;
+    xi[e] = pc.xoff;
+    yi[e] = pc.yoff;
+    if (RANK == 1) {
+      xi[e] += i * pc.xs[0];
+      yi[e] += i * pc.ys[0];
+    } else {
+      uint r = i;
+      for (int d = int(RANK) - 1; d >= 0; --d) {
+        uint c = r % pc.dims[d];
+        r /= pc.dims[d];
+        xi[e] += c * pc.xs[d];
+        yi[e] += c * pc.ys[d];
+      }
+    }
+    v[e] = i < pc.n ? x[xi[e]] : 0.0;
+  }
+  for (uint e = 0u; e < EPT; ++e) {
+    if (base + e * gl_WorkGroupSize.x >= pc.n) break;
+    float r = v[e];
+    if (OP != 255u) r = rlx_ew_unary(OP, r);
+    y[yi[e]] = rlx_round(r, ROUND);
+  }
+}
