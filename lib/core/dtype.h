@@ -115,6 +115,9 @@ inline float round_to_dtype(float v, DType t) {
     case DType::bf16: return bf16_to_f32(f32_to_bf16(v));
     case DType::i32: case DType::i64: {
       if (v != v) return 0.f;
+      // Every float of magnitude >= 2^23 is already an integer; (int64_t)v would be undefined
+      // from 2^63 on (e.g. an i64 value just below 2^63 rounds up to 2^63 as f32, or inf).
+      if (!(v > -0x1p23f && v < 0x1p23f)) return v;
       return (float)(int64_t)v;  // truncation toward zero, as NumPy's astype
     }
     case DType::boolean: return v != 0.f ? 1.f : 0.f;

@@ -7,15 +7,22 @@ namespace rlx {
 
 using Shape = std::vector<int64_t>;
 
-// Number of elements; returns -1 when the product overflows int64 or a dim is negative.
+// Number of elements; returns -1 when a dim is negative or when the product of the
+// non-zero dims overflows int64 (also for an empty tensor: [0, 2^62, 2^62] would overflow
+// the strides; the answer must not depend on where the 0 is).
 inline int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
+  bool empty = false;
   for (int64_t d : s) {
     if (d < 0) return -1;
-    if (d != 0 && n > INT64_MAX / d) return -1;
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    if (n > INT64_MAX / d) return -1;
     n *= d;
   }
-  return n;
+  return empty ? 0 : n;
 }
 
 inline std::string shape_str(const Shape& s) {

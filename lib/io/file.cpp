@@ -37,7 +37,11 @@ struct FdGuard {
 [[noreturn]] void throw_write_error(const std::string& path, const std::string& dir, int err) {
   const std::string head = "cannot write " + path + ": ";
   switch (err) {
-    case ENOENT: throw InputError(head + "directory " + dir + " does not exist");
+    case ENOENT:
+      // /proc and similar pseudo file systems refuse new files with ENOENT although the directory exists.
+      if (std::error_code ec; std::filesystem::is_directory(dir, ec))
+        throw InputError(head + "directory " + dir + " does not accept new files");
+      throw InputError(head + "directory " + dir + " does not exist");
     case ENOTDIR: throw InputError(head + dir + " is not a directory");
     case EACCES: case EPERM: throw InputError(head + "permission denied");
     case EROFS: throw InputError(head + "permission denied (read-only file system)");

@@ -46,14 +46,16 @@ const char* json_type(const json& v) {
 }
 
 bool json_int(const json& v, int64_t& out) {
-  if (v.is_number_integer()) {
-    out = v.get<int64_t>();
-    return true;
-  }
+  // is_number_integer() is also true for unsigned values: test unsigned first, or
+  // 18446744073709551615 would read as -1.
   if (v.is_number_unsigned()) {
     uint64_t u = v.get<uint64_t>();
     if (u > (uint64_t)INT64_MAX) return false;
     out = (int64_t)u;
+    return true;
+  }
+  if (v.is_number_integer()) {
+    out = v.get<int64_t>();
     return true;
   }
   if (v.is_number_float()) {
@@ -72,6 +74,7 @@ AttrValue parse_attr(const Ctx& c, const std::string& where, const AttrSpec& spe
   int64_t iv;
   switch (spec.type) {
     case AttrType::Int:
+      if (v.is_number_unsigned() && !json_int(v, iv)) return bad("an integer below 2^63");
       if (v.is_boolean() || !json_int(v, iv)) return bad("an integer");
       return iv;
     case AttrType::Float:
@@ -260,6 +263,9 @@ Graph load_graph_text(const std::string& text, const std::string& file_name, con
       if (text[i] == '\n') { line++; col = 1; } else { col++; }
     }
     c.fail("", "not valid JSON at line " + std::to_string(line) + ", column " + std::to_string(col) + ": " + e.what());
+  } catch (const json::exception& e) {
+    // e.g. out_of_range 406 "number overflow parsing '1e999'": no position is reported.
+    c.fail("", std::string("not valid JSON: ") + e.what());
   }
   if (!root.is_object()) c.fail("", "the top level must be an object with \"format\", \"version\", \"nodes\", \"outputs\"");
   if (!root.contains("format") || root["format"] != "rlx.graph")

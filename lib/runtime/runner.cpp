@@ -244,7 +244,9 @@ OutputPlan plan_outputs(const ir::Graph& g, const std::vector<std::string>& outp
     fs::path dir = fs::path(file).parent_path();
     std::error_code ec;
     if (!dir.empty() && !fs::is_directory(dir, ec))
-      throw InputError("cannot write " + file + ": directory " + dir.string() + " does not exist");
+      throw InputError("cannot write " + file + ": " +
+                       (fs::exists(dir, ec) ? dir.string() + " is not a directory" : "directory " + dir.string() + " does not exist"));
+    if (fs::is_directory(file, ec)) throw InputError("cannot write " + file + ": it is a directory, expected a file name");
   }
   return plan;
 }
