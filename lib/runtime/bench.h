@@ -1,6 +1,7 @@
 #pragma once
 // `rlx bench`: timings per mode x backend, with first run (load/compile) apart
-// from steady state; median, p10/p90, stddev; GFLOP/s, GB/s; peak memory.
+// from steady state; median, p10/p90, stddev, min; GFLOP/s, GB/s; peak memory.
+// The timed runs of a backend's modes are interleaved (one run of each in turn).
 #include <string>
 #include <vector>
 
@@ -18,11 +19,11 @@ struct BenchOptions {
 struct BenchRow {
   Combo combo;
   std::string device, skipped, error;
-  double first_ms = 0, median_ms = 0, p10_ms = 0, p90_ms = 0, stddev_ms = 0;
+  double first_ms = 0, median_ms = 0, p10_ms = 0, p90_ms = 0, stddev_ms = 0, min_ms = 0;
   double gflops = 0, gbps = 0;
   int kernels = 0;
   double peak_mib = 0;      // device memory the plan holds at peak
-  double rss_mib = 0;       // process peak resident memory so far
+  double rss_mib = 0;       // process peak resident memory after this mode's set-up (cumulative)
 };
 
 struct BenchReport {

@@ -87,6 +87,13 @@ class Executor {
   virtual std::unique_ptr<Recording> record(const std::vector<Kernel>& kernels);
   virtual void replay(Recording& rec);
 
+  // Zero-copy readback where device memory is host memory (the CPU): memory that holds
+  // `buf`'s values and stays valid while held, or null where the backend cannot share.
+  // Before a buffer whose memory is shared is written again, renew_if_shared() gives it
+  // fresh memory, so holders keep the values they were handed.
+  virtual std::shared_ptr<const float> share_memory(DeviceBuffer& buf) { return nullptr; }
+  virtual void renew_if_shared(DeviceBuffer& buf) {}
+
   // Profiling: when enabled, flush() collects one entry per launched kernel.
   virtual void set_profiling(bool on) { profiling_ = on; }
   virtual std::vector<ProfileEntry> take_profile() { return std::move(profile_); }

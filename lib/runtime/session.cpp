@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -59,9 +60,15 @@ struct Session::PendingInput {
   TensorRef dev;
   Shape shape() const { return on_device ? dev.shape : host.shape(); }
   DType dtype = DType::f32;
+  uint64_t uploaded_to = 0;  // id of the Exec whose input buffer already holds `host`
 };
 
 struct Session::Exec {
+  Exec() {
+    static std::atomic<uint64_t> next{1};
+    id = next++;
+  }
+  uint64_t id = 0;  // unique per Exec, never reused
   Mode mode = Mode::Lazy;
   std::unique_ptr<passes::OptimizedGraph> opt;
   const ir::Graph* g = nullptr;
@@ -286,8 +293,11 @@ void Session::bind_inputs(Exec& e) {
       k.label = "feed " + id;
       ex_.launch(k);
       copies = true;
-    } else {
+    } else if (!opts_.inputs_constant || p.uploaded_to != e.id) {
+      // With inputs_constant, a host value is uploaded once per exec (its input buffer
+      // is written by nothing else).
       ex_.upload(*ref.buf, ref.offset, p.host.data(), p.host.numel());
+      p.uploaded_to = e.id;
     }
   }
   if (copies) ex_.flush();
@@ -302,9 +312,25 @@ std::vector<Tensor> Session::download_outputs(const std::vector<TensorRef>& refs
   std::vector<Tensor> outs;
   for (size_t j = 0; j < refs.size(); ++j) {
     const auto& r = refs[j];
-    Tensor t(r.shape, graph_->nodes[graph_->outputs[j]].dtype == r.dtype ? r.dtype : r.dtype);
-    ex_.download(*r.buf, r.offset, t.mutable_data(), t.numel());
-    outs.push_back(std::move(t));
+    // Host storage is recycled once every tensor returned in it is gone (use_count 1:
+    // only the pool holds it), which saves allocating and page-faulting it per run.
+    const int64_t n = std::max<int64_t>(r.numel(), 1);
+    std::shared_ptr<float> host;
+    for (auto& [cap, buf] : host_pool_)
+      if (cap == n && buf.use_count() == 1) {
+        host = buf;
+        break;
+      }
+    if (!host) {
+      host = std::shared_ptr<float>(new float[n], std::default_delete<float[]>());
+      host_pool_.emplace_back(n, host);
+      if (host_pool_.size() > 2 * refs.size() + 2) {  // bounded: forget a free buffer, else the oldest
+        auto it = std::find_if(host_pool_.begin(), host_pool_.end() - 1, [](const auto& e) { return e.second.use_count() == 1; });
+        host_pool_.erase(it == host_pool_.end() - 1 ? host_pool_.begin() : it);
+      }
+    }
+    ex_.download(*r.buf, r.offset, host.get(), r.numel());
+    outs.push_back(Tensor::borrow(r.shape, r.dtype, host.get(), host));
   }
   last_outputs_ = refs;
   return outs;
@@ -312,6 +338,10 @@ std::vector<Tensor> Session::download_outputs(const std::vector<TensorRef>& refs
 
 std::vector<Tensor> Session::run_planned(Exec& e, bool replay) {
   bind_inputs(e);
+  // A compiled replay may hand out its outputs inside the arena (below): when the caller
+  // still holds them, the arena gets fresh memory and theirs stays as it was. Fed inputs
+  // were copied out of the arena above, before this.
+  if (replay && e.arena) ex_.renew_if_shared(*e.arena);
   ex_.set_profiling(opts_.profile);
   if (replay) {
     if (!e.rec) e.rec = ex_.record(e.kernels);
@@ -331,6 +361,23 @@ std::vector<Tensor> Session::run_planned(Exec& e, bool replay) {
   stats_.peak_bytes = stats_.arena_bytes + e.leaf_bytes;
   plan_text_ = e.text;
   last_exec_ = &e;
+  // Zero-copy outputs: for a compiled replay whose outputs fill at least half of an arena
+  // the executor can share (the CPU's) (a copy would cost about as much as the kernels), the tensors returned share
+  // the arena's memory (read-only, as downloaded outputs are) instead of a copy of it.
+  int64_t out_floats = 0;
+  bool in_arena = replay && e.arena;
+  for (const auto& r : refs) {
+    in_arena = in_arena && r.buf == e.arena.get();
+    out_floats += r.numel();
+  }
+  if (in_arena && 2 * out_floats >= e.mp.arena_floats) {
+    if (auto mem = ex_.share_memory(*e.arena)) {
+      std::vector<Tensor> outs;
+      for (const auto& r : refs) outs.push_back(Tensor::borrow(r.shape, r.dtype, mem.get() + r.offset, mem));
+      last_outputs_ = refs;
+      return outs;
+    }
+  }
   return download_outputs(refs);
 }
 

@@ -32,6 +32,10 @@ struct SessionOptions {
   bool verbose = false;
   bool profile = false;
   bool disable_compile = false;  // RLX_DISABLE_COMPILE=1: compiled runs as lazy
+  // The caller promises not to modify a tensor given to set_input in place: a host
+  // value then goes to a compiled plan's input buffer once, not on every replay
+  // (`rlx bench` sets this; by default every run uploads, seeing in-place changes).
+  bool inputs_constant = false;
   std::ostream* log = nullptr;   // notes (--verbose), default std::cerr
 };
 
@@ -96,6 +100,7 @@ class Session {
   std::unique_ptr<Exec> lazy_exec_;           // lazy mode's plan for this run
   std::vector<TensorRef> last_outputs_;
   std::vector<std::unique_ptr<DeviceBuffer>> eager_keep_;  // eager outputs kept for feeds
+  std::vector<std::pair<int64_t, std::shared_ptr<float>>> host_pool_;  // output storage, by size
   RunStats stats_;
   int compiles_ = 0;
   std::string plan_text_;

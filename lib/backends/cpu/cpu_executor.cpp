@@ -8,9 +8,18 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
+#include <memory>
+#include <tuple>
+#include <mutex>
+#include <string>
 
+#include "backends/cpu/host_memory.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
@@ -23,12 +32,20 @@ using ir::Op;
 class CpuBuffer : public DeviceBuffer {
  public:
   explicit CpuBuffer(size_t n) {
-    data = new (std::nothrow) float[n ? n : 1];
-    if (!data) throw RuntimeError("out of host memory allocating " + std::to_string(n * 4) + " bytes");
     floats = n;
+    renew();
   }
-  ~CpuBuffer() override { delete[] data; }
-  float* data;
+  // Fresh memory (64-byte aligned, recycled when large); the old block lives on
+  // while someone shares it (see Executor::share_memory).
+  void renew() {
+    size_t cap = 0;
+    float* p = cpu::host_alloc(floats, &cap);
+    if (!p) throw RuntimeError("out of host memory allocating " + std::to_string(floats * 4) + " bytes");
+    mem.reset(p, [cap](float* q) { cpu::host_free(q, cap); });
+    data = p;
+  }
+  std::shared_ptr<float> mem;
+  float* data = nullptr;  // mem.get()
 };
 
 float* ptr(const TensorRef& t) { return static_cast<CpuBuffer*>(t.buf)->data + t.offset; }
@@ -165,9 +182,13 @@ void run_embedding(const Kernel& k) {
   float* y = ptr(k.output);
   for (int64_t i = 0; i < n; ++i) {
     float f = idx[i];
-    if (!(f >= 0 && f < (float)V) || f != std::floor(f))
-      throw RuntimeError(k.label + ": index " + std::to_string((int64_t)f) + " at position " + std::to_string(i) +
-                         " is outside [0, " + std::to_string(V) + ")");
+    if (!(f >= 0 && f < (float)V) || f != std::floor(f)) {
+      // Printed as a double: (int64_t)f is undefined for |f| >= 2^63 (an i64 index near INT64_MAX is 2^63 as f32).
+      char shown[64];
+      std::snprintf(shown, sizeof shown, "%.0f", (double)f);
+      throw RuntimeError(k.label + ": index " + shown + " at position " + std::to_string(i) + " is outside [0, " +
+                         std::to_string(V) + ")");
+    }
   }
   parallel(n, 64, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) std::memcpy(y + i * D, table + (int64_t)idx[i] * D, D * 4);
@@ -240,7 +261,14 @@ void run_softmax(const Kernel& k) {
   Axis3 v = around(xs, axis);
   const float* x = ptr(k.inputs[0]);
   float* y = ptr(k.output);
-  if (k.node->op == Op::Softmax) {
+  if (k.node->op == Op::Softmax && v.inner == 1) {  // contiguous rows: the vectorised kernel
+    parallel(v.outer, 16, [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) {
+        if (y != x) std::memcpy(y + o * v.len, x + o * v.len, v.len * 4);
+        cpu::softmax_row(y + o * v.len, v.len, v.len, 1.f);
+      }
+    });
+  } else if (k.node->op == Op::Softmax) {
     parallel(v.outer * v.inner, 16, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         int64_t o = t / v.inner, i = t % v.inner;
@@ -270,6 +298,16 @@ void run_scaled_masked_softmax(const Kernel& k) {
   bool causal = k.node->attrs.b("causal");
   const float* x = ptr(k.inputs[0]);
   float* y = ptr(k.output);
+  if (scale > 0) {  // hidden keys stay hidden after scaling: softmax over the visible prefix
+    parallel(rows, 16, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        int64_t i = r % Tq, valid = causal ? std::clamp<int64_t>(i + (Tk - Tq) + 1, 0, Tk) : Tk;
+        if (y != x) std::memcpy(y + r * Tk, x + r * Tk, valid * 4);
+        cpu::softmax_row(y + r * Tk, valid, Tk, scale);
+      }
+    });
+    return;
+  }
   parallel(rows, 16, [&](int64_t b, int64_t e) {
     std::vector<float> tmp(Tk);
     for (int64_t r = b; r < e; ++r) {
@@ -296,6 +334,10 @@ void run_norm(const Kernel& k) {
     for (int64_t r = b; r < e; ++r) {
       const float* xr = x + r * D;
       float* yr = y + r * D;
+      if (!vjp) {
+        cpu::norm_row(xr, yr, D, eps, layer, w, bias);
+        continue;
+      }
       double mean = 0, sq = 0;
       if (layer) {
         for (int64_t j = 0; j < D; ++j) mean += xr[j];
@@ -337,6 +379,34 @@ void run_norm(const Kernel& k) {
 }
 
 // ---------------- rope ----------------
+using RopeTable = std::pair<std::vector<float>, std::vector<float>>;  // cos, sin: [S, half]
+
+std::shared_ptr<const RopeTable> rope_table(int64_t S, int64_t half, int64_t dims, double base, double scale,
+                                            double offset) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, double, double, double>;
+  static std::mutex mu;
+  static std::vector<std::pair<Key, std::shared_ptr<const RopeTable>>> cache;  // most recent last
+  const Key key{S, half, dims, base, scale, offset};
+  {
+    std::lock_guard<std::mutex> l(mu);
+    for (const auto& [k, t] : cache)
+      if (k == key) return t;
+  }
+  auto t = std::make_shared<RopeTable>(std::vector<float>(S * half), std::vector<float>(S * half));
+  std::vector<double> inv_freq(half);
+  for (int64_t i = 0; i < half; ++i) inv_freq[i] = std::pow(base, -2.0 * i / dims);
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t i = 0; i < half; ++i) {
+      double th = (offset + s) * scale * inv_freq[i];
+      t->first[s * half + i] = (float)std::cos(th);
+      t->second[s * half + i] = (float)std::sin(th);
+    }
+  std::lock_guard<std::mutex> l(mu);
+  cache.emplace_back(key, t);
+  if (cache.size() > 8) cache.erase(cache.begin());
+  return t;
+}
+
 void run_rope(const Kernel& k) {
   const Shape& xs = k.inputs[0].shape;
   const auto& a = k.node->attrs;
@@ -345,28 +415,32 @@ void run_rope(const Kernel& k) {
   double base = a.f("base"), scale = a.f("scale");
   bool trad = a.b("traditional");
   double offset = k.inputs.size() > 1 ? (double)ptr(k.inputs[1])[0] : (double)a.i("offset");
-  // cos/sin table [S, half] in double precision (positions can be large).
-  std::vector<float> cs(S * half), sn(S * half);
-  for (int64_t s = 0; s < S; ++s)
-    for (int64_t i = 0; i < half; ++i) {
-      double th = (offset + s) * scale * std::pow(base, -2.0 * i / dims);
-      cs[s * half + i] = (float)std::cos(th);
-      sn[s * half + i] = (float)std::sin(th);
-    }
+  // cos/sin table [S, half] in double precision (positions can be large); the last
+  // few tables are kept, so a replayed plan does not recompute them.
+  auto table = rope_table(S, half, dims, base, scale, offset);
+  const std::vector<float>& cs = table->first;
+  const std::vector<float>& sn = table->second;
   const float* x = ptr(k.inputs[0]);
   float* y = ptr(k.output);
   int64_t rows = D ? k.output.numel() / D : 0;
   parallel(rows, 32, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-      const float* xr = x + r * D;
-      float* yr = y + r * D;
+      const float* __restrict xr = x + r * D;
+      float* __restrict yr = y + r * D;
       const float* c = cs.data() + (r % S) * half;
       const float* s = sn.data() + (r % S) * half;
-      for (int64_t i = 0; i < half; ++i) {
-        int64_t i0 = trad ? 2 * i : i, i1 = trad ? 2 * i + 1 : i + half;
-        float p = xr[i0], q = xr[i1];
-        yr[i0] = p * c[i] - q * s[i];
-        yr[i1] = p * s[i] + q * c[i];
+      if (trad) {
+        for (int64_t i = 0; i < half; ++i) {
+          float p = xr[2 * i], q = xr[2 * i + 1];
+          yr[2 * i] = p * c[i] - q * s[i];
+          yr[2 * i + 1] = p * s[i] + q * c[i];
+        }
+      } else {
+        for (int64_t i = 0; i < half; ++i) {
+          float p = xr[i], q = xr[i + half];
+          yr[i] = p * c[i] - q * s[i];
+          yr[i + half] = p * s[i] + q * c[i];
+        }
       }
       for (int64_t j = dims; j < D; ++j) yr[j] = xr[j];
     }
@@ -417,6 +491,9 @@ void run_linear(const Kernel& k) {
   float* C = ptr(k.output);
   if (rows == 0 || Out == 0) return;
   if (In == 0) std::fill(C, C + rows * Out, 0.f);
+  else if (rows == 1)  // a decode step: stream the weights once (sgemm would pack them first)
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, blas_int(Out, k), blas_int(In, k), 1.f, ptr(k.inputs[1]), blas_int(In, k),
+                ptr(k.inputs[0]), 1, 0.f, C, 1);
   else
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows, k), blas_int(Out, k), blas_int(In, k), 1.f,
                 ptr(k.inputs[0]), blas_int(In, k), ptr(k.inputs[1]), blas_int(In, k), 0.f, C, blas_int(Out, k));
@@ -430,6 +507,18 @@ void run_linear(const Kernel& k) {
 }
 
 // ---------------- attention ----------------
+// While alive, OpenBLAS runs single-threaded: the caller parallelises over
+// independent products with rlx's pool (one pool, no nested threading).
+struct BlasSingleThreaded {
+  int saved = openblas_get_num_threads();
+  BlasSingleThreaded() {
+    if (saved != 1) openblas_set_num_threads(1);
+  }
+  ~BlasSingleThreaded() {
+    if (saved != 1) openblas_set_num_threads(saved);
+  }
+};
+
 void run_attention(const Kernel& k) {
   auto as4 = [](Shape s) {
     while (s.size() < 4) s.insert(s.begin(), 1);
@@ -450,48 +539,75 @@ void run_attention(const Kernel& k) {
     bool_mask = k.inputs[3].dtype == DType::boolean;
     mst = broadcast_strides(k.inputs[3].shape, Shape{B, Hq, Sq, Sk});
   }
-  if (Sq == 0 || B * Hq == 0) return;
-  // Rows of one key/value group: G heads x Sq queries, contiguous in q and out.
-  const int64_t group_rows = G * Sq;
-  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(group_rows, (1 << 22) / std::max<int64_t>(Sk, 1)));
-  std::vector<float> S(chunk * std::max<int64_t>(Sk, 1));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t hk = 0; hk < Hk; ++hk) {
+  if (Sq == 0 || B * Hq == 0 || Dv == 0) return;
+  // One task: the G query heads that share a key/value head, over a chunk of query
+  // positions. With `causal`, keys past the chunk's last visible key are skipped.
+  const int64_t qc = std::min<int64_t>(Sq, 64);
+  const int64_t chunks = (Sq + qc - 1) / qc, tasks = B * Hk * chunks;
+  BlasSingleThreaded single;
+  // Scores, softmax and the value product of one row of S (row rr of head g).
+  auto softmax_rows = [&](float* S, int64_t rows, int64_t kmax, int64_t b, int64_t h0, int64_t i0, int64_t nq) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t h = h0 + r / nq, i = i0 + r % nq;
+      float* sr = S + r * kmax;
+      const int64_t valid = causal ? std::clamp<int64_t>(i + (Sk - Sq) + 1, 0, kmax) : kmax;
+      if (mask) {
+        const int64_t mo = b * mst[0] + h * mst[1] + i * mst[2];
+        for (int64_t j = 0; j < valid; ++j) {
+          float m = mask[mo + j * mst[3]];
+          if (bool_mask) sr[j] = m != 0.f ? sr[j] : -INFINITY;
+          else sr[j] += m;
+        }
+      }
+      cpu::softmax_row(sr, valid, kmax, 1.f);
+    }
+  };
+  parallel(tasks, 1, [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<float> S, Qs, Os;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / (Hk * chunks), hk = (t / chunks) % Hk, c = t % chunks;
+      const int64_t i0 = c * qc, nq = std::min(qc, Sq - i0), h0 = hk * G, rows = G * nq;
+      // Keys [0, kmax) are visible to some row of the chunk.
+      const int64_t kmax = causal ? std::clamp<int64_t>(i0 + nq + (Sk - Sq), 0, Sk) : Sk;
       const float* Kh = Kp + (b * Hk + hk) * Sk * D;
       const float* Vh = V + (b * Hk + hk) * Sk * Dv;
-      for (int64_t r0 = 0; r0 < group_rows; r0 += chunk) {
-        int64_t nr = std::min(chunk, group_rows - r0);
-        const float* Qc = Q + ((b * Hq + hk * G) * Sq + r0) * D;
-        float* Oc = O + ((b * Hq + hk * G) * Sq + r0) * Dv;
-        if (Sk > 0 && D > 0)
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(nr, k), blas_int(Sk, k), blas_int(D, k), scale,
-                      Qc, blas_int(D, k), Kh, blas_int(D, k), 0.f, S.data(), blas_int(Sk, k));
-        else
-          std::fill(S.begin(), S.begin() + nr * Sk, 0.f);
-        parallel(nr, 4, [&](int64_t rb, int64_t re) {
-          for (int64_t rr = rb; rr < re; ++rr) {
-            int64_t row = r0 + rr, h = hk * G + row / Sq, i = row % Sq;
-            float* sr = S.data() + rr * Sk;
-            int64_t limit = causal ? i + (Sk - Sq) : Sk - 1;
-            int64_t mo = mask ? b * mst[0] + h * mst[1] + i * mst[2] : 0;
-            for (int64_t j = 0; j < Sk; ++j) {
-              if (j > limit) sr[j] = -INFINITY;
-              else if (mask) {
-                float m = mask[mo + j * mst[3]];
-                if (bool_mask) sr[j] = m != 0.f ? sr[j] : -INFINITY;
-                else sr[j] += m;
-              }
-            }
-            softmax_row(sr, sr, Sk, 1);
-          }
-        });
-        if (Sk > 0 && Dv > 0)
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(nr, k), blas_int(Dv, k), blas_int(Sk, k), 1.f,
-                      S.data(), blas_int(Sk, k), Vh, blas_int(Dv, k), 0.f, Oc, blas_int(Dv, k));
-        else
-          std::fill(Oc, Oc + nr * Dv, 0.f);
+      auto out_row = [&](int64_t g) { return O + ((b * Hq + h0 + g) * Sq + i0) * Dv; };
+      if (kmax == 0) {
+        for (int64_t g = 0; g < G; ++g) std::fill(out_row(g), out_row(g) + nq * Dv, 0.f);
+        continue;
       }
+      if ((int64_t)S.size() < rows * kmax) S.resize(rows * kmax);
+      if (nq == 1) {  // one query per head (a decode step): matrix-vector products
+        for (int64_t g = 0; g < G; ++g) {
+          const float* q = Q + ((b * Hq + h0 + g) * Sq + i0) * D;
+          float* sg = S.data() + g * kmax;
+          if (D > 0)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, blas_int(kmax, k), blas_int(D, k), scale, Kh, blas_int(D, k), q, 1,
+                        0.f, sg, 1);
+          else
+            std::fill(sg, sg + kmax, 0.f);
+          softmax_rows(sg, 1, kmax, b, h0 + g, i0, 1);
+          cblas_sgemv(CblasRowMajor, CblasTrans, blas_int(kmax, k), blas_int(Dv, k), 1.f, Vh, blas_int(Dv, k), sg, 1, 0.f,
+                      out_row(g), 1);
+        }
+        continue;
+      }
+      // The G heads' rows stacked [G * nq, D]: one product for the group.
+      if ((int64_t)Qs.size() < rows * D) Qs.resize(rows * D);
+      if ((int64_t)Os.size() < rows * Dv) Os.resize(rows * Dv);
+      for (int64_t g = 0; g < G; ++g)
+        std::memcpy(Qs.data() + g * nq * D, Q + ((b * Hq + h0 + g) * Sq + i0) * D, nq * D * 4);
+      if (D > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows, k), blas_int(kmax, k), blas_int(D, k), scale,
+                    Qs.data(), blas_int(D, k), Kh, blas_int(D, k), 0.f, S.data(), blas_int(kmax, k));
+      else
+        std::fill(S.begin(), S.begin() + rows * kmax, 0.f);
+      softmax_rows(S.data(), rows, kmax, b, h0, i0, nq);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(rows, k), blas_int(Dv, k), blas_int(kmax, k), 1.f,
+                  S.data(), blas_int(kmax, k), Vh, blas_int(Dv, k), 0.f, Os.data(), blas_int(Dv, k));
+      for (int64_t g = 0; g < G; ++g) std::memcpy(out_row(g), Os.data() + g * nq * Dv, nq * Dv * 4);
     }
+  });
 }
 
 // ---------------- dispatch ----------------
@@ -557,10 +673,18 @@ class CpuExecutor : public Executor {
     }
   }
   void flush() override {}
+  std::shared_ptr<const float> share_memory(DeviceBuffer& buf) override {
+    return std::shared_ptr<const float>(static_cast<CpuBuffer&>(buf).mem);
+  }
+  void renew_if_shared(DeviceBuffer& buf) override {
+    auto& b = static_cast<CpuBuffer&>(buf);
+    if (b.mem.use_count() > 1) b.renew();
+  }
 };
 
 }  // namespace
 
 std::unique_ptr<Executor> make_cpu_executor() { return std::make_unique<CpuExecutor>(); }
+
 
 }  // namespace rlx

@@ -1,18 +1,31 @@
 // The CPU elementwise engine: every unary/binary node and every fused chain runs
 // here as a FusedProgram, evaluated block by block so each instruction is a tight
 // vectorisable loop over a block held in cache.
+//
+// The block loops and row kernels (fused_kernels.inc) are compiled twice: for the
+// baseline x86-64 ISA and for AVX2+FMA, chosen at run time (RLX_CPU_ISA=base forces
+// the baseline), so the binary stays portable. The AVX2 clone contracts a*b+c into
+// FMAs: its results differ from the baseline's by rounding only. Contiguous inputs are read in place and scalar
+// operands (constants, broadcast scalars) stay scalars: no block is filled or
+// copied for them. A result too large for the caches is written with
+// non-temporal stores.
+#include <immintrin.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "backends/cpu/cpu_executor.h"
 #include "backends/cpu/fast_math.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace rlx::cpu {
 
 namespace {
 
-constexpr int64_t kBlock = 512;
+constexpr int64_t kBlock = 1024;
 
 // Input access pattern after collapsing dimensions.
 struct Access {
@@ -97,49 +110,78 @@ void load(const Layout& L, const Access& a, int64_t start, int64_t n, float* dst
   }
 }
 
-void apply_unary(EwOp op, const float* __restrict x, float* __restrict r, int64_t n) {
-  switch (op) {
-    case EwOp::Exp: fast_exp(x, r, n); return;
-    case EwOp::Tanh: fast_tanh(x, r, n); return;
-    case EwOp::Erf: fast_erf(x, r, n); return;
-    case EwOp::Sigmoid: fast_sigmoid(x, r, n); return;
-    case EwOp::Silu: fast_silu(x, r, n); return;
-    case EwOp::GeluErf: fast_gelu_erf(x, r, n); return;
-    case EwOp::GeluTanh: fast_gelu_tanh(x, r, n); return;
-    default: break;
-  }
-  switch (op) {
-#define UNARY(E, C, G) \
-  case EwOp::E:        \
-    for (int64_t j = 0; j < n; ++j) { float x_ = x[j]; { float x = x_; r[j] = C; } } return;
-#define BINARY(E, C, G)
-#include "ir/elementwise.def"
-#undef UNARY
-#undef BINARY
-    default: return;
-  }
-}
+// One register of a block: a vector (p, kBlock floats) or a scalar s.
+struct Reg {
+  const float* p;
+  float s;
+  bool scalar;
+};
 
-void apply_binary(EwOp op, const float* __restrict a, const float* __restrict b, float* __restrict r, int64_t n) {
-  switch (op) {
-#define UNARY(E, C, G)
-#define BINARY(E, C, G) \
-  case EwOp::E:         \
-    for (int64_t j = 0; j < n; ++j) { float a_ = a[j], b_ = b[j]; { float a = a_, b = b_; r[j] = C; } } return;
-#include "ir/elementwise.def"
-#undef UNARY
-#undef BINARY
-    default: return;
-  }
-}
+struct BlockPlan {
+  const FusedProgram* program;
+  const Layout* layout;
+  std::vector<int> slot;  // scratch slot per instruction
+  int slots = 0;
+  int64_t total = 0;
+  float* out = nullptr;
+  bool stream = false;  // write the result with non-temporal stores
+};
 
 }  // namespace
+
+#define RLX_ISA_NS isa_base
+#include "backends/cpu/fused_kernels.inc"
+#undef RLX_ISA_NS
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#pragma GCC optimize("fp-contract=fast")
+#define RLX_ISA_NS isa_avx2
+#include "backends/cpu/fused_kernels.inc"
+#undef RLX_ISA_NS
+#pragma GCC pop_options
+
+namespace {
+
+bool use_avx2() {
+  static const bool yes = [] {
+    const char* e = std::getenv("RLX_CPU_ISA");
+    if (e && std::string(e) == "base") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return yes;
+}
+
+// Results larger than this are streamed past the caches.
+constexpr int64_t kStreamBytes = 16 << 20;
+
+}  // namespace
+
+const char* fused_isa() { return use_avx2() ? "avx2+fma" : "x86-64"; }
+
+void norm_row(const float* x, float* y, int64_t D, float eps, bool layer, const float* w, const float* bias) {
+  if (use_avx2()) isa_avx2::norm_row(x, y, D, eps, layer, w, bias);
+  else isa_base::norm_row(x, y, D, eps, layer, w, bias);
+}
+
+void softmax_row(float* x, int64_t valid, int64_t n, float scale) {
+  if (use_avx2()) isa_avx2::softmax_row(x, valid, n, scale);
+  else isa_base::softmax_row(x, valid, n, scale);
+}
 
 void run_fused(const FusedProgram& p, const std::vector<const float*>& inputs, float* out) {
   const int64_t total = shape_numel(p.out_shape);
   if (total == 0) return;
   Layout L = make_layout(p, inputs);
-  // Which registers are still needed after each instruction: reuse their storage.
+  BlockPlan plan;
+  plan.program = &p;
+  plan.layout = &L;
+  plan.total = total;
+  plan.out = out;
+  plan.stream = total * 4 >= kStreamBytes;
+  // Scratch slots: a register whose last use has passed gives its slot back (a
+  // register never shares a slot with its own operands).
   const size_t ni = p.code.size();
   std::vector<int> last_use(ni, -1);
   for (size_t i = 0; i < ni; ++i) {
@@ -148,39 +190,43 @@ void run_fused(const FusedProgram& p, const std::vector<const float*>& inputs, f
     if (in.kind == FusedInstr::Binary) last_use[in.a] = last_use[in.b] = (int)i;
   }
   last_use[p.result] = (int)ni;
-  ThreadPool::global().parallel_for((total + kBlock - 1) / kBlock, 16, [&](int64_t b0, int64_t b1) {
-    std::vector<float> regs(ni * kBlock);
-    std::vector<float*> reg(ni);
-    std::vector<float*> free_list;
-    // Slot assignment: registers whose last use has passed give their slot back.
-    std::vector<int> slot(ni);
-    {
-      std::vector<int> free_slots;
-      int next = 0;
-      for (size_t i = 0; i < ni; ++i) {
-        if (free_slots.empty()) slot[i] = next++;
-        else { slot[i] = free_slots.back(); free_slots.pop_back(); }
-        const auto& in = p.code[i];
-        auto release = [&](int r) { if (last_use[r] == (int)i) free_slots.push_back(slot[r]); };
-        if (in.kind == FusedInstr::Unary) release(in.a);
-        if (in.kind == FusedInstr::Binary) { release(in.a); if (in.b != in.a) release(in.b); }
+  plan.slot.assign(ni, 0);
+  {
+    std::vector<int> free_slots;
+    for (size_t i = 0; i < ni; ++i) {
+      const auto& in = p.code[i];
+      // Contiguous and scalar loads and constants are read in place: no slot.
+      bool in_place = (int)i != p.result &&
+                      (in.kind == FusedInstr::Const ||
+                       (in.kind == FusedInstr::Load && L.inputs[in.a].kind != Access::Strided));
+      if (!in_place) {
+        if (free_slots.empty()) plan.slot[i] = plan.slots++;
+        else { plan.slot[i] = free_slots.back(); free_slots.pop_back(); }
       }
+      auto release = [&](int r) {
+        const auto& d = p.code[r];
+        bool had_slot = (int)r == p.result || !(d.kind == FusedInstr::Const ||
+                                                (d.kind == FusedInstr::Load && L.inputs[d.a].kind != Access::Strided));
+        if (last_use[r] == (int)i && had_slot) free_slots.push_back(plan.slot[r]);
+      };
+      if (in.kind == FusedInstr::Unary) release(in.a);
+      if (in.kind == FusedInstr::Binary) { release(in.a); if (in.b != in.a) release(in.b); }
     }
-    for (size_t i = 0; i < ni; ++i) reg[i] = regs.data() + slot[i] * kBlock;
-    for (int64_t blk = b0; blk < b1; ++blk) {
-      int64_t start = blk * kBlock, n = std::min(kBlock, total - start);
-      for (size_t i = 0; i < ni; ++i) {
-        const auto& in = p.code[i];
-        float* r = (int)i == p.result ? out + start : reg[i];
-        switch (in.kind) {
-          case FusedInstr::Load: load(L, L.inputs[in.a], start, n, r); break;
-          case FusedInstr::Const: std::fill(r, r + n, in.imm); break;
-          case FusedInstr::Unary: apply_unary(in.op, reg[in.a], r, n); break;
-          case FusedInstr::Binary: apply_binary(in.op, reg[in.a], reg[in.b], r, n); break;
-        }
-        if ((int)i == p.result && (int)i != (int)ni - 1) std::memcpy(reg[i], r, n * 4);
-      }
+  }
+  const bool avx2 = use_avx2();
+  const int64_t blocks = (total + kBlock - 1) / kBlock;
+  // At least 16k elements per task: smaller programs are not worth waking a thread for.
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / kBlock);
+  ThreadPool::global().parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
+    float stack_scratch[8 * kBlock];
+    std::vector<float> heap_scratch;
+    float* scratch = stack_scratch;
+    if (plan.slots > 8) {
+      heap_scratch.resize((size_t)plan.slots * kBlock);
+      scratch = heap_scratch.data();
     }
+    if (avx2) isa_avx2::run_blocks(plan, b0, b1, scratch);
+    else isa_base::run_blocks(plan, b0, b1, scratch);
   });
 }
 

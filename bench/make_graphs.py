@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Writes the standard benchmark graphs into bench/graphs/ (rlx.graph v1).
+
+The JSON files are checked in; run this only after changing a shape here:
+    python3 bench/make_graphs.py
+Shapes are fixed (no symbolic dims) so `--input x=random:1` needs no --dim.
+"""
+import json
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "graphs")
+
+# Llama-style block (the same numbers as bench/compare_torch.py uses).
+D_MODEL, HQ, HKV, HEAD, FFN = 1024, 16, 4, 64, 2816
+SEQ, CACHE = 256, 256
+EPS = 1e-5
+
+
+def graph(name, nodes, outputs):
+    return {"format": "rlx.graph", "version": 1, "name": name, "nodes": nodes, "outputs": outputs}
+
+
+def write(name, g):
+    path = os.path.join(OUT, name + ".json")
+    with open(path, "w") as f:
+        f.write("{\n")
+        f.write(f'  "format": "rlx.graph",\n  "version": 1,\n  "name": {json.dumps(g["name"])},\n  "nodes": [\n')
+        f.write(",\n".join("    " + json.dumps(n) for n in g["nodes"]))
+        f.write(f'\n  ],\n  "outputs": {json.dumps(g["outputs"])}\n}}\n')
+    print("wrote", os.path.relpath(path))
+
+
+def matmul(n):
+    return graph(f"matmul_{n}", [
+        {"id": "a", "op": "input", "shape": [n, n]},
+        {"id": "b", "op": "input", "shape": [n, n]},
+        {"id": "c", "op": "matmul", "inputs": ["a", "b"]},
+    ], ["c"])
+
+
+def gelu_chain():
+    # GELU, erf form, written out as elementwise nodes.
+    return graph("gelu_chain", [
+        {"id": "x", "op": "input", "shape": [4, 1000, 4096]},
+        {"id": "inv_sqrt2", "op": "constant", "shape": [], "value": 0.7071067811865476},
+        {"id": "one", "op": "constant", "shape": [], "value": 1.0},
+        {"id": "half", "op": "constant", "shape": [], "value": 0.5},
+        {"id": "scaled", "op": "mul", "inputs": ["x", "inv_sqrt2"]},
+        {"id": "erf", "op": "erf", "inputs": ["scaled"]},
+        {"id": "erf_plus_1", "op": "add", "inputs": ["erf", "one"]},
+        {"id": "x_times", "op": "mul", "inputs": ["erf_plus_1", "x"]},
+        {"id": "y", "op": "mul", "inputs": ["x_times", "half"]},
+    ], ["y"])
+
+
+def params():
+    return [
+        {"id": "w_input_layernorm", "op": "param", "shape": [D_MODEL], "name": "input_layernorm.weight"},
+        {"id": "w_q", "op": "param", "shape": [HQ * HEAD, D_MODEL], "name": "self_attn.q_proj.weight"},
+        {"id": "w_k", "op": "param", "shape": [HKV * HEAD, D_MODEL], "name": "self_attn.k_proj.weight"},
+        {"id": "w_v", "op": "param", "shape": [HKV * HEAD, D_MODEL], "name": "self_attn.v_proj.weight"},
+        {"id": "w_o", "op": "param", "shape": [D_MODEL, HQ * HEAD], "name": "self_attn.o_proj.weight"},
+        {"id": "w_post_attention_layernorm", "op": "param", "shape": [D_MODEL], "name": "post_attention_layernorm.weight"},
+        {"id": "w_gate", "op": "param", "shape": [FFN, D_MODEL], "name": "mlp.gate_proj.weight"},
+        {"id": "w_up", "op": "param", "shape": [FFN, D_MODEL], "name": "mlp.up_proj.weight"},
+        {"id": "w_down", "op": "param", "shape": [D_MODEL, FFN], "name": "mlp.down_proj.weight"},
+    ]
+
+
+def block(name, seq, cache):
+    """cache == 0: prefill block over `seq` tokens; cache > 0: one decode step (seq 1) over a KV cache."""
+    n = [{"id": "x", "op": "input", "shape": [1, seq, D_MODEL]}]
+    rope_q, rope_k = ["q_t"], ["k_t"]
+    if cache:
+        n += [
+            {"id": "pos", "op": "input", "shape": [], "dtype": "i32"},
+            {"id": "k_cache", "op": "input", "shape": [1, HKV, cache, HEAD]},
+            {"id": "v_cache", "op": "input", "shape": [1, HKV, cache, HEAD]},
+        ]
+        rope_q, rope_k = ["q_t", "pos"], ["k_t", "pos"]
+    n += params()
+    n += [
+        {"id": "attn_norm", "op": "rms_norm", "inputs": ["x", "w_input_layernorm"], "attrs": {"eps": EPS}},
+        {"id": "q", "op": "linear", "inputs": ["attn_norm", "w_q"]},
+        {"id": "k", "op": "linear", "inputs": ["attn_norm", "w_k"]},
+        {"id": "v", "op": "linear", "inputs": ["attn_norm", "w_v"]},
+        {"id": "q_heads", "op": "reshape", "inputs": ["q"], "attrs": {"shape": [1, seq, HQ, HEAD]}},
+        {"id": "k_heads", "op": "reshape", "inputs": ["k"], "attrs": {"shape": [1, seq, HKV, HEAD]}},
+        {"id": "v_heads", "op": "reshape", "inputs": ["v"], "attrs": {"shape": [1, seq, HKV, HEAD]}},
+        {"id": "q_t", "op": "transpose", "inputs": ["q_heads"], "attrs": {"perm": [0, 2, 1, 3]}},
+        {"id": "k_t", "op": "transpose", "inputs": ["k_heads"], "attrs": {"perm": [0, 2, 1, 3]}},
+        {"id": "v_t", "op": "transpose", "inputs": ["v_heads"], "attrs": {"perm": [0, 2, 1, 3]}},
+        {"id": "q_rope", "op": "rope", "inputs": rope_q},
+        {"id": "k_rope", "op": "rope", "inputs": rope_k},
+    ]
+    keys, values = "k_rope", "v_t"
+    if cache:
+        n += [
+            {"id": "k_all", "op": "concat", "inputs": ["k_cache", "k_rope"], "attrs": {"axis": 2}},
+            {"id": "v_all", "op": "concat", "inputs": ["v_cache", "v_t"], "attrs": {"axis": 2}},
+        ]
+        keys, values = "k_all", "v_all"
+    n += [
+        {"id": "attn", "op": "attention", "inputs": ["q_rope", keys, values], "attrs": {"causal": True}},
+        {"id": "attn_t", "op": "transpose", "inputs": ["attn"], "attrs": {"perm": [0, 2, 1, 3]}},
+        {"id": "attn_merged", "op": "reshape", "inputs": ["attn_t"], "attrs": {"shape": [1, seq, HQ * HEAD]}},
+        {"id": "o", "op": "linear", "inputs": ["attn_merged", "w_o"]},
+        {"id": "attn_residual", "op": "add", "inputs": ["x", "o"]},
+        {"id": "mlp_norm", "op": "rms_norm", "inputs": ["attn_residual", "w_post_attention_layernorm"],
+         "attrs": {"eps": EPS}},
+        {"id": "gate_lin", "op": "linear", "inputs": ["mlp_norm", "w_gate"]},
+        {"id": "up_lin", "op": "linear", "inputs": ["mlp_norm", "w_up"]},
+        {"id": "gate_act", "op": "silu", "inputs": ["gate_lin"]},
+        {"id": "swiglu", "op": "mul", "inputs": ["gate_act", "up_lin"]},
+        {"id": "down_lin", "op": "linear", "inputs": ["swiglu", "w_down"]},
+        {"id": "y", "op": "add", "inputs": ["attn_residual", "down_lin"]},
+    ]
+    return graph(name, n, ["y"])
+
+
+if __name__ == "__main__":
+    os.makedirs(OUT, exist_ok=True)
+    write("matmul_1024", matmul(1024))
+    write("matmul_2048", matmul(2048))
+    write("gelu_chain", gelu_chain())
+    write("decoder_block", block("decoder_block", SEQ, 0))
+    write("decode_step", block("decode_step", 1, CACHE))
