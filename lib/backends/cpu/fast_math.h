@@ -41,9 +41,9 @@ RLX_FM float fm_exp(float x) {
   return x != x ? x : res;
 }
 
-// erfc(z) for z >= 0 with relative error ~1.2e-7 (Numerical Recipes' Chebyshev fit).
-RLX_FM float fm_erfc_pos(float z) {
-  float t = 1.0f / (1.0f + 0.5f * z);
+// Numerical Recipes' Chebyshev fit: erfc(z) = t exp(-z^2 + P(t)), t = 1/(1 + z/2), z >= 0,
+// relative error ~1.2e-7. Returns P(t).
+RLX_FM float fm_erfc_poly(float t) {
   float p = 0.17087277f;
   p = p * t - 0.82215223f;
   p = p * t + 1.48851587f;
@@ -54,7 +54,7 @@ RLX_FM float fm_erfc_pos(float z) {
   p = p * t + 0.37409196f;
   p = p * t + 1.00002368f;
   p = p * t - 1.26551223f;
-  return t * fm_exp(-z * z + p);
+  return p;
 }
 
 // erfc(a / sqrt(2)) for a >= 0, keeping relative accuracy in the far tail: the
@@ -64,16 +64,7 @@ RLX_FM float fm_erfc_pos(float z) {
 RLX_FM float fm_erfc_scaled_tail(float a) {
   float z = a * 0.70710678118654752f;
   float t = 1.0f / (1.0f + 0.5f * z);
-  float p = 0.17087277f;
-  p = p * t - 0.82215223f;
-  p = p * t + 1.48851587f;
-  p = p * t - 1.13520398f;
-  p = p * t + 0.27886807f;
-  p = p * t - 0.18628806f;
-  p = p * t + 0.09678418f;
-  p = p * t + 0.37409196f;
-  p = p * t + 1.00002368f;
-  p = p * t - 1.26551223f;
+  float p = fm_erfc_poly(t);
   uint32_t bits;
   std::memcpy(&bits, &a, 4);
   bits &= 0xfffff000u;
