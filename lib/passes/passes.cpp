@@ -1,7 +1,6 @@
 #include "passes/passes.h"
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -154,7 +153,7 @@ int simplify(Work& w, int i, OptStats& st) {
 // Keeps the nodes reachable from the outputs, in topological order.
 std::vector<int> live_order(const Work& w) {
   std::vector<int> state(w.nodes.size(), 0), order;
-  std::function<void(int)> visit = [&](int i) {
+  auto visit = [&](int i) {
     std::vector<std::pair<int, size_t>> stack{{i, 0}};
     while (!stack.empty()) {
       auto& [v, k] = stack.back();
@@ -224,6 +223,8 @@ OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const Opt
 
   // ---- fusion of elementwise chains ----
   std::vector<int> order = live_order(w);
+  std::vector<int> pos(w.nodes.size(), -1);  // position in `order`
+  for (size_t k = 0; k < order.size(); ++k) pos[order[k]] = (int)k;
   std::vector<std::vector<int>> users(w.nodes.size());
   for (int v : order)
     for (int u : w.nodes[v].inputs) users[u].push_back(v);
@@ -264,9 +265,7 @@ OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const Opt
         for (int m : members) group[m] = -2;  // a lone node runs as itself
         continue;
       }
-      std::sort(members.begin(), members.end(), [&](int a, int b) {
-        return std::find(order.begin(), order.end(), a) < std::find(order.begin(), order.end(), b);
-      });
+      std::sort(members.begin(), members.end(), [&](int a, int b) { return pos[a] < pos[b]; });
       auto p = std::make_shared<FusedProgram>();
       p->out_shape = w.shapes[root];
       std::map<int, int> reg;

@@ -361,9 +361,9 @@ std::vector<Tensor> Session::run_planned(Exec& e, bool replay) {
   stats_.peak_bytes = stats_.arena_bytes + e.leaf_bytes;
   plan_text_ = e.text;
   last_exec_ = &e;
-  // Zero-copy outputs: for a compiled replay whose outputs fill at least half of an arena
-  // the executor can share (the CPU's) (a copy would cost about as much as the kernels), the tensors returned share
-  // the arena's memory (read-only, as downloaded outputs are) instead of a copy of it.
+  // Zero-copy outputs: when a compiled replay's outputs fill at least half of an arena the
+  // executor can share (the CPU's), a copy would cost about as much as the kernels, so the
+  // tensors returned share the arena's memory (read-only, as downloaded outputs are).
   int64_t out_floats = 0;
   bool in_arena = replay && e.arena;
   for (const auto& r : refs) {

@@ -236,8 +236,9 @@ void run_reduce(const Kernel& k) {
 }
 
 // ---------------- row ops: softmax, norms, vjps ----------------
-// Softmax of one strided row; entries equal to -inf are hidden; all hidden -> zeros.
-void softmax_row(const float* x, float* y, int64_t n, int64_t stride, float scale = 1.f) {
+// Softmax of one strided row (scalar; cpu::softmax_row is the vectorised contiguous one).
+// Entries equal to -inf are hidden; all hidden -> zeros.
+void softmax_row_strided(const float* x, float* y, int64_t n, int64_t stride, float scale = 1.f) {
   float m = -INFINITY;
   for (int64_t j = 0; j < n; ++j) m = std::max(m, x[j * stride] * scale);
   if (m == -INFINITY) {
@@ -272,7 +273,7 @@ void run_softmax(const Kernel& k) {
     parallel(v.outer * v.inner, 16, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         int64_t o = t / v.inner, i = t % v.inner;
-        softmax_row(x + o * v.len * v.inner + i, y + o * v.len * v.inner + i, v.len, v.inner);
+        softmax_row_strided(x + o * v.len * v.inner + i, y + o * v.len * v.inner + i, v.len, v.inner);
       }
     });
   } else {  // SoftmaxVjp(dy, y)
@@ -313,7 +314,7 @@ void run_scaled_masked_softmax(const Kernel& k) {
     for (int64_t r = b; r < e; ++r) {
       int64_t i = r % Tq, limit = causal ? i + (Tk - Tq) : Tk - 1;
       for (int64_t j = 0; j < Tk; ++j) tmp[j] = j <= limit ? x[r * Tk + j] : -INFINITY;
-      softmax_row(tmp.data(), y + r * Tk, Tk, 1, scale);
+      softmax_row_strided(tmp.data(), y + r * Tk, Tk, 1, scale);
     }
   });
 }
