@@ -22,6 +22,7 @@ layout(constant_id = 7) const uint BIAS = 0;
 layout(constant_id = 8) const uint NB = 0;  // collapsed batch rank, 0..3
 layout(constant_id = 9) const uint VEC = 0;
 layout(constant_id = 11) const uint SPLIT = 0;
+layout(constant_id = 12) const uint DB = 1;  // 1: double-buffered tiles; 0: one buffer, two barriers per step
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer A { float a[]; };
@@ -141,6 +142,23 @@ void main() {
 
   vec4 ra[LA], rb[LB];
   uint steps = kend > kbeg ? (kend - kbeg + BK - 1u) / BK : 0u;
+  if (DB == 0u) {
+    for (uint s = 0u; s < steps; ++s) {
+      load_tiles(kbeg + s * BK, ra, rb);
+      barrier();
+      store_tiles(0u, ra, rb);
+      barrier();
+      for (uint kk = 0u; kk < BK; ++kk) {
+        vec4 av[TM / 4], bv[TN / 4];
+        for (uint i = 0u; i < TM / 4u; ++i) av[i] = As[kk * (BM / 4u) + i * TY + ty];
+        for (uint j = 0u; j < TN / 4u; ++j) bv[j] = Bs[kk * (BN / 4u) + j * TX + tx];
+        for (uint i = 0u; i < TM / 4u; ++i)
+          for (uint ii = 0u; ii < 4u; ++ii)
+            for (uint j = 0u; j < TN / 4u; ++j) acc[i * 4u + ii][j] = fma(vec4(av[i][ii]), bv[j], acc[i * 4u + ii][j]);
+      }
+    }
+    steps = 0u;
+  }
   if (steps > 0u) {
     load_tiles(kbeg, ra, rb);
     store_tiles(0u, ra, rb);

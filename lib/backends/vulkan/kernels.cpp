@@ -390,13 +390,14 @@ void Lowering::matmul(bool linear) {
   // second dispatch sums the partial products.
   const DeviceCaps& caps = env_.dev.caps;
   bool gemv = M <= 16;
-  uint32_t BM = 128, BN = 128, BK = 16, TM = 8, TN = 8, wg, ROWS = M <= 8 ? 4 : 2;
+  uint32_t BM = 128, BN = 128, BK = 16, TM = 8, TN = 8, DB = 1, wg, ROWS = M <= 8 ? 4 : 2;
   if (M < 64) BM = 32, TM = 4, TN = 4;
   else if (M < 128 || N < 128) BM = BN = 64, TM = TN = 4;
-  if (const char* e = std::getenv("RLX_VK_MATMUL"))  // benchmarking: "BMxBNxBKxTMxTN"
-    if (std::sscanf(e, "%ux%ux%ux%ux%u", &BM, &BN, &BK, &TM, &TN) != 5 || BM % (TM * 4) || BN % (TN * 4) ||
-        BK % 4 || (TM != 4 && TM != 8) || (TN != 4 && TN != 8))
-      fail("RLX_VK_MATMUL must be BMxBNxBKxTMxTN with TM, TN in {4, 8}, BM % 4TM = BN % 4TN = BK % 4 = 0");
+  if (const char* e = std::getenv("RLX_VK_MATMUL")) {  // benchmarking: "BMxBNxBKxTMxTN[xDB]"
+    int got = std::sscanf(e, "%ux%ux%ux%ux%ux%u", &BM, &BN, &BK, &TM, &TN, &DB);
+    if (got < 5 || BM % (TM * 4) || BN % (TN * 4) || BK % 4 || (TM != 4 && TM != 8) || (TN != 4 && TN != 8))
+      fail("RLX_VK_MATMUL must be BMxBNxBKxTMxTN[xDB] with TM, TN in {4, 8}, BM % 4TM = BN % 4TN = BK % 4 = 0");
+  }
   while (BK > 8 && 2ull * (BM + BN) * BK * 4 > caps.max_shared_bytes) BK /= 2;
   uint64_t gx, gy = 1;
   std::string shader = "matmul_tiled";
@@ -429,8 +430,9 @@ void Lowering::matmul(bool linear) {
     TensorRef part = env_.scratch((int64_t)nsplit * M * N);
     bool vec = K % 4 == 0 && (ta ? M : K) % 4 == 0 && (tb ? K : N) % 4 == 0 && N % 4 == 0;
     Dispatch& d = add(shader, with_wg({BM, BN, BK, TM, TN, ta, tb, 0u, 0u, 0u}, wg));
-    d.spec.resize(12, 0);
+    d.spec.resize(13, 0);
     d.spec[11] = 1;
+    d.spec[12] = DB;
     uint32_t ao = read(d, A), bo = read(d, B);
     bind_dummy(d);
     uint32_t po = write(d, part);
@@ -477,7 +479,11 @@ void Lowering::matmul(bool linear) {
         sb.push_back(batch.strides[1][i]);
         vec = vec && sa.back() % 4 == 0 && sb.back() % 4 == 0;
       }
-      if (!gemv) d.spec[9] = vec;
+      if (!gemv) {
+        d.spec[9] = vec;
+        d.spec.resize(13, 0);
+        d.spec[12] = DB;
+      }
       push_array(d, bd, 3);
       push_array(d, sa, 3);
       push_array(d, sb, 3);
