@@ -541,6 +541,9 @@ TEST(VulkanMatmul, VectorLoadsAndSplitK) {
       {{512, 160}, {512, 136}, true, false, 0},     // transposed a, no split
       {{96, 1024}, {72, 1024}, false, true, 4},     // linear layout, 64x64 tiles, split
       {{48, 1100}, {1100, 40}, false, false, 0},    // 32-row tiles
+      {{200, 300}, {300, 520}, false, false, 0},    // 128x256 tiles, ragged on both sides
+      {{300, 200}, {520, 300}, true, true, 0},      // 128x256 tiles, both transposed
+      {{130, 2048}, {2048, 300}, false, false, 0},  // 128x256 tiles, split-K
   };
   uint32_t seed = 90;
   for (const auto& c : cases) {

@@ -383,16 +383,19 @@ void Lowering::matmul(bool linear) {
     batch = collapse(ob, {scaled(broadcast_strides(ab, ob), M * K), scaled(broadcast_strides(bb, ob), K * N),
                           scaled(contiguous_strides(ob), M * N)});
   }
-  // Few rows (decode, M <= 16): gemv. Else matmul_tiled: 128x128 tiles (8x8 per
-  // invocation) when both sides are large, 64x64 or 32x128 when M is small; BK 16
-  // where the double-buffered tiles fit in shared memory, else 8. When the tiles
-  // give fewer than kSplitTarget work groups and K is long, K is split and a
-  // second dispatch sums the partial products.
+  // Few rows (decode, M <= 16): gemv. Else matmul_tiled with 8x8 results per invocation:
+  // 128x256 tiles when both sides are large and the device allows 512 invocations, 128x128,
+  // then 64x64 or 32x128 when M is small; BK 8 (on the H100, BK 8 beat 16 and 32 by 1.6x at
+  // every tile size: smaller tiles in shared memory let more work groups share an SM).
+  // When the tiles give fewer than kSplitTarget work groups and K is long, K is split and
+  // a second dispatch sums the partial products. Measured figures: docs/benchmarks.md.
   const DeviceCaps& caps = env_.dev.caps;
   bool gemv = M <= 16;
-  uint32_t BM = 128, BN = 128, BK = 16, TM = 8, TN = 8, DB = 1, wg, ROWS = M <= 8 ? 4 : 2;
+  uint32_t BM = 128, BN = 128, BK = 8, TM = 8, TN = 8, DB = 1, wg, ROWS = M <= 8 ? 4 : 2;
   if (M < 64) BM = 32, TM = 4, TN = 4;
   else if (M < 128 || N < 128) BM = BN = 64, TM = TN = 4;
+  else if (N >= 256 && caps.max_wg_invocations >= 512 && 2ull * (128 + 256) * BK * 4 <= caps.max_shared_bytes)
+    BN = 256;
   if (const char* e = std::getenv("RLX_VK_MATMUL")) {  // benchmarking: "BMxBNxBKxTMxTN[xDB]"
     int got = std::sscanf(e, "%ux%ux%ux%ux%ux%u", &BM, &BN, &BK, &TM, &TN, &DB);
     if (got < 5 || BM % (TM * 4) || BN % (TN * 4) || BK % 4 || (TM != 4 && TM != 8) || (TN != 4 && TN != 8))
@@ -414,10 +417,16 @@ void Lowering::matmul(bool linear) {
     gy = ceil_div(M, BM);
     gx = ceil_div(N, BN);
     bool one = batch.dims.size() == 1 && batch.dims[0] == 1;
-    constexpr uint64_t kSplitTarget = 256, kMinChunk = 512;
+    // Split-K aims at about kSplitTarget work groups in all (several resident per SM on a
+    // 132-SM H100), at most 4-way unless the tiles are very few, chunks at least kMinChunk deep.
+    // On the H100 this picked the best of 1/2/4/8-way for every linear of the d-4096 decoder.
+    constexpr uint64_t kSplitTarget = 1024, kMinChunk = 512;
     uint64_t tiles = gx * gy;
-    if (one && tiles < kSplitTarget && (uint64_t)K >= 2 * kMinChunk) {
-      uint64_t want = std::min<uint64_t>(ceil_div(kSplitTarget, tiles), (uint64_t)K / kMinChunk);
+    if (one && 4 * tiles <= kSplitTarget && (uint64_t)K >= 2 * kMinChunk) {
+      uint64_t want = 1;
+      while (2 * want * tiles <= kSplitTarget) want *= 2;
+      if (tiles >= 32) want = std::min<uint64_t>(want, 4);
+      want = std::min<uint64_t>(want, (uint64_t)K / kMinChunk);
       if (const char* e = std::getenv("RLX_VK_SPLITK")) want = std::max(1, std::atoi(e));
       kchunk = (uint32_t)(ceil_div(ceil_div(K, want), BK) * BK);
       nsplit = (uint32_t)ceil_div(K, kchunk);
