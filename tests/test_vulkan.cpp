@@ -623,6 +623,37 @@ TEST(VulkanMemory, StagedTransfersRoundTrip) {
 
 // ---------------------------------------------------------------- shape ops
 
+// Transposes through the tiled kernel (batched 2-D after merging adjacent dims and
+// dropping size-1 ones: ragged tiles, NCHW -> NHWC, a size-1 dim in between) and through
+// the strided copy (innermost axis kept), against a reference loop.
+TEST(VulkanShape, TransposeTiledAndStrided) {
+  struct Case { Shape s; std::vector<int64_t> perm; };
+  std::vector<Case> cases = {
+      {{67, 45}, {1, 0}},         {{3, 40, 33}, {0, 2, 1}},     {{2, 5, 7, 9}, {0, 2, 3, 1}},
+      {{2, 1, 37, 70}, {0, 3, 1, 2}}, {{4, 6, 5}, {1, 0, 2}},   {{1, 1, 64}, {2, 0, 1}},
+      {{5, 4, 3, 2}, {3, 2, 1, 0}},
+  };
+  uint32_t seed = 300;
+  for (const auto& c : cases) {
+    int r = (int)c.s.size();
+    int64_t n = shape_numel(c.s);
+    auto x = randn(n, seed++);
+    Dev dx = put(vk(), c.s, x);
+    Shape os(r);
+    for (int d = 0; d < r; ++d) os[d] = c.s[c.perm[d]];
+    auto xs = contiguous_strides(c.s);
+    std::vector<double> want(n);
+    for (int64_t i = 0; i < n; ++i) {
+      auto oc = coords(i, os);
+      int64_t src = 0;
+      for (int d = 0; d < r; ++d) src += oc[d] * xs[c.perm[d]];
+      want[i] = x[src];
+    }
+    expect_close(run(node(Op::Transpose, {{"perm", c.perm}}), {&dx}, os), want, 0, 0,
+                 "transpose " + shape_str(c.s));
+  }
+}
+
 TEST(VulkanShape, ReshapeTransposeBroadcastNarrowConcat) {
   Shape s = {2, 3, 4};
   auto x = randn(24, 50);

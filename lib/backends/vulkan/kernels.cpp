@@ -241,8 +241,49 @@ void Lowering::transpose() {
   if (attrs().has("perm")) perm = attrs().ints("perm");
   else
     for (int i = r - 1; i >= 0; --i) perm.push_back(i);
+  for (auto& p : perm) p = (p + r) % r;
+  // Batched 2-D case (after dropping size-1 dims and merging dims that stay adjacent):
+  // [B, R, C] -> [B, C, R], e.g. a matrix transpose or NCHW -> NHWC. A tiled kernel keeps
+  // reads and writes coalesced; other permutations keep the innermost axis, or are rare,
+  // and go through the strided copy.
+  std::vector<std::pair<int, int>> groups;  // input dim ranges, in output order
+  for (int d = 0; d < r; ++d) {
+    int p = (int)perm[d];
+    if (xs[p] == 1) continue;
+    if (!groups.empty()) {
+      int last = groups.back().second, q = last + 1;
+      while (q < p && xs[q] == 1) ++q;  // size-1 dims in between do not break adjacency
+      if (q == p) {
+        groups.back().second = p;
+        continue;
+      }
+    }
+    groups.push_back({p, p});
+  }
+  auto size_of = [&](std::pair<int, int> g) {
+    int64_t n = 1;
+    for (int i = g.first; i <= g.second; ++i) n *= xs[i];
+    return n;
+  };
+  bool tiled = false;
+  int64_t B = 1, R = 0, C = 0;
+  if (groups.size() == 2 && groups[0].first > groups[1].first) {
+    R = size_of(groups[1]), C = size_of(groups[0]), tiled = true;
+  } else if (groups.size() == 3 && groups[0].first < groups[2].first && groups[2].first < groups[1].first) {
+    B = size_of(groups[0]), R = size_of(groups[2]), C = size_of(groups[1]), tiled = true;
+  }
+  const auto& mg = env_.dev.caps.max_groups;
+  if (tiled && ceil_div(C, 32) <= mg[0] && ceil_div(R, 32) <= mg[1] && (uint64_t)B <= mg[2]) {
+    Dispatch& d = add("transpose2d", {});
+    uint32_t xo = read(d, in(0)), yo = write(d, out());
+    d.push = {(uint32_t)R, (uint32_t)C, xo, yo};
+    d.groups[0] = (uint32_t)ceil_div(C, 32);
+    d.groups[1] = (uint32_t)ceil_div(R, 32);
+    d.groups[2] = (uint32_t)B;
+    return;
+  }
   Strides cs = contiguous_strides(xs), src(r);
-  for (int d = 0; d < r; ++d) src[d] = cs[(perm[d] + r) % r];
+  for (int d = 0; d < r; ++d) src[d] = cs[perm[d]];
   strided(in(0), 0, src, out(), 0, contiguous_strides(out().shape), out().shape, kEwIdentity, 0);
 }
 
