@@ -39,10 +39,10 @@ def matmul(n):
     ], ["c"])
 
 
-def gelu_chain():
+def gelu_chain(name="gelu_chain", batch=4):
     # GELU, erf form, written out as elementwise nodes.
-    return graph("gelu_chain", [
-        {"id": "x", "op": "input", "shape": [4, 1000, 4096]},
+    return graph(name, [
+        {"id": "x", "op": "input", "shape": [batch, 1000, 4096]},
         {"id": "inv_sqrt2", "op": "constant", "shape": [], "value": 0.7071067811865476},
         {"id": "one", "op": "constant", "shape": [], "value": 1.0},
         {"id": "half", "op": "constant", "shape": [], "value": 0.5},
@@ -119,6 +119,36 @@ def block(name, seq, cache):
     return graph(name, n, ["y"])
 
 
+def big_block(name, d, hq, hkv, head, ffn, seq):
+    """The same block at other sizes (the GPU benchmarks: d 4096 is Llama-3-8B's layer)."""
+    global D_MODEL, HQ, HKV, HEAD, FFN
+    saved = D_MODEL, HQ, HKV, HEAD, FFN
+    D_MODEL, HQ, HKV, HEAD, FFN = d, hq, hkv, head, ffn
+    try:
+        return block(name, seq, 0)
+    finally:
+        D_MODEL, HQ, HKV, HEAD, FFN = saved
+
+
+def gemv(n, k):
+    # One decode-step linear: x [1, k] times a weight [n, k] (streams n*k*4 bytes).
+    return graph(f"gemv_{n}x{k}", [
+        {"id": "x", "op": "input", "shape": [1, k]},
+        {"id": "w", "op": "input", "shape": [n, k]},
+        {"id": "y", "op": "linear", "inputs": ["x", "w"]},
+    ], ["y"])
+
+
+def rowwise(name, op, rows, cols, attrs=None):
+    nodes = [{"id": "x", "op": "input", "shape": [rows, cols]}]
+    if op == "rms_norm":
+        nodes.append({"id": "w", "op": "input", "shape": [cols]})
+        nodes.append({"id": "y", "op": op, "inputs": ["x", "w"], "attrs": attrs or {}})
+    else:
+        nodes.append({"id": "y", "op": op, "inputs": ["x"], "attrs": attrs or {}})
+    return graph(name, nodes, ["y"])
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     write("matmul_1024", matmul(1024))
@@ -126,3 +156,11 @@ if __name__ == "__main__":
     write("gelu_chain", gelu_chain())
     write("decoder_block", block("decoder_block", SEQ, 0))
     write("decode_step", block("decode_step", 1, CACHE))
+    # GPU-sized graphs (docs/benchmarks.md, "Vulkan on the lent NVIDIA H100").
+    write("matmul_4096", matmul(4096))
+    write("gelu_chain_32", gelu_chain("gelu_chain_32", 32))
+    write("decoder_block_4096", big_block("decoder_block_4096", 4096, 32, 8, 128, 14336, 512))
+    write("gemv_14336x4096", gemv(14336, 4096))
+    write("softmax_8192", rowwise("softmax_8192", "softmax", 8192, 8192, {"axis": -1}))
+    write("rms_norm_8192", rowwise("rms_norm_8192", "rms_norm", 8192, 8192, {"eps": EPS}))
+    write("transpose_8192", rowwise("transpose_8192", "transpose", 8192, 8192, {"perm": [1, 0]}))

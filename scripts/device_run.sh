@@ -1,40 +1,80 @@
 #!/usr/bin/env bash
-# Runs rlx's Vulkan executor on a machine with a GPU driver but no packages
-# (the lent NVIDIA machine): golden suite on Vulkan, then `rlx bench` figures.
-# Prepare here first:   scripts/device_run.sh --pack   (copies the binaries and the
-# shared libraries they need into .device-pack/, next to prepare-device.sh's .device-vk/)
-# On the device:        scripts/device_run.sh [OUT_DIR]
+# Runs rlx's Vulkan executor on the lent GPU machine (NVIDIA driver, no packages, no
+# network): the golden suite and the Vulkan unit tests on the GPU, then the benchmarks,
+# per-kernel profiles and PyTorch's figures for the same work, taken in the same call.
+#
+# Here (after scripts/build.sh, and ../shared/gpu/prepare-device.sh for .device-vk/):
+#   scripts/device_run.sh --pack      # .device-pack/: binaries, their libraries, sources (<64 MiB)
+# There (the device tool, carrying .device-pack and .device-vk):
+#   scripts/device_run.sh [STAGE]     # STAGE: all (default), test, bench, profile, torch
+# Results go to $OUT (or /tmp/rlx-device). RLX_VK_MATMUL / RLX_VK_SPLITK override the matmul
+# tiles and split-K for tuning (lib/backends/vulkan/kernels.cpp says how).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 pack=.device-pack
 if [[ "${1:-}" == "--pack" ]]; then
-  rm -rf "$pack"; mkdir -p "$pack/lib"
-  # test_vulkan stays behind to keep the pack under the device tool's 64 MiB; add it if room allows.
-  cp build/apps/rlx/rlx build/tests/test_golden "$pack/"
-  strip "$pack"/rlx "$pack"/test_*
-  for b in "$pack"/rlx "$pack"/test_*; do
-    ldd "$b" | awk '/=> \// {print $3}' | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux|libgcc_s|libstdc\+\+)\.' | xargs -r cp -Lu -t "$pack/lib"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  mkdir -p "$tmp/lib" "$tmp/src"
+  cp build/apps/rlx/rlx build/tests/test_golden build/tests/test_vulkan "$tmp/"
+  strip "$tmp"/rlx "$tmp"/test_*
+  for b in "$tmp"/rlx "$tmp"/test_*; do
+    ldd "$b" | awk '/=> \// {print $3}' | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux|libgcc_s|libstdc\+\+)\.' | xargs -r cp -Lu -t "$tmp/lib"
   done
-  grep -qx "/$pack/" .git/info/exclude || echo "/$pack/" >> .git/info/exclude
+  git archive HEAD tests graphs bench | tar x -C "$tmp/src"  # test data, graphs, torch_gpu.py
+  pwd > "$tmp/source_dir"  # where the test binaries look for their data (RLX_SOURCE_DIR)
+  rm -rf "$pack"; mkdir -p "$pack"
+  tar czf "$pack/pack.tgz" -C "$tmp" .
+  grep -qx "/$pack/" "$(git rev-parse --git-path info/exclude)" || echo "/$pack/" >> "$(git rev-parse --git-path info/exclude)"
   du -sh "$pack"; exit 0
 fi
-out=${1:-/tmp/rlx-device}
+stage=${1:-all}
+out=${OUT:-/tmp/rlx-device}
 mkdir -p "$out"
+P=$PWD/$pack
+tar xzf "$P/pack.tgz" -C "$P"
 dpkg -x .device-vk/libvulkan1_*.deb / && ldconfig
 export VK_ICD_FILENAMES=$PWD/.device-vk/nvidia_egl_icd.json
-export LD_LIBRARY_PATH=$PWD/$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-# The test binaries look for the sources where they were built.
-[[ -e /work/main ]] || { mkdir -p /work && ln -s "$PWD" /work/main; }
-rlx=$pack/rlx
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
-$rlx devices | tee "$out/devices.txt"
-echo "== golden suite on Vulkan (all modes)"
-$pack/test_golden --gtest_filter='Cases/Golden.*vulkan*' --gtest_brief=1 2>&1 | tail -5 | tee "$out/golden.txt"
-[[ -x $pack/test_vulkan ]] && $pack/test_vulkan --gtest_brief=1 2>&1 | tail -3 | tee -a "$out/golden.txt"
-echo "== benchmarks"
-$rlx bench bench/graphs/decoder_block.json --random-params --input x=random:1 --backends vulkan,cpu --reps 20 \
-  --format md 2>/dev/null | tee "$out/bench_decoder.md"
-$rlx bench bench/graphs/matmul_4096.json --random-params --input a=random:1 --input b=random:2 --backends vulkan \
-  --modes lazy,compiled --reps 10 --format md 2>/dev/null | tee "$out/bench_matmul4096.md"
-$rlx run bench/graphs/decoder_block.json --random-params --input x=random:1 --backend vulkan --mode compiled \
-  --repeat 5 --profile 2>&1 >/dev/null | head -30 | tee "$out/profile_decoder.txt"
+export LD_LIBRARY_PATH=$P/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The test binaries look for their data where they were built.
+want=$(cat "$P/source_dir")
+[[ -e "$want" ]] || { mkdir -p "$(dirname "$want")"; ln -sfn "$P/src" "$want"; }
+cd "$P/src"
+R=$P/rlx
+nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current \
+  --format=csv,noheader | tee "$out/gpu.txt"
+B() { timeout 120 $R bench "$@" --format md 2>/dev/null | tail -n +3; }
+PROF() { timeout 120 $R run "$@" --backend vulkan --mode compiled --profile 2>&1 >/dev/null | head -"${PN:-12}"; }
+if [[ $stage == all || $stage == test ]]; then
+  echo "== golden suite on Vulkan (all modes), Vulkan unit tests"
+  timeout 240 $P/test_golden --gtest_filter='Cases/Golden.*vulkan*' --gtest_brief=1 2>&1 | tail -4 | tee "$out/golden.txt"
+  timeout 120 $P/test_vulkan --gtest_brief=1 --gtest_filter=-VulkanValidation.* 2>&1 | tail -4 | tee -a "$out/golden.txt"
+fi
+if [[ $stage == all || $stage == bench ]]; then
+  echo "== benchmarks (per run, wall and device time, transfers)"
+  B bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2 --backends vulkan --reps 10
+  B bench/graphs/gelu_chain_32.json --input x=random:1 --backends vulkan --reps 10
+  for g in decoder_block_4096 decoder_block; do
+    B bench/graphs/$g.json --random-params --input x=random:1 --backends vulkan --reps 20
+    B bench/graphs/$g.json --random-params --input x=random:1 --backends vulkan --modes compiled --reps 20
+  done
+  B bench/graphs/gemv_14336x4096.json --input x=random:1 --input w=random:2 --backends vulkan --modes compiled --reps 20
+  B bench/graphs/rms_norm_8192.json --input x=random:1 --input w=random:2 --backends vulkan --modes compiled --reps 10
+  for g in softmax_8192 transpose_8192; do
+    B bench/graphs/$g.json --input x=random:1 --backends vulkan --modes compiled --reps 10
+  done
+fi | tee "$out/bench.md"
+if [[ $stage == all || $stage == profile ]]; then
+  echo "== kernel profiles (GPU timestamps)"
+  PN=8 PROF bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2 --repeat 5
+  PN=6 PROF bench/graphs/gelu_chain_32.json --input x=random:1 --repeat 5
+  PN=30 PROF bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --repeat 5
+  PN=30 PROF bench/graphs/decoder_block.json --random-params --input x=random:1 --repeat 5
+  PN=5 PROF bench/graphs/gemv_14336x4096.json --input x=random:1 --input w=random:2 --repeat 5
+  for g in softmax_8192 transpose_8192; do PN=5 PROF bench/graphs/$g.json --input x=random:1 --repeat 5; done
+  PN=5 PROF bench/graphs/rms_norm_8192.json --input x=random:1 --input w=random:2 --repeat 5
+fi | tee "$out/profiles.txt"
+if [[ $stage == all || $stage == torch ]]; then
+  echo "== PyTorch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null) on the same GPU"
+  timeout 200 python3 bench/torch_gpu.py --reps 20 2>&1 | tee "$out/torch.jsonl"
+fi

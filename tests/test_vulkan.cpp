@@ -532,7 +532,127 @@ TEST(VulkanMatmul, Linear) {
                std::vector<double>(want_b.begin(), want_b.begin() + 3 * Out), 1e-4, 1e-4, "linear + bias, 3 rows");
 }
 
+// The register-blocked kernel's other paths: vec4 loads and stores (offsets and
+// strides multiples of 4), split-K (few tiles, long K) with and without bias,
+// K not a multiple of 4 or of the tile depth, transposed operands.
+TEST(VulkanMatmul, VectorLoadsAndSplitK) {
+  struct Case { Shape a, b; bool ta, tb; size_t off; };
+  std::vector<Case> cases = {
+      {{130, 2048}, {2048, 132}, false, false, 0},  // 128x128 tiles, 4 of them: split-K, vec4
+      {{130, 2048}, {2048, 132}, false, false, 1},  // the same, scalar loads
+      {{128, 1030}, {1030, 128}, false, false, 0},  // K % 4 != 0: scalar, split with a short last chunk
+      {{512, 160}, {512, 136}, true, false, 0},     // transposed a, no split
+      {{96, 1024}, {72, 1024}, false, true, 4},     // linear layout, 64x64 tiles, split
+      {{48, 1100}, {1100, 40}, false, false, 0},    // 32-row tiles
+      {{200, 300}, {300, 520}, false, false, 0},    // 128x256 tiles, ragged on both sides
+      {{300, 200}, {520, 300}, true, true, 0},      // 128x256 tiles, both transposed
+      {{130, 2048}, {2048, 300}, false, false, 0},  // 128x256 tiles, split-K
+  };
+  uint32_t seed = 90;
+  for (const auto& c : cases) {
+    auto a = randn(shape_numel(c.a), seed++), b = randn(shape_numel(c.b), seed++);
+    Dev da = put(vk(), c.a, a, DType::f32, c.off), db = put(vk(), c.b, b, DType::f32, c.off);
+    Shape os;
+    auto want = ref_matmul(a, c.a, c.ta, b, c.b, c.tb, os);
+    ir::Node n = node(Op::Matmul, {{"transpose_a", c.ta}, {"transpose_b", c.tb}});
+    Dev out = empty(vk(), os, c.off);
+    Kernel k;
+    k.node = &n;
+    k.inputs = {da.ref, db.ref};
+    k.output = out.ref;
+    k.label = "mm";
+    vk().launch(k);
+    vk().flush();
+    expect_close(get(vk(), out), want, 1e-3, 1e-4,
+                 "matmul " + shape_str(c.a) + (c.ta ? "T" : "") + " x " + shape_str(c.b) + (c.tb ? "T" : "") +
+                     " at offset " + std::to_string(c.off));
+  }
+  // linear + bias through split-K (the bias is added once, by the summing pass)
+  int64_t M = 200, In = 2048, Out = 100;
+  auto x = randn(M * In, 97), w = randn(Out * In, 98), bias = randn(Out, 99);
+  Dev dx = put(vk(), {M, In}, x, DType::f32, 0), dw = put(vk(), {Out, In}, w, DType::f32, 0),
+      dbias = put(vk(), {Out}, bias, DType::f32, 0);
+  std::vector<double> want(M * Out);
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t o = 0; o < Out; ++o) {
+      double s = bias[o];
+      for (int64_t i = 0; i < In; ++i) s += (double)x[r * In + i] * w[o * In + i];
+      want[r * Out + o] = s;
+    }
+  expect_close(run(node(Op::Linear), {&dx, &dw, &dbias}, {M, Out}), want, 1e-3, 1e-4, "linear + bias, split-K");
+}
+
+// Transfers through the staging ring (forced on drivers whose device memory is
+// host-visible): several chunks in flight each way, unaligned offsets and sizes,
+// and the transfer counters.
+TEST(VulkanMemory, StagedTransfersRoundTrip) {
+  setenv("RLX_VK_FORCE_STAGING", "1", 1);
+  std::unique_ptr<Executor> e;
+  try {
+    e = make_vulkan_executor(0);
+  } catch (...) {
+    unsetenv("RLX_VK_FORCE_STAGING");
+    throw;
+  }
+  unsetenv("RLX_VK_FORCE_STAGING");
+  e->take_device_stats();
+  size_t n = (40u << 20) / 4 + 12345;  // 40 MiB and change: three 16 MiB chunks
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = (float)(i % 1000003) * 0.5f;
+  auto buf = e->allocate((n + 7) * 4);
+  e->upload(*buf, 7 * 4, v.data(), n * 4, DType::f32);
+  std::vector<float> back(n, -1.f);
+  e->download(*buf, 7 * 4, back.data(), n * 4, DType::f32);
+  EXPECT_TRUE(back == v) << "40 MiB round trip through the staging ring";
+  std::vector<float> part(1001, -1.f);  // a small read in the middle
+  e->download(*buf, (7 + 5000000) * 4, part.data(), part.size() * 4, DType::f32);
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), v.begin() + 5000000));
+  std::vector<float> small = {1.5f, -2.f, 3.25f};  // a small write then a kernel reading it
+  e->upload(*buf, 8 * 4, small.data(), 3 * 4, DType::f32);
+  e->download(*buf, 7 * 4, back.data(), 5 * 4, DType::f32);
+  EXPECT_EQ(back[0], v[0]);
+  EXPECT_EQ(back[1], 1.5f);
+  EXPECT_EQ(back[3], 3.25f);
+  EXPECT_EQ(back[4], v[4]);
+  DeviceStats st = e->take_device_stats();
+  EXPECT_EQ(st.upload_bytes, (uint64_t)(n + 3) * 4);
+  EXPECT_EQ(st.download_bytes, (uint64_t)(n + 1001 + 5) * 4);
+  EXPECT_GT(st.upload_s, 0.0);
+  EXPECT_EQ(e->take_device_stats().upload_bytes, 0u);
+}
+
 // ---------------------------------------------------------------- shape ops
+
+// Transposes through the tiled kernel (batched 2-D after merging adjacent dims and
+// dropping size-1 ones: ragged tiles, NCHW -> NHWC, a size-1 dim in between) and through
+// the strided copy (innermost axis kept), against a reference loop.
+TEST(VulkanShape, TransposeTiledAndStrided) {
+  struct Case { Shape s; std::vector<int64_t> perm; };
+  std::vector<Case> cases = {
+      {{67, 45}, {1, 0}},         {{3, 40, 33}, {0, 2, 1}},     {{2, 5, 7, 9}, {0, 2, 3, 1}},
+      {{2, 1, 37, 70}, {0, 3, 1, 2}}, {{4, 6, 5}, {1, 0, 2}},   {{1, 1, 64}, {2, 0, 1}},
+      {{5, 4, 3, 2}, {3, 2, 1, 0}},
+  };
+  uint32_t seed = 300;
+  for (const auto& c : cases) {
+    int r = (int)c.s.size();
+    int64_t n = shape_numel(c.s);
+    auto x = randn(n, seed++);
+    Dev dx = put(vk(), c.s, x);
+    Shape os(r);
+    for (int d = 0; d < r; ++d) os[d] = c.s[c.perm[d]];
+    auto xs = contiguous_strides(c.s);
+    std::vector<double> want(n);
+    for (int64_t i = 0; i < n; ++i) {
+      auto oc = coords(i, os);
+      int64_t src = 0;
+      for (int d = 0; d < r; ++d) src += oc[d] * xs[c.perm[d]];
+      want[i] = x[src];
+    }
+    expect_close(run(node(Op::Transpose, {{"perm", c.perm}}), {&dx}, os), want, 0, 0,
+                 "transpose " + shape_str(c.s));
+  }
+}
 
 TEST(VulkanShape, ReshapeTransposeBroadcastNarrowConcat) {
   Shape s = {2, 3, 4};

@@ -24,6 +24,10 @@ struct BenchRow {
   int kernels = 0;
   double peak_mib = 0;      // device memory the plan holds at peak
   double rss_mib = 0;       // process peak resident memory after this mode's set-up (cumulative)
+  // Per timed run (medians), from Executor::take_device_stats(): device (timestamp) time
+  // where the backend has it (device_ms < 0 where not), host <-> device copies.
+  double device_ms = -1;
+  double upload_mb = 0, upload_ms = 0, download_mb = 0, download_ms = 0;
 };
 
 struct BenchReport {

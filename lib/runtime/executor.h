@@ -61,6 +61,16 @@ struct ProfileEntry {
   double flops = 0, bytes = 0;
 };
 
+// Where a backend's time went since the last take_device_stats(): device time of the
+// submitted work (timestamp queries; has_device_time false where the backend has none)
+// and host <-> device copies.
+struct DeviceStats {
+  bool has_device_time = false;
+  double device_s = 0;
+  uint64_t upload_bytes = 0, download_bytes = 0;
+  double upload_s = 0, download_s = 0;
+};
+
 struct DeviceInfo {
   std::string name, type;
   uint64_t memory_bytes = 0;
@@ -114,6 +124,8 @@ class Executor {
   // Profiling: when enabled, flush() collects one entry per launched kernel.
   virtual void set_profiling(bool on) { profiling_ = on; }
   virtual std::vector<ProfileEntry> take_profile() { return std::move(profile_); }
+  // Device time and transfers since the last call (for `rlx bench`).
+  virtual DeviceStats take_device_stats() { return {}; }
 
  protected:
   bool profiling_ = false;

@@ -240,6 +240,7 @@ std::vector<std::pair<std::string, std::string>> DeviceCaps::describe() const {
       {"driver", driver},
       {"subgroup size", std::to_string(subgroup_size)},
       {"subgroup arithmetic", yes(subgroup_arithmetic)},
+      {"max work group invocations", std::to_string(max_wg_invocations)},
       {"max shared memory", std::to_string(max_shared_bytes) + " bytes"},
       {"max storage buffer range", std::to_string(max_storage_range) + " bytes"},
       {"max push constants", std::to_string(max_push_bytes) + " bytes"},

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "backends/vulkan/kernels.h"
 #include "backends/vulkan/vulkan_executor.h"
@@ -116,7 +117,10 @@ class Stream {
     ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     ai.commandBufferCount = 1;
     vk_check(dev.fn().vkAllocateCommandBuffers(dev.dev, &ai, &cmd_), "vkAllocateCommandBuffers");
-    if (query_capacity_ && dev.caps.timestamps) {
+    // Queries 0 and 1 time the whole command buffer; per-kernel pairs follow.
+    query_capacity_ += 2;
+    queries_used_ = 2;
+    if (dev.caps.timestamps) {
       VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
       qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
       qi.queryCount = query_capacity_;
@@ -168,8 +172,20 @@ class Stream {
     f.vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                            VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0,
                            nullptr);
+    if (queries_) f.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, 1);
     vk_check(f.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
     ended_ = true;
+  }
+
+  // Device seconds the last submission of this stream took (0 without timestamps).
+  double device_seconds() const {
+    if (!queries_) return 0;
+    uint64_t ts[2];
+    vk_check(dev_.fn().vkGetQueryPoolResults(dev_.dev, queries_, 0, 2, sizeof ts, ts, 8,
+                                             VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+             "vkGetQueryPoolResults");
+    uint64_t mask = dev_.caps.timestamp_bits >= 64 ? ~0ull : (1ull << dev_.caps.timestamp_bits) - 1;
+    return ((ts[1] - ts[0]) & mask) * dev_.caps.timestamp_period_ns * 1e-9;
   }
 
   VkCommandBuffer cmd() const { return cmd_; }
@@ -180,7 +196,8 @@ class Stream {
     for (const Info& i : kernels_) any = any || i.query != kNoQuery;
     if (!any) return;
     std::vector<uint64_t> ts(queries_used_);
-    vk_check(dev_.fn().vkGetQueryPoolResults(dev_.dev, queries_, 0, queries_used_, ts.size() * 8, ts.data(), 8,
+    vk_check(dev_.fn().vkGetQueryPoolResults(dev_.dev, queries_, 2, queries_used_ - 2, (ts.size() - 2) * 8,
+                                             ts.data() + 2, 8,
                                              VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
              "vkGetQueryPoolResults");
     uint64_t mask = dev_.caps.timestamp_bits >= 64 ? ~0ull : (1ull << dev_.caps.timestamp_bits) - 1;
@@ -205,7 +222,7 @@ class Stream {
     hazards_.clear();
     begun_ = ended_ = false;
     dispatches_ = 0;
-    queries_used_ = 0;
+    queries_used_ = 2;
   }
 
  private:
@@ -221,7 +238,10 @@ class Stream {
     const VkFns& f = dev_.fn();
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     vk_check(f.vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
-    if (queries_) f.vkCmdResetQueryPool(cmd_, queries_, 0, query_capacity_);
+    if (queries_) {
+      f.vkCmdResetQueryPool(cmd_, queries_, 0, query_capacity_);
+      f.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
+    }
     begun_ = true;
   }
 
@@ -315,12 +335,13 @@ class VulkanExecutor final : public Executor {
     const auto& b = checked(dst, offset, n * 4, "upload");
     if (dtype == DType::f32) {
       mem_.write(b, offset, src, bytes);
-      return;
+    } else {
+      if (is_integer(dtype)) check_exact_in_f32(src, dtype, n);
+      std::vector<float> tmp(n);
+      convert_elements(src, dtype, tmp.data(), DType::f32, (int64_t)n);
+      mem_.write(b, offset, tmp.data(), n * 4);
     }
-    if (is_integer(dtype)) check_exact_in_f32(src, dtype, n);
-    std::vector<float> tmp(n);
-    convert_elements(src, dtype, tmp.data(), DType::f32, (int64_t)n);
-    mem_.write(b, offset, tmp.data(), n * 4);
+    note_transfer(true);
   }
 
   void download(const DeviceBuffer& src, size_t offset, void* dst, size_t bytes, DType dtype) override {
@@ -329,11 +350,18 @@ class VulkanExecutor final : public Executor {
     const auto& b = checked(src, offset, n * 4, "download");
     if (dtype == DType::f32) {
       mem_.read(b, offset, dst, bytes);
-      return;
+    } else {
+      std::vector<float> tmp(n);
+      mem_.read(b, offset, tmp.data(), n * 4);
+      convert_elements(tmp.data(), DType::f32, dst, dtype, (int64_t)n);
     }
-    std::vector<float> tmp(n);
-    mem_.read(b, offset, tmp.data(), n * 4);
-    convert_elements(tmp.data(), DType::f32, dst, dtype, (int64_t)n);
+    note_transfer(false);
+  }
+
+  DeviceStats take_device_stats() override {
+    DeviceStats s = std::exchange(stats_, DeviceStats{});
+    s.has_device_time = dev_.caps.timestamps;
+    return s;
   }
 
   void launch(const Kernel& k) override {
@@ -383,6 +411,16 @@ class VulkanExecutor final : public Executor {
   }
 
  private:
+  // Adds the copy just made to the stats and, when profiling, to the profile.
+  void note_transfer(bool up) {
+    TransferStats t = mem_.take_stats();
+    uint64_t bytes = up ? t.upload_bytes : t.download_bytes;
+    double secs = up ? t.upload_s : t.download_s;
+    (up ? stats_.upload_bytes : stats_.download_bytes) += bytes;
+    (up ? stats_.upload_s : stats_.download_s) += secs;
+    if (profiling_) profile_.push_back({up ? "upload" : "download", "transfer", secs, 0, (double)bytes});
+  }
+
   const VulkanBuffer& checked(const DeviceBuffer& b, size_t offset, size_t n, const char* what) const {
     if (offset + n > b.capacity)
       throw RuntimeError(std::string("internal: ") + what + " of " + std::to_string(n) + " bytes at offset " +
@@ -417,6 +455,7 @@ class VulkanExecutor final : public Executor {
     if (s.empty()) return;
     s.finish();
     dev_.submit_and_wait(s.cmd());
+    stats_.device_s += s.device_seconds();
     mem_.collect();
     if (profiling_) s.append_profile(profile_);
     uint32_t* err = (uint32_t*)error_->mapped;
@@ -474,6 +513,7 @@ class VulkanExecutor final : public Executor {
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
   std::unique_ptr<Stream> live_;
   Stream* lowering_ = nullptr;  // the stream the kernel being lowered is recorded into
+  DeviceStats stats_;
 };
 
 }  // namespace

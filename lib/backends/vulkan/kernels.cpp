@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "backends/vulkan/ew_glsl.h"
@@ -239,8 +241,49 @@ void Lowering::transpose() {
   if (attrs().has("perm")) perm = attrs().ints("perm");
   else
     for (int i = r - 1; i >= 0; --i) perm.push_back(i);
+  for (auto& p : perm) p = (p + r) % r;
+  // Batched 2-D case (after dropping size-1 dims and merging dims that stay adjacent):
+  // [B, R, C] -> [B, C, R], e.g. a matrix transpose or NCHW -> NHWC. A tiled kernel keeps
+  // reads and writes coalesced; other permutations keep the innermost axis, or are rare,
+  // and go through the strided copy.
+  std::vector<std::pair<int, int>> groups;  // input dim ranges, in output order
+  for (int d = 0; d < r; ++d) {
+    int p = (int)perm[d];
+    if (xs[p] == 1) continue;
+    if (!groups.empty()) {
+      int last = groups.back().second, q = last + 1;
+      while (q < p && xs[q] == 1) ++q;  // size-1 dims in between do not break adjacency
+      if (q == p) {
+        groups.back().second = p;
+        continue;
+      }
+    }
+    groups.push_back({p, p});
+  }
+  auto size_of = [&](std::pair<int, int> g) {
+    int64_t n = 1;
+    for (int i = g.first; i <= g.second; ++i) n *= xs[i];
+    return n;
+  };
+  bool tiled = false;
+  int64_t B = 1, R = 0, C = 0;
+  if (groups.size() == 2 && groups[0].first > groups[1].first) {
+    R = size_of(groups[1]), C = size_of(groups[0]), tiled = true;
+  } else if (groups.size() == 3 && groups[0].first < groups[2].first && groups[2].first < groups[1].first) {
+    B = size_of(groups[0]), R = size_of(groups[2]), C = size_of(groups[1]), tiled = true;
+  }
+  const auto& mg = env_.dev.caps.max_groups;
+  if (tiled && ceil_div(C, 32) <= mg[0] && ceil_div(R, 32) <= mg[1] && (uint64_t)B <= mg[2]) {
+    Dispatch& d = add("transpose2d", {});
+    uint32_t xo = read(d, in(0)), yo = write(d, out());
+    d.push = {(uint32_t)R, (uint32_t)C, xo, yo};
+    d.groups[0] = (uint32_t)ceil_div(C, 32);
+    d.groups[1] = (uint32_t)ceil_div(R, 32);
+    d.groups[2] = (uint32_t)B;
+    return;
+  }
   Strides cs = contiguous_strides(xs), src(r);
-  for (int d = 0; d < r; ++d) src[d] = cs[(perm[d] + r) % r];
+  for (int d = 0; d < r; ++d) src[d] = cs[perm[d]];
   strided(in(0), 0, src, out(), 0, contiguous_strides(out().shape), out().shape, kEwIdentity, 0);
 }
 
@@ -382,28 +425,92 @@ void Lowering::matmul(bool linear) {
     batch = collapse(ob, {scaled(broadcast_strides(ab, ob), M * K), scaled(broadcast_strides(bb, ob), K * N),
                           scaled(contiguous_strides(ob), M * N)});
   }
-  // Few rows (decode, M <= 16): gemv. Else tiles of 128x128 (8x8 per invocation) for big
-  // products, 32x64 for few rows, 64x64 otherwise.
+  // Few rows (decode, M <= 16): gemv. Else matmul_tiled with 8x8 results per invocation:
+  // 128x256 tiles when both sides are large and the device allows 512 invocations, 128x128,
+  // then 64x64 or 32x128 when M is small; BK 8 (on the H100, BK 8 beat 16 and 32 by 1.6x at
+  // every tile size: smaller tiles in shared memory let more work groups share an SM).
+  // When the tiles give fewer than kSplitTarget work groups and K is long, K is split and
+  // a second dispatch sums the partial products. Measured figures: docs/benchmarks.md.
+  const DeviceCaps& caps = env_.dev.caps;
   bool gemv = M <= 16;
-  uint32_t BM = 64, BN = 64, BK = 16, TM = 4, TN = 4, wg, ROWS = M <= 8 ? 4 : 2;
-  if (M >= 256 && N >= 256) BM = 128, BN = 128, BK = 8, TM = 8, TN = 8;
-  else if (M <= 32) BM = 32, TM = 2;
+  uint32_t BM = 128, BN = 128, BK = 8, TM = 8, TN = 8, DB = 1, wg, ROWS = M <= 8 ? 4 : 2;
+  if (M < 64) {
+    BM = 32, TM = 4, TN = 4;
+  } else {
+    // The largest tile that still gives enough work groups once split-K (below) has done
+    // what K allows: big tiles reuse more of each load, but a few of them leave SMs idle
+    // (the d-1024 decoder's linears, M 256, K 1024, ran 3x faster on 64x64 tiles).
+    int64_t batches = 1;
+    for (int64_t d : batch.dims) batches *= d;
+    auto enough = [&](uint32_t bm, uint32_t bn) {
+      uint64_t t = (uint64_t)ceil_div(M, bm) * ceil_div(N, bn) * batches;
+      uint64_t split = batches == 1 ? std::max<uint64_t>(1, (uint64_t)K / 512) : 1;
+      return t * std::min<uint64_t>(split, t >= 32 ? 4 : 8) >= 128;
+    };
+    bool wide_ok = caps.max_wg_invocations >= 512 && 2ull * (128 + 256) * BK * 4 <= caps.max_shared_bytes;
+    if (M >= 128 && N >= 256 && wide_ok && enough(128, 256)) BN = 256;
+    else if (M < 128 || N < 128 || !enough(128, 128)) BM = BN = 64, TM = TN = 4;
+  }
+  if (const char* e = std::getenv("RLX_VK_MATMUL")) {  // benchmarking: "BMxBNxBKxTMxTN[xDB]"
+    int got = std::sscanf(e, "%ux%ux%ux%ux%ux%u", &BM, &BN, &BK, &TM, &TN, &DB);
+    if (got < 5 || BM % (TM * 4) || BN % (TN * 4) || BK % 4 || (TM != 4 && TM != 8) || (TN != 4 && TN != 8))
+      fail("RLX_VK_MATMUL must be BMxBNxBKxTMxTN[xDB] with TM, TN in {4, 8}, BM % 4TM = BN % 4TN = BK % 4 = 0");
+  }
+  while (BK > 8 && 2ull * (BM + BN) * BK * 4 > caps.max_shared_bytes) BK /= 2;
   uint64_t gx, gy = 1;
-  std::string shader = "matmul";
-  std::vector<uint32_t> spec;
+  std::string shader = "matmul_tiled";
+  uint32_t nsplit = 1, kchunk = (uint32_t)K;
   if (gemv) {
     wg = 256;
     shader = row_shader("gemv");
     uint64_t groups = tb ? ceil_div(N, ROWS) : ceil_div(N, wg);
-    gx = std::min<uint64_t>(groups, env_.dev.caps.max_groups[0]);
+    gx = std::min<uint64_t>(groups, caps.max_groups[0]);
     gy = ceil_div(groups, gx);
   } else {
     wg = (BM / TM) * (BN / TN);
+    if (wg > caps.max_wg_invocations) fail("matmul tile needs more invocations than the device allows");
     gy = ceil_div(M, BM);
     gx = ceil_div(N, BN);
+    bool one = batch.dims.size() == 1 && batch.dims[0] == 1;
+    // Split-K aims at about kSplitTarget work groups in all (several resident per SM on a
+    // 132-SM H100), at most 4-way unless the tiles are very few, chunks at least kMinChunk deep.
+    // On the H100 this picked the best of 1/2/4/8-way for every linear of the d-4096 decoder.
+    constexpr uint64_t kSplitTarget = 1024, kMinChunk = 512;
+    uint64_t tiles = gx * gy;
+    if (one && 4 * tiles <= kSplitTarget && (uint64_t)K >= 2 * kMinChunk) {
+      uint64_t want = 1;
+      while (2 * want * tiles <= kSplitTarget) want *= 2;
+      if (tiles >= 32) want = std::min<uint64_t>(want, 4);
+      want = std::min<uint64_t>(want, (uint64_t)K / kMinChunk);
+      if (const char* e = std::getenv("RLX_VK_SPLITK")) want = std::max(1, std::atoi(e));
+      kchunk = (uint32_t)(ceil_div(ceil_div(K, want), BK) * BK);
+      nsplit = (uint32_t)ceil_div(K, kchunk);
+    }
   }
-  const auto& mg = env_.dev.caps.max_groups;
+  const auto& mg = caps.max_groups;
   if (gx > mg[0] || gy > mg[1]) fail("matrix too large for one dispatch");
+
+  if (nsplit > 1) {  // split-K: partial products into scratch, then their sum
+    TensorRef part = env_.scratch((int64_t)nsplit * M * N);
+    bool vec = K % 4 == 0 && (ta ? M : K) % 4 == 0 && (tb ? K : N) % 4 == 0 && N % 4 == 0;
+    Dispatch& d = add(shader, with_wg({BM, BN, BK, TM, TN, ta, tb, 0u, 0u, 0u}, wg));
+    d.spec.resize(13, 0);
+    d.spec[11] = 1;
+    d.spec[12] = DB;
+    uint32_t ao = read(d, A), bo = read(d, B);
+    bind_dummy(d);
+    uint32_t po = write(d, part);
+    d.spec[9] = vec && ao % 4 == 0 && bo % 4 == 0 && po % 4 == 0;
+    d.push = {(uint32_t)M, (uint32_t)N, (uint32_t)K, ao, bo, 0u, po, 0u, 0, 0, 0, 0, 0, 0, 0, 0, 0, kchunk};
+    d.groups[0] = (uint32_t)gx;
+    d.groups[1] = (uint32_t)gy;
+    d.groups[2] = nsplit;
+    Dispatch& r = add("matmul_splitk", {bias ? 1u : 0u});
+    uint32_t pr = read(r, part), biaso = bias ? read(r, *bias) : (bind_dummy(r), 0u), yo = write(r, out());
+    r.push = {(uint32_t)(M * N), (uint32_t)N, nsplit, pr, biaso, yo};
+    grid(r, ceil_div(M * N, 4), 256);
+    return;
+  }
 
   // Up to 3 inner batch dims are walked in the shader; outer ones (rare) by dispatches.
   size_t nb = batch.dims.size(), inner_from = nb > 3 ? nb - 3 : 0;
@@ -422,20 +529,29 @@ void Lowering::matmul(bool linear) {
     }
     for (int64_t z0 = 0; z0 < inner; z0 += mg[2]) {
       Dispatch& d = add(shader, gemv ? with_wg({(uint32_t)M, ta, tb, bias ? 1u : 0u, NB, ROWS}, wg)
-                                     : with_wg({BM, BN, BK, TM, TN, ta, tb, bias ? 1u : 0u, NB}, wg));
+                                     : with_wg({BM, BN, BK, TM, TN, ta, tb, bias ? 1u : 0u, NB, 0u}, wg));
       uint32_t ao = read(d, A) + (uint32_t)oa, bo = read(d, B) + (uint32_t)ob;
       uint32_t biaso = bias ? read(d, *bias) : (bind_dummy(d), 0u);
       uint32_t yo = write(d, out()) + (uint32_t)oy;
       d.push = {(uint32_t)M, (uint32_t)N, (uint32_t)K, ao, bo, biaso, yo, (uint32_t)z0};
       std::vector<int64_t> bd, sa, sb;
+      bool vec = ao % 4 == 0 && bo % 4 == 0 && yo % 4 == 0 && (ta ? M : K) % 4 == 0 && (tb ? K : N) % 4 == 0 &&
+                 N % 4 == 0;
       for (size_t i = inner_from; i < nb && !no_batch; ++i) {
         bd.push_back(batch.dims[i]);
         sa.push_back(batch.strides[0][i]);
         sb.push_back(batch.strides[1][i]);
+        vec = vec && sa.back() % 4 == 0 && sb.back() % 4 == 0;
+      }
+      if (!gemv) {
+        d.spec[9] = vec;
+        d.spec.resize(13, 0);
+        d.spec[12] = DB;
       }
       push_array(d, bd, 3);
       push_array(d, sa, 3);
       push_array(d, sb, 3);
+      if (!gemv) d.push.push_back(K);  // kchunk (unused without split)
       d.groups[0] = (uint32_t)gx;
       d.groups[1] = (uint32_t)gy;
       d.groups[2] = (uint32_t)std::min<int64_t>(inner - z0, mg[2]);

@@ -1,6 +1,8 @@
 #include "backends/vulkan/memory.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
@@ -10,7 +12,12 @@ namespace rlx::vk {
 namespace {
 
 constexpr VkDeviceSize kMiB = 1024 * 1024;
-constexpr VkDeviceSize kStagingMax = 64 * kMiB;
+// The staging ring: up to kSlots buffers of up to kSlotMax bytes each. While the
+// device copies one chunk, the host fills (or drains) the next.
+constexpr VkDeviceSize kSlotMax = 16 * kMiB;
+constexpr size_t kSlots = 4;
+// Host copies at least this large are split across the copy threads.
+constexpr size_t kThreadedCopy = 2 * kMiB;
 constexpr VkBufferUsageFlags kUsage =
     VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
 
@@ -18,7 +25,68 @@ VkDeviceSize round_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a *
 
 bool is_oom(VkResult r) { return r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY; }
 
+// RLX_VK_FORCE_STAGING=1: never map device blocks, so that every transfer takes the
+// staging path (lets CPU drivers such as lavapipe test it).
+bool force_staging() {
+  const char* e = std::getenv("RLX_VK_FORCE_STAGING");
+  return e && *e && std::strcmp(e, "0") != 0;
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace
+
+CopyThreads::CopyThreads(unsigned n) {
+  for (unsigned i = 1; i < n; ++i) workers_.emplace_back([this, i] { work(i); });
+}
+
+CopyThreads::~CopyThreads() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  go_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void CopyThreads::memcpy(void* dst, const void* src, size_t n) {
+  if (n < kThreadedCopy || workers_.empty()) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    dst_ = (uint8_t*)dst;
+    src_ = (const uint8_t*)src;
+    n_ = n;
+    piece_ = round_up((n + size() - 1) / size(), 4096);
+    pending_ = (unsigned)workers_.size();
+    ++epoch_;
+  }
+  go_.notify_all();
+  std::memcpy(dst, src, std::min(n, piece_));  // the caller's share: piece 0
+  std::unique_lock<std::mutex> l(mu_);
+  done_.wait(l, [&] { return pending_ == 0; });
+}
+
+void CopyThreads::work(unsigned i) {
+  uint64_t seen = 0;
+  for (;;) {
+    std::unique_lock<std::mutex> l(mu_);
+    go_.wait(l, [&] { return stop_ || epoch_ != seen; });
+    if (stop_) return;
+    seen = epoch_;
+    uint8_t* dst = dst_;
+    const uint8_t* src = src_;
+    size_t lo = std::min(n_, (size_t)i * piece_), hi = std::min(n_, lo + piece_);
+    l.unlock();
+    if (hi > lo) std::memcpy(dst + lo, src + lo, hi - lo);
+    l.lock();
+    if (--pending_ == 0) done_.notify_one();
+  }
+}
 
 VulkanBuffer::~VulkanBuffer() {
   if (pool) pool->release(*this);
@@ -32,17 +100,16 @@ MemoryPool::MemoryPool(Device& dev) : dev_(dev) {
   pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pi.queueFamilyIndex = dev.queue_family;
   vk_check(dev.fn().vkCreateCommandPool(dev.dev, &pi, nullptr, &cmd_pool_), "vkCreateCommandPool");
-  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  ai.commandPool = cmd_pool_;
-  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  ai.commandBufferCount = 1;
-  vk_check(dev.fn().vkAllocateCommandBuffers(dev.dev, &ai, &cmd_), "vkAllocateCommandBuffers");
 }
 
 MemoryPool::~MemoryPool() {
   for (VulkanBuffer* b : live_) b->pool = nullptr, b->block = nullptr;
   for (auto& b : blocks_) destroy_block(*b);
-  if (staging_) destroy_block(*staging_);
+  for (Slot& s : slots_) {
+    if (s.busy) dev_.fn().vkWaitForFences(dev_.dev, 1, &s.fence, VK_TRUE, UINT64_MAX);
+    destroy_block(*s.block);
+    dev_.fn().vkDestroyFence(dev_.dev, s.fence, nullptr);
+  }
   if (cmd_pool_) dev_.fn().vkDestroyCommandPool(dev_.dev, cmd_pool_, nullptr);
 }
 
@@ -102,7 +169,7 @@ Block* MemoryPool::new_block(VkDeviceSize bytes, bool dedicated) {
   }
   vk_check(f.vkBindBufferMemory(dev_.dev, b->buffer, b->memory, 0), "vkBindBufferMemory");
   VkMemoryPropertyFlags props = dev_.mem.memoryTypes[type].propertyFlags;
-  if (props & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {
+  if ((props & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) && !force_staging()) {
     void* p = nullptr;
     vk_check(f.vkMapMemory(dev_.dev, b->memory, 0, VK_WHOLE_SIZE, 0, &p), "vkMapMemory");
     b->mapped = (uint8_t*)p;
@@ -225,52 +292,145 @@ std::unique_ptr<Block> MemoryPool::host_block(VkDeviceSize bytes) {
 }
 
 void MemoryPool::ensure_staging(VkDeviceSize bytes) {
-  bytes = std::min(round_up(bytes, kMiB), kStagingMax);
-  if (staging_ && staging_->size >= bytes) return;
-  if (staging_) destroy_block(*staging_);
-  staging_ = host_block(bytes);
+  VkDeviceSize want = std::clamp(round_up(bytes, kMiB), kMiB, kSlotMax);
+  if (want <= slot_bytes_) return;
+  const VkFns& f = dev_.fn();
+  for (Slot& s : slots_) {  // too small: replace them all
+    wait_slot(s);
+    destroy_block(*s.block);
+    f.vkDestroyFence(dev_.dev, s.fence, nullptr);
+    f.vkFreeCommandBuffers(dev_.dev, cmd_pool_, 1, &s.cmd);
+  }
+  slots_.clear();
+  slot_bytes_ = want;
+  slots_.resize(kSlots);
+  for (Slot& s : slots_) {
+    s.block = host_block(want);
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = cmd_pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    vk_check(f.vkAllocateCommandBuffers(dev_.dev, &ai, &s.cmd), "vkAllocateCommandBuffers");
+    VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    vk_check(f.vkCreateFence(dev_.dev, &fi, nullptr, &s.fence), "vkCreateFence");
+  }
 }
 
+void MemoryPool::host_copy(void* dst, const void* src, size_t n) {
+  if (n >= kThreadedCopy && !threads_) {
+    unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    threads_ = std::make_unique<CopyThreads>(std::clamp(hw / 2, 1u, 8u));
+  }
+  if (threads_) threads_->memcpy(dst, src, n);
+  else std::memcpy(dst, src, n);
+}
+
+// Records and submits the copy of `n` bytes between slot `s` and the device buffer.
+void MemoryPool::submit_slot(Slot& s, const VulkanBuffer& b, VkDeviceSize dev_off, size_t n, bool to_device) {
+  const VkFns& f = dev_.fn();
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  vk_check(f.vkBeginCommandBuffer(s.cmd, &bi), "vkBeginCommandBuffer");
+  VkBufferCopy c{};
+  c.size = n;
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  if (to_device) {
+    c.dstOffset = b.offset + dev_off;
+    f.vkCmdCopyBuffer(s.cmd, s.block->buffer, b.block->buffer, 1, &c);
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    f.vkCmdPipelineBarrier(s.cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                           nullptr, 0, nullptr);
+  } else {
+    c.srcOffset = b.offset + dev_off;
+    f.vkCmdCopyBuffer(s.cmd, b.block->buffer, s.block->buffer, 1, &c);
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    f.vkCmdPipelineBarrier(s.cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr,
+                           0, nullptr);
+  }
+  vk_check(f.vkEndCommandBuffer(s.cmd), "vkEndCommandBuffer");
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &s.cmd;
+  vk_check(f.vkQueueSubmit(dev_.queue, 1, &si, s.fence), "vkQueueSubmit");
+  s.busy = true;
+}
+
+void MemoryPool::wait_slot(Slot& s) {
+  if (!s.busy) return;
+  const VkFns& f = dev_.fn();
+  VkResult r = f.vkWaitForFences(dev_.dev, 1, &s.fence, VK_TRUE, UINT64_MAX);
+  f.vkResetFences(dev_.dev, 1, &s.fence);
+  s.busy = false;
+  vk_check(r, "vkWaitForFences");
+}
+
+// Host <-> device through the staging ring, chunk c in slot c % kSlots.
+// Upload: fill a slot (waiting for its previous copy), submit, go on to the next.
+// Download: keep up to kSlots device copies queued, drain each as it completes.
 void MemoryPool::staged_copy(const VulkanBuffer& b, VkDeviceSize byte_offset, size_t bytes, uint8_t* host,
                              bool to_device) {
   const VkFns& f = dev_.fn();
   ensure_staging(bytes);
-  VkMappedMemoryRange range{VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
-  range.memory = staging_->memory;
-  range.size = VK_WHOLE_SIZE;
-  for (size_t done = 0; done < bytes;) {
-    size_t n = std::min<size_t>(bytes - done, staging_->size);
-    if (to_device) {
-      std::memcpy(staging_->mapped, host + done, n);
-      if (!staging_->coherent) f.vkFlushMappedMemoryRanges(dev_.dev, 1, &range);
+  const size_t S = slot_bytes_, chunks = (bytes + S - 1) / S;
+  auto len = [&](size_t c) { return std::min(S, bytes - c * S); };
+  auto range = [&](Slot& s) {
+    VkMappedMemoryRange r{VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
+    r.memory = s.block->memory;
+    r.size = VK_WHOLE_SIZE;
+    return r;
+  };
+  struct Drain {  // on an exception, leave no copy in flight
+    MemoryPool& p;
+    ~Drain() {
+      for (Slot& s : p.slots_)
+        if (s.busy) {
+          p.dev_.fn().vkWaitForFences(p.dev_.dev, 1, &s.fence, VK_TRUE, UINT64_MAX);
+          p.dev_.fn().vkResetFences(p.dev_.dev, 1, &s.fence);
+          s.busy = false;
+        }
     }
-    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    vk_check(f.vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
-    VkBufferCopy c{};
-    c.size = n;
-    if (to_device) {
-      c.dstOffset = b.offset + byte_offset + done;
-      f.vkCmdCopyBuffer(cmd_, staging_->buffer, b.block->buffer, 1, &c);
-    } else {
-      c.srcOffset = b.offset + byte_offset + done;
-      f.vkCmdCopyBuffer(cmd_, b.block->buffer, staging_->buffer, 1, &c);
+  } drain{*this};
+  if (to_device) {
+    for (size_t c = 0; c < chunks; ++c) {
+      Slot& s = slots_[c % kSlots];
+      wait_slot(s);
+      host_copy(s.block->mapped, host + c * S, len(c));
+      if (!s.block->coherent) {
+        auto r = range(s);
+        f.vkFlushMappedMemoryRanges(dev_.dev, 1, &r);
+      }
+      submit_slot(s, b, byte_offset + c * S, len(c), true);
     }
-    vk_check(f.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
-    dev_.submit_and_wait(cmd_);
-    if (!to_device) {
-      if (!staging_->coherent) f.vkInvalidateMappedMemoryRanges(dev_.dev, 1, &range);
-      std::memcpy(host + done, staging_->mapped, n);
+    for (Slot& s : slots_) wait_slot(s);
+  } else {
+    size_t queued = 0;
+    for (size_t c = 0; c < chunks; ++c) {
+      for (; queued < chunks && queued < c + kSlots; ++queued)
+        submit_slot(slots_[queued % kSlots], b, byte_offset + queued * S, len(queued), false);
+      Slot& s = slots_[c % kSlots];
+      wait_slot(s);
+      if (!s.block->coherent) {
+        auto r = range(s);
+        f.vkInvalidateMappedMemoryRanges(dev_.dev, 1, &r);
+      }
+      host_copy(host + c * S, s.block->mapped, len(c));
     }
-    done += n;
   }
 }
 
 void MemoryPool::write(const VulkanBuffer& dst, VkDeviceSize off, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  double t0 = now_s();
+  struct Count {
+    TransferStats& st;
+    size_t bytes;
+    double t0;
+    ~Count() { st.upload_bytes += bytes, st.upload_s += now_s() - t0; }
+  } count{stats_, bytes, t0};
   Block* b = dst.block;
   if (!b->mapped) return staged_copy(dst, off, bytes, (uint8_t*)src, true);
-  std::memcpy(b->mapped + dst.offset + off, src, bytes);
+  host_copy(b->mapped + dst.offset + off, src, bytes);
   if (!b->coherent) {
     VkMappedMemoryRange r{VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
     r.memory = b->memory;
@@ -281,6 +441,13 @@ void MemoryPool::write(const VulkanBuffer& dst, VkDeviceSize off, const void* sr
 
 void MemoryPool::read(const VulkanBuffer& src, VkDeviceSize off, void* dst, size_t bytes) {
   if (bytes == 0) return;
+  double t0 = now_s();
+  struct Count {
+    TransferStats& st;
+    size_t bytes;
+    double t0;
+    ~Count() { st.download_bytes += bytes, st.download_s += now_s() - t0; }
+  } count{stats_, bytes, t0};
   Block* b = src.block;
   if (!b->mapped) return staged_copy(src, off, bytes, (uint8_t*)dst, false);
   if (!b->coherent) {
@@ -289,7 +456,7 @@ void MemoryPool::read(const VulkanBuffer& src, VkDeviceSize off, void* dst, size
     r.size = VK_WHOLE_SIZE;
     dev_.fn().vkInvalidateMappedMemoryRanges(dev_.dev, 1, &r);
   }
-  std::memcpy(dst, b->mapped + src.offset + off, bytes);
+  host_copy(dst, b->mapped + src.offset + off, bytes);
 }
 
 }  // namespace rlx::vk

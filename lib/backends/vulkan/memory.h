@@ -2,10 +2,17 @@
 // Device memory: DeviceBuffers are suballocated from large blocks (one VkBuffer
 // per block). Blocks are device-local; when that memory is also host-visible
 // (lavapipe, integrated GPUs) uploads and downloads are plain memcpy through a
-// persistent mapping, otherwise they go through a host-visible staging buffer.
+// persistent mapping, otherwise they go through a ring of host-visible staging
+// buffers: the host memcpy of one chunk (on several threads for large copies)
+// overlaps the device's copy of the previous one.
+#include <condition_variable>
+#include <functional>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <memory>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "backends/vulkan/device.h"
@@ -13,6 +20,34 @@
 namespace rlx::vk {
 
 class MemoryPool;
+
+// Byte counts and wall time of host <-> device copies since the last take.
+struct TransferStats {
+  uint64_t upload_bytes = 0, download_bytes = 0;
+  double upload_s = 0, download_s = 0;
+};
+
+// A few persistent threads for splitting large memcpys.
+class CopyThreads {
+ public:
+  explicit CopyThreads(unsigned n);
+  ~CopyThreads();
+  unsigned size() const { return (unsigned)workers_.size() + 1; }
+  // Copies `n` bytes, split across the threads (and the caller) when it is large.
+  void memcpy(void* dst, const void* src, size_t n);
+
+ private:
+  void work(unsigned i);
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable go_, done_;
+  uint8_t* dst_ = nullptr;
+  const uint8_t* src_ = nullptr;
+  size_t n_ = 0, piece_ = 0;
+  uint64_t epoch_ = 0;
+  unsigned pending_ = 0;
+  bool stop_ = false;
+};
 
 struct Block {
   VkDeviceMemory memory = VK_NULL_HANDLE;
@@ -54,19 +89,32 @@ class MemoryPool {
   // Frees blocks that became empty; call only while the GPU is idle.
   void collect();
 
+  TransferStats take_stats() { return std::exchange(stats_, TransferStats{}); }
+
  private:
   Block* new_block(VkDeviceSize bytes, bool dedicated);
   uint32_t pick_type(uint32_t type_bits, bool host) const;
+  struct Slot {  // one staging buffer of the ring, with its own command buffer and fence
+    std::unique_ptr<Block> block;
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    VkFence fence = VK_NULL_HANDLE;
+    bool busy = false;
+  };
   void ensure_staging(VkDeviceSize bytes);
   void staged_copy(const VulkanBuffer& b, VkDeviceSize byte_offset, size_t bytes, uint8_t* host, bool to_device);
+  void submit_slot(Slot& s, const VulkanBuffer& b, VkDeviceSize dev_off, size_t n, bool to_device);
+  void wait_slot(Slot& s);
+  void host_copy(void* dst, const void* src, size_t n);
 
   Device& dev_;
   VkDeviceSize block_size_ = 0, align_ = 256;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::set<VulkanBuffer*> live_;  // detached from the pool if it dies first
-  std::unique_ptr<Block> staging_;
+  std::vector<Slot> slots_;
+  VkDeviceSize slot_bytes_ = 0;
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
-  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  std::unique_ptr<CopyThreads> threads_;  // started on the first large copy
+  TransferStats stats_;
 };
 
 }  // namespace rlx::vk

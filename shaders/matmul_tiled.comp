@@ -1,0 +1,202 @@
+#version 450
+// Register-blocked matrix product y = op(a) . op(b) (+ bias) for large tiles:
+// shared-memory tiles of BM x BK and BK x BN held as vec4 rows, double-buffered
+// (the next tile's global loads are in flight while the current one is
+// multiplied: one barrier per BK step); each invocation computes TM x TN outputs
+// in TM/4 x TN/4 blocks of 4 x 4, spaced so that shared reads are whole vec4s.
+// Global loads are vec4 along the operand's contiguous dimension when VEC = 1
+// (the host checked that offsets and strides are multiples of 4), else scalar.
+// Same bindings and push constants as matmul.comp, plus kchunk: with SPLIT = 1
+// (split-K, no batch), work group z multiplies K range [z*kchunk, (z+1)*kchunk)
+// and writes its partial product to y + z*M*N (no bias); matmul_splitk sums them.
+#extension GL_GOOGLE_include_directive : require
+layout(local_size_x = 256, local_size_x_id = 10) in;
+layout(constant_id = 0) const uint BM = 128;
+layout(constant_id = 1) const uint BN = 128;
+layout(constant_id = 2) const uint BK = 8;
+layout(constant_id = 3) const uint TM = 8;  // 4 or 8
+layout(constant_id = 4) const uint TN = 8;  // 4 or 8
+layout(constant_id = 5) const uint TA = 0;
+layout(constant_id = 6) const uint TB = 0;
+layout(constant_id = 7) const uint BIAS = 0;
+layout(constant_id = 8) const uint NB = 0;  // collapsed batch rank, 0..3
+layout(constant_id = 9) const uint VEC = 0;
+layout(constant_id = 11) const uint SPLIT = 0;
+layout(constant_id = 12) const uint DB = 1;  // 1: double-buffered tiles; 0: one buffer, two barriers per step
+#include "common.glsl"
+
+layout(std430, binding = 0) restrict readonly buffer A { float a[]; };
+layout(std430, binding = 0) restrict readonly buffer A4 { vec4 a4[]; };
+layout(std430, binding = 1) restrict readonly buffer B { float b[]; };
+layout(std430, binding = 1) restrict readonly buffer B4 { vec4 b4[]; };
+layout(std430, binding = 2) restrict readonly buffer Bias { float bias[]; };
+layout(std430, binding = 3) restrict writeonly buffer Y { float y[]; };
+layout(std430, binding = 3) restrict writeonly buffer Y4 { vec4 y4[]; };
+layout(push_constant) uniform PC {
+  uint m, n, k, aoff, boff, biasoff, yoff, zbase;
+  uint bd[3], as[3], bs[3];
+  uint kchunk;
+} pc;
+
+const uint WG = (BM / TM) * (BN / TN);
+const uint TX = BN / TN, TY = BM / TM;  // invocations along n and m
+const uint AV = BM * BK / 4, BV = BK * BN / 4;  // vec4s per tile
+const uint LA = (AV + WG - 1) / WG, LB = (BV + WG - 1) / WG;
+shared vec4 As[2 * BK * (BM / 4)];  // [buf][k][m/4]
+shared vec4 Bs[2 * BK * (BN / 4)];  // [buf][k][n/4]
+
+uint M, N, K, abase, bbase, m0, n0, kend;
+
+// 4 consecutive elements of a row-contiguous operand, zero outside [0, rows) x [0, cols).
+vec4 load4(bool isa, uint base, uint r, uint c, uint rows, uint cols, uint ld) {
+  if (r >= rows) return vec4(0.0);
+  if (VEC != 0u && c + 3u < cols) return isa ? a4[(base + r * ld + c) / 4u] : b4[(base + r * ld + c) / 4u];
+  vec4 v = vec4(0.0);
+  for (uint i = 0u; i < 4u; ++i)
+    if (c + i < cols) v[i] = isa ? a[base + r * ld + c + i] : b[base + r * ld + c + i];
+  return v;
+}
+
+// Global loads of the tiles at k0 into registers.
+void load_tiles(uint k0, inout vec4 ra[LA], inout vec4 rb[LB]) {
+  uint tid = gl_LocalInvocationID.x;
+  for (uint l = 0u; l < LA; ++l) {
+    uint e = tid + l * WG;
+    if (e >= AV) break;
+    if (TA == 0u) {  // [M, K]: vec4 along k
+      uint r = e / (BK / 4u), kq = e % (BK / 4u);
+      ra[l] = load4(true, abase, m0 + r, k0 + kq * 4u, M, kend, K);
+    } else {  // [K, M]: vec4 along m
+      uint kk = e / (BM / 4u), mq = e % (BM / 4u);
+      ra[l] = load4(true, abase, k0 + kk < kend ? k0 + kk : ~0u, m0 + mq * 4u, ~0u - 1u, M, M);
+    }
+  }
+  for (uint l = 0u; l < LB; ++l) {
+    uint e = tid + l * WG;
+    if (e >= BV) break;
+    if (TB == 0u) {  // [K, N]: vec4 along n
+      uint kk = e / (BN / 4u), nq = e % (BN / 4u);
+      rb[l] = load4(false, bbase, k0 + kk < kend ? k0 + kk : ~0u, n0 + nq * 4u, ~0u - 1u, N, N);
+    } else {  // [N, K]: vec4 along k
+      uint r = e / (BK / 4u), kq = e % (BK / 4u);
+      rb[l] = load4(false, bbase, n0 + r, k0 + kq * 4u, N, kend, K);
+    }
+  }
+}
+
+void store_tiles(uint buf, vec4 ra[LA], vec4 rb[LB]) {
+  uint tid = gl_LocalInvocationID.x;
+  uint abuf = buf * BK * (BM / 4u), bbuf = buf * BK * (BN / 4u);
+  for (uint l = 0u; l < LA; ++l) {
+    uint e = tid + l * WG;
+    if (e >= AV) break;
+    if (TA == 0u) {
+      uint r = e / (BK / 4u), kq = e % (BK / 4u);
+      for (uint i = 0u; i < 4u; ++i) As[abuf + (kq * 4u + i) * (BM / 4u) + r / 4u][r % 4u] = ra[l][i];
+    } else {
+      As[abuf + e] = ra[l];
+    }
+  }
+  for (uint l = 0u; l < LB; ++l) {
+    uint e = tid + l * WG;
+    if (e >= BV) break;
+    if (TB == 0u) {
+      Bs[bbuf + e] = rb[l];
+    } else {
+      uint r = e / (BK / 4u), kq = e % (BK / 4u);
+      for (uint i = 0u; i < 4u; ++i) Bs[bbuf + (kq * 4u + i) * (BN / 4u) + r / 4u][r % 4u] = rb[l][i];
+    }
+  }
+}
+
+void main() {
+  M = pc.m;
+  N = pc.n;
+  K = pc.k;
+  uint z = gl_WorkGroupID.z + pc.zbase;
+  abase = pc.aoff;
+  bbase = pc.boff;
+  uint kbeg = 0u;
+  kend = K;
+  if (SPLIT != 0u) {
+    kbeg = z * pc.kchunk;
+    kend = min(K, kbeg + pc.kchunk);
+  } else {
+    uint zr = z;
+    for (int d = int(NB) - 1; d >= 0; --d) {
+      uint c = zr % pc.bd[d];
+      zr /= pc.bd[d];
+      abase += c * pc.as[d];
+      bbase += c * pc.bs[d];
+    }
+  }
+  uint ybase = pc.yoff + z * M * N;
+  m0 = gl_WorkGroupID.y * BM;
+  n0 = gl_WorkGroupID.x * BN;
+  uint tid = gl_LocalInvocationID.x;
+  uint tx = tid % TX, ty = tid / TX;
+
+  vec4 acc[TM][TN / 4];
+  for (uint i = 0u; i < TM; ++i)
+    for (uint j = 0u; j < TN / 4u; ++j) acc[i][j] = vec4(0.0);
+
+  vec4 ra[LA], rb[LB];
+  uint steps = kend > kbeg ? (kend - kbeg + BK - 1u) / BK : 0u;
+  if (DB == 0u) {
+    for (uint s = 0u; s < steps; ++s) {
+      load_tiles(kbeg + s * BK, ra, rb);
+      barrier();
+      store_tiles(0u, ra, rb);
+      barrier();
+      for (uint kk = 0u; kk < BK; ++kk) {
+        vec4 av[TM / 4], bv[TN / 4];
+        for (uint i = 0u; i < TM / 4u; ++i) av[i] = As[kk * (BM / 4u) + i * TY + ty];
+        for (uint j = 0u; j < TN / 4u; ++j) bv[j] = Bs[kk * (BN / 4u) + j * TX + tx];
+        for (uint i = 0u; i < TM / 4u; ++i)
+          for (uint ii = 0u; ii < 4u; ++ii)
+            for (uint j = 0u; j < TN / 4u; ++j) acc[i * 4u + ii][j] = fma(vec4(av[i][ii]), bv[j], acc[i * 4u + ii][j]);
+      }
+    }
+    steps = 0u;
+  }
+  if (steps > 0u) {
+    load_tiles(kbeg, ra, rb);
+    store_tiles(0u, ra, rb);
+  }
+  barrier();
+  for (uint s = 0u; s < steps; ++s) {
+    uint cur = s & 1u;
+    if (s + 1u < steps) load_tiles(kbeg + (s + 1u) * BK, ra, rb);
+    uint abuf = cur * BK * (BM / 4u), bbuf = cur * BK * (BN / 4u);
+    for (uint kk = 0u; kk < BK; ++kk) {
+      vec4 av[TM / 4], bv[TN / 4];
+      for (uint i = 0u; i < TM / 4u; ++i) av[i] = As[abuf + kk * (BM / 4u) + i * TY + ty];
+      for (uint j = 0u; j < TN / 4u; ++j) bv[j] = Bs[bbuf + kk * (BN / 4u) + j * TX + tx];
+      for (uint i = 0u; i < TM / 4u; ++i)
+        for (uint ii = 0u; ii < 4u; ++ii)
+          for (uint j = 0u; j < TN / 4u; ++j) acc[i * 4u + ii][j] = fma(vec4(av[i][ii]), bv[j], acc[i * 4u + ii][j]);
+    }
+    if (s + 1u < steps) store_tiles(cur ^ 1u, ra, rb);
+    barrier();
+  }
+
+  bool vec_out = VEC != 0u && (N % 4u) == 0u;
+  for (uint i = 0u; i < TM / 4u; ++i)
+    for (uint ii = 0u; ii < 4u; ++ii) {
+      uint gm = m0 + (i * TY + ty) * 4u + ii;
+      if (gm >= M) continue;
+      for (uint j = 0u; j < TN / 4u; ++j) {
+        uint gn = n0 + (j * TX + tx) * 4u;
+        if (gn >= N) continue;
+        vec4 v = acc[i * 4u + ii][j];
+        if (BIAS != 0u && SPLIT == 0u)
+          for (uint c = 0u; c < 4u; ++c) v[c] += gn + c < N ? bias[pc.biasoff + gn + c] : 0.0;
+        if (vec_out && gn + 3u < N) {
+          y4[(ybase + gm * N + gn) / 4u] = v;
+        } else {
+          for (uint c = 0u; c < 4u; ++c)
+            if (gn + c < N) y[ybase + gm * N + gn + c] = v[c];
+        }
+      }
+    }
+}
