@@ -11,9 +11,19 @@
 #include "backends/cpu/half_gemm.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "io/npy.h"
+#include "io/safetensors.h"
 #include "ir/loader.h"
 #include "runtime/executor.h"
 #include "runtime/session.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
 
 using namespace rlx;
 
@@ -248,6 +258,108 @@ TEST(BoolStorage, OneBytePerElement) {
   EXPECT_EQ(t.nbytes(), 5u);
   const uint8_t* b = t.data<uint8_t>();
   EXPECT_EQ(std::vector<int>(b, b + 5), (std::vector<int>{1, 0, 1, 1, 0}));
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ command line
+
+namespace {
+
+std::string tmpdir() {
+  auto d = std::filesystem::temp_directory_path() / ("rlx_storage_" + std::to_string(getpid()));
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+std::string slurp_file(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// --output writes the node's dtype: bf16 as '<f4' holding the bf16 numbers (NumPy has no
+// bfloat16), f16 as '<f2'; safetensors keeps BF16 / F16. Expected values: the NumPy reference.
+TEST(HalfCli, OutputWritesTheNodesDtype) {
+  const std::string d = tmpdir();
+  const std::string g = rlx::test::src("graphs/llama_block_bf16.json");
+  auto r = rlx::test::run_rlx("run '" + g + "' -p '" + rlx::test::src("graphs/llama_block_bf16.safetensors") +
+                              "' -i x=@'" + rlx::test::src("graphs/llama_block_bf16.inputs/x.npy") +
+                              "' --output mlp_residual='" + d + "/b.npy' --output mlp_residual='" + d + "/b.safetensors'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string npy = slurp_file(d + "/b.npy");
+  EXPECT_NE(npy.find("'descr': '<f4'"), std::string::npos);
+  Tensor got = io::read_npy(d + "/b.npy");
+  ASSERT_EQ(got.dtype(), DType::f32);
+  for (int64_t i = 0; i < got.numel(); ++i) {  // every value is a bf16 number
+    const float v = got.data()[i];
+    ASSERT_EQ(bf16_to_f32(f32_to_bf16(v)), v) << i;
+  }
+  Tensor want = io::read_npy(rlx::test::src("tests/golden/example_llama_block_bf16/expected_mlp_residual.npy"));
+  ASSERT_EQ(want.shape(), got.shape());
+  for (int64_t i = 0; i < got.numel(); ++i)  // the golden tolerance (docs/goldens.md, half_chain_bf16)
+    ASSERT_NEAR(got.data()[i], want.data()[i], 0.046875 * (1 + std::fabs(want.data()[i]))) << i;
+  auto st = io::SafetensorsFile::open(d + "/b.safetensors");
+  EXPECT_EQ(st.info("mlp_residual").dtype, DType::bf16);
+  EXPECT_EQ(st.get("mlp_residual").to_vector(), got.to_vector());
+
+  const std::string c = rlx::test::src("tests/golden/op_linear_f16/");
+  r = rlx::test::run_rlx("run '" + c + "graph.json' -p '" + c + "params.safetensors' -i x=@'" + c +
+                         "x.npy' --output y='" + d + "/h.npy' --output y='" + d + "/h.safetensors'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(slurp_file(d + "/h.npy").find("'descr': '<f2'"), std::string::npos);
+  Tensor h = io::read_npy(d + "/h.npy");
+  EXPECT_EQ(h.dtype(), DType::f16);
+  EXPECT_EQ(io::SafetensorsFile::open(d + "/h.safetensors").info("y").dtype, DType::f16);
+  std::filesystem::remove_all(d);
+}
+
+// --dtype bf16 runs an f32 graph in bf16: outputs are bf16 and within bf16 precision of the
+// NumPy reference of the f32 graph (3 roundings of inputs/weights and 3 computing stages: 8 * 2^-8).
+TEST(HalfCli, DtypeBf16RunsAnF32GraphInHalfPrecision) {
+  const std::string c = rlx::test::src("tests/golden/example_mlp/");
+  auto r = rlx::test::run_rlx("run '" + rlx::test::src("graphs/mlp.json") + "' -p '" +
+                              rlx::test::src("graphs/mlp.safetensors") + "' -i x=@'" +
+                              rlx::test::src("graphs/mlp.inputs/x.npy") + "' --dtype bf16 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["outputs"][0]["dtype"], "bf16");
+  Tensor want = io::read_npy(c + "expected_y.npy");
+  const auto& v = j["outputs"][0]["values"];
+  ASSERT_EQ((int64_t)v.size(), want.numel());
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const float got = v[i].get<float>();
+    EXPECT_EQ(bf16_to_f32(f32_to_bf16(got)), got) << i;
+    EXPECT_NEAR(got, want.data()[i], 8 * std::ldexp(1.0, -8) * (1 + std::fabs(want.data()[i]))) << i;
+  }
+  // compare: the reference runs the graph as declared; a bf16-sized tolerance passes, 1e-6 does not.
+  const std::string args = "compare '" + rlx::test::src("graphs/mlp.json") + "' -p '" +
+                           rlx::test::src("graphs/mlp.safetensors") + "' -i x=@'" +
+                           rlx::test::src("graphs/mlp.inputs/x.npy") + "' --dtype bf16";
+  r = rlx::test::run_rlx(args + " --atol 0.03 --rtol 0.03");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("reference runs the graph as declared"), std::string::npos) << r.out;
+  r = rlx::test::run_rlx(args + " --atol 1e-6 --rtol 1e-6");
+  EXPECT_NE(r.code, 0) << r.out;
+  r = rlx::test::run_rlx("run '" + rlx::test::src("graphs/mlp.json") + "' --random-params -i x=random --dim batch=2 --dtype i32");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--dtype i32: expected bf16, f16 or f32"), std::string::npos) << r.out;
+}
+
+// inspect: the parameters' bytes per dtype, counted here from the graph's param shapes.
+TEST(HalfCli, InspectReportsBytesPerDtype) {
+  auto r = rlx::test::run_rlx("inspect '" + rlx::test::src("graphs/decode_step_bf16.json") + "'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto g = nlohmann::json::parse(slurp_file(rlx::test::src("graphs/decode_step_bf16.json")));
+  int64_t values = 0;
+  for (const auto& n : g["nodes"])
+    if (n["op"] == "param") {
+      int64_t k = 1;
+      for (const auto& d : n["shape"]) k *= d.get<int64_t>();
+      values += k;
+    }
+  const std::string line = "  bf16  " + std::to_string(values) + " values, " + std::to_string(2 * values) + " bytes";
+  EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  EXPECT_NE(r.out.find("computed values by dtype"), std::string::npos) << r.out;
 }
 
 }  // namespace
