@@ -160,6 +160,13 @@ RLX_T512 inline __m512 cvt16(const uint16_t* p, __mmask16 m) {
   else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+template <bool F16>
+RLX_T512 inline __m512 cvt16u(const uint16_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  if constexpr (F16) return _mm512_cvtph_ps(h);
+  else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 template <bool F16, int MR, int NR>
 RLX_T512 void nt512_tile(const Job& j, int64_t m0, int64_t n0) {
   __m512 acc[MR][NR];
@@ -167,8 +174,17 @@ RLX_T512 void nt512_tile(const Job& j, int64_t m0, int64_t n0) {
     for (int t = 0; t < NR; ++t) acc[i][t] = _mm512_setzero_ps();
   const float* a = j.A32 + m0 * j.lda;
   const uint16_t* b = j.B + n0 * j.ldb;
-  for (int64_t k = 0; k < j.K; k += 16) {
-    const __mmask16 mk = j.K - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (j.K - k)) - 1);
+  int64_t k = 0;
+  for (; k + 16 <= j.K; k += 16) {  // full blocks: plain loads
+    __m512 bv[NR];
+    for (int t = 0; t < NR; ++t) bv[t] = cvt16u<F16>(b + t * j.ldb + k);
+    for (int i = 0; i < MR; ++i) {
+      const __m512 av = _mm512_loadu_ps(a + i * j.lda + k);
+      for (int t = 0; t < NR; ++t) acc[i][t] = _mm512_fmadd_ps(av, bv[t], acc[i][t]);
+    }
+  }
+  if (k < j.K) {  // the tail, masked
+    const __mmask16 mk = (__mmask16)((1u << (j.K - k)) - 1);
     __m512 bv[NR];
     for (int t = 0; t < NR; ++t) bv[t] = cvt16<F16>(b + t * j.ldb + k, mk);
     for (int i = 0; i < MR; ++i) {
@@ -188,8 +204,17 @@ RLX_T512 void dp512_tile(const Job& j, int64_t m0, int64_t n0) {
     for (int t = 0; t < NR; ++t) acc[i][t] = _mm512_setzero_ps();
   const uint16_t* a = j.A16 + m0 * j.lda;
   const uint16_t* b = j.B + n0 * j.ldb;
-  for (int64_t k = 0; k < j.K; k += 32) {
-    const __mmask32 mk = j.K - k >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << (j.K - k)) - 1);
+  int64_t k = 0;
+  for (; k + 32 <= j.K; k += 32) {  // full blocks: plain loads
+    __m512bh bv[NR];
+    for (int t = 0; t < NR; ++t) bv[t] = (__m512bh)_mm512_loadu_si512(b + t * j.ldb + k);
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh av = (__m512bh)_mm512_loadu_si512(a + i * j.lda + k);
+      for (int t = 0; t < NR; ++t) acc[i][t] = _mm512_dpbf16_ps(acc[i][t], av, bv[t]);
+    }
+  }
+  if (k < j.K) {  // the tail, masked (zeros contribute nothing)
+    const __mmask32 mk = (__mmask32)((1u << (j.K - k)) - 1);
     __m512bh bv[NR];
     for (int t = 0; t < NR; ++t) bv[t] = (__m512bh)_mm512_maskz_loadu_epi16(mk, b + t * j.ldb + k);
     for (int i = 0; i < MR; ++i) {
@@ -214,7 +239,7 @@ RLX_T512 inline void rows512(const Job& j, int64_t n0, Tile4 t4, Tile3 t3, Tile2
   }
 }
 
-template <bool F16, int MR>
+template <bool F16, int MR, bool FULL>
 RLX_T512 void nn512_block(const Job& j, int64_t m0, int64_t n0, int64_t len) {
   const __mmask16 m0k = len >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << len) - 1);
   const __mmask16 m1k = len >= 32 ? (__mmask16)0xFFFF : len > 16 ? (__mmask16)((1u << (len - 16)) - 1) : 0;
@@ -222,7 +247,9 @@ RLX_T512 void nn512_block(const Job& j, int64_t m0, int64_t n0, int64_t len) {
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (int64_t k = 0; k < j.K; ++k) {
     const uint16_t* b = j.B + k * j.ldb + n0;
-    const __m512 b0 = cvt16<F16>(b, m0k), b1 = cvt16<F16>(b + 16, m1k);
+    __m512 b0, b1;
+    if constexpr (FULL) b0 = cvt16u<F16>(b), b1 = cvt16u<F16>(b + 16);  // 32 columns: plain loads
+    else b0 = cvt16<F16>(b, m0k), b1 = cvt16<F16>(b + 16, m1k);
     for (int i = 0; i < MR; ++i) {
       const __m512 av = _mm512_set1_ps(j.A32[(m0 + i) * j.lda + k]);
       acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
@@ -262,8 +289,13 @@ RLX_T512 void avx512_range(const Job& j, int64_t n0, int64_t n1) {
   for (; n < n1; n += 32) {
     const int64_t len = std::min<int64_t>(32, n1 - n);
     int64_t m = 0;
-    for (; m + 6 <= j.M; m += 6) nn512_block<F16, 6>(j, m, n, len);
-    for (; m < j.M; ++m) nn512_block<F16, 1>(j, m, n, len);
+    if (len == 32) {
+      for (; m + 6 <= j.M; m += 6) nn512_block<F16, 6, true>(j, m, n, len);
+      for (; m < j.M; ++m) nn512_block<F16, 1, true>(j, m, n, len);
+    } else {
+      for (; m + 6 <= j.M; m += 6) nn512_block<F16, 6, false>(j, m, n, len);
+      for (; m < j.M; ++m) nn512_block<F16, 1, false>(j, m, n, len);
+    }
   }
 }
 
