@@ -51,6 +51,19 @@ FAMILIES = {
     "rope": (1e-5, 1e-5, "angles p*scale*base^(-2i/dims) rounded in f32, positions < 64"),
     "accumulate": (1e-4, 1e-4, "matmul/linear/attention/norms/norm VJPs and the example "
                                "graphs that chain them: f32 dot products and row statistics, any summation order"),
+    # Half precision (docs/graph-format.md, compute rules). u_bf16 = 2^-7 and u_f16 = 2^-10 are the
+    # largest relative spacings of neighbouring bf16 / f16 numbers (8 and 11 significant bits).
+    # One op: the result is rounded once; an implementation whose f32 result differs from the
+    # exact one by a few f32 ulps can land on the neighbouring half number: 1 spacing.
+    "half_op_bf16": (1e-5, 2.0 ** -7, "one op with a bf16 result: one rounding to bf16 may land on the "
+                                      "neighbouring number (relative spacing 2^-7)"),
+    "half_op_f16": (1e-5, 2.0 ** -10, "one op with an f16 result: one rounding to f16 may land on the "
+                                      "neighbouring number (relative spacing 2^-10)"),
+    # Chains: each of the (at most 12) computing stages on the longest path rounds to bf16 where the
+    # reference does, or not at all (fused groups, Vulkan phase 1 keep f32 inside): at most half a
+    # spacing (2^-8) per stage, relative to values of order 1 (normalised activations): 12 * 2^-8.
+    "half_chain_bf16": (12 * 2.0 ** -8, 12 * 2.0 ** -8, "bf16 decoder block / decode step: up to 12 "
+                                                        "roundings to bf16 (2^-8 each) along the longest path"),
 }
 
 
@@ -563,12 +576,12 @@ def example(name, gb, inputs, params, family, desc):
                     inputs_dir=f"graphs/{name}.inputs"))
 
 
-def attention_block(gb, p, x, params, r, d_model, hq, hkv, hd, prefix, eps, seq_sym):
+def attention_block(gb, p, x, params, r, d_model, hq, hkv, hd, prefix, eps, seq_sym, dtype="f32"):
     """Appends a pre-norm attention sub-block; returns the id of the residual sum."""
     def P(key, shape, arr):
-        params[prefix + key] = (arr, "f32")
+        params[prefix + key] = (arr, dtype)
         return gb.param(p + "w_" + key.replace(".weight", "").replace("self_attn.", "").replace("_proj", ""), shape,
-                        name=prefix + key)
+                        name=prefix + key, dtype=dtype)
     wn = P("input_layernorm.weight", (d_model,), init_norm(r, d_model))
     wq = P("self_attn.q_proj.weight", (hq * hd, d_model), init_w(r, hq * hd, d_model))
     wk = P("self_attn.k_proj.weight", (hkv * hd, d_model), init_w(r, hkv * hd, d_model))
@@ -593,11 +606,11 @@ def attention_block(gb, p, x, params, r, d_model, hq, hkv, hd, prefix, eps, seq_
     return gb.op(p + "attn_residual", "add", [x, o])
 
 
-def mlp_block(gb, p, x, params, r, d_model, ffn, prefix, eps):
+def mlp_block(gb, p, x, params, r, d_model, ffn, prefix, eps, dtype="f32"):
     def P(key, shape, arr):
-        params[prefix + key] = (arr, "f32")
+        params[prefix + key] = (arr, dtype)
         return gb.param(p + "w_" + key.replace(".weight", "").replace("mlp.", "").replace("_proj", ""), shape,
-                        name=prefix + key)
+                        name=prefix + key, dtype=dtype)
     wn = P("post_attention_layernorm.weight", (d_model,), init_norm(r, d_model))
     wg = P("mlp.gate_proj.weight", (ffn, d_model), init_w(r, ffn, d_model))
     wu = P("mlp.up_proj.weight", (ffn, d_model), init_w(r, ffn, d_model))
@@ -732,6 +745,127 @@ def build_examples():
     gb.output("y")
     example("gelu_chain", gb, {"x": f32(r.standard_normal((4, 5, 64)) * 2)}, {}, "transcendental",
             "GELU (erf form) as 5 elementwise nodes over 3 constants, symbolic n (5)")
+
+
+# ----------------------------------------------------------------------------------------
+# Half precision: f16/bf16 leaves; every op on them gives their dtype and rounds on store.
+
+def bf16v(a):
+    """f32 array of bf16 numbers (round to nearest even): how a bf16 input travels in a .npy."""
+    return gl.round_bf16(np.asarray(a, dtype=np.float64)).astype(np.float32)
+
+
+def half_single(name, op, ins, attrs=None, family="half_op_bf16", desc=""):
+    """One op 'y' over leaves (id, array, kind, dtype): kind input|param; bf16 inputs are f32
+    arrays of bf16 numbers, f16 inputs float16 arrays, params are written in their dtype."""
+    gb = GB(name)
+    inputs, pdict, ids = {}, {}, []
+    for (id, a, kind, dt) in ins:
+        if dt == "bf16":
+            a = bf16v(a)
+        elif dt == "f16":
+            a = np.asarray(a, dtype=np.float16)
+        if kind == "input":
+            gb.input(id, a.shape, dt)
+            inputs[id] = a
+        else:
+            gb.param(id, a.shape, dtype=dt)
+            pdict[id] = (a, dt)
+        ids.append(id)
+    gb.op("y", op, ids, **(attrs or {}))
+    gb.output("y")
+    return add(Case(name, gb, inputs, pdict, family, True, desc))
+
+
+def build_half_cases():
+    r = rng_for("half")
+    x = r.standard_normal((2, 3, 40))
+    w = r.standard_normal((24, 40)) / math.sqrt(40)
+    b = 0.1 * r.standard_normal(24)
+    half_single("op_linear_bf16_weights_f32_act", "linear",
+                [("x", f32(x), "input", "f32"), ("w", w, "param", "bf16"), ("b", b, "param", "bf16")],
+                family="accumulate", desc="linear: f32 activations, bf16 weights and bias (mixed) -> f32")
+    half_single("op_linear_bf16", "linear",
+                [("x", x, "input", "bf16"), ("w", w, "param", "bf16"), ("b", b, "param", "bf16")],
+                desc="linear all bf16 -> bf16 (f32 accumulation, one rounding)")
+    half_single("op_linear_f16", "linear", [("x", x, "input", "f16"), ("w", w, "param", "f16")],
+                family="half_op_f16", desc="linear all f16 -> f16")
+    half_single("op_matmul_f16", "matmul", [("a", r.standard_normal((2, 5, 33)), "input", "f16"),
+                                            ("b", r.standard_normal((33, 17)), "param", "f16")],
+                family="half_op_f16", desc="matmul [2,5,33] x [33,17] f16 (b in the [K, N] layout)")
+    half_single("op_matmul_bf16_tb", "matmul", [("a", r.standard_normal((3, 4, 70)), "input", "bf16"),
+                                                ("b", r.standard_normal((3, 9, 70)), "input", "bf16")],
+                {"transpose_b": True}, desc="batched matmul transpose_b, bf16")
+    half_single("op_add_bf16", "add", [("a", r.standard_normal((4, 7)), "input", "bf16"),
+                                       ("b", r.standard_normal((7,)), "input", "bf16")],
+                desc="add bf16 with broadcasting, rounded on store")
+    half_single("op_silu_f16", "silu", [("x", 3 * r.standard_normal((5, 9)), "input", "f16")],
+                family="half_op_f16", desc="silu f16")
+    half_single("op_softmax_bf16", "softmax", [("x", 3 * r.standard_normal((3, 50)), "input", "bf16")],
+                desc="softmax bf16 (f32 inside)")
+    half_single("op_rms_norm_bf16", "rms_norm", [("x", r.standard_normal((4, 48)), "input", "bf16"),
+                                                 ("w", 1 + 0.1 * r.standard_normal(48), "param", "bf16")],
+                desc="rms_norm bf16 (f32 statistics inside)")
+    half_single("op_attention_bf16", "attention",
+                [("q", r.standard_normal((1, 4, 6, 16)), "input", "bf16"),
+                 ("k", r.standard_normal((1, 2, 6, 16)), "input", "bf16"),
+                 ("v", r.standard_normal((1, 2, 6, 16)), "input", "bf16")], {"causal": True},
+                desc="GQA 4/2 causal attention, bf16 q/k/v (f32 scores and softmax inside)")
+
+    # Decoder block in bf16: weights BF16 in the safetensors file, x a bf16 input.
+    r = rng_for("example_llama_block_bf16")
+    d, hq, hkv, hd, ffn = 64, 4, 2, 16, 172
+    gb = GB("llama_block_bf16")
+    gb.input("x", [1, "seq", d], "bf16")
+    params = {}
+    h = attention_block(gb, "", "x", params, r, d, hq, hkv, hd, "", 1e-5, "seq", dtype="bf16")
+    y = mlp_block(gb, "", h, params, r, d, ffn, "", 1e-5, dtype="bf16")
+    gb.output(y)
+    example("llama_block_bf16", gb, {"x": bf16v(r.standard_normal((1, 7, d)))}, params, "half_chain_bf16",
+            "Llama decoder block in bf16 (BF16 weights, bf16 activations); seq 7")
+
+    # One decode step in bf16: the new token's k/v appended to a bf16 KV cache of 9 positions,
+    # RoPE at the position given by the i32 input pos, attention over 10 keys.
+    r = rng_for("example_decode_step_bf16")
+    S = 9
+    gb = GB("decode_step_bf16")
+    gb.input("x", [1, 1, d], "bf16")
+    gb.input("pos", [], "i32")
+    gb.input("k_cache", [1, hkv, S, hd], "bf16")
+    gb.input("v_cache", [1, hkv, S, hd], "bf16")
+    params = {}
+
+    def P(key, shape, arr):
+        params[key] = (arr, "bf16")
+        return gb.param("w_" + key.split(".")[0], shape, name=key, dtype="bf16")
+    wn = P("input_layernorm.weight", (d,), init_norm(r, d))
+    wq = P("q_proj.weight", (hq * hd, d), init_w(r, hq * hd, d))
+    wk = P("k_proj.weight", (hkv * hd, d), init_w(r, hkv * hd, d))
+    wv = P("v_proj.weight", (hkv * hd, d), init_w(r, hkv * hd, d))
+    wo = P("o_proj.weight", (d, hq * hd), init_w(r, d, hq * hd))
+    h = gb.op("attn_norm", "rms_norm", ["x", wn], eps=1e-5)
+    heads = {}
+    for nm, wt, nh in (("q", wq, hq), ("k", wk, hkv), ("v", wv, hkv)):
+        t = gb.op(nm, "linear", [h, wt])
+        t = gb.op(nm + "_heads", "reshape", [t], shape=[1, 1, nh, hd])
+        heads[nm] = gb.op(nm + "_t", "transpose", [t], perm=[0, 2, 1, 3])
+    q = gb.op("q_rope", "rope", [heads["q"], "pos"])
+    k = gb.op("k_rope", "rope", [heads["k"], "pos"])
+    k_all = gb.op("k_all", "concat", ["k_cache", k], axis=2)
+    v_all = gb.op("v_all", "concat", ["v_cache", heads["v"]], axis=2)
+    a = gb.op("attn", "attention", [q, k_all, v_all])
+    a = gb.op("attn_t", "transpose", [a], perm=[0, 2, 1, 3])
+    a = gb.op("attn_merged", "reshape", [a], shape=[1, 1, hq * hd])
+    o = gb.op("o", "linear", [a, wo])
+    h2 = gb.op("attn_residual", "add", ["x", o])
+    y = mlp_block(gb, "", h2, params, r, d, ffn, "", 1e-5, dtype="bf16")
+    gb.output(y, "k_all")
+    example("decode_step_bf16", gb,
+            {"x": bf16v(r.standard_normal((1, 1, d))), "pos": np.array(S, dtype=np.int32),
+             "k_cache": bf16v(r.standard_normal((1, hkv, S, hd))),
+             "v_cache": bf16v(r.standard_normal((1, hkv, S, hd)))},
+            params, "half_chain_bf16",
+            "one decode step in bf16: KV cache of 9 (bf16 inputs) + the new token, RoPE at pos 9, SwiGLU")
 
 
 # ----------------------------------------------------------------------------------------
@@ -1076,6 +1210,7 @@ def main():
     errs = self_checks()
     build_op_cases()
     build_examples()
+    build_half_cases()
     files, rows = generate()
     if args.list:
         for name, fam, atol, rtol, worst, ops, desc in rows:

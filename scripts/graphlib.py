@@ -7,7 +7,9 @@ evaluates the nodes in dependency order.
 
 Two precisions:
   * "f64" (the reference): every float op is computed in float64; leaves (inputs, params,
-    constants) hold the values their declared dtype can represent (f32 values for f32).
+    constants) hold the values their declared dtype can represent (f32 values for f32). An op on
+    f16/bf16 operands gives their dtype (all f16 -> f16, all bf16 -> bf16, else f32): its result
+    is computed in float64 and rounded to that dtype (docs/graph-format.md, compute rules).
   * "f32" (a model of a plain f32 implementation): every float op rounds its inputs and
     result to float32 and computes with float32 NumPy ufuncs/BLAS. gen_goldens.py uses it to
     check that the tolerances it writes are passable by a correct f32 implementation.
@@ -537,7 +539,14 @@ def eval_node(c, g, n, vals):
             err(f"input {i} ('{n.inputs[i]}') must be a float tensor, is {T[i]}")
 
     def out_float(y):
-        return c.f(y), "f32"
+        # Result dtype (docs/graph-format.md): the float operands' common dtype (all f16 -> f16,
+        # all bf16 -> bf16, else f32); integer/bool operands and attention's mask do not count.
+        # A half result is the value computed (in float64 here) rounded to the dtype on store.
+        fl = [t for i, t in enumerate(T) if t in FLOAT_DTYPES and not (op == "attention" and i == 3)]
+        dt = fl[0] if fl and all(t == fl[0] for t in fl) else "f32"
+        if dt == "f32":
+            return c.f(y), "f32"
+        return c.f(round_to(y, dt)), dt
 
     if op in BINARY:
         need_float(0), need_float(1)
@@ -786,7 +795,11 @@ def run(g, inputs, params, precision="f64", noise_ulps=0.0, seed=0):
             if n.id not in inputs:
                 raise RunError(g.file, n.id, "no tensor bound to this input")
             a = np.asarray(inputs[n.id])
-            if npy_dtype_name(a) != n.dtype:
+            if n.dtype == "bf16" and npy_dtype_name(a) == "f32":
+                # NumPy has no bfloat16: a bf16 input comes as f32 values that are bf16 numbers.
+                if not np.array_equal(round_bf16(a).astype(np.float32), a, equal_nan=True):
+                    raise RunError(g.file, n.id, "bf16 input given as f32 values that are not bf16 numbers")
+            elif npy_dtype_name(a) != n.dtype:
                 raise RunError(g.file, n.id, f"bound tensor is {npy_dtype_name(a)}, input is {n.dtype}")
             if a.ndim != len(n.shape):
                 raise RunError(g.file, n.id, f"bound tensor has shape {list(a.shape)}, input is {n.shape}")

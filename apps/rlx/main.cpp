@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <new>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -64,6 +65,9 @@ struct CommonFlags {
     app->add_option("--backend,-b", backend, "Executor: cpu or vulkan (default: $RLX_BACKEND or cpu)");
     app->add_option("--device", device, "Device index for the backend (default: $RLX_DEVICE or 0)");
     app->add_flag("--verbose,-v", verbose, "Explain planning and compile-cache decisions on stderr");
+    app->add_option("--dtype", binding.dtype,
+                    "Run in half precision: bf16 or f16 (every f32 param, input and constant converted; ops\n"
+                    "  on half operands compute in f32 and round to it). Default: the graph's dtypes");
   }
   void finish() {
     if (random_params_given || !random_params.empty()) {
@@ -239,6 +243,16 @@ int cmd_compare(CompareFlags& f) {
   o.device = f.common.device;
   o.session = session_options(f.common.verbose);
   Loaded L = f.common.load();
+  // With --dtype, the reference runs the graph as declared (f32): the report shows the
+  // largest difference the half precision run makes.
+  std::optional<Loaded> as_declared;
+  if (!f.common.binding.dtype.empty() && f.common.binding.dtype != "f32") {
+    Binding b = f.common.binding;
+    b.dtype.clear();
+    as_declared = load_binding(b);
+    o.reference_binding = &*as_declared;
+    std::cerr << "note: the reference runs the graph as declared; the others with --dtype " << f.common.binding.dtype << "\n";
+  }
   CompareReport rep = compare_combinations(L, o);
   std::cout << (f.json ? rep.json() : f.csv ? rep.csv() : rep.text());
   return rep.ok() ? kExitOk : kExitExpectFailed;

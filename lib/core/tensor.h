@@ -70,6 +70,9 @@ class Tensor {
   // One element, as double / as int64 (element_as_double / element_as_i64).
   double at(int64_t i) const;
   int64_t int_at(int64_t i) const;
+  // What keeps raw() alive (the owned block or the borrowed memory's owner); shares nothing
+  // when the tensor is empty.
+  const std::shared_ptr<const void>& keepalive() const { return keep_; }
   // True when this tensor borrows memory it does not own (e.g. a memory-mapped file).
   bool borrowed() const { return !owned_ && numel_ > 0; }
 

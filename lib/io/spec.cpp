@@ -1,5 +1,6 @@
 #include "io/spec.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <string_view>
@@ -187,10 +188,16 @@ Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, float lo, f
     }
     return Tensor::from_ints(shape, v, dtype);
   }
-  std::vector<float> d((size_t)n);
-  for (int64_t i = 0; i < n; ++i) {
-    const uint64_t x = splitmix64(state);
-    {
+  // Generated in chunks straight into the tensor's dtype: no f32 copy of the whole tensor
+  // (a bf16 parameter never exists in f32, so peak memory stays at its 2 bytes per value).
+  Tensor t(shape, dtype);
+  uint8_t* out = static_cast<uint8_t*>(t.mutable_raw());
+  constexpr int64_t kChunk = 4096;
+  float d[kChunk];
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const int64_t len = std::min(kChunk, n - i0);
+    for (int64_t i = 0; i < len; ++i) {
+      const uint64_t x = splitmix64(state);
       // 24 random bits give an exact float in [0, 1); the affine map in double
       // (exact product, one rounding) is the same on every IEEE platform.
       const double u = (double)(x >> 40) * 0x1p-24;
@@ -198,8 +205,9 @@ Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, float lo, f
       if (v >= hi) v = std::nextafter(hi, lo);
       d[i] = v;
     }
+    convert_elements(d, DType::f32, out + (size_t)i0 * dtype_size(dtype), dtype, len);
   }
-  return Tensor::from_vector(shape, d, dtype);
+  return t;
 }
 
 }  // namespace rlx::io

@@ -392,7 +392,7 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
       if (!is_integer(in_dt(1))) fail(g, n, std::string("indices must be i32 or i64, got ") + dtype_name(in_dt(1)));
       out = in(1);
       out.push_back(t[1]);
-      dt = is_float(in_dt(0)) ? DType::f32 : in_dt(0);
+      dt = in_dt(0);  // the table's rows, in the table's dtype
       break;
     }
     case Category::Rope: {
@@ -432,6 +432,22 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
       }
       break;
     }
+  }
+  // Half precision (docs/graph-format.md, compute rules): an op that computes a float result
+  // gives its float operands' common dtype: all f16 -> f16, all bf16 -> bf16; any f32, or f16
+  // mixed with bf16, -> f32. Integer and bool operands (indices, offsets, masks) and
+  // attention's mask do not count; cast and the integer-closed elementwise ops keep theirs.
+  if (dt == DType::f32 && n.op != Op::Cast) {
+    std::optional<DType> common;
+    bool mixed = false;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      if (info.category == Category::Attention && k == 3) continue;
+      const DType t = in_dt((int)k);
+      if (!is_float(t)) continue;
+      if (!common) common = t;
+      else if (*common != t) mixed = true;
+    }
+    if (common && !mixed) dt = *common;
   }
   ts.shapes[idx] = out;
   ts.dtypes[idx] = dt;

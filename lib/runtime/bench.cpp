@@ -25,13 +25,14 @@ double graph_flops(const ir::Graph& g, const ir::TypedShapes& ts) {
 
 double graph_bytes(const ir::Graph& g, const ir::TypedShapes& ts) {
   // Each leaf is read once and each computed value written once and read by its users:
-  // the traffic of an unfused execution with f32 tensors.
+  // the traffic of an unfused execution, each tensor in its dtype's bytes.
   double b = 0;
+  auto bytes = [&](int i) { return (double)shape_numel(ts.shapes[i]) * (double)dtype_size(ts.dtypes[i]); };
   for (int i = 0; i < (int)g.nodes.size(); ++i) {
     const auto& n = g.nodes[i];
     if (ir::op_info(n.op).category == ir::Category::Leaf) continue;
-    b += 4.0 * shape_numel(ts.shapes[i]);
-    for (int u : n.inputs) b += 4.0 * shape_numel(ts.shapes[u]);
+    b += bytes(i);
+    for (int u : n.inputs) b += bytes(u);
   }
   return b;
 }

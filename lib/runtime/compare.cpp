@@ -61,7 +61,7 @@ CompareReport compare_combinations(const Loaded& L, const CompareOptions& o) {
   Executor* ref_ex = executor(o.reference.backend);
   if (!ref_ex)
     throw RuntimeError("reference " + rep.reference + " cannot run: " + unavailable[o.reference.backend]);
-  RunOut ref = run_combo(L, *ref_ex, o.reference.mode, o.session);
+  RunOut ref = run_combo(o.reference_binding ? *o.reference_binding : L, *ref_ex, o.reference.mode, o.session);
   const ir::Graph& g = *L.graph;
   for (const auto& b : o.backends)
     for (Mode m : o.modes) {

@@ -39,6 +39,9 @@ struct CompareOptions {
   double atol = 1e-4, rtol = 1e-4;
   int device = 0;
   SessionOptions session;
+  // The reference combination runs this binding instead (e.g. the graph as declared, in f32,
+  // when the others run with --dtype bf16); null: the same binding as the others.
+  const Loaded* reference_binding = nullptr;
 };
 
 struct CompareReport {

@@ -98,6 +98,14 @@ class Executor {
   // RuntimeError for a value the storage dtype cannot hold exactly).
   virtual void upload(DeviceBuffer& dst, size_t offset, const void* src, size_t bytes, DType dtype) = 0;
   virtual void download(const DeviceBuffer& src, size_t offset, void* dst, size_t bytes, DType dtype) = 0;
+  // A read-only buffer over host memory used in place (zero copy): `bytes` bytes of `dtype`
+  // elements at `data`, kept alive by `keep` while the buffer lives. Null where the backend
+  // cannot use host memory directly (then upload a copy) or storage_dtype(dtype) != dtype.
+  // Kernels never write a buffer made this way (the session uses it for params and constants).
+  virtual std::unique_ptr<DeviceBuffer> wrap_host(const void* data, size_t bytes, DType dtype,
+                                                  std::shared_ptr<const void> keep) {
+    return nullptr;
+  }
 
   // Enqueue a kernel. The CPU runs it at once; Vulkan records it. Kernels
   // launched in order see each other's writes (the executor inserts barriers).

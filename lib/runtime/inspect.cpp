@@ -39,6 +39,7 @@ std::string inspect_text(const std::string& path, const std::vector<std::string>
   }
   std::map<std::string, int> by_op;
   int64_t param_count = 0, param_bytes = 0;
+  std::map<DType, std::pair<int64_t, int64_t>> param_by_dtype;  // values, bytes
   std::map<std::string, Shape> in_shapes;
   bool bound = true;
   std::string unbound;
@@ -49,6 +50,8 @@ std::string inspect_text(const std::string& path, const std::vector<std::string>
       for (auto& d : n.decl_shape) sh.push_back(d.value);
       param_count += shape_numel(sh);
       param_bytes += shape_numel(sh) * (int64_t)dtype_size(n.dtype);
+      param_by_dtype[n.dtype].first += shape_numel(sh);
+      param_by_dtype[n.dtype].second += shape_numel(sh) * (int64_t)dtype_size(n.dtype);
     }
     if (n.op == ir::Op::Input) {
       Shape sh;
@@ -64,6 +67,8 @@ std::string inspect_text(const std::string& path, const std::vector<std::string>
   s << fmt::format("nodes: {}\n", g.nodes.size());
   for (const auto& [op, c] : by_op) s << fmt::format("  {:<24} {}\n", op, c);
   s << fmt::format("parameters: {} values, {:.3f} MiB as stored in the graph's dtypes\n", param_count, param_bytes / 1048576.0);
+  for (const auto& [dt, cb] : param_by_dtype)  // bytes per dtype: what the params occupy in memory
+    s << fmt::format("  {:<5} {} values, {} bytes ({:.3f} MiB)\n", dtype_name(dt), cb.first, cb.second, cb.second / 1048576.0);
   s << "inputs:\n";
   for (int i : g.inputs_of_kind(ir::Op::Input)) {
     std::string dimsx;
@@ -81,7 +86,16 @@ std::string inspect_text(const std::string& path, const std::vector<std::string>
   s << "outputs:\n";
   for (int o : g.outputs) s << fmt::format("  {} {} {}\n", g.nodes[o].id, shape_str(ts.shapes[o]), dtype_name(ts.dtypes[o]));
   s << fmt::format("FLOPs per run: {:.6g} ({:.3f} GFLOP)\n", graph_flops(g, ts), graph_flops(g, ts) / 1e9);
-  s << fmt::format("bytes moved per run (unfused f32): {:.3f} MB\n", graph_bytes(g, ts) / 1e6);
+  std::map<DType, std::pair<int64_t, int64_t>> results;  // computed values by dtype: count, bytes
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (ir::op_info(g.nodes[i].op).category == ir::Category::Leaf) continue;
+    results[ts.dtypes[i]].first += shape_numel(ts.shapes[i]);
+    results[ts.dtypes[i]].second += shape_numel(ts.shapes[i]) * (int64_t)dtype_size(ts.dtypes[i]);
+  }
+  s << "computed values by dtype (every node's result, before memory reuse):\n";
+  for (const auto& [dt, cb] : results)
+    s << fmt::format("  {:<5} {} values, {} bytes ({:.3f} MiB)\n", dtype_name(dt), cb.first, cb.second, cb.second / 1048576.0);
+  s << fmt::format("bytes moved per run (unfused, in each tensor's dtype): {:.3f} MB\n", graph_bytes(g, ts) / 1e6);
   return s.str();
 }
 

@@ -57,9 +57,26 @@ std::string ids_list(const std::vector<std::string>& v) {
 
 }  // namespace
 
+int convert_graph_dtype(ir::Graph& g, DType dt) {
+  int changed = 0;
+  for (auto& n : g.nodes) {
+    if (n.dtype != DType::f32) continue;
+    if (n.op != ir::Op::Input && n.op != ir::Op::Param && n.op != ir::Op::Constant) continue;
+    n.dtype = dt;
+    if (n.op == ir::Op::Constant) n.constant = n.constant.astype(dt);
+    ++changed;
+  }
+  return changed;
+}
+
 Loaded load_binding(const Binding& b) {
   Loaded L;
   L.graph = std::make_shared<ir::Graph>(ir::load_graph_file(b.graph));
+  if (!b.dtype.empty()) {
+    const auto dt = parse_dtype(b.dtype);
+    if (!dt || !is_float(*dt)) throw InputError("--dtype " + b.dtype + ": expected bf16, f16 or f32");
+    if (*dt != DType::f32) convert_graph_dtype(*L.graph, *dt);
+  }
   const ir::Graph& g = *L.graph;
   ParamStore store;
   for (const auto& p : b.params) store.add(p);

@@ -21,7 +21,13 @@ struct Binding {
   std::optional<uint64_t> random_params;     // --random-params[=SEED]
   std::vector<std::string> inputs;           // --input ID=SPEC
   std::vector<std::string> dims;             // --dim NAME=SIZE (for random inputs with symbolic dims)
+  std::string dtype;                         // --dtype f16|bf16: run in half precision ("" or f32: as declared)
 };
+
+// --dtype: every f32 input, param and constant of `g` becomes `dt` (f16 or bf16; constants
+// rounded to nearest even). With the registry's dtype rule (an op on half operands gives a
+// half result), the whole float computation then runs in `dt`. Returns the nodes changed.
+int convert_graph_dtype(ir::Graph& g, DType dt);
 
 struct Loaded {
   std::shared_ptr<ir::Graph> graph;

@@ -191,9 +191,16 @@ TensorRef Session::leaf_ref(int i) {
   const Tensor& t = n.op == Op::Param ? params_.at(n.id) : n.constant;
   auto it = leaf_bufs_.find(i);
   if (it == leaf_bufs_.end()) {
-    auto buf = ex_.allocate(ex_.storage_bytes(std::max<int64_t>(t.numel(), 1), n.dtype));
-    upload_tensor(ex_, *buf, 0, t.dtype() == n.dtype ? t : t.astype(n.dtype),
-                  (n.op == Op::Param ? "param '" : "constant '") + n.id + "'");
+    std::unique_ptr<DeviceBuffer> buf;
+    // Zero copy where the backend can use host memory in place (the CPU): a memory-mapped
+    // f16/bf16 parameter stays 2 bytes per element in the file's pages, never copied or widened.
+    if (t.dtype() == n.dtype && t.numel() > 0 && ex_.storage_dtype(n.dtype) == n.dtype)
+      buf = ex_.wrap_host(t.raw(), t.nbytes(), n.dtype, t.keepalive());
+    if (!buf) {
+      buf = ex_.allocate(ex_.storage_bytes(std::max<int64_t>(t.numel(), 1), n.dtype));
+      upload_tensor(ex_, *buf, 0, t.dtype() == n.dtype ? t : t.astype(n.dtype),
+                    (n.op == Op::Param ? "param '" : "constant '") + n.id + "'");
+    }
     it = leaf_bufs_.emplace(i, std::move(buf)).first;
   }
   return {it->second.get(), 0, t.shape(), n.dtype};

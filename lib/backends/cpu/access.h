@@ -21,6 +21,8 @@ namespace rlx::cpu {
 class CpuBuffer : public DeviceBuffer {
  public:
   explicit CpuBuffer(size_t bytes, bool f32_view = false);
+  // Host memory used in place (read-only; see Executor::wrap_host).
+  CpuBuffer(const void* data, size_t bytes, std::shared_ptr<const void> keep);
   // Fresh memory (64-byte aligned, recycled when large); the old block lives on
   // while someone shares it (see Executor::share_memory).
   void renew();

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "backends/cpu/access.h"
+#include "backends/cpu/half_gemm.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/thread_pool.h"
@@ -31,6 +32,13 @@ namespace cpu {
 CpuBuffer::CpuBuffer(size_t n, bool f32) : f32_view(f32) {
   capacity = n;
   renew();
+}
+
+CpuBuffer::CpuBuffer(const void* p, size_t n, std::shared_ptr<const void> keep) {
+  capacity = n;
+  // An aliasing pointer: shares ownership of `keep`, points at the bytes.
+  mem = std::shared_ptr<uint8_t>(std::move(keep), static_cast<uint8_t*>(const_cast<void*>(p)));
+  data = mem.get();
 }
 
 void CpuBuffer::renew() {
@@ -828,7 +836,73 @@ void run_f32_adapted(const Kernel& k) {
   if (convert_out) parallel_convert(bytes(a.output), DType::f32, bytes(k.output), k.output.dtype, k.output.numel());
 }
 
+// ---------------- matmul / linear with f16/bf16 right-hand operands (half_gemm.h) ----------------
+// The 2-byte weights are read as they are (never widened in memory); A may be f32, f16 or
+// bf16; products accumulate in f32, the bias is added in f32, and the result is rounded into
+// the output's dtype once (docs/graph-format.md, compute rules).
+bool is_half_product(const Kernel& k) {
+  if (k.fused || (k.node->op != Op::Linear && k.node->op != Op::Matmul)) return false;
+  if (!is_half(k.inputs[1].dtype) || !is_float(k.inputs[0].dtype) || !is_float(k.output.dtype)) return false;
+  if (k.node->op == Op::Matmul && k.node->attrs.b("transpose_a")) return false;  // the adapter's f32 path
+  return k.inputs.size() < 3 || is_float(k.inputs[2].dtype);
+}
+
+void run_half_product(const Kernel& k) {
+  const TensorRef &a = k.inputs[0], &b = k.inputs[1];
+  const Shape &as = a.shape, &bs = b.shape, &os = k.output.shape;
+  const int64_t total = k.output.numel();
+  if (total == 0) return;
+  const bool direct = k.output.dtype == DType::f32;
+  std::unique_ptr<CpuBuffer> scratch;
+  if (!direct) scratch = std::make_unique<CpuBuffer>((size_t)total * 4, true);
+  float* C = direct ? ptr(k.output) : reinterpret_cast<float*>(scratch->data);
+  const uint8_t* A = bytes(a);
+  const uint16_t* B = cpu::typed<uint16_t>(b);
+  const size_t ea = dtype_size(a.dtype);
+  int64_t N;
+  if (k.node->op == Op::Linear) {
+    const int64_t Out = bs[0], In = bs[1];
+    N = Out;
+    cpu::half_gemm(total / Out, Out, In, A, a.dtype, In, B, b.dtype, In, true, C, Out);
+  } else {
+    const bool tb = k.node->attrs.b("transpose_b");
+    const int64_t M = os[os.size() - 2], K = as.back();
+    N = os.back();
+    Shape ob(os.begin(), os.end() - 2), ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+    const int64_t batches = shape_numel(ob);
+    if (shape_numel(bb) == 1) {  // a's batch folds into M: one product
+      cpu::half_gemm(batches * M, N, K, A, a.dtype, K, B, b.dtype, tb ? K : N, tb, C, N);
+    } else {
+      auto sa = broadcast_strides(ab, ob), sbb = broadcast_strides(bb, ob);
+      for (int64_t bi = 0; bi < batches; ++bi) {
+        int64_t rem = bi, oa = 0, obb = 0;
+        for (size_t d = ob.size(); d-- > 0;) {
+          const int64_t c = rem % ob[d];
+          rem /= ob[d];
+          oa += c * sa[d];
+          obb += c * sbb[d];
+        }
+        cpu::half_gemm(M, N, K, A + oa * M * K * ea, a.dtype, K, B + obb * K * N, b.dtype, tb ? K : N, tb,
+                       C + bi * M * N, N);
+      }
+    }
+  }
+  if (k.inputs.size() == 3) {  // linear's bias, in f32
+    std::vector<float> bias((size_t)N);
+    convert_elements(bytes(k.inputs[2]), k.inputs[2].dtype, bias.data(), DType::f32, N);
+    parallel(total / N, 64, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t j = 0; j < N; ++j) C[r * N + j] += bias[j];
+    });
+  }
+  if (!direct) parallel_convert(scratch->data, DType::f32, bytes(k.output), k.output.dtype, total);
+}
+
 void run_kernel(const Kernel& k) {
+  if (is_half_product(k)) {
+    run_half_product(k);
+    return;
+  }
   if (is_native(k)) {
     run_node(k);
     return;
@@ -854,6 +928,11 @@ class CpuExecutor : public Executor {
   void download(const DeviceBuffer& src, size_t offset, void* dst, size_t n, DType) override {
     check(src, offset, n, "download");
     if (n) std::memcpy(dst, static_cast<const CpuBuffer&>(src).data + offset, n);
+  }
+  std::unique_ptr<DeviceBuffer> wrap_host(const void* data, size_t n, DType dtype,
+                                          std::shared_ptr<const void> keep) override {
+    if (!data || !keep || reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) != 0) return nullptr;
+    return std::make_unique<CpuBuffer>(data, n, std::move(keep));
   }
   void launch(const Kernel& k) override {
     auto t0 = std::chrono::steady_clock::now();
