@@ -86,9 +86,10 @@ void run_case(bool ta, bool tb, Case c, float alpha, const Epilogue& ep_in, bool
                      " N=" + std::to_string(N) + " K=" + std::to_string(K);
   expect_close(want, C.data(), M, N, ldc, K, what);
   // Padding columns of C are left alone.
-  if (pad)
+  if (pad) {
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = N; n < ldc; ++n) ASSERT_EQ(C[m * ldc + n], 12345.f) << what << " wrote outside C";
+  }
   // The same through a single thread.
   std::vector<float> C1(M * ldc + 1, 0.f);
   rlx::cpu::gemm(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, C1.data(), ldc, ep_in, rlx::cpu::Threads::Single);

@@ -22,53 +22,54 @@ namespace {
 
 // ---------------- OpenBLAS, loaded after its kernel set is chosen ----------------
 // OpenBLAS (a DYNAMIC_ARCH build, as Debian's) picks its kernels once, in its library
-// constructor, from OPENBLAS_CORETYPE or else from its own table of known processors; a
-// processor newer than the library falls back to older kernels (0.3.21 gives Zen 4 its AVX2
-// "Zen" kernels). So rlx does not link it: it sets OPENBLAS_CORETYPE from the CPU's feature
-// bits (never from a model list) and only then dlopens it. A user's own OPENBLAS_CORETYPE is
-// left as it is.
+// constructor, from OPENBLAS_CORETYPE or else from its own table of known processors. So rlx
+// does not link it: it sets OPENBLAS_CORETYPE from the CPU's feature bits (never from a model
+// list) and only then dlopens it. An OPENBLAS_CORETYPE inherited from the environment is NOT
+// used for this load: it is a process-wide setting often made for other programs (this
+// project's shared machine sets Haswell for everything, which leaves the AVX-512 units idle:
+// 2.2x slower on 2048^3, docs/benchmarks.md). RLX_OPENBLAS_CORETYPE forces a kernel set.
+// The environment is restored after the load, so child processes see what the user set.
 struct Blas {
   decltype(&cblas_sgemm) sgemm = nullptr;
   void (*set_num_threads)(int) = nullptr;
   char* (*get_corename)() = nullptr;
-  char* (*get_config)() = nullptr;
-  std::string chosen;  // the coretype rlx asked for, or "" when the user's was kept
+  std::string asked;  // the coretype rlx asked for ("" = OpenBLAS's own detection)
+  bool forced = false;  // asked comes from RLX_OPENBLAS_CORETYPE
   std::string error;
 };
 
+// Cooperlake's single-precision kernels are SkylakeX's (it only adds bf16 ones), and 0.3.21
+// does not accept "Cooperlake" as a name: every AVX-512 processor gets SkylakeX.
 const char* coretype_from_features() {
   __builtin_cpu_init();
   // __builtin_cpu_supports checks CPUID and that the OS saves the AVX-512 / AVX state (XCR0).
-  bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  if (avx512) {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    bool bf16 = false;
-    if (__builtin_cpu_supports("avx512f")) {  // CPUID leaf 7 sub-leaf 1, EAX bit 5: AVX512_BF16
-      __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(7), "c"(1));
-      bf16 = (eax >> 5) & 1;
-    }
-    return bf16 ? "COOPERLAKE" : "SKYLAKEX";
-  }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "HASWELL";
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
   return nullptr;  // older processors: OpenBLAS's own detection
 }
 
 const Blas& blas() {
   static Blas b = [] {
     Blas r;
-    bool set = false;
-    if (!std::getenv("OPENBLAS_CORETYPE")) {
-      if (const char* c = coretype_from_features()) {
-        setenv("OPENBLAS_CORETYPE", c, 0);
-        r.chosen = c;
-        set = true;
-      }
+    const char* forced = std::getenv("RLX_OPENBLAS_CORETYPE");
+    const char* want = forced && *forced ? forced : coretype_from_features();
+    r.forced = forced && *forced;
+    const char* inherited = std::getenv("OPENBLAS_CORETYPE");
+    std::string saved = inherited ? inherited : "";
+    if (want) {
+      setenv("OPENBLAS_CORETYPE", want, 1);
+      r.asked = want;
+    } else {
+      unsetenv("OPENBLAS_CORETYPE");
     }
     void* h = nullptr;
     for (const char* name : {"libopenblas.so.0", "libopenblas.so"})
       if ((h = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
-    if (set) unsetenv("OPENBLAS_CORETYPE");  // leave the environment as it was found
+    // leave the environment as it was found
+    if (inherited) setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
+    else unsetenv("OPENBLAS_CORETYPE");
     if (!h) {
       r.error = std::string("cannot load OpenBLAS (libopenblas.so.0; run scripts/setup.sh): ") + dlerror();
       return r;
@@ -76,7 +77,6 @@ const Blas& blas() {
     r.sgemm = reinterpret_cast<decltype(&cblas_sgemm)>(dlsym(h, "cblas_sgemm"));
     r.set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads"));
     r.get_corename = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_corename"));
-    r.get_config = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_config"));
     if (!r.sgemm || !r.set_num_threads) {
       r.error = "the loaded OpenBLAS lacks cblas_sgemm/openblas_set_num_threads";
       r.sgemm = nullptr;
@@ -190,41 +190,68 @@ void axpy_scalar(int64_t M, int64_t n0, int64_t n1, int64_t K, float alpha, cons
   }
 }
 
+// The SIMD kernels work on tiles of MB rows of A x NB columns of C with MB and NB known at
+// compile time, so that the accumulators stay in registers (GCC at -O2 does not fully unroll
+// loops over runtime-sized tiles: an earlier version kept them on the stack and read weights
+// at 7 GB/s on one core). Column tails reuse the tile with pointers clamped to the last valid
+// column and store only the valid part.
+
+// dot tile: C[m0 + i, n + j] = alpha * A[m0 + i, :] . W[n + j, :], i < MB, j < nb <= NB.
+template <int MB, int NB>
+__attribute__((target("avx512f"))) void dot512_tile(const float* A, int64_t lda, const float* W, int64_t ldw, int64_t n,
+                                                    int nb, int64_t K, float alpha, float* C, int64_t ldc) {
+  const int64_t Kv = K & ~int64_t(15);
+  const __mmask16 tail = (__mmask16)((1u << (K - Kv)) - 1);
+  const float* w[NB];
+#pragma GCC unroll 8
+  for (int j = 0; j < NB; ++j) w[j] = W + (n + std::min(j, nb - 1)) * ldw;
+  __m512 acc[MB][NB];
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < Kv; k += 16) {
+    __m512 wv[NB];
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) wv[j] = _mm512_loadu_ps(w[j] + k);
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) {
+      const __m512 av = _mm512_loadu_ps(A + i * lda + k);
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_fmadd_ps(av, wv[j], acc[i][j]);
+    }
+  }
+  if (tail) {
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) {
+      const __m512 av = _mm512_maskz_loadu_ps(tail, A + i * lda + Kv);
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j)
+        acc[i][j] = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(tail, w[j] + Kv), acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MB; ++i)
+    for (int j = 0; j < nb; ++j) C[i * ldc + n + j] = alpha * _mm512_reduce_add_ps(acc[i][j]);
+}
+
+template <int MB, int NB>
+__attribute__((target("avx512f"))) void dot512_rows(const float* A, int64_t lda, const float* W, int64_t ldw,
+                                                    int64_t n0, int64_t n1, int64_t K, float alpha, float* C,
+                                                    int64_t ldc) {
+  for (int64_t n = n0; n < n1; n += NB)
+    dot512_tile<MB, NB>(A, lda, W, ldw, n, (int)std::min<int64_t>(NB, n1 - n), K, alpha, C, ldc);
+}
+
 __attribute__((target("avx512f"))) void dot_avx512(int64_t M, int64_t n0, int64_t n1, int64_t K, float alpha,
                                                    const float* A, int64_t lda, const float* W, int64_t ldw, float* C,
                                                    int64_t ldc) {
-  const int64_t Kv = K & ~int64_t(15);
-  const __mmask16 tail = (__mmask16)((1u << (K - Kv)) - 1);
-  for (int64_t n = n0; n < n1; n += 4) {
-    const int64_t nb = std::min<int64_t>(4, n1 - n);
-    const float* w[4];
-    for (int j = 0; j < 4; ++j) w[j] = W + (n + std::min<int64_t>(j, nb - 1)) * ldw;
-    for (int64_t m = 0; m < M; m += 4) {
-      const int64_t mb = std::min<int64_t>(4, M - m);
-      const float* a[4];
-      for (int i = 0; i < 4; ++i) a[i] = A + (m + std::min<int64_t>(i, mb - 1)) * lda;
-      __m512 acc[4][4];
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
-      for (int64_t k = 0; k < Kv; k += 16) {
-        __m512 wv[4];
-        for (int j = 0; j < 4; ++j) wv[j] = _mm512_loadu_ps(w[j] + k);
-        for (int i = 0; i < 4; ++i) {
-          __m512 av = _mm512_loadu_ps(a[i] + k);
-          for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_fmadd_ps(av, wv[j], acc[i][j]);
-        }
-      }
-      if (tail) {
-        __m512 wv[4];
-        for (int j = 0; j < 4; ++j) wv[j] = _mm512_maskz_loadu_ps(tail, w[j] + Kv);
-        for (int i = 0; i < 4; ++i) {
-          __m512 av = _mm512_maskz_loadu_ps(tail, a[i] + Kv);
-          for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_fmadd_ps(av, wv[j], acc[i][j]);
-        }
-      }
-      for (int i = 0; i < mb; ++i)
-        for (int j = 0; j < nb; ++j) C[(m + i) * ldc + n + j] = alpha * _mm512_reduce_add_ps(acc[i][j]);
-    }
+  int64_t m = 0;
+  for (; m + 4 <= M; m += 4) dot512_rows<4, 4>(A + m * lda, lda, W, ldw, n0, n1, K, alpha, C + m * ldc, ldc);
+  switch (M - m) {
+    case 3: dot512_rows<3, 4>(A + m * lda, lda, W, ldw, n0, n1, K, alpha, C + m * ldc, ldc); break;
+    case 2: dot512_rows<2, 8>(A + m * lda, lda, W, ldw, n0, n1, K, alpha, C + m * ldc, ldc); break;
+    case 1: dot512_rows<1, 8>(A + m * lda, lda, W, ldw, n0, n1, K, alpha, C + m * ldc, ldc); break;
+    default: break;
   }
 }
 
@@ -235,37 +262,83 @@ __attribute__((target("avx2,fma"))) inline float hsum256(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+template <int MB, int NB>
+__attribute__((target("avx2,fma"))) void dot256_tile(const float* A, int64_t lda, const float* W, int64_t ldw, int64_t n,
+                                                     int nb, int64_t K, float alpha, float* C, int64_t ldc) {
+  const int64_t Kv = K & ~int64_t(7);
+  const float* w[NB];
+#pragma GCC unroll 8
+  for (int j = 0; j < NB; ++j) w[j] = W + (n + std::min(j, nb - 1)) * ldw;
+  __m256 acc[MB][NB];
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < Kv; k += 8) {
+    __m256 wv[NB];
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) wv[j] = _mm256_loadu_ps(w[j] + k);
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) {
+      const __m256 av = _mm256_loadu_ps(A + i * lda + k);
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_fmadd_ps(av, wv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MB; ++i)
+    for (int j = 0; j < nb; ++j) {
+      float s = hsum256(acc[i][j]);
+      for (int64_t k = Kv; k < K; ++k) s += A[i * lda + k] * w[j][k];
+      C[i * ldc + n + j] = alpha * s;
+    }
+}
+
+template <int MB, int NB>
+__attribute__((target("avx2,fma"))) void dot256_rows(const float* A, int64_t lda, const float* W, int64_t ldw,
+                                                     int64_t n0, int64_t n1, int64_t K, float alpha, float* C,
+                                                     int64_t ldc) {
+  for (int64_t n = n0; n < n1; n += NB)
+    dot256_tile<MB, NB>(A, lda, W, ldw, n, (int)std::min<int64_t>(NB, n1 - n), K, alpha, C, ldc);
+}
+
 __attribute__((target("avx2,fma"))) void dot_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, float alpha,
                                                   const float* A, int64_t lda, const float* W, int64_t ldw, float* C,
                                                   int64_t ldc) {
-  const int64_t Kv = K & ~int64_t(7);
-  for (int64_t n = n0; n < n1; n += 4) {
-    const int64_t nb = std::min<int64_t>(4, n1 - n);
-    const float* w[4];
-    for (int j = 0; j < 4; ++j) w[j] = W + (n + std::min<int64_t>(j, nb - 1)) * ldw;
-    for (int64_t m = 0; m < M; m += 2) {
-      const int64_t mb = std::min<int64_t>(2, M - m);
-      const float* a[2];
-      for (int i = 0; i < 2; ++i) a[i] = A + (m + std::min<int64_t>(i, mb - 1)) * lda;
-      __m256 acc[2][4];
-      for (int i = 0; i < 2; ++i)
-        for (int j = 0; j < 4; ++j) acc[i][j] = _mm256_setzero_ps();
-      for (int64_t k = 0; k < Kv; k += 8) {
-        __m256 wv[4];
-        for (int j = 0; j < 4; ++j) wv[j] = _mm256_loadu_ps(w[j] + k);
-        for (int i = 0; i < 2; ++i) {
-          __m256 av = _mm256_loadu_ps(a[i] + k);
-          for (int j = 0; j < 4; ++j) acc[i][j] = _mm256_fmadd_ps(av, wv[j], acc[i][j]);
-        }
-      }
-      for (int i = 0; i < mb; ++i)
-        for (int j = 0; j < nb; ++j) {
-          float s = hsum256(acc[i][j]);
-          for (int64_t k = Kv; k < K; ++k) s += a[i][k] * w[j][k];
-          C[(m + i) * ldc + n + j] = alpha * s;
-        }
+  int64_t m = 0;
+  for (; m + 2 <= M; m += 2) dot256_rows<2, 4>(A + m * lda, lda, W, ldw, n0, n1, K, alpha, C + m * ldc, ldc);
+  if (m < M) dot256_rows<1, 4>(A + m * lda, lda, W, ldw, n0, n1, K, alpha, C + m * ldc, ldc);
+}
+
+// axpy tile: C[m0 + i, n : n + 64] = alpha * sum_k A[m0 + i, k] B[k, n : n + 64] (masked to w).
+template <int MB>
+__attribute__((target("avx512f"))) void axpy512_tile(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t n,
+                                                     int64_t w, int64_t K, float alpha, float* C, int64_t ldc) {
+  __mmask16 mk[4];
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) mk[j] = (__mmask16)((1u << std::clamp<int64_t>(w - 16 * j, 0, 16)) - 1);
+  __m512 acc[MB][4];
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const float* b = B + k * ldb + n;
+    __m512 bv[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) bv[j] = _mm512_maskz_loadu_ps(mk[j], b + 16 * j);
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) {
+      const __m512 av = _mm512_set1_ps(A[i * lda + k]);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
     }
   }
+  const __m512 al = _mm512_set1_ps(alpha);
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j)
+      _mm512_mask_storeu_ps(C + i * ldc + n + 16 * j, mk[j], _mm512_mul_ps(al, acc[i][j]));
 }
 
 __attribute__((target("avx512f"))) void axpy_avx512(int64_t M, int64_t n0, int64_t n1, int64_t K, float alpha,
@@ -273,33 +346,42 @@ __attribute__((target("avx512f"))) void axpy_avx512(int64_t M, int64_t n0, int64
                                                     int64_t ldc) {
   for (int64_t n = n0; n < n1; n += 64) {
     const int64_t w = std::min<int64_t>(64, n1 - n);
-    __mmask16 mk[4];
-    for (int j = 0; j < 4; ++j) {
-      int64_t left = std::clamp<int64_t>(w - 16 * j, 0, 16);
-      mk[j] = (__mmask16)((1u << left) - 1);
-    }
-    for (int64_t m = 0; m < M; m += 4) {
-      const int64_t mb = std::min<int64_t>(4, M - m);
-      const float* a[4];
-      for (int i = 0; i < 4; ++i) a[i] = A + (m + std::min<int64_t>(i, mb - 1)) * lda;
-      __m512 acc[4][4];
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
-      for (int64_t k = 0; k < K; ++k) {
-        const float* b = B + k * ldb + n;
-        __m512 bv[4];
-        for (int j = 0; j < 4; ++j) bv[j] = _mm512_maskz_loadu_ps(mk[j], b + 16 * j);
-        for (int i = 0; i < 4; ++i) {
-          __m512 av = _mm512_set1_ps(a[i][k]);
-          for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
-        }
-      }
-      const __m512 al = _mm512_set1_ps(alpha);
-      for (int i = 0; i < mb; ++i)
-        for (int j = 0; j < 4; ++j)
-          _mm512_mask_storeu_ps(C + (m + i) * ldc + n + 16 * j, mk[j], _mm512_mul_ps(al, acc[i][j]));
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4) axpy512_tile<4>(A + m * lda, lda, B, ldb, n, w, K, alpha, C + m * ldc, ldc);
+    switch (M - m) {
+      case 3: axpy512_tile<3>(A + m * lda, lda, B, ldb, n, w, K, alpha, C + m * ldc, ldc); break;
+      case 2: axpy512_tile<2>(A + m * lda, lda, B, ldb, n, w, K, alpha, C + m * ldc, ldc); break;
+      case 1: axpy512_tile<1>(A + m * lda, lda, B, ldb, n, w, K, alpha, C + m * ldc, ldc); break;
+      default: break;
     }
   }
+}
+
+template <int MB>
+__attribute__((target("avx2,fma"))) void axpy256_tile(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t n,
+                                                      int64_t K, float alpha, float* C, int64_t ldc) {
+  __m256 acc[MB][4];
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const float* b = B + k * ldb + n;
+    __m256 bv[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) bv[j] = _mm256_loadu_ps(b + 8 * j);
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) {
+      const __m256 av = _mm256_set1_ps(A[i * lda + k]);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
+    }
+  }
+  const __m256 al = _mm256_set1_ps(alpha);
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) _mm256_storeu_ps(C + i * ldc + n + 8 * j, _mm256_mul_ps(al, acc[i][j]));
 }
 
 __attribute__((target("avx2,fma"))) void axpy_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, float alpha,
@@ -307,26 +389,9 @@ __attribute__((target("avx2,fma"))) void axpy_avx2(int64_t M, int64_t n0, int64_
                                                    int64_t ldc) {
   int64_t n = n0;
   for (; n + 32 <= n1; n += 32) {
-    for (int64_t m = 0; m < M; m += 2) {
-      const int64_t mb = std::min<int64_t>(2, M - m);
-      const float* a[2];
-      for (int i = 0; i < 2; ++i) a[i] = A + (m + std::min<int64_t>(i, mb - 1)) * lda;
-      __m256 acc[2][4];
-      for (int i = 0; i < 2; ++i)
-        for (int j = 0; j < 4; ++j) acc[i][j] = _mm256_setzero_ps();
-      for (int64_t k = 0; k < K; ++k) {
-        const float* b = B + k * ldb + n;
-        __m256 bv[4];
-        for (int j = 0; j < 4; ++j) bv[j] = _mm256_loadu_ps(b + 8 * j);
-        for (int i = 0; i < 2; ++i) {
-          __m256 av = _mm256_set1_ps(a[i][k]);
-          for (int j = 0; j < 4; ++j) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
-        }
-      }
-      const __m256 al = _mm256_set1_ps(alpha);
-      for (int i = 0; i < mb; ++i)
-        for (int j = 0; j < 4; ++j) _mm256_storeu_ps(C + (m + i) * ldc + n + 8 * j, _mm256_mul_ps(al, acc[i][j]));
-    }
+    int64_t m = 0;
+    for (; m + 2 <= M; m += 2) axpy256_tile<2>(A + m * lda, lda, B, ldb, n, K, alpha, C + m * ldc, ldc);
+    if (m < M) axpy256_tile<1>(A + m * lda, lda, B, ldb, n, K, alpha, C + m * ldc, ldc);
   }
   if (n < n1) axpy_scalar(M, n, n1, K, alpha, A, lda, B, ldb, C, ldc);
 }
@@ -341,7 +406,7 @@ void skinny(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const fl
   int64_t unit;
   if (trans_b) {
     f = use_avx512() ? dot_avx512 : use_avx2() ? dot_avx2 : dot_scalar;
-    unit = 4;
+    unit = 8;
   } else {
     f = use_avx512() ? axpy_avx512 : use_avx2() ? axpy_avx2 : axpy_scalar;
     unit = 64;
@@ -467,8 +532,7 @@ std::string gemm_description() {
   } else {
     s = "OpenBLAS";
     if (b.get_corename) s += std::string(" ") + b.get_corename() + " kernels";
-    s += b.chosen.empty() ? " (OPENBLAS_CORETYPE from the environment or OpenBLAS's own detection)"
-                          : " (chosen from CPU features)";
+    s += b.forced ? " (RLX_OPENBLAS_CORETYPE)" : b.asked.empty() ? " (OpenBLAS's own detection)" : " (chosen from CPU features)";
   }
   s += std::string(", skinny M<=16: ") + (use_avx512() ? "avx512" : use_avx2() ? "avx2" : "x86-64");
   return s;

@@ -6,8 +6,8 @@
 //   M > 16  : OpenBLAS sgemm, single-threaded per task, run on rlx's thread pool with the
 //             output split into column blocks (one pool: OpenBLAS's own threads stay idle);
 //             OpenBLAS is loaded with dlopen after OPENBLAS_CORETYPE is chosen from the CPU's
-//             features (AVX-512 F/BW/VL/DQ -> SkylakeX, + BF16 -> Cooperlake, AVX2+FMA ->
-//             Haswell), unless the user set OPENBLAS_CORETYPE.
+//             features (AVX-512 F/BW/VL/DQ -> SkylakeX, AVX2+FMA -> Haswell); an inherited
+//             OPENBLAS_CORETYPE is not used for that load, RLX_OPENBLAS_CORETYPE forces one.
 //   M <= 16 : rlx's own skinny kernels (AVX-512 or AVX2 chosen at run time): weights are
 //             streamed once at memory bandwidth, threads split along N.
 // The epilogue (bias, residual, activation) is applied to each thread's block of C right
