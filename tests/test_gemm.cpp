@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/gemm.h"
@@ -210,6 +212,25 @@ TEST(Gemm, DescriptionNamesTheLibrary) {
   std::string d = rlx::cpu::gemm_description();
   EXPECT_NE(d.find("OpenBLAS"), std::string::npos) << d;
   EXPECT_EQ(d.find("unavailable"), std::string::npos) << d;
+}
+
+// The kernel set follows the CPU's features (checked here with the compiler's CPUID builtins),
+// whatever OPENBLAS_CORETYPE the environment holds, and that variable is left as it was.
+TEST(Gemm, OpenBlasKernelSetFollowsCpuFeatures) {
+  if (std::getenv("RLX_OPENBLAS_CORETYPE")) GTEST_SKIP() << "RLX_OPENBLAS_CORETYPE forces a kernel set";
+  const char* before = std::getenv("OPENBLAS_CORETYPE");
+  std::string saved = before ? before : "";
+  std::string d = rlx::cpu::gemm_description();  // loads OpenBLAS on first use
+  const char* after = std::getenv("OPENBLAS_CORETYPE");
+  EXPECT_EQ(before != nullptr, after != nullptr);
+  if (before && after) EXPECT_EQ(saved, after);
+  __builtin_cpu_init();
+  bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx512) EXPECT_NE(d.find("SkylakeX kernels"), std::string::npos) << d;
+  else if (avx2) EXPECT_NE(d.find("Haswell kernels"), std::string::npos) << d;
+  else EXPECT_NE(d.find("own detection"), std::string::npos) << d;
 }
 
 }  // namespace
