@@ -3,11 +3,11 @@
 # Idempotent and quiet when everything is already there.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config
-      libopenblas-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+      libopenblas-dev libdnnl-dev libcli11-dev nlohmann-json3-dev libfmt-dev
       libvulkan-dev glslang-dev glslang-tools spirv-tools
       mesa-vulkan-drivers vulkan-validationlayers
       libgtest-dev libgmock-dev libbenchmark-dev
-      python3 python3-numpy python3-jsonschema)
+      python3 python3-numpy python3-jsonschema python3-onnx nodejs npm)
 if [[ "${RLX_SETUP_EXTRA:-}" != "" ]]; then
   read -r -a extra <<<"$RLX_SETUP_EXTRA"; pkgs+=("${extra[@]}")
 fi

@@ -2,6 +2,7 @@
 #include <cstdlib>
 
 #include "backends/cpu/cpu_executor.h"
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 #include "runtime/executor.h"
@@ -37,7 +38,7 @@ std::vector<DeviceInfo> list_devices(const std::string& backend) {
     d.name = "CPU";
     d.type = "cpu";
     d.properties.push_back({"threads", std::to_string(cpu::ThreadPool::global().size())});
-    d.properties.push_back({"blas", "OpenBLAS"});
+    d.properties.push_back({"gemm", cpu::gemm_description()});
     return {d};
   }
 #ifdef RLX_HAVE_VULKAN

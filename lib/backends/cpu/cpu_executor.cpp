@@ -1,8 +1,6 @@
-// The CPU executor: OpenBLAS for matrix products, threaded kernels for the rest.
+// The CPU executor: cpu::gemm (gemm.h) for matrix products, threaded kernels for the rest.
 // Kernels run when launched; flush() has nothing to wait for.
 #include "backends/cpu/cpu_executor.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
@@ -20,6 +18,7 @@
 
 #include "backends/cpu/access.h"
 #include "backends/cpu/half_gemm.h"
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/thread_pool.h"
@@ -75,11 +74,6 @@ Axis3 around(const Shape& s, int axis) {
     else v.inner *= s[k];
   }
   return v;
-}
-
-int blas_int(int64_t v, const Kernel& k) {
-  if (v > INT_MAX) throw RuntimeError(k.label + ": dimension " + std::to_string(v) + " is too large for BLAS");
-  return (int)v;
 }
 
 // ---------------- elementwise ----------------
@@ -608,6 +602,7 @@ void run_rope(const Kernel& k) {
 }
 
 // ---------------- matmul / linear ----------------
+// All matrix products go through cpu::gemm (gemm.h), which owns the library choice and threading.
 void run_matmul(const Kernel& k) {
   const Shape &as = k.inputs[0].shape, &bs = k.inputs[1].shape, &os = k.output.shape;
   bool ta = k.node->attrs.b("transpose_a"), tb = k.node->attrs.b("transpose_b");
@@ -618,19 +613,13 @@ void run_matmul(const Kernel& k) {
   Shape ob(os.begin(), os.end() - 2), ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
   int64_t batches = shape_numel(ob);
   if (batches == 0 || M == 0 || N == 0) return;
-  if (K == 0) {
-    std::fill(C, C + k.output.numel(), 0.f);
-    return;
-  }
   bool b_shared = shape_numel(bb) == 1;
   if (b_shared && !ta) {  // fold a's batch into M: one large product
-    int64_t Mt = batches * M;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, blas_int(Mt, k), blas_int(N, k),
-                blas_int(K, k), 1.f, A, blas_int(K, k), B, blas_int(tb ? K : N, k), 0.f, C, blas_int(N, k));
+    cpu::gemm(false, tb, batches * M, N, K, 1.f, A, K, B, tb ? K : N, C, N);
     return;
   }
   auto sa = broadcast_strides(ab, ob), sb = broadcast_strides(bb, ob);
-  int64_t a_mat = M * K, b_mat = K * N;
+  std::vector<int64_t> a_off(batches), b_off(batches);
   for (int64_t bi = 0; bi < batches; ++bi) {
     int64_t rem = bi, oa = 0, obb = 0;
     for (size_t d = ob.size(); d-- > 0;) {
@@ -639,46 +628,25 @@ void run_matmul(const Kernel& k) {
       oa += c * sa[d];
       obb += c * sb[d];
     }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, blas_int(M, k),
-                blas_int(N, k), blas_int(K, k), 1.f, A + oa * a_mat, blas_int(ta ? M : K, k), B + obb * b_mat,
-                blas_int(tb ? K : N, k), 0.f, C + bi * M * N, blas_int(N, k));
+    a_off[bi] = oa * M * K;
+    b_off[bi] = obb * K * N;
   }
+  cpu::gemm_batched(ta, tb, M, N, K, 1.f, A, ta ? M : K, a_off.data(), B, tb ? K : N, b_off.data(), C, N, M * N,
+                    batches);
 }
 
 void run_linear(const Kernel& k) {
   const Shape& ws = k.inputs[1].shape;
   int64_t Out = ws[0], In = ws[1], rows = Out ? k.output.numel() / Out : 0;
-  float* C = ptr(k.output);
   if (rows == 0 || Out == 0) return;
-  if (In == 0) std::fill(C, C + rows * Out, 0.f);
-  else if (rows == 1)  // a decode step: stream the weights once (sgemm would pack them first)
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, blas_int(Out, k), blas_int(In, k), 1.f, ptr(k.inputs[1]), blas_int(In, k),
-                ptr(k.inputs[0]), 1, 0.f, C, 1);
-  else
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows, k), blas_int(Out, k), blas_int(In, k), 1.f,
-                ptr(k.inputs[0]), blas_int(In, k), ptr(k.inputs[1]), blas_int(In, k), 0.f, C, blas_int(Out, k));
-  if (k.inputs.size() == 3) {
-    const float* bias = ptr(k.inputs[2]);
-    parallel(rows, 64, [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r)
-        for (int64_t j = 0; j < Out; ++j) C[r * Out + j] += bias[j];
-    });
-  }
+  cpu::Epilogue ep;
+  if (k.inputs.size() == 3) ep.bias = ptr(k.inputs[2]);
+  cpu::gemm(false, true, rows, Out, In, 1.f, ptr(k.inputs[0]), In, ptr(k.inputs[1]), In, ptr(k.output), Out, ep);
 }
 
 // ---------------- attention ----------------
-// While alive, OpenBLAS runs single-threaded: the caller parallelises over
-// independent products with rlx's pool (one pool, no nested threading).
-struct BlasSingleThreaded {
-  int saved = openblas_get_num_threads();
-  BlasSingleThreaded() {
-    if (saved != 1) openblas_set_num_threads(1);
-  }
-  ~BlasSingleThreaded() {
-    if (saved != 1) openblas_set_num_threads(saved);
-  }
-};
-
+// The products run with cpu::Threads::Single: the caller parallelises over independent
+// products with rlx's pool (one pool, no nested threading).
 void run_attention(const Kernel& k) {
   auto as4 = [](Shape s) {
     while (s.size() < 4) s.insert(s.begin(), 1);
@@ -704,7 +672,6 @@ void run_attention(const Kernel& k) {
   // positions. With `causal`, keys past the chunk's last visible key are skipped.
   const int64_t qc = std::min<int64_t>(Sq, 64);
   const int64_t chunks = (Sq + qc - 1) / qc, tasks = B * Hk * chunks;
-  BlasSingleThreaded single;
   // Scores, softmax and the value product of one row of S (row rr of head g).
   auto softmax_rows = [&](float* S, int64_t rows, int64_t kmax, int64_t b, int64_t h0, int64_t i0, int64_t nq) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -741,14 +708,9 @@ void run_attention(const Kernel& k) {
         for (int64_t g = 0; g < G; ++g) {
           const float* q = Q + ((b * Hq + h0 + g) * Sq + i0) * D;
           float* sg = S.data() + g * kmax;
-          if (D > 0)
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, blas_int(kmax, k), blas_int(D, k), scale, Kh, blas_int(D, k), q, 1,
-                        0.f, sg, 1);
-          else
-            std::fill(sg, sg + kmax, 0.f);
+          cpu::gemm(false, true, 1, kmax, D, scale, q, D, Kh, D, sg, kmax, {}, cpu::Threads::Single);
           softmax_rows(sg, 1, kmax, b, h0 + g, i0, 1);
-          cblas_sgemv(CblasRowMajor, CblasTrans, blas_int(kmax, k), blas_int(Dv, k), 1.f, Vh, blas_int(Dv, k), sg, 1, 0.f,
-                      out_row(g), 1);
+          cpu::gemm(false, false, 1, Dv, kmax, 1.f, sg, kmax, Vh, Dv, out_row(g), Dv, {}, cpu::Threads::Single);
         }
         continue;
       }
@@ -757,14 +719,9 @@ void run_attention(const Kernel& k) {
       if ((int64_t)Os.size() < rows * Dv) Os.resize(rows * Dv);
       for (int64_t g = 0; g < G; ++g)
         std::memcpy(Qs.data() + g * nq * D, Q + ((b * Hq + h0 + g) * Sq + i0) * D, nq * D * 4);
-      if (D > 0)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows, k), blas_int(kmax, k), blas_int(D, k), scale,
-                    Qs.data(), blas_int(D, k), Kh, blas_int(D, k), 0.f, S.data(), blas_int(kmax, k));
-      else
-        std::fill(S.begin(), S.begin() + rows * kmax, 0.f);
+      cpu::gemm(false, true, rows, kmax, D, scale, Qs.data(), D, Kh, D, S.data(), kmax, {}, cpu::Threads::Single);
       softmax_rows(S.data(), rows, kmax, b, h0, i0, nq);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(rows, k), blas_int(Dv, k), blas_int(kmax, k), 1.f,
-                  S.data(), blas_int(kmax, k), Vh, blas_int(Dv, k), 0.f, Os.data(), blas_int(Dv, k));
+      cpu::gemm(false, false, rows, Dv, kmax, 1.f, S.data(), kmax, Vh, Dv, Os.data(), Dv, {}, cpu::Threads::Single);
       for (int64_t g = 0; g < G; ++g) std::memcpy(out_row(g), Os.data() + g * nq * Dv, nq * Dv * 4);
     }
   });
@@ -917,7 +874,7 @@ class CpuExecutor : public Executor {
  public:
   std::string name() const override { return "cpu"; }
   std::string description() const override {
-    return "CPU, " + std::to_string(cpu::ThreadPool::global().size()) + " threads, OpenBLAS";
+    return "CPU, " + std::to_string(cpu::ThreadPool::global().size()) + " threads, " + cpu::gemm_description();
   }
   std::unique_ptr<DeviceBuffer> allocate(size_t n) override { return std::make_unique<CpuBuffer>(n); }
   // Host memory holds every dtype as itself (storage_dtype is the logical dtype).

@@ -1,0 +1,541 @@
+// The CPU backend's GEMM (see gemm.h): OpenBLAS loaded with its kernel set chosen from the
+// CPU's features, rlx's thread pool around it, and rlx's own skinny kernels for M <= 16.
+#include "backends/cpu/gemm.h"
+
+#include <cblas.h>
+#include <dlfcn.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "backends/cpu/fast_math.h"
+#include "backends/cpu/thread_pool.h"
+#include "core/error.h"
+
+namespace rlx::cpu {
+namespace {
+
+// ---------------- OpenBLAS, loaded after its kernel set is chosen ----------------
+// OpenBLAS (a DYNAMIC_ARCH build, as Debian's) picks its kernels once, in its library
+// constructor, from OPENBLAS_CORETYPE or else from its own table of known processors. So rlx
+// does not link it: it sets OPENBLAS_CORETYPE from the CPU's feature bits (never from a model
+// list) and only then dlopens it. An OPENBLAS_CORETYPE inherited from the environment is NOT
+// used for this load: it is a process-wide setting often made for other programs (this
+// project's shared machine sets Haswell for everything, which leaves the AVX-512 units idle:
+// 2.2x slower on 2048^3, docs/benchmarks.md). RLX_OPENBLAS_CORETYPE forces a kernel set.
+// The environment is restored after the load, so child processes see what the user set.
+struct Blas {
+  decltype(&cblas_sgemm) sgemm = nullptr;
+  void (*set_num_threads)(int) = nullptr;
+  char* (*get_corename)() = nullptr;
+  std::string asked;  // the coretype rlx asked for ("" = OpenBLAS's own detection)
+  bool forced = false;  // asked comes from RLX_OPENBLAS_CORETYPE
+  std::string error;
+};
+
+// Cooperlake's single-precision kernels are SkylakeX's (it only adds bf16 ones), and 0.3.21
+// does not accept "Cooperlake" as a name: every AVX-512 processor gets SkylakeX.
+const char* coretype_from_features() {
+  __builtin_cpu_init();
+  // __builtin_cpu_supports checks CPUID and that the OS saves the AVX-512 / AVX state (XCR0).
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return nullptr;  // older processors: OpenBLAS's own detection
+}
+
+const Blas& blas() {
+  static Blas b = [] {
+    Blas r;
+    const char* forced = std::getenv("RLX_OPENBLAS_CORETYPE");
+    const char* want = forced && *forced ? forced : coretype_from_features();
+    r.forced = forced && *forced;
+    const char* inherited = std::getenv("OPENBLAS_CORETYPE");
+    std::string saved = inherited ? inherited : "";
+    if (want) {
+      setenv("OPENBLAS_CORETYPE", want, 1);
+      r.asked = want;
+    } else {
+      unsetenv("OPENBLAS_CORETYPE");
+    }
+    void* h = nullptr;
+    for (const char* name : {"libopenblas.so.0", "libopenblas.so"})
+      if ((h = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+    // leave the environment as it was found
+    if (inherited) setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
+    else unsetenv("OPENBLAS_CORETYPE");
+    if (!h) {
+      r.error = std::string("cannot load OpenBLAS (libopenblas.so.0; run scripts/setup.sh): ") + dlerror();
+      return r;
+    }
+    r.sgemm = reinterpret_cast<decltype(&cblas_sgemm)>(dlsym(h, "cblas_sgemm"));
+    r.set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads"));
+    r.get_corename = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_corename"));
+    if (!r.sgemm || !r.set_num_threads) {
+      r.error = "the loaded OpenBLAS lacks cblas_sgemm/openblas_set_num_threads";
+      r.sgemm = nullptr;
+      return r;
+    }
+    // rlx's pool does the threading: OpenBLAS runs single-threaded inside its tasks.
+    r.set_num_threads(1);
+    return r;
+  }();
+  return b;
+}
+
+decltype(&cblas_sgemm) sgemm_fn() {
+  const Blas& b = blas();
+  if (!b.sgemm) throw RuntimeError(b.error);
+  return b.sgemm;
+}
+
+int blas_int(int64_t v) {
+  if (v > INT32_MAX) throw RuntimeError("matrix dimension " + std::to_string(v) + " is too large for BLAS");
+  return (int)v;
+}
+
+bool use_avx512() {
+  static const bool yes = [] {
+    const char* e = std::getenv("RLX_CPU_ISA");
+    if (e && (std::string(e) == "base" || std::string(e) == "avx2")) return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return yes;
+}
+bool use_avx2() {
+  static const bool yes = [] {
+    const char* e = std::getenv("RLX_CPU_ISA");
+    if (e && std::string(e) == "base") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
+  }();
+  return yes;
+}
+
+// ---------------- epilogue ----------------
+float act_one(EwOp op, float x) {
+  switch (op) {
+    case EwOp::Relu: return x > 0.f ? x : (x != x ? x : 0.f);
+    default: return ew_apply(op, x);
+  }
+}
+
+// Applies the epilogue to C[m0:m1, n0:n1] (a block one task just computed).
+void apply_epilogue(const Epilogue& ep, float* C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  if (!ep.any() || n1 <= n0) return;
+  const int64_t w = n1 - n0;
+  for (int64_t m = m0; m < m1; ++m) {
+    float* __restrict c = C + m * ldc + n0;
+    if (ep.bias) {
+      const float* __restrict b = ep.bias + n0;
+      for (int64_t j = 0; j < w; ++j) c[j] += b[j];
+    }
+    if (ep.residual) {
+      const float* __restrict r = ep.residual + m * ep.ldr + n0;
+      for (int64_t j = 0; j < w; ++j) c[j] += r[j];
+    }
+    if (!ep.has_act) continue;
+    switch (ep.act) {
+      case EwOp::Relu:
+        for (int64_t j = 0; j < w; ++j) c[j] = c[j] > 0.f ? c[j] : (c[j] != c[j] ? c[j] : 0.f);
+        break;
+      case EwOp::Silu: for (int64_t j = 0; j < w; ++j) c[j] = c[j] * fm_sigmoid(c[j]); break;
+      case EwOp::GeluErf: for (int64_t j = 0; j < w; ++j) c[j] = fm_gelu_erf(c[j]); break;
+      case EwOp::GeluTanh: for (int64_t j = 0; j < w; ++j) c[j] = fm_gelu_tanh(c[j]); break;
+      case EwOp::Sigmoid: for (int64_t j = 0; j < w; ++j) c[j] = fm_sigmoid(c[j]); break;
+      case EwOp::Tanh: for (int64_t j = 0; j < w; ++j) c[j] = fm_tanh(c[j]); break;
+      default:
+        for (int64_t j = 0; j < w; ++j) c[j] = act_one(ep.act, c[j]);
+    }
+  }
+}
+
+void parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn, Threads th) {
+  if (th == Threads::Single) fn(0, n);
+  else ThreadPool::global().parallel_for(n, grain, fn);
+}
+
+// ---------------- skinny kernels (M <= 16) ----------------
+// dot: C[m, n] = alpha * sum_k A[m, k] W[n, k]   (W is N x K: a linear's weight, streamed once)
+// axpy: C[m, :] = alpha * sum_k A[m, k] B[k, :]  (B is K x N)
+// Both compute columns [n0, n1) of all M rows; callers split N over threads.
+
+void dot_scalar(int64_t M, int64_t n0, int64_t n1, int64_t K, float alpha, const float* A, int64_t lda, const float* W,
+                int64_t ldw, float* C, int64_t ldc) {
+  for (int64_t n = n0; n < n1; ++n)
+    for (int64_t m = 0; m < M; ++m) {
+      double s = 0;  // (scalar fallback: accuracy over speed)
+      for (int64_t k = 0; k < K; ++k) s += (double)A[m * lda + k] * W[n * ldw + k];
+      C[m * ldc + n] = alpha * (float)s;
+    }
+}
+
+void axpy_scalar(int64_t M, int64_t n0, int64_t n1, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+                 int64_t ldb, float* C, int64_t ldc) {
+  for (int64_t m = 0; m < M; ++m) {
+    float* c = C + m * ldc;
+    for (int64_t n = n0; n < n1; ++n) c[n] = 0.f;
+    for (int64_t k = 0; k < K; ++k) {
+      float a = alpha * A[m * lda + k];
+      const float* b = B + k * ldb;
+      for (int64_t n = n0; n < n1; ++n) c[n] += a * b[n];
+    }
+  }
+}
+
+// The SIMD kernels work on tiles of MB rows of A x NB columns of C with MB and NB known at
+// compile time, so that the accumulators stay in registers (GCC at -O2 does not fully unroll
+// loops over runtime-sized tiles: an earlier version kept them on the stack and read weights
+// at 7 GB/s on one core). Column tails reuse the tile with pointers clamped to the last valid
+// column and store only the valid part.
+
+// dot tile: C[m0 + i, n + j] = alpha * A[m0 + i, :] . W[n + j, :], i < MB, j < nb <= NB.
+template <int MB, int NB>
+__attribute__((target("avx512f"))) void dot512_tile(const float* A, int64_t lda, const float* W, int64_t ldw, int64_t n,
+                                                    int nb, int64_t K, float alpha, float* C, int64_t ldc) {
+  const int64_t Kv = K & ~int64_t(15);
+  const __mmask16 tail = (__mmask16)((1u << (K - Kv)) - 1);
+  const float* w[NB];
+#pragma GCC unroll 8
+  for (int j = 0; j < NB; ++j) w[j] = W + (n + std::min(j, nb - 1)) * ldw;
+  __m512 acc[MB][NB];
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < Kv; k += 16) {
+    __m512 wv[NB];
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) wv[j] = _mm512_loadu_ps(w[j] + k);
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) {
+      const __m512 av = _mm512_loadu_ps(A + i * lda + k);
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_fmadd_ps(av, wv[j], acc[i][j]);
+    }
+  }
+  if (tail) {
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) {
+      const __m512 av = _mm512_maskz_loadu_ps(tail, A + i * lda + Kv);
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j)
+        acc[i][j] = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(tail, w[j] + Kv), acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MB; ++i)
+    for (int j = 0; j < nb; ++j) C[i * ldc + n + j] = alpha * _mm512_reduce_add_ps(acc[i][j]);
+}
+
+template <int MB, int NB>
+__attribute__((target("avx512f"))) void dot512_rows(const float* A, int64_t lda, const float* W, int64_t ldw,
+                                                    int64_t n0, int64_t n1, int64_t K, float alpha, float* C,
+                                                    int64_t ldc) {
+  for (int64_t n = n0; n < n1; n += NB)
+    dot512_tile<MB, NB>(A, lda, W, ldw, n, (int)std::min<int64_t>(NB, n1 - n), K, alpha, C, ldc);
+}
+
+__attribute__((target("avx512f"))) void dot_avx512(int64_t M, int64_t n0, int64_t n1, int64_t K, float alpha,
+                                                   const float* A, int64_t lda, const float* W, int64_t ldw, float* C,
+                                                   int64_t ldc) {
+  int64_t m = 0;
+  for (; m + 4 <= M; m += 4) dot512_rows<4, 4>(A + m * lda, lda, W, ldw, n0, n1, K, alpha, C + m * ldc, ldc);
+  switch (M - m) {
+    case 3: dot512_rows<3, 4>(A + m * lda, lda, W, ldw, n0, n1, K, alpha, C + m * ldc, ldc); break;
+    case 2: dot512_rows<2, 8>(A + m * lda, lda, W, ldw, n0, n1, K, alpha, C + m * ldc, ldc); break;
+    case 1: dot512_rows<1, 8>(A + m * lda, lda, W, ldw, n0, n1, K, alpha, C + m * ldc, ldc); break;
+    default: break;
+  }
+}
+
+__attribute__((target("avx2,fma"))) inline float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+template <int MB, int NB>
+__attribute__((target("avx2,fma"))) void dot256_tile(const float* A, int64_t lda, const float* W, int64_t ldw, int64_t n,
+                                                     int nb, int64_t K, float alpha, float* C, int64_t ldc) {
+  const int64_t Kv = K & ~int64_t(7);
+  const float* w[NB];
+#pragma GCC unroll 8
+  for (int j = 0; j < NB; ++j) w[j] = W + (n + std::min(j, nb - 1)) * ldw;
+  __m256 acc[MB][NB];
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < Kv; k += 8) {
+    __m256 wv[NB];
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) wv[j] = _mm256_loadu_ps(w[j] + k);
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) {
+      const __m256 av = _mm256_loadu_ps(A + i * lda + k);
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_fmadd_ps(av, wv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MB; ++i)
+    for (int j = 0; j < nb; ++j) {
+      float s = hsum256(acc[i][j]);
+      for (int64_t k = Kv; k < K; ++k) s += A[i * lda + k] * w[j][k];
+      C[i * ldc + n + j] = alpha * s;
+    }
+}
+
+template <int MB, int NB>
+__attribute__((target("avx2,fma"))) void dot256_rows(const float* A, int64_t lda, const float* W, int64_t ldw,
+                                                     int64_t n0, int64_t n1, int64_t K, float alpha, float* C,
+                                                     int64_t ldc) {
+  for (int64_t n = n0; n < n1; n += NB)
+    dot256_tile<MB, NB>(A, lda, W, ldw, n, (int)std::min<int64_t>(NB, n1 - n), K, alpha, C, ldc);
+}
+
+__attribute__((target("avx2,fma"))) void dot_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, float alpha,
+                                                  const float* A, int64_t lda, const float* W, int64_t ldw, float* C,
+                                                  int64_t ldc) {
+  int64_t m = 0;
+  for (; m + 2 <= M; m += 2) dot256_rows<2, 4>(A + m * lda, lda, W, ldw, n0, n1, K, alpha, C + m * ldc, ldc);
+  if (m < M) dot256_rows<1, 4>(A + m * lda, lda, W, ldw, n0, n1, K, alpha, C + m * ldc, ldc);
+}
+
+// axpy tile: C[m0 + i, n : n + 64] = alpha * sum_k A[m0 + i, k] B[k, n : n + 64] (masked to w).
+template <int MB>
+__attribute__((target("avx512f"))) void axpy512_tile(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t n,
+                                                     int64_t w, int64_t K, float alpha, float* C, int64_t ldc) {
+  __mmask16 mk[4];
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) mk[j] = (__mmask16)((1u << std::clamp<int64_t>(w - 16 * j, 0, 16)) - 1);
+  __m512 acc[MB][4];
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const float* b = B + k * ldb + n;
+    __m512 bv[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) bv[j] = _mm512_maskz_loadu_ps(mk[j], b + 16 * j);
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) {
+      const __m512 av = _mm512_set1_ps(A[i * lda + k]);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
+    }
+  }
+  const __m512 al = _mm512_set1_ps(alpha);
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j)
+      _mm512_mask_storeu_ps(C + i * ldc + n + 16 * j, mk[j], _mm512_mul_ps(al, acc[i][j]));
+}
+
+__attribute__((target("avx512f"))) void axpy_avx512(int64_t M, int64_t n0, int64_t n1, int64_t K, float alpha,
+                                                    const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                                                    int64_t ldc) {
+  for (int64_t n = n0; n < n1; n += 64) {
+    const int64_t w = std::min<int64_t>(64, n1 - n);
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4) axpy512_tile<4>(A + m * lda, lda, B, ldb, n, w, K, alpha, C + m * ldc, ldc);
+    switch (M - m) {
+      case 3: axpy512_tile<3>(A + m * lda, lda, B, ldb, n, w, K, alpha, C + m * ldc, ldc); break;
+      case 2: axpy512_tile<2>(A + m * lda, lda, B, ldb, n, w, K, alpha, C + m * ldc, ldc); break;
+      case 1: axpy512_tile<1>(A + m * lda, lda, B, ldb, n, w, K, alpha, C + m * ldc, ldc); break;
+      default: break;
+    }
+  }
+}
+
+template <int MB>
+__attribute__((target("avx2,fma"))) void axpy256_tile(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t n,
+                                                      int64_t K, float alpha, float* C, int64_t ldc) {
+  __m256 acc[MB][4];
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const float* b = B + k * ldb + n;
+    __m256 bv[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) bv[j] = _mm256_loadu_ps(b + 8 * j);
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) {
+      const __m256 av = _mm256_set1_ps(A[i * lda + k]);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
+    }
+  }
+  const __m256 al = _mm256_set1_ps(alpha);
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) _mm256_storeu_ps(C + i * ldc + n + 8 * j, _mm256_mul_ps(al, acc[i][j]));
+}
+
+__attribute__((target("avx2,fma"))) void axpy_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, float alpha,
+                                                   const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                                                   int64_t ldc) {
+  int64_t n = n0;
+  for (; n + 32 <= n1; n += 32) {
+    int64_t m = 0;
+    for (; m + 2 <= M; m += 2) axpy256_tile<2>(A + m * lda, lda, B, ldb, n, K, alpha, C + m * ldc, ldc);
+    if (m < M) axpy256_tile<1>(A + m * lda, lda, B, ldb, n, K, alpha, C + m * ldc, ldc);
+  }
+  if (n < n1) axpy_scalar(M, n, n1, K, alpha, A, lda, B, ldb, C, ldc);
+}
+
+using SkinnyFn = void (*)(int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
+                          float*, int64_t);
+
+// M <= 16, A not transposed (M x K). Splits N over threads in units of `unit` columns.
+void skinny(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+            int64_t ldb, float* C, int64_t ldc, const Epilogue& ep, Threads th) {
+  SkinnyFn f;
+  int64_t unit;
+  if (trans_b) {
+    f = use_avx512() ? dot_avx512 : use_avx2() ? dot_avx2 : dot_scalar;
+    unit = 8;
+  } else {
+    f = use_avx512() ? axpy_avx512 : use_avx2() ? axpy_avx2 : axpy_scalar;
+    unit = 64;
+  }
+  const int64_t units = (N + unit - 1) / unit;
+  // At least ~256 KiB of weights per task: smaller pieces are not worth waking a thread for.
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, unit * K));
+  parallel(units, grain, [&](int64_t u0, int64_t u1) {
+    const int64_t n0 = u0 * unit, n1 = std::min(N, u1 * unit);
+    f(M, n0, n1, K, alpha, A, lda, B, ldb, C, ldc);
+    apply_epilogue(ep, C, ldc, 0, M, n0, n1);
+  }, th);
+}
+
+constexpr int64_t kSkinnyM = 16;
+
+void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+               const float* B, int64_t ldb, float* C, int64_t ldc, const Epilogue& ep, Threads th) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + N, 0.f);
+    apply_epilogue(ep, C, ldc, 0, M, 0, N);
+    return;
+  }
+  if (M <= kSkinnyM) {
+    if (!ta) return skinny(tb, M, N, K, alpha, A, lda, B, ldb, C, ldc, ep, th);
+    // op(A) = A^T: a small copy (M x K) makes it row-major.
+    std::vector<float> at(M * K);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t m = 0; m < M; ++m) at[m * K + k] = A[k * lda + m];
+    return skinny(tb, M, N, K, alpha, at.data(), K, B, ldb, C, ldc, ep, th);
+  }
+  auto sgemm = sgemm_fn();
+  auto call = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    if (m1 <= m0 || n1 <= n0) return;
+    const float* a = ta ? A + m0 : A + m0 * lda;
+    const float* b = tb ? B + n0 * ldb : B + n0;
+    sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, blas_int(m1 - m0),
+          blas_int(n1 - n0), blas_int(K), alpha, a, blas_int(lda), b, blas_int(ldb), 0.f, C + m0 * ldc + n0,
+          blas_int(ldc));
+    apply_epilogue(ep, C, ldc, m0, m1, n0, n1);
+  };
+  const int T = th == Threads::Single ? 1 : ThreadPool::global().size();
+  // Small products are not worth splitting.
+  if (T == 1 || 2.0 * M * N * K < 4e6) return call(0, M, 0, N);
+  // Split N where each part keeps >= 64 columns (each task packs its slice of B once and
+  // all of A); else split M (each task packs all of B).
+  if (N / T >= 64) {
+    const int64_t part = ((N + T - 1) / T + 15) / 16 * 16;
+    ThreadPool::global().parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) call(0, M, std::min(N, t * part), std::min(N, (t + 1) * part));
+    });
+  } else {
+    const int64_t part = ((M + T - 1) / T + 7) / 8 * 8;
+    ThreadPool::global().parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) call(std::min(M, t * part), std::min(M, (t + 1) * part), 0, N);
+    });
+  }
+}
+
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float* C, int64_t ldc, const Epilogue& ep, Threads th) {
+  gemm_impl(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, C, ldc, ep, th);
+}
+
+void gemm_batched(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                  const int64_t* a_off, const float* B, int64_t ldb, const int64_t* b_off, float* C, int64_t ldc,
+                  int64_t c_stride, int64_t batches) {
+  const int T = ThreadPool::global().size();
+  if (batches >= T && 2.0 * M * N * K < 64e6) {
+    ThreadPool::global().parallel_for(batches, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t i = b0; i < b1; ++i)
+        gemm_impl(ta, tb, M, N, K, alpha, A + a_off[i], lda, B + b_off[i], ldb, C + i * c_stride, ldc, {},
+                  Threads::Single);
+    });
+    return;
+  }
+  for (int64_t i = 0; i < batches; ++i)
+    gemm_impl(ta, tb, M, N, K, alpha, A + a_off[i], lda, B + b_off[i], ldb, C + i * c_stride, ldc, {}, Threads::Pool);
+}
+
+// Layout choice, measured (README, Dependencies): OpenBLAS packs B itself on every call and
+// offers no pre-packed sgemm entry point; its speed on x * W^T is the same with W as N x K
+// ("T") or K x N ("N"), and rlx's skinny dot kernel streams an N x K weight row by row. So the
+// packed form is op(B) as N x K contiguous: a linear's weight (already N x K, contiguous) is
+// used in place with no copy; a K x N matrix is transposed once.
+std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb) {
+  auto p = std::make_shared<PackedB>();
+  p->K = K;
+  p->N = N;
+  p->trans = true;
+  p->ld = K;
+  if (trans_b && ldb == K) {
+    p->data = B;
+    return p;
+  }
+  size_t n = (size_t)std::max<int64_t>(K * N, 1);
+  p->owned_.reset(static_cast<float*>(std::aligned_alloc(64, (n * 4 + 63) / 64 * 64)), [](float* q) { std::free(q); });
+  if (!p->owned_) throw RuntimeError("out of host memory packing a " + std::to_string(K) + "x" + std::to_string(N) +
+                                     " weight");
+  p->owned_floats_ = n;
+  float* d = p->owned_.get();
+  ThreadPool::global().parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
+    for (int64_t j = n0; j < n1; ++j)
+      for (int64_t k = 0; k < K; ++k) d[j * K + k] = trans_b ? B[j * ldb + k] : B[k * ldb + j];
+  });
+  p->data = d;
+  return p;
+}
+
+void gemm_packed(int64_t M, const float* A, int64_t lda, const PackedB& B, float* C, int64_t ldc, const Epilogue& ep,
+                 Threads th) {
+  gemm_impl(false, B.trans, M, B.N, B.K, 1.f, A, lda, B.data, B.ld, C, ldc, ep, th);
+}
+
+std::string gemm_description() {
+  const Blas& b = blas();
+  std::string s;
+  if (!b.sgemm) {
+    s = "OpenBLAS unavailable";
+  } else {
+    s = "OpenBLAS";
+    if (b.get_corename) s += std::string(" ") + b.get_corename() + " kernels";
+    s += b.forced ? " (RLX_OPENBLAS_CORETYPE)" : b.asked.empty() ? " (OpenBLAS's own detection)" : " (chosen from CPU features)";
+  }
+  s += std::string(", skinny M<=16: ") + (use_avx512() ? "avx512" : use_avx2() ? "avx2" : "x86-64");
+  return s;
+}
+
+}  // namespace rlx::cpu

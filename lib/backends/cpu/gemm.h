@@ -1,0 +1,77 @@
+#pragma once
+// The one GEMM interface of the CPU backend (f32, row-major):
+//   C = alpha * op(A) * op(B) [+ bias] [+ residual], then [activation]
+// op(A) is M x K, op(B) is K x N, C is M x N with leading dimension ldc.
+// Which library does the work is decided in gemm.cpp only (see README, Dependencies):
+//   M > 16  : OpenBLAS sgemm, single-threaded per task, run on rlx's thread pool with the
+//             output split into column blocks (one pool: OpenBLAS's own threads stay idle);
+//             OpenBLAS is loaded with dlopen after OPENBLAS_CORETYPE is chosen from the CPU's
+//             features (AVX-512 F/BW/VL/DQ -> SkylakeX, AVX2+FMA -> Haswell); an inherited
+//             OPENBLAS_CORETYPE is not used for that load, RLX_OPENBLAS_CORETYPE forces one.
+//   M <= 16 : rlx's own skinny kernels (AVX-512 or AVX2 chosen at run time): weights are
+//             streamed once at memory bandwidth, threads split along N.
+// The epilogue (bias, residual, activation) is applied to each thread's block of C right
+// after it is computed, while it is still in cache.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ir/elementwise.h"
+
+namespace rlx::cpu {
+
+struct Epilogue {
+  const float* bias = nullptr;      // [N], added to every row
+  const float* residual = nullptr;  // [M, N] with leading dimension ldr, added after bias
+  int64_t ldr = 0;
+  bool has_act = false;  // then act (a unary EwOp: relu, silu, gelu_erf, gelu_tanh, ...) last
+  EwOp act = EwOp::Add;
+  bool any() const { return bias || residual || has_act; }
+};
+
+// How a call may use threads. Pool: split over rlx's pool (the caller is not a pool task).
+// Single: run on the calling thread (the caller is already inside a parallel region).
+enum class Threads { Pool, Single };
+
+// C = alpha * op(A) op(B) + epilogue. K == 0 gives the epilogue applied to zeros.
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float* C, int64_t ldc, const Epilogue& ep = {}, Threads th = Threads::Pool);
+
+// A batch of products of one shape: product i reads A + a_off[i] and B + b_off[i] (offsets in
+// floats; broadcasting repeats offsets) and writes C + i * c_stride. Many small products run
+// in parallel, one per task; few large ones each use the pool.
+void gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                  const int64_t* a_off, const float* B, int64_t ldb, const int64_t* b_off, float* C, int64_t ldc,
+                  int64_t c_stride, int64_t batches);
+
+// A constant right-hand operand (a linear's weight, a matmul's param B) in the layout the
+// GEMM reads fastest, made once (compiled mode) and reused by every call. The handle owns
+// its copy if it made one (bytes() > 0); otherwise it points at the caller's memory, which
+// must then outlive it.
+class PackedB {
+ public:
+  int64_t K = 0, N = 0;
+  size_t bytes() const { return owned_ ? owned_floats_ * 4 : 0; }
+  // Read by gemm_packed: op(B) = B if !trans, B^T if trans, leading dimension ld.
+  const float* data = nullptr;
+  bool trans = false;
+  int64_t ld = 0;
+
+ private:
+  friend std::shared_ptr<const PackedB> pack_b(bool, int64_t, int64_t, const float*, int64_t);
+  std::shared_ptr<float> owned_;
+  size_t owned_floats_ = 0;
+};
+
+// Packs op(B) (K x N; B is N x K when trans_b). Whether a copy is made depends on the library's
+// preferred layout (measured: see README); without a copy the handle aliases B.
+std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb);
+
+// C = A * op(B) + epilogue with a packed B (A not transposed, M x K, leading dimension lda).
+void gemm_packed(int64_t M, const float* A, int64_t lda, const PackedB& B, float* C, int64_t ldc,
+                 const Epilogue& ep = {}, Threads th = Threads::Pool);
+
+// "OpenBLAS 0.3.21 (SkylakeX kernels) + rlx skinny (avx512)": for reports and `rlx devices`.
+std::string gemm_description();
+
+}  // namespace rlx::cpu

@@ -1,0 +1,236 @@
+// cpu::gemm, gemm_batched, pack_b/gemm_packed against a plain double-precision reference loop
+// written here: all transposes, M = 1..16 (the skinny kernels) and larger M (the library),
+// odd sizes, K = 0, leading dimensions larger than the width, bias/residual/activation
+// epilogues, batched with broadcast offsets, and packed vs not.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/gemm.h"
+
+namespace {
+
+using rlx::EwOp;
+using rlx::cpu::Epilogue;
+
+std::vector<float> rnd(size_t n, unsigned seed) {
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = (float)((seed >> 8) & 0xffff) / 32768.f - 1.f;
+  }
+  return v;
+}
+
+double act_ref(EwOp op, double x) {
+  switch (op) {
+    case EwOp::Relu: return x > 0 ? x : 0;
+    case EwOp::Silu: return x / (1 + std::exp(-x));
+    case EwOp::GeluErf: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case EwOp::GeluTanh: return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    case EwOp::Neg: return -x;
+    default: ADD_FAILURE() << "no reference for this activation"; return 0;
+  }
+}
+
+// Reference: C[m, n] = alpha * sum_k opA[m, k] opB[k, n] (+ bias[n]) (+ res[m, n]) then act.
+std::vector<double> reference(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                              int64_t lda, const float* B, int64_t ldb, const Epilogue& ep) {
+  std::vector<double> C(M * N);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        double a = ta ? A[k * lda + m] : A[m * lda + k];
+        double b = tb ? B[n * ldb + k] : B[k * ldb + n];
+        s += a * b;
+      }
+      s *= alpha;
+      if (ep.bias) s += ep.bias[n];
+      if (ep.residual) s += ep.residual[m * ep.ldr + n];
+      if (ep.has_act) s = act_ref(ep.act, s);
+      C[m * N + n] = s;
+    }
+  return C;
+}
+
+void expect_close(const std::vector<double>& want, const float* C, int64_t M, int64_t N, int64_t ldc, int64_t K,
+                  const std::string& what) {
+  // f32 accumulation over K terms of magnitude <= 1: error grows like sqrt(K) * eps.
+  const double tol = 1e-5 * (1 + std::sqrt((double)K)) * 4;
+  int bad = 0;
+  for (int64_t m = 0; m < M && bad < 5; ++m)
+    for (int64_t n = 0; n < N && bad < 5; ++n) {
+      double w = want[m * N + n], g = C[m * ldc + n];
+      if (!(std::fabs(w - g) <= tol * (1 + std::fabs(w)))) {
+        ADD_FAILURE() << what << " at [" << m << "," << n << "]: want " << w << " got " << g;
+        ++bad;
+      }
+    }
+}
+
+struct Case {
+  int64_t M, N, K;
+};
+
+void run_case(bool ta, bool tb, Case c, float alpha, const Epilogue& ep_in, bool pad, const std::string& tag) {
+  const int64_t M = c.M, N = c.N, K = c.K, extra = pad ? 3 : 0;
+  const int64_t lda = (ta ? M : K) + extra, ldb = (tb ? K : N) + extra, ldc = N + extra;
+  auto A = rnd((ta ? K : M) * lda + 1, 1 + M), B = rnd((tb ? N : K) * ldb + 1, 2 + N);
+  std::vector<float> C(M * ldc + 1, 12345.f);
+  auto want = reference(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, ep_in);
+  rlx::cpu::gemm(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, C.data(), ldc, ep_in);
+  std::string what = tag + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " M=" + std::to_string(M) +
+                     " N=" + std::to_string(N) + " K=" + std::to_string(K);
+  expect_close(want, C.data(), M, N, ldc, K, what);
+  // Padding columns of C are left alone.
+  if (pad) {
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = N; n < ldc; ++n) ASSERT_EQ(C[m * ldc + n], 12345.f) << what << " wrote outside C";
+  }
+  // The same through a single thread.
+  std::vector<float> C1(M * ldc + 1, 0.f);
+  rlx::cpu::gemm(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, C1.data(), ldc, ep_in, rlx::cpu::Threads::Single);
+  expect_close(want, C1.data(), M, N, ldc, K, what + " single");
+}
+
+const Case kCases[] = {{1, 1, 1},   {1, 7, 5},    {1, 300, 1029}, {2, 65, 17},  {3, 129, 33}, {4, 64, 64},
+                       {5, 131, 47}, {7, 250, 100}, {8, 31, 9},     {13, 77, 70}, {16, 200, 257}, {17, 33, 18},
+                       {31, 300, 64}, {64, 130, 129}, {100, 257, 61}, {256, 96, 48}};
+
+TEST(Gemm, AllTransposesAndSizes) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (const auto& c : kCases) run_case(ta, tb, c, 1.f, {}, false, "plain");
+}
+
+TEST(Gemm, LeadingDimensionsAndAlpha) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (const auto& c : {Case{1, 40, 33}, Case{6, 70, 19}, Case{40, 150, 70}}) run_case(ta, tb, c, 0.375f, {}, true, "ld");
+}
+
+TEST(Gemm, KZeroGivesEpilogueOfZeros) {
+  auto bias = rnd(50, 9);
+  Epilogue ep;
+  ep.bias = bias.data();
+  for (const auto& c : {Case{1, 50, 0}, Case{9, 50, 0}, Case{40, 50, 0}}) {
+    run_case(false, true, c, 1.f, {}, false, "k0");
+    run_case(false, false, c, 1.f, ep, false, "k0 bias");
+  }
+}
+
+TEST(Gemm, EmptyOutputsAreNoOps) {
+  std::vector<float> C(4, 7.f);
+  float a = 1, b = 1;
+  rlx::cpu::gemm(false, false, 0, 4, 3, 1.f, &a, 3, &b, 4, C.data(), 4);
+  rlx::cpu::gemm(false, false, 1, 0, 3, 1.f, &a, 3, &b, 1, C.data(), 1);
+  for (float v : C) EXPECT_EQ(v, 7.f);
+}
+
+TEST(Gemm, Epilogues) {
+  for (const auto& c : {Case{1, 70, 40}, Case{4, 129, 65}, Case{16, 64, 31}, Case{48, 300, 70}}) {
+    auto bias = rnd(c.N, 3), res = rnd(c.M * (c.N + 5), 4);
+    for (EwOp act : {EwOp::Relu, EwOp::Silu, EwOp::GeluErf, EwOp::GeluTanh, EwOp::Neg}) {
+      Epilogue ep;
+      ep.bias = bias.data();
+      ep.residual = res.data();
+      ep.ldr = c.N + 5;
+      ep.has_act = true;
+      ep.act = act;
+      for (bool tb : {false, true}) run_case(false, tb, c, 1.f, ep, false, std::string("epilogue ") + rlx::ew_name(act));
+    }
+    Epilogue only_res;
+    only_res.residual = res.data();
+    only_res.ldr = c.N + 5;
+    run_case(false, true, c, 1.f, only_res, false, "residual only");
+    Epilogue only_bias;
+    only_bias.bias = bias.data();
+    run_case(true, true, c, 1.f, only_bias, false, "bias only");
+  }
+}
+
+TEST(Gemm, BatchedWithBroadcastOffsets) {
+  // 6 products; B broadcast over the first axis of a [2, 3] batch (b_off repeats), A not.
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (const auto& c : {Case{1, 20, 9}, Case{5, 33, 17}, Case{40, 70, 30}}) {
+        const int64_t batches = 6, M = c.M, N = c.N, K = c.K;
+        auto A = rnd(batches * M * K, 5), B = rnd(3 * K * N, 6);
+        std::vector<int64_t> ao(batches), bo(batches);
+        for (int64_t i = 0; i < batches; ++i) {
+          ao[i] = i * M * K;
+          bo[i] = (i % 3) * K * N;
+        }
+        std::vector<float> C(batches * M * N);
+        rlx::cpu::gemm_batched(ta, tb, M, N, K, 1.f, A.data(), ta ? M : K, ao.data(), B.data(), tb ? K : N, bo.data(),
+                               C.data(), N, M * N, batches);
+        for (int64_t i = 0; i < batches; ++i) {
+          auto want = reference(ta, tb, M, N, K, 1.f, A.data() + ao[i], ta ? M : K, B.data() + bo[i], tb ? K : N, {});
+          expect_close(want, C.data() + i * M * N, M, N, N, K, "batch " + std::to_string(i));
+        }
+      }
+}
+
+TEST(Gemm, PackedMatchesUnpacked) {
+  for (bool tb : {false, true})
+    for (const auto& c : {Case{1, 100, 70}, Case{3, 64, 64}, Case{16, 129, 33}, Case{17, 50, 40}, Case{200, 300, 96}}) {
+      const int64_t M = c.M, N = c.N, K = c.K, ldb = (tb ? K : N) + 2;
+      auto A = rnd(M * K, 7), B = rnd((tb ? N : K) * ldb, 8), bias = rnd(N, 9);
+      auto packed = rlx::cpu::pack_b(tb, K, N, B.data(), ldb);
+      ASSERT_EQ(packed->K, K);
+      ASSERT_EQ(packed->N, N);
+      // A padded B is always copied (and reports its bytes).
+      EXPECT_EQ(packed->bytes(), size_t(K * N * 4));
+      Epilogue ep;
+      ep.bias = bias.data();
+      ep.has_act = true;
+      ep.act = EwOp::Relu;
+      std::vector<float> C(M * N);
+      rlx::cpu::gemm_packed(M, A.data(), K, *packed, C.data(), N, ep);
+      auto want = reference(false, tb, M, N, K, 1.f, A.data(), K, B.data(), ldb, ep);
+      expect_close(want, C.data(), M, N, N, K, "packed tb=" + std::to_string(tb) + " M=" + std::to_string(M));
+    }
+}
+
+TEST(Gemm, PackingAContiguousWeightMakesNoCopy) {
+  const int64_t N = 48, K = 40;
+  auto W = rnd(N * K, 10), A = rnd(2 * K, 11);
+  auto packed = rlx::cpu::pack_b(true, K, N, W.data(), K);
+  EXPECT_EQ(packed->bytes(), 0u);
+  EXPECT_EQ(packed->data, W.data());
+  std::vector<float> C(2 * N);
+  rlx::cpu::gemm_packed(2, A.data(), K, *packed, C.data(), N);
+  expect_close(reference(false, true, 2, N, K, 1.f, A.data(), K, W.data(), K, {}), C.data(), 2, N, N, K, "alias");
+}
+
+TEST(Gemm, DescriptionNamesTheLibrary) {
+  std::string d = rlx::cpu::gemm_description();
+  EXPECT_NE(d.find("OpenBLAS"), std::string::npos) << d;
+  EXPECT_EQ(d.find("unavailable"), std::string::npos) << d;
+}
+
+// The kernel set follows the CPU's features (checked here with the compiler's CPUID builtins),
+// whatever OPENBLAS_CORETYPE the environment holds, and that variable is left as it was.
+TEST(Gemm, OpenBlasKernelSetFollowsCpuFeatures) {
+  if (std::getenv("RLX_OPENBLAS_CORETYPE")) GTEST_SKIP() << "RLX_OPENBLAS_CORETYPE forces a kernel set";
+  const char* before = std::getenv("OPENBLAS_CORETYPE");
+  std::string saved = before ? before : "";
+  std::string d = rlx::cpu::gemm_description();  // loads OpenBLAS on first use
+  const char* after = std::getenv("OPENBLAS_CORETYPE");
+  EXPECT_EQ(before != nullptr, after != nullptr);
+  if (before && after) EXPECT_EQ(saved, after);
+  __builtin_cpu_init();
+  bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx512) EXPECT_NE(d.find("SkylakeX kernels"), std::string::npos) << d;
+  else if (avx2) EXPECT_NE(d.find("Haswell kernels"), std::string::npos) << d;
+  else EXPECT_NE(d.find("own detection"), std::string::npos) << d;
+}
+
+}  // namespace
