@@ -401,8 +401,10 @@ class VulkanExecutor final : public Executor {
       char value[32];
       std::snprintf(value, sizeof value, "%.9g", bad);
       std::string lo = signed_range ? "-" + std::to_string(vocab) : "0";
-      throw RuntimeError("node '" + s.label(id) + "' (" + s.op(id) + "): index " + value + " is outside [" + lo +
-                         ", " + std::to_string(vocab) + ")");
+      // Kernel labels of graph nodes already read "file: node 'id' (op) at nodes[k]".
+      const std::string& label = s.label(id);
+      std::string who = label.find("node '") != std::string::npos ? label : "node '" + label + "' (" + s.op(id) + ")";
+      throw RuntimeError(who + ": index " + value + " is outside [" + lo + ", " + std::to_string(vocab) + ")");
     }
     dev_.check_validation("while running kernels");
   }
