@@ -145,6 +145,8 @@ T int_unary(EwOp op, T a, const Kernel& k) {
     case EwOp::Abs: return a < 0 ? (T)(0 - (std::make_unsigned_t<T>)a) : a;
     case EwOp::Square: return (T)((std::make_unsigned_t<T>)a * (std::make_unsigned_t<T>)a);
     case EwOp::Relu: return a > 0 ? a : 0;
+    case EwOp::Floor: case EwOp::Ceil: case EwOp::Round: return a;  // integers are already whole
+    case EwOp::Sign: return (T)((a > 0) - (a < 0));
     default: break;
   }
   throw RuntimeError(k.label + ": " + ir::op_name(k.node->op) + " is not defined on integer tensors (" +
@@ -164,6 +166,12 @@ T int_binary(EwOp op, T a, T b, const Kernel& k) {
       return a / b;
     case EwOp::Maximum: return a > b ? a : b;
     case EwOp::Minimum: return a < b ? a : b;
+    case EwOp::Mod: case EwOp::Fmod: {  // ONNX Mod: Fmod keeps the dividend's sign, Mod the divisor's
+      if (b == 0) throw RuntimeError(k.label + ": integer modulo by zero");
+      if (b == -1) return 0;  // MIN % -1 would trap
+      T r = a % b;
+      return (op == EwOp::Mod && r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;
+    }
     default: break;
   }
   throw RuntimeError(k.label + ": " + ir::op_name(k.node->op) + " is not defined on integer tensors (" +
