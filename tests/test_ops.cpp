@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -135,6 +136,115 @@ TEST_F(OpsCli, GatherIndexOutOfRangeIsARuntimeErrorNamingTheNodeOnEveryBackend) 
       EXPECT_EQ(r.code, 3) << r.out;
       EXPECT_TRUE(has(r.out, "'y' (gather_elements)")) << r.out;
       EXPECT_TRUE(has(r.out, "outside [-3, 3)")) << r.out;
+    }
+}
+
+// The JSON result of `rlx run --json` (stderr, merged by run_rlx, holds only the summary line).
+json run_json(const std::string& args, int* code) {
+  auto r = test::run_rlx(args + " --json");
+  *code = r.code;
+  size_t b = r.out.find('{'), e = r.out.rfind('}');
+  if (b == std::string::npos || e == std::string::npos || e < b) return json();
+  return json::parse(r.out.substr(b, e - b + 1), nullptr, false);
+}
+
+const json* output_named(const json& res, const std::string& name) {
+  if (!res.is_object() || !res.contains("outputs")) return nullptr;
+  for (const auto& o : res["outputs"])
+    if (o["name"] == name) return &o;
+  return nullptr;
+}
+
+// i64 values beyond f32's (2^24) and double's (2^53) exact range move and compare exactly on
+// the CPU (tensors stored as i64). Expected values are written out by hand from the inputs.
+TEST_F(OpsCli, IntegerIndexingSelectionAndComparesAreExactOnTheCpu) {
+  std::string g = write("big.json", R"({"id": "d", "op": "input", "shape": [4], "dtype": "i64"},
+    {"id": "e", "op": "input", "shape": [4], "dtype": "i64"},
+    {"id": "c", "op": "input", "shape": [4], "dtype": "bool"},
+    {"id": "i", "op": "input", "shape": [3], "dtype": "i64"},
+    {"id": "g", "op": "gather", "inputs": ["d", "i"]},
+    {"id": "w", "op": "where", "inputs": ["c", "d", "e"]},
+    {"id": "s", "op": "slice", "inputs": ["d"], "attrs": {"starts": [-1], "ends": [-100], "steps": [-2]}},
+    {"id": "p", "op": "pad", "inputs": ["d"], "attrs": {"pads": [1, 1], "value": 7}},
+    {"id": "tv", "op": "topk", "inputs": ["d"], "attrs": {"k": 2}},
+    {"id": "ti", "op": "topk", "inputs": ["d"], "attrs": {"k": 2, "select": "indices"}},
+    {"id": "am", "op": "argmax", "inputs": ["d"], "attrs": {"keepdims": false}},
+    {"id": "cs", "op": "cumsum", "inputs": ["d"], "attrs": {"axis": 0}},
+    {"id": "mn", "op": "min", "inputs": ["d"]},
+    {"id": "eq", "op": "equal", "inputs": ["d", "e"]},
+    {"id": "lt", "op": "less", "inputs": ["e", "d"]})",
+                        R"(["g", "w", "s", "p", "tv", "ti", "am", "cs", "mn", "eq", "lt"])");
+  const int64_t d0 = 9007199254740993, d1 = -9007199254740993, d2 = 1152921504606846979, d3 = 5;
+  const int64_t e1 = 9007199254740992;
+  const std::map<std::string, std::vector<int64_t>> want = {
+      {"g", {d2, d0, d3}},                // indices 2, -4, 3
+      {"w", {d0, e1, d2, d3}},            // cond 1, 0, 1, 0 (e3 == 5 == d3)
+      {"s", {d3, d1}},                    // from the last element backwards, step -2
+      {"p", {7, d0, d1, d2, d3, 7}},
+      {"tv", {d2, d0}},
+      {"ti", {2, 0}},
+      {"am", {2}},
+      {"cs", {d0, 0, d2, d2 + 5}},
+      {"mn", {d1}},
+      {"eq", {1, 0, 0, 1}},               // d0 == e0; d1 != e1 (they differ only past 2^53); d2 != 5
+      {"lt", {0, 0, 1, 0}},               // e < d: only 5 < d2
+  };
+  const std::string ins = " --input d=4xi64=9007199254740993,-9007199254740993,1152921504606846979,5"
+                          " --input e=4xi64=9007199254740993,9007199254740992,5,5"
+                          " --input c=4xbool=1,0,1,0 --input i=3xi64=2,-4,3";
+  for (const char* mode : {"eager", "lazy", "compiled"}) {
+    SCOPED_TRACE(mode);
+    int code = -1;
+    json res = run_json("run '" + g + "' --backend cpu --mode " + std::string(mode) + ins, &code);
+    ASSERT_EQ(code, 0) << res.dump();
+    for (const auto& [name, vals] : want) {
+      SCOPED_TRACE(name);
+      const json* o = output_named(res, name);
+      ASSERT_NE(o, nullptr) << res.dump();
+      ASSERT_EQ((*o)["values"].size(), vals.size()) << o->dump();
+      for (size_t k = 0; k < vals.size(); ++k) {
+        const json& v = (*o)["values"][k];
+        if (v.is_number_integer()) EXPECT_EQ(v.get<int64_t>(), vals[k]) << k;
+        else EXPECT_EQ(v.get<double>(), (double)vals[k]) << k;  // bools print as 0.0/1.0
+      }
+    }
+    EXPECT_EQ((*output_named(res, "ti"))["dtype"], "i64");
+    EXPECT_EQ((*output_named(res, "eq"))["dtype"], "bool");
+  }
+}
+
+// Zero-size tensors run on every backend and mode: empty results have the right shapes, and
+// what is not empty (pad of an empty axis, prod over an empty axis) has its defined value.
+TEST_F(OpsCli, EmptyTensorsRunEverywhere) {
+  std::string g = write("empty.json", R"({"id": "x", "op": "input", "shape": [0, 3]},
+    {"id": "i", "op": "input", "shape": [0], "dtype": "i64"},
+    {"id": "g", "op": "gather", "inputs": ["x", "i"], "attrs": {"axis": 1}},
+    {"id": "s", "op": "slice", "inputs": ["x"], "attrs": {"starts": [2], "ends": [2], "axes": [1]}},
+    {"id": "p", "op": "pad", "inputs": ["x"], "attrs": {"pads": [1, 0, 1, 0], "value": 2.5}},
+    {"id": "t", "op": "topk", "inputs": ["x"], "attrs": {"k": 0}},
+    {"id": "c", "op": "cumsum", "inputs": ["x"], "attrs": {"axis": 0}},
+    {"id": "a", "op": "argmax", "inputs": ["x"], "attrs": {"axis": 1}},
+    {"id": "w", "op": "where", "inputs": ["x", "x", "x"]},
+    {"id": "m", "op": "prod", "inputs": ["x"], "attrs": {"axes": [0]}},
+    {"id": "tr", "op": "trilu", "inputs": ["x"]})",
+                        R"(["g", "s", "p", "t", "c", "a", "w", "m", "tr"])");
+  const std::map<std::string, std::vector<int64_t>> shapes = {{"g", {0, 0}}, {"s", {0, 0}}, {"p", {2, 3}},
+                                                              {"t", {0, 0}}, {"c", {0, 3}}, {"a", {0, 1}},
+                                                              {"w", {0, 3}}, {"m", {3}},    {"tr", {0, 3}}};
+  for (const auto& b : backends())
+    for (const char* mode : {"eager", "lazy", "compiled"}) {
+      SCOPED_TRACE(b + " " + mode);
+      int code = -1;
+      json res = run_json("run '" + g + "' --backend " + b + " --mode " + mode + " --input x=0x3xf32= --input i=0xi64=",
+                          &code);
+      ASSERT_EQ(code, 0) << res.dump();
+      for (const auto& [name, shape] : shapes) {
+        const json* o = output_named(res, name);
+        ASSERT_NE(o, nullptr) << name;
+        EXPECT_EQ((*o)["shape"].get<std::vector<int64_t>>(), shape) << name;
+      }
+      EXPECT_EQ((*output_named(res, "p"))["values"].get<std::vector<double>>(), std::vector<double>(6, 2.5));
+      EXPECT_EQ((*output_named(res, "m"))["values"].get<std::vector<double>>(), std::vector<double>(3, 1.0));
     }
 }
 

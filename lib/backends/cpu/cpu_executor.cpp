@@ -211,6 +211,7 @@ void run_int_elementwise_t(const Kernel& k) {
 // else is an f32 kernel run through run_f32_adapted when a tensor is not f32.
 bool is_native(const Kernel& k) {
   if (k.fused) return false;
+  if (cpu::index_op_native(k)) return true;  // the ONNX-style ops (cpu_ops_index.cpp)
   switch (k.node->op) {
     case Op::Reshape: case Op::Transpose: case Op::Narrow: case Op::Concat: case Op::BroadcastTo: case Op::Cast:
     case Op::Embedding:
@@ -773,7 +774,7 @@ void run_attention(const Kernel& k) {
 
 // ---------------- dispatch ----------------
 void run_node(const Kernel& k) {
-  if (cpu::run_index_op(k, ptr)) return;  // min/prod and the Index ops (cpu_ops_index.cpp)
+  if (cpu::run_index_op(k)) return;  // min/prod, the Index ops, integer compares (cpu_ops_index.cpp)
   switch (ir::op_info(k.node->op).category) {
     case ir::Category::Binary: case ir::Category::Unary:
       if (k.node->op == Op::Cast) run_cast(k);
