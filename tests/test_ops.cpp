@@ -7,6 +7,7 @@
 //    elementwise ops fuse, constant indexing folds to the value NumPy gives (hand-computed).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,6 +17,7 @@
 
 #include "core/error.h"
 #include "ir/loader.h"
+#include "ir/op_docs.h"
 #include "ir/op_registry.h"
 #include "passes/passes.h"
 #include "runtime/executor.h"
@@ -78,6 +80,61 @@ TEST(OpsSchema, EveryRegistryOpAndAttributeIsInTheSchemaAndNothingElse) {
     EXPECT_EQ(attrs["additionalProperties"], false);
   }
   for (const auto& [name, e] : entries) EXPECT_TRUE(registry.count(name)) << "schema op " << name << " is not in the registry";
+}
+
+// ---------------------------------------------------------------- generated docs
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  std::ofstream(tmp, std::ios::binary) << text;
+  std::filesystem::rename(tmp, path);
+}
+
+// docs/graph-format.md's op tables and docs/graph-format.schema.json are exactly what the
+// registry generates (scripts/gen_docs.sh runs this test with RLX_UPDATE_DOCS=1 to rewrite them).
+TEST(OpsDocs, TablesAndSchemaAreGeneratedFromTheRegistry) {
+  const bool update = std::getenv("RLX_UPDATE_DOCS") != nullptr;
+  const std::string md_path = test::src("docs/graph-format.md"), schema_path = test::src("docs/graph-format.schema.json");
+  std::string md = read_text(md_path);
+  std::string schema = ir::graph_schema().dump(1) + "\n";
+  for (const char* part : {"leaves", "ops"}) {
+    std::string body;
+    ASSERT_TRUE(ir::generated_part(md, part, &body)) << "docs/graph-format.md lacks the markers of " << part;
+    std::string want = ir::op_table_markdown(part);
+    if (update) ir::replace_generated(md, part, want);
+    else EXPECT_EQ(body, want) << "docs/graph-format.md's " << part << " table is stale: run scripts/gen_docs.sh";
+  }
+  if (update) {
+    write_text(md_path, md);
+    write_text(schema_path, schema);
+  } else {
+    EXPECT_EQ(read_text(schema_path), schema) << "docs/graph-format.schema.json is stale: run scripts/gen_docs.sh";
+  }
+}
+
+TEST(OpsDocs, EveryOpIsDocumented) {
+  for (const auto& name : ir::all_op_names()) {
+    const ir::OpInfo& info = ir::op_info(*ir::op_from_name(name));
+    const ir::OpDoc& doc = ir::op_doc(info.op);
+    EXPECT_FALSE(doc.result.empty()) << name << " has no result line in op_registry.cpp's doc_for";
+    if (info.category != ir::Category::Leaf && info.max_inputs > 0)
+      EXPECT_FALSE(doc.inputs.empty()) << name << " has no inputs line in op_registry.cpp's doc_for";
+    for (const auto& [attr, note] : doc.attr_notes) {
+      bool known = false;
+      for (const auto& a : info.attrs) known = known || a.name == attr;
+      EXPECT_TRUE(known) << name << ": a note for the unknown attribute " << attr;
+    }
+  }
+  // The table shows defaults and choices as the registry has them.
+  std::string t = ir::op_table_markdown("ops");
+  EXPECT_NE(t.find("| `argmax` `argmin` | x | `axis` (0), `keepdims` (true), `select_last_index` (false) |"), std::string::npos) << t;
+  EXPECT_NE(t.find("`mode` (\"constant\"; or \"reflect\", \"edge\")"), std::string::npos) << t;
+  EXPECT_NE(t.find("`k` (required)"), std::string::npos) << t;
 }
 
 // ---------------------------------------------------------------- command line errors

@@ -98,6 +98,68 @@ std::vector<AttrSpec> attrs_for(Op op) {
   }
 }
 
+OpDoc doc_for(Op op) {
+  const std::map<std::string, std::string> all_axes = {{"axes", "all"}};
+  switch (op) {
+    case Op::Input: return {"", "bound from `--input ID=SPEC` at run time", {}};
+    case Op::Param: return {"", "bound from parameter files, by `name` (default: id); `--random-params` fills the missing ones", {}};
+    case Op::Constant: return {"", "its `value`", {}};
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Pow: case Op::Maximum: case Op::Minimum:
+      return {"a, b", "elementwise; `maximum`/`minimum` propagate NaN", {}};
+    case Op::Neg: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Abs: case Op::Tanh:
+    case Op::Sigmoid: case Op::Relu: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Square:
+      return {"x", "elementwise", {}};
+    case Op::Gelu: return {"x", "elementwise", {{"approximate", "\"none\" = erf form, or \"tanh\""}}};
+    case Op::Floor: case Op::Ceil: case Op::Round: case Op::Sign:
+      return {"x", "elementwise; `round` is half to even; integer inputs keep their dtype", {}};
+    case Op::Softplus: return {"x", "log(1 + eˣ) as max(x, 0) + log1p(e^−\\|x\\|) (no overflow)", {}};
+    case Op::LogicalNot: return {"x", "bool: x == 0", {}};
+    case Op::Equal: case Op::Less: case Op::LessEqual: case Op::Greater: case Op::GreaterEqual:
+      return {"a, b", "bool, NumPy broadcasting; NaN compares false", {}};
+    case Op::LogicalAnd: case Op::LogicalOr: case Op::LogicalXor:
+      return {"a, b", "bool, broadcasting; any nonzero value is true", {}};
+    case Op::Mod:
+      return {"a, b", "ONNX Mod: remainder with the divisor's sign (fmod false) or the dividend's (C fmod)", {}};
+    case Op::Sum: case Op::Mean: case Op::Max: return {"x", "reduction", all_axes};
+    case Op::Min: case Op::Prod:
+      return {"x", "reduction; integer inputs keep their dtype; `min` propagates NaN", all_axes};
+    case Op::Softmax: return {"x", "max-subtracted softmax", {}};
+    case Op::Matmul: return {"a [..., M, K], b [..., K, N]", "batch dims broadcast", {}};
+    case Op::Linear: return {"x [..., In], w [Out, In], bias [Out]?", "x·wᵀ + bias", {}};
+    case Op::Reshape: return {"x", "same elements", {{"shape", "required; one entry may be -1"}}};
+    case Op::Transpose: return {"x", "permuted axes", {{"perm", "reversed axes"}}};
+    case Op::BroadcastTo: return {"x", "NumPy broadcast", {}};
+    case Op::Narrow: return {"x", "a slice along `axis`", {}};
+    case Op::Concat: return {"x1 … xn", "concatenation", {}};
+    case Op::Embedding: return {"table [V, D], indices (i32/i64)", "indices.shape + [D]", {}};
+    case Op::Cast: return {"x", "converted values", {}};
+    case Op::Where:
+      return {"cond, x, y", "x where cond is nonzero, else y; all three broadcast; x and y share a dtype", {}};
+    case Op::ArgMax: case Op::ArgMin: return {"x", "i64 index of the first (or last) extreme", {}};
+    case Op::CumSum: return {"x", "running sum along `axis`", {}};
+    case Op::TopK: return {"x", "below", {}};
+    case Op::Gather: return {"data, indices (i32/i64)", "data.shape[:axis] + indices.shape + data.shape[axis+1:]", {}};
+    case Op::GatherElements:
+      return {"data, indices (i32/i64, same rank)", "indices.shape; data at the index along `axis`", {}};
+    case Op::Slice: return {"x", "below", {{"axes", "0, 1, …"}, {"steps", "all 1"}}};
+    case Op::Pad: return {"x", "below", {{"pads", "required, [begin_0 … begin_r−1, end_0 … end_r−1]"}}};
+    case Op::Trilu:
+      return {"x [..., N, M]", "keeps j − i ≥ k (upper) or j − i ≤ k (lower) on the last two axes, zeros elsewhere", {}};
+    case Op::LayerNorm: return {"x, weight [D]?, bias [D]?", "over the last axis, biased variance", {}};
+    case Op::RmsNorm: return {"x, weight [D]?", "x / sqrt(mean(x²) + eps) · weight", {}};
+    case Op::Rope: return {"x [..., S, D], offset (i32 scalar)?", "rotary embedding", {{"dims", "D"}}};
+    case Op::ScaledMaskedSoftmax:
+      return {"scores [..., Tq, Tk]", "softmax of scale·scores with the causal mask", {}};
+    case Op::Attention: return {"q, k, v, mask?", "below", {{"scale", "1/sqrt(D)"}}};
+    case Op::LayerNormVjp: return {"dy, x", "∂ layer_norm (no weight/bias) / ∂x applied to dy", {}};
+    case Op::RmsNormVjp: return {"dy, x", "∂ rms_norm (no weight) / ∂x applied to dy", {}};
+    case Op::SoftmaxVjp: return {"dy, y", "y · (dy − sum(dy·y, axis))", {}};
+    case Op::SiluVjp: return {"dy, x", "dy · silu′(x)", {}};
+    case Op::GeluVjp: return {"dy, x", "dy · gelu′(x)", {}};
+    default: return {};  // an op without a doc: OpsDocs tests refuse it
+  }
+}
+
 std::vector<OpInfo> build_table() {
   std::vector<OpInfo> t;
 #define OP(E, N, MIN, MAX, CAT) t.push_back(OpInfo{Op::E, N, MIN, MAX, Category::CAT, attrs_for(Op::E)});
@@ -114,6 +176,15 @@ const std::vector<OpInfo>& table() {
 }  // namespace
 
 const OpInfo& op_info(Op op) { return table()[(size_t)op]; }
+
+const OpDoc& op_doc(Op op) {
+  static const std::vector<OpDoc> docs = [] {
+    std::vector<OpDoc> d;
+    for (const auto& info : table()) d.push_back(doc_for(info.op));
+    return d;
+  }();
+  return docs[(size_t)op];
+}
 const char* op_name(Op op) { return op_info(op).name; }
 
 std::optional<Op> op_from_name(const std::string& name) {

@@ -3,6 +3,7 @@
 // shape/dtype rule. The loader, validation, shape inference, FLOP counting and
 // the executors all read this one table.
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,18 @@ struct OpInfo {
   std::vector<AttrSpec> attrs;
 };
 
+// How an op is documented (docs/graph-format.md's op table and the JSON Schema are generated
+// from the registry: lib/ir/op_docs.h). Every op has one.
+struct OpDoc {
+  std::string inputs;  // e.g. "a, b"; "?" marks an optional positional input
+  std::string result;  // one line, Markdown
+  // Phrases for attributes whose default is not a plain value ("all", "1/sqrt(D)") or that
+  // need a word more; the others are shown as their default value or "required".
+  std::map<std::string, std::string> attr_notes;
+};
+
 const OpInfo& op_info(Op op);
+const OpDoc& op_doc(Op op);
 const char* op_name(Op op);
 std::optional<Op> op_from_name(const std::string& name);
 const std::vector<std::string>& all_op_names();
