@@ -3,6 +3,7 @@
 // shape/dtype rule. The loader, validation, shape inference, FLOP counting and
 // the executors all read this one table.
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,9 @@
 
 namespace rlx::ir {
 
-enum class Category : uint8_t { Leaf, Binary, Unary, Reduce, Row, Matmul, Shape, Gather, Rope, Attention };
+// Index: the ONNX-style indexing and selection ops (where, argmax/argmin, cumsum, topk, gather,
+// gather_elements, slice, pad, trilu); kernels in cpu_ops_index.cpp and vulkan/kernels_index.cpp.
+enum class Category : uint8_t { Leaf, Binary, Unary, Reduce, Row, Matmul, Shape, Gather, Rope, Attention, Index };
 
 enum class AttrType : uint8_t { Int, Float, Bool, String, Ints, Dtype };
 
@@ -31,7 +34,18 @@ struct OpInfo {
   std::vector<AttrSpec> attrs;
 };
 
+// How an op is documented (docs/graph-format.md's op table and the JSON Schema are generated
+// from the registry: lib/ir/op_docs.h). Every op has one.
+struct OpDoc {
+  std::string inputs;  // e.g. "a, b"; "?" marks an optional positional input
+  std::string result;  // one line, Markdown
+  // Phrases for attributes whose default is not a plain value ("all", "1/sqrt(D)") or that
+  // need a word more; the others are shown as their default value or "required".
+  std::map<std::string, std::string> attr_notes;
+};
+
 const OpInfo& op_info(Op op);
+const OpDoc& op_doc(Op op);
 const char* op_name(Op op);
 std::optional<Op> op_from_name(const std::string& name);
 const std::vector<std::string>& all_op_names();
@@ -52,6 +66,14 @@ double node_flops(const Graph& g, int node_index, const TypedShapes& ts);
 int normalize_axis(int64_t axis, int rank, const Node& n, const Graph& g);
 Shape broadcast_shapes(const Shape& a, const Shape& b, const Node& n, const Graph& g);
 std::string node_ref(const Graph& g, const Node& n);  // "graph.json: node 'h' (linear)"
+
+// `slice` resolved for an input shape: per input axis, the first element, the step and the
+// number of elements taken (ONNX Slice clamping). Unsliced axes get {0, 1, dim}. Returns an
+// empty vector and sets *error for bad attributes.
+struct SliceAxis {
+  int64_t start = 0, step = 1, len = 0;
+};
+std::vector<SliceAxis> slice_plan(const Attrs& a, const Shape& x, std::string* error);
 
 // Elementwise formula for a Unary/Binary-category node (gelu picks erf/tanh; vjps too).
 EwOp node_ew_op(const Node& n);

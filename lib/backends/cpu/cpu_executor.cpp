@@ -21,6 +21,7 @@
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/ops_index.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
@@ -146,6 +147,8 @@ T int_unary(EwOp op, T a, const Kernel& k) {
     case EwOp::Abs: return a < 0 ? (T)(0 - (std::make_unsigned_t<T>)a) : a;
     case EwOp::Square: return (T)((std::make_unsigned_t<T>)a * (std::make_unsigned_t<T>)a);
     case EwOp::Relu: return a > 0 ? a : 0;
+    case EwOp::Floor: case EwOp::Ceil: case EwOp::Round: return a;  // integers are already whole
+    case EwOp::Sign: return (T)((a > 0) - (a < 0));
     default: break;
   }
   throw RuntimeError(k.label + ": " + ir::op_name(k.node->op) + " is not defined on integer tensors (" +
@@ -165,6 +168,12 @@ T int_binary(EwOp op, T a, T b, const Kernel& k) {
       return a / b;
     case EwOp::Maximum: return a > b ? a : b;
     case EwOp::Minimum: return a < b ? a : b;
+    case EwOp::Mod: case EwOp::Fmod: {  // ONNX Mod: Fmod keeps the dividend's sign, Mod the divisor's
+      if (b == 0) throw RuntimeError(k.label + ": integer modulo by zero");
+      if (b == -1) return 0;  // MIN % -1 would trap
+      T r = a % b;
+      return (op == EwOp::Mod && r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;
+    }
     default: break;
   }
   throw RuntimeError(k.label + ": " + ir::op_name(k.node->op) + " is not defined on integer tensors (" +
@@ -204,6 +213,7 @@ void run_int_elementwise_t(const Kernel& k) {
 // else is an f32 kernel run through run_f32_adapted when a tensor is not f32.
 bool is_native(const Kernel& k) {
   if (k.fused) return false;
+  if (cpu::index_op_native(k)) return true;  // the ONNX-style ops (cpu_ops_index.cpp)
   switch (k.node->op) {
     case Op::Reshape: case Op::Transpose: case Op::Narrow: case Op::Concat: case Op::BroadcastTo: case Op::Cast:
     case Op::Embedding:
@@ -729,6 +739,7 @@ void run_attention(const Kernel& k) {
 
 // ---------------- dispatch ----------------
 void run_node(const Kernel& k) {
+  if (cpu::run_index_op(k)) return;  // min/prod, the Index ops, integer compares (cpu_ops_index.cpp)
   switch (ir::op_info(k.node->op).category) {
     case ir::Category::Binary: case ir::Category::Unary:
       if (k.node->op == Op::Cast) run_cast(k);
@@ -759,7 +770,7 @@ void run_node(const Kernel& k) {
         default: break;
       }
       break;
-    case ir::Category::Leaf: break;
+    case ir::Category::Leaf: case ir::Category::Index: break;
   }
   throw RuntimeError(k.label + ": the CPU executor cannot run op " + ir::op_name(k.node->op));
 }
