@@ -32,6 +32,7 @@ import numpy as np
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import graphlib as gl  # noqa: E402
+import goldens_conv  # noqa: E402  (cases of the convolution family)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = "tests/golden"
@@ -828,6 +829,7 @@ def build_bad():
                 doc([{"id": "x", "op": "input", "shape": [4, 8]},
                      {"id": "rp", "op": "rope", "inputs": ["x"], "attrs": {"dims": 5}}], ["rp"]),
                 "rp", [], "rope dims 5 is odd"))
+    bad.extend(goldens_conv.bad_graphs(doc))
     return bad
 
 
@@ -1074,7 +1076,9 @@ def main():
     args = ap.parse_args()
     t0 = time.time()
     errs = self_checks()
+    goldens_conv.self_checks()
     build_op_cases()
+    goldens_conv.build(sys.modules[__name__])
     build_examples()
     files, rows = generate()
     if args.list:

@@ -132,7 +132,9 @@ TEST(Registry, EveryOpOfTheSpecIsRegistered) {
                             "sin", "cos", "square", "gelu", "sum", "mean", "max", "softmax", "matmul", "linear",
                             "reshape", "transpose", "broadcast_to", "narrow", "concat", "embedding", "cast",
                             "layer_norm", "rms_norm", "rope", "scaled_masked_softmax", "attention", "layer_norm_vjp",
-                            "rms_norm_vjp", "softmax_vjp", "silu_vjp", "gelu_vjp"};
+                            "rms_norm_vjp", "softmax_vjp", "silu_vjp", "gelu_vjp",
+                            // the convolution family (team contract, session 2)
+                            "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "resize"};
   for (const char* op : spec_ops) EXPECT_TRUE(ir::op_from_name(op).has_value()) << op;
   EXPECT_EQ(ir::all_op_names().size(), std::size(spec_ops));
 }

@@ -11,9 +11,9 @@
 
 namespace rlx::ir {
 
-enum class Category : uint8_t { Leaf, Binary, Unary, Reduce, Row, Matmul, Shape, Gather, Rope, Attention };
+enum class Category : uint8_t { Leaf, Binary, Unary, Reduce, Row, Matmul, Shape, Gather, Rope, Attention, Spatial };
 
-enum class AttrType : uint8_t { Int, Float, Bool, String, Ints, Dtype };
+enum class AttrType : uint8_t { Int, Float, Bool, String, Ints, Dtype, Floats };
 
 struct AttrSpec {
   std::string name;

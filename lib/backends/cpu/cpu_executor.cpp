@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string>
 
+#include "backends/cpu/cpu_ops_conv.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/thread_pool.h"
@@ -623,6 +624,7 @@ void run_node(const Kernel& k) {
     case ir::Category::Gather: run_embedding(k); return;
     case ir::Category::Rope: run_rope(k); return;
     case ir::Category::Attention: run_attention(k); return;
+    case ir::Category::Spatial: cpu::run_spatial(k, ptr); return;
     case ir::Category::Row:
       switch (k.node->op) {
         case Op::Softmax: case Op::SoftmaxVjp: run_softmax(k); return;
