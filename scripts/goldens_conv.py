@@ -43,6 +43,10 @@ def build(G):
     conv("op_conv2d_kernel_equals_input", f32(n((1, 2, 3, 4))), f32(n((3, 2, 3, 4)) / 4), f32(n(3) * 0.1),
          desc="kernel as large as the input: a 1x1 output")
 
+    conv("op_conv2d_f16_inputs", n((1, 4, 6, 5)).astype(np.float16), (n((6, 4, 3, 3)) / 6).astype(np.float16),
+         (n(6) * 0.1).astype(np.float16), pads=[1, 1, 1, 1],
+         desc="f16 x, weight and bias (computed in f32, f32 result)")
+
     # ---- conv_transpose2d ----
     r = rng_for("conv_transpose2d")
     n = r.standard_normal

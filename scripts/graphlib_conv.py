@@ -178,6 +178,8 @@ def avg_pool2d(c, x, A, err):
 
 def _source_coord(o, L, O, scale, mode):
     x = float(o)
+    if scale == 1:  # ONNX Runtime: a scale of 1 leaves the axis as it is, whatever the transform
+        return x
     if mode == "asymmetric":
         return x / scale
     if mode == "align_corners":

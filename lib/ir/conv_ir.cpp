@@ -164,7 +164,10 @@ ResizePlan resize_plan(const Node& n, const Shape& in, const Shape& out) {
     const bool interp = p.linear && a + 2 >= r;
     for (int64_t o = 0; o < O; ++o) {
       double x = (double)o, c;
-      if (ct == "asymmetric") c = x / s;
+      // As ONNX Runtime: an axis whose scale is 1 maps each output coordinate onto itself,
+      // whatever the transform (tf_half_pixel_for_nn would otherwise shift it by half a pixel).
+      if (s == 1.0) c = x;
+      else if (ct == "asymmetric") c = x / s;
       else if (ct == "align_corners") c = O == 1 ? 0.0 : x * (double)(L - 1) / (double)(O - 1);
       else if (ct == "pytorch_half_pixel") c = O > 1 ? (x + 0.5) / s - 0.5 : 0.0;
       else if (ct == "tf_half_pixel_for_nn") c = (x + 0.5) / s;

@@ -129,6 +129,8 @@ void run_conv2d(const Kernel& k, TensorPtr ptr) {
   float* y = ptr(k.output);
   const int64_t OHW = g.OH * g.OW, HW = g.H * g.W, KK = g.kH * g.kW, K = g.Cg * KK;
   if (g.N * g.M * OHW == 0) return;
+  if (K > INT_MAX || OHW > INT_MAX || HW > INT_MAX)
+    throw RuntimeError(k.label + ": conv2d too large for the BLAS interface (32-bit sizes)");
   if (K == 0) {  // no input channels: the bias alone
     parallel(g.N * g.M, 1, [&](int64_t b, int64_t e) {
       for (int64_t p = b; p < e; ++p) std::fill(y + p * OHW, y + (p + 1) * OHW, bias ? bias[p % g.M] : 0.f);
@@ -194,6 +196,8 @@ void run_conv_transpose2d(const Kernel& k, TensorPtr ptr) {
   float* y = ptr(k.output);
   const int64_t OHW = g.OH * g.OW, HW = g.H * g.W, KK = g.kH * g.kW, R = g.Mg * KK;
   if (g.N * g.M * OHW == 0) return;
+  if (R > INT_MAX || HW > INT_MAX || (int64_t)R * HW > (int64_t)1 << 40)
+    throw RuntimeError(k.label + ": conv_transpose2d too large for the BLAS interface (32-bit sizes)");
   // cols[(m, kh, kw), i] = sum_c w[c, m, kh, kw] x[c, i] for the group's channels c.
   std::vector<float> cols((size_t)R * HW);
   BlasSingleThreaded single;
