@@ -54,6 +54,33 @@ def gelu_chain(name="gelu_chain", batch=4):
     ], ["y"])
 
 
+def conv3x3(C=64, HW=56):
+    # A ResNet stage-1 3x3 convolution (conv family, CPU path: im2col + sgemm).
+    return graph(f"conv3x3_{C}", [
+        {"id": "x", "op": "input", "shape": [1, C, HW, HW]},
+        {"id": "w", "op": "param", "shape": [C, C, 3, 3]},
+        {"id": "y", "op": "conv2d", "inputs": ["x", "w"], "attrs": {"pads": [1, 1, 1, 1]}},
+    ], ["y"])
+
+
+def conv3x3_gemm(C=64, HW=56):
+    # The one GEMM conv3x3 performs: [C, C*9] x [C*9, HW*HW], the baseline for its im2col overhead.
+    return graph(f"conv3x3_{C}_gemm", [
+        {"id": "w", "op": "input", "shape": [C, C * 9]},
+        {"id": "cols", "op": "input", "shape": [C * 9, HW * HW]},
+        {"id": "y", "op": "matmul", "inputs": ["w", "cols"]},
+    ], ["y"])
+
+
+def dwconv3x3(C=256, HW=56):
+    # A MobileNet depthwise 3x3 convolution (the direct depthwise path).
+    return graph(f"dwconv3x3_{C}", [
+        {"id": "x", "op": "input", "shape": [1, C, HW, HW]},
+        {"id": "w", "op": "param", "shape": [C, 1, 3, 3]},
+        {"id": "y", "op": "conv2d", "inputs": ["x", "w"], "attrs": {"pads": [1, 1, 1, 1], "groups": C}},
+    ], ["y"])
+
+
 def params():
     return [
         {"id": "w_input_layernorm", "op": "param", "shape": [D_MODEL], "name": "input_layernorm.weight"},
@@ -164,3 +191,6 @@ if __name__ == "__main__":
     write("softmax_8192", rowwise("softmax_8192", "softmax", 8192, 8192, {"axis": -1}))
     write("rms_norm_8192", rowwise("rms_norm_8192", "rms_norm", 8192, 8192, {"eps": EPS}))
     write("transpose_8192", rowwise("transpose_8192", "transpose", 8192, 8192, {"perm": [1, 0]}))
+    write("conv3x3_64", conv3x3())
+    write("conv3x3_64_gemm", conv3x3_gemm())
+    write("dwconv3x3_256", dwconv3x3())

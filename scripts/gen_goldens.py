@@ -32,6 +32,7 @@ import numpy as np
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import graphlib as gl  # noqa: E402
+import goldens_conv  # noqa: E402  (cases of the convolution family)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = "tests/golden"
@@ -962,6 +963,7 @@ def build_bad():
                 doc([{"id": "x", "op": "input", "shape": [4, 8]},
                      {"id": "rp", "op": "rope", "inputs": ["x"], "attrs": {"dims": 5}}], ["rp"]),
                 "rp", [], "rope dims 5 is odd"))
+    bad.extend(goldens_conv.bad_graphs(doc))
     return bad
 
 
@@ -1417,8 +1419,10 @@ def main():
     args = ap.parse_args()
     t0 = time.time()
     errs = self_checks()
+    goldens_conv.self_checks()
     build_op_cases()
     build_onnx_op_cases()
+    goldens_conv.build(sys.modules[__name__])
     build_examples()
     build_half_cases()
     files, rows = generate()

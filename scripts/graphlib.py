@@ -28,6 +28,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import graphlib_conv  # noqa: E402  (the convolution family)
+
 FLOAT_DTYPES = ("f32", "f16", "bf16")
 INT_DTYPES = ("i32", "i64")
 ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
@@ -115,6 +118,8 @@ OPS.update({
 # Ops whose float results are exact (selection, data movement, rounding): no f32-model noise.
 EXACT_OPS = {"where", "min", "argmax", "argmin", "topk", "gather", "gather_elements", "slice", "pad", "trilu",
              "floor", "ceil", "round", "sign"}
+for _o, (_lo, _hi, _schema) in graphlib_conv.SPATIAL_OPS.items():
+    OPS[_o] = (_lo, _hi, {k: (kind, REQ if (_o, k) in graphlib_conv.REQUIRED else d) for k, (kind, d) in _schema.items()})
 LEAVES = {"input", "param", "constant"}
 SHAPE_OPS = {"reshape", "transpose", "broadcast_to", "narrow", "concat", "embedding", "cast"}
 NODE_KEYS = {
@@ -141,6 +146,10 @@ def _check_attr(file, nid, key, kind, v):
             v = float(v)
     elif kind == "ints":
         ok = isinstance(v, list) and all(_is_int(e) for e in v)
+    elif kind == "floats":
+        ok = isinstance(v, list) and all((_is_int(e) or isinstance(e, float)) and math.isfinite(e) for e in v)
+        if ok:
+            v = [float(e) for e in v]
     elif kind.startswith("enum:"):
         ok = isinstance(v, str) and v in kind[5:].split(",")
     if not ok:
@@ -994,6 +1003,8 @@ def eval_node(c, g, n, vals):
     r = eval_onnx_op(c, n, X, T, err)
     if r is not None:
         return r
+    if op in graphlib_conv.SPATIAL_OPS:
+        return out_float(graphlib_conv.eval_spatial(c, op, X, T, A, err))
     err(f"op '{op}' not implemented")  # pragma: no cover
 
 

@@ -133,7 +133,9 @@ TEST(Registry, EveryOpOfTheSpecIsRegistered) {
                             "sin", "cos", "square", "gelu", "sum", "mean", "max", "softmax", "matmul", "linear",
                             "reshape", "transpose", "broadcast_to", "narrow", "concat", "embedding", "cast",
                             "layer_norm", "rms_norm", "rope", "scaled_masked_softmax", "attention", "layer_norm_vjp",
-                            "rms_norm_vjp", "softmax_vjp", "silu_vjp", "gelu_vjp"};
+                            "rms_norm_vjp", "softmax_vjp", "silu_vjp", "gelu_vjp",
+                            // the convolution family (team contract, session 2)
+                            "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "resize"};
   for (const char* op : spec_ops) EXPECT_TRUE(ir::op_from_name(op).has_value()) << op;
   // Beyond v1: the ONNX-style ops of the team contract (issue 12), also written out independently.
   const char* onnx_ops[] = {"floor", "ceil", "round", "softplus", "logical_not", "sign", "equal", "less",

@@ -25,7 +25,7 @@ constexpr int kNumOps = 0
     ;
 
 // An attribute value, after defaults are filled in.
-using AttrValue = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
+using AttrValue = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>, std::vector<double>>;
 
 struct Attrs {
   std::map<std::string, AttrValue> values;
@@ -35,6 +35,7 @@ struct Attrs {
   bool b(const std::string& k) const;
   const std::string& s(const std::string& k) const;
   const std::vector<int64_t>& ints(const std::string& k) const;
+  std::vector<double> floats(const std::string& k) const;  // a `floats` attribute (also accepts ints)
   bool is_none(const std::string& k) const { return !has(k); }  // optional attrs without default
 };
 

@@ -99,6 +99,16 @@ AttrValue parse_attr(const Ctx& c, const std::string& where, const AttrSpec& spe
         return bad("a dtype (f32, f16, bf16, i32, i64, bool)");
       return v.get<std::string>();
     }
+    case AttrType::Floats: {
+      if (!v.is_array()) return bad("a list of numbers");
+      if (v.size() > c.limits.max_rank) c.fail(where, "attribute '" + spec.name + "' has more than " + std::to_string(c.limits.max_rank) + " entries");
+      std::vector<double> r;
+      for (const auto& e : v) {
+        if (!e.is_number() || !std::isfinite(e.get<double>())) return bad("a list of finite numbers");
+        r.push_back(e.get<double>());
+      }
+      return r;
+    }
     case AttrType::Ints: {
       if (!v.is_array()) return bad("a list of integers");
       if (v.size() > c.limits.max_rank) c.fail(where, "attribute '" + spec.name + "' has more than " + std::to_string(c.limits.max_rank) + " entries");

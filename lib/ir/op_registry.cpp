@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "ir/spatial.h"
 
 namespace rlx::ir {
 
@@ -47,6 +48,12 @@ const std::vector<int64_t>& Attrs::ints(const std::string& k) const {
   if (auto p = std::get_if<std::vector<int64_t>>(&v)) return *p;
   throw InputError("internal: attribute '" + k + "' is not a list of integers");
 }
+std::vector<double> Attrs::floats(const std::string& k) const {
+  const auto& v = attr_at(*this, k);
+  if (auto p = std::get_if<std::vector<double>>(&v)) return *p;
+  if (auto p = std::get_if<std::vector<int64_t>>(&v)) return std::vector<double>(p->begin(), p->end());
+  throw InputError("internal: attribute '" + k + "' is not a list of numbers");
+}
 
 // ---------------- The registry table ----------------
 namespace {
@@ -59,6 +66,7 @@ AttrSpec req_ints(const char* n) { return {n, AttrType::Ints, std::nullopt, true
 AttrSpec opt_ints_none(const char* n) { return {n, AttrType::Ints, std::nullopt, false, {}}; }
 AttrSpec opt_int_none(const char* n) { return {n, AttrType::Int, std::nullopt, false, {}}; }
 AttrSpec opt_float_none(const char* n) { return {n, AttrType::Float, std::nullopt, false, {}}; }
+AttrSpec opt_ints(const char* n, std::vector<int64_t> d) { return {n, AttrType::Ints, AttrValue{std::move(d)}, false, {}}; }
 AttrSpec opt_string(const char* n, const char* d, std::vector<std::string> choices) {
   return {n, AttrType::String, AttrValue{std::string(d)}, false, std::move(choices)};
 }
@@ -94,6 +102,24 @@ std::vector<AttrSpec> attrs_for(Op op) {
     case Op::Pad:
       return {req_ints("pads"), opt_string("mode", "constant", {"constant", "reflect", "edge"}), opt_float("value", 0.0)};
     case Op::Trilu: return {opt_bool("upper", true), opt_int("k", 0)};
+    case Op::Conv2d:
+      return {opt_ints("strides", {1, 1}), opt_ints("pads", {0, 0, 0, 0}), opt_ints("dilations", {1, 1}),
+              opt_int("groups", 1)};
+    case Op::ConvTranspose2d:
+      return {opt_ints("strides", {1, 1}), opt_ints("pads", {0, 0, 0, 0}), opt_ints("dilations", {1, 1}),
+              opt_int("groups", 1), opt_ints("output_padding", {0, 0})};
+    case Op::MaxPool2d:
+      return {req_ints("kernel"), opt_ints("strides", {1, 1}), opt_ints("pads", {0, 0, 0, 0}),
+              opt_ints("dilations", {1, 1}), opt_bool("ceil_mode", false)};
+    case Op::AvgPool2d:
+      return {req_ints("kernel"), opt_ints("strides", {1, 1}), opt_ints("pads", {0, 0, 0, 0}),
+              opt_bool("ceil_mode", false), opt_bool("count_include_pad", false)};
+    case Op::Resize:
+      return {req_ints("sizes"), {"scales", AttrType::Floats, std::nullopt, false, {}},
+              opt_string("mode", "nearest", {"nearest", "linear"}),
+              opt_string("coordinate_transformation_mode", "half_pixel",
+                         {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nn"}),
+              opt_string("nearest_mode", "round_prefer_floor", {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"})};
     default: return {};
   }
 }
@@ -156,6 +182,11 @@ OpDoc doc_for(Op op) {
     case Op::SoftmaxVjp: return {"dy, y", "y · (dy − sum(dy·y, axis))", {}};
     case Op::SiluVjp: return {"dy, x", "dy · silu′(x)", {}};
     case Op::GeluVjp: return {"dy, x", "dy · gelu′(x)", {}};
+    case Op::Conv2d: return {"x [N, C, H, W], w [M, C/groups, kH, kW], bias [M]?", "[N, M, OH, OW], below", {}};
+    case Op::ConvTranspose2d: return {"x [N, C, H, W], w [C, M/groups, kH, kW], bias [M]?", "[N, M, OH, OW], below", {}};
+    case Op::MaxPool2d: return {"x [N, C, H, W]", "window maxima; padding never wins", {}};
+    case Op::AvgPool2d: return {"x [N, C, H, W]", "window means", {}};
+    case Op::Resize: return {"x (any rank)", "below", {{"sizes", "required, the full output shape"}, {"scales", "optional"}}};
     default: return {};  // an op without a doc: OpsDocs tests refuse it
   }
 }
@@ -701,6 +732,16 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
       }
       break;
     }
+    case Category::Spatial: {
+      std::vector<Shape> ins;
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        if (!is_float(in_dt((int)k)))
+          fail(g, n, "input " + std::to_string(k) + " must be a float tensor, got " + dtype_name(in_dt((int)k)));
+        ins.push_back(in((int)k));
+      }
+      out = infer_spatial(n, ins, node_ref(g, n));
+      break;
+    }
   }
   // Half precision (docs/graph-format.md, compute rules): an op that computes a float result
   // gives its float operands' common dtype: all f16 -> f16, all bf16 -> bf16; any f32, or f16
@@ -783,6 +824,11 @@ double node_flops(const Graph& g, int idx, const TypedShapes& ts) {
       const Shape& a = ts.shapes[n.inputs[0]];
       double K = (double)(n.op == Op::Matmul && n.attrs.b("transpose_a") ? a[a.size() - 2] : a.back());
       return 2 * out * K;
+    }
+    case Category::Spatial: {
+      std::vector<Shape> ins;
+      for (int i : n.inputs) ins.push_back(ts.shapes[i]);
+      return spatial_flops(n, ins, ts.shapes[idx]);
     }
     case Category::Attention: {
       const Shape &q = ts.shapes[n.inputs[0]], &k = ts.shapes[n.inputs[1]];

@@ -14,9 +14,9 @@ namespace rlx::ir {
 
 // Index: the ONNX-style indexing and selection ops (where, argmax/argmin, cumsum, topk, gather,
 // gather_elements, slice, pad, trilu); kernels in cpu_ops_index.cpp and vulkan/kernels_index.cpp.
-enum class Category : uint8_t { Leaf, Binary, Unary, Reduce, Row, Matmul, Shape, Gather, Rope, Attention, Index };
+enum class Category : uint8_t { Leaf, Binary, Unary, Reduce, Row, Matmul, Shape, Gather, Rope, Attention, Index, Spatial };
 
-enum class AttrType : uint8_t { Int, Float, Bool, String, Ints, Dtype };
+enum class AttrType : uint8_t { Int, Float, Bool, String, Ints, Dtype, Floats };
 
 struct AttrSpec {
   std::string name;

@@ -56,7 +56,7 @@ std::string attrs_key(const ir::Attrs& a) {
     s << k << '=';
     std::visit([&](const auto& x) {
       using T = std::decay_t<decltype(x)>;
-      if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+      if constexpr (std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, std::vector<double>>) {
         for (auto e : x) s << e << ',';
       } else {
         s << x;

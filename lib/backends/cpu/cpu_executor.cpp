@@ -19,6 +19,7 @@
 #include "backends/cpu/access.h"
 #include "backends/cpu/half_gemm.h"
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/cpu_ops_conv.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/ops_index.h"
@@ -751,6 +752,7 @@ void run_node(const Kernel& k) {
     case ir::Category::Gather: run_embedding(k); return;
     case ir::Category::Rope: run_rope(k); return;
     case ir::Category::Attention: run_attention(k); return;
+    case ir::Category::Spatial: cpu::run_spatial(k, ptr); return;
     case ir::Category::Row:
       switch (k.node->op) {
         case Op::Softmax: case Op::SoftmaxVjp: run_softmax(k); return;

@@ -309,6 +309,7 @@ class VulkanExecutor final : public Executor {
       return rope_table(dims, base, scale);
     };
     env_.scratch = [this](int64_t floats) { return lowering_->scratch(mem_, floats); };
+    env_.const_table = [this](const std::vector<uint32_t>& words) -> const VulkanBuffer& { return const_table(words); };
     live_ = std::make_unique<Stream>(dev_, pipes_, cmd_pool_, kLiveQueries);
   }
 
@@ -316,6 +317,7 @@ class VulkanExecutor final : public Executor {
     dev_.fn().vkDeviceWaitIdle(dev_.dev);
     live_.reset();
     for (auto& [key, tab] : rope_tables_) mem_.destroy_block(*tab.block);
+    for (auto& [key, tab] : const_tables_) mem_.destroy_block(*tab.block);
     mem_.destroy_block(*error_);
     mem_.destroy_block(*dummy_);
     dev_.fn().vkDestroyCommandPool(dev_.dev, cmd_pool_, nullptr);
@@ -504,6 +506,19 @@ class VulkanExecutor final : public Executor {
     return tab.view;
   }
 
+  const VulkanBuffer& const_table(const std::vector<uint32_t>& words) {
+    auto it = const_tables_.find(words);
+    if (it != const_tables_.end()) return it->second.view;
+    auto& tab = const_tables_[words];  // a block of its own, like the rope tables
+    size_t n = std::max<size_t>(1, words.size());
+    tab.block = mem_.host_block(n * 4);
+    std::memcpy(tab.block->mapped, words.data(), words.size() * 4);
+    tab.view.block = tab.block.get();
+    tab.view.bytes = n * 4;
+    tab.view.capacity = n * 4;
+    return tab.view;
+  }
+
   Device dev_;
   MemoryPool mem_;
   PipelineCache pipes_;
@@ -515,6 +530,7 @@ class VulkanExecutor final : public Executor {
     VulkanBuffer view;  // pool-less view of `block`
   };
   std::map<std::tuple<int64_t, double, double>, Table> rope_tables_;
+  std::map<std::vector<uint32_t>, Table> const_tables_;
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
   std::unique_ptr<Stream> live_;
   Stream* lowering_ = nullptr;  // the stream the kernel being lowered is recorded into

@@ -728,6 +728,11 @@ std::vector<Dispatch> Lowering::run() {
     case Op::Embedding: embedding(); break;
     case Op::Rope: rope(); break;
     case Op::Attention: attention(); break;
+    case Op::Conv2d: case Op::ConvTranspose2d: case Op::MaxPool2d: case Op::AvgPool2d: case Op::Resize:
+      lower_spatial({env_, k_, [this](Dispatch& d, const TensorRef& t, bool w) { return bind(d, t, w); },
+                     [this](Dispatch& d, uint64_t items, uint32_t wg) { grid(d, items, wg); }},
+                    ds_);
+      break;
     case Op::Input: case Op::Param: case Op::Constant:
       fail(std::string("leaf op '") + ir::op_name(op) + "' cannot be launched");
     default:

@@ -44,6 +44,9 @@ struct LowerEnv {
   // Temporary device memory for a multi-pass kernel (split attention), alive as
   // long as the command buffer being recorded.
   std::function<TensorRef(int64_t floats)> scratch;
+  // A read-only table of host-computed words (e.g. resize's source taps), uploaded
+  // once per distinct content and owned by the executor.
+  std::function<const VulkanBuffer&(const std::vector<uint32_t>& words)> const_table;
 };
 
 // What the lowering of the ONNX-style ops (kernels_index.cpp) uses of one kernel's lowering
@@ -72,5 +75,16 @@ bool lower_index_op(LowerCtx& L);
 // Throws RuntimeError naming k.label for what cannot run (e.g. a tensor larger
 // than the device's maxStorageBufferRange).
 std::vector<Dispatch> lower_kernel(LowerEnv& env, const Kernel& k, uint32_t kernel_id);
+
+// The convolution family (kernels_conv.cpp), appended to `out`. `bind` binds a
+// tensor and returns the element offset of its first element in the binding;
+// `grid` lays a 1-D grid of `items` invocations in groups of `wg`.
+struct SpatialLowering {
+  LowerEnv& env;
+  const Kernel& k;
+  std::function<uint32_t(Dispatch&, const TensorRef&, bool write)> bind;
+  std::function<void(Dispatch&, uint64_t items, uint32_t wg)> grid;
+};
+void lower_spatial(const SpatialLowering& s, std::vector<Dispatch>& out);
 
 }  // namespace rlx::vk

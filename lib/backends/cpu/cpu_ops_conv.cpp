@@ -1,0 +1,349 @@
+// CPU kernels of the convolution family, NCHW f32:
+//   conv2d            im2col tiles + GEMM (1x1 stride-1 convs read x directly),
+//                     a direct loop for depthwise / one-channel-per-group convs
+//   conv_transpose2d  GEMM (Wᵀ·x) into columns, then col2im per output channel
+//   max_pool2d, avg_pool2d, resize: direct loops
+// Work is split over rlx's thread pool; each GEMM call is single-threaded.
+#include "backends/cpu/cpu_ops_conv.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "backends/cpu/thread_pool.h"
+#include "core/error.h"
+#include "ir/op_registry.h"
+#include "ir/spatial.h"
+
+namespace rlx::cpu {
+namespace {
+
+using ir::Op;
+
+void parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  ThreadPool::global().parallel_for(n, grain, fn);
+}
+
+// While alive, OpenBLAS runs single-threaded (the callers parallelise over tiles).
+struct BlasSingleThreaded {
+  int saved = openblas_get_num_threads();
+  BlasSingleThreaded() {
+    if (saved != 1) openblas_set_num_threads(1);
+  }
+  ~BlasSingleThreaded() {
+    if (saved != 1) openblas_set_num_threads(saved);
+  }
+};
+
+// The one GEMM call of these kernels: row-major C[M, N] = op(A)[M, K] · B[K, N] + beta · C,
+// op(A) = A or Aᵀ. Single-threaded. (To move onto backends/cpu/gemm.h when it lands.)
+void gemm(bool trans_a, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+          float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.f, A,
+              (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+
+ir::Conv2dGeom geom(const Kernel& k) {
+  std::vector<Shape> ins;
+  for (const auto& t : k.inputs) ins.push_back(t.shape);
+  return ir::conv2d_geom(*k.node, ins, k.label);
+}
+
+// Range [lo, hi) of output positions o with 0 <= o * s + off < len.
+inline void valid_range(int64_t off, int64_t s, int64_t len, int64_t n_out, int64_t& lo, int64_t& hi) {
+  lo = off >= 0 ? 0 : (-off + s - 1) / s;
+  hi = len - 1 - off < 0 ? 0 : std::min(n_out, (len - 1 - off) / s + 1);
+  if (hi < lo) hi = lo;
+}
+
+// ---------------- conv2d ----------------
+
+// One output plane of a convolution whose groups have one input channel each
+// (depthwise): y[oh, :] += w[kh, kw] * x[ih, ow * s + off], row by row.
+void conv_direct_plane(const ir::Conv2dGeom& g, const float* x, const float* w, float bias, float* y) {
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    float* yr = y + oh * g.OW;
+    std::fill(yr, yr + g.OW, bias);
+    for (int64_t kh = 0; kh < g.kH; ++kh) {
+      int64_t ih = oh * g.sH - g.pt + kh * g.dH;
+      if (ih < 0 || ih >= g.H) continue;
+      const float* xr = x + ih * g.W;
+      for (int64_t kw = 0; kw < g.kW; ++kw) {
+        const int64_t off = kw * g.dW - g.pl;
+        const float wv = w[kh * g.kW + kw];
+        int64_t lo, hi;
+        valid_range(off, g.sW, g.W, g.OW, lo, hi);
+        if (g.sW == 1) {
+          const float* xs = xr + off;
+          for (int64_t ow = lo; ow < hi; ++ow) yr[ow] += wv * xs[ow];
+        } else {
+          for (int64_t ow = lo; ow < hi; ++ow) yr[ow] += wv * xr[ow * g.sW + off];
+        }
+      }
+    }
+  }
+}
+
+// col[r, j] for rows r = (c, kh, kw) of one group and output positions p0 + j, j < T.
+void im2col_tile(const ir::Conv2dGeom& g, const float* xg, int64_t p0, int64_t T, float* col) {
+  const int64_t HW = g.H * g.W;
+  for (int64_t c = 0; c < g.Cg; ++c)
+    for (int64_t kh = 0; kh < g.kH; ++kh)
+      for (int64_t kw = 0; kw < g.kW; ++kw) {
+        float* dst = col + ((c * g.kH + kh) * g.kW + kw) * T;
+        const float* xc = xg + c * HW;
+        const int64_t off = kw * g.dW - g.pl;
+        int64_t j = 0;
+        while (j < T) {  // one output row (fixed oh) segment at a time
+          const int64_t p = p0 + j, oh = p / g.OW, ow0 = p % g.OW;
+          const int64_t seg = std::min(T - j, g.OW - ow0);
+          const int64_t ih = oh * g.sH - g.pt + kh * g.dH;
+          float* d = dst + j;
+          if (ih < 0 || ih >= g.H) {
+            std::fill(d, d + seg, 0.f);
+          } else {
+            const float* xr = xc + ih * g.W;
+            int64_t lo, hi;
+            valid_range(off, g.sW, g.W, g.OW, lo, hi);
+            const int64_t a = std::clamp(lo, ow0, ow0 + seg), b = std::clamp(hi, a, ow0 + seg);
+            std::fill(d, d + (a - ow0), 0.f);
+            if (g.sW == 1) std::memcpy(d + (a - ow0), xr + a + off, (b - a) * 4);
+            else for (int64_t ow = a; ow < b; ++ow) d[ow - ow0] = xr[ow * g.sW + off];
+            std::fill(d + (b - ow0), d + seg, 0.f);
+          }
+          j += seg;
+        }
+      }
+}
+
+void run_conv2d(const Kernel& k, TensorPtr ptr) {
+  const ir::Conv2dGeom g = geom(k);
+  const float* x = ptr(k.inputs[0]);
+  const float* w = ptr(k.inputs[1]);
+  const float* bias = g.has_bias ? ptr(k.inputs[2]) : nullptr;
+  float* y = ptr(k.output);
+  const int64_t OHW = g.OH * g.OW, HW = g.H * g.W, KK = g.kH * g.kW, K = g.Cg * KK;
+  if (g.N * g.M * OHW == 0) return;
+  if (K > INT_MAX || OHW > INT_MAX || HW > INT_MAX)
+    throw RuntimeError(k.label + ": conv2d too large for the BLAS interface (32-bit sizes)");
+  if (K == 0) {  // no input channels: the bias alone
+    parallel(g.N * g.M, 1, [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) std::fill(y + p * OHW, y + (p + 1) * OHW, bias ? bias[p % g.M] : 0.f);
+    });
+    return;
+  }
+  if (g.Cg == 1) {  // depthwise (and any one-channel-per-group conv): direct
+    parallel(g.N * g.M, 1, [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        const int64_t n = p / g.M, m = p % g.M, c = m / g.Mg;
+        conv_direct_plane(g, x + (n * g.C + c) * HW, w + m * KK, bias ? bias[m] : 0.f, y + p * OHW);
+      }
+    });
+    return;
+  }
+  const bool pointwise = g.kH == 1 && g.kW == 1 && g.sH == 1 && g.sW == 1 && g.pt == 0 && g.pl == 0 &&
+                         g.pb == 0 && g.pr == 0;
+  // Tiles of T output positions: the im2col tile (K x T) stays near L2 size, and
+  // there are enough tiles to keep every thread busy.
+  const int64_t threads = ThreadPool::global().size();
+  int64_t T = std::max<int64_t>(16, (int64_t)(1 << 17) / K / 16 * 16);
+  T = std::min(T, OHW);
+  const int64_t planes = g.N * g.groups;
+  if (planes * ((OHW + T - 1) / T) < 2 * threads) {
+    int64_t want = (2 * threads + planes - 1) / planes;
+    T = std::max<int64_t>(std::min<int64_t>(16, OHW), ((OHW + want - 1) / want + 15) / 16 * 16);
+    T = std::min(T, OHW);
+  }
+  const int64_t tiles = (OHW + T - 1) / T;
+  BlasSingleThreaded single;
+  parallel(planes * tiles, 1, [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> col;
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t n = t / (g.groups * tiles), grp = (t / tiles) % g.groups, p0 = (t % tiles) * T;
+      const int64_t tn = std::min(T, OHW - p0);
+      const float* xg = x + (n * g.C + grp * g.Cg) * HW;
+      float* yg = y + (n * g.M + grp * g.Mg) * OHW + p0;
+      const float* B;
+      int64_t ldb;
+      if (pointwise) {
+        B = xg + p0;
+        ldb = HW;
+      } else {
+        if ((int64_t)col.size() < K * tn) col.resize(K * tn);
+        im2col_tile(g, xg, p0, tn, col.data());
+        B = col.data();
+        ldb = tn;
+      }
+      if (bias)
+        for (int64_t m = 0; m < g.Mg; ++m) std::fill(yg + m * OHW, yg + m * OHW + tn, bias[grp * g.Mg + m]);
+      gemm(false, g.Mg, tn, K, w + grp * g.Mg * K, K, B, ldb, bias ? 1.f : 0.f, yg, OHW);
+    }
+  });
+}
+
+// ---------------- conv_transpose2d ----------------
+
+void run_conv_transpose2d(const Kernel& k, TensorPtr ptr) {
+  const ir::Conv2dGeom g = geom(k);
+  const float* x = ptr(k.inputs[0]);
+  const float* w = ptr(k.inputs[1]);
+  const float* bias = g.has_bias ? ptr(k.inputs[2]) : nullptr;
+  float* y = ptr(k.output);
+  const int64_t OHW = g.OH * g.OW, HW = g.H * g.W, KK = g.kH * g.kW, R = g.Mg * KK;
+  if (g.N * g.M * OHW == 0) return;
+  if (R > INT_MAX || HW > INT_MAX || (int64_t)R * HW > (int64_t)1 << 40)
+    throw RuntimeError(k.label + ": conv_transpose2d too large for the BLAS interface (32-bit sizes)");
+  // cols[(m, kh, kw), i] = sum_c w[c, m, kh, kw] x[c, i] for the group's channels c.
+  std::vector<float> cols((size_t)R * HW);
+  BlasSingleThreaded single;
+  const int64_t threads = ThreadPool::global().size();
+  const int64_t T = std::max<int64_t>(16, std::min<int64_t>(HW, (HW + 2 * threads - 1) / (2 * threads)));
+  const int64_t tiles = (HW + T - 1) / T;
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      const float* xg = x + (n * g.C + grp * g.Cg) * HW;
+      const float* wg = w + grp * g.Cg * R;  // [Cg, R]
+      if (g.Cg == 0) std::fill(cols.begin(), cols.end(), 0.f);
+      else
+        parallel(tiles, 1, [&](int64_t b, int64_t e) {
+          for (int64_t t = b; t < e; ++t) {
+            const int64_t i0 = t * T, tn = std::min(T, HW - i0);
+            gemm(true, R, tn, g.Cg, wg, R, xg + i0, HW, 0.f, cols.data() + i0, HW);
+          }
+        });
+      // col2im: each output channel's plane gathers its own taps (no races).
+      parallel(g.Mg, 1, [&](int64_t b, int64_t e) {
+        for (int64_t m = b; m < e; ++m) {
+          float* yp = y + (n * g.M + grp * g.Mg + m) * OHW;
+          std::fill(yp, yp + OHW, bias ? bias[grp * g.Mg + m] : 0.f);
+          for (int64_t kh = 0; kh < g.kH; ++kh)
+            for (int64_t kw = 0; kw < g.kW; ++kw) {
+              const float* cr = cols.data() + ((m * g.kH + kh) * g.kW + kw) * HW;
+              const int64_t offw = kw * g.dW - g.pl;
+              for (int64_t ih = 0; ih < g.H; ++ih) {
+                const int64_t oh = ih * g.sH - g.pt + kh * g.dH;
+                if (oh < 0 || oh >= g.OH) continue;
+                float* yr = yp + oh * g.OW;
+                const float* c = cr + ih * g.W;
+                for (int64_t iw = 0; iw < g.W; ++iw) {
+                  const int64_t ow = iw * g.sW + offw;
+                  if (ow >= 0 && ow < g.OW) yr[ow] += c[iw];
+                }
+              }
+            }
+        }
+      });
+    }
+}
+
+// ---------------- pools ----------------
+
+void run_pool(const Kernel& k, TensorPtr ptr, bool is_max) {
+  const ir::Conv2dGeom g = geom(k);
+  const float* x = ptr(k.inputs[0]);
+  float* y = ptr(k.output);
+  const int64_t OHW = g.OH * g.OW, HW = g.H * g.W;
+  parallel(g.N * g.C, 1, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const float* xp = x + p * HW;
+      float* yp = y + p * OHW;
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        const int64_t hs = oh * g.sH - g.pt;
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          const int64_t ws = ow * g.sW - g.pl;
+          float acc = is_max ? -INFINITY : 0.f;
+          for (int64_t kh = 0; kh < g.kH; ++kh) {
+            const int64_t ih = hs + kh * g.dH;
+            if (ih < 0 || ih >= g.H) continue;
+            const float* xr = xp + ih * g.W;
+            for (int64_t kw = 0; kw < g.kW; ++kw) {
+              const int64_t iw = ws + kw * g.dW;
+              if (iw < 0 || iw >= g.W) continue;
+              const float v = xr[iw];
+              if (is_max) acc = (v > acc || v != v) ? v : acc;  // NaN propagates
+              else acc += v;
+            }
+          }
+          yp[oh * g.OW + ow] = is_max ? acc : acc / (float)ir::avg_pool_divisor(g, oh, ow);
+        }
+      }
+    }
+  });
+}
+
+// ---------------- resize ----------------
+
+void run_resize(const Kernel& k, TensorPtr ptr) {
+  const Shape& xs = k.inputs[0].shape;
+  const Shape& ys = k.output.shape;
+  const int64_t total = shape_numel(ys);
+  if (total == 0) return;
+  const ir::ResizePlan plan = ir::resize_plan(*k.node, xs, ys);
+  const float* x = ptr(k.inputs[0]);
+  float* y = ptr(k.output);
+  const int r = (int)xs.size();
+  if (r == 0) {
+    y[0] = x[0];
+    return;
+  }
+  const auto xst = contiguous_strides(xs);
+  const int64_t OW = ys[r - 1], rows = total / OW;
+  const ir::ResizeAxis& aw = plan.axes[r - 1];
+  // The source offset of output row `row` (every axis but the last), for the first tap (or, along axis r-2 in
+  // linear mode, both taps: o0 / o1 with weight wh).
+  auto row_offsets = [&](int64_t row, int64_t& o0, int64_t& o1, float& wh) {
+    o0 = o1 = 0;
+    wh = 0.f;
+    for (int a = r - 2; a >= 0; --a) {
+      const int64_t c = row % ys[a];
+      row /= ys[a];
+      const ir::ResizeAxis& ax = plan.axes[a];
+      o0 += ax.i0[c] * xst[a];
+      o1 += (a == r - 2 ? ax.i1[c] : ax.i0[c]) * xst[a];
+      if (a == r - 2) wh = ax.w[c];
+    }
+  };
+  parallel(rows, 16, [&](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      int64_t o0, o1;
+      float wh;
+      row_offsets(row, o0, o1, wh);
+      float* yr = y + row * OW;
+      if (!plan.linear) {
+        const float* xr = x + o0;
+        for (int64_t j = 0; j < OW; ++j) yr[j] = xr[aw.i0[j]];
+        continue;
+      }
+      const float* x0 = x + o0;
+      const float* x1 = x + o1;
+      for (int64_t j = 0; j < OW; ++j) {
+        const float ww = aw.w[j];
+        const int64_t c0 = aw.i0[j], c1 = aw.i1[j];
+        const float top = x0[c0] + ww * (x0[c1] - x0[c0]);
+        const float bot = x1[c0] + ww * (x1[c1] - x1[c0]);
+        yr[j] = top + wh * (bot - top);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void run_spatial(const Kernel& k, TensorPtr ptr) {
+  switch (k.node->op) {
+    case Op::Conv2d: run_conv2d(k, ptr); return;
+    case Op::ConvTranspose2d: run_conv_transpose2d(k, ptr); return;
+    case Op::MaxPool2d: run_pool(k, ptr, true); return;
+    case Op::AvgPool2d: run_pool(k, ptr, false); return;
+    case Op::Resize: run_resize(k, ptr); return;
+    default: break;
+  }
+  throw RuntimeError(k.label + ": not an op of the convolution family: " + ir::op_name(k.node->op));
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,53 @@
+#version 450
+// max_pool2d (MODE 0) and avg_pool2d (MODE 1) over NCHW, one invocation per
+// output element. Padding never enters a max; the average divides by the window
+// clipped to the input (or, with count_include_pad, to the padded input).
+#extension GL_GOOGLE_include_directive : require
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint MODE = 0;
+#include "common.glsl"
+
+layout(std430, binding = 0) restrict readonly buffer X { float x[]; };
+layout(std430, binding = 1) restrict writeonly buffer Y { float y[]; };
+layout(push_constant) uniform PC {
+  uint n, H, W, OH, OW;
+  int kH, kW, sH, sW, dH, dW, pt, pl, pb, pr;
+  uint count_include_pad, xoff, yoff;
+} pc;
+
+void main() {
+  uint i = rlx_global_index();
+  if (i >= pc.n) return;
+  int ow = int(i % pc.OW);
+  uint t = i / pc.OW;
+  int oh = int(t % pc.OH);
+  uint plane = t / pc.OH;
+  uint xp = pc.xoff + plane * pc.H * pc.W;
+  int hs = oh * pc.sH - pc.pt, ws = ow * pc.sW - pc.pl;
+  float acc = MODE == 0u ? -rlx_inf() : 0.0;
+  for (int kh = 0; kh < pc.kH; ++kh) {
+    int ih = hs + kh * pc.dH;
+    if (ih < 0 || ih >= int(pc.H)) continue;
+    for (int kw = 0; kw < pc.kW; ++kw) {
+      int iw = ws + kw * pc.dW;
+      if (iw < 0 || iw >= int(pc.W)) continue;
+      float v = x[xp + uint(ih) * pc.W + uint(iw)];
+      if (MODE == 0u) acc = (v > acc || isnan(v)) ? v : acc;
+      else acc += v;
+    }
+  }
+  if (MODE == 1u) {
+    int he, we, h0 = hs, w0 = ws;
+    if (pc.count_include_pad != 0u) {
+      he = min(hs + pc.kH, int(pc.H) + pc.pb);
+      we = min(ws + pc.kW, int(pc.W) + pc.pr);
+    } else {
+      he = min(hs + pc.kH, int(pc.H));
+      we = min(ws + pc.kW, int(pc.W));
+      h0 = max(hs, 0);
+      w0 = max(ws, 0);
+    }
+    acc /= float((he - h0) * (we - w0));
+  }
+  y[pc.yoff + i] = acc;
+}
