@@ -7,7 +7,8 @@ pkgs=(build-essential cmake ninja-build pkg-config
       libvulkan-dev glslang-dev glslang-tools spirv-tools
       mesa-vulkan-drivers vulkan-validationlayers
       libgtest-dev libgmock-dev libbenchmark-dev
-      python3 python3-numpy python3-jsonschema)
+      python3 python3-numpy python3-jsonschema
+      libprotobuf-dev protobuf-compiler libonnx-dev python3-onnx)
 if [[ "${RLX_SETUP_EXTRA:-}" != "" ]]; then
   read -r -a extra <<<"$RLX_SETUP_EXTRA"; pkgs+=("${extra[@]}")
 fi
