@@ -847,6 +847,215 @@ def bad_readme(bad):
     return ("\n".join(lines) + "\n").encode()
 
 
+
+def build_onnx_op_cases():
+    """Cases of the ONNX-style ops (issue 12). Selection, indexing, rounding, compares and integer
+    results are bit-exact in a correct implementation: they use the exact family."""
+    i32 = lambda a: np.asarray(a, dtype=np.int32)  # noqa: E731
+    i64 = lambda a: np.asarray(a, dtype=np.int64)  # noqa: E731
+    r = rng_for("onnx_unary")
+    ties = [-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.0, 0.0, 3.0, -3.0, 0.49999997, 1e-3]
+    x = f32(np.concatenate([r.standard_normal(28) * 3, ties])).reshape(4, 10)
+    for op in ("floor", "ceil", "round", "sign"):
+        single(f"op_{op}", op, [("x", x, "input")], family="exact",
+               desc=f"{op} incl. halves (round: half to even), signed zeros")
+    single("op_sign_i64", "sign", [("x", i64([[-7, 0, 5], [3, -1, 0]]), "input")], family="exact",
+           desc="sign of i64 -> i64")
+    single("op_floor_i32", "floor", [("x", i32([[-7, 0, 5], [3, -1, 16777215]]), "input")], family="exact",
+           desc="floor of i32 -> i32 (identity)")
+    sp = f32(np.concatenate([r.standard_normal(30) * 4, [-90, -30, -1e-4, 0, 1e-4, 20, 30, 90, 5, -5]]))
+    single("op_softplus", "softplus", [("x", sp.reshape(5, 8), "input")], family="transcendental",
+           desc="softplus incl. large |x| (stable form, no overflow)")
+    single("op_logical_not", "logical_not", [("x", r.integers(0, 2, (3, 4)).astype(bool), "input")],
+           family="exact", desc="logical_not bool -> bool")
+
+    # ---- compares and logical (-> bool), with broadcasting and integer inputs ----
+    r = rng_for("onnx_compare")
+    a = f32(r.integers(-2, 3, (2, 3, 4)) * 0.5)
+    b = f32(r.integers(-2, 3, (4,)) * 0.5)
+    single("op_equal", "equal", [("a", a, "input"), ("b", b, "input")], family="exact",
+           desc="equal [2,3,4] vs [4] (many equal pairs)")
+    single("op_less", "less", [("a", a, "input"), ("b", f32(r.integers(-2, 3, (3, 1)) * 0.5), "input")],
+           family="exact", desc="less [2,3,4] vs [3,1]")
+    single("op_less_equal", "less_equal", [("a", f32(r.integers(-2, 3, (2, 1, 4)) * 0.5), "input"),
+                                           ("b", f32(r.integers(-2, 3, (3, 1)) * 0.5), "input")],
+           family="exact", desc="less_equal [2,1,4] vs [3,1] (both broadcast)")
+    single("op_greater_i32", "greater", [("a", i32(r.integers(-3, 4, (3, 4))), "input"),
+                                         ("b", i32(r.integers(-3, 4, (1, 4))), "input")],
+           family="exact", desc="greater on i32 [3,4] vs [1,4]")
+    single("op_greater_equal_i64", "greater_equal", [("a", i64(r.integers(-3, 4, (3, 4))), "input"),
+                                                     ("b", i64(1), "const")],
+           family="exact", desc="greater_equal on i64 vs a rank-0 i64 constant")
+    ba = r.integers(0, 2, (2, 3, 4)).astype(bool)
+    bb = r.integers(0, 2, (3, 1)).astype(bool)
+    for op in ("logical_and", "logical_or", "logical_xor"):
+        single(f"op_{op}", op, [("a", ba, "input"), ("b", bb, "input")], family="exact",
+               desc=f"{op} bool [2,3,4] vs [3,1]")
+
+    # ---- mod ----
+    r = rng_for("onnx_mod")
+    ia = i32(r.integers(-20, 21, (3, 5)))
+    ib = i32([[3, -3, 7, -7, 1]])
+    single("op_mod_i32", "mod", [("a", ia, "input"), ("b", ib, "input")], family="exact",
+           desc="mod i32, fmod=0: sign of the divisor (negative a and b)")
+    single("op_mod_fmod_i64", "mod", [("a", ia.astype(np.int64), "input"), ("b", ib.astype(np.int64), "input")],
+           {"fmod": True}, family="exact", desc="mod i64 with fmod=1: sign of the dividend")
+    fa = f32(r.uniform(-10, 10, (3, 5)))
+    fb = f32([[2.5, -2.5, 0.75, -3.0, 1.0]])
+    single("op_mod_fmod_f32", "mod", [("a", fa, "input"), ("b", fb, "input")], {"fmod": True},
+           desc="mod f32 with fmod=1 (C fmod)")
+    single("op_mod_f32", "mod", [("a", fa, "input"), ("b", fb, "input")],
+           desc="mod f32 with fmod=0 (floored, NumPy's mod)")
+
+    # ---- where ----
+    r = rng_for("onnx_where")
+    single("op_where", "where", [("c", r.integers(0, 2, (2, 1, 4)).astype(bool), "input"),
+                                 ("x", f32(r.standard_normal((2, 3, 4))), "input"),
+                                 ("v", f32(r.standard_normal((3, 1))), "input")], family="exact",
+           desc="where, cond [2,1,4], x [2,3,4], v [3,1]: all three broadcast")
+    single("op_where_i64", "where", [("c", r.integers(0, 2, (3, 1)).astype(bool), "input"),
+                                     ("x", i64(r.integers(-50, 50, (3, 4))), "input"),
+                                     ("v", i64(-1), "const")], family="exact",
+           desc="where on i64 values with a rank-0 constant")
+
+    # ---- min / prod ----
+    r = rng_for("onnx_reduce")
+    x = f32(r.standard_normal((2, 3, 4, 5)))
+    single("op_min_axes", "min", [("x", x, "input")], {"axes": [1, -1]}, family="exact", desc="min axes [1,-1]")
+    single("op_min_all_keepdims", "min", [("x", x, "input")], {"keepdims": True}, family="exact",
+           desc="min over all axes, keepdims")
+    single("op_min_i32", "min", [("x", i32(r.integers(-100, 100, (3, 4))), "input")], {"axes": [0]},
+           family="exact", desc="min of i32 over axis 0 -> i32")
+    single("op_prod_axes", "prod", [("x", f32(r.uniform(0.5, 1.5, (2, 3, 4, 5)) * r.choice([-1, 1], (2, 3, 4, 5))),
+                                     "input")], {"axes": [0, 2], "keepdims": True}, family="reduction",
+           desc="prod axes [0,2] keepdims (signed values)")
+    single("op_prod_all", "prod", [("x", f32(r.uniform(0.8, 1.25, (3, 4))), "input")], family="reduction",
+           desc="prod over all axes")
+
+    # ---- argmax / argmin (ties from small integer values) ----
+    r = rng_for("onnx_arg")
+    t = f32(r.integers(0, 4, (3, 4, 5)))
+    single("op_argmax", "argmax", [("x", t, "input")], family="exact", desc="argmax defaults (axis 0, keepdims), ties")
+    single("op_argmax_last", "argmax", [("x", t, "input")], {"axis": -1, "keepdims": False, "select_last_index": True},
+           family="exact", desc="argmax axis -1, no keepdims, select_last_index (ties pick the last)")
+    single("op_argmin", "argmin", [("x", t, "input")], {"axis": 1}, family="exact", desc="argmin axis 1, ties pick the first")
+    single("op_argmin_last_i64", "argmin", [("x", i64(r.integers(0, 3, (4, 6))), "input")],
+           {"axis": -1, "select_last_index": True}, family="exact", desc="argmin of i64, select_last_index")
+
+    # ---- cumsum ----
+    r = rng_for("onnx_cumsum")
+    x = f32(r.standard_normal((3, 4, 5)))
+    single("op_cumsum", "cumsum", [("x", x, "input")], {"axis": 1}, family="reduction", desc="cumsum axis 1")
+    single("op_cumsum_exclusive", "cumsum", [("x", x, "input")], {"axis": -1, "exclusive": True},
+           family="reduction", desc="cumsum axis -1, exclusive")
+    single("op_cumsum_reverse", "cumsum", [("x", x, "input")], {"axis": 0, "reverse": True},
+           family="reduction", desc="cumsum axis 0, reverse")
+    single("op_cumsum_exclusive_reverse", "cumsum", [("x", x, "input")],
+           {"axis": -2, "exclusive": True, "reverse": True}, family="reduction", desc="cumsum axis -2, exclusive and reverse")
+    single("op_cumsum_i64", "cumsum", [("x", i64(r.integers(-9, 10, (2, 6))), "input")], {"axis": 1},
+           family="exact", desc="cumsum of i64 -> i64")
+
+    # ---- topk ----
+    r = rng_for("onnx_topk")
+    x = f32(r.standard_normal((3, 7)))
+    tt = f32(r.integers(0, 3, (2, 6, 3)))
+    single("op_topk", "topk", [("x", x, "input")], {"k": 3}, family="exact", desc="topk k 3, axis -1, largest, values")
+    single("op_topk_indices", "topk", [("x", x, "input")], {"k": 4, "select": "indices"}, family="exact",
+           desc="topk k 4 indices")
+    single("op_topk_ties_indices", "topk", [("x", tt, "input")], {"k": 4, "axis": 1, "select": "indices"},
+           family="exact", desc="topk ties (values 0..2) on axis 1: equal values in index order")
+    single("op_topk_smallest", "topk", [("x", tt, "input")], {"k": 2, "axis": 0, "largest": False},
+           family="exact", desc="topk smallest, axis 0, values")
+    single("op_topk_smallest_ties_indices", "topk", [("x", tt, "input")],
+           {"k": 3, "axis": -1, "largest": False, "select": "indices"}, family="exact",
+           desc="topk smallest indices with ties, k = axis size")
+
+    # ---- gather / gather_elements (negative indices wrap) ----
+    r = rng_for("onnx_gather")
+    d = f32(r.standard_normal((5, 3)))
+    single("op_gather", "gather", [("d", d, "input"), ("i", i64([[0, -1], [4, -5]]), "input")], family="exact",
+           desc="gather axis 0, i64 indices [2,2] incl. -1 and -5")
+    d3 = f32(r.standard_normal((2, 3, 4)))
+    single("op_gather_neg_axis", "gather", [("d", d3, "input"), ("i", i32([-4, 3, 0, -1, 1]), "input")],
+           {"axis": -1}, family="exact", desc="gather axis -1, i32 indices with negatives")
+    single("op_gather_scalar_index", "gather", [("d", d3, "input"), ("i", i64(-2), "input")], {"axis": 1},
+           family="exact", desc="gather a rank-0 index -2 on axis 1 (drops the axis)")
+    single("op_gather_i64_data", "gather", [("d", i64(r.integers(-1000, 1000, (4, 3))), "param"),
+                                            ("i", i32([[1, 3, -4]]), "input")], {"axis": 0}, family="exact",
+           desc="gather rows of an i64 param")
+    single("op_gather_elements", "gather_elements", [("d", f32(r.standard_normal((3, 4))), "input"),
+                                                     ("i", i64([[0, -1], [3, 2], [-4, 1]]), "input")],
+           {"axis": 1}, family="exact", desc="gather_elements axis 1, indices [3,2] incl. negatives")
+    single("op_gather_elements_axis0", "gather_elements",
+           [("d", f32(r.standard_normal((4, 3, 2))), "input"), ("i", i32(r.integers(-4, 4, (2, 2, 1))), "input")],
+           family="exact", desc="gather_elements axis 0, indices [2,2,1] smaller than data [4,3,2] on every axis")
+
+    # ---- slice (ONNX clamping, negative steps) ----
+    r = rng_for("onnx_slice")
+    x = f32(r.standard_normal((4, 5, 6)))
+    big, small = 9223372036854775807, -9223372036854775808
+    single("op_slice", "slice", [("x", x, "input")], {"starts": [1], "ends": [3], "axes": [1]}, family="exact",
+           desc="slice axis 1 [1:3]")
+    single("op_slice_neg_step", "slice", [("x", x, "input")], {"starts": [-1], "ends": [-1000], "axes": [-1],
+                                                              "steps": [-2]}, family="exact",
+           desc="slice axis -1 from the last element backwards, step -2, end clamped past the front")
+    single("op_slice_clamped", "slice", [("x", x, "input")], {"starts": [-100, 1], "ends": [100, big], "axes": [0, 2]},
+           family="exact", desc="slice with out-of-range starts/ends (incl. INT64_MAX) clamped")
+    single("op_slice_reverse_all", "slice", [("x", x, "input")], {"starts": [big, 3], "ends": [small, 0],
+                                                                 "steps": [-1, -1]},
+           family="exact", desc="slice default axes [0,1]: INT64_MAX..INT64_MIN step -1 (full reverse), 3..0 step -1")
+    single("op_slice_steps", "slice", [("x", x, "input")], {"starts": [0, -2, 1], "ends": [4, -6, 6],
+                                                           "axes": [2, 1, 0], "steps": [3, -2, 2]},
+           family="exact", desc="slice three axes out of order with steps 3, -2, 2")
+
+    # ---- pad ----
+    r = rng_for("onnx_pad")
+    x = f32(r.standard_normal((3, 4)))
+    single("op_pad_constant", "pad", [("x", x, "input")], {"pads": [1, 0, 2, 1], "value": 1.5}, family="exact",
+           desc="pad constant 1.5, pads [1,0,2,1]")
+    single("op_pad_negative", "pad", [("x", x, "input")], {"pads": [-1, 2, 0, -3]}, family="exact",
+           desc="pad with negative pads (crop rows at the front, columns at the end)")
+    single("op_pad_reflect", "pad", [("x", x, "input")], {"pads": [2, 1, 1, 3], "mode": "reflect"}, family="exact",
+           desc="pad reflect, pads up to size - 1")
+    single("op_pad_edge", "pad", [("x", f32(r.standard_normal((2, 3, 2))), "input")],
+           {"pads": [0, 3, 2, 1, 0, 2], "mode": "edge"}, family="exact", desc="pad edge on rank 3")
+    single("op_pad_reflect_crop", "pad", [("x", x, "input")], {"pads": [2, -1, -1, 2], "mode": "reflect"},
+           family="exact", desc="pad reflect mixed with negative pads")
+
+    # ---- trilu ----
+    r = rng_for("onnx_trilu")
+    single("op_trilu", "trilu", [("x", f32(r.standard_normal((2, 4, 5))), "input")], family="exact",
+           desc="trilu upper (default), k 0, batched [2,4,5]")
+    single("op_trilu_lower", "trilu", [("x", f32(r.standard_normal((5, 3))), "input")], {"upper": False, "k": -1},
+           family="exact", desc="trilu lower, k -1, tall [5,3]")
+    single("op_trilu_upper_k2", "trilu", [("x", f32(r.standard_normal((3, 6))), "input")], {"k": 2},
+           family="exact", desc="trilu upper, k 2, wide [3,6]")
+
+    # ---- graphs: compiled mode fuses compares into bool chains, folds constant indexing ----
+    r = rng_for("onnx_graphs")
+    gb = GB("op_compare_chain")
+    gb.input("x", (3, 8))
+    gb.const("half", 0.5)
+    gb.const("zero", 0.0)
+    gb.op("m", "greater", ["x", "half"])
+    gb.op("nm", "logical_not", ["m"])
+    gb.op("f", "floor", ["x"])
+    gb.op("y", "where", ["nm", "f", "zero"])
+    gb.output("m", "y")
+    add(Case("op_compare_chain", gb, {"x": f32(r.standard_normal((3, 8)) * 2)}, family="exact",
+             desc="greater -> logical_not (a bool chain compiled mode fuses) -> where over floor(x)"))
+    gb = GB("op_fold_indexing")
+    gb.input("x", (2, 3))
+    gb.const("table", [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]], (3, 3))
+    gb.const("idx", [-1, 0], (2,), dtype="i64")
+    gb.op("g", "gather", ["table", "idx"])
+    gb.op("s", "slice", ["g"], starts=[-1], ends=[-1000], steps=[-1], axes=[1])
+    gb.op("p", "cumsum", ["s"], axis=1)
+    gb.op("y", "add", ["x", "p"])
+    gb.output("y")
+    add(Case("op_fold_indexing", gb, {"x": f32(r.standard_normal((2, 3)))}, family="elementwise",
+             desc="gather/slice/cumsum over constants (folded in compiled mode), then add an input"))
+
 # ----------------------------------------------------------------------------------------
 # Self-checks of the reference
 
@@ -1075,6 +1284,7 @@ def main():
     t0 = time.time()
     errs = self_checks()
     build_op_cases()
+    build_onnx_op_cases()
     build_examples()
     files, rows = generate()
     if args.list:

@@ -86,6 +86,33 @@ OPS.update({
     "silu_vjp": (2, 2, {}),
     "gelu_vjp": (2, 2, {"approximate": ("enum:none,tanh", "none")}),
 })
+# ONNX-style ops (issue 12): elementwise, compares, logical, where, reductions, selection, indexing.
+ROUNDING = ["floor", "ceil", "round", "sign"]          # float -> f32, integer -> same integer dtype
+COMPARE = ["equal", "less", "less_equal", "greater", "greater_equal"]  # -> bool
+LOGICAL = ["logical_and", "logical_or", "logical_xor"]  # nonzero is true -> bool
+for _o in ROUNDING + ["softplus", "logical_not"]:
+    OPS[_o] = (1, 1, {})
+for _o in COMPARE + LOGICAL:
+    OPS[_o] = (2, 2, {})
+OPS.update({
+    "mod": (2, 2, {"fmod": ("bool", False)}),
+    "where": (3, 3, {}),
+    "min": (1, 1, {"axes": ("ints", NONE), "keepdims": ("bool", False)}),
+    "prod": (1, 1, {"axes": ("ints", NONE), "keepdims": ("bool", False)}),
+    "argmax": (1, 1, {"axis": ("int", 0), "keepdims": ("bool", True), "select_last_index": ("bool", False)}),
+    "argmin": (1, 1, {"axis": ("int", 0), "keepdims": ("bool", True), "select_last_index": ("bool", False)}),
+    "cumsum": (1, 1, {"axis": ("int", REQ), "exclusive": ("bool", False), "reverse": ("bool", False)}),
+    "topk": (1, 1, {"k": ("int", REQ), "axis": ("int", -1), "largest": ("bool", True), "sorted": ("bool", True),
+                    "select": ("enum:values,indices", "values")}),
+    "gather": (2, 2, {"axis": ("int", 0)}),
+    "gather_elements": (2, 2, {"axis": ("int", 0)}),
+    "slice": (1, 1, {"starts": ("ints", REQ), "ends": ("ints", REQ), "axes": ("ints", NONE), "steps": ("ints", NONE)}),
+    "pad": (1, 1, {"pads": ("ints", REQ), "mode": ("enum:constant,reflect,edge", "constant"), "value": ("float", 0.0)}),
+    "trilu": (1, 1, {"upper": ("bool", True), "k": ("int", 0)}),
+})
+# Ops whose float results are exact (selection, data movement, rounding): no f32-model noise.
+EXACT_OPS = {"where", "min", "argmax", "argmin", "topk", "gather", "gather_elements", "slice", "pad", "trilu",
+             "floor", "ceil", "round", "sign"}
 LEAVES = {"input", "param", "constant"}
 SHAPE_OPS = {"reshape", "transpose", "broadcast_to", "narrow", "concat", "embedding", "cast"}
 NODE_KEYS = {
@@ -521,6 +548,210 @@ def _broadcast_shape(file, nid, a, b):
         raise GraphError(file, nid, f"shapes {list(a)} and {list(b)} do not broadcast")
 
 
+def _value_dtype(t):
+    return "f32" if t in FLOAT_DTYPES else t
+
+
+def _int_result(T):
+    """dtype of an integer-closed elementwise op over inputs of dtypes T."""
+    if all(t in INT_DTYPES for t in T):
+        return "i64" if "i64" in T else "i32"
+    return "f32"
+
+
+def _slice_plan(x_shape, A, err):
+    """ONNX Slice: per axis (start, step, length) after clamping, written from the ONNX text."""
+    r = len(x_shape)
+    starts, ends = A["starts"], A["ends"]
+    if len(ends) != len(starts):
+        err("starts and ends differ in length")
+    axes = A["axes"] if A["axes"] is not None else list(range(len(starts)))
+    steps = A["steps"] if A["steps"] is not None else [1] * len(starts)
+    if len(axes) != len(starts) or len(steps) != len(starts):
+        err("axes/steps lengths differ from starts")
+    plan = [(0, 1, d) for d in x_shape]
+    seen = set()
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        if not -r <= a < r:
+            err(f"axis {a} out of range")
+        a = a % r
+        if a in seen:
+            err(f"axis {a} repeated")
+        seen.add(a)
+        if st == 0:
+            err("step 0")
+        dim = x_shape[a]
+        if s < 0:
+            s += dim
+        if e < 0:
+            e += dim
+        if st > 0:
+            s, e = min(max(s, 0), dim), min(max(e, 0), dim)
+        else:
+            s, e = min(max(s, 0), dim - 1), min(max(e, -1), dim - 1)
+        idx = list(range(s, e, st))
+        plan[a] = (idx[0] if idx else 0, st, len(idx))
+    return plan
+
+
+def eval_onnx_op(c, n, X, T, err):
+    """The ONNX-style ops; None for other ops."""
+    op, A = n.op, n.attrs
+
+    def numeric(i):
+        if T[i] not in FLOAT_DTYPES + INT_DTYPES:
+            err(f"input {i} ('{n.inputs[i]}') must be a number tensor, is {T[i]}")
+
+    def val(i):  # floats in the working precision, integers as int64, bool as bool
+        return c.f(X[i]) if T[i] in FLOAT_DTYPES else np.asarray(X[i])
+
+    if op in ROUNDING:
+        numeric(0)
+        if T[0] in INT_DTYPES:
+            return (np.sign(X[0]) if op == "sign" else X[0].copy()), T[0]
+        x = c.f(X[0])
+        fn = {"floor": np.floor, "ceil": np.ceil, "round": np.round, "sign": np.sign}[op]  # np.round: half to even
+        return fn(x), "f32"
+    if op == "softplus":
+        if T[0] not in FLOAT_DTYPES:
+            err("softplus needs a float input")
+        x = c.f(X[0])
+        return np.logaddexp(c.F(0), x), "f32"  # log(1 + e^x), computed without overflow
+    if op == "logical_not":
+        return np.asarray(X[0]) == 0, "bool"
+    if op in COMPARE or op in LOGICAL:
+        _broadcast_shape("", n.id, X[0].shape, X[1].shape)
+        if op in COMPARE:
+            numeric(0), numeric(1)
+            a, b = np.asarray(X[0], dtype=np.float64), np.asarray(X[1], dtype=np.float64)
+            fn = {"equal": np.equal, "less": np.less, "less_equal": np.less_equal, "greater": np.greater,
+                  "greater_equal": np.greater_equal}[op]
+            return fn(a, b), "bool"
+        a, b = np.asarray(X[0]) != 0, np.asarray(X[1]) != 0
+        return {"logical_and": np.logical_and, "logical_or": np.logical_or, "logical_xor": np.logical_xor}[op](a, b), "bool"
+    if op == "mod":
+        numeric(0), numeric(1)
+        t = _int_result(T)
+        if t != "f32":
+            a, b = np.asarray(X[0], dtype=np.int64), np.asarray(X[1], dtype=np.int64)
+            if np.any(b == 0):
+                err("integer mod by zero")
+        else:
+            a, b = c.f(X[0]), c.f(X[1])
+        return (np.fmod(a, b) if A["fmod"] else np.mod(a, b)), t
+    if op == "where":
+        cond = np.asarray(X[0]) != 0
+        if (T[1] in FLOAT_DTYPES) != (T[2] in FLOAT_DTYPES) or (T[1] not in FLOAT_DTYPES and T[1] != T[2]):
+            err(f"where needs x and y of one dtype, got {T[1]} and {T[2]}")
+        try:
+            np.broadcast_shapes(cond.shape, X[1].shape, X[2].shape)
+        except ValueError:
+            err("where inputs do not broadcast")
+        return np.where(cond, val(1), val(2)), _value_dtype(T[1])
+    if op in ("min", "prod"):
+        numeric(0)
+        x = val(0)
+        axes = tuple(range(x.ndim)) if A["axes"] is None else _norm_axes("", n.id, A["axes"], x.ndim)
+        if op == "min" and any(x.shape[a] == 0 for a in axes):
+            err("min over an empty axis")
+        fn = np.min if op == "min" else np.prod
+        return fn(x, axis=axes, keepdims=A["keepdims"]), _value_dtype(T[0])
+    if op in ("argmax", "argmin"):
+        numeric(0)
+        x = np.asarray(X[0], dtype=np.float64)
+        ax = _norm_axes("", n.id, [A["axis"]], x.ndim)[0]
+        if x.shape[ax] == 0:
+            err("arg reduction over an empty axis")
+        fn = np.argmax if op == "argmax" else np.argmin
+        if A["select_last_index"]:
+            L = x.shape[ax]
+            y = L - 1 - fn(np.flip(x, axis=ax), axis=ax)
+        else:
+            y = fn(x, axis=ax)
+        y = y.astype(np.int64)
+        if A["keepdims"]:
+            y = np.expand_dims(y, ax)
+        return y, "i64"
+    if op == "cumsum":
+        numeric(0)
+        x = val(0)
+        ax = _norm_axes("", n.id, [A["axis"]], x.ndim)[0]
+        if A["reverse"]:
+            x = np.flip(x, axis=ax)
+        y = np.cumsum(x, axis=ax)
+        if A["exclusive"]:  # sums of the elements strictly before: a zero, then the inclusive sums shifted
+            y = np.concatenate([np.zeros_like(np.take(x, [0], axis=ax)), np.take(y, range(x.shape[ax] - 1), axis=ax)],
+                               axis=ax) if x.shape[ax] else y
+        if A["reverse"]:
+            y = np.flip(y, axis=ax)
+        return np.ascontiguousarray(y), _value_dtype(T[0])
+    if op == "topk":
+        numeric(0)
+        x = np.asarray(X[0], dtype=np.float64)
+        ax = _norm_axes("", n.id, [A["axis"]], x.ndim)[0]
+        k = A["k"]
+        if not 0 <= k <= x.shape[ax]:
+            err(f"k {k} out of range")
+        xm = np.moveaxis(x, ax, -1)
+        # a stable sort on the key keeps equal values in index order (ties: lower index first)
+        order = np.argsort(-xm if A["largest"] else xm, axis=-1, kind="stable")[..., :k]
+        if A["select"] == "indices":
+            return np.ascontiguousarray(np.moveaxis(order.astype(np.int64), -1, ax)), "i64"
+        v = np.take_along_axis(np.moveaxis(val(0), ax, -1), order, axis=-1)
+        return np.ascontiguousarray(np.moveaxis(v, -1, ax)), _value_dtype(T[0])
+    if op in ("gather", "gather_elements"):
+        data, idx = X
+        if T[1] not in INT_DTYPES:
+            err(f"indices must be i32 or i64, are {T[1]}")
+        if data.ndim == 0:
+            err("gather from a scalar")
+        ax = _norm_axes("", n.id, [A["axis"]], data.ndim)[0]
+        D = data.shape[ax]
+        if idx.size and (idx.min() < -D or idx.max() >= D):
+            raise RunError("", n.id, f"index out of range [-{D}, {D})")
+        idx = np.where(idx < 0, idx + D, idx).astype(np.int64)
+        if op == "gather":
+            return np.take(val(0), idx, axis=ax), _value_dtype(T[0])
+        if idx.ndim != data.ndim or any(idx.shape[d] > data.shape[d] for d in range(data.ndim) if d != ax):
+            err(f"gather_elements indices {list(idx.shape)} do not fit data {list(data.shape)}")
+        sub = tuple(slice(0, idx.shape[d]) if d != ax else slice(None) for d in range(data.ndim))
+        return np.take_along_axis(val(0)[sub], idx, axis=ax), _value_dtype(T[0])
+    if op == "slice":
+        x = val(0)
+        plan = _slice_plan(x.shape, A, err)
+        y = x
+        for d, (s0, st, L) in enumerate(plan):  # explicit index lists: no Python slice wrap-around
+            y = np.take(y, [s0 + st * i for i in range(L)], axis=d)
+        return np.ascontiguousarray(y), _value_dtype(T[0])
+    if op == "pad":
+        x = val(0)
+        r = x.ndim
+        pads = A["pads"]
+        if len(pads) != 2 * r:
+            err(f"pads needs {2 * r} entries")
+        mode = A["mode"]
+        grow = [(max(pads[d], 0), max(pads[d + r], 0)) for d in range(r)]
+        for d in range(r):
+            if mode == "reflect" and max(grow[d]) > x.shape[d] - 1:
+                err("reflect pad larger than size - 1")
+            if x.shape[d] + pads[d] + pads[d + r] < 0:
+                err("pads crop more than the axis")
+        if mode == "constant":
+            y = np.pad(x, grow, mode="constant", constant_values=A["value"])
+        else:
+            y = np.pad(x, grow, mode={"edge": "edge", "reflect": "reflect"}[mode])
+        # negative pads crop (after padding the other side)
+        crop = tuple(slice(max(-pads[d], 0), y.shape[d] - max(-pads[d + r], 0)) for d in range(r))
+        return np.ascontiguousarray(y[crop]).astype(x.dtype), _value_dtype(T[0])
+    if op == "trilu":
+        x = val(0)
+        if x.ndim < 2:
+            err("trilu needs rank >= 2")
+        y = np.triu(x, A["k"]) if A["upper"] else np.tril(x, A["k"])
+        return y, _value_dtype(T[0])
+    return None
+
+
 def eval_node(c, g, n, vals):
     """Computes node n from input values; returns (array, dtype)."""
     file, nid, A = g.file, n.id, n.attrs
@@ -751,6 +982,9 @@ def eval_node(c, g, n, vals):
         if op == "silu_vjp":
             return out_float(c.f(dy) * silu_grad(c, x))
         return out_float(c.f(dy) * gelu_grad(c, x, A["approximate"]))
+    r = eval_onnx_op(c, n, X, T, err)
+    if r is not None:
+        return r
     err(f"op '{op}' not implemented")  # pragma: no cover
 
 
@@ -811,7 +1045,7 @@ def run(g, inputs, params, precision="f64", noise_ulps=0.0, seed=0):
         else:
             y, t = eval_node(c, g, n, vals)
             y = np.asarray(y)
-            if noise is not None and t in FLOAT_DTYPES and n.op not in SHAPE_OPS:
+            if noise is not None and t in FLOAT_DTYPES and n.op not in SHAPE_OPS and n.op not in EXACT_OPS:
                 u = noise.uniform(-1, 1, y.shape) * (noise_ulps * 2.0 ** -24)
                 y = (y * (1 + u)).astype(y.dtype)
             if n.shape is not None and list(y.shape) != list(n.shape):

@@ -94,6 +94,33 @@ float rlx_pow(float a, float b) {
   return (a < 0.0 && odd) ? -r : r;
 }
 
+// softplus as max(x, 0) + log1p(exp(-|x|)); log1p(u) = log(w) * u / (w - 1) with w = 1 + u
+// keeps its accuracy for tiny u (GLSL has no log1p).
+float rlx_softplus(float x) {
+  float u = exp(-abs(x));
+  float w = 1.0 + u;
+  float l = w == 1.0 ? u : log(w) * u / (w - 1.0);
+  return max(x, 0.0) + l;
+}
+float rlx_sign(float x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
+// C fmod: a - trunc(a / b) * b, exact (fma) once the quotient is right; the quotient from a
+// division of a few ulp is corrected by one step. Division by zero gives NaN.
+float rlx_fmod(float a, float b) {
+  if (b == 0.0 || isnan(a) || isnan(b) || isinf(a)) return rlx_nan();
+  if (isinf(b)) return a;
+  float q = trunc(a / b);
+  float r = fma(-q, b, a);
+  float ab = abs(b);
+  if (abs(r) >= ab) r = fma(-sign(r) * sign(b), b, r);
+  if (r != 0.0 && (r < 0.0) != (a < 0.0)) r += (a < 0.0 ? -ab : ab);
+  return r;
+}
+// ONNX Mod with fmod=0: the remainder takes the divisor's sign.
+float rlx_mod(float a, float b) {
+  float r = rlx_fmod(a, b);
+  return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+}
+
 float rlx_silu_vjp(float dy, float x) {
   float s = 1.0 / (1.0 + exp(-x));
   return dy * s * (1.0 + x * (1.0 - s));

@@ -26,6 +26,15 @@ const char* ew_glsl(EwOp op);  // GLSL expression template, in terms of x or a,b
 inline float rlx_powf(float a, float b) { return std::pow(a, b); }
 inline float rlx_maxf(float a, float b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }
 inline float rlx_minf(float a, float b) { return (a != a || b != b) ? NAN : (a < b ? a : b); }
+inline float rlx_softplus(float x) {  // max(x, 0) + log1p(exp(-|x|)): no overflow for large |x|
+  return (x > 0.0f ? x : 0.0f) + std::log1p(std::exp(-std::fabs(x)));
+}
+inline float rlx_sign(float x) { return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x; }  // NaN stays NaN
+// ONNX Mod with fmod=0: the remainder takes the divisor's sign (NumPy's mod, Python's %).
+inline float rlx_modf(float a, float b) {
+  float r = std::fmod(a, b);
+  return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+}
 inline float rlx_silu_vjp(float dy, float x) {
   float s = 1.0f / (1.0f + std::exp(-x));
   return dy * s * (1.0f + x * (1.0f - s));

@@ -59,12 +59,15 @@ AttrSpec req_ints(const char* n) { return {n, AttrType::Ints, std::nullopt, true
 AttrSpec opt_ints_none(const char* n) { return {n, AttrType::Ints, std::nullopt, false, {}}; }
 AttrSpec opt_int_none(const char* n) { return {n, AttrType::Int, std::nullopt, false, {}}; }
 AttrSpec opt_float_none(const char* n) { return {n, AttrType::Float, std::nullopt, false, {}}; }
+AttrSpec opt_string(const char* n, const char* d, std::vector<std::string> choices) {
+  return {n, AttrType::String, AttrValue{std::string(d)}, false, std::move(choices)};
+}
 AttrSpec approximate() { return {"approximate", AttrType::String, AttrValue{std::string("none")}, false, {"none", "tanh"}}; }
 
 std::vector<AttrSpec> attrs_for(Op op) {
   switch (op) {
     case Op::Gelu: case Op::GeluVjp: return {approximate()};
-    case Op::Sum: case Op::Mean: case Op::Max: return {opt_ints_none("axes"), opt_bool("keepdims", false)};
+    case Op::Sum: case Op::Mean: case Op::Max: case Op::Min: case Op::Prod: return {opt_ints_none("axes"), opt_bool("keepdims", false)};
     case Op::Softmax: case Op::SoftmaxVjp: return {opt_int("axis", -1)};
     case Op::Matmul: return {opt_bool("transpose_a", false), opt_bool("transpose_b", false)};
     case Op::Reshape: case Op::BroadcastTo: return {req_ints("shape")};
@@ -79,6 +82,18 @@ std::vector<AttrSpec> attrs_for(Op op) {
               opt_float("scale", 1.0), opt_int("offset", 0)};
     case Op::ScaledMaskedSoftmax: return {opt_float("scale", 1.0), opt_bool("causal", false)};
     case Op::Attention: return {opt_float_none("scale"), opt_bool("causal", false)};
+    case Op::Mod: return {opt_bool("fmod", false)};
+    case Op::ArgMax: case Op::ArgMin:
+      return {opt_int("axis", 0), opt_bool("keepdims", true), opt_bool("select_last_index", false)};
+    case Op::CumSum: return {req_int("axis"), opt_bool("exclusive", false), opt_bool("reverse", false)};
+    case Op::TopK:
+      return {req_int("k"), opt_int("axis", -1), opt_bool("largest", true), opt_bool("sorted", true),
+              opt_string("select", "values", {"values", "indices"})};
+    case Op::Gather: case Op::GatherElements: return {opt_int("axis", 0)};
+    case Op::Slice: return {req_ints("starts"), req_ints("ends"), opt_ints_none("axes"), opt_ints_none("steps")};
+    case Op::Pad:
+      return {req_ints("pads"), opt_string("mode", "constant", {"constant", "reflect", "edge"}), opt_float("value", 0.0)};
+    case Op::Trilu: return {opt_bool("upper", true), opt_int("k", 0)};
     default: return {};
   }
 }
@@ -153,6 +168,21 @@ EwOp node_ew_op(const Node& n) {
     case Op::Gelu: return n.attrs.s("approximate") == "tanh" ? EwOp::GeluTanh : EwOp::GeluErf;
     case Op::SiluVjp: return EwOp::SiluVjp;
     case Op::GeluVjp: return n.attrs.s("approximate") == "tanh" ? EwOp::GeluTanhVjp : EwOp::GeluErfVjp;
+    case Op::Floor: return EwOp::Floor;
+    case Op::Ceil: return EwOp::Ceil;
+    case Op::Round: return EwOp::Round;
+    case Op::Softplus: return EwOp::Softplus;
+    case Op::LogicalNot: return EwOp::LogicalNot;
+    case Op::Sign: return EwOp::Sign;
+    case Op::Equal: return EwOp::Equal;
+    case Op::Less: return EwOp::Less;
+    case Op::LessEqual: return EwOp::LessEqual;
+    case Op::Greater: return EwOp::Greater;
+    case Op::GreaterEqual: return EwOp::GreaterEqual;
+    case Op::LogicalAnd: return EwOp::LogicalAnd;
+    case Op::LogicalOr: return EwOp::LogicalOr;
+    case Op::LogicalXor: return EwOp::LogicalXor;
+    case Op::Mod: return n.attrs.b("fmod") ? EwOp::Fmod : EwOp::Mod;
     default: throw InputError(std::string("internal: op ") + op_name(n.op) + " is not elementwise");
   }
 }
@@ -168,12 +198,24 @@ bool is_elementwise_int_closed(Op op) {
   switch (op) {
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Maximum: case Op::Minimum:
     case Op::Neg: case Op::Abs: case Op::Square: case Op::Relu:
+    case Op::Floor: case Op::Ceil: case Op::Round: case Op::Sign: case Op::Mod:
+      return true;
+    default: return false;
+  }
+}
+
+// Ops whose result is bool whatever their inputs (nonzero counts as true for the logical ones).
+bool is_bool_result(Op op) {
+  switch (op) {
+    case Op::Equal: case Op::Less: case Op::LessEqual: case Op::Greater: case Op::GreaterEqual:
+    case Op::LogicalAnd: case Op::LogicalOr: case Op::LogicalXor: case Op::LogicalNot:
       return true;
     default: return false;
   }
 }
 
 DType elementwise_dtype(const Node& n, const TypedShapes& ts) {
+  if (is_bool_result(n.op)) return DType::boolean;
   bool all_int = true, any64 = false;
   for (int i : n.inputs) {
     all_int = all_int && is_integer(ts.dtypes[i]);
@@ -203,6 +245,61 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const Node& n, const Grap
     out[i] = da == 1 ? db : da;
   }
   return out;
+}
+
+std::vector<SliceAxis> slice_plan(const Attrs& a, const Shape& x, std::string* error) {
+  const int r = (int)x.size();
+  std::vector<SliceAxis> plan(r);
+  for (int d = 0; d < r; ++d) plan[d] = {0, 1, x[d]};
+  const auto& starts = a.ints("starts");
+  const auto& ends = a.ints("ends");
+  auto bad = [&](const std::string& m) {
+    *error = m;
+    return std::vector<SliceAxis>{};
+  };
+  size_t n = starts.size();
+  if (ends.size() != n)
+    return bad("starts has " + std::to_string(n) + " entries and ends " + std::to_string(ends.size()));
+  std::vector<int64_t> axes, steps(n, 1);
+  if (a.has("axes")) {
+    axes = a.ints("axes");
+    if (axes.size() != n) return bad("axes has " + std::to_string(axes.size()) + " entries, starts " + std::to_string(n));
+  } else {
+    if ((int)n > r) return bad("starts has " + std::to_string(n) + " entries for a rank-" + std::to_string(r) + " input");
+    for (size_t i = 0; i < n; ++i) axes.push_back((int64_t)i);
+  }
+  if (a.has("steps")) {
+    steps = a.ints("steps");
+    if (steps.size() != n) return bad("steps has " + std::to_string(steps.size()) + " entries, starts " + std::to_string(n));
+  }
+  std::vector<bool> seen(r, false);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t ax = axes[i] < 0 ? axes[i] + r : axes[i];
+    if (ax < 0 || ax >= r)
+      return bad("axis " + std::to_string(axes[i]) + " is out of range for a rank-" + std::to_string(r) + " input");
+    if (seen[ax]) return bad("axis " + std::to_string(axes[i]) + " is listed twice in axes");
+    seen[ax] = true;
+    int64_t st = steps[i];
+    if (st == 0) return bad("steps must not be 0");
+    if (st == INT64_MIN) return bad("step " + std::to_string(st) + " is out of range");
+    const int64_t dim = x[ax];
+    // Clamp before adding dim, so that INT64_MIN/MAX (ONNX's "to the end") cannot overflow.
+    int64_t s = std::clamp<int64_t>(starts[i], -dim - 1, dim + 1), e = std::clamp<int64_t>(ends[i], -dim - 1, dim + 1);
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
+    int64_t len;
+    if (st > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      len = e > s ? (e - s + st - 1) / st : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      len = s > e ? (s - e + (-st) - 1) / (-st) : 0;
+    }
+    plan[ax] = {len > 0 ? s : 0, st, len};
+  }
+  return plan;
 }
 
 void infer_node(const Graph& g, int idx, TypedShapes& ts) {
@@ -253,8 +350,10 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
       for (int k = 0; k < r; ++k) {
         if (!red[k]) out.push_back(x[k]);
         else if (keep) out.push_back(1);
-        if (red[k] && x[k] == 0 && n.op == Op::Max) fail(g, n, "max over an empty axis");
+        if (red[k] && x[k] == 0 && (n.op == Op::Max || n.op == Op::Min))
+          fail(g, n, std::string(op_name(n.op)) + " over an empty axis");
       }
+      if ((n.op == Op::Min || n.op == Op::Prod) && !is_float(in_dt(0))) dt = in_dt(0);
       break;
     }
     case Category::Row: {
@@ -395,6 +494,105 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
       dt = is_float(in_dt(0)) ? DType::f32 : in_dt(0);
       break;
     }
+    case Category::Index: {
+      const Shape& x = in(0);
+      const int r = (int)x.size();
+      auto value_dt = [&](DType t) { return is_float(t) ? DType::f32 : t; };
+      dt = value_dt(in_dt(0));
+      switch (n.op) {
+        case Op::Where: {
+          out = broadcast_shapes(broadcast_shapes(in(0), in(1), n, g), in(2), n, g);
+          DType a = in_dt(1), b = in_dt(2);
+          if (is_float(a) != is_float(b) || (!is_float(a) && a != b))
+            fail(g, n, std::string("x is ") + dtype_name(a) + " and y is " + dtype_name(b) + "; where needs one dtype for both");
+          dt = value_dt(a);
+          break;
+        }
+        case Op::ArgMax: case Op::ArgMin: {
+          if (r == 0) fail(g, n, "needs an input of rank >= 1, got a scalar");
+          int a = normalize_axis(n.attrs.i("axis"), r, n, g);
+          if (x[a] == 0) fail(g, n, std::string(op_name(n.op)) + " over an empty axis " + std::to_string(a));
+          out = x;
+          if (n.attrs.b("keepdims")) out[a] = 1;
+          else out.erase(out.begin() + a);
+          dt = DType::i64;
+          break;
+        }
+        case Op::CumSum: {
+          if (r == 0) fail(g, n, "needs an input of rank >= 1, got a scalar");
+          normalize_axis(n.attrs.i("axis"), r, n, g);
+          out = x;
+          if (!is_integer(in_dt(0))) dt = DType::f32;
+          break;
+        }
+        case Op::TopK: {
+          if (r == 0) fail(g, n, "needs an input of rank >= 1, got a scalar");
+          int a = normalize_axis(n.attrs.i("axis"), r, n, g);
+          int64_t k = n.attrs.i("k");
+          if (k < 0 || k > x[a])
+            fail(g, n, "k " + std::to_string(k) + " is outside [0, " + std::to_string(x[a]) + "] (the size of axis " + std::to_string(a) + ")");
+          out = x;
+          out[a] = k;
+          if (n.attrs.s("select") == "indices") dt = DType::i64;
+          break;
+        }
+        case Op::Gather: {
+          if (r == 0) fail(g, n, "data must have rank >= 1, got a scalar");
+          if (!is_integer(in_dt(1))) fail(g, n, std::string("indices must be i32 or i64, got ") + dtype_name(in_dt(1)));
+          int a = normalize_axis(n.attrs.i("axis"), r, n, g);
+          out.assign(x.begin(), x.begin() + a);
+          out.insert(out.end(), in(1).begin(), in(1).end());
+          out.insert(out.end(), x.begin() + a + 1, x.end());
+          break;
+        }
+        case Op::GatherElements: {
+          if (r == 0) fail(g, n, "data must have rank >= 1, got a scalar");
+          if (!is_integer(in_dt(1))) fail(g, n, std::string("indices must be i32 or i64, got ") + dtype_name(in_dt(1)));
+          const Shape& is = in(1);
+          if ((int)is.size() != r)
+            fail(g, n, "indices " + shape_str(is) + " must have the rank of data " + shape_str(x));
+          int a = normalize_axis(n.attrs.i("axis"), r, n, g);
+          for (int d = 0; d < r; ++d)
+            if (d != a && is[d] > x[d])
+              fail(g, n, "indices " + shape_str(is) + " exceed data " + shape_str(x) + " along axis " + std::to_string(d));
+          if (x[a] == 0 && shape_numel(is) > 0) fail(g, n, "gathers from an empty axis " + std::to_string(a));
+          out = is;
+          break;
+        }
+        case Op::Slice: {
+          std::string err;
+          auto plan = slice_plan(n.attrs, x, &err);
+          if (!err.empty()) fail(g, n, err);
+          for (const auto& p : plan) out.push_back(p.len);
+          break;
+        }
+        case Op::Pad: {
+          const auto& pads = n.attrs.ints("pads");
+          if ((int)pads.size() != 2 * r)
+            fail(g, n, "pads has " + std::to_string(pads.size()) + " entries; a rank-" + std::to_string(r) + " input needs " + std::to_string(2 * r) + " ([begin_0.., end_0..])");
+          const std::string& mode = n.attrs.s("mode");
+          for (int d = 0; d < r; ++d) {
+            int64_t b = pads[d], e = pads[d + r];
+            if (std::abs(b) > (int64_t)1 << 40 || std::abs(e) > (int64_t)1 << 40) fail(g, n, "pads are too large");
+            int64_t len = x[d] + b + e;
+            if (len < 0) fail(g, n, "pads " + std::to_string(b) + ", " + std::to_string(e) + " crop more than the " + std::to_string(x[d]) + " elements of axis " + std::to_string(d));
+            if (std::max(b, e) > 0 && len > 0) {
+              if (mode == "reflect" && std::max(b, e) > x[d] - 1)
+                fail(g, n, "reflect pads of axis " + std::to_string(d) + " must be at most its size - 1 (" + std::to_string(x[d] - 1) + "), got " + std::to_string(std::max(b, e)));
+              if (mode == "edge" && x[d] == 0) fail(g, n, "edge padding of the empty axis " + std::to_string(d));
+            }
+            out.push_back(len);
+          }
+          break;
+        }
+        case Op::Trilu:
+          if (r < 2) fail(g, n, "needs an input of rank >= 2, got " + shape_str(x));
+          out = x;
+          break;
+        default: break;
+      }
+      break;
+    }
     case Category::Rope: {
       require_rank_at_least(0, 2, "x");
       const Shape& x = in(0);
@@ -489,6 +687,7 @@ double node_flops(const Graph& g, int idx, const TypedShapes& ts) {
   double out = (double)shape_numel(ts.shapes[idx]);
   switch (op_info(n.op).category) {
     case Category::Leaf: case Category::Shape: case Category::Gather: return 0;
+    case Category::Index: return n.op == Op::CumSum || n.op == Op::Where ? out : 0;
     case Category::Binary: case Category::Unary: return out;
     case Category::Reduce: return (double)shape_numel(ts.shapes[n.inputs[0]]);
     case Category::Row: return 5 * out;

@@ -11,7 +11,9 @@
 
 namespace rlx::ir {
 
-enum class Category : uint8_t { Leaf, Binary, Unary, Reduce, Row, Matmul, Shape, Gather, Rope, Attention };
+// Index: the ONNX-style indexing and selection ops (where, argmax/argmin, cumsum, topk, gather,
+// gather_elements, slice, pad, trilu); kernels in cpu_ops_index.cpp and vulkan/kernels_index.cpp.
+enum class Category : uint8_t { Leaf, Binary, Unary, Reduce, Row, Matmul, Shape, Gather, Rope, Attention, Index };
 
 enum class AttrType : uint8_t { Int, Float, Bool, String, Ints, Dtype };
 
@@ -52,6 +54,14 @@ double node_flops(const Graph& g, int node_index, const TypedShapes& ts);
 int normalize_axis(int64_t axis, int rank, const Node& n, const Graph& g);
 Shape broadcast_shapes(const Shape& a, const Shape& b, const Node& n, const Graph& g);
 std::string node_ref(const Graph& g, const Node& n);  // "graph.json: node 'h' (linear)"
+
+// `slice` resolved for an input shape: per input axis, the first element, the step and the
+// number of elements taken (ONNX Slice clamping). Unsliced axes get {0, 1, dim}. Returns an
+// empty vector and sets *error for bad attributes.
+struct SliceAxis {
+  int64_t start = 0, step = 1, len = 0;
+};
+std::vector<SliceAxis> slice_plan(const Attrs& a, const Shape& x, std::string* error);
 
 // Elementwise formula for a Unary/Binary-category node (gelu picks erf/tanh; vjps too).
 EwOp node_ew_op(const Node& n);

@@ -20,6 +20,7 @@
 
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/ops_index.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
@@ -613,6 +614,7 @@ void run_attention(const Kernel& k) {
 
 // ---------------- dispatch ----------------
 void run_node(const Kernel& k) {
+  if (cpu::run_index_op(k, ptr)) return;  // min/prod and the Index ops (cpu_ops_index.cpp)
   switch (ir::op_info(k.node->op).category) {
     case ir::Category::Binary: case ir::Category::Unary:
       if (k.node->op == Op::Cast) run_cast(k);
@@ -641,7 +643,7 @@ void run_node(const Kernel& k) {
         default: break;
       }
       break;
-    case ir::Category::Leaf: break;
+    case ir::Category::Leaf: case ir::Category::Index: break;
   }
   throw RuntimeError(k.label + ": the CPU executor cannot run op " + ir::op_name(k.node->op));
 }

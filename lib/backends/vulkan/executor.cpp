@@ -133,6 +133,7 @@ class Stream {
   // True when one more timed kernel would not fit in the query pool.
   bool full() const { return queries_ && queries_used_ + 2 > query_capacity_; }
   const std::string& label(uint32_t id) const { return kernels_.at(id).label; }
+  const std::string& op(uint32_t id) const { return kernels_.at(id).op; }
 
   // Records the dispatches of kernel `k` (id next_id()). With `timed`, the kernel
   // runs alone between two timestamps.
@@ -395,11 +396,13 @@ class VulkanExecutor final : public Executor {
       float bad;
       std::memcpy(&bad, &err[1], 4);
       uint32_t vocab = err[2];
+      bool signed_range = err[3] != 0;  // gather/gather_elements: negative indices count from the end
       std::memset(err, 0, 16);
       char value[32];
       std::snprintf(value, sizeof value, "%.9g", bad);
-      throw RuntimeError("node '" + s.label(id) + "' (embedding): index " + value + " is outside [0, " +
-                         std::to_string(vocab) + ")");
+      std::string lo = signed_range ? "-" + std::to_string(vocab) : "0";
+      throw RuntimeError("node '" + s.label(id) + "' (" + s.op(id) + "): index " + value + " is outside [" + lo +
+                         ", " + std::to_string(vocab) + ")");
     }
     dev_.check_validation("while running kernels");
   }

@@ -78,11 +78,14 @@ std::vector<uint32_t> with_wg(std::vector<uint32_t> spec, uint32_t wg) {
 }
 
 // Builds the dispatches of one kernel.
-class Lowering {
+class Lowering : public LowerCtx {
  public:
   Lowering(LowerEnv& env, const Kernel& k, uint32_t id) : env_(env), k_(k), id_(id) {}
 
   std::vector<Dispatch> run();
+  const Kernel& kernel() const override { return k_; }
+  uint32_t kernel_id() const override { return id_; }
+  void bind_error(Dispatch& d) override { d.bindings.push_back(env_.error); }
 
  private:
   const ir::Attrs& attrs() const { return k_.node->attrs; }
@@ -569,12 +572,14 @@ std::vector<Dispatch> Lowering::run() {
   Op op = k_.node->op;
   switch (op) {
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Pow: case Op::Maximum: case Op::Minimum:
-    case Op::SiluVjp: case Op::GeluVjp:
+    case Op::SiluVjp: case Op::GeluVjp: case Op::Equal: case Op::Less: case Op::LessEqual: case Op::Greater:
+    case Op::GreaterEqual: case Op::LogicalAnd: case Op::LogicalOr: case Op::LogicalXor: case Op::Mod:
       binary(ir::node_ew_op(*k_.node));
       break;
     case Op::Neg: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Abs: case Op::Tanh:
     case Op::Sigmoid: case Op::Relu: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Square:
-    case Op::Gelu:
+    case Op::Gelu: case Op::Floor: case Op::Ceil: case Op::Round: case Op::Softplus: case Op::LogicalNot:
+    case Op::Sign:
       unary((uint32_t)ir::node_ew_op(*k_.node), 0);
       break;
     case Op::Cast: {
@@ -608,6 +613,8 @@ std::vector<Dispatch> Lowering::run() {
     case Op::Attention: attention(); break;
     case Op::Input: case Op::Param: case Op::Constant:
       fail(std::string("leaf op '") + ir::op_name(op) + "' cannot be launched");
+    default:
+      if (!lower_index_op(*this)) fail(std::string("the Vulkan executor cannot run op ") + ir::op_name(op));
   }
   return std::move(ds_);
 }

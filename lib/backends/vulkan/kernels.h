@@ -46,6 +46,29 @@ struct LowerEnv {
   std::function<TensorRef(int64_t floats)> scratch;
 };
 
+// What the lowering of the ONNX-style ops (kernels_index.cpp) uses of one kernel's lowering
+// (implemented by kernels.cpp's Lowering).
+class LowerCtx {
+ public:
+  virtual ~LowerCtx() = default;
+  virtual const Kernel& kernel() const = 0;
+  virtual uint32_t kernel_id() const = 0;
+  virtual Dispatch& add(std::string shader, std::vector<uint32_t> spec) = 0;
+  // Binds a tensor; returns the element offset of its first element in the binding.
+  virtual uint32_t read(Dispatch& d, const TensorRef& t) = 0;
+  virtual uint32_t write(Dispatch& d, const TensorRef& t) = 0;
+  virtual void bind_error(Dispatch& d) = 0;  // the device error flag (see LowerEnv::error)
+  virtual void grid(Dispatch& d, uint64_t items, uint32_t wg) = 0;
+  // y[yextra + iter . ys] = x[xextra + iter . xs] (element strides may be negative), no op, no rounding.
+  virtual void strided(const TensorRef& x, int64_t xextra, const std::vector<int64_t>& xs, const TensorRef& y,
+                       int64_t yextra, const std::vector<int64_t>& ys, const Shape& iter, uint32_t op,
+                       uint32_t round) = 0;
+  [[noreturn]] virtual void fail(const std::string& what) const = 0;
+};
+
+// Lowers min/prod and the Index-category ops; false for any other op.
+bool lower_index_op(LowerCtx& L);
+
 // Throws RuntimeError naming k.label for what cannot run (e.g. a tensor larger
 // than the device's maxStorageBufferRange).
 std::vector<Dispatch> lower_kernel(LowerEnv& env, const Kernel& k, uint32_t kernel_id);

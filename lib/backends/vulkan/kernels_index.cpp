@@ -1,0 +1,254 @@
+// Lowering of the ONNX-style ops on Vulkan: min/prod reductions (reduce_ext.comp), where
+// (where.comp), argmax/argmin/cumsum/topk (axis_op.comp), gather/gather_elements
+// (gather.comp, out-of-range indices reported through the error flag), slice (the strided
+// copy of unary.comp), pad (pad.comp) and trilu (trilu.comp). Values are f32 on the device.
+#include <algorithm>
+#include <cstring>
+
+#include "backends/vulkan/ew_glsl.h"
+#include "backends/vulkan/kernels.h"
+#include "core/error.h"
+#include "ir/op_registry.h"
+
+namespace rlx::vk {
+namespace {
+
+using ir::Op;
+using Strides = std::vector<int64_t>;
+
+uint32_t f2u(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+void push_array(Dispatch& d, const std::vector<int64_t>& v, size_t n) {
+  for (size_t i = 0; i < n; ++i) d.push.push_back(i < v.size() ? (uint32_t)v[i] : 0u);
+}
+
+int axis_attr(const Kernel& k, const char* name, int rank) {
+  int64_t a = k.node->attrs.i(name);
+  return (int)(a < 0 ? a + rank : a);
+}
+
+struct Axis3 {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+Axis3 around(const Shape& s, int axis) {
+  Axis3 v;
+  for (int k = 0; k < (int)s.size(); ++k) (k < axis ? v.outer : k == axis ? v.len : v.inner) *= s[k];
+  return v;
+}
+
+// Output dims (size-1 dims dropped, mergeable neighbours merged) with each operand's strides.
+struct Collapsed {
+  std::vector<int64_t> dims;
+  std::vector<Strides> strides;
+};
+Collapsed collapse(const Shape& shape, const std::vector<Strides>& ops) {
+  Collapsed c;
+  c.strides.resize(ops.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !c.dims.empty();
+    for (size_t o = 0; o < ops.size() && merge; ++o) merge = c.strides[o].back() == ops[o][d] * shape[d];
+    if (merge) {
+      c.dims.back() *= shape[d];
+      for (size_t o = 0; o < ops.size(); ++o) c.strides[o].back() = ops[o][d];
+    } else {
+      c.dims.push_back(shape[d]);
+      for (size_t o = 0; o < ops.size(); ++o) c.strides[o].push_back(ops[o][d]);
+    }
+  }
+  if (c.dims.empty()) {
+    c.dims = {1};
+    for (auto& s : c.strides) s = {0};
+  }
+  return c;
+}
+
+void check_u32(LowerCtx& L, int64_t n) {
+  if (n >= ((int64_t)1 << 32)) L.fail("a tensor of " + std::to_string(n) + " elements is too large for 32-bit indexing");
+}
+
+// min (OP 0) / prod (OP 1) over axes: one invocation per output.
+void min_prod(LowerCtx& L) {
+  const Kernel& k = L.kernel();
+  const TensorRef& x = k.inputs[0];
+  const Shape& xs = x.shape;
+  const int r = (int)xs.size();
+  std::vector<bool> red(r, !k.node->attrs.has("axes"));
+  if (k.node->attrs.has("axes"))
+    for (int64_t a : k.node->attrs.ints("axes")) red[(a % r + r) % r] = true;
+  struct G { int64_t size, stride; bool reduced; };
+  std::vector<G> gs;
+  Strides cs = contiguous_strides(xs);
+  for (int d = 0; d < r; ++d) {
+    if (xs[d] == 1) continue;
+    if (!gs.empty() && gs.back().reduced == red[d]) {
+      gs.back().size *= xs[d];
+      gs.back().stride = cs[d];
+    } else {
+      gs.push_back({xs[d], cs[d], red[d]});
+    }
+  }
+  Strides kd, ks, rd, rs;
+  for (const auto& g : gs) {
+    (g.reduced ? rd : kd).push_back(g.size);
+    (g.reduced ? rs : ks).push_back(g.stride);
+  }
+  if (rd.empty()) rd = {1}, rs = {0};
+  if (kd.size() > 4 || rd.size() > 4) L.fail("more than 4 kept or reduced dim groups after collapsing");
+  int64_t nout = k.output.numel(), nred = shape_numel(Shape(rd.begin(), rd.end()));
+  if (nout == 0) return;
+  check_u32(L, x.numel());
+  Dispatch& d = L.add("reduce_ext", {(uint32_t)kd.size(), (uint32_t)rd.size(), k.node->op == Op::Min ? 0u : 1u});
+  uint32_t xo = L.read(d, x), yo = L.write(d, k.output);
+  d.push = {(uint32_t)nout, (uint32_t)nred, xo, yo};
+  push_array(d, kd, 4);
+  push_array(d, ks, 4);
+  push_array(d, rd, 4);
+  push_array(d, rs, 4);
+  L.grid(d, nout, 64);
+}
+
+void where(LowerCtx& L) {
+  const Kernel& k = L.kernel();
+  const Shape& os = k.output.shape;
+  if (k.output.numel() == 0) return;
+  check_u32(L, k.output.numel());
+  Collapsed c = collapse(os, {broadcast_strides(k.inputs[0].shape, os), broadcast_strides(k.inputs[1].shape, os),
+                              broadcast_strides(k.inputs[2].shape, os)});
+  if (c.dims.size() > 6) L.fail("where over more than 6 dims after collapsing");
+  Dispatch& d = L.add("where", {(uint32_t)c.dims.size()});
+  uint32_t co = L.read(d, k.inputs[0]), xo = L.read(d, k.inputs[1]), yo = L.read(d, k.inputs[2]);
+  uint32_t oo = L.write(d, k.output);
+  d.push = {(uint32_t)k.output.numel(), co, xo, yo, oo};
+  push_array(d, c.dims, 6);
+  for (int j = 0; j < 3; ++j) push_array(d, c.strides[j], 6);
+  L.grid(d, k.output.numel(), 256);
+}
+
+// argmax (0), argmin (1), cumsum (2), topk (3): one invocation per line along the axis.
+void axis_op(LowerCtx& L, uint32_t op) {
+  const Kernel& k = L.kernel();
+  const TensorRef& x = k.inputs[0];
+  const auto& a = k.node->attrs;
+  Axis3 v = around(x.shape, axis_attr(k, "axis", (int)x.shape.size()));
+  int64_t lines = v.outer * v.inner, K = 0;
+  uint32_t flags = 0;
+  switch (op) {
+    case 0: case 1: flags = a.b("select_last_index") ? 1u : 0u; break;
+    case 2: flags = (a.b("exclusive") ? 1u : 0u) | (a.b("reverse") ? 2u : 0u); break;
+    case 3:
+      K = a.i("k");
+      flags = (a.b("largest") ? 1u : 0u) | (a.s("select") == "indices" ? 2u : 0u);
+      break;
+  }
+  if (lines == 0 || k.output.numel() == 0) return;
+  check_u32(L, x.numel());
+  Dispatch& d = L.add("axis_op", {op});
+  uint32_t xo = L.read(d, x), yo = L.write(d, k.output);
+  d.push = {(uint32_t)lines, (uint32_t)v.len, (uint32_t)v.inner, (uint32_t)K, xo, yo, flags};
+  L.grid(d, lines, 64);
+}
+
+// gather (MODE 0) and gather_elements (MODE 1); bad indices set the error flag.
+void gather(LowerCtx& L, bool elements) {
+  const Kernel& k = L.kernel();
+  const TensorRef &data = k.inputs[0], &idx = k.inputs[1];
+  const int r = (int)data.shape.size(), axis = axis_attr(k, "axis", r);
+  const int64_t n = k.output.numel();
+  if (n == 0) return;
+  check_u32(L, n);
+  check_u32(L, data.numel());
+  Axis3 v = around(data.shape, axis);
+  Dispatch& d = L.add("gather", {elements ? 1u : 0u, (uint32_t)r});
+  uint32_t dof = L.read(d, data), io = L.read(d, idx);
+  L.bind_error(d);
+  uint32_t yo = L.write(d, k.output);
+  d.push = {(uint32_t)n, (uint32_t)v.len, dof, io, yo, L.kernel_id(), (uint32_t)idx.numel(), (uint32_t)v.inner,
+            (uint32_t)axis};
+  if (elements) {
+    push_array(d, idx.shape, 8);
+    push_array(d, contiguous_strides(data.shape), 8);
+  }
+  L.grid(d, n, 256);
+}
+
+void slice(LowerCtx& L) {
+  const Kernel& k = L.kernel();
+  const Shape& xs = k.inputs[0].shape;
+  std::string err;
+  auto plan = ir::slice_plan(k.node->attrs, xs, &err);
+  if (!err.empty()) L.fail(err);
+  Strides cs = contiguous_strides(xs), st(xs.size());
+  int64_t base = 0;
+  for (size_t d = 0; d < xs.size(); ++d) {
+    base += plan[d].start * cs[d];
+    st[d] = plan[d].step * cs[d];
+  }
+  check_u32(L, k.inputs[0].numel());
+  // Negative strides wrap in the shader's 32-bit arithmetic and land on the right element.
+  L.strided(k.inputs[0], base, st, k.output, 0, contiguous_strides(k.output.shape), k.output.shape, kEwIdentity, 0);
+}
+
+void pad(LowerCtx& L) {
+  const Kernel& k = L.kernel();
+  const TensorRef& x = k.inputs[0];
+  const int r = (int)x.shape.size();
+  if (r > 8) L.fail("pad supports rank <= 8");
+  const int64_t n = k.output.numel();
+  if (n == 0) return;
+  check_u32(L, n);
+  const std::string& mode = k.node->attrs.s("mode");
+  uint32_t m = mode == "constant" ? 0u : mode == "edge" ? 1u : 2u;
+  const auto& pads = k.node->attrs.ints("pads");
+  Dispatch& d = L.add("pad", {(uint32_t)std::max(r, 1), m});
+  // An empty input (padded with constants only) binds the dummy buffer.
+  uint32_t xo = L.read(d, x), yo = L.write(d, k.output);
+  d.push = {(uint32_t)n, xo, yo, f2u((float)k.node->attrs.f("value"))};
+  Shape od = k.output.shape, id = x.shape;
+  std::vector<int64_t> begin(pads.begin(), pads.begin() + r);
+  if (r == 0) od = id = {1}, begin = {0};
+  push_array(d, od, 8);
+  push_array(d, id, 8);
+  push_array(d, begin, 8);
+  L.grid(d, n, 256);
+}
+
+void trilu(LowerCtx& L) {
+  const Kernel& k = L.kernel();
+  const Shape& xs = k.inputs[0].shape;
+  const int64_t n = k.output.numel();
+  if (n == 0) return;
+  check_u32(L, n);
+  Dispatch& d = L.add("trilu", {});
+  uint32_t xo = L.read(d, k.inputs[0]), yo = L.write(d, k.output);
+  d.push = {(uint32_t)n, (uint32_t)xs[xs.size() - 2], (uint32_t)xs.back(), (uint32_t)(int32_t)std::clamp<int64_t>(k.node->attrs.i("k"), -(1 << 30), 1 << 30),
+            k.node->attrs.b("upper") ? 1u : 0u, xo, yo};
+  L.grid(d, n, 256);
+}
+
+}  // namespace
+
+bool lower_index_op(LowerCtx& L) {
+  const Kernel& k = L.kernel();
+  if (!k.node) return false;
+  switch (k.node->op) {
+    case Op::Min: case Op::Prod: min_prod(L); return true;
+    case Op::Where: where(L); return true;
+    case Op::ArgMax: axis_op(L, 0); return true;
+    case Op::ArgMin: axis_op(L, 1); return true;
+    case Op::CumSum: axis_op(L, 2); return true;
+    case Op::TopK: axis_op(L, 3); return true;
+    case Op::Gather: gather(L, false); return true;
+    case Op::GatherElements: gather(L, true); return true;
+    case Op::Slice: slice(L); return true;
+    case Op::Pad: pad(L); return true;
+    case Op::Trilu: trilu(L); return true;
+    default: return false;
+  }
+}
+
+}  // namespace rlx::vk
