@@ -48,7 +48,21 @@ struct Val {
   int et = kFloat;
   std::shared_ptr<const Host> host;
   std::shared_ptr<TensorData> init;
+  std::shared_ptr<const Host> input_value;  // a small graph input's value, used only where a constant is required
 };
+
+// The values of a host tensor (a given input) as exact host values.
+// (storage-independent: reads through Tensor's f32 view today.)
+std::shared_ptr<const Host> host_from_tensor(const Tensor& t) {
+  auto h = std::make_shared<Host>();
+  h->is_float = is_float(t.dtype());
+  const float* p = t.data();
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    if (h->is_float) h->f.push_back(p[k]);
+    else h->i.push_back((int64_t)p[k]);
+  }
+  return h;
+}
 
 std::vector<int64_t> strides_of(const Shape& s) { return contiguous_strides(s); }
 
@@ -73,8 +87,9 @@ class Unsupported : public InputError {
 
 class Importer {
  public:
-  Importer(Model& m, const std::map<std::string, Shape>& shapes, const std::map<std::string, int64_t>& dims)
-      : m_(m), L_(m.limits()), in_shapes_(shapes), dims_(dims) {}
+  Importer(Model& m, const std::map<std::string, Shape>& shapes, const std::map<std::string, int64_t>& dims,
+           const std::map<std::string, Tensor>& values)
+      : m_(m), L_(m.limits()), in_shapes_(shapes), dims_(dims), in_values_(values) {}
 
   std::shared_ptr<Specialized> run();
 
@@ -83,6 +98,8 @@ class Importer {
   const Limits& L_;
   const std::map<std::string, Shape>& in_shapes_;
   std::map<std::string, int64_t> dims_;
+  const std::map<std::string, Tensor>& in_values_;
+  std::map<std::string, std::vector<double>> value_deps_;
   std::shared_ptr<ir::Graph> g_;
   ir::TypedShapes ts_;
   std::map<std::string, Tensor> params_;
@@ -169,8 +186,20 @@ class Importer {
     return host_of(in(k), limit);
   }
   std::shared_ptr<const Host> need_host(size_t k, const char* what) {
-    auto h = host(k, L_.max_folded_elements);
+    auto h = value_of(k);
     if (!h) unsupported(std::string(what) + " (input " + std::to_string(k) + " '" + cur_->inputs[k] + "') must be a constant or computable from shapes");
+    return h;
+  }
+  // The known value of input k: folded/constant, or a small graph input bound by value.
+  std::shared_ptr<const Host> value_of(size_t k) {
+    if (!has_in(k)) return nullptr;
+    auto h = host(k, L_.max_folded_elements);
+    if (!h && in(k).input_value) {  // a graph input given by value: bind it (the cache keys on it)
+      h = in(k).input_value;
+      auto& dep = value_deps_[cur_->inputs[k]];
+      dep.clear();
+      for (size_t j = 0; j < h->size(); ++j) dep.push_back(h->d(j));
+    }
     return h;
   }
   std::vector<int64_t> need_ints(size_t k, const char* what) {
@@ -371,6 +400,20 @@ class Importer {
     set_host(0, o, out_et, std::move(h));
   }
 
+  // Dropout is the identity only in inference: training_mode (opset 12+, an input) must be
+  // absent or a known false; a random mask cannot be reproduced, so it is refused.
+  void check_dropout_inference() {
+    if (!has_in(2)) return;
+    auto h = value_of(2);
+    if (!h) unsupported("Dropout's training_mode (input 2) must be a constant false (inference only)");
+    bool training = false;
+    for (size_t k = 0; k < h->size(); ++k) training = training || h->n(k);
+    if (!training) return;
+    auto r = value_of(1);  // ratio 0 keeps every element even in training
+    bool zero = r && r->size() == 1 && r->d(0) == 0;
+    if (!zero) unsupported("Dropout with training_mode = true (inference only: the random mask cannot be reproduced)");
+  }
+
   bool try_fold();
   void map_node();
   void finish_outputs();
@@ -529,6 +572,7 @@ bool Importer::try_fold() {
   Val& x = in(0);
   auto hx = host(0);
   if (op == "Identity" || op == "Dropout") {
+    if (op == "Dropout") check_dropout_inference();
     set_host(0, x.shape, x.et, *hx);
     return true;
   }
@@ -901,6 +945,7 @@ void Importer::map_node() {
     return set_node(0, y);
   }
   if (op == "Identity" || op == "Dropout") {
+    if (op == "Dropout") check_dropout_inference();
     if (n.outputs.size() > 1 && !n.outputs[1].empty()) {
       // Dropout's mask in inference: all true.
       Host h;
@@ -1012,12 +1057,29 @@ void Importer::map_node() {
     Shape s = shp(x);
     int a = axis_of(ai("axis", -1), s.size());
     double eps = af("epsilon", 1e-5);
-    if (n.outputs.size() > 1)
-      for (size_t k = 1; k < n.outputs.size(); ++k)
-        if (!n.outputs[k].empty()) unsupported("LayerNormalization's Mean/InvStdDev outputs (training only)");
     int64_t inner = 1, outer = 1;
     for (size_t k = 0; k < s.size(); ++k) ((int)k < a ? outer : inner) *= s[k];
     int w = has_in(1) ? node(1) : -1, b = has_in(2) ? node(2) : -1;
+    bool stats = false;
+    for (size_t k = 1; k < n.outputs.size(); ++k) stats = stats || !n.outputs[k].empty();
+    if (stats) {  // Mean and InvStdDev asked for too: the decomposed form, in f32
+      if (ts_.dtypes[x] != DType::f32) unsupported("LayerNormalization's Mean/InvStdDev outputs for a non-float32 input");
+      int x2 = reshape(x, {outer, inner});
+      std::map<std::string, ir::AttrValue> ax{{"axes", std::vector<int64_t>{1}}, {"keepdims", true}};
+      int mu = emit("mean", {x2}, ax);
+      int d = emit("sub", {x2, mu});
+      int var = emit("mean", {emit("square", {d})}, ax);
+      int inv = emit("div", {scalar(1.0), emit("sqrt", {emit("add", {var, scalar(eps)})})});
+      int y = reshape(emit("mul", {d, inv}), s);
+      if (w >= 0) y = emit("mul", {y, w});
+      if (b >= 0) y = emit("add", {y, b});
+      Shape st(s.begin(), s.begin() + a);
+      st.resize(s.size(), 1);
+      set_node(0, y);
+      if (n.outputs.size() > 1 && !n.outputs[1].empty()) set_node(1, reshape(mu, st));
+      if (n.outputs.size() > 2 && !n.outputs[2].empty()) set_node(2, reshape(inv, st));
+      return;
+    }
     if (a == (int)s.size() - 1 && (w < 0 || shp(w) == Shape{inner}) && (b < 0 || shp(b) == Shape{inner})) {
       std::vector<int> ins{x};
       if (w >= 0) ins.push_back(w);
@@ -1477,6 +1539,9 @@ std::shared_ptr<Specialized> Importer::run() {
     v.node = idx;
     v.shape = s;
     v.et = vi.elem_type;
+    if (auto iv = in_values_.find(vi.name); iv != in_values_.end() && iv->second.numel() <= Model::kMaxValueBoundElements &&
+                                            iv->second.shape() == s)
+      v.input_value = host_from_tensor(iv->second);
     vals_[vi.name] = v;
   }
   for (const auto& n : m_.nodes()) {
@@ -1493,18 +1558,32 @@ std::shared_ptr<Specialized> Importer::run() {
   sp->graph = g_;
   sp->params = std::move(params_);
   sp->dims = dims_;
+  sp->value_deps = value_deps_;
   return sp;
 }
 
 std::shared_ptr<const Specialized> Model::specialize(const std::map<std::string, Shape>& input_shapes,
-                                                     const std::map<std::string, int64_t>& dims) {
+                                                     const std::map<std::string, int64_t>& dims,
+                                                     const std::map<std::string, Tensor>& values) {
   std::string key;
   for (const auto& [k, s] : input_shapes) key += k + "=" + shape_str(s) + ";";
   key += "|";
   for (const auto& [k, v] : dims) key += k + "=" + std::to_string(v) + ";";
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = cache_.find(key);
-  if (it != cache_.end()) return it->second;
+  auto value_matches = [&](const Specialized& sp) {
+    for (const auto& [name, want] : sp.value_deps) {
+      auto v = values.find(name);
+      if (v == values.end()) return false;
+      auto h = host_from_tensor(v->second);
+      if (h->size() != want.size()) return false;
+      for (size_t k = 0; k < want.size(); ++k)
+        if (h->d(k) != want[k]) return false;
+    }
+    return true;
+  };
+  if (auto it = cache_.find(key); it != cache_.end())
+    for (const auto& sp : it->second)
+      if (value_matches(*sp)) return sp;
   for (const auto& [name, s] : input_shapes) {
     bool known = false;
     for (const auto& vi : inputs_) known = known || vi.name == name;
@@ -1514,9 +1593,9 @@ std::shared_ptr<const Specialized> Model::specialize(const std::map<std::string,
       throw InputError(file_ + ": the model has no input '" + name + "' (its inputs: " + names + ")");
     }
   }
-  Importer imp(*this, input_shapes, dims);
+  Importer imp(*this, input_shapes, dims, values);
   std::shared_ptr<const Specialized> sp = imp.run();
-  cache_[key] = sp;
+  cache_[key].push_back(sp);
   specializations_++;
   return sp;
 }

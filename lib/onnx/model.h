@@ -91,6 +91,9 @@ struct Specialized {
   std::shared_ptr<ir::Graph> graph;
   std::map<std::string, Tensor> params;
   std::map<std::string, int64_t> dims;  // the symbolic dims as bound
+  // Inputs whose VALUES the specialisation used (a shape, axes, k or pads argument given as a
+  // graph input), with those values: the graph is valid only for the same values.
+  std::map<std::string, std::vector<double>> value_deps;
 };
 
 class Model {
@@ -117,8 +120,13 @@ class Model {
   // Specialises the graph for the given input shapes (by ONNX input name; a name that is an
   // initializer overrides that default) and symbolic dims (--dim NAME=SIZE, used for inputs
   // not given). Cached by the shape signature. Throws InputError naming the ONNX node.
+  // `values`: the given inputs' values; an input of at most kMaxValueBoundElements elements
+  // that a node needs as a constant (Reshape's shape, Slice's starts, TopK's k, ...) is
+  // bound by value, and the cache entry is then keyed by that value too.
   std::shared_ptr<const Specialized> specialize(const std::map<std::string, Shape>& input_shapes,
-                                                const std::map<std::string, int64_t>& dims = {});
+                                                const std::map<std::string, int64_t>& dims = {},
+                                                const std::map<std::string, Tensor>& values = {});
+  static constexpr int64_t kMaxValueBoundElements = 64;
   int specializations() const { return specializations_; }
 
   const Limits& limits() const { return limits_; }
@@ -132,7 +140,7 @@ class Model {
   std::vector<NodeDef> nodes_;
   std::map<std::string, std::shared_ptr<TensorData>> inits_;
   std::vector<std::string> init_order_;
-  std::map<std::string, std::shared_ptr<const Specialized>> cache_;
+  std::map<std::string, std::vector<std::shared_ptr<const Specialized>>> cache_;
   std::mutex mu_;
   int specializations_ = 0;
   friend class Importer;

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <iostream>
 
 #include "core/error.h"
 #include "io/file.h"
@@ -122,7 +123,7 @@ Prepared prepare(const Binding& b, bool need_all_inputs) {
 
 Loaded load_onnx_binding(const Binding& b) {
   Prepared P = prepare(b, true);
-  auto sp = P.model->specialize(P.shapes, P.dims);
+  auto sp = P.model->specialize(P.shapes, P.dims, P.inputs);
   Loaded L;
   L.graph = sp->graph;
   L.params = sp->params;
@@ -133,9 +134,12 @@ Loaded load_onnx_binding(const Binding& b) {
 void convert_onnx(const Binding& b, const std::string& graph_out, const std::string& params_out) {
   if (!is_onnx_file(b.graph)) throw InputError(b.graph + ": not an ONNX model (rlx convert reads .onnx files)");
   Prepared P = prepare(b, false);
-  auto sp = P.model->specialize(P.shapes, P.dims);
+  auto sp = P.model->specialize(P.shapes, P.dims, P.inputs);
   if (sp->params.size() && params_out.empty())
     throw InputError("the model has " + std::to_string(sp->params.size()) + " weight tensor(s): give --params-out FILE.safetensors");
+  for (const auto& [name, v] : sp->value_deps)
+    std::cerr << "note: input '" << name << "' is used as a constant (a shape or index argument); the written graph is valid "
+              << "only for the value given with --input\n";
   // Both files are checked before either is written.
   std::string text = ir::graph_to_json(*sp->graph);
   if (!params_out.empty()) {

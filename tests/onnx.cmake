@@ -1,0 +1,16 @@
+# ONNX import tests (docs/onnx.md). The node-test driver generates ONNX's backend node tests
+# from Debian's python3-onnx into the build directory (once) and runs each supported case
+# through `rlx run`; tests/onnx/node_tests_expected.txt lists the cases that must pass.
+# CPU: every case in lazy and compiled mode; Vulkan (lavapipe is slow to start per process):
+# every 8th case in compiled mode.
+set(RLX_PY /usr/bin/python3)
+set(RLX_NODE_TESTS ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/node_tests.py --rlx $<TARGET_FILE:rlx>
+    --data ${CMAKE_BINARY_DIR}/onnx-node-tests)
+add_test(NAME onnx_node_tests_cpu_lazy COMMAND ${RLX_NODE_TESTS} --backend cpu --mode lazy)
+add_test(NAME onnx_node_tests_cpu_compiled COMMAND ${RLX_NODE_TESTS} --backend cpu --mode compiled)
+set_tests_properties(onnx_node_tests_cpu_lazy onnx_node_tests_cpu_compiled PROPERTIES
+  TIMEOUT 300 PROCESSORS 2 RESOURCE_LOCK onnx_node_data)
+if(TARGET rlx_vulkan)
+  add_test(NAME onnx_node_tests_vulkan COMMAND ${RLX_NODE_TESTS} --backend vulkan --mode compiled --sample 8)
+  set_tests_properties(onnx_node_tests_vulkan PROPERTIES TIMEOUT 300 PROCESSORS 2 RESOURCE_LOCK onnx_node_data)
+endif()
