@@ -14,3 +14,6 @@ if(TARGET rlx_vulkan)
   add_test(NAME onnx_node_tests_vulkan COMMAND ${RLX_NODE_TESTS} --backend vulkan --mode compiled --sample 8)
   set_tests_properties(onnx_node_tests_vulkan PROPERTIES TIMEOUT 300 PROCESSORS 2 RESOURCE_LOCK onnx_node_data)
 endif()
+# Names, symbolic dims, defaults, convert, external data and hostile files (exit codes + messages).
+add_test(NAME onnx_cli COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/cli_tests.py --rlx $<TARGET_FILE:rlx>)
+set_tests_properties(onnx_cli PROPERTIES TIMEOUT 300)
