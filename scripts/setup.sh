@@ -8,7 +8,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
       mesa-vulkan-drivers vulkan-validationlayers
       libgtest-dev libgmock-dev libbenchmark-dev
       python3 python3-numpy python3-jsonschema
-      libprotobuf-dev protobuf-compiler libonnx-dev python3-onnx)
+      libprotobuf-dev protobuf-compiler libonnx-dev python3-onnx python3-torch)
 if [[ "${RLX_SETUP_EXTRA:-}" != "" ]]; then
   read -r -a extra <<<"$RLX_SETUP_EXTRA"; pkgs+=("${extra[@]}")
 fi
