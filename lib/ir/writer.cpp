@@ -54,8 +54,10 @@ std::string graph_to_json(const Graph& g, int indent) {
     }
     if (!n.attrs.values.empty()) {
       json ja = json::object();
-      for (const auto& [k, v] : n.attrs.values) {
-        std::visit([&](const auto& x) { ja[k] = x; }, v);
+      for (const auto& kv : n.attrs.values) {
+        const std::string& k = kv.first;
+        const AttrValue& v = kv.second;
+        std::visit([&ja, &k](const auto& x) { ja[k] = x; }, v);
         if (const double* d = std::get_if<double>(&v); d && !std::isfinite(*d))
           throw InputError(node_ref(g, n) + ": attribute '" + k + "' is not finite; the graph cannot be written");
       }

@@ -313,8 +313,10 @@ class Importer {
     n.inputs = std::move(inputs);
     if ((int)n.inputs.size() < info.min_inputs || (int)n.inputs.size() > info.max_inputs)
       fail("internal: registry op '" + opname + "' takes " + std::to_string(info.min_inputs) + ".." + std::to_string(info.max_inputs) + " inputs");
-    for (auto& [k, v] : attrs) {
-      auto spec = std::find_if(info.attrs.begin(), info.attrs.end(), [&](const ir::AttrSpec& s) { return s.name == k; });
+    for (auto& kv : attrs) {
+      const std::string& k = kv.first;
+      const ir::AttrValue& v = kv.second;
+      auto spec = std::find_if(info.attrs.begin(), info.attrs.end(), [&k](const ir::AttrSpec& s) { return s.name == k; });
       if (spec == info.attrs.end()) unsupported("the registry op '" + opname + "' of this build has no attribute '" + k + "'");
       n.attrs.values[k] = v;
     }
