@@ -165,15 +165,19 @@ std::string onnx_ops_text(bool as_json) {
       j.push_back({{"op_type", r.op_type}, {"maps_to", r.maps_to}, {"needs", r.needs}, {"supported", r.needs.empty()}, {"notes", r.notes}});
     return j.dump(1) + "\n";
   }
-  std::string s = "| ONNX operator | rlx registry ops | status in this build | notes |\n| --- | --- | --- | --- |\n";
+  // The table docs/onnx.md carries (tests/onnx/cli_tests.py checks they agree), then what
+  // this build lacks, if anything.
+  std::string s = "| ONNX operator | rlx registry ops | notes |\n| --- | --- | --- |\n";
+  std::string lacking;
   for (const auto& r : rows) {
-    std::string st = "supported";
+    s += "| " + r.op_type + " | " + r.maps_to + " | " + r.notes + " |\n";
     if (!r.needs.empty()) {
-      st = "needs registry op";
-      for (size_t k = 0; k < r.needs.size(); ++k) st += (k ? ", " : " ") + std::string("`") + r.needs[k] + "`";
+      lacking += (lacking.empty() ? "" : "; ") + r.op_type + " (needs";
+      for (size_t k = 0; k < r.needs.size(); ++k) lacking += (k ? ", " : " ") + r.needs[k];
+      lacking += ")";
     }
-    s += "| " + r.op_type + " | " + r.maps_to + " | " + st + " | " + r.notes + " |\n";
   }
+  if (!lacking.empty()) s += "\nRefused by this build (registry ops it lacks): " + lacking + "\n";
   return s;
 }
 

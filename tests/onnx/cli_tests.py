@@ -253,6 +253,20 @@ def test_external_data():
     expect_rc("external/negative-offset", ["run", os.path.join(d, "neg_offset.onnx"), "--input", xin], 2, "not a non-negative integer")
 
 
+def test_docs_table():
+    # docs/onnx.md carries the operator table `rlx onnx-ops` prints; they must agree.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    doc = open(os.path.join(root, "docs", "onnx.md")).read()
+    begin, end = "<!-- onnx-ops:begin -->\n", "<!-- onnx-ops:end -->"
+    check("docs/markers", begin in doc and end in doc)
+    if begin in doc and end in doc:
+        in_doc = doc.split(begin, 1)[1].split(end, 1)[0].strip()
+        _, out, _ = rlx("onnx-ops")
+        generated = out.split("\n\n", 1)[0].strip()
+        check("docs/table-matches-binary", in_doc == generated,
+              "  docs/onnx.md's operator table differs from `rlx onnx-ops`: regenerate it")
+
+
 def main():
     global RLX, TMP
     ap = argparse.ArgumentParser()
