@@ -40,13 +40,13 @@ std::string graph_to_json(const Graph& g, int indent) {
         const Tensor& t = n.constant;
         json vals = json::array();
         for (int64_t k = 0; k < t.numel(); ++k) {
-          float v = t.data()[k];
+          if (n.dtype == DType::boolean) { vals.push_back(t.int_at(k) != 0); continue; }
+          if (is_integer(n.dtype)) { vals.push_back(t.int_at(k)); continue; }  // exact, int64 included
+          double v = t.at(k);
           if (!std::isfinite(v))
             throw InputError(node_ref(g, n) + ": constant holds a non-finite value (" + std::to_string(v) +
                              "), which JSON cannot represent; the graph cannot be written");
-          if (n.dtype == DType::boolean) vals.push_back(v != 0.f);
-          else if (is_integer(n.dtype)) vals.push_back((int64_t)v);
-          else vals.push_back(v);
+          vals.push_back((float)v);
         }
         if (t.rank() == 0 && t.numel() == 1) jn["value"] = vals[0];
         else jn["value"] = vals;

@@ -31,6 +31,14 @@ int dtype_et(DType d) {
   return kFloat;
 }
 
+// double -> int64, truncating, saturating, NaN -> 0: no undefined float-to-int conversion.
+int64_t sat_i64(double x) {
+  if (!(x == x)) return 0;
+  if (x >= 9.2e18) return INT64_MAX;
+  if (x <= -9.2e18) return INT64_MIN;
+  return (int64_t)x;
+}
+
 // An exact host value: integers as int64, floating point as double.
 struct Host {
   bool is_float = false;
@@ -38,7 +46,7 @@ struct Host {
   std::vector<double> f;
   size_t size() const { return is_float ? f.size() : i.size(); }
   double d(size_t k) const { return is_float ? f[k] : (double)i[k]; }
-  int64_t n(size_t k) const { return is_float ? (int64_t)f[k] : i[k]; }
+  int64_t n(size_t k) const { return is_float ? sat_i64(f[k]) : i[k]; }
 };
 
 struct Val {
@@ -52,14 +60,12 @@ struct Val {
 };
 
 // The values of a host tensor (a given input) as exact host values.
-// (storage-independent: reads through Tensor's f32 view today.)
 std::shared_ptr<const Host> host_from_tensor(const Tensor& t) {
   auto h = std::make_shared<Host>();
   h->is_float = is_float(t.dtype());
-  const float* p = t.data();
   for (int64_t k = 0; k < t.numel(); ++k) {
-    if (h->is_float) h->f.push_back(p[k]);
-    else h->i.push_back((int64_t)p[k]);
+    if (h->is_float) h->f.push_back(t.at(k));
+    else h->i.push_back(t.int_at(k));
   }
   return h;
 }
@@ -238,7 +244,7 @@ class Importer {
       h.i.clear();
       if (et == kFloat) for (auto& x : h.f) x = (double)(float)x;
     } else {
-      if (h.i.empty() && !h.f.empty()) for (auto x : h.f) h.i.push_back(std::isfinite(x) ? (int64_t)x : 0);
+      if (h.i.empty() && !h.f.empty()) for (auto x : h.f) h.i.push_back(sat_i64(x));
       h.f.clear();
       if (et == kInt32) for (auto& x : h.i) x = (int32_t)x;
       if (et == kBool) for (auto& x : h.i) x = x != 0;
@@ -284,19 +290,29 @@ class Importer {
     if (!v.host) fail("internal: value '" + name + "' has no definition");
     DType dt = to_dtype(v.et, where() + ": value '" + name + "'");
     int idx = add_leaf(ir::Op::Constant, name, v.shape, dt);
-    std::vector<float> vals(v.host->size());
-    for (size_t k = 0; k < vals.size(); ++k) vals[k] = round_to_dtype((float)v.host->d(k), dt);
-    g_->nodes[idx].constant = Tensor::from_vector(v.shape, std::move(vals), dt);
+    g_->nodes[idx].constant = host_tensor(v.shape, *v.host, dt);
     v.node = idx;
     return idx;
   }
   int node(size_t k) { return materialize(in(k), cur_->inputs[k]); }
   int constant(const Shape& s, std::vector<double> vals, DType dt) {
     int idx = add_leaf(ir::Op::Constant, out_name() + "/const", s, dt);
-    std::vector<float> fv(vals.begin(), vals.end());
-    for (auto& x : fv) x = round_to_dtype(x, dt);
-    g_->nodes[idx].constant = Tensor::from_vector(s, std::move(fv), dt);
+    Host h;
+    h.is_float = true;
+    h.f = std::move(vals);
+    g_->nodes[idx].constant = host_tensor(s, h, dt);
     return idx;
+  }
+  // A host value as a tensor of dt: integers stay exact (int64 beyond 2^24 included).
+  static Tensor host_tensor(const Shape& s, const Host& h, DType dt) {
+    if (is_float(dt)) {
+      std::vector<float> fv(h.size());
+      for (size_t k = 0; k < fv.size(); ++k) fv[k] = (float)h.d(k);
+      return Tensor::from_vector(s, fv, dt);
+    }
+    std::vector<int64_t> iv(h.size());
+    for (size_t k = 0; k < iv.size(); ++k) iv[k] = h.n(k);
+    return Tensor::from_ints(s, iv, dt);
   }
   int scalar(double x, DType dt = DType::f32) { return constant({}, {x}, dt); }
   int scalar_like(double x, int node) { return scalar(x, is_float(ts_.dtypes[node]) ? ts_.dtypes[node] : DType::f32); }
@@ -544,7 +560,7 @@ bool Importer::try_fold() {
       v = hv->d(0);
     }
     if (float_et(et)) h.f.assign(n, v);
-    else h.i.assign(n, (int64_t)v);
+    else h.i.assign(n, sat_i64(v));
     set_host(0, s, et, h);
     return true;
   }
@@ -583,7 +599,7 @@ bool Importer::try_fold() {
     Host h = *hx;
     if (!float_et(to) && h.is_float) {
       h.i.clear();
-      for (double v : h.f) h.i.push_back(std::isfinite(v) ? (int64_t)v : 0);
+      for (double v : h.f) h.i.push_back(sat_i64(v));
       h.f.clear();
       h.is_float = false;
     }
@@ -750,7 +766,7 @@ bool Importer::try_fold() {
     }
     bool keep = ai("keepdims", 1);
     if (fl) h.f.push_back(acc);
-    else h.i.push_back((int64_t)acc);
+    else h.i.push_back(sat_i64(acc));
     set_host(0, keep && !x.shape.empty() ? Shape{1} : Shape{}, x.et, h);
     return true;
   }
@@ -766,7 +782,7 @@ bool Importer::try_fold() {
     fold_elementwise(out_et, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
       if (fl) {
         double r = ff(hs[0]->d(ix[0]), hs[1]->d(ix[1]));
-        if (float_et(out_et)) out.f.push_back(r); else out.i.push_back((int64_t)r);
+        if (float_et(out_et)) out.f.push_back(r); else out.i.push_back(sat_i64(r));
       } else {
         out.i.push_back(fi(hs[0]->n(ix[0]), hs[1]->n(ix[1])));
       }
@@ -1438,7 +1454,7 @@ void Importer::map_node() {
     if (op == "Resize" && opset >= 11 && has_in(zi) && shape_numel(in(zi).shape) > 0) sizes = need_ints(zi, "sizes");
     if (sizes.empty()) {
       if (scales.size() != s.size()) fail("scales has " + std::to_string(scales.size()) + " entries for rank " + std::to_string(s.size()));
-      for (size_t k = 0; k < s.size(); ++k) sizes.push_back((int64_t)std::floor((double)s[k] * (double)(float)scales[k]));
+      for (size_t k = 0; k < s.size(); ++k) sizes.push_back(sat_i64(std::floor((double)s[k] * (double)(float)scales[k])));
     } else {
       if (sizes.size() != s.size()) fail("sizes has the wrong length");
       scales.clear();

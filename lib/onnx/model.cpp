@@ -359,20 +359,19 @@ bool file_looks_like_onnx(const std::string& path) {
 
 Tensor to_tensor(const TensorData& t, const std::string& where) {
   DType dt = to_dtype(t.elem_type, where);
-  if (t.raw) {
-    if (dt == DType::f32 && reinterpret_cast<uintptr_t>(t.raw) % alignof(float) == 0)
-      return Tensor::borrow(t.shape, dt, reinterpret_cast<const float*>(t.raw), t.keep);
+  if (t.raw) {  // ONNX raw_data is little-endian in the same layout as rlx's storage of dt
+    if (reinterpret_cast<uintptr_t>(t.raw) % dtype_size(dt) == 0) return Tensor::borrow(t.shape, dt, t.raw, t.keep);
     Tensor r(t.shape, dt);
-    io::decode_elements(t.raw, dt, t.numel, r.mutable_data());
+    std::memcpy(r.mutable_raw(), t.raw, r.nbytes());
     return r;
   }
-  Tensor r(t.shape, dt);
-  float* o = r.mutable_data();
-  if (!t.floats.empty())
-    for (int64_t i = 0; i < t.numel; ++i) o[i] = (float)t.floats[i];
-  else
-    for (int64_t i = 0; i < t.numel && i < (int64_t)t.ints.size(); ++i) o[i] = round_to_dtype((float)t.ints[i], dt);
-  return r;
+  if (!t.floats.empty()) {
+    std::vector<float> v(t.floats.begin(), t.floats.end());
+    return Tensor::from_vector(t.shape, v, dt);
+  }
+  std::vector<int64_t> v(t.ints.begin(), t.ints.end());
+  v.resize((size_t)t.numel, 0);
+  return Tensor::from_ints(t.shape, v, dt);
 }
 
 }  // namespace rlx::onnx

@@ -23,8 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::expect_only_rlx_errors("fuzz_onnx(tensors)", [&] {
     for (const auto& [name, td] : m->initializers()) {
       Tensor t = onnx::to_tensor(*td, "fuzz.onnx: " + name);
-      volatile float sink = 0;
-      for (int64_t i = 0; i < t.numel(); ++i) sink = sink + t.data()[i];
+      volatile double sink = 0;
+      for (int64_t i = 0; i < t.numel(); ++i) sink = sink + t.at(i);
     }
   });
   fuzz::expect_only_rlx_errors("fuzz_onnx(specialize)", [&] {
