@@ -4,7 +4,7 @@
 # a sanitizer report, a leak, an escaped non-rlx exception or a timeout.
 #
 #   scripts/fuzz.sh [SECONDS_PER_HARNESS] [HARNESS...]
-#     HARNESS: fuzz_graph fuzz_npy fuzz_safetensors fuzz_spec (default: all four, one after another)
+#     HARNESS: fuzz_graph fuzz_npy fuzz_safetensors fuzz_spec fuzz_onnx (default: all five, one after another)
 #     SECONDS 0: only replay the seeds and the saved corpus once (a quick regression check)
 #   Environment: BUILD_DIR (default build-fuzz), FUZZ_SKIP_BUILD=1 (reuse the build, e.g. when
 #   running two harnesses in parallel), FUZZ_ARGS (extra libFuzzer flags).
@@ -19,7 +19,7 @@ ROOT=$PWD
 SECONDS_PER=${1:-15}
 shift || true
 HARNESSES=("$@")
-((${#HARNESSES[@]})) || HARNESSES=(fuzz_graph fuzz_npy fuzz_safetensors fuzz_spec)
+((${#HARNESSES[@]})) || HARNESSES=(fuzz_graph fuzz_npy fuzz_safetensors fuzz_spec fuzz_onnx)
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
 [[ $SECONDS_PER =~ ^[0-9]+$ ]] || { echo "fuzz.sh: SECONDS must be a non-negative integer, got '$SECONDS_PER'" >&2; exit 2; }
 
@@ -36,6 +36,7 @@ max_len() {
     fuzz_npy) echo 4096 ;;           # header (<= 64 KB allowed, but small in practice) + data
     fuzz_safetensors) echo 4096 ;;   # 8-byte length + JSON header + data
     fuzz_spec) echo 256 ;;           # one command-line SPEC
+    fuzz_onnx) echo 16384 ;;         # small models (node-test models are 100-300 bytes)
   esac
 }
 
@@ -58,6 +59,8 @@ seed() {
     fuzz_npy) gather "$dst" tests/data/io/*.npy graphs/*.inputs/*.npy $(ls tests/golden/*/*.npy | head -40) ;;
     fuzz_safetensors) gather "$dst" tests/data/io/*.safetensors tests/golden/**/*.safetensors graphs/mlp.safetensors graphs/norms.safetensors ;;
     fuzz_spec) ;;
+    # the committed seeds plus, when the ONNX node tests were generated in build/, some of them
+    fuzz_onnx) gather "$dst" $(ls build/onnx-node-tests/node/*/model.onnx 2>/dev/null | awk 'NR % 8 == 1') ;;
   esac
   gather "$dst" tests/fuzz/seeds/"${h#fuzz_}"/*
   shopt -u nullglob globstar
@@ -70,7 +73,7 @@ status=0
 printf '%-18s %8s %10s %8s %14s %6s %s\n' harness seconds runs exec/s corpus cov result
 for h in "${HARNESSES[@]}"; do
   bin=$BUILD_DIR/tests/fuzz/$h
-  [[ -x $bin ]] || { echo "fuzz.sh: no harness $bin (known: fuzz_graph fuzz_npy fuzz_safetensors fuzz_spec)" >&2; status=2; continue; }
+  [[ -x $bin ]] || { echo "fuzz.sh: no harness $bin (known: fuzz_graph fuzz_npy fuzz_safetensors fuzz_spec fuzz_onnx)" >&2; status=2; continue; }
   seed "$h"
   mkdir -p "$BUILD_DIR/corpus/$h"
   dict=tests/fuzz/${h#fuzz_}.dict

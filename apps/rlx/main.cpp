@@ -16,6 +16,7 @@
 #include "runtime/compare.h"
 #include "runtime/inspect.h"
 #include "runtime/bench.h"
+#include "runtime/onnx_binding.h"
 #include "runtime/runner.h"
 #include "runtime/session.h"
 
@@ -48,7 +49,7 @@ struct CommonFlags {
   bool verbose = false;
 
   void add(CLI::App* app) {
-    app->add_option("graph", binding.graph, "Graph file (JSON, rlx.graph version 1)")->required();
+    app->add_option("graph", binding.graph, "Graph file: rlx.graph version 1 JSON, or an ONNX model (recognised by content)")->required();
     app->add_option("--params,-p", binding.params,
                     "Parameter file: .safetensors, NAME.npy or a directory of NAME.npy (repeatable)\n"
                     "  e.g. --params graphs/mlp.safetensors");
@@ -346,6 +347,21 @@ int main(int argc, char** argv) {
   inspect->add_option("--dim", inspect_dims, "Bind a symbolic dimension, NAME=SIZE, for shapes and FLOPs");
   inspect->add_flag("--dot", inspect_dot, "Print Graphviz DOT instead");
 
+  Binding convert_binding;
+  std::string convert_out, convert_params_out;
+  auto* convert = app.add_subcommand("convert", "Convert an ONNX model to an rlx graph (JSON) and its weights (safetensors)");
+  convert->add_option("model", convert_binding.graph, "ONNX model file")->required();
+  convert->add_option("-o,--output", convert_out, "Graph JSON to write")->required();
+  convert->add_option("--params-out", convert_params_out, "Weights to write (.safetensors)");
+  convert->add_option("--dim", convert_binding.dims, "Size of a symbolic dimension, NAME=SIZE (the graph is written for these sizes)");
+  convert->add_option("--input,-i", convert_binding.inputs, "Input NAME=SPEC whose shape the graph is written for (instead of --dim)");
+  convert->footer("Example:\n  rlx convert model.onnx -o model.json --params-out model.safetensors --dim batch=1 --dim seq=16\n"
+                  "Shape arithmetic is folded for the given sizes, so the written graph has concrete shapes.");
+
+  bool onnx_ops_json = false;
+  auto* onnx_ops = app.add_subcommand("onnx-ops", "List the ONNX operators the importer maps, and onto which registry ops");
+  onnx_ops->add_flag("--json", onnx_ops_json, "JSON instead of a Markdown table");
+
   std::string devices_backend = "all";
   auto* devices = app.add_subcommand("devices", "List the devices each backend can use");
   devices->add_option("--backend", devices_backend, "cpu, vulkan or all")->capture_default_str();
@@ -362,6 +378,15 @@ int main(int argc, char** argv) {
     if (bench->parsed()) return cmd_bench(bf);
     if (inspect->parsed()) {
       std::cout << inspect_text(inspect_graph, inspect_dims, inspect_dot);
+      return 0;
+    }
+    if (convert->parsed()) {
+      convert_onnx(convert_binding, convert_out, convert_params_out);
+      std::cerr << "wrote " << convert_out << (convert_params_out.empty() ? "" : " and " + convert_params_out) << "\n";
+      return 0;
+    }
+    if (onnx_ops->parsed()) {
+      std::cout << onnx_ops_text(onnx_ops_json);
       return 0;
     }
     if (devices->parsed()) {

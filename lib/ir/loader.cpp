@@ -262,6 +262,10 @@ bool has_symbolic_dims(const Graph& g) {
 
 Graph load_graph_text(const std::string& text, const std::string& file_name, const LoadLimits& limits) {
   Ctx c{file_name, limits};
+  if (!text.empty() && (text[0] == 0x08 || text.find('\0') != std::string::npos) && text.find_first_not_of(" \t\r\n") != std::string::npos &&
+      text[text.find_first_not_of(" \t\r\n")] != '{')
+    c.fail("", "this is a binary file (an ONNX model?), not an rlx JSON graph: run an ONNX model directly "
+               "(rlx run model.onnx) or convert it (rlx convert model.onnx -o graph.json)");
   json root;
   try {
     root = json::parse(text);

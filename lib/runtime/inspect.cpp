@@ -10,12 +10,13 @@
 #include "ir/op_registry.h"
 #include "runtime/bench.h"
 #include "runtime/executor.h"
+#include "runtime/onnx_binding.h"
 #include "runtime/runner.h"
 
 namespace rlx {
 
 std::string inspect_text(const std::string& path, const std::vector<std::string>& dims, bool dot) {
-  ir::Graph g = ir::load_graph_file(path);
+  ir::Graph g = is_onnx_file(path) ? *onnx_graph_for(path, dims) : ir::load_graph_file(path);
   std::map<std::string, int64_t> sym;
   for (const auto& d : dims) {
     auto [k, v] = split_assignment(d, "--dim");

@@ -13,6 +13,7 @@
 #include "io/safetensors.h"
 #include "io/spec.h"
 #include "ir/loader.h"
+#include "runtime/onnx_binding.h"
 #include "runtime/params.h"
 
 namespace fs = std::filesystem;
@@ -49,6 +50,12 @@ int64_t index_bound(const ir::Graph& g, int input) {
   return std::max<int64_t>(high, 1);
 }
 
+std::vector<std::string> output_ids(const ir::Graph& g) {
+  std::vector<std::string> r;
+  for (int o : g.outputs) r.push_back(g.nodes[o].id);
+  return r;
+}
+
 std::string ids_list(const std::vector<std::string>& v) {
   std::string r;
   for (auto& s : v) r += (r.empty() ? "" : ", ") + s;
@@ -70,6 +77,7 @@ int convert_graph_dtype(ir::Graph& g, DType dt) {
 }
 
 Loaded load_binding(const Binding& b) {
+  if (is_onnx_file(b.graph)) return load_onnx_binding(b);
   Loaded L;
   L.graph = std::make_shared<ir::Graph>(ir::load_graph_file(b.graph));
   if (!b.dtype.empty()) {
@@ -147,7 +155,7 @@ Loaded load_binding(const Binding& b) {
 std::map<std::string, Tensor> load_expectations(const ir::Graph& g, const std::vector<std::string>& specs) {
   std::map<std::string, Tensor> r;
   for (const auto& s : specs) {
-    auto [id, spec] = split_assignment(s, "--expect");
+    auto [id, spec] = split_named_assignment(s, "--expect", output_ids(g));
     if (output_index(g, id) < 0) {
       std::vector<std::string> names;
       for (int o : g.outputs) names.push_back(g.nodes[o].id);
@@ -249,7 +257,7 @@ std::string summarize(const std::string& name, const Tensor& t, int first) {
 OutputPlan plan_outputs(const ir::Graph& g, const std::vector<std::string>& output_specs, const std::string& out_dir) {
   OutputPlan plan;
   for (const auto& s : output_specs) {
-    auto [id, file] = split_assignment(s, "--output");
+    auto [id, file] = split_named_assignment(s, "--output", output_ids(g));
     int k = output_index(g, id);
     if (k < 0) throw InputError("--output " + id + ": '" + id + "' is not an output of the graph");
     std::string ext = fs::path(file).extension().string();

@@ -169,11 +169,13 @@ T int_binary(EwOp op, T a, T b, const Kernel& k) {
       return a / b;
     case EwOp::Maximum: return a > b ? a : b;
     case EwOp::Minimum: return a < b ? a : b;
-    case EwOp::Mod: case EwOp::Fmod: {  // ONNX Mod: Fmod keeps the dividend's sign, Mod the divisor's
+    case EwOp::Mod:   // ONNX Mod fmod=0: the result takes the divisor's sign (Python's %)
+    case EwOp::Fmod: {  // fmod=1: C's truncated remainder
       if (b == 0) throw RuntimeError(k.label + ": integer modulo by zero");
       if (b == -1) return 0;  // MIN % -1 would trap
       T r = a % b;
-      return (op == EwOp::Mod && r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;
+      if (op == EwOp::Mod && r != 0 && ((r < 0) != (b < 0))) r = (T)((U)r + (U)b);
+      return r;
     }
     default: break;
   }

@@ -1,0 +1,1621 @@
+// ONNX -> rlx IR, for concrete input shapes. Every ONNX node either folds on the host
+// (exact int64/double values: shape arithmetic, constants) or is mapped onto registry ops by
+// name, with shapes and dtypes checked by the registry's own inference as each node is added.
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <set>
+
+#include "core/error.h"
+#include "ir/op_registry.h"
+#include "onnx/model.h"
+
+namespace rlx::onnx {
+
+namespace {
+
+bool float_et(int et) { return et == kFloat || et == kDouble || et == kFloat16 || et == kBfloat16; }
+
+int dtype_et(DType d) {
+  switch (d) {
+    case DType::f32: return kFloat;
+    case DType::f16: return kFloat16;
+    case DType::bf16: return kBfloat16;
+    case DType::i32: return kInt32;
+    case DType::i64: return kInt64;
+    case DType::boolean: return kBool;
+  }
+  return kFloat;
+}
+
+// double -> int64, truncating, saturating, NaN -> 0: no undefined float-to-int conversion.
+int64_t sat_i64(double x) {
+  if (!(x == x)) return 0;
+  if (x >= 9.2e18) return INT64_MAX;
+  if (x <= -9.2e18) return INT64_MIN;
+  return (int64_t)x;
+}
+
+// An exact host value: integers as int64, floating point as double.
+struct Host {
+  bool is_float = false;
+  std::vector<int64_t> i;
+  std::vector<double> f;
+  size_t size() const { return is_float ? f.size() : i.size(); }
+  double d(size_t k) const { return is_float ? f[k] : (double)i[k]; }
+  int64_t n(size_t k) const { return is_float ? sat_i64(f[k]) : i[k]; }
+};
+
+struct Val {
+  bool defined = false;
+  int node = -1;  // graph node, once materialised
+  Shape shape;
+  int et = kFloat;
+  std::shared_ptr<const Host> host;
+  std::shared_ptr<TensorData> init;
+  std::shared_ptr<const Host> input_value;  // a small graph input's value, used only where a constant is required
+};
+
+// The values of a host tensor (a given input) as exact host values.
+std::shared_ptr<const Host> host_from_tensor(const Tensor& t) {
+  auto h = std::make_shared<Host>();
+  h->is_float = is_float(t.dtype());
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    if (h->is_float) h->f.push_back(t.at(k));
+    else h->i.push_back(t.int_at(k));
+  }
+  return h;
+}
+
+std::vector<int64_t> strides_of(const Shape& s) { return contiguous_strides(s); }
+
+// The registry's list-of-doubles attribute type ('floats') arrives with the conv branch; until
+// then AttrValue cannot hold one and the attribute is left out (resize then uses its sizes).
+template <class V = ir::AttrValue>
+void set_floats_attr(std::map<std::string, ir::AttrValue>& a, const char* op, const char* name, const std::vector<double>& v) {
+  if constexpr (std::is_constructible_v<V, std::vector<double>>) {
+    auto rop = ir::op_from_name(op);
+    if (!rop) return;
+    for (const auto& sp : ir::op_info(*rop).attrs)
+      if (sp.name == name) a[name] = V(v);
+  }
+}
+
+class Unsupported : public InputError {
+ public:
+  using InputError::InputError;
+};
+
+}  // namespace
+
+class Importer {
+ public:
+  Importer(Model& m, const std::map<std::string, Shape>& shapes, const std::map<std::string, int64_t>& dims,
+           const std::map<std::string, Tensor>& values)
+      : m_(m), L_(m.limits()), in_shapes_(shapes), dims_(dims), in_values_(values) {}
+
+  std::shared_ptr<Specialized> run();
+
+ private:
+  Model& m_;
+  const Limits& L_;
+  const std::map<std::string, Shape>& in_shapes_;
+  std::map<std::string, int64_t> dims_;
+  const std::map<std::string, Tensor>& in_values_;
+  std::map<std::string, std::vector<double>> value_deps_;
+  std::shared_ptr<ir::Graph> g_;
+  ir::TypedShapes ts_;
+  std::map<std::string, Tensor> params_;
+  std::map<std::string, Val> vals_;
+  const NodeDef* cur_ = nullptr;
+  int fresh_ = 0;
+
+  // ---------- messages ----------
+  std::string where() const {
+    if (!cur_) return m_.file();
+    return m_.file() + ": node " + (cur_->name.empty() ? "#" + std::to_string(cur_->index) : "'" + cur_->name + "'") + " (" +
+           cur_->op_type + ")";
+  }
+  [[noreturn]] void fail(const std::string& what) const { throw InputError(where() + ": " + what); }
+  [[noreturn]] void unsupported(const std::string& what) const { throw Unsupported(where() + ": unsupported: " + what); }
+
+  // ---------- attributes ----------
+  const Attribute* attr(const char* n) const { return cur_->attr(n); }
+  int64_t ai(const char* n, int64_t def) const {
+    auto a = attr(n);
+    return a ? a->i : def;
+  }
+  double af(const char* n, double def) const {
+    auto a = attr(n);
+    return a ? a->f : def;
+  }
+  std::string as(const char* n, const std::string& def) const {
+    auto a = attr(n);
+    return a ? a->s : def;
+  }
+  std::optional<std::vector<int64_t>> aints(const char* n) const {
+    auto a = attr(n);
+    if (!a) return std::nullopt;
+    return a->ints;
+  }
+
+  // ---------- values ----------
+  bool has_in(size_t k) const { return k < cur_->inputs.size() && !cur_->inputs[k].empty(); }
+  Val& in(size_t k) {
+    if (!has_in(k)) fail("input " + std::to_string(k) + " is required");
+    auto it = vals_.find(cur_->inputs[k]);
+    if (it == vals_.end() || !it->second.defined)
+      fail("input '" + cur_->inputs[k] + "' is not produced by any earlier node (the graph is not in topological order, or has a cycle)");
+    return it->second;
+  }
+  size_t rank(size_t k) { return in(k).shape.size(); }
+
+  std::shared_ptr<const Host> host_of(Val& v, int64_t limit) {
+    if (v.host) return v.host;
+    if (!v.init || v.init->numel > limit) return nullptr;
+    const TensorData& t = *v.init;
+    auto h = std::make_shared<Host>();
+    h->is_float = float_et(t.elem_type);
+    if (t.raw) {
+      const uint8_t* p = t.raw;
+      for (int64_t k = 0; k < t.numel; ++k) {
+        switch (t.elem_type) {
+          case kFloat: { float x; std::memcpy(&x, p + 4 * k, 4); h->f.push_back(x); break; }
+          case kDouble: { double x; std::memcpy(&x, p + 8 * k, 8); h->f.push_back(x); break; }
+          case kFloat16: { uint16_t x; std::memcpy(&x, p + 2 * k, 2); h->f.push_back(f16_to_f32(x)); break; }
+          case kBfloat16: { uint16_t x; std::memcpy(&x, p + 2 * k, 2); h->f.push_back(bf16_to_f32(x)); break; }
+          case kInt64: case kUint64: { int64_t x; std::memcpy(&x, p + 8 * k, 8); h->i.push_back(x); break; }
+          case kInt32: { int32_t x; std::memcpy(&x, p + 4 * k, 4); h->i.push_back(x); break; }
+          case kUint32: { uint32_t x; std::memcpy(&x, p + 4 * k, 4); h->i.push_back(x); break; }
+          case kInt16: { int16_t x; std::memcpy(&x, p + 2 * k, 2); h->i.push_back(x); break; }
+          case kUint16: { uint16_t x; std::memcpy(&x, p + 2 * k, 2); h->i.push_back(x); break; }
+          case kInt8: h->i.push_back((int8_t)p[k]); break;
+          case kUint8: h->i.push_back(p[k]); break;
+          case kBool: h->i.push_back(p[k] != 0); break;
+          default: return nullptr;
+        }
+      }
+    } else if (h->is_float) {
+      h->f = t.floats;
+    } else {
+      h->i = t.ints;
+    }
+    v.host = h;
+    return v.host;
+  }
+  // The host value of input k (a constant, an initializer or folded shape arithmetic), or null.
+  std::shared_ptr<const Host> host(size_t k, int64_t limit = int64_t(1) << 16) {
+    if (!has_in(k)) return nullptr;
+    return host_of(in(k), limit);
+  }
+  std::shared_ptr<const Host> need_host(size_t k, const char* what) {
+    auto h = value_of(k);
+    if (!h) unsupported(std::string(what) + " (input " + std::to_string(k) + " '" + cur_->inputs[k] + "') must be a constant or computable from shapes");
+    return h;
+  }
+  // The known value of input k: folded/constant, or a small graph input bound by value.
+  std::shared_ptr<const Host> value_of(size_t k) {
+    if (!has_in(k)) return nullptr;
+    auto h = host(k, L_.max_folded_elements);
+    if (!h && in(k).input_value) {  // a graph input given by value: bind it (the cache keys on it)
+      h = in(k).input_value;
+      auto& dep = value_deps_[cur_->inputs[k]];
+      dep.clear();
+      for (size_t j = 0; j < h->size(); ++j) dep.push_back(h->d(j));
+    }
+    return h;
+  }
+  std::vector<int64_t> need_ints(size_t k, const char* what) {
+    auto h = need_host(k, what);
+    std::vector<int64_t> r;
+    for (size_t j = 0; j < h->size(); ++j) r.push_back(h->n(j));
+    return r;
+  }
+  bool all_host() {
+    for (size_t k = 0; k < cur_->inputs.size(); ++k)
+      if (has_in(k) && !host(k)) return false;
+    return true;
+  }
+
+  void set_out(size_t k, Val v) {
+    if (k >= cur_->outputs.size() || cur_->outputs[k].empty()) return;
+    v.defined = true;
+    if (v.host && (int64_t)v.host->size() != shape_numel(v.shape)) fail("internal: folded value size mismatch");
+    vals_[cur_->outputs[k]] = std::move(v);
+  }
+  void set_node(size_t k, int node) {
+    Val v;
+    v.node = node;
+    v.shape = ts_.shapes[node];
+    v.et = dtype_et(ts_.dtypes[node]);
+    set_out(k, v);
+  }
+  void set_host(size_t k, Shape s, int et, Host h) {
+    if (shape_numel(s) > L_.max_folded_elements) unsupported("a folded constant of shape " + shape_str(s) + " is too large");
+    Val v;
+    v.shape = std::move(s);
+    v.et = et;
+    h.is_float = float_et(et);
+    if (h.is_float) {
+      if (h.f.empty() && !h.i.empty()) for (auto x : h.i) h.f.push_back((double)x);
+      h.i.clear();
+      if (et == kFloat) for (auto& x : h.f) x = (double)(float)x;
+    } else {
+      if (h.i.empty() && !h.f.empty()) for (auto x : h.f) h.i.push_back(sat_i64(x));
+      h.f.clear();
+      if (et == kInt32) for (auto& x : h.i) x = (int32_t)x;
+      if (et == kBool) for (auto& x : h.i) x = x != 0;
+    }
+    v.host = std::make_shared<Host>(std::move(h));
+    set_out(k, v);
+  }
+
+  std::string fresh(const std::string& base) {
+    std::string id = base;
+    while (g_->index.count(id)) id = base + "/rlx" + std::to_string(fresh_++);
+    return id;
+  }
+  std::string out_name(size_t k = 0) const {
+    return k < cur_->outputs.size() && !cur_->outputs[k].empty() ? cur_->outputs[k] : cur_->name + "/out";
+  }
+
+  int add_leaf(ir::Op op, const std::string& id_base, const Shape& s, DType dt) {
+    ir::Node n;
+    n.id = fresh(id_base);
+    n.op = op;
+    n.dtype = dt;
+    n.has_decl_shape = true;
+    for (auto d : s) n.decl_shape.push_back(ir::Dim{d, ""});
+    n.param_name = n.id;
+    int idx = (int)g_->nodes.size();
+    g_->index[n.id] = idx;
+    g_->nodes.push_back(std::move(n));
+    ts_.shapes.push_back(s);
+    ts_.dtypes.push_back(dt);
+    return idx;
+  }
+
+  int materialize(Val& v, const std::string& name) {
+    if (v.node >= 0) return v.node;
+    if (v.init && !v.host) {
+      DType dt = to_dtype(v.init->elem_type, where() + ": initializer '" + name + "'");
+      int idx = add_leaf(ir::Op::Param, name, v.shape, dt);
+      params_[g_->nodes[idx].id] = to_tensor(*v.init, m_.file() + ": initializer '" + name + "'");
+      v.node = idx;
+      return idx;
+    }
+    if (!v.host) fail("internal: value '" + name + "' has no definition");
+    DType dt = to_dtype(v.et, where() + ": value '" + name + "'");
+    int idx = add_leaf(ir::Op::Constant, name, v.shape, dt);
+    g_->nodes[idx].constant = host_tensor(v.shape, *v.host, dt);
+    v.node = idx;
+    return idx;
+  }
+  int node(size_t k) { return materialize(in(k), cur_->inputs[k]); }
+  int constant(const Shape& s, std::vector<double> vals, DType dt) {
+    int idx = add_leaf(ir::Op::Constant, out_name() + "/const", s, dt);
+    Host h;
+    h.is_float = true;
+    h.f = std::move(vals);
+    g_->nodes[idx].constant = host_tensor(s, h, dt);
+    return idx;
+  }
+  // A host value as a tensor of dt: integers stay exact (int64 beyond 2^24 included).
+  static Tensor host_tensor(const Shape& s, const Host& h, DType dt) {
+    if (is_float(dt)) {
+      std::vector<float> fv(h.size());
+      for (size_t k = 0; k < fv.size(); ++k) fv[k] = (float)h.d(k);
+      return Tensor::from_vector(s, fv, dt);
+    }
+    std::vector<int64_t> iv(h.size());
+    for (size_t k = 0; k < iv.size(); ++k) iv[k] = h.n(k);
+    return Tensor::from_ints(s, iv, dt);
+  }
+  int scalar(double x, DType dt = DType::f32) { return constant({}, {x}, dt); }
+  int scalar_like(double x, int node) { return scalar(x, is_float(ts_.dtypes[node]) ? ts_.dtypes[node] : DType::f32); }
+
+  // Adds a registry op by name. Attributes are checked against the registry and defaults filled.
+  int emit(const std::string& opname, std::vector<int> inputs, std::map<std::string, ir::AttrValue> attrs = {},
+           const std::string& id = "") {
+    auto op = ir::op_from_name(opname);
+    if (!op) unsupported("needs the registry op '" + opname + "', which this build of rlx does not have yet");
+    const ir::OpInfo& info = ir::op_info(*op);
+    ir::Node n;
+    n.id = fresh(id.empty() ? out_name() + "/" + opname : id);
+    n.op = *op;
+    n.inputs = std::move(inputs);
+    if ((int)n.inputs.size() < info.min_inputs || (int)n.inputs.size() > info.max_inputs)
+      fail("internal: registry op '" + opname + "' takes " + std::to_string(info.min_inputs) + ".." + std::to_string(info.max_inputs) + " inputs");
+    for (auto& kv : attrs) {
+      const std::string& k = kv.first;
+      const ir::AttrValue& v = kv.second;
+      auto spec = std::find_if(info.attrs.begin(), info.attrs.end(), [&k](const ir::AttrSpec& s) { return s.name == k; });
+      if (spec == info.attrs.end()) unsupported("the registry op '" + opname + "' of this build has no attribute '" + k + "'");
+      n.attrs.values[k] = v;
+    }
+    for (const auto& spec : info.attrs) {
+      if (n.attrs.has(spec.name)) continue;
+      if (spec.required) fail("internal: registry op '" + opname + "' needs attribute '" + spec.name + "'");
+      if (spec.default_value) n.attrs.values[spec.name] = *spec.default_value;
+    }
+    int idx = (int)g_->nodes.size();
+    g_->index[n.id] = idx;
+    g_->nodes.push_back(std::move(n));
+    ts_.shapes.emplace_back();
+    ts_.dtypes.emplace_back();
+    try {
+      ir::infer_node(*g_, idx, ts_);
+    } catch (const InputError& e) {
+      fail(e.what());
+    }
+    return idx;
+  }
+  int reshape(int x, const Shape& s) {
+    if (ts_.shapes[x] == s) return x;
+    return emit("reshape", {x}, {{"shape", std::vector<int64_t>(s.begin(), s.end())}});
+  }
+  int cast(int x, DType dt) {
+    if (ts_.dtypes[x] == dt) return x;
+    return emit("cast", {x}, {{"dtype", std::string(dtype_name(dt))}});
+  }
+  const Shape& shp(int node) const { return ts_.shapes[node]; }
+
+  int axis_of(int64_t a, size_t r) {
+    int64_t x = a < 0 ? a + (int64_t)r : a;
+    if (x < 0 || x >= (int64_t)std::max<size_t>(r, 1) ) fail("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(r));
+    return (int)x;
+  }
+
+  // ---------- host folding helpers ----------
+  static Shape bcast(const Shape& a, const Shape& b, bool& ok) {
+    size_t r = std::max(a.size(), b.size());
+    Shape o(r);
+    ok = true;
+    for (size_t i = 0; i < r; ++i) {
+      int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+      int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+      if (da != db && da != 1 && db != 1) ok = false;
+      o[i] = da == 1 ? db : da;
+    }
+    return o;
+  }
+  // Index into a tensor of shape `s` broadcast to `o` for flat output index `flat`.
+  static int64_t bidx(const Shape& s, const Shape& o, int64_t flat) {
+    auto st = broadcast_strides(s, o);
+    int64_t r = 0;
+    for (size_t k = o.size(); k-- > 0;) {
+      int64_t c = o[k] ? flat % o[k] : 0;
+      flat = o[k] ? flat / o[k] : 0;
+      r += c * st[k];
+    }
+    return r;
+  }
+  // Elementwise over broadcast host inputs.
+  void fold_elementwise(int out_et, const std::function<void(const std::vector<const Host*>&, const std::vector<int64_t>&, Host&)>& f) {
+    std::vector<Val*> vs;
+    std::vector<std::shared_ptr<const Host>> hs;
+    Shape o;
+    for (size_t k = 0; k < cur_->inputs.size(); ++k) {
+      vs.push_back(&in(k));
+      hs.push_back(host(k));
+      bool ok;
+      o = bcast(o, vs.back()->shape, ok);
+      if (!ok) fail("cannot broadcast the input shapes");
+    }
+    int64_t n = shape_numel(o);
+    if (n > L_.max_folded_elements) unsupported("folded result too large");
+    Host h;
+    std::vector<const Host*> hp;
+    for (auto& x : hs) hp.push_back(x.get());
+    std::vector<int64_t> idx(vs.size());
+    for (int64_t j = 0; j < n; ++j) {
+      for (size_t k = 0; k < vs.size(); ++k) idx[k] = bidx(vs[k]->shape, o, j);
+      f(hp, idx, h);
+    }
+    set_host(0, o, out_et, std::move(h));
+  }
+
+  // Dropout is the identity only in inference: training_mode (opset 12+, an input) must be
+  // absent or a known false; a random mask cannot be reproduced, so it is refused.
+  void check_dropout_inference() {
+    if (!has_in(2)) return;
+    auto h = value_of(2);
+    if (!h) unsupported("Dropout's training_mode (input 2) must be a constant false (inference only)");
+    bool training = false;
+    for (size_t k = 0; k < h->size(); ++k) training = training || h->n(k);
+    if (!training) return;
+    auto r = value_of(1);  // ratio 0 keeps every element even in training
+    bool zero = r && r->size() == 1 && r->d(0) == 0;
+    if (!zero) unsupported("Dropout with training_mode = true (inference only: the random mask cannot be reproduced)");
+  }
+
+  bool try_fold();
+  void map_node();
+  void finish_outputs();
+
+  // mapping helpers
+  void unary(const char* op) { set_node(0, emit(op, {node(0)}, {}, out_name())); }
+  void binary(const char* op) { set_node(0, emit(op, {node(0), node(1)}, {}, out_name())); }
+  int reduce_node(const char* op, int x, const std::optional<std::vector<int64_t>>& axes, bool keep, const std::string& id = "") {
+    std::map<std::string, ir::AttrValue> a{{"keepdims", keep}};
+    if (axes) {
+      if (axes->empty()) return x;
+      a["axes"] = *axes;
+    }
+    return emit(op, {x}, a, id);
+  }
+  std::optional<std::vector<int64_t>> reduce_axes(bool input_form) {
+    std::optional<std::vector<int64_t>> axes;
+    if (input_form && has_in(1)) axes = need_ints(1, "axes");
+    else if (!input_form) axes = aints("axes");
+    if (axes && axes->empty()) axes.reset();
+    if (!axes && ai("noop_with_empty_axes", 0)) axes = std::vector<int64_t>{};
+    if (axes) {
+      std::set<int64_t> seen;
+      for (auto& a : *axes) {
+        a = axis_of(a, rank(0));
+        if (!seen.insert(a).second) fail("axes lists an axis twice");
+      }
+    }
+    return axes;
+  }
+  int softmax_like(int x, int64_t axis_attr, bool log) {
+    size_t r = shp(x).size();
+    int a = axis_of(axis_attr, r);
+    Shape orig = shp(x);
+    bool flat = m_.opset() < 13 && a != (int)r - 1;
+    int y = x;
+    int ax = a;
+    if (flat) {
+      int64_t outer = 1, inner = 1;
+      for (int k = 0; k < (int)r; ++k) (k < a ? outer : inner) *= orig[k];
+      y = reshape(x, {outer, inner});
+      ax = 1;
+    }
+    int out;
+    if (!log) {
+      out = emit("softmax", {y}, {{"axis", (int64_t)ax}});
+    } else {
+      int mx = emit("max", {y}, {{"axes", std::vector<int64_t>{ax}}, {"keepdims", true}});
+      int s = emit("sub", {y, mx});
+      int e = emit("exp", {s});
+      int sm = emit("sum", {e}, {{"axes", std::vector<int64_t>{ax}}, {"keepdims", true}});
+      out = emit("sub", {s, emit("log", {sm})});
+    }
+    return flat ? reshape(out, orig) : out;
+  }
+};
+
+// ----------------------------------------------------------------------------------------
+// Host folding: every op here computes exact values when all its inputs are known.
+bool Importer::try_fold() {
+  const std::string& op = cur_->op_type;
+  static const std::set<std::string> foldable = {
+      "Shape", "Size", "Constant", "Identity", "Cast", "CastLike", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice",
+      "ConstantOfShape", "Range", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Where",
+      "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Sqrt", "Floor", "Ceil", "Min", "Max", "Reshape", "Flatten", "Expand",
+      "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin", "Transpose", "Dropout", "Sign", "Reciprocal"};
+  if (!foldable.count(op)) return false;
+  // Ops whose result depends only on shapes fold even when their data input is a runtime value.
+  if (op == "Shape") {
+    const Shape& s = in(0).shape;
+    int64_t r = (int64_t)s.size(), st = ai("start", 0), en = ai("end", r);
+    if (st < 0) st += r;
+    if (en < 0) en += r;
+    st = std::clamp<int64_t>(st, 0, r);
+    en = std::clamp<int64_t>(en, 0, r);
+    Host h;
+    for (int64_t k = st; k < en; ++k) h.i.push_back(s[k]);
+    set_host(0, {(int64_t)h.i.size()}, kInt64, h);
+    return true;
+  }
+  if (op == "Size") {
+    Host h;
+    h.i.push_back(shape_numel(in(0).shape));
+    set_host(0, {}, kInt64, h);
+    return true;
+  }
+  if (op == "Constant") {
+    Host h;
+    if (auto a = attr("value")) {
+      if (!a->t) fail("attribute 'value' holds no tensor");
+      Val v;
+      v.init = a->t;
+      auto hv = host_of(v, L_.max_folded_elements);
+      if (!hv) {  // large constant: keep it as a tensor
+        Val big;
+        big.init = a->t;
+        big.shape = a->t->shape;
+        big.et = a->t->elem_type;
+        set_out(0, big);
+        return true;
+      }
+      set_host(0, a->t->shape, a->t->elem_type, *hv);
+    } else if (auto a = attr("value_float")) { h.f = {a->f}; set_host(0, {}, kFloat, h); }
+    else if (auto a = attr("value_floats")) { h.f = a->floats; set_host(0, {(int64_t)a->floats.size()}, kFloat, h); }
+    else if (auto a = attr("value_int")) { h.i = {a->i}; set_host(0, {}, kInt64, h); }
+    else if (auto a = attr("value_ints")) { h.i = a->ints; set_host(0, {(int64_t)a->ints.size()}, kInt64, h); }
+    else unsupported("Constant without value, value_float(s) or value_int(s) (attribute '" + (cur_->attrs.empty() ? std::string("?") : cur_->attrs[0].name) + "')");
+    return true;
+  }
+  if (op == "ConstantOfShape") {
+    auto dims = need_ints(0, "the shape");
+    Shape s(dims.begin(), dims.end());
+    for (auto d : s) if (d < 0) fail("negative dimension in the shape");
+    int64_t n = shape_numel(s);
+    if (n < 0 || n > L_.max_folded_elements) unsupported("ConstantOfShape of shape " + shape_str(s) + " is too large to fold");
+    Host h;
+    int et = kFloat;
+    double v = 0;
+    if (auto a = attr("value")) {
+      if (!a->t || a->t->numel != 1) fail("attribute 'value' must be a one-element tensor");
+      Val tv;
+      tv.init = a->t;
+      auto hv = host_of(tv, 1);
+      if (!hv) unsupported("value of element type " + std::string(elem_type_name(a->t->elem_type)));
+      et = a->t->elem_type;
+      v = hv->d(0);
+    }
+    if (float_et(et)) h.f.assign(n, v);
+    else h.i.assign(n, sat_i64(v));
+    set_host(0, s, et, h);
+    return true;
+  }
+  if (op == "Range") {
+    auto a = need_host(0, "start"), b = need_host(1, "limit"), c = need_host(2, "delta");
+    int et = in(0).et;
+    Host h;
+    if (float_et(et)) {
+      double st = a->d(0), lim = b->d(0), dl = c->d(0);
+      if (dl == 0) fail("delta is 0");
+      double cnt = std::max(0.0, std::ceil((lim - st) / dl));
+      if (cnt > (double)L_.max_folded_elements) unsupported("Range too long to fold");
+      for (int64_t k = 0; k < (int64_t)cnt; ++k) h.f.push_back(st + k * dl);
+      set_host(0, {(int64_t)cnt}, et, h);
+    } else {
+      int64_t st = a->n(0), lim = b->n(0), dl = c->n(0);
+      if (dl == 0) fail("delta is 0");
+      double cnt = std::max(0.0, std::ceil(((double)lim - (double)st) / (double)dl));
+      if (cnt > (double)L_.max_folded_elements) unsupported("Range too long to fold");
+      for (int64_t k = 0; k < (int64_t)cnt; ++k) h.i.push_back(st + k * dl);
+      set_host(0, {(int64_t)cnt}, et, h);
+    }
+    return true;
+  }
+  if (!all_host()) return false;
+  if (cur_->inputs.empty()) return false;
+  Val& x = in(0);
+  auto hx = host(0);
+  if (op == "Identity" || op == "Dropout") {
+    if (op == "Dropout") check_dropout_inference();
+    set_host(0, x.shape, x.et, *hx);
+    return true;
+  }
+  if (op == "Cast" || op == "CastLike") {
+    int to = op == "Cast" ? (int)ai("to", kFloat) : in(1).et;
+    Host h = *hx;
+    if (!float_et(to) && h.is_float) {
+      h.i.clear();
+      for (double v : h.f) h.i.push_back(sat_i64(v));
+      h.f.clear();
+      h.is_float = false;
+    }
+    set_host(0, x.shape, to, h);
+    return true;
+  }
+  if (op == "Reshape" || op == "Flatten" || op == "Unsqueeze" || op == "Squeeze") return false;  // shape-only: handled by map (value stays host)
+  if (op == "Gather") {
+    auto idx = need_host(1, "indices");
+    int a = axis_of(ai("axis", 0), x.shape.size());
+    const Shape& ds = x.shape;
+    Shape is = in(1).shape, os;
+    for (int k = 0; k < a; ++k) os.push_back(ds[k]);
+    for (auto d : is) os.push_back(d);
+    for (size_t k = a + 1; k < ds.size(); ++k) os.push_back(ds[k]);
+    int64_t outer = 1, inner = 1;
+    for (int k = 0; k < a; ++k) outer *= ds[k];
+    for (size_t k = a + 1; k < ds.size(); ++k) inner *= ds[k];
+    int64_t n = ds[a];
+    Host h;
+    h.is_float = hx->is_float;
+    for (int64_t o = 0; o < outer; ++o)
+      for (size_t j = 0; j < idx->size(); ++j) {
+        int64_t t = idx->n(j);
+        if (t < 0) t += n;
+        if (t < 0 || t >= n) fail("index " + std::to_string(idx->n(j)) + " is out of range for axis of size " + std::to_string(n));
+        for (int64_t i = 0; i < inner; ++i) {
+          int64_t src = (o * n + t) * inner + i;
+          if (h.is_float) h.f.push_back(hx->f[src]);
+          else h.i.push_back(hx->i[src]);
+        }
+      }
+    set_host(0, os, x.et, h);
+    return true;
+  }
+  if (op == "Concat") {
+    int a = axis_of(ai("axis", 0), x.shape.size());
+    Shape os = x.shape;
+    os[a] = 0;
+    std::vector<Val*> vs;
+    for (size_t k = 0; k < cur_->inputs.size(); ++k) {
+      if (!has_in(k)) continue;
+      vs.push_back(&in(k));
+      if (vs.back()->shape.size() != os.size()) fail("inputs differ in rank");
+      os[a] += vs.back()->shape[a];
+    }
+    int64_t outer = 1;
+    for (int k = 0; k < a; ++k) outer *= os[k];
+    Host h;
+    h.is_float = float_et(x.et);
+    for (int64_t o = 0; o < outer; ++o)
+      for (size_t k = 0; k < vs.size(); ++k) {
+        auto hk = host_of(*vs[k], L_.max_folded_elements);
+        int64_t chunk = outer ? shape_numel(vs[k]->shape) / std::max<int64_t>(outer, 1) : 0;
+        for (int64_t i = 0; i < chunk; ++i) {
+          if (h.is_float) h.f.push_back(hk->d(o * chunk + i));
+          else h.i.push_back(hk->n(o * chunk + i));
+        }
+      }
+    set_host(0, os, x.et, h);
+    return true;
+  }
+  if (op == "Slice") {
+    std::vector<int64_t> st, en, ax, sp;
+    if (m_.opset() < 10) {
+      st = aints("starts").value_or(std::vector<int64_t>{});
+      en = aints("ends").value_or(std::vector<int64_t>{});
+      ax = aints("axes").value_or(std::vector<int64_t>{});
+    } else {
+      st = need_ints(1, "starts");
+      en = need_ints(2, "ends");
+      if (has_in(3)) ax = need_ints(3, "axes");
+      if (has_in(4)) sp = need_ints(4, "steps");
+    }
+    size_t r = x.shape.size();
+    if (ax.empty()) for (size_t k = 0; k < st.size(); ++k) ax.push_back((int64_t)k);
+    if (sp.empty()) sp.assign(st.size(), 1);
+    if (en.size() != st.size() || ax.size() != st.size() || sp.size() != st.size()) fail("starts, ends, axes and steps differ in length");
+    std::vector<int64_t> S(r, 0), E(x.shape.begin(), x.shape.end()), P(r, 1);
+    for (size_t k = 0; k < st.size(); ++k) {
+      int a = axis_of(ax[k], r);
+      int64_t d = x.shape[a], s = st[k], e = en[k], p = sp[k];
+      if (p == 0) fail("a step is 0");
+      if (s < 0) s += d;
+      if (e < 0) e += d;
+      if (p > 0) { s = std::clamp<int64_t>(s, 0, d); e = std::clamp<int64_t>(e, 0, d); }
+      else { s = std::clamp<int64_t>(s, 0, d - 1); e = std::clamp<int64_t>(e, -1, d - 1); }
+      S[a] = s; E[a] = e; P[a] = p;
+    }
+    Shape os(r);
+    for (size_t a = 0; a < r; ++a) {
+      int64_t len = P[a] > 0 ? (E[a] - S[a] + P[a] - 1) / P[a] : (S[a] - E[a] + (-P[a]) - 1) / (-P[a]);
+      os[a] = std::max<int64_t>(0, len);
+    }
+    auto ist = strides_of(x.shape);
+    int64_t n = shape_numel(os);
+    Host h;
+    h.is_float = hx->is_float;
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t rem = j, src = 0;
+      for (size_t a = r; a-- > 0;) {
+        int64_t c = rem % os[a];
+        rem /= os[a];
+        src += (S[a] + c * P[a]) * ist[a];
+      }
+      if (h.is_float) h.f.push_back(hx->f[src]);
+      else h.i.push_back(hx->i[src]);
+    }
+    set_host(0, os, x.et, h);
+    return true;
+  }
+  if (op == "Transpose") {
+    size_t r = x.shape.size();
+    std::vector<int64_t> perm = aints("perm").value_or(std::vector<int64_t>{});
+    if (perm.empty()) for (size_t k = 0; k < r; ++k) perm.push_back((int64_t)(r - 1 - k));
+    if (perm.size() != r) fail("perm has the wrong length");
+    Shape os(r);
+    for (size_t k = 0; k < r; ++k) os[k] = x.shape[axis_of(perm[k], r)];
+    auto ist = strides_of(x.shape);
+    Host h;
+    h.is_float = hx->is_float;
+    int64_t n = shape_numel(os);
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t rem = j, src = 0;
+      for (size_t k = r; k-- > 0;) {
+        int64_t c = rem % os[k];
+        rem /= os[k];
+        src += c * ist[perm[k]];
+      }
+      if (h.is_float) h.f.push_back(hx->f[src]);
+      else h.i.push_back(hx->i[src]);
+    }
+    set_host(0, os, x.et, h);
+    return true;
+  }
+  if (op == "Expand") {
+    auto dims = need_ints(1, "shape");
+    bool ok;
+    Shape os = bcast(x.shape, Shape(dims.begin(), dims.end()), ok);
+    if (!ok) fail("cannot expand " + shape_str(x.shape) + " to " + shape_str(Shape(dims.begin(), dims.end())));
+    Host h;
+    h.is_float = hx->is_float;
+    int64_t n = shape_numel(os);
+    if (n > L_.max_folded_elements) return false;
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t s = bidx(x.shape, os, j);
+      if (h.is_float) h.f.push_back(hx->f[s]);
+      else h.i.push_back(hx->i[s]);
+    }
+    set_host(0, os, x.et, h);
+    return true;
+  }
+  if (op.rfind("Reduce", 0) == 0) {
+    if (x.shape.size() > 1) return false;  // only 0-D/1-D shape vectors fold here
+    Host h;
+    bool fl = hx->is_float;
+    double acc = op == "ReduceProd" ? 1 : op == "ReduceSum" ? 0 : op == "ReduceMax" ? -INFINITY : INFINITY;
+    for (size_t k = 0; k < hx->size(); ++k) {
+      double v = hx->d(k);
+      if (op == "ReduceProd") acc *= v;
+      else if (op == "ReduceSum") acc += v;
+      else if (op == "ReduceMax") acc = std::max(acc, v);
+      else acc = std::min(acc, v);
+    }
+    bool keep = ai("keepdims", 1);
+    if (fl) h.f.push_back(acc);
+    else h.i.push_back(sat_i64(acc));
+    set_host(0, keep && !x.shape.empty() ? Shape{1} : Shape{}, x.et, h);
+    return true;
+  }
+  // Elementwise.
+  const bool fl = float_et(x.et);
+  auto un = [&](std::function<double(double)> ff, std::function<int64_t(int64_t)> fi) {
+    fold_elementwise(x.et, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
+      if (fl) out.f.push_back(ff(hs[0]->d(ix[0])));
+      else out.i.push_back(fi(hs[0]->n(ix[0])));
+    });
+  };
+  auto bin = [&](std::function<double(double, double)> ff, std::function<int64_t(int64_t, int64_t)> fi, int out_et) {
+    fold_elementwise(out_et, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
+      if (fl) {
+        double r = ff(hs[0]->d(ix[0]), hs[1]->d(ix[1]));
+        if (float_et(out_et)) out.f.push_back(r); else out.i.push_back(sat_i64(r));
+      } else {
+        out.i.push_back(fi(hs[0]->n(ix[0]), hs[1]->n(ix[1])));
+      }
+    });
+  };
+  if (op == "Neg") { un([](double a) { return -a; }, [](int64_t a) { return -a; }); return true; }
+  if (op == "Abs") { un([](double a) { return std::fabs(a); }, [](int64_t a) { return a < 0 ? -a : a; }); return true; }
+  if (op == "Sign") { un([](double a) { return (double)((a > 0) - (a < 0)); }, [](int64_t a) { return (int64_t)((a > 0) - (a < 0)); }); return true; }
+  if (op == "Sqrt") { if (!fl) return false; un([](double a) { return std::sqrt(a); }, nullptr); return true; }
+  if (op == "Reciprocal") { if (!fl) return false; un([](double a) { return 1.0 / a; }, nullptr); return true; }
+  if (op == "Floor") { un([](double a) { return std::floor(a); }, [](int64_t a) { return a; }); return true; }
+  if (op == "Ceil") { un([](double a) { return std::ceil(a); }, [](int64_t a) { return a; }); return true; }
+  if (op == "Not") { un(nullptr, [](int64_t a) { return (int64_t)!a; }); return true; }
+  if (op == "Add") { bin(std::plus<double>(), std::plus<int64_t>(), x.et); return true; }
+  if (op == "Sub") { bin(std::minus<double>(), std::minus<int64_t>(), x.et); return true; }
+  if (op == "Mul") { bin(std::multiplies<double>(), std::multiplies<int64_t>(), x.et); return true; }
+  if (op == "Div") {
+    if (!fl) {
+      auto hb = host(1);
+      for (size_t k = 0; k < hb->size(); ++k) if (hb->n(k) == 0) fail("integer division by zero");
+    }
+    bin([](double a, double b) { return a / b; }, [](int64_t a, int64_t b) { return a / b; }, x.et);  // C++ truncates like ONNX
+    return true;
+  }
+  if (op == "Mod") {
+    bool fm = ai("fmod", 0);
+    if (!fl) {
+      auto hb = host(1);
+      for (size_t k = 0; k < hb->size(); ++k) if (hb->n(k) == 0) fail("integer modulo by zero");
+    }
+    bin([fm](double a, double b) { double r = std::fmod(a, b); if (!fm && r != 0 && ((r < 0) != (b < 0))) r += b; return r; },
+        [fm](int64_t a, int64_t b) { int64_t r = a % b; if (!fm && r != 0 && ((r < 0) != (b < 0))) r += b; return r; }, x.et);
+    return true;
+  }
+  auto cmp = [&](std::function<bool(double, double)> f) {
+    fold_elementwise(kBool, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
+      bool r = (hs[0]->is_float || hs[1]->is_float) ? f(hs[0]->d(ix[0]), hs[1]->d(ix[1]))
+                                                   : f((double)hs[0]->n(ix[0]), (double)hs[1]->n(ix[1]));
+      if (!hs[0]->is_float && !hs[1]->is_float) {
+        int64_t a = hs[0]->n(ix[0]), b = hs[1]->n(ix[1]);  // exact for large int64
+        r = f(a < b ? -1.0 : a > b ? 1.0 : 0.0, 0.0);
+      }
+      out.i.push_back(r);
+    });
+  };
+  if (op == "Equal") { cmp([](double a, double b) { return a == b; }); return true; }
+  if (op == "Less") { cmp([](double a, double b) { return a < b; }); return true; }
+  if (op == "Greater") { cmp([](double a, double b) { return a > b; }); return true; }
+  if (op == "LessOrEqual") { cmp([](double a, double b) { return a <= b; }); return true; }
+  if (op == "GreaterOrEqual") { cmp([](double a, double b) { return a >= b; }); return true; }
+  if (op == "And" || op == "Or") {
+    bool isand = op == "And";
+    fold_elementwise(kBool, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
+      bool a = hs[0]->n(ix[0]) != 0, b = hs[1]->n(ix[1]) != 0;
+      out.i.push_back(isand ? (a && b) : (a || b));
+    });
+    return true;
+  }
+  if (op == "Where") {
+    int et = in(1).et;
+    fold_elementwise(et, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
+      const Host* pick = hs[0]->n(ix[0]) ? hs[1] : hs[2];
+      int64_t k = hs[0]->n(ix[0]) ? ix[1] : ix[2];
+      if (float_et(et)) out.f.push_back(pick->d(k)); else out.i.push_back(pick->n(k));
+    });
+    return true;
+  }
+  if (op == "Min" || op == "Max") {
+    bool mx = op == "Max";
+    fold_elementwise(x.et, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
+      if (fl) {
+        double r = hs[0]->d(ix[0]);
+        for (size_t k = 1; k < hs.size(); ++k) r = mx ? std::max(r, hs[k]->d(ix[k])) : std::min(r, hs[k]->d(ix[k]));
+        out.f.push_back(r);
+      } else {
+        int64_t r = hs[0]->n(ix[0]);
+        for (size_t k = 1; k < hs.size(); ++k) r = mx ? std::max(r, hs[k]->n(ix[k])) : std::min(r, hs[k]->n(ix[k]));
+        out.i.push_back(r);
+      }
+    });
+    return true;
+  }
+  return false;
+}
+
+// ----------------------------------------------------------------------------------------
+// Mapping onto registry ops.
+void Importer::map_node() {
+  const NodeDef& n = *cur_;
+  const std::string& op = n.op_type;
+  const int64_t opset = m_.opset();
+  if (!n.domain.empty() && n.domain != "ai.onnx")
+    unsupported("operator domain '" + n.domain + "' (only the default ONNX domain is supported)");
+  for (size_t k = 1; k < n.outputs.size(); ++k) {
+    // Extra outputs are mapped only where listed below; others must be unused.
+    (void)k;
+  }
+
+  // ---- elementwise ----
+  static const std::map<std::string, const char*> unary_ops = {
+      {"Neg", "neg"}, {"Exp", "exp"}, {"Log", "log"}, {"Sqrt", "sqrt"}, {"Tanh", "tanh"}, {"Erf", "erf"},
+      {"Sigmoid", "sigmoid"}, {"Relu", "relu"}, {"Abs", "abs"}, {"Sin", "sin"}, {"Cos", "cos"}, {"Floor", "floor"},
+      {"Ceil", "ceil"}, {"Round", "round"}, {"Sign", "sign"}, {"Not", "logical_not"}};
+  static const std::map<std::string, const char*> binary_ops = {
+      {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Pow", "pow"},
+      {"Equal", "equal"}, {"Less", "less"}, {"Greater", "greater"}, {"LessOrEqual", "less_equal"},
+      {"GreaterOrEqual", "greater_equal"}, {"And", "logical_and"}, {"Or", "logical_or"}, {"Xor", "logical_xor"}};
+  if (auto it = unary_ops.find(op); it != unary_ops.end()) return unary(it->second);
+  if (auto it = binary_ops.find(op); it != binary_ops.end()) {
+    if ((op == "Add" || op == "Sub" || op == "Mul") && in(0).et != in(1).et && !(float_et(in(0).et) && float_et(in(1).et)))
+      fail("inputs have different element types");
+    return binary(it->second);
+  }
+  if (op == "Div") {
+    int d = emit("div", {node(0), node(1)}, {}, float_et(in(0).et) ? out_name() : "");
+    if (!float_et(in(0).et)) d = emit("cast", {d}, {{"dtype", std::string(dtype_name(to_dtype(in(0).et, where())))}}, out_name());
+    return set_node(0, d);
+  }
+  if (op == "Mod") return set_node(0, emit("mod", {node(0), node(1)}, {{"fmod", (bool)ai("fmod", 0)}}, out_name()));
+  if (op == "Reciprocal") { int x = node(0); return set_node(0, emit("div", {scalar_like(1, x), x}, {}, out_name())); }
+  if (op == "Softplus") {
+    if (ir::op_from_name("softplus")) return unary("softplus");
+    int x = node(0);  // max(x,0) + log(1 + exp(-|x|)), stable
+    int t = emit("log", {emit("add", {scalar_like(1, x), emit("exp", {emit("neg", {emit("abs", {x})})})})});
+    return set_node(0, emit("add", {emit("relu", {x}), t}, {}, out_name()));
+  }
+  if (op == "LeakyRelu") {
+    int x = node(0);
+    double a = af("alpha", 0.01);
+    int ax = emit("mul", {x, scalar_like(a, x)});
+    return set_node(0, emit(a <= 1 ? "maximum" : "minimum", {x, ax}, {}, out_name()));
+  }
+  if (op == "Elu") {
+    int x = node(0);
+    double a = af("alpha", 1.0);
+    int neg = emit("mul", {scalar_like(a, x), emit("sub", {emit("exp", {emit("minimum", {x, scalar_like(0, x)})}), scalar_like(1, x)})});
+    return set_node(0, emit("add", {emit("relu", {x}), neg}, {}, out_name()));
+  }
+  if (op == "HardSigmoid" || op == "HardSwish") {
+    int x = node(0);
+    double a = op == "HardSwish" ? 1.0 / 6 : af("alpha", 0.2), b = op == "HardSwish" ? 0.5 : af("beta", 0.5);
+    int y = emit("add", {emit("mul", {x, scalar_like(a, x)}), scalar_like(b, x)});
+    y = emit("minimum", {emit("maximum", {y, scalar_like(0, x)}), scalar_like(1, x)}, {}, op == "HardSigmoid" ? out_name() : "");
+    if (op == "HardSwish") y = emit("mul", {x, y}, {}, out_name());
+    return set_node(0, y);
+  }
+  if (op == "Clip") {
+    int x = node(0);
+    int lo = -1, hi = -1;
+    if (opset < 11) {
+      if (attr("min")) lo = scalar_like(af("min", 0), x);
+      if (attr("max")) hi = scalar_like(af("max", 0), x);
+    } else {
+      if (has_in(1)) lo = reshape(node(1), {});
+      if (has_in(2)) hi = reshape(node(2), {});
+    }
+    int y = x;
+    if (lo >= 0) y = emit("maximum", {y, lo}, {}, hi < 0 ? out_name() : "");
+    if (hi >= 0) y = emit("minimum", {y, hi}, {}, out_name());
+    return set_node(0, y);
+  }
+  if (op == "Where") return set_node(0, emit("where", {node(0), node(1), node(2)}, {}, out_name()));
+  if (op == "Cast" || op == "CastLike") {
+    int to = op == "Cast" ? (int)ai("to", 0) : in(1).et;
+    DType dt = to_dtype(to, where() + ": attribute 'to'");
+    int x = node(0);
+    if (ts_.dtypes[x] == dt) return set_node(0, x);
+    return set_node(0, emit("cast", {x}, {{"dtype", std::string(dtype_name(dt))}}, out_name()));
+  }
+  if (op == "Sum" || op == "Max" || op == "Min" || op == "Mean") {
+    const char* b = op == "Max" ? "maximum" : op == "Min" ? "minimum" : "add";
+    int y = node(0);
+    size_t cnt = 0;
+    for (size_t k = 0; k < n.inputs.size(); ++k) if (has_in(k)) cnt++;
+    for (size_t k = 1; k < n.inputs.size(); ++k)
+      if (has_in(k)) y = emit(b, {y, node(k)}, {}, (k + 1 == n.inputs.size() && op != "Mean") ? out_name() : "");
+    if (op == "Mean") y = emit("mul", {y, scalar_like(1.0 / (double)cnt, y)}, {}, out_name());
+    return set_node(0, y);
+  }
+  if (op == "Identity" || op == "Dropout") {
+    if (op == "Dropout") check_dropout_inference();
+    if (n.outputs.size() > 1 && !n.outputs[1].empty()) {
+      // Dropout's mask in inference: all true.
+      Host h;
+      h.i.assign(shape_numel(in(0).shape), 1);
+      set_host(1, in(0).shape, kBool, h);
+    }
+    Val v = in(0);
+    return set_out(0, v);
+  }
+
+  // ---- reductions ----
+  if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax" || op == "ReduceMin" || op == "ReduceProd" ||
+      op == "ReduceSumSquare" || op == "ReduceL2" || op == "ReduceL1" || op == "ReduceLogSumExp") {
+    bool input_form = (op == "ReduceSum" && opset >= 13);
+    auto axes = reduce_axes(input_form);
+    bool keep = ai("keepdims", 1);
+    int x = node(0);
+    if (axes && axes->empty()) return set_node(0, x);
+    if (op == "ReduceSum") return set_node(0, reduce_node("sum", x, axes, keep, out_name()));
+    if (op == "ReduceMean") return set_node(0, reduce_node("mean", x, axes, keep, out_name()));
+    if (op == "ReduceMax") return set_node(0, reduce_node("max", x, axes, keep, out_name()));
+    if (op == "ReduceMin") return set_node(0, reduce_node("min", x, axes, keep, out_name()));
+    if (op == "ReduceProd") return set_node(0, reduce_node("prod", x, axes, keep, out_name()));
+    if (op == "ReduceL1") return set_node(0, reduce_node("sum", emit("abs", {x}), axes, keep, out_name()));
+    if (op == "ReduceSumSquare") return set_node(0, reduce_node("sum", emit("square", {x}), axes, keep, out_name()));
+    if (op == "ReduceL2") return set_node(0, emit("sqrt", {reduce_node("sum", emit("square", {x}), axes, keep)}, {}, out_name()));
+    if (op == "ReduceLogSumExp") {
+      int mk = reduce_node("max", x, axes, true);
+      int s = reduce_node("sum", emit("exp", {emit("sub", {x, mk})}), axes, true);
+      int y = emit("add", {emit("log", {s}), mk});
+      if (!keep) {
+        Shape o;
+        std::set<int64_t> ax;
+        if (axes) ax.insert(axes->begin(), axes->end());
+        for (size_t k = 0; k < shp(x).size(); ++k) if (axes && !ax.count((int64_t)k)) o.push_back(shp(x)[k]);
+        y = reshape(y, o);
+      }
+      return set_node(0, y);
+    }
+  }
+  if (op == "ArgMax" || op == "ArgMin")
+    return set_node(0, emit(op == "ArgMax" ? "argmax" : "argmin", {node(0)},
+                            {{"axis", ai("axis", 0)}, {"keepdims", (bool)ai("keepdims", 1)}, {"select_last_index", (bool)ai("select_last_index", 0)}},
+                            out_name()));
+  if (op == "CumSum") {
+    auto ax = need_ints(1, "axis");
+    if (ax.size() != 1) fail("axis must hold one value");
+    return set_node(0, emit("cumsum", {node(0)}, {{"axis", ax[0]}, {"exclusive", (bool)ai("exclusive", 0)}, {"reverse", (bool)ai("reverse", 0)}}, out_name()));
+  }
+  if (op == "TopK") {
+    int64_t k = opset < 10 ? ai("k", 1) : need_ints(1, "k").at(0);
+    std::map<std::string, ir::AttrValue> a{{"k", k}, {"axis", ai("axis", -1)}, {"largest", (bool)ai("largest", 1)}, {"sorted", (bool)ai("sorted", 1)}};
+    int x = node(0);
+    auto av = a;
+    av["select"] = std::string("values");
+    set_node(0, emit("topk", {x}, av, out_name(0)));
+    if (n.outputs.size() > 1 && !n.outputs[1].empty()) {
+      a["select"] = std::string("indices");
+      set_node(1, emit("topk", {x}, a, out_name(1)));
+    }
+    return;
+  }
+
+  // ---- linear algebra ----
+  if (op == "MatMul") {
+    int a = node(0), b = node(1);
+    Shape sa = shp(a), sb = shp(b);
+    if (sa.empty() || sb.empty()) fail("MatMul operands must have rank >= 1");
+    bool a1 = sa.size() == 1, b1 = sb.size() == 1;
+    if (a1) a = reshape(a, {1, sa[0]});
+    if (b1) b = reshape(b, {sb[0], 1});
+    int y = emit("matmul", {a, b}, {}, (a1 || b1) ? "" : out_name());
+    if (a1 || b1) {
+      Shape o = shp(y);
+      if (b1) o.pop_back();
+      if (a1) o.erase(o.end() - (b1 ? 1 : 2));
+      y = emit("reshape", {y}, {{"shape", std::vector<int64_t>(o.begin(), o.end())}}, out_name());
+    }
+    return set_node(0, y);
+  }
+  if (op == "Gemm") {
+    int a = node(0), b = node(1);
+    bool ta = ai("transA", 0), tb = ai("transB", 0);
+    double alpha = af("alpha", 1.0), beta = af("beta", 1.0);
+    if (shp(a).size() != 2 || shp(b).size() != 2) fail("Gemm needs 2-D A and B");
+    bool has_c = has_in(2) && beta != 0;
+    int64_t N = tb ? shp(b)[0] : shp(b)[1];
+    if (!ta && tb && alpha == 1 && has_c && beta == 1 && (shp(node(2)) == Shape{N})) {
+      return set_node(0, emit("linear", {a, b, node(2)}, {}, out_name()));
+    }
+    int y = emit("matmul", {a, b}, {{"transpose_a", ta}, {"transpose_b", tb}}, !has_c && alpha == 1 ? out_name() : "");
+    if (alpha != 1) y = emit("mul", {y, scalar(alpha)}, {}, !has_c ? out_name() : "");
+    if (has_c) {
+      int c = node(2);
+      if (beta != 1) c = emit("mul", {c, scalar(beta)});
+      y = emit("add", {y, c}, {}, out_name());
+    }
+    return set_node(0, y);
+  }
+
+  // ---- normalisation ----
+  if (op == "Softmax" || op == "LogSoftmax") {
+    int64_t axis = ai("axis", opset < 13 ? 1 : -1);
+    int y = softmax_like(node(0), axis, op == "LogSoftmax");
+    return set_node(0, y);
+  }
+  if (op == "LayerNormalization") {
+    int x = node(0);
+    Shape s = shp(x);
+    int a = axis_of(ai("axis", -1), s.size());
+    double eps = af("epsilon", 1e-5);
+    int64_t inner = 1, outer = 1;
+    for (size_t k = 0; k < s.size(); ++k) ((int)k < a ? outer : inner) *= s[k];
+    int w = has_in(1) ? node(1) : -1, b = has_in(2) ? node(2) : -1;
+    bool stats = false;
+    for (size_t k = 1; k < n.outputs.size(); ++k) stats = stats || !n.outputs[k].empty();
+    if (stats) {  // Mean and InvStdDev asked for too: the decomposed form, in f32
+      if (ts_.dtypes[x] != DType::f32) unsupported("LayerNormalization's Mean/InvStdDev outputs for a non-float32 input");
+      int x2 = reshape(x, {outer, inner});
+      std::map<std::string, ir::AttrValue> ax{{"axes", std::vector<int64_t>{1}}, {"keepdims", true}};
+      int mu = emit("mean", {x2}, ax);
+      int d = emit("sub", {x2, mu});
+      int var = emit("mean", {emit("square", {d})}, ax);
+      int inv = emit("div", {scalar(1.0), emit("sqrt", {emit("add", {var, scalar(eps)})})});
+      int y = reshape(emit("mul", {d, inv}), s);
+      if (w >= 0) y = emit("mul", {y, w});
+      if (b >= 0) y = emit("add", {y, b});
+      Shape st(s.begin(), s.begin() + a);
+      st.resize(s.size(), 1);
+      set_node(0, y);
+      if (n.outputs.size() > 1 && !n.outputs[1].empty()) set_node(1, reshape(mu, st));
+      if (n.outputs.size() > 2 && !n.outputs[2].empty()) set_node(2, reshape(inv, st));
+      return;
+    }
+    if (a == (int)s.size() - 1 && (w < 0 || shp(w) == Shape{inner}) && (b < 0 || shp(b) == Shape{inner})) {
+      std::vector<int> ins{x};
+      if (w >= 0) ins.push_back(w);
+      if (b >= 0) {
+        if (w < 0) ins.push_back(constant({inner}, std::vector<double>(inner, 1.0), DType::f32));
+        ins.push_back(b);
+      }
+      return set_node(0, emit("layer_norm", ins, {{"eps", eps}}, out_name()));
+    }
+    int y = reshape(emit("layer_norm", {reshape(x, {outer, inner})}, {{"eps", eps}}), s);
+    if (w >= 0) y = emit("mul", {y, w});
+    if (b >= 0) y = emit("add", {y, b});
+    return set_node(0, y);
+  }
+  if (op == "BatchNormalization") {
+    if (ai("training_mode", 0)) unsupported("BatchNormalization attribute 'training_mode' = 1 (inference only)");
+    for (size_t k = 1; k < n.outputs.size(); ++k)
+      if (!n.outputs[k].empty()) unsupported("BatchNormalization's running mean/var outputs (training only)");
+    int x = node(0);
+    Shape s = shp(x);
+    if (s.size() < 2) fail("X must have rank >= 2");
+    int64_t C = s[1];
+    double eps = af("epsilon", 1e-5);
+    Shape cs{C};
+    for (size_t k = 2; k < s.size(); ++k) cs.push_back(1);
+    auto hs = host(1, L_.max_folded_elements), hb = host(2, L_.max_folded_elements), hm = host(3, L_.max_folded_elements),
+         hv = host(4, L_.max_folded_elements);
+    if (hs && hb && hm && hv) {  // fold into one scale and shift per channel
+      std::vector<double> sc(C), sh(C);
+      for (int64_t c = 0; c < C; ++c) {
+        sc[c] = (double)(float)(hs->d(c) / std::sqrt(hv->d(c) + eps));
+        sh[c] = hb->d(c) - hm->d(c) * sc[c];
+      }
+      int y = emit("mul", {x, constant(cs, sc, DType::f32)});
+      return set_node(0, emit("add", {y, constant(cs, sh, DType::f32)}, {}, out_name()));
+    }
+    int sc = emit("div", {reshape(node(1), cs), emit("sqrt", {emit("add", {reshape(node(4), cs), scalar(eps)})})});
+    int y = emit("mul", {emit("sub", {x, reshape(node(3), cs)}), sc});
+    return set_node(0, emit("add", {y, reshape(node(2), cs)}, {}, out_name()));
+  }
+  if (op == "InstanceNormalization") {
+    int x = node(0);
+    Shape s = shp(x);
+    if (s.size() < 3) fail("X must have rank >= 3");
+    int64_t sp = 1;
+    for (size_t k = 2; k < s.size(); ++k) sp *= s[k];
+    int y = reshape(emit("layer_norm", {reshape(x, {s[0], s[1], sp})}, {{"eps", af("epsilon", 1e-5)}}), s);
+    Shape cs{s[1]};
+    for (size_t k = 2; k < s.size(); ++k) cs.push_back(1);
+    y = emit("mul", {y, reshape(node(1), cs)});
+    return set_node(0, emit("add", {y, reshape(node(2), cs)}, {}, out_name()));
+  }
+
+  // ---- shape ops (also keep host values host) ----
+  auto keep_host_reshape = [&](const Shape& o) {
+    Val& x = in(0);
+    if (auto h = host(0, L_.max_folded_elements); h && shape_numel(o) <= L_.max_folded_elements) {
+      set_host(0, o, x.et, *h);
+      return;
+    }
+    set_node(0, emit("reshape", {node(0)}, {{"shape", std::vector<int64_t>(o.begin(), o.end())}}, out_name()));
+  };
+  if (op == "Reshape") {
+    Shape s = in(0).shape;
+    std::vector<int64_t> t = opset < 5 ? aints("shape").value_or(std::vector<int64_t>{}) : need_ints(1, "the target shape");
+    bool allowzero = ai("allowzero", 0);
+    int neg = -1;
+    int64_t known = 1;
+    for (size_t k = 0; k < t.size(); ++k) {
+      if (t[k] == 0 && !allowzero) {
+        if (k >= s.size()) fail("shape entry 0 copies a dimension the input does not have");
+        t[k] = s[k];
+      }
+      if (t[k] == -1) {
+        if (neg >= 0) fail("more than one -1 in the shape");
+        neg = (int)k;
+      } else if (t[k] < 0) fail("negative dimension in the shape");
+      else known *= t[k];
+    }
+    int64_t total = shape_numel(s);
+    if (neg >= 0) {
+      if (known == 0 || total % known) fail("cannot reshape " + shape_str(s) + " to " + shape_str(Shape(t.begin(), t.end())));
+      t[neg] = total / known;
+    }
+    if (shape_numel(Shape(t.begin(), t.end())) != total) fail("cannot reshape " + shape_str(s) + " to " + shape_str(Shape(t.begin(), t.end())));
+    return keep_host_reshape(Shape(t.begin(), t.end()));
+  }
+  if (op == "Flatten") {
+    Shape s = in(0).shape;
+    int64_t a = ai("axis", 1);
+    if (a < 0) a += (int64_t)s.size();
+    if (a < 0 || a > (int64_t)s.size()) fail("axis out of range");
+    int64_t o = 1, i = 1;
+    for (int64_t k = 0; k < (int64_t)s.size(); ++k) (k < a ? o : i) *= s[k];
+    return keep_host_reshape({o, i});
+  }
+  if (op == "Squeeze" || op == "Unsqueeze") {
+    Shape s = in(0).shape;
+    std::optional<std::vector<int64_t>> axes;
+    if (opset >= 13) { if (has_in(1)) axes = need_ints(1, "axes"); }
+    else axes = aints("axes");
+    Shape o;
+    if (op == "Squeeze") {
+      std::set<int> ax;
+      if (axes) for (auto a : *axes) {
+        int k = axis_of(a, s.size());
+        if (s[k] != 1) fail("cannot squeeze axis " + std::to_string(a) + " of size " + std::to_string(s[k]));
+        ax.insert(k);
+      }
+      for (size_t k = 0; k < s.size(); ++k)
+        if (axes ? !ax.count((int)k) : s[k] != 1) o.push_back(s[k]);
+    } else {
+      if (!axes) fail("Unsqueeze needs axes");
+      size_t r = s.size() + axes->size();
+      std::set<int> ax;
+      for (auto a : *axes) if (!ax.insert(axis_of(a, r)).second) fail("axes lists an axis twice");
+      size_t j = 0;
+      for (size_t k = 0; k < r; ++k) o.push_back(ax.count((int)k) ? 1 : s[j++]);
+    }
+    return keep_host_reshape(o);
+  }
+  if (op == "Transpose") {
+    std::map<std::string, ir::AttrValue> a;
+    if (auto p = aints("perm")) a["perm"] = *p;
+    return set_node(0, emit("transpose", {node(0)}, a, out_name()));
+  }
+  if (op == "Concat") {
+    std::vector<int> ins;
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      if (has_in(k) && shape_numel(in(k).shape) > 0) ins.push_back(node(k));
+    if (ins.empty()) ins.push_back(node(0));
+    int a = axis_of(ai("axis", 0), shp(ins[0]).size());
+    if (ins.size() == 1) return set_node(0, ins[0]);
+    return set_node(0, emit("concat", ins, {{"axis", (int64_t)a}}, out_name()));
+  }
+  if (op == "Expand") {
+    auto dims = need_ints(1, "shape");
+    bool ok;
+    Shape o = bcast(in(0).shape, Shape(dims.begin(), dims.end()), ok);
+    if (!ok) fail("cannot expand " + shape_str(in(0).shape) + " to " + shape_str(Shape(dims.begin(), dims.end())));
+    int x = node(0);
+    if (shp(x) == o) return set_node(0, x);
+    return set_node(0, emit("broadcast_to", {x}, {{"shape", std::vector<int64_t>(o.begin(), o.end())}}, out_name()));
+  }
+  if (op == "Tile") {
+    auto rep = need_ints(1, "repeats");
+    int x = node(0);
+    Shape s = shp(x);
+    if (rep.size() != s.size()) fail("repeats has " + std::to_string(rep.size()) + " entries for rank " + std::to_string(s.size()));
+    Shape a, b, o;
+    for (size_t k = 0; k < s.size(); ++k) {
+      if (rep[k] < 0) fail("negative repeat");
+      a.push_back(1); a.push_back(s[k]);
+      b.push_back(rep[k]); b.push_back(s[k]);
+      o.push_back(rep[k] * s[k]);
+    }
+    int y = emit("broadcast_to", {reshape(x, a)}, {{"shape", std::vector<int64_t>(b.begin(), b.end())}});
+    return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(o.begin(), o.end())}}, out_name()));
+  }
+  if (op == "Split") {
+    int x = node(0);
+    Shape s = shp(x);
+    int a = axis_of(ai("axis", 0), s.size());
+    std::vector<int64_t> parts;
+    if (opset >= 13) { if (has_in(1)) parts = need_ints(1, "split"); }
+    else parts = aints("split").value_or(std::vector<int64_t>{});
+    size_t no = n.outputs.size();
+    if (parts.empty()) {
+      if (s[a] % (int64_t)no) fail("axis of size " + std::to_string(s[a]) + " does not split evenly into " + std::to_string(no));
+      parts.assign(no, s[a] / (int64_t)no);
+    }
+    if (parts.size() != no) fail("split has " + std::to_string(parts.size()) + " entries for " + std::to_string(no) + " outputs");
+    int64_t st = 0;
+    for (size_t k = 0; k < no; ++k) {
+      if (parts[k] < 0 || st + parts[k] > s[a]) fail("split sizes exceed the axis");
+      if (!n.outputs[k].empty())
+        set_node(k, emit("narrow", {x}, {{"axis", (int64_t)a}, {"start", st}, {"length", parts[k]}}, out_name(k)));
+      st += parts[k];
+    }
+    if (st != s[a]) fail("split sizes sum to " + std::to_string(st) + ", the axis has " + std::to_string(s[a]));
+    return;
+  }
+  if (op == "Slice") {
+    std::vector<int64_t> st, en, ax, sp;
+    if (opset < 10) {
+      st = aints("starts").value_or(std::vector<int64_t>{});
+      en = aints("ends").value_or(std::vector<int64_t>{});
+      ax = aints("axes").value_or(std::vector<int64_t>{});
+    } else {
+      st = need_ints(1, "starts");
+      en = need_ints(2, "ends");
+      if (has_in(3)) ax = need_ints(3, "axes");
+      if (has_in(4)) sp = need_ints(4, "steps");
+    }
+    int x = node(0);
+    Shape s = shp(x);
+    if (ax.empty()) for (size_t k = 0; k < st.size(); ++k) ax.push_back((int64_t)k);
+    if (sp.empty()) sp.assign(st.size(), 1);
+    if (en.size() != st.size() || ax.size() != st.size() || sp.size() != st.size()) fail("starts, ends, axes and steps differ in length");
+    bool unit = std::all_of(sp.begin(), sp.end(), [](int64_t p) { return p == 1; });
+    if (!unit) {
+      for (auto& a : ax) a = axis_of(a, s.size());
+      return set_node(0, emit("slice", {x}, {{"starts", st}, {"ends", en}, {"axes", ax}, {"steps", sp}}, out_name()));
+    }
+    int y = x;
+    for (size_t k = 0; k < st.size(); ++k) {
+      int a = axis_of(ax[k], s.size());
+      int64_t d = s[a], b = st[k], e = en[k];
+      if (b < 0) b += d;
+      if (e < 0) e += d;
+      b = std::clamp<int64_t>(b, 0, d);
+      e = std::clamp<int64_t>(e, 0, d);
+      int64_t len = std::max<int64_t>(0, e - b);
+      if (b == 0 && len == d) continue;
+      y = emit("narrow", {y}, {{"axis", (int64_t)a}, {"start", b}, {"length", len}});
+    }
+    if (y == x) return set_node(0, x);
+    return set_node(0, y);
+  }
+  if (op == "Gather") {
+    int64_t a0 = ai("axis", 0);
+    Val& d = in(0);
+    int a = axis_of(a0, d.shape.size());
+    auto hi = host(1, L_.max_folded_elements);
+    if (hi && hi->size() == 1) {  // one index: a narrow, then drop (or keep) the axis
+      int64_t t = hi->n(0), D = d.shape[a];
+      if (t < 0) t += D;
+      if (t < 0 || t >= D) fail("index " + std::to_string(hi->n(0)) + " is out of range for an axis of size " + std::to_string(D));
+      int y = emit("narrow", {node(0)}, {{"axis", (int64_t)a}, {"start", t}, {"length", (int64_t)1}});
+      Shape o;
+      for (size_t k = 0; k < d.shape.size(); ++k) {
+        if ((int)k == a) { for (auto q : in(1).shape) o.push_back(q); continue; }
+        o.push_back(d.shape[k]);
+      }
+      return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(o.begin(), o.end())}}, out_name()));
+    }
+    if (a == 0 && d.shape.size() == 2 && is_integer(to_dtype(in(1).et, where())))
+      return set_node(0, emit("embedding", {node(0), node(1)}, {}, out_name()));
+    return set_node(0, emit("gather", {node(0), node(1)}, {{"axis", (int64_t)a}}, out_name()));
+  }
+  if (op == "GatherElements") {
+    int a = axis_of(ai("axis", 0), rank(0));
+    return set_node(0, emit("gather_elements", {node(0), node(1)}, {{"axis", (int64_t)a}}, out_name()));
+  }
+  if (op == "Pad") {
+    std::string mode = as("mode", "constant");
+    if (mode != "constant" && mode != "reflect" && mode != "edge") unsupported("Pad attribute 'mode' = \"" + mode + "\"");
+    std::vector<int64_t> pads;
+    double value = 0;
+    if (opset < 11) {
+      pads = aints("pads").value_or(std::vector<int64_t>{});
+      value = af("value", 0);
+    } else {
+      pads = need_ints(1, "pads");
+      if (has_in(2)) value = need_host(2, "constant_value")->d(0);
+      if (has_in(3)) unsupported("Pad with an 'axes' input");
+    }
+    if (pads.size() != 2 * rank(0)) fail("pads has " + std::to_string(pads.size()) + " entries for rank " + std::to_string(rank(0)));
+    if (std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; })) return set_node(0, node(0));
+    return set_node(0, emit("pad", {node(0)}, {{"pads", pads}, {"mode", mode}, {"value", value}}, out_name()));
+  }
+  if (op == "Trilu") {
+    int64_t k = has_in(1) ? need_ints(1, "k").at(0) : 0;
+    return set_node(0, emit("trilu", {node(0)}, {{"upper", (bool)ai("upper", 1)}, {"k", k}}, out_name()));
+  }
+
+  // ---- convolution family ----
+  if (op == "Conv" || op == "ConvTranspose" || op == "MaxPool" || op == "AveragePool") {
+    int x = node(0);
+    Shape s = shp(x);
+    size_t sd = s.size() >= 2 ? s.size() - 2 : 0;
+    if (sd != 1 && sd != 2) unsupported(op + " on " + std::to_string(sd) + "-D data (1-D and 2-D are supported)");
+    if (op == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty()) unsupported("MaxPool's Indices output");
+    if (ai("storage_order", 0)) unsupported("MaxPool attribute 'storage_order' = 1");
+    bool conv = op == "Conv" || op == "ConvTranspose";
+    int w = conv ? node(1) : -1;
+    Shape ksz;
+    if (conv) { Shape ws = shp(w); ksz.assign(ws.begin() + 2, ws.end()); }
+    else ksz = Shape(aints("kernel_shape").value_or(std::vector<int64_t>{}));
+    if (auto k = aints("kernel_shape")) ksz = Shape(k->begin(), k->end());
+    if (ksz.size() != sd) fail("kernel_shape has " + std::to_string(ksz.size()) + " entries for " + std::to_string(sd) + "-D data");
+    auto get = [&](const char* nm, int64_t def, size_t cnt) {
+      auto v = aints(nm).value_or(std::vector<int64_t>(cnt, def));
+      if (v.size() != cnt) fail(std::string("attribute '") + nm + "' has " + std::to_string(v.size()) + " entries, expected " + std::to_string(cnt));
+      return v;
+    };
+    auto strides = get("strides", 1, sd), dil = get("dilations", 1, sd), pads = get("pads", 0, 2 * sd);
+    std::string ap = as("auto_pad", "NOTSET");
+    if (ap == "VALID") std::fill(pads.begin(), pads.end(), 0);
+    else if ((ap == "SAME_UPPER" || ap == "SAME_LOWER") && op != "ConvTranspose") {
+      for (size_t k = 0; k < sd; ++k) {
+        int64_t in_d = s[2 + k], out_d = (in_d + strides[k] - 1) / strides[k];
+        int64_t total = std::max<int64_t>(0, (out_d - 1) * strides[k] + (ksz[k] - 1) * dil[k] + 1 - in_d);
+        pads[k] = ap == "SAME_UPPER" ? total / 2 : total - total / 2;
+        pads[k + sd] = total - pads[k];
+      }
+    } else if (ap != "NOTSET") unsupported(op + " attribute 'auto_pad' = \"" + ap + "\"");
+    // 1-D data as 2-D with H = 1.
+    if (sd == 1) {
+      x = reshape(x, {s[0], s[1], 1, s[2]});
+      if (conv) { Shape ws = shp(w); w = reshape(w, {ws[0], ws[1], 1, ws[2]}); }
+      ksz.insert(ksz.begin(), 1);
+      strides.insert(strides.begin(), 1);
+      dil.insert(dil.begin(), 1);
+      pads = {0, pads[0], 0, pads[1]};
+    }
+    std::vector<int64_t> p4{pads[0], pads[1], pads[2], pads[3]};  // [top, left, bottom, right]
+    int y;
+    std::string id = sd == 1 ? "" : out_name();
+    if (op == "Conv") {
+      std::vector<int> ins{x, w};
+      if (has_in(2)) ins.push_back(node(2));
+      y = emit("conv2d", ins, {{"strides", strides}, {"pads", p4}, {"dilations", dil}, {"groups", ai("group", 1)}}, id);
+    } else if (op == "ConvTranspose") {
+      if (attr("output_shape")) unsupported("ConvTranspose attribute 'output_shape' (give pads instead)");
+      if (ap != "NOTSET" && ap != "VALID") unsupported("ConvTranspose attribute 'auto_pad' = \"" + ap + "\"");
+      auto op_pad = get("output_padding", 0, sd);
+      if (sd == 1) op_pad.insert(op_pad.begin(), 0);
+      std::vector<int> ins{x, w};
+      if (has_in(2)) ins.push_back(node(2));
+      y = emit("conv_transpose2d", ins, {{"strides", strides}, {"pads", p4}, {"dilations", dil}, {"groups", ai("group", 1)}, {"output_padding", op_pad}}, id);
+    } else if (op == "MaxPool") {
+      y = emit("max_pool2d", {x}, {{"kernel", std::vector<int64_t>(ksz.begin(), ksz.end())}, {"strides", strides}, {"pads", p4}, {"dilations", dil}, {"ceil_mode", (bool)ai("ceil_mode", 0)}}, id);
+    } else {
+      if (std::any_of(dil.begin(), dil.end(), [](int64_t d) { return d != 1; })) unsupported("AveragePool attribute 'dilations' != 1");
+      y = emit("avg_pool2d", {x}, {{"kernel", std::vector<int64_t>(ksz.begin(), ksz.end())}, {"strides", strides}, {"pads", p4}, {"ceil_mode", (bool)ai("ceil_mode", 0)}, {"count_include_pad", (bool)ai("count_include_pad", 0)}}, id);
+    }
+    if (sd == 1) {
+      Shape o = shp(y);
+      y = emit("reshape", {y}, {{"shape", std::vector<int64_t>{o[0], o[1], o[3]}}}, out_name());
+    }
+    return set_node(0, y);
+  }
+  if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+    std::vector<int64_t> axes;
+    for (size_t k = 2; k < rank(0); ++k) axes.push_back((int64_t)k);
+    return set_node(0, reduce_node(op == "GlobalAveragePool" ? "mean" : "max", node(0), axes, true, out_name()));
+  }
+  if (op == "Resize" || op == "Upsample") {
+    std::string mode = as("mode", "nearest");
+    if (mode != "nearest" && mode != "linear") unsupported(op + " attribute 'mode' = \"" + mode + "\"");
+    std::string ctm = as("coordinate_transformation_mode", op == "Upsample" || opset < 11 ? "asymmetric" : "half_pixel");
+    static const std::set<std::string> ctms = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nn"};
+    if (!ctms.count(ctm)) unsupported(op + " attribute 'coordinate_transformation_mode' = \"" + ctm + "\"");
+    std::string nm = as("nearest_mode", opset < 11 ? "floor" : "round_prefer_floor");
+    if (op == "Upsample" || opset < 11) nm = "floor";
+    if (ai("exclude_outside", 0)) unsupported(op + " attribute 'exclude_outside' = 1");
+    Shape s = in(0).shape;
+    std::vector<double> scales;
+    std::vector<int64_t> sizes;
+    size_t si = op == "Upsample" ? 1 : opset < 11 ? 1 : 2, zi = 3;
+    if (op == "Upsample" && opset < 9) { for (double v : attr("scales") ? attr("scales")->floats : std::vector<double>{}) scales.push_back(v); }
+    else if (has_in(si) && shape_numel(in(si).shape) > 0) { auto h = need_host(si, "scales"); for (size_t k = 0; k < h->size(); ++k) scales.push_back(h->d(k)); }
+    if (op == "Resize" && opset >= 11 && has_in(zi) && shape_numel(in(zi).shape) > 0) sizes = need_ints(zi, "sizes");
+    if (sizes.empty()) {
+      if (scales.size() != s.size()) fail("scales has " + std::to_string(scales.size()) + " entries for rank " + std::to_string(s.size()));
+      for (size_t k = 0; k < s.size(); ++k) sizes.push_back(sat_i64(std::floor((double)s[k] * (double)(float)scales[k])));
+    } else {
+      if (sizes.size() != s.size()) fail("sizes has the wrong length");
+      scales.clear();
+    }
+    std::map<std::string, ir::AttrValue> a{{"sizes", sizes}, {"mode", mode}, {"coordinate_transformation_mode", ctm}, {"nearest_mode", nm}};
+    if (!scales.empty()) set_floats_attr(a, "resize", "scales", scales);
+    return set_node(0, emit("resize", {node(0)}, a, out_name()));
+  }
+
+  unsupported("operator " + op + " (see docs/onnx.md for the supported set)");
+}
+
+void Importer::finish_outputs() {
+  cur_ = nullptr;
+  std::set<int> used;
+  for (const auto& o : m_.outputs()) {
+    auto it = vals_.find(o.name);
+    if (it == vals_.end() || !it->second.defined) fail("graph output '" + o.name + "' is not produced by any node");
+    Val& v = it->second;
+    int idx = materialize(v, o.name);
+    if (g_->nodes[idx].id != o.name || used.count(idx)) {
+      // An alias (Identity, a folded value materialised under another name, a repeated output):
+      // give the output its own node under its ONNX name.
+      if (g_->index.count(o.name)) {
+        // the name belongs to another node: rename that node out of the way first
+        int other = g_->index[o.name];
+        std::string nid = fresh(o.name + "/alias");
+        g_->index.erase(o.name);
+        g_->nodes[other].id = nid;
+        g_->index[nid] = other;
+        if (params_.count(o.name)) { params_[nid] = params_[o.name]; params_.erase(o.name); g_->nodes[other].param_name = nid; }
+      }
+      std::map<std::string, ir::AttrValue> a{{"shape", std::vector<int64_t>(ts_.shapes[idx].begin(), ts_.shapes[idx].end())}};
+      ir::Node nd;
+      nd.id = o.name;
+      nd.op = ir::Op::Reshape;
+      nd.inputs = {idx};
+      nd.attrs.values["shape"] = std::get<std::vector<int64_t>>(a["shape"]);
+      int k = (int)g_->nodes.size();
+      g_->index[nd.id] = k;
+      g_->nodes.push_back(std::move(nd));
+      ts_.shapes.push_back(ts_.shapes[idx]);
+      ts_.dtypes.push_back(ts_.dtypes[idx]);
+      idx = k;
+    }
+    used.insert(idx);
+    g_->outputs.push_back(idx);
+  }
+}
+
+std::shared_ptr<Specialized> Importer::run() {
+  g_ = std::make_shared<ir::Graph>();
+  g_->file = m_.file();
+  g_->name = m_.producer().empty() ? "onnx" : m_.producer();
+  // Initializers first (as not-yet-materialised values), then inputs (which may override them).
+  for (const auto& [name, td] : m_.initializers()) {
+    Val v;
+    v.defined = true;
+    v.init = td;
+    v.shape = td->shape;
+    v.et = td->elem_type;
+    vals_[name] = v;
+  }
+  for (const auto& vi : m_.inputs()) {
+    auto it = in_shapes_.find(vi.name);
+    bool is_default = m_.is_default_input(vi.name);
+    if (is_default && it == in_shapes_.end()) continue;  // the initializer's value stands
+    Shape s;
+    if (it != in_shapes_.end()) {
+      s = it->second;
+      if (vi.has_shape) {
+        if (s.size() != vi.dims.size())
+          throw InputError(m_.file() + ": input '" + vi.name + "' has rank " + std::to_string(vi.dims.size()) + ", got a tensor of shape " + shape_str(s));
+        for (size_t k = 0; k < s.size(); ++k) {
+          const auto& d = vi.dims[k];
+          if (d.symbol.empty()) {
+            if (d.value != s[k])
+              throw InputError(m_.file() + ": input '" + vi.name + "' needs dimension " + std::to_string(k) + " = " + std::to_string(d.value) + ", got a tensor of shape " + shape_str(s));
+          } else {
+            auto [p, fresh] = dims_.emplace(d.symbol, s[k]);
+            if (!fresh && p->second != s[k])
+              throw InputError(m_.file() + ": input '" + vi.name + "': dimension '" + d.symbol + "' is " + std::to_string(s[k]) + " here but " + std::to_string(p->second) + " elsewhere");
+          }
+        }
+      }
+    } else {
+      for (const auto& d : vi.dims) {
+        if (d.symbol.empty()) { s.push_back(d.value); continue; }
+        auto p = dims_.find(d.symbol);
+        if (p == dims_.end())
+          throw InputError(m_.file() + ": input '" + vi.name + "': dimension '" + d.symbol + "' is symbolic; give the input or its size with --dim " + d.symbol + "=N");
+        s.push_back(p->second);
+      }
+    }
+    DType dt = to_dtype(vi.elem_type, m_.file() + ": input '" + vi.name + "'");
+    int idx = add_leaf(ir::Op::Input, vi.name, s, dt);
+    if (g_->nodes[idx].id != vi.name) throw InputError(m_.file() + ": input name '" + vi.name + "' is used twice");
+    Val v;
+    v.defined = true;
+    v.node = idx;
+    v.shape = s;
+    v.et = vi.elem_type;
+    if (auto iv = in_values_.find(vi.name); iv != in_values_.end() && iv->second.numel() <= Model::kMaxValueBoundElements &&
+                                            iv->second.shape() == s)
+      v.input_value = host_from_tensor(iv->second);
+    vals_[vi.name] = v;
+  }
+  for (const auto& n : m_.nodes()) {
+    cur_ = &n;
+    for (size_t k = 0; k < n.inputs.size(); ++k) if (has_in(k)) in(k);  // defined before use (cycles, order)
+    if (!try_fold()) map_node();
+    for (const auto& o : n.outputs)
+      if (!o.empty() && !vals_.count(o)) {
+        // an optional output this mapping does not produce: poison it so a use is reported
+      }
+  }
+  finish_outputs();
+  auto sp = std::make_shared<Specialized>();
+  sp->graph = g_;
+  sp->params = std::move(params_);
+  sp->dims = dims_;
+  sp->value_deps = value_deps_;
+  return sp;
+}
+
+std::shared_ptr<const Specialized> Model::specialize(const std::map<std::string, Shape>& input_shapes,
+                                                     const std::map<std::string, int64_t>& dims,
+                                                     const std::map<std::string, Tensor>& values) {
+  std::string key;
+  for (const auto& [k, s] : input_shapes) key += k + "=" + shape_str(s) + ";";
+  key += "|";
+  for (const auto& [k, v] : dims) key += k + "=" + std::to_string(v) + ";";
+  std::lock_guard<std::mutex> lock(mu_);
+  auto value_matches = [&](const Specialized& sp) {
+    for (const auto& [name, want] : sp.value_deps) {
+      auto v = values.find(name);
+      if (v == values.end()) return false;
+      auto h = host_from_tensor(v->second);
+      if (h->size() != want.size()) return false;
+      for (size_t k = 0; k < want.size(); ++k)
+        if (h->d(k) != want[k]) return false;
+    }
+    return true;
+  };
+  if (auto it = cache_.find(key); it != cache_.end())
+    for (const auto& sp : it->second)
+      if (value_matches(*sp)) return sp;
+  for (const auto& [name, s] : input_shapes) {
+    bool known = false;
+    for (const auto& vi : inputs_) known = known || vi.name == name;
+    if (!known) {
+      std::string names;
+      for (const auto& vi : inputs_) if (!is_default_input(vi.name)) names += (names.empty() ? "" : ", ") + vi.name;
+      throw InputError(file_ + ": the model has no input '" + name + "' (its inputs: " + names + ")");
+    }
+  }
+  Importer imp(*this, input_shapes, dims, values);
+  std::shared_ptr<const Specialized> sp = imp.run();
+  cache_[key].push_back(sp);
+  specializations_++;
+  return sp;
+}
+
+}  // namespace rlx::onnx

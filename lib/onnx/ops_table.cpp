@@ -1,0 +1,124 @@
+// The importer's operator table: which ONNX operators map onto which registry ops. docs/onnx.md
+// is generated from this table (`rlx onnx-ops --markdown`), and the node-test driver reads it to
+// tell supported cases from skipped ones. A row's `needs` lists the registry ops its mapping
+// uses that this build does not have (their nodes are refused with exit 2 until they land).
+#include "ir/op_registry.h"
+#include "onnx/model.h"
+
+namespace rlx::onnx {
+
+std::vector<OpSupport> supported_ops() {
+  struct Row { const char* op; const char* maps_to; const char* required; const char* notes; };
+  // `required`: registry ops without which the mapping cannot run (space separated).
+  static const Row rows[] = {
+      {"Add", "add", "add", "folded on the host when both inputs are known"},
+      {"Sub", "sub", "sub", "folded on the host when both inputs are known"},
+      {"Mul", "mul", "mul", "folded on the host when both inputs are known"},
+      {"Div", "div (+ cast for integers: truncation)", "div", "folded on the host when both inputs are known"},
+      {"Pow", "pow", "pow", ""},
+      {"Neg", "neg", "neg", ""},
+      {"Exp", "exp", "exp", ""},
+      {"Log", "log", "log", ""},
+      {"Sqrt", "sqrt", "sqrt", ""},
+      {"Reciprocal", "div", "div", ""},
+      {"Tanh", "tanh", "tanh", ""},
+      {"Erf", "erf", "erf", ""},
+      {"Sigmoid", "sigmoid", "sigmoid", ""},
+      {"Relu", "relu", "relu", ""},
+      {"LeakyRelu", "mul, maximum", "mul maximum", ""},
+      {"Elu", "relu, minimum, exp, sub, mul, add", "relu minimum exp", ""},
+      {"Softplus", "softplus (or relu/abs/exp/log decomposition)", "relu abs exp log", "stable form max(x,0)+log1p(exp(-|x|))"},
+      {"HardSigmoid", "mul, add, maximum, minimum", "maximum minimum", ""},
+      {"HardSwish", "mul, add, maximum, minimum", "maximum minimum", ""},
+      {"Abs", "abs", "abs", ""},
+      {"Floor", "floor", "floor", ""},
+      {"Ceil", "ceil", "ceil", ""},
+      {"Round", "round", "round", "half to even"},
+      {"Sign", "sign", "sign", ""},
+      {"Sin", "sin", "sin", ""},
+      {"Cos", "cos", "cos", ""},
+      {"Max", "maximum (variadic: a chain)", "maximum", ""},
+      {"Min", "minimum (variadic: a chain)", "minimum", ""},
+      {"Sum", "add (chain)", "add", ""},
+      {"Mean", "add (chain), mul", "add mul", ""},
+      {"Clip", "maximum, minimum", "maximum minimum", "min/max from attributes (opset < 11) or inputs"},
+      {"Where", "where", "where", "folded when all inputs are known"},
+      {"Equal", "equal", "equal", "folded when both inputs are known"},
+      {"Less", "less", "less", ""},
+      {"Greater", "greater", "greater", ""},
+      {"LessOrEqual", "less_equal", "less_equal", ""},
+      {"GreaterOrEqual", "greater_equal", "greater_equal", ""},
+      {"Not", "logical_not", "logical_not", ""},
+      {"And", "logical_and", "logical_and", ""},
+      {"Or", "logical_or", "logical_or", ""},
+      {"Xor", "logical_xor", "logical_xor", ""},
+      {"Mod", "mod", "mod", ""},
+      {"Cast", "cast", "cast", "to float, float16, bfloat16, int32, int64 or bool"},
+      {"CastLike", "cast", "cast", ""},
+      {"ReduceSum", "sum", "sum", "axes attribute (< 13) or input"},
+      {"ReduceMean", "mean", "mean", ""},
+      {"ReduceMax", "max", "max", ""},
+      {"ReduceMin", "min", "min", ""},
+      {"ReduceProd", "prod", "prod", ""},
+      {"ReduceSumSquare", "square, sum", "square sum", ""},
+      {"ReduceL1", "abs, sum", "abs sum", ""},
+      {"ReduceL2", "square, sum, sqrt", "square sum sqrt", ""},
+      {"ReduceLogSumExp", "max, sub, exp, sum, log, add", "max exp sum log", ""},
+      {"ArgMax", "argmax", "argmax", ""},
+      {"ArgMin", "argmin", "argmin", ""},
+      {"CumSum", "cumsum", "cumsum", "axis must be a constant"},
+      {"TopK", "topk (values and indices)", "topk", "k must be a constant"},
+      {"MatMul", "matmul (1-D operands reshaped)", "matmul", ""},
+      {"Gemm", "linear, or matmul + mul + add", "matmul", ""},
+      {"Softmax", "softmax (opset < 13: over the flattened trailing axes)", "softmax", ""},
+      {"LogSoftmax", "max, sub, exp, sum, log", "max sub exp sum log", ""},
+      {"LayerNormalization", "layer_norm (other axes: reshape + layer_norm + mul/add)", "layer_norm", "Mean/InvStdDev outputs: decomposed (mean, sub, square, sqrt, div)"},
+      {"BatchNormalization", "mul, add (scale and shift folded per channel)", "mul add", "inference only"},
+      {"InstanceNormalization", "reshape, layer_norm, mul, add", "layer_norm", ""},
+      {"Gather", "narrow (one constant index), embedding (axis 0 of a 2-D table) or gather", "", "folded when data and indices are known"},
+      {"GatherElements", "gather_elements", "gather_elements", ""},
+      {"Reshape", "reshape", "reshape", "0 and -1 resolved; allowzero; the shape must be known (constant, folded, or a small input bound by value)"},
+      {"Transpose", "transpose", "transpose", ""},
+      {"Concat", "concat", "concat", "folded when all inputs are known"},
+      {"Slice", "narrow (unit steps) or slice", "narrow", "starts/ends/axes/steps must be constants"},
+      {"Split", "narrow", "narrow", ""},
+      {"Squeeze", "reshape", "reshape", ""},
+      {"Unsqueeze", "reshape", "reshape", ""},
+      {"Flatten", "reshape", "reshape", ""},
+      {"Expand", "broadcast_to", "broadcast_to", ""},
+      {"Tile", "reshape, broadcast_to, reshape", "broadcast_to", ""},
+      {"Pad", "pad", "pad", "modes constant, reflect, edge"},
+      {"Shape", "folded", "", "start/end (opset 15)"},
+      {"Size", "folded", "", ""},
+      {"ConstantOfShape", "folded", "", ""},
+      {"Range", "folded", "", "inputs must be known"},
+      {"Trilu", "trilu", "trilu", ""},
+      {"Identity", "alias", "", ""},
+      {"Dropout", "alias (inference)", "", "mask output: all true; training_mode = true refused unless ratio = 0"},
+      {"Constant", "folded", "", ""},
+      {"Conv", "conv2d (1-D as 2-D)", "conv2d", "groups, dilations, pads, strides, auto_pad"},
+      {"ConvTranspose", "conv_transpose2d", "conv_transpose2d", "output_shape refused"},
+      {"MaxPool", "max_pool2d", "max_pool2d", "Indices output refused"},
+      {"AveragePool", "avg_pool2d", "avg_pool2d", ""},
+      {"GlobalAveragePool", "mean over the spatial axes", "mean", ""},
+      {"GlobalMaxPool", "max over the spatial axes", "max", ""},
+      {"Resize", "resize", "resize", "modes nearest and linear"},
+  };
+  std::vector<OpSupport> r;
+  for (const auto& row : rows) {
+    OpSupport s{row.op, row.maps_to, {}, row.notes};
+    std::string req = row.required, w;
+    for (size_t i = 0; i <= req.size(); ++i) {
+      if (i == req.size() || req[i] == ' ') {
+        if (!w.empty() && !ir::op_from_name(w)) s.needs.push_back(w);
+        w.clear();
+      } else {
+        w += req[i];
+      }
+    }
+    r.push_back(std::move(s));
+  }
+  return r;
+}
+
+}  // namespace rlx::onnx

@@ -1,0 +1,184 @@
+#include "runtime/onnx_binding.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <iostream>
+
+#include "core/error.h"
+#include "io/file.h"
+#include "io/safetensors.h"
+#include "io/spec.h"
+#include "ir/op_registry.h"
+#include "ir/writer.h"
+
+namespace fs = std::filesystem;
+
+namespace rlx {
+
+bool is_onnx_file(const std::string& path) { return onnx::file_looks_like_onnx(path); }
+
+std::pair<std::string, std::string> split_named_assignment(const std::string& s, const std::string& flag,
+                                                           const std::vector<std::string>& names) {
+  size_t best = 0;
+  for (const auto& n : names)
+    if (n.size() > best && s.size() > n.size() + 1 && s.compare(0, n.size(), n) == 0 && s[n.size()] == '=') best = n.size();
+  if (best) return {s.substr(0, best), s.substr(best + 1)};
+  return split_assignment(s, flag);
+}
+
+namespace {
+
+std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& dims) {
+  std::map<std::string, int64_t> r;
+  for (const auto& d : dims) {
+    auto eq = d.rfind('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == d.size()) throw InputError("--dim " + d + ": expected NAME=SIZE");
+    std::string k = d.substr(0, eq), v = d.substr(eq + 1);
+    try {
+      size_t used = 0;
+      long long x = std::stoll(v, &used);
+      if (used != v.size() || x < 0) throw std::invalid_argument(v);
+      r[k] = x;
+    } catch (const std::exception&) {
+      throw InputError("--dim " + d + ": the size must be a non-negative integer");
+    }
+  }
+  return r;
+}
+
+struct Prepared {
+  std::shared_ptr<onnx::Model> model;
+  std::map<std::string, Tensor> inputs;
+  std::map<std::string, Shape> shapes;
+  std::map<std::string, int64_t> dims;
+};
+
+Prepared prepare(const Binding& b, bool need_all_inputs) {
+  Prepared P;
+  P.model = onnx::Model::load(b.graph);
+  auto& m = *P.model;
+  if (!b.params.empty())
+    throw InputError(b.graph + ": --params is not used with ONNX models: the weights are the model's initializers");
+  P.dims = parse_dims(b.dims);
+  std::vector<std::string> names;
+  std::map<std::string, const onnx::ValueInfo*> by_name;
+  for (const auto& vi : m.inputs()) {
+    names.push_back(vi.name);
+    by_name[vi.name] = &vi;
+  }
+  auto list = [&](bool with_defaults) {
+    std::string r;
+    for (const auto& vi : m.inputs())
+      if (with_defaults || !m.is_default_input(vi.name)) r += (r.empty() ? "" : ", ") + vi.name;
+    return r;
+  };
+  std::map<std::string, io::TensorSpec> specs;
+  for (const auto& s : b.inputs) {
+    auto [id, spec] = split_named_assignment(s, "--input", names);
+    if (!by_name.count(id))
+      throw InputError("--input " + id + ": the model has no input '" + id + "' (its inputs: " + list(false) + ")");
+    if (specs.count(id)) throw InputError("--input " + id + " is given twice");
+    specs[id] = io::parse_tensor_spec(spec);
+  }
+  std::vector<std::string> missing;
+  for (int pass = 0; pass < 2; ++pass)
+    for (const auto& vi : m.inputs()) {
+      auto it = specs.find(vi.name);
+      if (it == specs.end()) {
+        if (pass == 0 && !m.is_default_input(vi.name)) missing.push_back(vi.name);
+        continue;
+      }
+      bool random = it->second.kind == io::TensorSpec::Random;
+      if (random != (pass == 1)) continue;
+      DType dt = onnx::to_dtype(vi.elem_type, b.graph + ": input '" + vi.name + "'");
+      Shape shape;
+      if (random) {
+        for (const auto& d : vi.dims) {
+          if (d.symbol.empty()) { shape.push_back(d.value); continue; }
+          auto p = P.dims.find(d.symbol);
+          if (p == P.dims.end())
+            throw InputError("--input " + vi.name + "=" + it->second.text + ": dimension '" + d.symbol +
+                             "' is symbolic; give its size with --dim " + d.symbol + "=N");
+          shape.push_back(p->second);
+        }
+      }
+      Tensor t = io::load_tensor_spec(it->second, shape, dt, 16);
+      if (!random)
+        for (size_t k = 0; k < vi.dims.size() && k < t.shape().size(); ++k)
+          if (!vi.dims[k].symbol.empty()) P.dims.emplace(vi.dims[k].symbol, t.shape()[k]);
+      P.inputs[vi.name] = t;
+      P.shapes[vi.name] = t.shape();
+    }
+  if (need_all_inputs && !missing.empty()) {
+    std::string ms;
+    for (auto& x : missing) ms += (ms.empty() ? "" : ", ") + x;
+    throw InputError(b.graph + ": no value given for input" + (missing.size() > 1 ? "s " : " ") + ms +
+                     " (use --input NAME=SPEC; SPEC is @file.npy, file.safetensors:NAME, 2x3xf32=1,2,..., or random[:SEED])");
+  }
+  return P;
+}
+
+}  // namespace
+
+Loaded load_onnx_binding(const Binding& b) {
+  Prepared P = prepare(b, true);
+  auto sp = P.model->specialize(P.shapes, P.dims, P.inputs);
+  Loaded L;
+  L.graph = sp->graph;
+  L.params = sp->params;
+  L.inputs = std::move(P.inputs);
+  return L;
+}
+
+void convert_onnx(const Binding& b, const std::string& graph_out, const std::string& params_out) {
+  if (!is_onnx_file(b.graph)) throw InputError(b.graph + ": not an ONNX model (rlx convert reads .onnx files)");
+  Prepared P = prepare(b, false);
+  auto sp = P.model->specialize(P.shapes, P.dims, P.inputs);
+  if (sp->params.size() && params_out.empty())
+    throw InputError("the model has " + std::to_string(sp->params.size()) + " weight tensor(s): give --params-out FILE.safetensors");
+  for (const auto& [name, v] : sp->value_deps)
+    std::cerr << "note: input '" << name << "' is used as a constant (a shape or index argument); the written graph is valid "
+              << "only for the value given with --input\n";
+  // Both files are checked before either is written.
+  std::string text = ir::graph_to_json(*sp->graph);
+  if (!params_out.empty()) {
+    std::vector<std::pair<std::string, Tensor>> ts(sp->params.begin(), sp->params.end());
+    io::write_safetensors(params_out, ts);
+  }
+  io::write_file_atomic(graph_out, text.data(), text.size());
+}
+
+std::shared_ptr<ir::Graph> onnx_graph_for(const std::string& path, const std::vector<std::string>& dims) {
+  Binding b;
+  b.graph = path;
+  b.dims = dims;
+  Prepared P = prepare(b, false);
+  return P.model->specialize(P.shapes, P.dims)->graph;
+}
+
+std::string onnx_ops_text(bool as_json) {
+  auto rows = onnx::supported_ops();
+  if (as_json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& r : rows)
+      j.push_back({{"op_type", r.op_type}, {"maps_to", r.maps_to}, {"needs", r.needs}, {"supported", r.needs.empty()}, {"notes", r.notes}});
+    return j.dump(1) + "\n";
+  }
+  // The table docs/onnx.md carries (tests/onnx/cli_tests.py checks they agree), then what
+  // this build lacks, if anything.
+  std::string s = "| ONNX operator | rlx registry ops | notes |\n| --- | --- | --- |\n";
+  std::string lacking;
+  for (const auto& r : rows) {
+    s += "| " + r.op_type + " | " + r.maps_to + " | " + r.notes + " |\n";
+    if (!r.needs.empty()) {
+      lacking += (lacking.empty() ? "" : "; ") + r.op_type + " (needs";
+      for (size_t k = 0; k < r.needs.size(); ++k) lacking += (k ? ", " : " ") + r.needs[k];
+      lacking += ")";
+    }
+  }
+  if (!lacking.empty()) s += "\nRefused by this build (registry ops it lacks): " + lacking + "\n";
+  return s;
+}
+
+}  // namespace rlx

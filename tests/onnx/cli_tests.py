@@ -1,0 +1,287 @@
+#!/usr/bin/python3
+"""`rlx` on ONNX files: names, symbolic dims, defaults, convert, and hostile files.
+
+Every model is built here with onnx.helper; every expected value is computed here with NumPy.
+Each case asserts the exit code and a key phrase of the message (bad input: exit 2).
+
+  tests/onnx/cli_tests.py --rlx build/apps/rlx/rlx [-k SUBSTRING]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+RLX = None
+TMP = None
+FAILS = []
+RUN = 0
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def rlx(*args):
+    r = subprocess.run([RLX] + [str(a) for a in args], capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stdout, r.stderr
+
+
+def check(name, cond, detail=""):
+    global RUN
+    RUN += 1
+    if not cond:
+        FAILS.append(name)
+        print(f"FAIL {name}\n{detail}")
+
+
+def expect_rc(name, args, rc, phrase=None):
+    got, out, err = rlx(*args)
+    ok = got == rc and (phrase is None or phrase in err)
+    if os.environ.get("CLI_TESTS_VERBOSE"):
+        print(f"{name}: exit {got}: {err.strip().splitlines()[-1] if err.strip() else ''}")
+    check(name, ok, f"  rlx {' '.join(map(str, args))}\n  exit {got} (want {rc}), want phrase {phrase!r}\n  stderr: {err.strip()[:800]}")
+    return out, err
+
+
+def save(model, name):
+    p = path(name)
+    write(model, p)
+    return p
+
+
+def write(model, p):
+    with open(p, "wb") as f:
+        f.write(model.SerializeToString())
+
+
+def npy(name, a):
+    p = path(name)
+    np.save(p, a)
+    return p
+
+
+def model(nodes, inputs, outputs, inits=(), opset=13):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="cli_tests")
+
+
+def vi(name, shape, et=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, et, shape)
+
+
+rng = np.random.RandomState(0)
+
+
+def test_names_dims_defaults_convert():
+    # Exporter-style names with ':' '.' and '::' in NAME=SPEC, symbolic dims from two exporters.
+    W = rng.randn(4, 3).astype(np.float32)
+    b = rng.randn(3).astype(np.float32)
+    scale = np.array([2.0], np.float32)
+    m = model([helper.make_node("MatMul", ["onnx::MatMul_0", "W"], ["h"]),
+               helper.make_node("Add", ["h", "b"], ["h2"]),
+               helper.make_node("Mul", ["h2", "scale"], ["softmax_0.tmp_0"])],
+              [vi("onnx::MatMul_0", ["batch", "p2o.DynamicDimension.0", 4]), vi("scale", [1])],
+              [vi("softmax_0.tmp_0", ["batch", "p2o.DynamicDimension.0", 3])],
+              [numpy_helper.from_array(W, "W"), numpy_helper.from_array(b, "b"), numpy_helper.from_array(scale, "scale")])
+    p = save(model_with_ir(m), "names.onnx")
+    x = rng.randn(2, 5, 4).astype(np.float32)
+    ref = (x @ W + b) * 2.0
+    npy("names_x.npy", x)
+    npy("names_ref.npy", ref)
+    for mode in ("eager", "lazy", "compiled"):
+        expect_rc(f"names/{mode}", ["run", p, "-m", mode, "--input", f"onnx::MatMul_0=@{path('names_x.npy')}",
+                                    "--expect", f"softmax_0.tmp_0=@{path('names_ref.npy')}", "--atol", "1e-5"], 0)
+    # The initializer 'scale' is also a graph input: a default that --input overrides.
+    npy("names_ref3.npy", (x @ W + b) * 3.0)
+    expect_rc("names/default-overridden", ["run", p, "--input", f"onnx::MatMul_0=@{path('names_x.npy')}",
+                                           "--input", "scale=1xf32=3", "--expect", f"softmax_0.tmp_0=@{path('names_ref3.npy')}"], 0)
+    # Content, not extension: the same bytes under another name.
+    os.link(p, path("names.bin"))
+    expect_rc("names/by-content", ["run", path("names.bin"), "--input", f"onnx::MatMul_0=@{path('names_x.npy')}",
+                                   "--expect", f"softmax_0.tmp_0=@{path('names_ref.npy')}"], 0)
+    # Symbolic dims for random inputs come from --dim; missing ones are named.
+    expect_rc("dims/random-needs-dim", ["run", p, "--input", "onnx::MatMul_0=random:1"], 2, "--dim batch=N")
+    expect_rc("dims/random-with-dim", ["run", p, "--input", "onnx::MatMul_0=random:1", "--dim", "batch=3",
+                                       "--dim", "p2o.DynamicDimension.0=2"], 0)
+    expect_rc("names/unknown-input", ["run", p, "--input", "nope=1xf32=1"], 2, "has no input 'nope'")
+    expect_rc("names/missing-input", ["run", p], 2, "no value given for input onnx::MatMul_0")
+    expect_rc("names/params-refused", ["run", p, "-p", path("names_x.npy"), "--input", "onnx::MatMul_0=random"], 2, "--params is not used")
+    # convert: the written graph (JSON + safetensors) gives the same outputs as the direct run.
+    expect_rc("convert/write", ["convert", p, "-o", path("names.json"), "--params-out", path("names.safetensors"),
+                                "--input", f"onnx::MatMul_0=@{path('names_x.npy')}"], 0)
+    expect_rc("convert/run-json", ["run", path("names.json"), "-p", path("names.safetensors"),
+                                   "--input", f"onnx::MatMul_0=@{path('names_x.npy')}",
+                                   "--expect", f"softmax_0.tmp_0=@{path('names_ref.npy')}"], 0)
+    expect_rc("convert/needs-params-out", ["convert", p, "-o", path("names2.json"), "--dim", "batch=1",
+                                           "--dim", "p2o.DynamicDimension.0=1"], 2, "--params-out")
+    check("convert/nothing-written-on-error", not os.path.exists(path("names2.json")))
+    # Wrong kind of file either way gets a clear message.
+    expect_rc("kind/onnx-as-params", ["run", path("names.json"), "-p", p, "--input", "onnx::MatMul_0=random"], 2)
+    with open(path("graph_named.onnx"), "w") as f:
+        f.write(open(path("names.json")).read())
+    expect_rc("kind/json-named-onnx", ["convert", path("graph_named.onnx"), "-o", path("x.json")], 2, "not an ONNX model")
+    expect_rc("kind/npy-as-graph", ["run", path("names_x.npy")], 2, "not an rlx JSON graph")
+
+
+def model_with_ir(m):
+    m.ir_version = 8
+    return m
+
+
+def test_integer_and_shape_folding():
+    # PyTorch-style dynamic reshape: Shape -> Gather -> Unsqueeze -> Concat -> Reshape, int64 ids -> Gather.
+    E = rng.randn(50, 8).astype(np.float32)
+    nodes = [
+        helper.make_node("Gather", ["E", "ids"], ["emb"]),  # [b, s, 8]
+        helper.make_node("Shape", ["emb"], ["shp"]),
+        helper.make_node("Constant", [], ["i0"], value=numpy_helper.from_array(np.array(0, np.int64))),
+        helper.make_node("Gather", ["shp", "i0"], ["b"]),
+        helper.make_node("Constant", [], ["ax"], value=numpy_helper.from_array(np.array([0], np.int64))),
+        helper.make_node("Unsqueeze", ["b", "ax"], ["b1"]),
+        helper.make_node("Constant", [], ["m1"], value=numpy_helper.from_array(np.array([-1], np.int64))),
+        helper.make_node("Concat", ["b1", "m1"], ["newshape"], axis=0),
+        helper.make_node("Reshape", ["emb", "newshape"], ["flat"]),
+        helper.make_node("ArgMax", ["flat"], ["am"], axis=1, keepdims=0),
+    ]
+    m = model(nodes, [vi("ids", ["batch", "seq"], TensorProto.INT64)],
+              [vi("flat", ["batch", "n"]), vi("am", ["batch"], TensorProto.INT64)], [numpy_helper.from_array(E, "E")])
+    p = save(model_with_ir(m), "fold.onnx")
+    ids = np.array([[1, 49, 7], [0, 3, 3]], np.int64)
+    flat = E[ids].reshape(2, -1)
+    npy("fold_ids.npy", ids)
+    npy("fold_flat.npy", flat)
+    npy("fold_am.npy", flat.argmax(1).astype(np.int64))
+    for mode in ("eager", "compiled"):
+        expect_rc(f"fold/{mode}", ["run", p, "-m", mode, "--input", f"ids=@{path('fold_ids.npy')}",
+                                   "--expect", f"flat=@{path('fold_flat.npy')}", "--expect", f"am=@{path('fold_am.npy')}"], 0)
+    # Another sequence length specialises again (no failure): 1x5.
+    ids2 = np.array([[4, 5, 6, 7, 8]], np.int64)
+    npy("fold_ids2.npy", ids2)
+    npy("fold_flat2.npy", E[ids2].reshape(1, -1))
+    expect_rc("fold/other-shape", ["run", p, "--input", f"ids=@{path('fold_ids2.npy')}", "--expect", f"flat=@{path('fold_flat2.npy')}"], 0)
+    npy("fold_bad.npy", np.array([[1, 50, 2]], np.int64))
+    expect_rc("fold/index-out-of-range", ["run", p, "--input", f"ids=@{path('fold_bad.npy')}"], 3)
+
+
+def test_refusals():
+    m = model([helper.make_node("NonMaxSuppression", ["x", "x"], ["y"], name="nms_1")], [vi("x", [1, 2, 4])], [vi("y", [1, 3])])
+    expect_rc("refuse/op", ["run", save(model_with_ir(m), "op.onnx"), "--input", "x=random"], 2, "'nms_1' (NonMaxSuppression)")
+    m = model([helper.make_node("Resize", ["x", "", "s"], ["y"], name="rs", mode="cubic")], [vi("x", [1, 1, 2, 2])], [vi("y", [1, 1, 4, 4])],
+              [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "s")])
+    expect_rc("refuse/attr", ["run", save(model_with_ir(m), "attr.onnx"), "--input", "x=random"], 2, "'rs' (Resize)")
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])], opset=18)
+    expect_rc("refuse/opset", ["run", save(model_with_ir(m), "opset18.onnx"), "--input", "x=random"], 2, "opset 18")
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2], TensorProto.DOUBLE)], [vi("y", [2], TensorProto.DOUBLE)])
+    expect_rc("refuse/double", ["run", save(model_with_ir(m), "double.onnx"), "--input", "x=random"], 2, "double")
+    # A cycle: a node reads what a later node writes.
+    m = model([helper.make_node("Relu", ["z"], ["y"]), helper.make_node("Neg", ["y"], ["z"])], [vi("x", [2])], [vi("y", [2])])
+    expect_rc("hostile/cycle", ["run", save(model_with_ir(m), "cycle.onnx"), "--input", "x=random"], 2, "not produced by any earlier node")
+    # raw_data whose size disagrees with the shape.
+    t = numpy_helper.from_array(np.zeros(6, np.float32), "W")
+    t.dims[:] = [7]
+    m = model([helper.make_node("Add", ["x", "W"], ["y"])], [vi("x", [7])], [vi("y", [7])], [t])
+    expect_rc("hostile/raw-size", ["run", save(model_with_ir(m), "rawsize.onnx"), "--input", "x=random"], 2, "raw_data has 24 bytes")
+    # Absurd dims.
+    t = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[1 << 40, 1 << 30], raw_data=b"")
+    m = model([helper.make_node("Add", ["x", "W"], ["y"])], [vi("x", [1])], [vi("y", [1])], [t])
+    expect_rc("hostile/absurd-dims", ["run", save(model_with_ir(m), "absurd.onnx"), "--input", "x=random"], 2, "too many elements")
+    # Truncated protobuf: every few prefixes of a valid file.
+    good = open(path("names.onnx"), "rb").read()
+    bad_rcs = set()
+    for n in range(1, len(good), max(1, len(good) // 23)):
+        with open(path("trunc.onnx"), "wb") as f:
+            f.write(good[:n])
+        rc, _, err = rlx("run", path("trunc.onnx"), "--input", "onnx::MatMul_0=random", "--dim", "batch=1", "--dim", "p2o.DynamicDimension.0=1")
+        bad_rcs.add(rc)
+    check("hostile/truncated", bad_rcs == {2}, f"  exit codes {bad_rcs}")
+
+
+def external_model(location, offset=None, length=None, nbytes=16):
+    t = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[4])
+    t.data_location = TensorProto.EXTERNAL
+    kv = [("location", location)]
+    if offset is not None:
+        kv.append(("offset", str(offset)))
+    if length is not None:
+        kv.append(("length", str(length)))
+    for k, v in kv:
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    return model_with_ir(model([helper.make_node("Add", ["x", "W"], ["y"])], [vi("x", [4])], [vi("y", [4])], [t]))
+
+
+def test_external_data():
+    d = path("ext")
+    os.makedirs(os.path.join(d, "sub"))
+    W = np.arange(8, dtype=np.float32) * 0.5
+    W.tofile(os.path.join(d, "sub", "w.bin"))
+    x = np.ones(4, np.float32)
+    np.save(os.path.join(d, "x.npy"), x)
+    np.save(os.path.join(d, "ref.npy"), x + W[2:6])
+    write(external_model("sub/w.bin", offset=8, length=16), os.path.join(d, "ok.onnx"))
+    xin = f"x=@{os.path.join(d, 'x.npy')}"
+    expect_rc("external/ok", ["run", os.path.join(d, "ok.onnx"), "--input", xin, "--expect", f"y=@{os.path.join(d, 'ref.npy')}"], 0)
+    # Converting keeps the values (they are copied into the safetensors file).
+    expect_rc("external/convert", ["convert", os.path.join(d, "ok.onnx"), "-o", os.path.join(d, "ok.json"),
+                                   "--params-out", os.path.join(d, "ok.safetensors")], 0)
+    expect_rc("external/convert-run", ["run", os.path.join(d, "ok.json"), "-p", os.path.join(d, "ok.safetensors"), "--input", xin,
+                                       "--expect", f"y=@{os.path.join(d, 'ref.npy')}"], 0)
+    cases = {
+        "parent": ("../../etc/passwd", "leaves the model's folder"),
+        "absolute": ("/etc/passwd", "must be a relative path"),
+        "missing": ("sub/nope.bin", "not found"),
+        "directory": ("sub", "not a regular file"),
+    }
+    for k, (loc, phrase) in cases.items():
+        write(external_model(loc), os.path.join(d, f"{k}.onnx"))
+        expect_rc(f"external/{k}", ["run", os.path.join(d, f"{k}.onnx"), "--input", xin], 2, phrase)
+    os.symlink("/etc/hostname" if os.path.exists("/etc/hostname") else "/etc/passwd", os.path.join(d, "out_link.bin"))
+    write(external_model("out_link.bin"), os.path.join(d, "symlink.onnx"))
+    expect_rc("external/symlink-out", ["run", os.path.join(d, "symlink.onnx"), "--input", xin], 2, "resolves outside the model's folder")
+    write(external_model("sub/w.bin", offset=24), os.path.join(d, "past_end.onnx"))
+    expect_rc("external/past-end", ["run", os.path.join(d, "past_end.onnx"), "--input", xin], 2, "runs past its end")
+    write(external_model("sub/w.bin", offset=1 << 62), os.path.join(d, "huge_offset.onnx"))
+    expect_rc("external/huge-offset", ["run", os.path.join(d, "huge_offset.onnx"), "--input", xin], 2, "runs past its end")
+    write(external_model("sub/w.bin", length=12), os.path.join(d, "bad_length.onnx"))
+    expect_rc("external/length-mismatch", ["run", os.path.join(d, "bad_length.onnx"), "--input", xin], 2, "differs from the 16 bytes")
+    write(external_model("sub/w.bin", offset="-4"), os.path.join(d, "neg_offset.onnx"))
+    expect_rc("external/negative-offset", ["run", os.path.join(d, "neg_offset.onnx"), "--input", xin], 2, "not a non-negative integer")
+
+
+def test_docs_table():
+    # docs/onnx.md carries the operator table `rlx onnx-ops` prints; they must agree.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    doc = open(os.path.join(root, "docs", "onnx.md")).read()
+    begin, end = "<!-- onnx-ops:begin -->\n", "<!-- onnx-ops:end -->"
+    check("docs/markers", begin in doc and end in doc)
+    if begin in doc and end in doc:
+        in_doc = doc.split(begin, 1)[1].split(end, 1)[0].strip()
+        _, out, _ = rlx("onnx-ops")
+        generated = out.split("\n\n", 1)[0].strip()
+        check("docs/table-matches-binary", in_doc == generated,
+              "  docs/onnx.md's operator table differs from `rlx onnx-ops`: regenerate it")
+
+
+def main():
+    global RLX, TMP
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rlx", required=True)
+    ap.add_argument("-k", default="")
+    a = ap.parse_args()
+    RLX = os.path.abspath(a.rlx)
+    with tempfile.TemporaryDirectory(prefix="rlx-onnx-cli-") as t:
+        TMP = t
+        for name, fn in list(globals().items()):
+            if name.startswith("test_") and a.k in name:
+                fn()
+    print(f"ONNX CLI tests: {RUN - len(FAILS)} of {RUN} checks passed")
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+#!/usr/bin/python3
+"""PyTorch models exported with torch.onnx.export (dynamic axes), run through `rlx run`,
+compared with PyTorch's own outputs (Debian's python3-torch; the reference is PyTorch's
+forward pass, never rlx's output).
+
+Models: an MLP (GELU, softmax), a small CNN (Conv + BatchNorm + ReLU, depthwise conv,
+max/avg pooling), a BERT-style encoder layer with a padding mask, and a Llama-style decoder
+layer (RMSNorm, RoPE, grouped-query attention, causal mask, SiLU-gated MLP) written the way
+Hugging Face writes them. Each model is run in eager, lazy and compiled mode at two input
+shapes (the dynamic axes are bound from the inputs). Exports are cached in --out.
+
+A model whose ONNX operators need registry ops this build lacks (`rlx onnx-ops --json`) is
+reported as NOT RUN with the missing ops and does not fail; any other mismatch or error fails.
+
+  tests/onnx/torch_models.py --rlx build/apps/rlx/rlx [--out DIR] [--backend cpu] [-k NAME]
+"""
+import argparse
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ATOL, RTOL = 1e-4, 1e-4
+
+
+def build_models():
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l1, self.l2 = nn.Linear(16, 32), nn.Linear(32, 10)
+
+        def forward(self, x):
+            return torch.softmax(self.l2(F.gelu(self.l1(x))), dim=-1)
+
+    class CNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.b1 = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+            self.c2, self.b2 = nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.BatchNorm2d(8)  # depthwise
+            self.c3, self.b3 = nn.Conv2d(8, 16, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(16)
+            self.fc = nn.Linear(16, 5)
+
+        def forward(self, x):
+            x = F.max_pool2d(F.relu(self.b1(self.c1(x))), 2)
+            x = F.relu6(self.b2(self.c2(x)))
+            x = F.avg_pool2d(F.relu(self.b3(self.c3(x))), 2, ceil_mode=True)
+            x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+            return self.fc(x)
+
+    class BertLayer(nn.Module):
+        def __init__(self, vocab=64, d=32, heads=4, ff=64, max_pos=32):
+            super().__init__()
+            self.h, self.dh = heads, d // heads
+            self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(max_pos, d)
+            self.ln0, self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+            self.q, self.k, self.v, self.o = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+            self.f1, self.f2 = nn.Linear(d, ff), nn.Linear(ff, d)
+
+        def split(self, t):
+            b, s, _ = t.shape
+            return t.view(b, s, self.h, self.dh).transpose(1, 2)
+
+        def forward(self, input_ids, attention_mask):
+            b, s = input_ids.shape
+            pos = torch.arange(s, dtype=torch.long).unsqueeze(0).expand(b, s)
+            x = self.ln0(self.tok(input_ids) + self.pos(pos))
+            ext = (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * torch.finfo(torch.float32).min
+            q, k, v = self.split(self.q(x)), self.split(self.k(x)), self.split(self.v(x))
+            att = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.dh) + ext
+            ctx = torch.matmul(torch.softmax(att, dim=-1), v).transpose(1, 2).reshape(b, s, -1)
+            x = self.ln1(x + self.o(ctx))
+            return self.ln2(x + self.f2(F.gelu(self.f1(x))))
+
+    class RMSNorm(nn.Module):
+        def __init__(self, d, eps=1e-6):
+            super().__init__()
+            self.weight, self.eps = nn.Parameter(torch.randn(d) * 0.1 + 1), eps
+
+        def forward(self, x):
+            var = x.pow(2).mean(-1, keepdim=True)
+            return self.weight * (x * torch.rsqrt(var + self.eps))
+
+    def rotate_half(x):
+        x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+        return torch.cat((-x2, x1), dim=-1)
+
+    class LlamaLayer(nn.Module):
+        def __init__(self, vocab=64, d=32, heads=4, kv_heads=2, ff=48):
+            super().__init__()
+            self.h, self.kvh, self.dh = heads, kv_heads, d // heads
+            self.emb = nn.Embedding(vocab, d)
+            self.n1, self.n2, self.nf = RMSNorm(d), RMSNorm(d), RMSNorm(d)
+            self.q = nn.Linear(d, heads * self.dh, bias=False)
+            self.k = nn.Linear(d, kv_heads * self.dh, bias=False)
+            self.v = nn.Linear(d, kv_heads * self.dh, bias=False)
+            self.o = nn.Linear(d, d, bias=False)
+            self.gate, self.up, self.down = nn.Linear(d, ff, bias=False), nn.Linear(d, ff, bias=False), nn.Linear(ff, d, bias=False)
+            self.lm = nn.Linear(d, vocab, bias=False)
+            inv = 1.0 / (10000 ** (torch.arange(0, self.dh, 2).float() / self.dh))
+            self.register_buffer("inv_freq", inv, persistent=False)
+
+        def repeat_kv(self, x, n):
+            b, kvh, s, dh = x.shape
+            return x[:, :, None, :, :].expand(b, kvh, n, s, dh).reshape(b, kvh * n, s, dh)
+
+        def forward(self, input_ids):
+            b, s = input_ids.shape
+            x = self.emb(input_ids)
+            pos = torch.arange(s, dtype=torch.long).unsqueeze(0)
+            freqs = pos[:, :, None].float() * self.inv_freq[None, None, :]
+            embf = torch.cat((freqs, freqs), dim=-1)
+            cos, sin = embf.cos()[:, None], embf.sin()[:, None]
+            hsd = self.n1(x)
+            q = self.q(hsd).view(b, s, self.h, self.dh).transpose(1, 2)
+            k = self.k(hsd).view(b, s, self.kvh, self.dh).transpose(1, 2)
+            v = self.v(hsd).view(b, s, self.kvh, self.dh).transpose(1, 2)
+            q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+            k, v = self.repeat_kv(k, self.h // self.kvh), self.repeat_kv(v, self.h // self.kvh)
+            mask = torch.full((s, s), torch.finfo(torch.float32).min).triu(1)
+            att = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.dh) + mask[None, None]
+            att = torch.softmax(att.float(), dim=-1)
+            x = x + self.o(torch.matmul(att, v).transpose(1, 2).reshape(b, s, -1))
+            hsd = self.n2(x)
+            x = x + self.down(F.silu(self.gate(hsd)) * self.up(hsd))
+            return self.lm(self.nf(x))
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+
+    def ids(shape, hi):
+        return torch.randint(0, hi, shape, generator=g)
+
+    def bert_inputs(b, s):
+        mask = torch.ones(b, s, dtype=torch.long)
+        mask[0, s - 2:] = 0  # padding at the end of the first sequence
+        return (ids((b, s), 64), mask)
+
+    cnn = CNN()
+    for bn in (cnn.b1, cnn.b2, cnn.b3):  # non-trivial running statistics
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.5, 2.0)
+    return {
+        # name: (module, input names, output names, dynamic axes, [inputs at shape 1, at shape 2], opset)
+        "mlp": (MLP(), ["x"], ["probs"], {"x": {0: "batch"}, "probs": {0: "batch"}},
+                [(torch.randn(3, 16, generator=g),), (torch.randn(7, 16, generator=g),)], 14),
+        "cnn": (cnn, ["image"], ["logits"], {"image": {0: "batch"}, "logits": {0: "batch"}},
+                [(torch.randn(2, 3, 16, 16, generator=g),), (torch.randn(1, 3, 16, 16, generator=g),)], 13),
+        "bert_layer": (BertLayer(), ["input_ids", "attention_mask"], ["hidden"],
+                       {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}, "hidden": {0: "batch", 1: "seq"}},
+                       [bert_inputs(2, 8), bert_inputs(3, 5)], 14),
+        "llama_layer": (LlamaLayer(), ["input_ids"], ["logits"],
+                        {"input_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}},
+                        [(ids((2, 7), 64),), (ids((1, 12), 64),)], 14),
+    }
+
+
+def export(out):
+    """Exports every model with its references; cached by this file's hash."""
+    stamp = os.path.join(out, "EXPORTED-" + hashlib.sha1(open(__file__, "rb").read()).hexdigest()[:12])
+    if os.path.exists(stamp):
+        return
+    import torch
+    t0 = time.time()
+    for name, (mod, in_names, out_names, dyn, sets, opset) in build_models().items():
+        mod.eval()
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        with torch.no_grad():
+            torch.onnx.export(mod, sets[0], os.path.join(d, "model.onnx"), input_names=in_names, output_names=out_names,
+                              dynamic_axes=dyn, opset_version=opset, do_constant_folding=True)
+            for i, inputs in enumerate(sets):
+                ref = mod(*inputs)
+                ref = ref if isinstance(ref, tuple) else (ref,)
+                for n, t in zip(in_names, inputs):
+                    np.save(os.path.join(d, f"set{i}_{n}.npy"), t.numpy())
+                for n, t in zip(out_names, ref):
+                    np.save(os.path.join(d, f"set{i}_{n}.ref.npy"), t.numpy())
+        json.dump({"inputs": in_names, "outputs": out_names, "sets": len(sets)}, open(os.path.join(d, "meta.json"), "w"))
+    open(stamp, "w").write("")
+    print(f"torch models: exported in {time.time() - t0:.1f} s into {out}", file=sys.stderr)
+
+
+def onnx_ops(path):
+    import onnx
+    return sorted({n.op_type for n in onnx.load(path).graph.node})
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rlx", required=True)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--modes", default="eager,lazy,compiled")
+    ap.add_argument("-k", default="")
+    a = ap.parse_args()
+    rlx = os.path.abspath(a.rlx)
+    out = a.out or os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(rlx))), "onnx-torch-models")
+    os.makedirs(out, exist_ok=True)
+    export(out)
+    table = json.loads(subprocess.run([rlx, "onnx-ops", "--json"], check=True, capture_output=True, text=True).stdout)
+    needs = {r["op_type"]: r["needs"] for r in table}
+    status, ran, notrun = 0, 0, []
+    for name in sorted(os.listdir(out)):
+        d = os.path.join(out, name)
+        if not os.path.isdir(d) or a.k not in name:
+            continue
+        meta = json.load(open(os.path.join(d, "meta.json")))
+        model = os.path.join(d, "model.onnx")
+        missing = sorted({n for op in onnx_ops(model) for n in needs.get(op, [f"<{op} not in the table>"])})
+        if missing:
+            notrun.append(f"{name} (needs {', '.join(missing)})")
+            continue
+        for i in range(meta["sets"]):
+            args = []
+            for n in meta["inputs"]:
+                args += ["--input", f"{n}=@{os.path.join(d, f'set{i}_{n}.npy')}"]
+            for n in meta["outputs"]:
+                args += ["--expect", f"{n}=@{os.path.join(d, f'set{i}_{n}.ref.npy')}"]
+            for mode in a.modes.split(","):
+                r = subprocess.run([rlx, "run", model, "-b", a.backend, "-m", mode, "--atol", str(ATOL), "--rtol", str(RTOL)] + args,
+                                   capture_output=True, text=True, timeout=300)
+                ran += 1
+                if r.returncode != 0:
+                    status = 1
+                    print(f"FAIL {name} set{i} {mode}: exit {r.returncode}: {r.stderr.strip()[-600:]}")
+    print(f"torch.onnx.export models ({a.backend}): {ran} runs, {ran if status == 0 else 'not all'} match PyTorch "
+          f"within atol {ATOL} rtol {RTOL}" + (f"; NOT RUN: {'; '.join(notrun)}" if notrun else ""))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
