@@ -38,12 +38,12 @@ struct Buf {
 Buf make(const Shape& s, uint32_t seed) {
   Buf b;
   int64_t n = shape_numel(s);
-  b.buf = cpu().allocate(n);
+  b.buf = cpu().allocate(n * 4);
   std::vector<float> v(n);
   std::mt19937 g(seed);
   std::normal_distribution<float> d(0.f, 1.f);
   for (auto& x : v) x = d(g);
-  cpu().upload(*b.buf, 0, v.data(), n);
+  cpu().upload(*b.buf, 0, v.data(), n * 4, DType::f32);
   b.ref = {b.buf.get(), 0, s, DType::f32};
   return b;
 }

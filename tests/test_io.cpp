@@ -70,7 +70,11 @@ void expect_matches(const Tensor& t, const json& e, const std::string& what) {
   EXPECT_EQ(t.shape(), e["shape"].get<Shape>());
   ASSERT_EQ((size_t)t.numel(), e["values"].size());
   for (int64_t i = 0; i < t.numel(); ++i) {
-    const float want = json_float(e["values"][i]), got = t.data()[i];
+    if (is_integer(t.dtype()) && e["values"][i].is_number_integer()) {  // exact over the whole range
+      EXPECT_EQ(t.int_at(i), e["values"][i].get<int64_t>()) << "element " << i;
+      continue;
+    }
+    const float want = json_float(e["values"][i]), got = (float)t.at(i);
     if (std::isnan(want)) {
       EXPECT_TRUE(std::isnan(got)) << "element " << i;
     } else {
@@ -84,8 +88,14 @@ void expect_same(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.shape(), b.shape());
   EXPECT_EQ(a.dtype(), b.dtype());
   ASSERT_EQ(a.numel(), b.numel());
-  for (int64_t i = 0; i < a.numel(); ++i)
-    EXPECT_TRUE(a.data()[i] == b.data()[i] || (std::isnan(a.data()[i]) && std::isnan(b.data()[i]))) << i;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    if (is_integer(a.dtype())) {
+      EXPECT_EQ(a.int_at(i), b.int_at(i)) << i;  // exact over the whole range
+    } else {
+      const double x = a.at(i), y = b.at(i);
+      EXPECT_TRUE(x == y || (std::isnan(x) && std::isnan(y))) << i;
+    }
+  }
 }
 
 // Runs `f`, which must throw InputError; returns its message.
@@ -194,7 +204,7 @@ TEST(Npy, RoundTripsEveryDtype) {
     const size_t header_len = b[8] | (b[9] << 8), data_start = 10 + header_len;
     EXPECT_EQ(data_start % 64, 0u);
     EXPECT_EQ(b[data_start - 1], '\n');
-    const Tensor want = t.dtype() == DType::bf16 ? t.with_dtype(DType::f32) : t;  // NumPy has no bf16
+    const Tensor want = t.dtype() == DType::bf16 ? t.astype(DType::f32) : t;  // NumPy has no bf16
     expect_same(parse_npy_bytes(b), want);
     write_npy(dir / (name + ".npy"), t);
     expect_same(read_npy(dir / (name + ".npy")), want);
@@ -208,9 +218,18 @@ TEST(Npy, Bf16IsWrittenAsF32) {
   EXPECT_EQ(back.to_vector(), t.to_vector());
 }
 
-TEST(Npy, IntegersAreRoundedAndSaturatedOnWrite) {
+TEST(Npy, IntegersAreStoredExactlyFloatsConvertLikeCast) {
+  // f32 values converted to i32 follow cast's rules: truncation toward zero, saturation, NaN -> 0.
   Tensor t = Tensor::from_vector({5}, {2.6f, -2.4f, -2.5f, 1e10f, NAN}, DType::i32);
-  EXPECT_EQ(parse_npy_bytes(encode_npy(t)).to_vector(), (std::vector<float>{3, -2, -3, 2147483648.f, 0}));
+  Tensor back = parse_npy_bytes(encode_npy(t));
+  ASSERT_EQ(back.dtype(), DType::i32);
+  const std::vector<int64_t> want = {2, -2, -2, INT32_MAX, 0};
+  for (int k = 0; k < 5; ++k) EXPECT_EQ(back.int_at(k), want[k]) << k;
+  // i64 values beyond 2^53 (not representable in f32 or double) survive a write and a read exactly.
+  const std::vector<int64_t> big = {INT64_MAX, INT64_MIN, (INT64_C(1) << 53) + 1, -((INT64_C(1) << 60) + 7)};
+  Tensor b = parse_npy_bytes(encode_npy(Tensor::from_ints({4}, big, DType::i64)));
+  ASSERT_EQ(b.dtype(), DType::i64);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(b.data<int64_t>()[k], big[k]) << k;
 }
 
 TEST(Npy, RefusesFortranOrder) {
@@ -633,7 +652,7 @@ TEST(Spec, LoadsEveryForm) {
   // Inline values are rounded to the dtype the way NumPy rounds them.
   Tensor h = load_tensor_spec(parse_tensor_spec("f16=0.1"));
   EXPECT_EQ(h.dtype(), DType::f16);
-  EXPECT_EQ(h.data()[0], json_float(npy["f16.npy"]["values"][0]));
+  EXPECT_EQ((float)h.at(0), json_float(npy["f16.npy"]["values"][0]));
   Tensor b = load_tensor_spec(parse_tensor_spec("5xbool=true,false,1,1,0"));
   expect_matches(b, npy["bool.npy"], "inline bool");
   expect_matches(load_tensor_spec(parse_tensor_spec("2x3xf32=1.5,-2,0.1,inf,-inf,nan")), npy["f32.npy"], "inline");
@@ -681,8 +700,8 @@ TEST(Random, FirstValuesFollowSplitMix64) {
   for (int k = 0; k < 8; ++k) {
     const uint64_t x = g();
     EXPECT_EQ(f.data()[k], (float)(-1.0 + 2.0 * (double)(x >> 40) / 16777216.0)) << k;
-    EXPECT_EQ(i.data()[k], (float)(x % 10)) << k;
-    EXPECT_EQ(b.data()[k], (float)(x >> 63)) << k;
+    EXPECT_EQ(i.data<int32_t>()[k], (int32_t)(x % 10)) << k;
+    EXPECT_EQ(b.data<uint8_t>()[k], (uint8_t)(x >> 63)) << k;
   }
 }
 

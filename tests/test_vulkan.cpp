@@ -49,18 +49,21 @@ Dev put(Executor& e, const Shape& s, const std::vector<float>& v, DType dt = DTy
   Dev d;
   int64_t n = shape_numel(s);
   EXPECT_EQ((size_t)n, v.size());
-  d.buf = e.allocate(n + offset + 5);
-  d.ref = {d.buf.get(), offset, s, dt};
-  if (n) e.upload(*d.buf, offset, v.data(), n);
+  // Offsets are bytes: `offset` elements of the device's storage dtype.
+  const size_t es = dtype_size(e.storage_dtype(dt));
+  d.buf = e.allocate((n + offset + 5) * es);
+  d.ref = {d.buf.get(), offset * es, s, dt};
+  const Tensor host = Tensor::from_vector(s, v, dt);
+  if (n) e.upload(*d.buf, d.ref.offset, host.raw(), host.nbytes(), dt);
   return d;
 }
 
 Dev empty(Executor& e, const Shape& s, size_t offset = 1) { return put(e, s, std::vector<float>(shape_numel(s), -7.f), DType::f32, offset); }
 
 std::vector<float> get(Executor& e, const Dev& d) {
-  std::vector<float> v(d.ref.numel());
-  if (!v.empty()) e.download(*d.buf, d.ref.offset, v.data(), v.size());
-  return v;
+  Tensor host(d.ref.shape, d.ref.dtype);
+  if (host.numel()) e.download(*d.buf, d.ref.offset, host.mutable_raw(), host.nbytes(), d.ref.dtype);
+  return host.to_vector();
 }
 
 // Runs one node on device tensors and returns the output values.
@@ -157,13 +160,13 @@ TEST(VulkanMemory, UploadDownloadAndLimits) {
   Dev d = put(e, {1000}, v, DType::f32, 17);
   EXPECT_EQ(get(e, d), v);
   // A dedicated block (> half a suballocation block).
-  auto big = e.allocate(40u << 20);
+  auto big = e.allocate((40u << 20) * 4);
   std::vector<float> tail(10, 2.5f), back(10);
-  e.upload(*big, (40u << 20) - 10, tail.data(), 10);
-  e.download(*big, (40u << 20) - 10, back.data(), 10);
+  e.upload(*big, ((40u << 20) - 10) * 4, tail.data(), 40, DType::f32);
+  e.download(*big, ((40u << 20) - 10) * 4, back.data(), 40, DType::f32);
   EXPECT_EQ(back, tail);
   auto zero = e.allocate(0);
-  EXPECT_EQ(zero->floats, 0u);
+  EXPECT_EQ(zero->capacity, 0u);
   try {
     e.allocate((size_t)1 << 40);
     FAIL();
@@ -882,8 +885,8 @@ TEST(VulkanLimits, TensorBeyondStorageBufferRange) {
     if (k == "max storage buffer range") range = std::stoull(v);
   if (range == 0 || range > (512ull << 20)) GTEST_SKIP() << "range too large to test cheaply";
   size_t n = range / 4 + 16;
-  auto buf = vk().allocate(n);
-  auto obuf = vk().allocate(1);
+  auto buf = vk().allocate(n * 4);
+  auto obuf = vk().allocate(4);
   ir::Node sum = node(Op::Sum);
   Kernel k;
   k.node = &sum;

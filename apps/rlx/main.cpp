@@ -190,8 +190,17 @@ int cmd_run(RunFlags& f) {
     for (size_t k = 0; k < outs.size(); ++k) {
       const Tensor& t = outs[k];
       nlohmann::json o{{"name", g.nodes[g.outputs[k]].id}, {"shape", t.shape()}, {"dtype", dtype_name(t.dtype())}};
-      std::vector<float> v(t.data(), t.data() + std::min<int64_t>(t.numel(), 4096));
-      o[t.numel() <= 4096 ? "values" : "first_values"] = v;
+      const int64_t shown = std::min<int64_t>(t.numel(), 4096);
+      const char* key = t.numel() <= 4096 ? "values" : "first_values";
+      if (is_integer(t.dtype())) {  // exact over the whole i64 range
+        std::vector<int64_t> v(shown);
+        for (int64_t i = 0; i < shown; ++i) v[i] = t.int_at(i);
+        o[key] = v;
+      } else {
+        std::vector<float> v(shown);
+        for (int64_t i = 0; i < shown; ++i) v[i] = (float)t.at(i);
+        o[key] = v;
+      }
       j["outputs"].push_back(o);
     }
     if (!expect_json.empty()) j["expect"] = expect_json;
@@ -203,7 +212,8 @@ int cmd_run(RunFlags& f) {
       if (f.top > 0 && outs[k].numel() > 0) {
         const Tensor& t = outs[k];
         int64_t V = t.shape().empty() ? 1 : t.shape().back();
-        const float* row = t.data() + t.numel() - V;  // last position
+        const Tensor t32 = t.to_f32();
+        const float* row = t32.data() + t.numel() - V;  // last position
         std::vector<int64_t> idx(V);
         for (int64_t i = 0; i < V; ++i) idx[i] = i;
         int64_t K = std::min<int64_t>(f.top, V);

@@ -1,7 +1,7 @@
 #pragma once
-// Element types of the graph format. Internally every tensor holds f32 values
-// (see docs/design.md): f16/bf16 are rounded to their precision, integers are
-// exact up to 2^24, bool is 0 or 1. The dtype is what the graph and files say.
+// Element types of the graph format. A tensor holds its values in its dtype:
+// f32 4 bytes, f16/bf16 2 (IEEE half / bfloat16 bits), i32 4, i64 8, bool 1 (0 or 1).
+// Every conversion between dtypes goes through convert_elements (core/dtype.cpp).
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -36,6 +36,7 @@ inline std::optional<DType> parse_dtype(std::string_view s) {
 
 inline bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 inline bool is_integer(DType t) { return t == DType::i32 || t == DType::i64; }
+inline bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
 
 inline size_t dtype_size(DType t) {
   switch (t) {
@@ -124,5 +125,19 @@ inline float round_to_dtype(float v, DType t) {
   }
   return v;
 }
+
+// Converts `n` elements of dtype `from` at `src` into dtype `to` at `dst` (host memory,
+// native byte order; src and dst must not overlap unless from == to). The rules (the
+// values `cast` produces, and what NumPy's astype gives where it is defined):
+//   float -> float    f32 -> f16/bf16 round to nearest even (overflow -> inf); widening is exact
+//   float -> integer  truncation toward zero, NaN -> 0, saturated to the integer's range
+//   integer -> float  nearest representable value (exact for |v| <= 2^24 in f32)
+//   i64 -> i32        keeps the low 32 bits (two's complement wrap, as NumPy and ONNX Runtime)
+//   any -> bool       value != 0 (NaN -> true);  bool -> any: 0 or 1
+void convert_elements(const void* src, DType from, void* dst, DType to, int64_t n);
+// Element `i` of an array of dtype `t`, as double (exact for every dtype but i64 beyond 2^53)
+// and as int64 (floats truncated toward zero and saturated, NaN -> 0; integers exact).
+double element_as_double(const void* data, DType t, int64_t i);
+int64_t element_as_i64(const void* data, DType t, int64_t i);
 
 }  // namespace rlx

@@ -137,25 +137,11 @@ std::vector<uint8_t> read_all(int fd, const std::string& path, size_t hint) {
   }
 }
 
-template <class I>
-I to_int(float v) {
-  if (v != v) return 0;
-  double r = std::round((double)v);
-  if (r <= (double)std::numeric_limits<I>::min()) return std::numeric_limits<I>::min();
-  if (r >= (double)std::numeric_limits<I>::max()) return std::numeric_limits<I>::max();
-  return (I)r;
-}
-
 template <class T>
 T load(const uint8_t* p) {
   T v;
   std::memcpy(&v, p, sizeof v);
   return v;
-}
-
-template <class T>
-void store(uint8_t* p, T v) {
-  std::memcpy(p, &v, sizeof v);
 }
 
 }  // namespace
@@ -233,32 +219,18 @@ void append_le(std::vector<uint8_t>& out, uint64_t v, size_t bytes) {
   for (size_t i = 0; i < bytes; ++i) out.push_back((uint8_t)(v >> (8 * i)));
 }
 
-void decode_elements(const uint8_t* src, DType dtype, int64_t n, float* dst) {
-  const size_t es = dtype_size(dtype);
-  for (int64_t i = 0; i < n; ++i, src += es) {
-    switch (dtype) {
-      case DType::f32: dst[i] = load<float>(src); break;
-      case DType::f16: dst[i] = f16_to_f32(load<uint16_t>(src)); break;
-      case DType::bf16: dst[i] = bf16_to_f32(load<uint16_t>(src)); break;
-      case DType::i32: dst[i] = (float)load<int32_t>(src); break;
-      case DType::i64: dst[i] = (float)load<int64_t>(src); break;
-      case DType::boolean: dst[i] = *src != 0 ? 1.f : 0.f; break;
-    }
+Tensor tensor_from_bytes(const uint8_t* src, const Shape& shape, DType dtype, std::shared_ptr<const void> keep) {
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "tensor files are little-endian, as the host");
+  if (keep && dtype != DType::boolean && reinterpret_cast<uintptr_t>(src) % dtype_size(dtype) == 0)
+    return Tensor::borrow(shape, dtype, src, std::move(keep));
+  Tensor t(shape, dtype);
+  if (dtype == DType::boolean) {
+    auto* d = static_cast<uint8_t*>(t.mutable_raw());
+    for (int64_t i = 0; i < t.numel(); ++i) d[i] = src[i] != 0;
+  } else if (t.nbytes()) {
+    std::memcpy(t.mutable_raw(), src, t.nbytes());
   }
-}
-
-void encode_elements(const float* src, int64_t n, DType dtype, uint8_t* dst) {
-  const size_t es = dtype_size(dtype);
-  for (int64_t i = 0; i < n; ++i, dst += es) {
-    switch (dtype) {
-      case DType::f32: store(dst, src[i]); break;
-      case DType::f16: store(dst, f32_to_f16(src[i])); break;
-      case DType::bf16: store(dst, f32_to_bf16(src[i])); break;
-      case DType::i32: store(dst, to_int<int32_t>(src[i])); break;
-      case DType::i64: store(dst, to_int<int64_t>(src[i])); break;
-      case DType::boolean: *dst = src[i] != 0.f ? 1 : 0; break;
-    }
-  }
+  return t;
 }
 
 }  // namespace rlx::io

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
+#include "core/tensor.h"
 
 namespace rlx::io {
 
@@ -55,10 +55,10 @@ class ByteReader {
 
 // Appends the low `bytes` bytes of `v`, little-endian.
 void append_le(std::vector<uint8_t>& out, uint64_t v, size_t bytes);
-// Converts `n` little-endian elements of `dtype` at `src` to f32 values.
-void decode_elements(const uint8_t* src, DType dtype, int64_t n, float* dst);
-// Stores `n` f32 values as little-endian `dtype` elements (integers rounded to
-// nearest and saturated, NaN stored as 0; bool is value != 0).
-void encode_elements(const float* src, int64_t n, DType dtype, uint8_t* dst);
+// A tensor over `numel` little-endian elements of `dtype` at `src` (file bytes; the host is
+// little-endian). With `keep` (what owns the bytes, e.g. a file mapping) and an address
+// aligned for the dtype, the tensor borrows the bytes (zero copy); otherwise it copies
+// them. bool bytes are always copied, normalised to 0/1.
+Tensor tensor_from_bytes(const uint8_t* src, const Shape& shape, DType dtype, std::shared_ptr<const void> keep);
 
 }  // namespace rlx::io

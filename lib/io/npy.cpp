@@ -174,7 +174,7 @@ std::string python_tuple(const Shape& s) {
 
 }  // namespace
 
-Tensor parse_npy(const uint8_t* data, size_t size, const std::string& what) {
+Tensor parse_npy(const uint8_t* data, size_t size, const std::string& what, std::shared_ptr<const void> keep) {
   ByteReader r(data, size, what);
   if (std::memcmp(r.take(kMagicLen, "magic"), kMagic, kMagicLen) != 0)
     throw InputError(what + ": not a .npy file: expected the magic string \\x93NUMPY at offset 0");
@@ -200,14 +200,12 @@ Tensor parse_npy(const uint8_t* data, size_t size, const std::string& what) {
     throw InputError(what + ": " + std::to_string(r.remaining()) + " unexpected bytes after the data (shape " +
                      shape_str(h.shape) + " of " + h.descr + " needs " + std::to_string(numel * es) + " bytes)");
 
-  Tensor t(h.shape, dtype);
-  decode_elements(values, dtype, numel, t.mutable_data());
-  return t;
+  return tensor_from_bytes(values, h.shape, dtype, std::move(keep));
 }
 
 Tensor read_npy(const std::string& path) {
   MappedFile m = map_file(path);
-  return parse_npy(m.data, m.size, path);
+  return parse_npy(m.data, m.size, path, m.keep);
 }
 
 std::vector<uint8_t> encode_npy(const Tensor& t) {
@@ -231,7 +229,8 @@ std::vector<uint8_t> encode_npy(const Tensor& t) {
   out.insert(out.end(), dict.begin(), dict.end());
   const size_t header_end = out.size();
   out.resize(header_end + (size_t)t.numel() * dtype_size(file_dtype));
-  encode_elements(t.data(), t.numel(), file_dtype, out.data() + header_end);
+  // bf16 widens to f32 exactly (every bf16 value is an f32 value).
+  convert_elements(t.raw(), t.dtype(), out.data() + header_end, file_dtype, t.numel());
   return out;
 }
 

@@ -207,11 +207,7 @@ const TensorInfo& SafetensorsFile::info(const std::string& name) const {
 Tensor SafetensorsFile::get(const std::string& name) const {
   const TensorInfo& ti = info(name);
   const uint8_t* p = data_ + ti.begin;
-  if (ti.dtype == DType::f32 && reinterpret_cast<uintptr_t>(p) % alignof(float) == 0)
-    return Tensor::borrow(ti.shape, DType::f32, reinterpret_cast<const float*>(p), keep_);
-  Tensor t(ti.shape, ti.dtype);
-  decode_elements(p, ti.dtype, t.numel(), t.mutable_data());
-  return t;
+  return tensor_from_bytes(p, ti.shape, ti.dtype, keep_);
 }
 
 std::vector<uint8_t> encode_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors) {
@@ -245,8 +241,8 @@ std::vector<uint8_t> encode_safetensors(const std::vector<std::pair<std::string,
   uint8_t* data = out.data() + data_start;
   for (const auto* entry : sorted) {
     const Tensor& t = entry->second;
-    encode_elements(t.data(), t.numel(), t.dtype(), data);
-    data += (size_t)t.numel() * dtype_size(t.dtype());
+    if (t.nbytes()) std::memcpy(data, t.raw(), t.nbytes());
+    data += t.nbytes();
   }
   return out;
 }

@@ -1,6 +1,7 @@
 #pragma once
 // safetensors files: F32, F16, BF16, I32, I64, BOOL. Files are memory-mapped;
-// F32 tensors are returned without a copy (borrowing the mapping).
+// tensors are returned in their dtype without a copy (borrowing the mapping) where
+// the data is aligned for the dtype (bool is copied, normalised to 0/1).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -31,7 +32,7 @@ class SafetensorsFile {
   std::vector<std::string> names() const;  // sorted
   bool has(const std::string& name) const { return tensors_.count(name) > 0; }
   const TensorInfo& info(const std::string& name) const;  // throws InputError if absent
-  // The tensor as f32 values with its file dtype as label (f16/bf16/int/bool converted).
+  // The tensor in its file dtype (zero copy where aligned).
   Tensor get(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 

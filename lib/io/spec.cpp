@@ -103,7 +103,18 @@ void parse_inline(TensorSpec& spec, std::string_view lhs, std::string_view rhs) 
   const int64_t numel = shape_numel(spec.shape);
   if (numel < 0) bad_spec(text, "element count of shape " + shape_str(spec.shape) + " overflows");
   if (!trim(rhs).empty())
-    for (std::string_view tok : split(rhs, ',')) spec.values.push_back(parse_value(text, trim(tok), *dtype));
+    for (std::string_view tok : split(rhs, ',')) {
+      spec.values.push_back(parse_value(text, trim(tok), *dtype));
+      if (is_integer(*dtype)) {  // exact beyond 2^53, where the double above rounds
+        std::string_view t = trim(tok);
+        if (t.starts_with('+')) t.remove_prefix(1);
+        int64_t v = 0;
+        auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+        spec.ints.push_back(ec == std::errc() && end == t.data() + t.size() ? v : (int64_t)spec.values.back());
+      } else if (*dtype == DType::boolean) {
+        spec.ints.push_back(spec.values.back() != 0);
+      }
+    }
   if ((int64_t)spec.values.size() != numel)
     bad_spec(text, "shape " + shape_str(spec.shape) + " has " + std::to_string(numel) + " elements but " +
                        std::to_string(spec.values.size()) + " values were given");
@@ -149,10 +160,13 @@ Tensor load_tensor_spec(const TensorSpec& spec, const Shape& shape, DType dtype,
     case TensorSpec::SafetensorsTensor: return SafetensorsFile::open(spec.path).get(spec.tensor);
     case TensorSpec::Random: return random_tensor(shape, dtype, spec.seed, -1.f, 1.f, int_high);
     case TensorSpec::Inline: {
+      if (is_integer(spec.dtype) || spec.dtype == DType::boolean) {  // exact over the whole range
+        return Tensor::from_ints(spec.shape, spec.ints, spec.dtype);
+      }
       std::vector<float> values;
       values.reserve(spec.values.size());
-      for (double v : spec.values) values.push_back(round_to_dtype((float)v, spec.dtype));
-      return Tensor::from_vector(spec.shape, std::move(values), spec.dtype);
+      for (double v : spec.values) values.push_back((float)v);
+      return Tensor::from_vector(spec.shape, values, spec.dtype);
     }
   }
   throw InputError("bad tensor spec '" + spec.text + "'");
@@ -162,25 +176,30 @@ Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, float lo, f
   if (!(lo < hi)) throw InputError("random range [" + std::to_string(lo) + ", " + std::to_string(hi) + ") is empty");
   if (is_integer(dtype) && int_high <= 0)
     throw InputError("random integer bound must be positive, found " + std::to_string(int_high));
-  Tensor t(shape, dtype);
-  float* d = t.mutable_data();
+  const int64_t n = shape_numel(shape);
+  if (n < 0) throw InputError("tensor shape " + shape_str(shape) + " has an invalid element count");
   uint64_t state = seed;
-  for (int64_t i = 0; i < t.numel(); ++i) {
+  if (is_integer(dtype) || dtype == DType::boolean) {
+    std::vector<int64_t> v((size_t)n);
+    for (int64_t i = 0; i < n; ++i) {
+      const uint64_t x = splitmix64(state);
+      v[i] = dtype == DType::boolean ? (int64_t)(x >> 63) : (int64_t)(x % (uint64_t)int_high);
+    }
+    return Tensor::from_ints(shape, v, dtype);
+  }
+  std::vector<float> d((size_t)n);
+  for (int64_t i = 0; i < n; ++i) {
     const uint64_t x = splitmix64(state);
-    if (is_integer(dtype)) {
-      d[i] = (float)(x % (uint64_t)int_high);
-    } else if (dtype == DType::boolean) {
-      d[i] = (float)(x >> 63);
-    } else {
+    {
       // 24 random bits give an exact float in [0, 1); the affine map in double
       // (exact product, one rounding) is the same on every IEEE platform.
       const double u = (double)(x >> 40) * 0x1p-24;
       float v = (float)((double)lo + ((double)hi - (double)lo) * u);
       if (v >= hi) v = std::nextafter(hi, lo);
-      d[i] = round_to_dtype(v, dtype);
+      d[i] = v;
     }
   }
-  return t;
+  return Tensor::from_vector(shape, d, dtype);
 }
 
 }  // namespace rlx::io

@@ -23,6 +23,7 @@ struct TensorSpec {
   Shape shape;         // Inline
   DType dtype = DType::f32;  // Inline
   std::vector<double> values;  // Inline
+  std::vector<int64_t> ints;   // Inline, integer and bool dtypes: the exact values
   uint64_t seed = 0;           // Random
 };
 

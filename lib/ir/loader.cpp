@@ -203,8 +203,7 @@ Node parse_node(const Ctx& c, size_t idx, const json& jn) {
     } else {
       flatten_value(c, where, v, s, 0, vals);
     }
-    for (auto& x : vals) x = round_to_dtype(x, n.dtype);
-    n.constant = Tensor::from_vector(s, std::move(vals), n.dtype);
+    n.constant = Tensor::from_vector(s, vals, n.dtype);  // stored in the node's dtype (as `cast` rounds)
   }
 
   if (jn.contains("inputs")) {

@@ -17,7 +17,7 @@ MemoryPlan plan_memory(const std::vector<Lifetime>& values, int64_t align) {
   for (size_t v : order) {
     const auto& L = values[v];
     int64_t size = (L.size + align - 1) / align * align;
-    p.sum_floats += size;
+    p.sum_bytes += size;
     // Intervals in use during v's lifetime, sorted by offset; take the smallest gap that fits.
     std::vector<std::pair<int64_t, int64_t>> busy;
     for (const auto& q : placed)
@@ -31,7 +31,7 @@ MemoryPlan plan_memory(const std::vector<Lifetime>& values, int64_t align) {
     if (best < 0) best = cur;
     p.offsets[v] = best;
     placed.push_back({best, best + size, L.first, L.last});
-    p.arena_floats = std::max(p.arena_floats, best + size);
+    p.arena_bytes = std::max(p.arena_bytes, best + size);
   }
   return p;
 }

@@ -45,7 +45,7 @@ struct Work {
 bool is_scalar_const(const Work& w, int i, float* value = nullptr) {
   const Node& n = w.nodes[i];
   if (n.op != Op::Constant || n.constant.numel() != 1) return false;
-  if (value) *value = n.constant.data()[0];
+  if (value) *value = (float)n.constant.at(0);
   return true;
 }
 
@@ -77,16 +77,16 @@ Tensor fold_node(const Work& w, int i) {
   k.label = n.id;
   for (int in : n.inputs) {
     const Tensor& t = w.nodes[in].constant;
-    bufs.push_back(cpu->allocate(t.numel()));
-    cpu->upload(*bufs.back(), 0, t.data(), t.numel());
+    bufs.push_back(cpu->allocate(std::max<size_t>(t.nbytes(), 1)));
+    cpu->upload(*bufs.back(), 0, t.raw(), t.nbytes(), t.dtype());
     k.inputs.push_back({bufs.back().get(), 0, t.shape(), t.dtype()});
   }
   Tensor out(w.shapes[i], w.dtypes[i]);
-  bufs.push_back(cpu->allocate(out.numel()));
+  bufs.push_back(cpu->allocate(std::max<size_t>(out.nbytes(), 1)));
   k.output = {bufs.back().get(), 0, out.shape(), out.dtype()};
   cpu->launch(k);
   cpu->flush();
-  cpu->download(*bufs.back(), 0, out.mutable_data(), out.numel());
+  cpu->download(*bufs.back(), 0, out.mutable_raw(), out.nbytes(), out.dtype());
   return out;
 }
 
@@ -131,7 +131,9 @@ int simplify(Work& w, int i, OptStats& st) {
       if (is_scalar_const(w, in(1), &c) && c == unit && same(0)) return in(0);
       if (commutes && is_scalar_const(w, in(0), &c) && c == unit && same(1)) return in(1);
       // Scalar merging: (x op c1) op c2 -> x op (c1 op' c2) for mul/add chains.
-      if ((n.op == Op::Mul || n.op == Op::Add) && is_scalar_const(w, in(1), &c)) {
+      // f32 only: in f16/bf16 the merged constant would round differently, in integers it is inexact.
+      if ((n.op == Op::Mul || n.op == Op::Add) && w.dtypes[i] == DType::f32 && w.dtypes[in(1)] == DType::f32 &&
+          is_scalar_const(w, in(1), &c)) {
         Node& inner = w.nodes[in(0)];
         float c1;
         if (inner.op == n.op && is_scalar_const(w, inner.inputs[1], &c1) && w.shapes[inner.inputs[0]] == out) {
@@ -232,6 +234,10 @@ OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const Opt
   auto fusable = [&](int v) {
     const Node& n = w.nodes[v];
     auto cat = ir::op_info(n.op).category;
+    // Fused programs compute in f32: integer values (exact in their own arithmetic) stay unfused.
+    if (is_integer(w.dtypes[v])) return false;
+    for (int u : n.inputs)
+      if (is_integer(w.dtypes[u])) return false;
     return (cat == Category::Unary && n.op != Op::Cast) || cat == Category::Binary || n.op == Op::BroadcastTo;
   };
   std::vector<int> group(w.nodes.size(), -1);

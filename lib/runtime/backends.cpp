@@ -11,23 +11,6 @@
 
 namespace rlx {
 
-namespace {
-struct KernelList : Recording {
-  std::vector<Kernel> kernels;
-};
-}  // namespace
-
-std::unique_ptr<Recording> Executor::record(const std::vector<Kernel>& kernels) {
-  auto r = std::make_unique<KernelList>();
-  r->kernels = kernels;
-  return r;
-}
-
-void Executor::replay(Recording& rec) {
-  for (const auto& k : static_cast<KernelList&>(rec).kernels) launch(k);
-  flush();
-}
-
 std::vector<std::string> backend_names() {
 #ifdef RLX_HAVE_VULKAN
   return {"cpu", "vulkan"};

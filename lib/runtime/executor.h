@@ -4,7 +4,10 @@
 //   eager    : launch(k); flush();   per node
 //   lazy     : launch(k) for every kernel of the plan; flush() once
 //   compiled : record(kernels) once per compiled plan; replay() each run
-// Tensors live in device buffers as contiguous f32 arrays (see core/dtype.h).
+// Tensors live in device buffers as contiguous row-major arrays of the backend's
+// storage dtype for their logical dtype (storage_dtype(): the CPU keeps every dtype
+// as itself; Vulkan phase 1 keeps f32 on the device). Sizes and offsets are BYTES.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,15 +23,16 @@ namespace rlx {
 class DeviceBuffer {
  public:
   virtual ~DeviceBuffer() = default;
-  size_t floats = 0;  // capacity in f32 elements
+  size_t capacity = 0;  // bytes
 };
 
-// A tensor inside a device buffer: `offset` floats from the start, contiguous row-major.
+// A tensor inside a device buffer: `offset` bytes from the start, contiguous row-major,
+// elements of the executor's storage_dtype(dtype).
 struct TensorRef {
   DeviceBuffer* buf = nullptr;
-  size_t offset = 0;
+  size_t offset = 0;  // bytes
   Shape shape;
-  DType dtype = DType::f32;  // logical dtype (values are f32; e.g. a bool mask holds 0/1)
+  DType dtype = DType::f32;  // logical dtype (the graph's)
   int64_t numel() const { return shape_numel(shape); }
 };
 
@@ -69,10 +73,21 @@ class Executor {
   virtual std::string name() const = 0;         // "cpu", "vulkan"
   virtual std::string description() const = 0;  // device name for reports
 
+  // The dtype this backend keeps in memory for a tensor of logical dtype `logical`.
+  virtual DType storage_dtype(DType logical) const { return logical; }
+  // Bytes a tensor of `numel` elements of logical dtype `logical` occupies on the device.
+  size_t storage_bytes(int64_t numel, DType logical) const {
+    return (size_t)std::max<int64_t>(numel, 0) * dtype_size(storage_dtype(logical));
+  }
+
   // Buffers. Allocation failure throws RuntimeError ("out of device memory ...").
-  virtual std::unique_ptr<DeviceBuffer> allocate(size_t floats) = 0;
-  virtual void upload(DeviceBuffer& dst, size_t offset, const float* src, size_t n) = 0;
-  virtual void download(const DeviceBuffer& src, size_t offset, float* dst, size_t n) = 0;
+  virtual std::unique_ptr<DeviceBuffer> allocate(size_t bytes) = 0;
+  // Host <-> device copies of whole elements. `src`/`dst` hold `bytes` bytes of host elements
+  // of logical dtype `dtype`; the device side starts `offset` bytes into the buffer and holds
+  // storage_dtype(dtype) elements (the backend converts where the two differ, and throws
+  // RuntimeError for a value the storage dtype cannot hold exactly).
+  virtual void upload(DeviceBuffer& dst, size_t offset, const void* src, size_t bytes, DType dtype) = 0;
+  virtual void download(const DeviceBuffer& src, size_t offset, void* dst, size_t bytes, DType dtype) = 0;
 
   // Enqueue a kernel. The CPU runs it at once; Vulkan records it. Kernels
   // launched in order see each other's writes (the executor inserts barriers).
@@ -84,6 +99,7 @@ class Executor {
   // Compiled mode: record once, replay many times; replay() submits and waits. Buffers referenced by the
   // kernels must stay alive while the recording is. The default keeps the list
   // and relaunches it.
+  // (Defined inline below: the CPU backend's library needs them without the runtime's.)
   virtual std::unique_ptr<Recording> record(const std::vector<Kernel>& kernels);
   virtual void replay(Recording& rec);
 
@@ -91,7 +107,8 @@ class Executor {
   // `buf`'s values and stays valid while held, or null where the backend cannot share.
   // Before a buffer whose memory is shared is written again, renew_if_shared() gives it
   // fresh memory, so holders keep the values they were handed.
-  virtual std::shared_ptr<const float> share_memory(DeviceBuffer& buf) { return nullptr; }
+  // (Only where storage_dtype is the logical dtype for every dtype, so the bytes are host tensors.)
+  virtual std::shared_ptr<const void> share_memory(DeviceBuffer& buf) { return nullptr; }
   virtual void renew_if_shared(DeviceBuffer& buf) {}
 
   // Profiling: when enabled, flush() collects one entry per launched kernel.
@@ -102,6 +119,23 @@ class Executor {
   bool profiling_ = false;
   std::vector<ProfileEntry> profile_;
 };
+
+namespace detail {
+struct KernelList : Recording {
+  std::vector<Kernel> kernels;
+};
+}  // namespace detail
+
+inline std::unique_ptr<Recording> Executor::record(const std::vector<Kernel>& kernels) {
+  auto r = std::make_unique<detail::KernelList>();
+  r->kernels = kernels;
+  return r;
+}
+
+inline void Executor::replay(Recording& rec) {
+  for (const auto& k : static_cast<detail::KernelList&>(rec).kernels) launch(k);
+  flush();
+}
 
 // Backend factory. `name` is "cpu" or "vulkan"; `device` selects a device index.
 // Throws RuntimeError (exit 3) when the backend is unavailable, saying why.

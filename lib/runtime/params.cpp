@@ -110,14 +110,9 @@ std::map<std::string, Tensor> bind_params(const ir::Graph& g, const ParamStore& 
       problems.push_back("  " + n.param_name + ": the graph declares " + dtype_name(n.dtype) + ", the file has " + dtype_name(have));
       continue;
     }
-    if (have != n.dtype && n.dtype != DType::f32) {
-      Tensor c(t->shape(), n.dtype);
-      float* d = c.mutable_data();
-      for (int64_t i = 0; i < t->numel(); ++i) d[i] = round_to_dtype(t->data()[i], n.dtype);
-      out[n.id] = c;
-    } else {
-      out[n.id] = t->with_dtype(n.dtype);
-    }
+    // In the node's dtype already: used as is (a memory-mapped file stays zero-copy, never
+    // widened). Otherwise converted on the host (floats round to nearest even, ints exact).
+    out[n.id] = have == n.dtype ? *t : t->astype(n.dtype);
   }
   std::string msg;
   if (!missing.empty()) {

@@ -158,10 +158,13 @@ Diff compare_tensors(const Tensor& got, const Tensor& expected, double atol, dou
   d.count = got.numel();
   double worst_excess = -1, se = 0, ss = 0, dot = 0, gg = 0;
   for (int64_t i = 0; i < d.count; ++i) {
-    double a = got.data()[i], e = expected.data()[i];
+    double a = got.at(i), e = expected.at(i);
     bool ok;
     double err;
-    if (std::isnan(e) || std::isnan(a)) {
+    if (is_integer(got.dtype()) && is_integer(expected.dtype()) && got.int_at(i) != expected.int_at(i) && a == e) {
+      ok = false;  // integers that differ beyond double precision (|v| > 2^53)
+      err = 1;
+    } else if (std::isnan(e) || std::isnan(a)) {
       ok = std::isnan(e) && std::isnan(a);
       err = ok ? 0 : INFINITY;
     } else if (std::isinf(e) || std::isinf(a)) {
@@ -214,7 +217,7 @@ std::string summarize(const std::string& name, const Tensor& t, int first) {
   double mn = INFINITY, mx = -INFINITY, sum = 0;
   int64_t finite = 0;
   for (int64_t i = 0; i < t.numel(); ++i) {
-    float v = t.data()[i];
+    double v = t.at(i);
     if (!std::isfinite(v)) continue;
     mn = std::min(mn, (double)v);
     mx = std::max(mx, (double)v);
@@ -222,7 +225,10 @@ std::string summarize(const std::string& name, const Tensor& t, int first) {
     finite++;
   }
   std::string vals;
-  for (int64_t i = 0; i < t.numel() && i < first; ++i) vals += fmt::format("{}{:.6g}", i ? ", " : "", t.data()[i]);
+  for (int64_t i = 0; i < t.numel() && i < first; ++i) {
+    if (is_integer(t.dtype())) vals += fmt::format("{}{}", i ? ", " : "", t.int_at(i));
+    else vals += fmt::format("{}{:.6g}", i ? ", " : "", t.at(i));
+  }
   if (t.numel() > first) vals += ", ...";
   std::string stats = finite ? fmt::format("min {:.6g}  max {:.6g}  mean {:.6g}", mn, mx, sum / finite) : "no finite values";
   if (finite < t.numel()) stats += fmt::format("  ({} non-finite)", t.numel() - finite);

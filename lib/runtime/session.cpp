@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <new>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -99,9 +100,25 @@ const ir::Node& copy_node() {
 
 std::string node_label(const ir::Graph& g, const ir::Node& n) { return ir::node_ref(g, n); }
 
+// Host copy of a device tensor, in its logical dtype.
+Tensor download_tensor(Executor& ex, const TensorRef& t) {
+  Tensor h(t.shape, t.dtype);
+  ex.download(*t.buf, t.offset, h.mutable_raw(), h.nbytes(), t.dtype);
+  return h;
+}
+
+// Uploads a host tensor (already in the node's dtype); errors name the tensor.
+void upload_tensor(Executor& ex, DeviceBuffer& buf, size_t offset, const Tensor& t, const std::string& what) {
+  try {
+    ex.upload(buf, offset, t.raw(), t.nbytes(), t.dtype());
+  } catch (const RuntimeError& e) {
+    throw RuntimeError(what + ": " + e.what());
+  }
+}
+
 void check_finite(Executor& ex, const TensorRef& t, const ir::Graph& g, const ir::Node& n, const ir::TypedShapes& ts) {
-  std::vector<float> v(t.numel());
-  ex.download(*t.buf, t.offset, v.data(), v.size());
+  if (!is_float(t.dtype)) return;  // integers and bool are always finite
+  std::vector<float> v = download_tensor(ex, t).to_vector();
   for (size_t i = 0; i < v.size(); ++i) {
     if (std::isfinite(v[i])) continue;
     std::string shapes;
@@ -133,14 +150,7 @@ void Session::set_input(const std::string& id, const Tensor& value) {
     throw InputError("--input " + id + ": got a " + dtype_name(have) + " tensor, the graph declares " + dtype_name(want));
   auto p = std::make_unique<PendingInput>();
   p->dtype = want;
-  if (have == want || want == DType::f32) {
-    p->host = value.with_dtype(want);
-  } else {
-    Tensor t(value.shape(), want);
-    float* d = t.mutable_data();
-    for (int64_t k = 0; k < value.numel(); ++k) d[k] = round_to_dtype(value.data()[k], want);
-    p->host = t;
-  }
+  p->host = value.astype(want);  // the declared dtype (integers exact, floats rounded to nearest even)
   inputs_[id] = std::move(p);
 }
 
@@ -154,6 +164,9 @@ void Session::feed(const std::string& out_id, const std::string& in_id) {
   if (i < 0 || graph_->nodes[i].op != Op::Input)
     throw InputError("--feed " + out_id + "=" + in_id + ": '" + in_id + "' is not an input of the graph");
   if (k >= (int)last_outputs_.size()) throw InputError("--feed: no run has produced '" + out_id + "' yet");
+  if (last_outputs_[k].dtype != graph_->nodes[i].dtype)
+    throw InputError("--feed " + out_id + "=" + in_id + ": '" + out_id + "' is " + dtype_name(last_outputs_[k].dtype) +
+                     ", input '" + in_id + "' is declared " + dtype_name(graph_->nodes[i].dtype));
   auto p = std::make_unique<PendingInput>();
   p->on_device = true;
   p->dev = last_outputs_[k];
@@ -178,8 +191,9 @@ TensorRef Session::leaf_ref(int i) {
   const Tensor& t = n.op == Op::Param ? params_.at(n.id) : n.constant;
   auto it = leaf_bufs_.find(i);
   if (it == leaf_bufs_.end()) {
-    auto buf = ex_.allocate(std::max<int64_t>(t.numel(), 1));
-    ex_.upload(*buf, 0, t.data(), t.numel());
+    auto buf = ex_.allocate(ex_.storage_bytes(std::max<int64_t>(t.numel(), 1), n.dtype));
+    upload_tensor(ex_, *buf, 0, t.dtype() == n.dtype ? t : t.astype(n.dtype),
+                  (n.op == Op::Param ? "param '" : "constant '") + n.id + "'");
     it = leaf_bufs_.emplace(i, std::move(buf)).first;
   }
   return {it->second.get(), 0, t.shape(), n.dtype};
@@ -209,26 +223,28 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
     const Shape& s = e->ts.shapes[i];
     root[i] = (int)i;
     if (node.op == Op::Input) {
-      e->owned.push_back(ex_.allocate(std::max<int64_t>(shape_numel(s), 1)));
+      e->owned.push_back(ex_.allocate(ex_.storage_bytes(std::max<int64_t>(shape_numel(s), 1), e->ts.dtypes[i])));
       e->where[i] = {e->owned.back().get(), 0, s, e->ts.dtypes[i]};
       e->input_refs[node.id] = e->where[i];
-      e->leaf_bytes += shape_numel(s) * 4;
+      e->leaf_bytes += ex_.storage_bytes(shape_numel(s), e->ts.dtypes[i]);
     } else if (node.op == Op::Param || node.op == Op::Constant) {
       int orig = graph_->find(node.id);
       if (orig >= 0 && graph_->nodes[orig].op == node.op) {
         e->where[i] = leaf_ref(orig);
       } else {  // a constant made by the optimiser
-        e->owned.push_back(ex_.allocate(std::max<int64_t>(node.constant.numel(), 1)));
-        ex_.upload(*e->owned.back(), 0, node.constant.data(), node.constant.numel());
-        e->where[i] = {e->owned.back().get(), 0, s, e->ts.dtypes[i]};
+        const DType dt = e->ts.dtypes[i];
+        e->owned.push_back(ex_.allocate(ex_.storage_bytes(std::max<int64_t>(node.constant.numel(), 1), dt)));
+        upload_tensor(ex_, *e->owned.back(), 0, node.constant.dtype() == dt ? node.constant : node.constant.astype(dt),
+                      "constant '" + node.id + "'");
+        e->where[i] = {e->owned.back().get(), 0, s, dt};
       }
-      e->leaf_bytes += shape_numel(s) * 4;
+      e->leaf_bytes += ex_.storage_bytes(shape_numel(s), e->ts.dtypes[i]);
     } else if (!e->fused[i] && passes::is_alias_node(node, e->ts, (int)i)) {
       root[i] = root[node.inputs[0]];
     } else {
       step[i] = (int)kernel_nodes.size();
       kernel_nodes.push_back((int)i);
-      life[i].size = std::max<int64_t>(shape_numel(s), 1);
+      life[i].size = ex_.storage_bytes(std::max<int64_t>(shape_numel(s), 1), e->ts.dtypes[i]);
       life[i].first = life[i].last = step[i];
     }
   }
@@ -236,7 +252,7 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
     for (int u : g.nodes[i].inputs) life[root[u]].last = std::max(life[root[u]].last, step[i]);
   for (int o : g.outputs) life[root[o]].last = INT_MAX;
   e->mp = passes::plan_memory(life);
-  if (e->mp.arena_floats > 0) e->arena = ex_.allocate(e->mp.arena_floats);
+  if (e->mp.arena_bytes > 0) e->arena = ex_.allocate(e->mp.arena_bytes);
   for (size_t i = 0; i < n; ++i) {
     if (step[i] >= 0) e->where[i] = {e->arena.get(), (size_t)e->mp.offsets[i], e->ts.shapes[i], e->ts.dtypes[i]};
     else if (root[i] != (int)i) {
@@ -247,8 +263,8 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
   }
   std::ostringstream text;
   text << fmt::format("plan ({} mode): {} nodes, {} kernels, arena {:.3f} MiB (without reuse {:.3f} MiB)\n",
-                      mode_name(mode), n, kernel_nodes.size(), e->mp.arena_floats * 4 / 1048576.0,
-                      e->mp.sum_floats * 4 / 1048576.0);
+                      mode_name(mode), n, kernel_nodes.size(), e->mp.arena_bytes / 1048576.0,
+                      e->mp.sum_bytes / 1048576.0);
   if (e->opt) {
     const auto& st = e->opt->stats;
     text << fmt::format("optimised: {} -> {} nodes; CSE merged {}, folded {}, simplified {}, scalars merged {}, "
@@ -265,12 +281,13 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
     k.output = e->where[i];
     k.label = k.fused ? "fused[" + e->opt->fused_members[i] + "]" : node_label(g, node);
     k.flops = k.fused ? (double)k.fused->code.size() * shape_numel(e->ts.shapes[i]) : ir::node_flops(g, i, e->ts);
-    k.bytes = 4.0 * shape_numel(e->ts.shapes[i]);
-    for (const auto& t : k.inputs) k.bytes += 4.0 * t.numel();
+    k.bytes = (double)ex_.storage_bytes(shape_numel(e->ts.shapes[i]), e->ts.dtypes[i]);
+    for (const auto& t : k.inputs) k.bytes += (double)ex_.storage_bytes(t.numel(), t.dtype);
     text << fmt::format("  k{:<4} {:<28} {:<40} out {:<20} @{} ({} bytes)\n", step[i],
                         k.fused ? "fused" : ir::op_name(node.op),
-                        k.fused ? k.fused->describe().substr(0, 40) : node.id, shape_str(k.output.shape),
-                        k.output.offset * 4, shape_numel(k.output.shape) * 4);
+                        k.fused ? k.fused->describe().substr(0, 40) : node.id,
+                        shape_str(k.output.shape) + (k.output.dtype == DType::f32 ? "" : std::string(" ") + dtype_name(k.output.dtype)),
+                        k.output.offset, ex_.storage_bytes(shape_numel(k.output.shape), k.output.dtype));
     if (k.fused) text << "        members: " << e->opt->fused_members[i] << "\n";
     e->kernels.push_back(std::move(k));
   }
@@ -296,7 +313,7 @@ void Session::bind_inputs(Exec& e) {
     } else if (!opts_.inputs_constant || p.uploaded_to != e.id) {
       // With inputs_constant, a host value is uploaded once per exec (its input buffer
       // is written by nothing else).
-      ex_.upload(*ref.buf, ref.offset, p.host.data(), p.host.numel());
+      upload_tensor(ex_, *ref.buf, ref.offset, p.host, "input '" + id + "'");
       p.uploaded_to = e.id;
     }
   }
@@ -314,22 +331,24 @@ std::vector<Tensor> Session::download_outputs(const std::vector<TensorRef>& refs
     const auto& r = refs[j];
     // Host storage is recycled once every tensor returned in it is gone (use_count 1:
     // only the pool holds it), which saves allocating and page-faulting it per run.
-    const int64_t n = std::max<int64_t>(r.numel(), 1);
-    std::shared_ptr<float> host;
+    const size_t bytes = (size_t)std::max<int64_t>(r.numel(), 0) * dtype_size(r.dtype);
+    const int64_t n = (int64_t)std::max<size_t>(bytes, 1);
+    std::shared_ptr<uint8_t> host;
     for (auto& [cap, buf] : host_pool_)
       if (cap == n && buf.use_count() == 1) {
         host = buf;
         break;
       }
     if (!host) {
-      host = std::shared_ptr<float>(new float[n], std::default_delete<float[]>());
+      host = std::shared_ptr<uint8_t>(new (std::align_val_t(64)) uint8_t[(n + 7) / 8 * 8],
+                                      [](uint8_t* q) { operator delete[](q, std::align_val_t(64)); });
       host_pool_.emplace_back(n, host);
       if (host_pool_.size() > 2 * refs.size() + 2) {  // bounded: forget a free buffer, else the oldest
         auto it = std::find_if(host_pool_.begin(), host_pool_.end() - 1, [](const auto& e) { return e.second.use_count() == 1; });
         host_pool_.erase(it == host_pool_.end() - 1 ? host_pool_.begin() : it);
       }
     }
-    ex_.download(*r.buf, r.offset, host.get(), r.numel());
+    ex_.download(*r.buf, r.offset, host.get(), bytes, r.dtype);
     outs.push_back(Tensor::borrow(r.shape, r.dtype, host.get(), host));
   }
   last_outputs_ = refs;
@@ -356,24 +375,25 @@ std::vector<Tensor> Session::run_planned(Exec& e, bool replay) {
   if (opts_.check_numerics)
     for (int o : e.g->outputs) check_finite(ex_, e.where[o], *e.g, e.g->nodes[o], e.ts);
   stats_.kernels = (int)e.kernels.size();
-  stats_.arena_bytes = e.mp.arena_floats * 4;
-  stats_.unplanned_bytes = e.mp.sum_floats * 4;
+  stats_.arena_bytes = e.mp.arena_bytes;
+  stats_.unplanned_bytes = e.mp.sum_bytes;
   stats_.peak_bytes = stats_.arena_bytes + e.leaf_bytes;
   plan_text_ = e.text;
   last_exec_ = &e;
   // Zero-copy outputs: when a compiled replay's outputs fill at least half of an arena the
   // executor can share (the CPU's), a copy would cost about as much as the kernels, so the
   // tensors returned share the arena's memory (read-only, as downloaded outputs are).
-  int64_t out_floats = 0;
+  int64_t out_bytes = 0;
   bool in_arena = replay && e.arena;
   for (const auto& r : refs) {
     in_arena = in_arena && r.buf == e.arena.get();
-    out_floats += r.numel();
+    out_bytes += (int64_t)ex_.storage_bytes(r.numel(), r.dtype);
   }
-  if (in_arena && 2 * out_floats >= e.mp.arena_floats) {
+  if (in_arena && 2 * out_bytes >= e.mp.arena_bytes) {
     if (auto mem = ex_.share_memory(*e.arena)) {
       std::vector<Tensor> outs;
-      for (const auto& r : refs) outs.push_back(Tensor::borrow(r.shape, r.dtype, mem.get() + r.offset, mem));
+      for (const auto& r : refs)
+        outs.push_back(Tensor::borrow(r.shape, r.dtype, static_cast<const uint8_t*>(mem.get()) + r.offset, mem));
       last_outputs_ = refs;
       return outs;
     }
@@ -402,7 +422,7 @@ std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
   auto release = [&](int u) {
     int r = root[u];
     if (--uses[r] == 0 && bufs[r]) {
-      live -= (int64_t)bufs[r]->floats * 4;
+      live -= (int64_t)bufs[r]->capacity;
       bufs[r].reset();
     }
   };
@@ -410,7 +430,7 @@ std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
     const ir::Node& node = g.nodes[i];
     const Shape& s = ts.shapes[i];
     if (node.op == Op::Input) {
-      bufs[i] = ex_.allocate(std::max<int64_t>(shape_numel(s), 1));
+      bufs[i] = ex_.allocate(ex_.storage_bytes(std::max<int64_t>(shape_numel(s), 1), ts.dtypes[i]));
       where[i] = {bufs[i].get(), 0, s, ts.dtypes[i]};
       auto& p = *inputs_.at(node.id);
       if (p.on_device) {
@@ -422,9 +442,9 @@ std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
         ex_.launch(k);
         ex_.flush();
       } else {
-        ex_.upload(*bufs[i], 0, p.host.data(), p.host.numel());
+        upload_tensor(ex_, *bufs[i], 0, p.host, "input '" + node.id + "'");
       }
-      live += shape_numel(s) * 4;
+      live += (int64_t)ex_.storage_bytes(shape_numel(s), ts.dtypes[i]);
       continue;
     }
     if (node.op == Op::Param || node.op == Op::Constant) {
@@ -438,8 +458,8 @@ std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
       where[i].dtype = ts.dtypes[i];
       continue;
     }
-    bufs[i] = ex_.allocate(std::max<int64_t>(shape_numel(s), 1));
-    live += (int64_t)bufs[i]->floats * 4;
+    bufs[i] = ex_.allocate(ex_.storage_bytes(std::max<int64_t>(shape_numel(s), 1), ts.dtypes[i]));
+    live += (int64_t)bufs[i]->capacity;
     peak = std::max(peak, live);
     where[i] = {bufs[i].get(), 0, s, ts.dtypes[i]};
     Kernel k;
@@ -456,7 +476,7 @@ std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
     for (int u : node.inputs) release(u);
   }
   int64_t leaf = 0;
-  for (const auto& [i, b] : leaf_bufs_) leaf += (int64_t)b->floats * 4;
+  for (const auto& [i, b] : leaf_bufs_) leaf += (int64_t)b->capacity;
   stats_.kernels = kernels;
   stats_.arena_bytes = 0;
   stats_.peak_bytes = peak + leaf;

@@ -100,7 +100,7 @@ class Session {
   std::unique_ptr<Exec> lazy_exec_;           // lazy mode's plan for this run
   std::vector<TensorRef> last_outputs_;
   std::vector<std::unique_ptr<DeviceBuffer>> eager_keep_;  // eager outputs kept for feeds
-  std::vector<std::pair<int64_t, std::shared_ptr<float>>> host_pool_;  // output storage, by size
+  std::vector<std::pair<int64_t, std::shared_ptr<uint8_t>>> host_pool_;  // output storage, by size in bytes
   RunStats stats_;
   int compiles_ = 0;
   std::string plan_text_;

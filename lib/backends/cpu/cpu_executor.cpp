@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string>
 
+#include "backends/cpu/access.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/thread_pool.h"
@@ -25,30 +26,30 @@
 #include "ir/op_registry.h"
 
 namespace rlx {
+
+namespace cpu {
+CpuBuffer::CpuBuffer(size_t n, bool f32) : f32_view(f32) {
+  capacity = n;
+  renew();
+}
+
+void CpuBuffer::renew() {
+  size_t cap = 0;
+  void* p = host_alloc(capacity, &cap);
+  if (!p) throw RuntimeError("out of host memory allocating " + std::to_string(capacity) + " bytes");
+  mem.reset(static_cast<uint8_t*>(p), [cap](uint8_t* q) { host_free(q, cap); });
+  data = mem.get();
+}
+}  // namespace cpu
+
 namespace {
 
 using ir::Op;
-
-class CpuBuffer : public DeviceBuffer {
- public:
-  explicit CpuBuffer(size_t n) {
-    floats = n;
-    renew();
-  }
-  // Fresh memory (64-byte aligned, recycled when large); the old block lives on
-  // while someone shares it (see Executor::share_memory).
-  void renew() {
-    size_t cap = 0;
-    float* p = cpu::host_alloc(floats, &cap);
-    if (!p) throw RuntimeError("out of host memory allocating " + std::to_string(floats * 4) + " bytes");
-    mem.reset(p, [cap](float* q) { cpu::host_free(q, cap); });
-    data = p;
-  }
-  std::shared_ptr<float> mem;
-  float* data = nullptr;  // mem.get()
-};
-
-float* ptr(const TensorRef& t) { return static_cast<CpuBuffer*>(t.buf)->data + t.offset; }
+using cpu::bytes;
+using cpu::CpuBuffer;
+using cpu::index_at;
+using cpu::ptr;
+using cpu::value_at;
 
 void parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   cpu::ThreadPool::global().parallel_for(n, grain, fn);
@@ -94,17 +95,157 @@ void run_elementwise(const Kernel& k) {
   cpu::run_fused(p, ins, ptr(k.output));
 }
 
+void strided_copy(const uint8_t* x, int64_t is, uint8_t* y, int64_t n, size_t es);
+
+// Converts between any dtypes (convert_elements' rules), in parallel chunks.
+void parallel_convert(const uint8_t* x, DType from, uint8_t* y, DType to, int64_t n) {
+  const size_t ei = dtype_size(from), eo = dtype_size(to);
+  parallel(n, 1 << 15, [&](int64_t b, int64_t e) { convert_elements(x + b * ei, from, y + b * eo, to, e - b); });
+}
+
 void run_cast(const Kernel& k) {
-  DType t = *parse_dtype(k.node->attrs.s("dtype"));
-  const float* x = ptr(k.inputs[0]);
-  float* y = ptr(k.output);
-  parallel(k.output.numel(), 1 << 14, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = round_to_dtype(x[i], t);
+  parallel_convert(bytes(k.inputs[0]), k.inputs[0].dtype, bytes(k.output), k.output.dtype, k.output.numel());
+}
+
+// Broadcasts (NumPy rules) elements of any dtype: each output row of the last axis is a
+// copy (or a fill, where the input's last axis is broadcast) from the input.
+void run_broadcast_copy(const Kernel& k) {
+  const Shape& os = k.output.shape;
+  const size_t es = dtype_size(k.output.dtype);
+  const int64_t total = k.output.numel();
+  if (total == 0) return;
+  const auto st = broadcast_strides(k.inputs[0].shape, os);
+  const size_t r = os.size();
+  const int64_t inner = r ? os[r - 1] : 1, rows = total / std::max<int64_t>(inner, 1);
+  const int64_t is = r ? st[r - 1] : 0;
+  const uint8_t* x = bytes(k.inputs[0]);
+  uint8_t* y = bytes(k.output);
+  parallel(rows, 64, [&](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      int64_t rem = row, off = 0;
+      for (size_t d = r - 1; d-- > 0;) {
+        off += (rem % os[d]) * st[d];
+        rem /= os[d];
+      }
+      uint8_t* dst = y + row * inner * es;
+      if (is == 0)
+        for (int64_t j = 0; j < inner; ++j) std::memcpy(dst + j * es, x + off * es, es);
+      else
+        strided_copy(x + off * es, is, dst, inner, es);
+    }
   });
 }
 
+// ---------------- integer elementwise (exact, in the integer's own arithmetic) ----------------
+template <class T>
+T int_unary(EwOp op, T a, const Kernel& k) {
+  switch (op) {
+    case EwOp::Neg: return (T)(0 - (std::make_unsigned_t<T>)a);  // wraps like two's complement
+    case EwOp::Abs: return a < 0 ? (T)(0 - (std::make_unsigned_t<T>)a) : a;
+    case EwOp::Square: return (T)((std::make_unsigned_t<T>)a * (std::make_unsigned_t<T>)a);
+    case EwOp::Relu: return a > 0 ? a : 0;
+    default: break;
+  }
+  throw RuntimeError(k.label + ": " + ir::op_name(k.node->op) + " is not defined on integer tensors (" +
+                     dtype_name(k.output.dtype) + "); cast to a float dtype first");
+}
+
+template <class T>
+T int_binary(EwOp op, T a, T b, const Kernel& k) {
+  using U = std::make_unsigned_t<T>;
+  switch (op) {
+    case EwOp::Add: return (T)((U)a + (U)b);
+    case EwOp::Sub: return (T)((U)a - (U)b);
+    case EwOp::Mul: return (T)((U)a * (U)b);
+    case EwOp::Div:  // truncation toward zero, as C++ and ONNX Div on integers
+      if (b == 0) throw RuntimeError(k.label + ": integer division by zero");
+      if (b == -1) return (T)(0 - (U)a);  // MIN / -1 wraps instead of trapping
+      return a / b;
+    case EwOp::Maximum: return a > b ? a : b;
+    case EwOp::Minimum: return a < b ? a : b;
+    default: break;
+  }
+  throw RuntimeError(k.label + ": " + ir::op_name(k.node->op) + " is not defined on integer tensors (" +
+                     dtype_name(k.output.dtype) + "); cast to a float dtype first");
+}
+
+template <class T>
+void run_int_elementwise_t(const Kernel& k) {
+  const Shape& os = k.output.shape;
+  const int64_t total = k.output.numel();
+  const EwOp op = ir::node_ew_op(*k.node);
+  const bool unary = ew_is_unary(op);
+  const T* a = cpu::typed<T>(k.inputs[0]);
+  const T* b = unary ? nullptr : cpu::typed<T>(k.inputs[1]);
+  T* y = cpu::typed<T>(k.output);
+  const auto sa = broadcast_strides(k.inputs[0].shape, os);
+  const auto sb = unary ? std::vector<int64_t>(os.size(), 0) : broadcast_strides(k.inputs[1].shape, os);
+  const bool plain = k.inputs[0].shape == os && (unary || k.inputs[1].shape == os);
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t ia = i, ib = i;
+    if (!plain) {
+      ia = ib = 0;
+      int64_t rem = i;
+      for (size_t d = os.size(); d-- > 0;) {
+        int64_t c = rem % os[d];
+        rem /= os[d];
+        ia += c * sa[d];
+        ib += c * sb[d];
+      }
+    }
+    y[i] = unary ? int_unary<T>(op, a[ia], k) : int_binary<T>(op, a[ia], b[ib], k);
+  }
+}
+
+// ---------------- the dtype adapter ----------------
+// Kernels that handle every dtype themselves (bytes moved, values exact); everything
+// else is an f32 kernel run through run_f32_adapted when a tensor is not f32.
+bool is_native(const Kernel& k) {
+  if (k.fused) return false;
+  switch (k.node->op) {
+    case Op::Reshape: case Op::Transpose: case Op::Narrow: case Op::Concat: case Op::BroadcastTo: case Op::Cast:
+    case Op::Embedding:
+      // Elements move unchanged: every input must already be in the output's dtype
+      // (the registry makes it so; embedding's indices are read by index_at).
+      for (size_t i = 0; i < k.inputs.size(); ++i)
+        if (k.inputs[i].dtype != k.output.dtype && k.node->op != Op::Cast && !(k.node->op == Op::Embedding && i == 1))
+          return false;
+      return true;
+    default: break;
+  }
+  const auto cat = ir::op_info(k.node->op).category;
+  if ((cat == ir::Category::Binary || cat == ir::Category::Unary) && is_integer(k.output.dtype)) {
+    for (const auto& t : k.inputs)
+      if (t.dtype != k.output.dtype) return false;
+    return true;
+  }
+  return false;
+}
+
+void run_int_elementwise(const Kernel& k) {
+  if (k.output.dtype == DType::i32) run_int_elementwise_t<int32_t>(k);
+  else run_int_elementwise_t<int64_t>(k);
+}
+
 // ---------------- shape ops ----------------
-void permute_copy(const float* x, const Shape& xs, const std::vector<int>& perm, float* y) {
+// Copies `n` elements of `es` bytes with a source stride of `is` elements.
+void strided_copy(const uint8_t* x, int64_t is, uint8_t* y, int64_t n, size_t es) {
+  if (is == 1) {
+    std::memcpy(y, x, n * es);
+    return;
+  }
+  switch (es) {
+    case 1: for (int64_t j = 0; j < n; ++j) y[j] = x[j * is]; break;
+    case 2: for (int64_t j = 0; j < n; ++j) reinterpret_cast<uint16_t*>(y)[j] = reinterpret_cast<const uint16_t*>(x)[j * is]; break;
+    case 4: for (int64_t j = 0; j < n; ++j) reinterpret_cast<uint32_t*>(y)[j] = reinterpret_cast<const uint32_t*>(x)[j * is]; break;
+    default: for (int64_t j = 0; j < n; ++j) std::memcpy(y + j * es, x + j * is * es, es); break;
+  }
+}
+
+// Transposes elements of `es` bytes (any dtype).
+void permute_copy(const void* xv, const Shape& xs, const std::vector<int>& perm, void* yv, size_t es) {
+  const uint8_t* x = static_cast<const uint8_t*>(xv);
+  uint8_t* y = static_cast<uint8_t*>(yv);
   size_t r = xs.size();
   Shape ys(r);
   for (size_t k = 0; k < r; ++k) ys[k] = xs[perm[k]];
@@ -122,9 +263,7 @@ void permute_copy(const float* x, const Shape& xs, const std::vector<int>& perm,
         off += (rem % ys[k]) * st[k];
         rem /= ys[k];
       }
-      float* dst = y + row * inner;
-      if (is == 1) std::memcpy(dst, x + off, inner * 4);
-      else for (int64_t j = 0; j < inner; ++j) dst[j] = x[off + j * is];
+      strided_copy(x + off * es, is, y + row * inner * es, inner, es);
     }
   });
 }
@@ -139,7 +278,7 @@ void run_transpose(const Kernel& k) {
   } else {
     for (int i = 0; i < r; ++i) perm[i] = r - 1 - i;
   }
-  permute_copy(ptr(k.inputs[0]), xs, perm, ptr(k.output));
+  permute_copy(bytes(k.inputs[0]), xs, perm, bytes(k.output), dtype_size(k.output.dtype));
 }
 
 void run_narrow(const Kernel& k) {
@@ -148,11 +287,12 @@ void run_narrow(const Kernel& k) {
   if (axis < 0) axis += (int)xs.size();
   Axis3 v = around(xs, axis);
   int64_t start = k.node->attrs.i("start"), len = k.output.shape[axis];
-  const float* x = ptr(k.inputs[0]);
-  float* y = ptr(k.output);
+  const size_t es = dtype_size(k.output.dtype);
+  const uint8_t* x = bytes(k.inputs[0]);
+  uint8_t* y = bytes(k.output);
   parallel(v.outer, 16, [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o)
-      std::memcpy(y + o * len * v.inner, x + (o * v.len + start) * v.inner, len * v.inner * 4);
+      std::memcpy(y + o * len * v.inner * es, x + (o * v.len + start) * v.inner * es, len * v.inner * es);
   });
 }
 
@@ -161,14 +301,15 @@ void run_concat(const Kernel& k) {
   int axis = (int)k.node->attrs.i("axis");
   if (axis < 0) axis += (int)ys.size();
   Axis3 v = around(ys, axis);
-  float* y = ptr(k.output);
+  const size_t es = dtype_size(k.output.dtype);
+  uint8_t* y = bytes(k.output);
   int64_t at = 0;
   for (const auto& in : k.inputs) {
     int64_t len = in.shape[axis];
-    const float* x = ptr(in);
+    const uint8_t* x = bytes(in);
     parallel(v.outer, 16, [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o)
-        std::memcpy(y + (o * v.len + at) * v.inner, x + o * len * v.inner, len * v.inner * 4);
+        std::memcpy(y + (o * v.len + at) * v.inner * es, x + o * len * v.inner * es, len * v.inner * es);
     });
     at += len;
   }
@@ -177,21 +318,31 @@ void run_concat(const Kernel& k) {
 void run_embedding(const Kernel& k) {
   const Shape& ts = k.inputs[0].shape;
   int64_t V = ts[0], D = ts[1], n = k.inputs[1].numel();
-  const float* table = ptr(k.inputs[0]);
-  const float* idx = ptr(k.inputs[1]);
-  float* y = ptr(k.output);
+  const size_t row = (size_t)D * dtype_size(k.output.dtype);  // the table's dtype is the output's
+  const uint8_t* table = bytes(k.inputs[0]);
+  const TensorRef& idx = k.inputs[1];
+  const bool float_idx = is_float(cpu::stored_dtype(idx));
   for (int64_t i = 0; i < n; ++i) {
-    float f = idx[i];
-    if (!(f >= 0 && f < (float)V) || f != std::floor(f)) {
-      // Printed as a double: (int64_t)f is undefined for |f| >= 2^63 (an i64 index near INT64_MAX is 2^63 as f32).
-      char shown[64];
-      std::snprintf(shown, sizeof shown, "%.0f", (double)f);
+    bool ok;
+    std::string shown;
+    if (float_idx) {
+      double f = value_at(idx, i);
+      ok = f >= 0 && f < (double)V && f == std::floor(f);
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.0f", f);
+      shown = buf;
+    } else {
+      int64_t j = index_at(idx, i);
+      ok = j >= 0 && j < V;
+      shown = std::to_string(j);
+    }
+    if (!ok)
       throw RuntimeError(k.label + ": index " + shown + " at position " + std::to_string(i) + " is outside [0, " +
                          std::to_string(V) + ")");
-    }
   }
+  uint8_t* y = bytes(k.output);
   parallel(n, 64, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) std::memcpy(y + i * D, table + (int64_t)idx[i] * D, D * 4);
+    for (int64_t i = b; i < e; ++i) std::memcpy(y + i * row, table + index_at(idx, i) * row, row);
   });
 }
 
@@ -213,7 +364,7 @@ void run_reduce(const Kernel& k) {
   std::vector<float> tmp;
   if (!identity) {
     tmp.resize(shape_numel(xs));
-    permute_copy(x, xs, perm, tmp.data());
+    permute_copy(x, xs, perm, tmp.data(), 4);
     x = tmp.data();
   }
   int64_t rows = k.output.numel();
@@ -415,7 +566,7 @@ void run_rope(const Kernel& k) {
   int64_t dims = a.has("dims") ? a.i("dims") : D, half = dims / 2;
   double base = a.f("base"), scale = a.f("scale");
   bool trad = a.b("traditional");
-  double offset = k.inputs.size() > 1 ? (double)ptr(k.inputs[1])[0] : (double)a.i("offset");
+  double offset = k.inputs.size() > 1 ? value_at(k.inputs[1], 0) : (double)a.i("offset");
   // cos/sin table [S, half] in double precision (positions can be large); the last
   // few tables are kept, so a replayed plan does not recompute them.
   auto table = rope_table(S, half, dims, base, scale, offset);
@@ -616,6 +767,7 @@ void run_node(const Kernel& k) {
   switch (ir::op_info(k.node->op).category) {
     case ir::Category::Binary: case ir::Category::Unary:
       if (k.node->op == Op::Cast) run_cast(k);
+      else if (is_integer(k.output.dtype) && is_native(k)) run_int_elementwise(k);
       else run_elementwise(k);
       return;
     case ir::Category::Reduce: run_reduce(k); return;
@@ -632,10 +784,11 @@ void run_node(const Kernel& k) {
     case ir::Category::Shape:
       switch (k.node->op) {
         case Op::Reshape:
-          if (ptr(k.output) != ptr(k.inputs[0])) std::memcpy(ptr(k.output), ptr(k.inputs[0]), k.output.numel() * 4);
+          if (bytes(k.output) != bytes(k.inputs[0]))
+            std::memcpy(bytes(k.output), bytes(k.inputs[0]), k.output.numel() * dtype_size(k.output.dtype));
           return;
         case Op::Transpose: run_transpose(k); return;
-        case Op::BroadcastTo: run_elementwise(k); return;
+        case Op::BroadcastTo: run_broadcast_copy(k); return;
         case Op::Narrow: run_narrow(k); return;
         case Op::Concat: run_concat(k); return;
         default: break;
@@ -646,40 +799,84 @@ void run_node(const Kernel& k) {
   throw RuntimeError(k.label + ": the CPU executor cannot run op " + ir::op_name(k.node->op));
 }
 
+void run_kernel_f32(const Kernel& k) {
+  if (k.fused) {
+    std::vector<const float*> ins;
+    for (const auto& t : k.inputs) ins.push_back(ptr(t));
+    cpu::run_fused(*k.fused, ins, ptr(k.output));
+  } else {
+    run_node(k);
+  }
+}
+
+// Runs an f32-only kernel on tensors of other dtypes: inputs not in f32 are converted into
+// f32 scratch (the TensorRef keeps its logical dtype, so e.g. attention still sees a bool
+// mask as bool), and the f32 result is rounded into the output's dtype (round on store).
+void run_f32_adapted(const Kernel& k) {
+  Kernel a = k;
+  std::vector<std::unique_ptr<CpuBuffer>> scratch;
+  auto f32_copy = [&](const TensorRef& t, bool fill) {
+    scratch.push_back(std::make_unique<CpuBuffer>((size_t)std::max<int64_t>(t.numel(), 1) * 4, true));
+    if (fill) parallel_convert(bytes(t), t.dtype, scratch.back()->data, DType::f32, t.numel());
+    return TensorRef{scratch.back().get(), 0, t.shape, t.dtype};
+  };
+  for (auto& t : a.inputs)
+    if (t.dtype != DType::f32) t = f32_copy(t, true);
+  const bool convert_out = k.output.dtype != DType::f32;
+  if (convert_out) a.output = f32_copy(k.output, false);
+  run_kernel_f32(a);
+  if (convert_out) parallel_convert(bytes(a.output), DType::f32, bytes(k.output), k.output.dtype, k.output.numel());
+}
+
+void run_kernel(const Kernel& k) {
+  if (is_native(k)) {
+    run_node(k);
+    return;
+  }
+  bool all_f32 = k.output.dtype == DType::f32;
+  for (const auto& t : k.inputs) all_f32 = all_f32 && t.dtype == DType::f32;
+  if (all_f32) run_kernel_f32(k);
+  else run_f32_adapted(k);
+}
+
 class CpuExecutor : public Executor {
  public:
   std::string name() const override { return "cpu"; }
   std::string description() const override {
     return "CPU, " + std::to_string(cpu::ThreadPool::global().size()) + " threads, OpenBLAS";
   }
-  std::unique_ptr<DeviceBuffer> allocate(size_t floats) override { return std::make_unique<CpuBuffer>(floats); }
-  void upload(DeviceBuffer& dst, size_t offset, const float* src, size_t n) override {
-    if (n) std::memcpy(static_cast<CpuBuffer&>(dst).data + offset, src, n * 4);
+  std::unique_ptr<DeviceBuffer> allocate(size_t n) override { return std::make_unique<CpuBuffer>(n); }
+  // Host memory holds every dtype as itself (storage_dtype is the logical dtype).
+  void upload(DeviceBuffer& dst, size_t offset, const void* src, size_t n, DType) override {
+    check(dst, offset, n, "upload");
+    if (n) std::memcpy(static_cast<CpuBuffer&>(dst).data + offset, src, n);
   }
-  void download(const DeviceBuffer& src, size_t offset, float* dst, size_t n) override {
-    if (n) std::memcpy(dst, static_cast<const CpuBuffer&>(src).data + offset, n * 4);
+  void download(const DeviceBuffer& src, size_t offset, void* dst, size_t n, DType) override {
+    check(src, offset, n, "download");
+    if (n) std::memcpy(dst, static_cast<const CpuBuffer&>(src).data + offset, n);
   }
   void launch(const Kernel& k) override {
     auto t0 = std::chrono::steady_clock::now();
-    if (k.fused) {
-      std::vector<const float*> ins;
-      for (const auto& t : k.inputs) ins.push_back(ptr(t));
-      cpu::run_fused(*k.fused, ins, ptr(k.output));
-    } else {
-      run_node(k);
-    }
+    run_kernel(k);
     if (profiling_) {
       double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       profile_.push_back({k.label, k.fused ? "fused" : ir::op_name(k.node->op), s, k.flops, k.bytes});
     }
   }
   void flush() override {}
-  std::shared_ptr<const float> share_memory(DeviceBuffer& buf) override {
-    return std::shared_ptr<const float>(static_cast<CpuBuffer&>(buf).mem);
+  std::shared_ptr<const void> share_memory(DeviceBuffer& buf) override {
+    return std::shared_ptr<const void>(static_cast<CpuBuffer&>(buf).mem);
   }
   void renew_if_shared(DeviceBuffer& buf) override {
     auto& b = static_cast<CpuBuffer&>(buf);
     if (b.mem.use_count() > 1) b.renew();
+  }
+
+ private:
+  static void check(const DeviceBuffer& b, size_t offset, size_t n, const char* what) {
+    if (offset + n > b.capacity)
+      throw RuntimeError(std::string("internal: ") + what + " of " + std::to_string(n) + " bytes at offset " +
+                         std::to_string(offset) + " overruns a buffer of " + std::to_string(b.capacity) + " bytes");
   }
 };
 

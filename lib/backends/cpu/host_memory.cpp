@@ -15,7 +15,7 @@ constexpr size_t kCacheLimit = size_t(1) << 30;     // bytes of free blocks kept
 
 struct Cache {
   std::mutex mu;
-  std::multimap<size_t, float*> free;  // by capacity in floats
+  std::multimap<size_t, void*> free;  // by capacity in bytes
   size_t cached_bytes = 0, hits = 0, misses = 0;
 };
 
@@ -24,45 +24,45 @@ Cache& cache() {
   return *c;
 }
 
-float* raw_alloc(size_t bytes, size_t align) {
+void* raw_alloc(size_t bytes, size_t align) {
   void* p = nullptr;
   if (posix_memalign(&p, align, bytes)) return nullptr;
-  return static_cast<float*>(p);
+  return p;
 }
 
 }  // namespace
 
-float* host_alloc(size_t floats, size_t* capacity) {
-  size_t bytes = (floats ? floats : 1) * sizeof(float);
+void* host_alloc(size_t bytes, size_t* capacity) {
+  bytes = ((bytes ? bytes : 1) + 63) / 64 * 64;
   if (bytes < kLarge) {
-    *capacity = bytes / sizeof(float);
-    return raw_alloc((bytes + 63) / 64 * 64, 64);
+    *capacity = bytes;
+    return raw_alloc(bytes, 64);
   }
   bytes = (bytes + kHuge - 1) / kHuge * kHuge;
   Cache& c = cache();
   {
     std::lock_guard<std::mutex> l(c.mu);
     // The smallest cached block that fits and wastes at most a quarter.
-    auto it = c.free.lower_bound(bytes / sizeof(float));
-    if (it != c.free.end() && it->first * sizeof(float) <= bytes + bytes / 4) {
-      float* p = it->second;
+    auto it = c.free.lower_bound(bytes);
+    if (it != c.free.end() && it->first <= bytes + bytes / 4) {
+      void* p = it->second;
       *capacity = it->first;
-      c.cached_bytes -= it->first * sizeof(float);
+      c.cached_bytes -= it->first;
       c.free.erase(it);
       c.hits++;
       return p;
     }
     c.misses++;
   }
-  float* p = raw_alloc(bytes, kHuge);
+  void* p = raw_alloc(bytes, kHuge);
   if (p) madvise(p, bytes, MADV_HUGEPAGE);
-  *capacity = bytes / sizeof(float);
+  *capacity = bytes;
   return p;
 }
 
-void host_free(float* p, size_t capacity) {
+void host_free(void* p, size_t capacity) {
   if (!p) return;
-  size_t bytes = capacity * sizeof(float);
+  size_t bytes = capacity;
   if (bytes < kLarge) {
     std::free(p);
     return;
@@ -72,7 +72,7 @@ void host_free(float* p, size_t capacity) {
   // Make room by dropping the largest cached blocks first.
   while (c.cached_bytes + bytes > kCacheLimit && !c.free.empty()) {
     auto last = std::prev(c.free.end());
-    c.cached_bytes -= last->first * sizeof(float);
+    c.cached_bytes -= last->first;
     std::free(last->second);
     c.free.erase(last);
   }

@@ -9,10 +9,11 @@
 
 namespace rlx::cpu {
 
-// At least `floats` floats (contents undefined); `capacity` receives the block's size.
-float* host_alloc(size_t floats, size_t* capacity);
+// At least `bytes` bytes, 64-byte aligned (contents undefined); `capacity` receives the
+// block's size in bytes.
+void* host_alloc(size_t bytes, size_t* capacity);
 // Returns a block from host_alloc (with its capacity).
-void host_free(float* p, size_t capacity);
+void host_free(void* p, size_t capacity);
 
 struct HostMemoryStats {
   size_t cached_bytes = 0, hits = 0, misses = 0;

@@ -193,7 +193,7 @@ class Stream {
 
   // Device memory that lives as long as this stream's recorded commands.
   TensorRef scratch(MemoryPool& mem, int64_t floats) {
-    scratch_.push_back(mem.allocate((size_t)floats));
+    scratch_.push_back(mem.allocate((size_t)floats * 4));
     return {scratch_.back().get(), 0, {floats}, DType::f32};
   }
 
@@ -303,18 +303,37 @@ class VulkanExecutor final : public Executor {
   std::string name() const override { return "vulkan"; }
   std::string description() const override { return dev_.description(); }
 
-  std::unique_ptr<DeviceBuffer> allocate(size_t floats) override { return mem_.allocate(floats); }
+  std::unique_ptr<DeviceBuffer> allocate(size_t bytes) override { return mem_.allocate(bytes); }
 
-  void upload(DeviceBuffer& dst, size_t offset, const float* src, size_t n) override {
+  // Phase 1: device memory holds f32 for every logical dtype (the shaders read f32 storage
+  // buffers); upload converts the host elements to f32 and download converts back.
+  DType storage_dtype(DType) const override { return DType::f32; }
+
+  void upload(DeviceBuffer& dst, size_t offset, const void* src, size_t bytes, DType dtype) override {
     if (!live_->empty()) flush();  // queued kernels must see the old contents
-    const auto& b = checked(dst, offset, n, "upload");
-    mem_.write(b, offset * 4, src, n * 4);
+    const size_t n = bytes / dtype_size(dtype);
+    const auto& b = checked(dst, offset, n * 4, "upload");
+    if (dtype == DType::f32) {
+      mem_.write(b, offset, src, bytes);
+      return;
+    }
+    if (is_integer(dtype)) check_exact_in_f32(src, dtype, n);
+    std::vector<float> tmp(n);
+    convert_elements(src, dtype, tmp.data(), DType::f32, (int64_t)n);
+    mem_.write(b, offset, tmp.data(), n * 4);
   }
 
-  void download(const DeviceBuffer& src, size_t offset, float* dst, size_t n) override {
+  void download(const DeviceBuffer& src, size_t offset, void* dst, size_t bytes, DType dtype) override {
     if (!live_->empty()) flush();
-    const auto& b = checked(src, offset, n, "download");
-    mem_.read(b, offset * 4, dst, n * 4);
+    const size_t n = bytes / dtype_size(dtype);
+    const auto& b = checked(src, offset, n * 4, "download");
+    if (dtype == DType::f32) {
+      mem_.read(b, offset, dst, bytes);
+      return;
+    }
+    std::vector<float> tmp(n);
+    mem_.read(b, offset, tmp.data(), n * 4);
+    convert_elements(tmp.data(), DType::f32, dst, dtype, (int64_t)n);
   }
 
   void launch(const Kernel& k) override {
@@ -365,10 +384,21 @@ class VulkanExecutor final : public Executor {
 
  private:
   const VulkanBuffer& checked(const DeviceBuffer& b, size_t offset, size_t n, const char* what) const {
-    if (offset + n > b.floats)
-      throw RuntimeError(std::string("internal: ") + what + " of " + std::to_string(n) + " floats at offset " +
-                         std::to_string(offset) + " overruns a buffer of " + std::to_string(b.floats));
+    if (offset + n > b.capacity)
+      throw RuntimeError(std::string("internal: ") + what + " of " + std::to_string(n) + " bytes at offset " +
+                         std::to_string(offset) + " overruns a buffer of " + std::to_string(b.capacity) + " bytes");
     return static_cast<const VulkanBuffer&>(b);
+  }
+
+  // Integers travel as f32 on the device (phase 1): refuse one f32 cannot hold exactly.
+  static void check_exact_in_f32(const void* src, DType dtype, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t v = element_as_i64(src, dtype, (int64_t)i);
+      if (v > (1 << 24) || v < -(1 << 24))
+        throw RuntimeError("integer value " + std::to_string(v) + " at element " + std::to_string(i) +
+                           " does not fit exactly in the Vulkan backend's f32 storage (|v| <= 2^24 = 16777216); "
+                           "run on the CPU (--backend cpu) for integers of this size");
+    }
   }
 
   std::unique_ptr<Stream> build(const std::vector<Kernel>& kernels, bool timed) {
@@ -426,7 +456,7 @@ class VulkanExecutor final : public Executor {
     std::memcpy(tab.block->mapped, t.data(), t.size() * 4);
     tab.view.block = tab.block.get();
     tab.view.bytes = t.size() * 4;
-    tab.view.floats = t.size();
+    tab.view.capacity = t.size() * 4;
     return tab.view;
   }
 

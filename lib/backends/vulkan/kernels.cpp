@@ -162,11 +162,12 @@ uint32_t Lowering::bind(Dispatch& d, const TensorRef& t, bool write) {
     d.bindings.push_back(env_.dummy);
     return 0;
   }
-  if (t.offset + (uint64_t)n > vb->floats)
-    fail("tensor " + shape_str(t.shape) + " at offset " + std::to_string(t.offset) + " overruns its buffer of " +
-         std::to_string(vb->floats) + " floats");
+  // Phase 1: every dtype is stored as f32 on the device (storage_dtype), offsets in bytes.
+  if (t.offset % 4 != 0 || t.offset + (uint64_t)n * 4 > vb->capacity)
+    fail("tensor " + shape_str(t.shape) + " at byte offset " + std::to_string(t.offset) + " overruns its buffer of " +
+         std::to_string(vb->capacity) + " bytes");
   const DeviceCaps& caps = env_.dev.caps;
-  VkDeviceSize start = vb->offset + t.offset * 4, bytes = (VkDeviceSize)n * 4;
+  VkDeviceSize start = vb->offset + t.offset, bytes = (VkDeviceSize)n * 4;
   VkDeviceSize base = start / caps.min_storage_align * caps.min_storage_align;
   VkDeviceSize range = start + bytes - base;
   if (range > caps.max_storage_range)

@@ -113,13 +113,13 @@ Block* MemoryPool::new_block(VkDeviceSize bytes, bool dedicated) {
   return blocks_.back().get();
 }
 
-std::unique_ptr<VulkanBuffer> MemoryPool::allocate(size_t floats) {
+std::unique_ptr<VulkanBuffer> MemoryPool::allocate(size_t capacity_bytes) {
   auto buf = std::make_unique<VulkanBuffer>();
-  buf->floats = floats;
+  buf->capacity = capacity_bytes;
   buf->pool = this;
   live_.insert(buf.get());
-  if (floats == 0) return buf;
-  VkDeviceSize bytes = round_up((VkDeviceSize)floats * 4, align_);
+  if (capacity_bytes == 0) return buf;
+  VkDeviceSize bytes = round_up((VkDeviceSize)capacity_bytes, align_);
   Block* blk = nullptr;
   VkDeviceSize off = 0;
   if (bytes > block_size_ / 2) {

@@ -40,7 +40,7 @@ class MemoryPool {
   ~MemoryPool();
 
   // Throws RuntimeError "out of device memory allocating N bytes on DEVICE".
-  std::unique_ptr<VulkanBuffer> allocate(size_t floats);
+  std::unique_ptr<VulkanBuffer> allocate(size_t capacity_bytes);
   void release(VulkanBuffer& b);
 
   // Host <-> device copies. The caller guarantees no queued GPU work touches the range.
