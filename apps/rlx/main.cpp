@@ -12,6 +12,7 @@
 
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
+#include "io/blob_cache.h"
 #include "ir/loader.h"
 #include "runtime/compare.h"
 #include "runtime/inspect.h"
@@ -62,6 +63,48 @@ void check_num_threads() {
   if (!note.empty()) std::cerr << note << "\n";
 }
 
+// ---------------- the persistent compile cache (docs/cache.md) ----------------
+bool g_cache_verbose = false;
+
+// Installs the process's compile cache from the environment, unless --no-cache.
+void install_cache(bool no_cache, bool verbose) {
+  g_cache_verbose = verbose;
+  io::CacheSettings cs = io::cache_settings_from_env();
+  if (no_cache) cs.enabled = false, cs.disabled_why = "--no-cache";
+  if (!cs.enabled) {
+    if (verbose) std::cerr << "compile cache: off (" << cs.disabled_why << ")\n";
+    return;
+  }
+  io::set_active_cache(std::make_unique<io::BlobCache>(cs.dir, cs.max_bytes));
+}
+
+// After a command: warnings about the cache always, notes and a summary with --verbose.
+void report_cache() {
+  io::CacheLog& l = io::cache_log();
+  for (const auto& w : l.warnings) std::cerr << "warning: " << w << "\n";
+  io::BlobCache* c = io::active_cache();
+  if (!g_cache_verbose || !c) return;
+  for (const auto& n : l.notes) std::cerr << n << "\n";
+  std::cerr << fmt::format("compile cache: {} hit(s), {} miss(es), {} stored ({})\n", l.hits, l.misses, l.stores, c->dir());
+}
+
+std::string cache_info_text(const io::CacheSettings& cs) {
+  io::BlobCache c(cs.dir, cs.max_bytes);
+  std::string s = "compile cache: " + (cs.dir.empty() ? std::string("(no location)") : cs.dir) +
+                  (cs.enabled ? "" : "  (off: " + cs.disabled_why + ")") + "\n";
+  io::BlobCache::Info i = c.info();
+  s += fmt::format("  {} entries, {:.2f} MiB of {:.0f} MiB (RLX_CACHE_MAX_MB)\n", i.entries, i.bytes / 1048576.0,
+                   cs.max_bytes / 1048576.0);
+  const std::map<std::string, std::string> what = {{"plan", "compiled plans"},
+                                                   {"spirv", "SPIR-V of fused Vulkan kernels"},
+                                                   {"vkpipeline", "Vulkan pipeline caches"}};
+  for (const auto& [k, nb] : i.kinds)
+    s += fmt::format("  {:<11} {:>5} entries {:>10.2f} MiB  {}\n", k, nb.first, nb.second / 1048576.0,
+                     what.count(k) ? what.at(k) : "");
+  s += "  build: " + io::build_id() + "\n";
+  return s;
+}
+
 // Flags shared by run, compare and bench.
 struct CommonFlags {
   Binding binding;
@@ -70,6 +113,7 @@ struct CommonFlags {
   std::string backend, mode;
   int device = -1;
   bool verbose = false;
+  bool no_cache = false;
 
   void add(CLI::App* app) {
     app->add_option("graph", binding.graph, "Graph file (JSON, rlx.graph version 1)")->required();
@@ -90,6 +134,7 @@ struct CommonFlags {
     app->add_option("--device", device, "Device index for the backend (default: $RLX_DEVICE or 0)")
         ->check(non_negative());
     app->add_flag("--verbose,-v", verbose, "Explain planning and compile-cache decisions on stderr");
+    app->add_flag("--no-cache", no_cache, "Do not read or write the persistent compile cache (as RLX_CACHE=0)");
   }
   void finish() {
     if (random_params_given || !random_params.empty()) {
@@ -100,6 +145,7 @@ struct CommonFlags {
       }
     }
     check_num_threads();
+    install_cache(no_cache, verbose);
     if (backend.empty()) backend = env_or("RLX_BACKEND", "cpu");
     if (device < 0) device = env_int("RLX_DEVICE", 0);
   }
@@ -367,6 +413,13 @@ int main(int argc, char** argv) {
   auto* devices = app.add_subcommand("devices", "List the devices each backend can use");
   devices->add_option("--backend", devices_backend, "cpu, vulkan or all")->capture_default_str();
 
+  auto* cache = app.add_subcommand("cache", "Show (info, the default) or empty (clear) the persistent compile cache");
+  auto* cache_info = cache->add_subcommand("info", "Where the cache is, its entries and size");
+  auto* cache_clear = cache->add_subcommand("clear", "Remove every entry");
+  cache->require_subcommand(0, 1);
+  cache->footer("Location: $RLX_CACHE_DIR, else $XDG_CACHE_HOME/rlx, else ~/.cache/rlx. RLX_CACHE=0 or --no-cache\n"
+                "turns it off; RLX_CACHE_MAX_MB caps its size (least recently used entries go first). See docs/cache.md.");
+
   const std::vector<std::string> args(argv + 1, argv + argc);
   // `rlx` alone prints the help (as git and cargo do); `rlx help [COMMAND]` too.
   if (args.empty()) {
@@ -408,9 +461,25 @@ int main(int argc, char** argv) {
       std::cerr << "error: " << what << "\n" << where << " --help shows the usage\n";
       return kExitBadInput;
     }
+    struct ReportCache {
+      ~ReportCache() { report_cache(); }
+    } report_at_exit;  // after the command's executor is gone (it saves the Vulkan pipeline cache)
     if (run->parsed()) return cmd_run(rf);
     if (compare->parsed()) return cmd_compare(cf);
     if (bench->parsed()) return cmd_bench(bf);
+    if (cache->parsed()) {
+      check_num_threads();
+      io::CacheSettings cs = io::cache_settings_from_env();
+      if (cache_clear->parsed()) {
+        if (cs.dir.empty()) throw InputError("rlx cache clear: no cache location (set RLX_CACHE_DIR, XDG_CACHE_HOME or HOME)");
+        io::BlobCache::Info i = io::BlobCache(cs.dir, cs.max_bytes).clear();
+        std::cout << fmt::format("removed {} entries ({:.2f} MiB) from {}\n", i.entries, i.bytes / 1048576.0, cs.dir);
+      } else {
+        (void)cache_info;
+        std::cout << cache_info_text(cs);
+      }
+      return 0;
+    }
     if (inspect->parsed()) {
       std::cout << inspect_text(inspect_graph, inspect_dims, inspect_dot);
       return 0;

@@ -81,9 +81,19 @@ inline std::string explain_unknown(CLI::App& app, const std::vector<std::string>
     return msg + "\nCommands: " + list + " (rlx --help shows what each does)";
   }
   const std::vector<std::string> names = flag_names(sub);
+  std::vector<std::string> subsubs;  // e.g. rlx cache info|clear
+  for (const CLI::App* s : sub->get_subcommands({})) subsubs.push_back(s->get_name());
   for (size_t i = k + 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--") break;
+    if (!subsubs.empty() && !a.empty() && a[0] != '-') {
+      if (std::find(subsubs.begin(), subsubs.end(), a) != subsubs.end()) continue;
+      std::string hint = closest(a, subsubs);
+      std::string list;
+      for (const auto& s : subsubs) list += (list.empty() ? "" : ", ") + s;
+      return "unknown command '" + a + "' for 'rlx " + sub->get_name() + "'" +
+             (hint.empty() ? "" : "; did you mean '" + hint + "'?") + "\nCommands: " + list;
+    }
     if (a.size() < 2 || a[0] != '-') continue;
     if (std::isdigit((unsigned char)a[1]) || a[1] == '.') continue;  // a negative number, e.g. --atol -1
     std::string name = a.substr(0, a.find('='));
