@@ -1,7 +1,8 @@
 #pragma once
 // Running the real rlx binary (RLX_BINARY) as a subprocess: exit code, stdout and stderr
 // apart, a chosen environment; several at once (start() + wait()). The rlx environment
-// variables of the caller are cleared so they cannot change a result.
+// variables of the caller are cleared so they cannot change a result (XDG_CACHE_HOME, where
+// the compile cache goes by default, is kept: ctest points it into the build tree).
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,7 +47,7 @@ class Child {
       ::close(fo);
       ::close(fe);
       for (const char* v : {"RLX_MLX_MODE", "RLX_BACKEND", "RLX_DEVICE", "RLX_DISABLE_COMPILE", "RLX_NUM_THREADS",
-                            "RLX_CACHE", "RLX_CACHE_DIR", "RLX_CACHE_MAX_MB", "XDG_CACHE_HOME"})
+                            "RLX_CACHE", "RLX_CACHE_DIR", "RLX_CACHE_MAX_MB"})
         ::unsetenv(v);
       for (const auto& [k, v] : o.env) ::setenv(k.c_str(), v.c_str(), 1);
       ::execv(argv[0], argv.data());
