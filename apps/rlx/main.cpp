@@ -67,10 +67,11 @@ void check_num_threads() {
 bool g_cache_verbose = false;
 
 // Installs the process's compile cache from the environment, unless --no-cache.
-void install_cache(bool no_cache, bool verbose) {
+void install_cache(bool no_cache, bool verbose, const std::string& off_why) {
   g_cache_verbose = verbose;
   io::CacheSettings cs = io::cache_settings_from_env();
   if (no_cache) cs.enabled = false, cs.disabled_why = "--no-cache";
+  if (!off_why.empty()) cs.enabled = false, cs.disabled_why = off_why;
   if (!cs.enabled) {
     if (verbose) std::cerr << "compile cache: off (" << cs.disabled_why << ")\n";
     return;
@@ -114,6 +115,7 @@ struct CommonFlags {
   int device = -1;
   bool verbose = false;
   bool no_cache = false;
+  std::string cache_off_why;  // set by commands that must not use the cache
 
   void add(CLI::App* app) {
     app->add_option("graph", binding.graph, "Graph file (JSON, rlx.graph version 1)")->required();
@@ -145,7 +147,7 @@ struct CommonFlags {
       }
     }
     check_num_threads();
-    install_cache(no_cache, verbose);
+    install_cache(no_cache, verbose, cache_off_why);
     if (backend.empty()) backend = env_or("RLX_BACKEND", "cpu");
     if (device < 0) device = env_int("RLX_DEVICE", 0);
   }
@@ -325,6 +327,8 @@ struct BenchFlags {
 };
 
 int cmd_bench(BenchFlags& f) {
+  // The first-run column measures a cold compile; warm starts: bench/cache_start.sh.
+  f.common.cache_off_why = "rlx bench measures cold compiles";
   f.common.finish();
   BenchOptions o;
   o.modes = parse_modes(f.modes);

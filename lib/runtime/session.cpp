@@ -585,7 +585,7 @@ std::vector<Tensor> Session::run(Mode mode) {
               << it->second->kernels.size() << " kernels, " << st.fused_groups << " fused groups\n";
       }
     } else if (opts_.verbose) {
-      log() << "compile cache hit: replaying the plan for " << sig << "\n";
+      log() << "in-memory plan reused: replaying the compiled plan for " << sig << "\n";
     }
     last_signature_ = sig;
     outs = run_planned(*it->second, true);
