@@ -360,6 +360,18 @@ TEST_F(CacheCli, NoCacheAndRlxCache0WriteNothing) {
   EXPECT_EQ(entries(path("xdg/rlx"), "plan").size(), 1u);
 }
 
+// A cache that cannot be written (its directory would be under a regular file): a warning,
+// and the run goes on with the right answer.
+TEST_F(CacheCli, UnwritableCacheWarnsAndRuns) {
+  std::ofstream(path("file")) << "x";
+  rlx::test::ProcOptions o;
+  o.env = {{"RLX_CACHE_DIR", path("file/cache")}};
+  Proc p = run_rlx(run_args(path("y.npy")), o);
+  ASSERT_EQ(p.code, 0) << show(p);
+  EXPECT_HAS(p.err, "warning: compile cache: could not store the plan");
+  expect_y(path("y.npy"));
+}
+
 // A damaged entry: a warning naming it, the right answer, and the entry rewritten.
 TEST_F(CacheCli, CorruptEntryIsIgnoredWithAWarningAndRebuilt) {
   ASSERT_EQ(run_rlx(run_args(path("y.npy")), env()).code, 0);
