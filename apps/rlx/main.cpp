@@ -11,7 +11,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "backends/cpu/thread_pool.h"
 #include "core/error.h"
+#include "io/blob_cache.h"
 #include "ir/loader.h"
 #include "runtime/compare.h"
 #include "runtime/inspect.h"
@@ -19,6 +21,7 @@
 #include "runtime/onnx_binding.h"
 #include "runtime/runner.h"
 #include "runtime/session.h"
+#include "suggest.h"
 
 using namespace rlx;
 
@@ -39,6 +42,72 @@ int env_int(const char* name, int fallback) {
   }
 }
 
+// A numeric flag that must not be negative (tolerances, counts, device indices).
+CLI::Validator non_negative() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        try {
+          size_t used = 0;
+          double d = std::stod(v, &used);
+          if (used == v.size() && d >= 0) return "";
+        } catch (...) {
+        }
+        return "expected a number >= 0, got '" + v + "'";
+      },
+      "NUMBER>=0");
+}
+
+// RLX_NUM_THREADS is checked before any work: not a positive integer is refused (exit 2),
+// a value above a few threads per core is capped with a note.
+void check_num_threads() {
+  std::string note;
+  cpu::parse_num_threads(std::getenv("RLX_NUM_THREADS"), &note);
+  if (!note.empty()) std::cerr << note << "\n";
+}
+
+// ---------------- the persistent compile cache (docs/cache.md) ----------------
+bool g_cache_verbose = false;
+
+// Installs the process's compile cache from the environment, unless --no-cache.
+void install_cache(bool no_cache, bool verbose, const std::string& off_why) {
+  g_cache_verbose = verbose;
+  io::CacheSettings cs = io::cache_settings_from_env();
+  if (no_cache) cs.enabled = false, cs.disabled_why = "--no-cache";
+  if (!off_why.empty()) cs.enabled = false, cs.disabled_why = off_why;
+  if (!cs.enabled) {
+    if (verbose) std::cerr << "compile cache: off (" << cs.disabled_why << ")\n";
+    return;
+  }
+  io::set_active_cache(std::make_unique<io::BlobCache>(cs.dir, cs.max_bytes));
+}
+
+// After a command: warnings about the cache always, notes and a summary with --verbose.
+void report_cache() {
+  io::CacheLog& l = io::cache_log();
+  for (const auto& w : l.warnings) std::cerr << "warning: " << w << "\n";
+  io::BlobCache* c = io::active_cache();
+  if (!g_cache_verbose || !c) return;
+  for (const auto& n : l.notes) std::cerr << n << "\n";
+  std::cerr << fmt::format("compile cache: {} hit(s), {} miss(es), {} stored ({})\n", l.hits, l.misses, l.stores, c->dir());
+}
+
+std::string cache_info_text(const io::CacheSettings& cs) {
+  io::BlobCache c(cs.dir, cs.max_bytes);
+  std::string s = "compile cache: " + (cs.dir.empty() ? std::string("(no location)") : cs.dir) +
+                  (cs.enabled ? "" : "  (off: " + cs.disabled_why + ")") + "\n";
+  io::BlobCache::Info i = c.info();
+  s += fmt::format("  {} entries, {:.2f} MiB of {:.0f} MiB (RLX_CACHE_MAX_MB)\n", i.entries, i.bytes / 1048576.0,
+                   cs.max_bytes / 1048576.0);
+  const std::map<std::string, std::string> what = {{"plan", "compiled plans"},
+                                                   {"spirv", "SPIR-V of fused Vulkan kernels"},
+                                                   {"vkpipeline", "Vulkan pipeline caches"}};
+  for (const auto& [k, nb] : i.kinds)
+    s += fmt::format("  {:<11} {:>5} entries {:>10.2f} MiB  {}\n", k, nb.first, nb.second / 1048576.0,
+                     what.count(k) ? what.at(k) : "");
+  s += "  build: " + io::build_id() + "\n";
+  return s;
+}
+
 // Flags shared by run, compare and bench.
 struct CommonFlags {
   Binding binding;
@@ -47,16 +116,18 @@ struct CommonFlags {
   std::string backend, mode;
   int device = -1;
   bool verbose = false;
+  bool no_cache = false;
+  std::string cache_off_why;  // set by commands that must not use the cache
 
   void add(CLI::App* app) {
     app->add_option("graph", binding.graph, "Graph file: rlx.graph version 1 JSON, or an ONNX model (recognised by content)")->required();
     app->add_option("--params,-p", binding.params,
                     "Parameter file: .safetensors, NAME.npy or a directory of NAME.npy (repeatable)\n"
-                    "  e.g. --params graphs/mlp.safetensors");
+                    "  e.g. --params graphs/mlp.safetensors")->allow_extra_args(false);
     app->add_option("--input,-i", binding.inputs,
                     "Input ID=SPEC (repeatable). SPEC: @x.npy | file.safetensors:NAME | 2x3xf32=1,2,3,4,5,6 | random[:SEED]\n"
-                    "  e.g. --input tokens=@graphs/tiny_llama.inputs/tokens.npy --input x=random:7");
-    app->add_option("--dim", binding.dims, "Size of a symbolic dimension for random inputs, NAME=SIZE (e.g. --dim batch=4)");
+                    "  e.g. --input tokens=@graphs/tiny_llama.inputs/tokens.npy --input x=random:7")->allow_extra_args(false);
+    app->add_option("--dim", binding.dims, "Size of a symbolic dimension for random inputs, NAME=SIZE (e.g. --dim batch=4)")->allow_extra_args(false);
     app->add_option("--random-params", random_params,
                     "Fill parameters missing from --params with seeded random values (optionally =SEED)")
         ->expected(0, 1)
@@ -64,11 +135,13 @@ struct CommonFlags {
         ->each([this](const std::string&) { random_params_given = true; })
         ->trigger_on_parse();
     app->add_option("--backend,-b", backend, "Executor: cpu or vulkan (default: $RLX_BACKEND or cpu)");
-    app->add_option("--device", device, "Device index for the backend (default: $RLX_DEVICE or 0)");
+    app->add_option("--device", device, "Device index for the backend (default: $RLX_DEVICE or 0)")
+        ->check(non_negative());
     app->add_flag("--verbose,-v", verbose, "Explain planning and compile-cache decisions on stderr");
     app->add_option("--dtype", binding.dtype,
                     "Run in half precision: bf16 or f16 (every f32 param, input and constant converted; ops\n"
                     "  on half operands compute in f32 and round to it). Default: the graph's dtypes");
+    app->add_flag("--no-cache", no_cache, "Do not read or write the persistent compile cache (as RLX_CACHE=0)");
   }
   void finish() {
     if (random_params_given || !random_params.empty()) {
@@ -78,6 +151,8 @@ struct CommonFlags {
         throw InputError("--random-params=" + random_params + ": the seed must be a non-negative integer");
       }
     }
+    check_num_threads();
+    install_cache(no_cache, verbose, cache_off_why);
     if (backend.empty()) backend = env_or("RLX_BACKEND", "cpu");
     if (device < 0) device = env_int("RLX_DEVICE", 0);
   }
@@ -267,6 +342,8 @@ struct BenchFlags {
 };
 
 int cmd_bench(BenchFlags& f) {
+  // The first-run column measures a cold compile; warm starts: bench/cache_start.sh.
+  f.common.cache_off_why = "rlx bench measures cold compiles";
   f.common.finish();
   BenchOptions o;
   o.modes = parse_modes(f.modes);
@@ -288,6 +365,7 @@ int cmd_bench(BenchFlags& f) {
 int main(int argc, char** argv) {
   CLI::App app{"rlx: run serialized ML graphs (rlx.graph v1) on the CPU or through Vulkan.\n"
                "Modes: eager | lazy (default) | compiled, from --mode or $RLX_MLX_MODE."};
+  app.name("rlx");  // the usage lines read "Usage: rlx run ...", whatever the path it was started by
   app.set_version_flag("--version", std::string("rlx ") + RLX_VERSION);
   app.require_subcommand(1);
 
@@ -295,15 +373,18 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "Run a graph and print or write its outputs");
   rf.common.add(run);
   run->add_option("--mode,-m", rf.common.mode, "eager | lazy | compiled (overrides $RLX_MLX_MODE; default lazy)");
-  run->add_option("--output,-o", rf.outputs, "Write output ID to FILE (.npy or .safetensors), ID=FILE (repeatable)\n  e.g. --output logits=out/logits.npy");
+  run->add_option("--output,-o", rf.outputs, "Write output ID to FILE (.npy or .safetensors), ID=FILE (repeatable)\n  e.g. --output logits=out/logits.npy")->allow_extra_args(false);
   run->add_option("--out-dir", rf.out_dir, "Write every output to DIR/ID.npy");
-  run->add_option("--expect", rf.expects, "Check output ID against SPEC (same forms as --input); exit 1 on mismatch\n  e.g. --expect y=@golden/y.npy");
-  run->add_option("--atol", rf.atol, "Absolute tolerance for --expect (|got-exp| <= atol + rtol*|exp|)")->capture_default_str();
-  run->add_option("--rtol", rf.rtol, "Relative tolerance for --expect")->capture_default_str();
+  run->add_option("--expect", rf.expects, "Check output ID against SPEC (same forms as --input); exit 1 on mismatch\n  e.g. --expect y=@golden/y.npy")->allow_extra_args(false);
+  run->add_option("--atol", rf.atol, "Absolute tolerance for --expect (|got-exp| <= atol + rtol*|exp|)")
+      ->check(non_negative())
+      ->capture_default_str();
+  run->add_option("--rtol", rf.rtol, "Relative tolerance for --expect")->check(non_negative())->capture_default_str();
   run->add_option("--repeat", rf.repeat, "Run N times with the same inputs (compiled mode replays)")->capture_default_str();
   run->add_option("--steps", rf.steps, "Run N steps, feeding outputs back as inputs (see --feed)")->capture_default_str();
-  run->add_option("--feed", rf.feeds, "Between steps, output OUT becomes input IN, on the device: OUT=IN (repeatable)\n  e.g. --steps 8 --feed next_offset=offset");
-  run->add_option("--top", rf.top, "Also print the K largest entries of each output's last row (e.g. next-token logits)");
+  run->add_option("--feed", rf.feeds, "Between steps, output OUT becomes input IN, on the device: OUT=IN (repeatable)\n  e.g. --steps 8 --feed next_offset=offset")->allow_extra_args(false);
+  run->add_option("--top", rf.top, "Also print the K largest entries of each output's last row (e.g. next-token logits)")
+      ->check(non_negative());
   run->add_flag("--json", rf.json, "Print a machine-readable JSON result on stdout");
   run->add_flag("--dump-plan", rf.dump_plan, "Print the execution plan (kernels, fused groups, buffers)");
   run->add_flag("--check-numerics", rf.check_numerics, "Stop at the first node that produces NaN or Inf (eager: per node)");
@@ -321,8 +402,8 @@ int main(int argc, char** argv) {
   compare->add_option("--modes", cf.modes, "Modes to run, comma-separated")->capture_default_str();
   compare->add_option("--backends", cf.backends, "Backends to run, comma-separated (cpu,vulkan)")->capture_default_str();
   compare->add_option("--reference", cf.reference, "MODE:BACKEND every combination is measured against")->capture_default_str();
-  compare->add_option("--atol", cf.atol, "Absolute tolerance")->capture_default_str();
-  compare->add_option("--rtol", cf.rtol, "Relative tolerance")->capture_default_str();
+  compare->add_option("--atol", cf.atol, "Absolute tolerance")->check(non_negative())->capture_default_str();
+  compare->add_option("--rtol", cf.rtol, "Relative tolerance")->check(non_negative())->capture_default_str();
   compare->add_flag("--json", cf.json, "JSON report");
   compare->add_flag("--csv", cf.csv, "CSV report");
   compare->footer("Example:\n  rlx compare graphs/llama_block.json -p graphs/llama_block.safetensors \\\n"
@@ -344,7 +425,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> inspect_dims;
   auto* inspect = app.add_subcommand("inspect", "Summarise a graph: ops, parameters, FLOPs, output shapes");
   inspect->add_option("graph", inspect_graph, "Graph file")->required();
-  inspect->add_option("--dim", inspect_dims, "Bind a symbolic dimension, NAME=SIZE, for shapes and FLOPs");
+  inspect->add_option("--dim", inspect_dims, "Bind a symbolic dimension, NAME=SIZE, for shapes and FLOPs")->allow_extra_args(false);
   inspect->add_flag("--dot", inspect_dot, "Print Graphviz DOT instead");
 
   Binding convert_binding;
@@ -366,16 +447,73 @@ int main(int argc, char** argv) {
   auto* devices = app.add_subcommand("devices", "List the devices each backend can use");
   devices->add_option("--backend", devices_backend, "cpu, vulkan or all")->capture_default_str();
 
+  auto* cache = app.add_subcommand("cache", "Show (info, the default) or empty (clear) the persistent compile cache");
+  auto* cache_info = cache->add_subcommand("info", "Where the cache is, its entries and size");
+  auto* cache_clear = cache->add_subcommand("clear", "Remove every entry");
+  cache->require_subcommand(0, 1);
+  cache->footer("Location: $RLX_CACHE_DIR, else $XDG_CACHE_HOME/rlx, else ~/.cache/rlx. RLX_CACHE=0 or --no-cache\n"
+                "turns it off; RLX_CACHE_MAX_MB caps its size (least recently used entries go first). See docs/cache.md.");
+
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  // `rlx` alone prints the help (as git and cargo do); `rlx help [COMMAND]` too.
+  if (args.empty()) {
+    std::cerr << app.help() << "error: give a command, e.g. rlx run GRAPH.json (rlx COMMAND --help for its options)\n";
+    return kExitBadInput;
+  }
+  if (args[0] == "help") {
+    if (args.size() == 1) {
+      std::cout << app.help();
+      return kExitOk;
+    }
+    for (const CLI::App* s : app.get_subcommands({}))
+      if (s->get_name() == args[1]) {
+        std::cout << s->help("rlx");
+        return kExitOk;
+      }
+    std::cerr << "error: " << cli::explain_unknown(app, {args[1]}) << "\n";
+    return kExitBadInput;
+  }
+
   try {
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-      int rc = app.exit(e);
-      return rc == 0 ? 0 : kExitBadInput;
+      if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+      std::string hint = cli::explain_unknown(app, args);
+      if (!hint.empty()) {
+        std::cerr << "error: " << hint << "\n";
+        return kExitBadInput;
+      }
+      // The parser's own message, in rlx's error form, with where to look.
+      std::string where = "rlx";
+      for (const auto& a : args)
+        for (const CLI::App* s : app.get_subcommands({}))
+          if (where == "rlx" && s->get_name() == a) where += " " + a;
+      std::string what = e.what();
+      if (e.get_name() == "RequiredError" && what == "graph is required")
+        what = "the graph file is required: " + where + " GRAPH.json [options]";
+      std::cerr << "error: " << what << "\n" << where << " --help shows the usage\n";
+      return kExitBadInput;
     }
+    struct ReportCache {
+      ~ReportCache() { report_cache(); }
+    } report_at_exit;  // after the command's executor is gone (it saves the Vulkan pipeline cache)
     if (run->parsed()) return cmd_run(rf);
     if (compare->parsed()) return cmd_compare(cf);
     if (bench->parsed()) return cmd_bench(bf);
+    if (cache->parsed()) {
+      check_num_threads();
+      io::CacheSettings cs = io::cache_settings_from_env();
+      if (cache_clear->parsed()) {
+        if (cs.dir.empty()) throw InputError("rlx cache clear: no cache location (set RLX_CACHE_DIR, XDG_CACHE_HOME or HOME)");
+        io::BlobCache::Info i = io::BlobCache(cs.dir, cs.max_bytes).clear();
+        std::cout << fmt::format("removed {} entries ({:.2f} MiB) from {}\n", i.entries, i.bytes / 1048576.0, cs.dir);
+      } else {
+        (void)cache_info;
+        std::cout << cache_info_text(cs);
+      }
+      return 0;
+    }
     if (inspect->parsed()) {
       std::cout << inspect_text(inspect_graph, inspect_dims, inspect_dot);
       return 0;

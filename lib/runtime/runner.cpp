@@ -22,8 +22,14 @@ namespace rlx {
 
 std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& flag) {
   auto eq = s.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
-    throw InputError(flag + " " + s + ": expected ID=VALUE, e.g. " + flag + " x=@x.npy");
+  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size()) {
+    // The example shows the form this flag takes.
+    std::string form = flag == "--output"  ? "ID=FILE, e.g. --output y=out/y.npy"
+                       : flag == "--dim"   ? "NAME=SIZE, e.g. --dim batch=4"
+                       : flag == "--feed"  ? "OUT=IN, e.g. --feed next_offset=offset"
+                                           : "ID=SPEC, e.g. " + flag + " x=@x.npy";
+    throw InputError(flag + " " + s + ": expected " + form);
+  }
   return {s.substr(0, eq), s.substr(eq + 1)};
 }
 
@@ -267,7 +273,14 @@ OutputPlan plan_outputs(const ir::Graph& g, const std::vector<std::string>& outp
   }
   if (!out_dir.empty()) {
     std::error_code ec;
-    if (!fs::is_directory(out_dir, ec)) throw InputError("--out-dir " + out_dir + ": not an existing directory");
+    // Created with its parents when missing (as `mkdir -p`); an existing non-directory is refused.
+    if (fs::exists(out_dir, ec) && !fs::is_directory(out_dir, ec))
+      throw InputError("--out-dir " + out_dir + ": exists and is not a directory");
+    if (!fs::is_directory(out_dir, ec)) {
+      fs::create_directories(out_dir, ec);
+      if (ec || !fs::is_directory(out_dir))
+        throw InputError("--out-dir " + out_dir + ": cannot create the directory" + (ec ? ": " + ec.message() : ""));
+    }
     for (size_t k = 0; k < g.outputs.size(); ++k)
       plan.push_back({(int)k, (fs::path(out_dir) / (g.nodes[g.outputs[k]].id + ".npy")).string()});
   }

@@ -13,7 +13,9 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "io/blob_cache.h"
 #include "ir/op_registry.h"
+#include "runtime/compile_cache.h"
 
 namespace rlx {
 
@@ -206,11 +208,50 @@ TensorRef Session::leaf_ref(int i) {
   return {it->second.get(), 0, t.shape(), n.dtype};
 }
 
+// Compiled mode's optimised graph: from the persistent cache when it holds this graph's plan
+// for these inputs and this device, else optimised now (and stored for the next process).
+std::unique_ptr<passes::OptimizedGraph> Session::optimized(const ir::TypedShapes& ts) {
+  io::BlobCache* cache = opts_.disk_cache ? io::active_cache() : nullptr;
+  if (!cache) return std::make_unique<passes::OptimizedGraph>(passes::optimize(*graph_, ts));
+  auto& clog = io::cache_log();
+  auto t0 = std::chrono::steady_clock::now();
+  const std::string device = ex_.name() == "cpu" ? "cpu" : ex_.description();  // plans do not depend on CPU threads
+  const std::string key = plan_cache_key(*graph_, signature(), ex_.name(), device);
+  io::BlobCache::Lookup hit = cache->get("plan", key);
+  auto ms = [&] { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(); };
+  std::string problem = hit.problem;
+  if (hit.data) {
+    std::string why;
+    if (auto og = deserialize_plan(*hit.data, &why)) {
+      og->graph.file = graph_->file;  // messages name this run's file
+      clog.hits++;
+      if (opts_.verbose)
+        log() << fmt::format("compile cache: hit: plan for {} read in {:.2f} ms ({})\n", signature(), ms(),
+                             cache->entry_path("plan", key));
+      return std::make_unique<passes::OptimizedGraph>(std::move(*og));
+    }
+    problem = cache->entry_path("plan", key) + ": " + why;
+  }
+  if (!problem.empty()) log() << "warning: compile cache: ignored a bad entry (" << problem << "); rebuilding it\n";
+  auto og = std::make_unique<passes::OptimizedGraph>(passes::optimize(*graph_, ts));
+  double opt_ms = ms();
+  std::string err;
+  bool stored = cache->put("plan", key, serialize_plan(*og), &err);
+  clog.misses++;
+  clog.stores += stored;
+  if (!stored) log() << "warning: compile cache: could not store the plan: " << err << "\n";
+  if (opts_.verbose)
+    log() << fmt::format("compile cache: miss: {}; optimised in {:.2f} ms{}\n",
+                         problem.empty() ? "no entry for this graph, inputs and device" : "bad entry", opt_ms,
+                         stored ? ", stored in " + cache->entry_path("plan", key) : "");
+  return og;
+}
+
 std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedShapes& ts0) {
   auto e = std::make_unique<Exec>();
   e->mode = mode;
   if (mode == Mode::Compiled) {
-    e->opt = std::make_unique<passes::OptimizedGraph>(passes::optimize(*graph_, ts0));
+    e->opt = optimized(ts0);
     e->g = &e->opt->graph;
     e->ts = e->opt->ts;
     e->fused = e->opt->fused;
@@ -551,7 +592,7 @@ std::vector<Tensor> Session::run(Mode mode) {
               << it->second->kernels.size() << " kernels, " << st.fused_groups << " fused groups\n";
       }
     } else if (opts_.verbose) {
-      log() << "compile cache hit: replaying the plan for " << sig << "\n";
+      log() << "in-memory plan reused: replaying the compiled plan for " << sig << "\n";
     }
     last_signature_ = sig;
     outs = run_planned(*it->second, true);

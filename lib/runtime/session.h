@@ -37,6 +37,9 @@ struct SessionOptions {
   // (`rlx bench` sets this; by default every run uploads, seeing in-place changes).
   bool inputs_constant = false;
   std::ostream* log = nullptr;   // notes (--verbose), default std::cerr
+  // Compiled plans go through the persistent compile cache (io::active_cache(), when the
+  // program installed one; docs/cache.md).
+  bool disk_cache = true;
 };
 
 struct RunStats {
@@ -79,6 +82,7 @@ class Session {
   struct Exec;
   struct PendingInput;
   std::unique_ptr<Exec> build_exec(Mode mode, const ir::TypedShapes& ts);
+  std::unique_ptr<passes::OptimizedGraph> optimized(const ir::TypedShapes& ts);
   ir::TypedShapes bind_shapes() const;
   std::string signature() const;
   TensorRef leaf_ref(int original_index);

@@ -1,17 +1,39 @@
 #include "backends/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <cctype>
+#include <climits>
 #include <cstdlib>
+#include <string>
+
+#include "core/error.h"
 
 namespace rlx::cpu {
 
-int default_num_threads() {
-  if (const char* e = std::getenv("RLX_NUM_THREADS")) {
-    int n = std::atoi(e);
-    if (n > 0) return n;
+int thread_cap() { return kMaxThreadsPerCore * (int)std::max(1u, std::thread::hardware_concurrency()); }
+
+int parse_num_threads(const char* value, std::string* note) {
+  const int cores = (int)std::max(1u, std::thread::hardware_concurrency());
+  if (!value || !*value) return cores;
+  std::string v = value;
+  bool digits = std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isdigit(c); });
+  if (!digits || v.find_first_not_of('0') == std::string::npos)
+    throw InputError("RLX_NUM_THREADS=" + v + ": expected a positive integer (a thread count, e.g. RLX_NUM_THREADS=" +
+                     std::to_string(cores) + "), or unset it to use every core");
+  const int cap = thread_cap();
+  // More digits than any sane count: compare lengths before converting, so huge values do not overflow.
+  std::string trimmed = v.substr(v.find_first_not_of('0'));
+  long long n = trimmed.size() > 9 ? LLONG_MAX : std::stoll(trimmed);
+  if (n > cap) {
+    if (note)
+      *note = "note: RLX_NUM_THREADS=" + v + " is more than " + std::to_string(kMaxThreadsPerCore) + " threads per core (" +
+              std::to_string(cores) + " core(s)); using " + std::to_string(cap);
+    return cap;
   }
-  return std::max(1u, std::thread::hardware_concurrency());
+  return (int)n;
 }
+
+int default_num_threads() { return parse_num_threads(std::getenv("RLX_NUM_THREADS"), nullptr); }
 
 ThreadPool::ThreadPool(int threads) {
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker(i); });

@@ -4,10 +4,19 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 namespace rlx::cpu {
+
+// RLX_NUM_THREADS: at most this many threads per core (more only adds contention).
+constexpr int kMaxThreadsPerCore = 4;
+// The pool size from RLX_NUM_THREADS's value (null/empty: one per core). Throws InputError
+// unless `value` is a positive integer; a value above kMaxThreadsPerCore x cores is capped,
+// with `*note` (when given) saying so.
+int parse_num_threads(const char* value, std::string* note);
+int default_num_threads();  // from the environment
 
 class ThreadPool {
  public:
@@ -29,7 +38,5 @@ class ThreadPool {
   uint64_t generation_ = 0;
   bool stop_ = false;
 };
-
-int default_num_threads();
 
 }  // namespace rlx::cpu

@@ -1,10 +1,12 @@
 #include "backends/vulkan/fused_codegen.h"
 
+#include <chrono>
 #include <cstring>
 #include <sstream>
 
 #include "backends/vulkan/ew_glsl.h"
 #include "backends/vulkan/glsl_compiler.h"
+#include "io/blob_cache.h"
 
 namespace rlx::vk {
 
@@ -87,7 +89,43 @@ std::string fused_glsl(const FusedProgram& p, const FusedLayout& l) {
 const Pipeline& FusedCodegen::pipeline(const FusedProgram& p, const FusedLayout& layout) {
   std::string key = "fused:" + p.key() + layout_key(layout);
   if (const Pipeline* hit = pipes_.find(key)) return *hit;
-  auto spirv = compile_compute_glsl(fused_glsl(p, layout), "fused kernel " + p.describe());
+  const std::string glsl = fused_glsl(p, layout);
+  // SPIR-V from the persistent cache (keyed by the GLSL itself and this build, so glslang
+  // and the generator are the same), else compiled now and stored.
+  io::BlobCache* disk = io::active_cache();
+  const std::string disk_key = "spirv\n" + io::build_id() + "\n" + glsl;
+  std::vector<uint32_t> spirv;
+  if (disk) {
+    io::BlobCache::Lookup hit = disk->get("spirv", disk_key);
+    if (hit.data) {
+      if (hit.data->size() % 4 == 0 && hit.data->size() >= 20) {
+        spirv.resize(hit.data->size() / 4);
+        std::memcpy(spirv.data(), hit.data->data(), hit.data->size());
+      }
+      if (spirv.empty() || spirv[0] != 0x07230203u) {  // the SPIR-V magic number
+        spirv.clear();
+        hit.problem = disk->entry_path("spirv", disk_key) + ": not SPIR-V";
+      }
+    }
+    if (!hit.problem.empty()) io::cache_log().warnings.push_back("compile cache: ignored a bad entry (" + hit.problem + "); rebuilding it");
+  }
+  if (!spirv.empty()) {
+    pipes_.stats.spirv_cached++;
+    io::cache_log().hits++;
+  } else {
+    auto t0 = std::chrono::steady_clock::now();
+    spirv = compile_compute_glsl(glsl, "fused kernel " + p.describe());
+    pipes_.stats.glslang_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    pipes_.stats.spirv_compiled++;
+    if (disk) {
+      io::cache_log().misses++;
+      std::string err;
+      if (disk->put("spirv", disk_key, std::string(reinterpret_cast<const char*>(spirv.data()), spirv.size() * 4), &err))
+        io::cache_log().stores++;
+      else
+        io::cache_log().warnings.push_back("compile cache: could not store SPIR-V: " + err);
+    }
+  }
   return pipes_.add(key, spirv, (uint32_t)p.input_shapes.size() + 1);
 }
 

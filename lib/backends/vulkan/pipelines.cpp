@@ -1,8 +1,12 @@
 #include "backends/vulkan/pipelines.h"
 
+#include <chrono>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
+#include "io/blob_cache.h"
 
 namespace rlx::vk {
 
@@ -16,13 +20,83 @@ const ShaderBlob* find_shader(const std::string& name) {
   return nullptr;
 }
 
+namespace {
+
+std::string uuid_hex(const uint8_t* u) {
+  std::string s;
+  for (int i = 0; i < VK_UUID_SIZE; ++i) s += fmt::format("{:02x}", u[i]);
+  return s;
+}
+
+// Why pipeline-cache data saved earlier does not belong to this device, or "" when it does
+// (VkPipelineCacheHeaderVersionOne: length, version, vendor, device, UUID).
+std::string header_problem(const std::string& d, const VkPhysicalDeviceProperties& p) {
+  if (d.size() < 32) return "shorter than its header";
+  uint32_t w[4];
+  std::memcpy(w, d.data(), 16);
+  if (w[0] < 32 || w[0] > d.size()) return "bad header length";
+  if (w[1] != VK_PIPELINE_CACHE_HEADER_VERSION_ONE) return "unknown header version";
+  if (w[2] != p.vendorID || w[3] != p.deviceID) return "another vendor or device";
+  if (std::memcmp(d.data() + 16, p.pipelineCacheUUID, VK_UUID_SIZE) != 0) return "another driver build (UUID)";
+  return "";
+}
+
+}  // namespace
+
 PipelineCache::PipelineCache(Device& dev) : dev_(dev) {
   VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  if (io::BlobCache* disk = io::active_cache()) {
+    VkPhysicalDeviceProperties p{};
+    dev.fn().vkGetPhysicalDeviceProperties(dev.phys, &p);
+    disk_key_ = fmt::format("vulkan pipeline cache\nvendor {:#x} device {:#x} driver {:#x} uuid {}\n{}\n{}", p.vendorID,
+                            p.deviceID, p.driverVersion, uuid_hex(p.pipelineCacheUUID), p.deviceName, dev.caps.driver);
+    io::BlobCache::Lookup hit = disk->get("vkpipeline", disk_key_);
+    std::string problem = hit.problem;
+    if (hit.data) {
+      problem = header_problem(*hit.data, p);
+      if (problem.empty()) loaded_data_ = std::move(*hit.data);
+      else problem = disk->entry_path("vkpipeline", disk_key_) + ": " + problem;
+    }
+    if (!problem.empty()) io::cache_log().warnings.push_back("compile cache: ignored a bad Vulkan pipeline cache (" + problem + ")");
+  }
+  if (!loaded_data_.empty()) {
+    ci.initialDataSize = loaded_data_.size();
+    ci.pInitialData = loaded_data_.data();
+    if (dev.fn().vkCreatePipelineCache(dev.dev, &ci, nullptr, &cache_) == VK_SUCCESS) {
+      stats.cache_loaded_bytes = loaded_data_.size();
+      return;
+    }
+    io::cache_log().warnings.push_back("compile cache: the driver refused the saved Vulkan pipeline cache; starting empty");
+    loaded_data_.clear();
+    ci.initialDataSize = 0;
+    ci.pInitialData = nullptr;
+  }
   vk_check(dev.fn().vkCreatePipelineCache(dev.dev, &ci, nullptr, &cache_), "vkCreatePipelineCache");
 }
 
 PipelineCache::~PipelineCache() {
   const VkFns& f = dev_.fn();
+  // Save what the driver cached, when pipelines were created and it changed (never throws).
+  io::BlobCache* disk = io::active_cache();
+  if (disk && cache_ && stats.pipelines > 0 && !disk_key_.empty()) {
+    size_t n = 0;
+    std::string data;
+    if (f.vkGetPipelineCacheData(dev_.dev, cache_, &n, nullptr) == VK_SUCCESS && n > 0) {
+      data.resize(n);
+      if (f.vkGetPipelineCacheData(dev_.dev, cache_, &n, data.data()) != VK_SUCCESS) data.clear();
+      data.resize(std::min(n, data.size()));
+    }
+    if (!data.empty() && data != loaded_data_) {
+      std::string err;
+      if (disk->put("vkpipeline", disk_key_, data, &err)) io::cache_log().stores++;
+      else io::cache_log().warnings.push_back("compile cache: could not store the Vulkan pipeline cache: " + err);
+    }
+  }
+  io::cache_log().notes.push_back(fmt::format(
+      "compile cache: vulkan: fused kernels: {} SPIR-V from the cache, {} compiled with glslang ({:.1f} ms); "
+      "{} pipeline(s) created in {:.1f} ms; pipeline cache: {} bytes loaded",
+      stats.spirv_cached, stats.spirv_compiled, stats.glslang_ms, stats.pipelines, stats.pipeline_ms,
+      stats.cache_loaded_bytes));
   for (auto& [k, p] : pipelines_) f.vkDestroyPipeline(dev_.dev, p->pipeline, nullptr);
   for (auto& [n, l] : layouts_) f.vkDestroyPipelineLayout(dev_.dev, l, nullptr);
   for (auto& [n, l] : set_layouts_) f.vkDestroyDescriptorSetLayout(dev_.dev, l, nullptr);
@@ -87,7 +161,10 @@ const Pipeline& PipelineCache::create(const std::string& key, const std::string&
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
   ci.layout = p->layout;
+  auto t0 = std::chrono::steady_clock::now();
   VkResult r = f.vkCreateComputePipelines(dev_.dev, cache_, 1, &ci, nullptr, &p->pipeline);
+  stats.pipeline_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  stats.pipelines++;
   f.vkDestroyShaderModule(dev_.dev, module, nullptr);
   vk_check(r, ("vkCreateComputePipelines(" + name + ")").c_str());
   return *(pipelines_[key] = std::move(p));

@@ -1,7 +1,10 @@
 #pragma once
 // Compute pipelines: embedded SPIR-V shaders (compiled from shaders/*.comp at
 // build time) specialised with specialization constants, and pipelines built
-// from SPIR-V generated at run time (fused kernels). Every pipeline uses the
+// from SPIR-V generated at run time (fused kernels). The VkPipelineCache is loaded
+// from and saved to the persistent compile cache (io/blob_cache.h, docs/cache.md),
+// keyed by vendor, device, driver version and pipelineCacheUUID, its header checked
+// against the device before the driver sees it. Every pipeline uses the
 // same scheme: set 0 holds N storage buffers at bindings 0..N-1, plus one
 // 128-byte push-constant range.
 #include <cstdint>
@@ -45,6 +48,15 @@ class PipelineCache {
 
   VkDescriptorSetLayout set_layout(uint32_t bindings);
 
+  // What start-up cost, for --verbose (docs/cache.md): fused kernels' SPIR-V read from the
+  // persistent cache or compiled with glslang, and pipelines created.
+  struct Stats {
+    int spirv_cached = 0, spirv_compiled = 0, pipelines = 0;
+    double glslang_ms = 0, pipeline_ms = 0;
+    size_t cache_loaded_bytes = 0;
+  };
+  Stats stats;
+
  private:
   const Pipeline& create(const std::string& key, const std::string& name, const uint32_t* code, size_t bytes,
                          uint32_t bindings, const std::vector<uint32_t>& spec);
@@ -52,6 +64,8 @@ class PipelineCache {
 
   Device& dev_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
+  std::string disk_key_;     // the persistent cache's key for this device's VkPipelineCache
+  std::string loaded_data_;  // what was loaded from it (not stored again unchanged)
   std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
   std::map<uint32_t, VkDescriptorSetLayout> set_layouts_;
   std::map<uint32_t, VkPipelineLayout> layouts_;

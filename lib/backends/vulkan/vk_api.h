@@ -59,6 +59,8 @@ namespace rlx::vk {
   X(vkDestroyShaderModule)              \
   X(vkCreatePipelineCache)              \
   X(vkDestroyPipelineCache)             \
+  X(vkGetPipelineCacheData)             \
+  X(vkMergePipelineCaches)              \
   X(vkCreateComputePipelines)           \
   X(vkDestroyPipeline)                  \
   X(vkCreatePipelineLayout)             \
