@@ -44,8 +44,8 @@ def build(G):
          desc="kernel as large as the input: a 1x1 output")
 
     conv("op_conv2d_f16_inputs", n((1, 4, 6, 5)).astype(np.float16), (n((6, 4, 3, 3)) / 6).astype(np.float16),
-         (n(6) * 0.1).astype(np.float16), pads=[1, 1, 1, 1],
-         desc="f16 x, weight and bias (computed in f32, f32 result)")
+         (n(6) * 0.1).astype(np.float16), pads=[1, 1, 1, 1], family="half_op_f16",
+         desc="f16 x, weight and bias (accumulated in f32, rounded to the f16 result)")
 
     # ---- conv_transpose2d ----
     r = rng_for("conv_transpose2d")

@@ -135,7 +135,7 @@ TEST_F(Cli, MistypedFlagSuggestsTheClosest) {
   // Nothing close: the unknown name is still named, without a wild guess.
   Proc p = refused({"run", g, "--input", kInput, "--zzzzzzzz"}, {"unknown option '--zzzzzzzz' for 'rlx run'"});
   EXPECT_FALSE(has(p.err, "did you mean")) << p.err;
-  p = refused({"frobnicate", g}, {"unknown command 'frobnicate'", "Commands: run, compare, bench, inspect, devices"});
+  p = refused({"frobnicate", g}, {"unknown command 'frobnicate'", "Commands: run, compare, bench, inspect, convert, onnx-ops, devices, cache"});
   EXPECT_FALSE(has(p.err, "did you mean")) << p.err;
   // A negative number as a value is not taken for a flag.
   refused({"run", g, "--input", kInput, "--atol", "-1"}, {"--atol", "expected a number >= 0, got '-1'"});

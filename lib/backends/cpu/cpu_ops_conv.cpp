@@ -6,8 +6,6 @@
 // Work is split over rlx's thread pool; each GEMM call is single-threaded.
 #include "backends/cpu/cpu_ops_conv.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -15,6 +13,7 @@
 #include <functional>
 #include <vector>
 
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
@@ -29,23 +28,11 @@ void parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_
   ThreadPool::global().parallel_for(n, grain, fn);
 }
 
-// While alive, OpenBLAS runs single-threaded (the callers parallelise over tiles).
-struct BlasSingleThreaded {
-  int saved = openblas_get_num_threads();
-  BlasSingleThreaded() {
-    if (saved != 1) openblas_set_num_threads(1);
-  }
-  ~BlasSingleThreaded() {
-    if (saved != 1) openblas_set_num_threads(saved);
-  }
-};
-
-// The one GEMM call of these kernels: row-major C[M, N] = op(A)[M, K] · B[K, N] + beta · C,
-// op(A) = A or Aᵀ. Single-threaded. (To move onto backends/cpu/gemm.h when it lands.)
+// The one GEMM call of these kernels: row-major C[M, N] = op(A)[M, K] · B[K, N], op(A) = A or Aᵀ,
+// on the calling thread (the callers parallelise over tiles), through the backend's GEMM interface.
 void gemm(bool trans_a, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
-          float beta, float* C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.f, A,
-              (int)lda, B, (int)ldb, beta, C, (int)ldc);
+          float* C, int64_t ldc) {
+  cpu::gemm(trans_a, false, M, N, K, 1.f, A, lda, B, ldb, C, ldc, {}, Threads::Single);
 }
 
 ir::Conv2dGeom geom(const Kernel& k) {
@@ -160,7 +147,6 @@ void run_conv2d(const Kernel& k, TensorPtr ptr) {
     T = std::min(T, OHW);
   }
   const int64_t tiles = (OHW + T - 1) / T;
-  BlasSingleThreaded single;
   parallel(planes * tiles, 1, [&](int64_t b, int64_t e) {
     thread_local std::vector<float> col;
     for (int64_t t = b; t < e; ++t) {
@@ -179,9 +165,12 @@ void run_conv2d(const Kernel& k, TensorPtr ptr) {
         B = col.data();
         ldb = tn;
       }
-      if (bias)
-        for (int64_t m = 0; m < g.Mg; ++m) std::fill(yg + m * OHW, yg + m * OHW + tn, bias[grp * g.Mg + m]);
-      gemm(false, g.Mg, tn, K, w + grp * g.Mg * K, K, B, ldb, bias ? 1.f : 0.f, yg, OHW);
+      gemm(false, g.Mg, tn, K, w + grp * g.Mg * K, K, B, ldb, yg, OHW);
+      if (bias)  // per output channel (a row of this tile), added while the tile is in cache
+        for (int64_t m = 0; m < g.Mg; ++m) {
+          const float bm = bias[grp * g.Mg + m];
+          for (float *p = yg + m * OHW, *pe = p + tn; p < pe; ++p) *p += bm;
+        }
     }
   });
 }
@@ -200,7 +189,6 @@ void run_conv_transpose2d(const Kernel& k, TensorPtr ptr) {
     throw RuntimeError(k.label + ": conv_transpose2d too large for the BLAS interface (32-bit sizes)");
   // cols[(m, kh, kw), i] = sum_c w[c, m, kh, kw] x[c, i] for the group's channels c.
   std::vector<float> cols((size_t)R * HW);
-  BlasSingleThreaded single;
   const int64_t threads = ThreadPool::global().size();
   const int64_t T = std::max<int64_t>(16, std::min<int64_t>(HW, (HW + 2 * threads - 1) / (2 * threads)));
   const int64_t tiles = (HW + T - 1) / T;
@@ -213,7 +201,7 @@ void run_conv_transpose2d(const Kernel& k, TensorPtr ptr) {
         parallel(tiles, 1, [&](int64_t b, int64_t e) {
           for (int64_t t = b; t < e; ++t) {
             const int64_t i0 = t * T, tn = std::min(T, HW - i0);
-            gemm(true, R, tn, g.Cg, wg, R, xg + i0, HW, 0.f, cols.data() + i0, HW);
+            gemm(true, R, tn, g.Cg, wg, R, xg + i0, HW, cols.data() + i0, HW);
           }
         });
       // col2im: each output channel's plane gathers its own taps (no races).
