@@ -62,6 +62,17 @@ struct Rewriter {
   int in(int i, int k) const { return w.nodes[i].inputs[k]; }
   bool f32(int i) const { return w.dtypes[i] == DType::f32; }
   bool leaf(int i) const { return op(i) == Op::Param || op(i) == Op::Constant; }
+  // An attribute with its registry default when absent (graphs are loaded with defaults filled;
+  // this keeps the matchers safe on any graph).
+  bool flag(int i, const char* name) const { return w.nodes[i].attrs.has(name) && w.nodes[i].attrs.b(name); }
+  std::vector<int64_t> perm_of(int i) const {
+    const int r = (int)shape(in(i, 0)).size();
+    std::vector<int64_t> p(r);
+    if (w.nodes[i].attrs.has("perm")) p = w.nodes[i].attrs.ints("perm");
+    else for (int k = 0; k < r; ++k) p[k] = r - 1 - k;
+    for (auto& e : p) e = e < 0 ? e + r : e;
+    return p;
+  }
 
   // The live users of i.
   std::vector<int> live_users(int i) const {
@@ -112,7 +123,7 @@ struct Rewriter {
     if (op(i) != Op::Mean || !f32(i)) return -1;
     const Node& n = w.nodes[i];
     const int r = (int)shape(in(i, 0)).size();
-    if (r < 1 || !n.attrs.has("axes") || !n.attrs.b("keepdims")) return -1;
+    if (r < 1 || !n.attrs.has("axes") || !flag(i, "keepdims")) return -1;
     const auto& ax = n.attrs.ints("axes");
     if (ax.size() != 1 || (ax[0] < 0 ? ax[0] + r : ax[0]) != r - 1) return -1;
     return in(i, 0);
@@ -390,11 +401,11 @@ struct Rewriter {
   bool linear(int root) {
     int mm, b;
     auto is_mm = [&](int k) {
-      return op(k) == Op::Matmul && !node(k).attrs.b("transpose_a") && leaf(in(k, 1)) && shape(in(k, 1)).size() == 2;
+      return op(k) == Op::Matmul && !flag(k, "transpose_a") && leaf(in(k, 1)) && shape(in(k, 1)).size() == 2;
     };
     if (!f32(root) || !either(root, Op::Add, is_mm, &mm, &b)) return false;
     const int x = in(mm, 0), B = in(mm, 1);
-    const bool tb = node(mm).attrs.b("transpose_b");
+    const bool tb = flag(mm, "transpose_b");
     const int64_t N = shape(mm).back();
     if (!f32(mm) || !f32(x) || !f32(B) || shape(x).empty() || !last_axis_vector(b, N) || shape(root) != shape(mm))
       return false;
@@ -413,8 +424,8 @@ struct Rewriter {
   int untranspose(int kt) {
     const int r = (int)shape(kt).size();
     if (op(kt) == Op::Transpose) {
-      std::vector<int64_t> p = node(kt).attrs.ints("perm");
-      for (auto& e : p) e = e < 0 ? e + r : e;
+      std::vector<int64_t> p = perm_of(kt);
+      if ((int)p.size() != r) return -1;
       std::swap(p[r - 1], p[r - 2]);
       bool ident = true;
       for (int k = 0; k < r; ++k) ident = ident && p[k] == k;
@@ -471,13 +482,13 @@ struct Rewriter {
     return op(a) == Op::Matmul;
   }
   bool attention(int root) {
-    if (op(root) != Op::Matmul || !f32(root) || node(root).attrs.b("transpose_a") || node(root).attrs.b("transpose_b"))
+    if (op(root) != Op::Matmul || !f32(root) || flag(root, "transpose_a") || flag(root, "transpose_b"))
       return false;
     int P = in(root, 0), V = in(root, 1);
     if (op(P) != Op::Softmax) return false;
     const int r = (int)shape(P).size();
     if (r != 4 && r != 3) return false;
-    int64_t ax = node(P).attrs.i("axis");
+    int64_t ax = node(P).attrs.has("axis") ? node(P).attrs.i("axis") : -1;
     if ((ax < 0 ? ax + r : ax) != r - 1) return false;
     std::vector<int> inner{root, P};
     int S = in(P, 0), mask = -1;
@@ -505,7 +516,7 @@ struct Rewriter {
       inner.push_back(S);
       S = a;
     }
-    if (op(S) != Op::Matmul || node(S).attrs.b("transpose_a")) return false;
+    if (op(S) != Op::Matmul || flag(S, "transpose_a")) return false;
     inner.push_back(S);
     const int Q = in(S, 0), KT = in(S, 1);
     const Shape &qs = shape(Q), &vs = shape(V), &ss = shape(S);
@@ -525,7 +536,8 @@ struct Rewriter {
       }
     }
     if (!exclusive(inner, root)) return false;
-    int K = node(S).attrs.b("transpose_b") ? KT : untranspose(KT);
+    int K = flag(S, "transpose_b") ? KT : untranspose(KT);
+    if (K < 0) return false;
     int Vv = V;
     if (r == 4) {  // grouped-query attention reads the shared kv heads itself
       int64_t rk, rv;
