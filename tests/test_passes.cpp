@@ -391,6 +391,67 @@ TEST(PassesPatterns, GroupedQueryCausalAttentionReadsTheKvHeadsAndDropsTheMask) 
   expect_near(got, want, 1e-5);
 }
 
+// ---------------------------------------------------------------- RoPE
+// Hugging Face's apply_rotary_pos_emb with the cos/sin tables the exporter folds to constants.
+std::string rope_nodes(double base, bool swapped) {
+  const int S = 5, D = 8, h = D / 2;
+  std::string c = "[", s = "[";
+  for (int p = 0; p < S; ++p) {
+    c += p ? ",[" : "[";
+    s += p ? ",[" : "[";
+    for (int j = 0; j < D; ++j) {
+      double a = p * std::pow(base, -2.0 * (j % h) / D);
+      c += (j ? "," : "") + std::to_string(std::cos(a));
+      s += (j ? "," : "") + std::to_string(std::sin(a));
+    }
+    c += "]";
+    s += "]";
+  }
+  c += "]";
+  s += "]";
+  std::string cat = swapped ? R"(["lo", "ng"])" : R"(["ng", "lo"])";
+  return R"(
+    {"id": "x", "op": "input", "shape": [2, 3, 5, 8]},
+    {"id": "cos", "op": "constant", "shape": [5, 8], "value": )" + c + R"(},
+    {"id": "sin", "op": "constant", "shape": [5, 8], "value": )" + s + R"(},
+    {"id": "a", "op": "mul", "inputs": ["x", "cos"]},
+    {"id": "lo", "op": "narrow", "inputs": ["x"], "attrs": {"axis": 3, "start": 0, "length": 4}},
+    {"id": "hi", "op": "narrow", "inputs": ["x"], "attrs": {"axis": -1, "start": 4, "length": 4}},
+    {"id": "ng", "op": "neg", "inputs": ["hi"]},
+    {"id": "r", "op": "concat", "inputs": )" + cat + R"(, "attrs": {"axis": -1}},
+    {"id": "b", "op": "mul", "inputs": ["sin", "r"]},
+    {"id": "y", "op": "add", "inputs": ["a", "b"]})";
+}
+
+TEST(PassesPatterns, RotateHalfRopeBecomesRope) {
+  auto g = graph_text(rope_nodes(10000.0, false), R"(["y"])");
+  auto og = optimize(*g, {{"x", {2, 3, 5, 8}}});
+  const ir::Node& y = output_node(og);
+  ASSERT_EQ(y.op, ir::Op::Rope);
+  EXPECT_NEAR(y.attrs.f("base"), 10000.0, 1.0);
+  EXPECT_FALSE(y.attrs.b("traditional"));
+  Tensor x = values({2, 3, 5, 8}, 1.f, 0.5f);
+  Tensor got = run_compiled(g, {{"x", x}});
+  std::vector<double> want;
+  for (int row = 0; row < 30; ++row) {
+    const int p = row % 5;
+    const float* xr = x.data() + row * 8;
+    for (int j = 0; j < 8; ++j) {
+      double a = p * std::pow(10000.0, -2.0 * (j % 4) / 8);
+      double rot = j < 4 ? -xr[j + 4] : xr[j - 4];
+      want.push_back(xr[j] * std::cos(a) + rot * std::sin(a));
+    }
+  }
+  expect_near(got, want, 1e-5);
+}
+
+TEST(PassesPatterns, RopeWithSwappedHalvesStaysUnfused) {
+  // concat(x1, -x2) rotates the other way: not rope's rotation.
+  auto og = optimize(*graph_text(rope_nodes(10000.0, true), R"(["y"])"), {{"x", {2, 3, 5, 8}}});
+  EXPECT_EQ(count_op(og, ir::Op::Rope), 0);
+  EXPECT_EQ(count_op(og, ir::Op::Concat), 1);
+}
+
 // ---------------------------------------------------------------- Conv + BatchNorm
 // BatchNormalization as the importer writes it (a per-channel scale and shift, constants),
 // then ReLU.

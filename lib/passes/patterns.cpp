@@ -9,6 +9,7 @@
 //   attention  matmul(softmax(matmul(q, k^T) [/ c | * c] [+ mask]), v)       -> attention
 //              (grouped-query k/v written as reshape/expand/reshape read the kv heads directly;
 //               a constant causal mask becomes causal = true)
+//   RoPE       x * cos + concat(-x[.., D/2:], x[.., :D/2]) * sin  (constant tables)  -> rope
 //   conv       conv2d(x, W, b) followed by per-output-channel mul/add by constants (an
 //              inference BatchNormalization as the importer writes it)          -> conv2d(x, W', b')
 //
@@ -555,6 +556,67 @@ struct Rewriter {
     return become(root, Op::Attention, ins, at, inner, "attention");
   }
 
+  // ---------------------------------------------------------------- RoPE (rotate_half)
+  // Hugging Face's apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, rotate_half(x) =
+  // concat(-x[..., D/2:], x[..., :D/2]), with cos/sin constant tables [.., S, D] (positions
+  // from 0 folded by the importer). Becomes rope(x) (half-split) when the tables are exactly
+  // rope's for some base: cos/sin(p * base^(-2i/D)), i = j mod D/2.
+  bool table(int k, int64_t S, int64_t D, size_t r) const {
+    const Shape& s = shape(k);
+    if (op(k) != Op::Constant || !f32(k) || s.size() < 2 || s.size() > r || s[s.size() - 2] != S || s.back() != D)
+      return false;
+    for (size_t d = 0; d + 2 < s.size(); ++d)
+      if (s[d] != 1) return false;
+    return true;
+  }
+  int last_axis_of(int n) const {
+    const int r = (int)shape(in(n, 0)).size();
+    int64_t a = node(n).attrs.has("axis") ? node(n).attrs.i("axis") : 0;
+    return (int)(a < 0 ? a + r : a) == r - 1 ? 1 : 0;
+  }
+  bool half_of(int n, int x, int64_t start, int64_t h) const {
+    return op(n) == Op::Narrow && in(n, 0) == x && last_axis_of(n) && node(n).attrs.i("start") == start &&
+           node(n).attrs.i("length") == h;
+  }
+  bool rope(int root) {
+    if (op(root) != Op::Add || !f32(root)) return false;
+    const Shape& xs = shape(root);
+    const size_t r = xs.size();
+    if (r < 2 || xs.back() % 2 || xs.back() == 0) return false;
+    const int64_t D = xs.back(), S = xs[r - 2], h = D / 2;
+    auto is_table = [&](int k) { return table(k, S, D, r); };
+    for (int side = 0; side < 2; ++side) {
+      int a = in(root, side), b = in(root, 1 - side), C, X, Sn, R;
+      if (!either(a, Op::Mul, is_table, &C, &X) || !either(b, Op::Mul, is_table, &Sn, &R)) continue;
+      if (shape(X) != xs || op(R) != Op::Concat || node(R).inputs.size() != 2 || !last_axis_of(R)) continue;
+      int ng = in(R, 0), lo = in(R, 1);
+      if (op(ng) != Op::Neg || !half_of(in(ng, 0), X, h, h) || !half_of(lo, X, 0, h)) continue;
+      std::vector<int> inner{root, a, b, R, ng, in(ng, 0), lo};
+      if (!exclusive(inner, root)) continue;
+      // The frequencies: row p = 1, pair i = 1 gives base^(-2/D).
+      const Tensor &ct = node(C).constant, &st = node(Sn).constant;
+      double base = 10000.0;
+      if (S >= 2 && h >= 2) {
+        const double th = std::atan2(st.at(D + 1), ct.at(D + 1));
+        if (!(th > 0 && th < 1)) continue;
+        base = std::pow(th, -(double)D / 2.0);
+      }
+      bool ok = base > 1 && std::isfinite(base);
+      for (int64_t p = 0; ok && p < S; ++p)
+        for (int64_t j = 0; ok && j < D; ++j) {
+          const double ang = (double)p * std::pow(base, -2.0 * (double)(j % h) / (double)D);
+          const double tol = 1e-5 + 2e-7 * (double)p;
+          ok = std::abs(ct.at(p * D + j) - std::cos(ang)) <= tol && std::abs(st.at(p * D + j) - std::sin(ang)) <= tol;
+        }
+      if (!ok) continue;
+      ir::Attrs at;
+      at.values["dims"] = D;
+      at.values["base"] = base;
+      return become(root, Op::Rope, {X}, at, inner, "rope");
+    }
+    return false;
+  }
+
   // ---------------------------------------------------------------- conv + per-channel affine
   // A constant whose values vary at most along the channel axis (axis 1 of an NCHW result):
   // its per-channel values, or empty.
@@ -638,6 +700,7 @@ void rewrite_patterns(Work& w, const OptOptions& o, OptStats& st) {
   rw.sweep([&](int v) { rw.gelu(v); });
   rw.sweep([&](int v) { rw.layer_norm(v) || rw.rms_norm(v); });
   rw.sweep([&](int v) { rw.conv_affine(v); });
+  rw.sweep([&](int v) { rw.rope(v); });
   rw.sweep([&](int v) { rw.attention(v); });
   rw.sweep([&](int v) { rw.linear(v); });
   std::string s;

@@ -221,7 +221,7 @@ def export(out):
 FUSED = {
     "mlp": (["gelu"], ["gelu 1"]),
     "bert_layer": (["layer_norm", "gelu", "linear", "attention"], ["attention 1", "gelu 1", "layer_norm 3", "linear 6"]),
-    "llama_layer": (["rms_norm", "attention"], ["attention 1", "rms_norm 3"]),
+    "llama_layer": (["rms_norm", "rope", "attention"], ["attention 1", "rms_norm 3", "rope 2"]),
     "conv_bn": (["conv2d"], ["conv2d+affine 2"]),
 }
 
