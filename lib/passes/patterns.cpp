@@ -519,7 +519,18 @@ struct Rewriter {
     }
     if (op(S) != Op::Matmul || flag(S, "transpose_a")) return false;
     inner.push_back(S);
-    const int Q = in(S, 0), KT = in(S, 1);
+    int Q = in(S, 0), KT = in(S, 1);
+    // A scale applied to q or k^T before the product (q * c, k^T * c) folds into the scale too.
+    for (int* t : {&Q, &KT}) {
+      int a, b;
+      double c2;
+      if (sole_user(*t) == S && either(*t, Op::Mul, [&](int k) { return scalar(k); }, &b, &a) && scalar(b, &c2) &&
+          shape(a) == shape(*t)) {
+        inner.push_back(*t);
+        scale *= c2;
+        *t = a;
+      }
+    }
     const Shape &qs = shape(Q), &vs = shape(V), &ss = shape(S);
     if (!f32(Q) || !f32(KT) || !f32(V) || qs.size() != (size_t)r || shape(KT).size() != (size_t)r ||
         vs.size() != (size_t)r)
