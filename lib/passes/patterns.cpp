@@ -213,7 +213,7 @@ struct Rewriter {
     // Over constants only: folded now (a node over params is computed once per compiled plan).
     bool all_const = true;
     for (int u : w.nodes[i].inputs) all_const = all_const && op(u) == Op::Constant;
-    if (all_const && shape_numel(s) <= o.max_fold_elements) {
+    if (o.fold && all_const && shape_numel(s) <= o.max_fold_elements) {
       Tensor v = fold_node(w, i);
       Node& me = w.nodes[i];
       me.op = Op::Constant;
