@@ -4,7 +4,7 @@
 //
 //   LayerNorm  (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) [* w] [+ b]  -> layer_norm
 //   RMSNorm    x * 1/sqrt(mean(x^2) + eps) [* w]   (or x / sqrt(...))        -> rms_norm
-//   GELU       x * 0.5 * (1 + erf(x / sqrt(2)))   (any association)          -> gelu
+//   GELU       x * 0.5 * (1 + erf(x / sqrt(2)))   (any association; x from a matrix product) -> gelu
 //   bias       matmul(x, B) + b   (B a param or constant [K, N], b [N])      -> linear(x, B^T, b)
 //   attention  matmul(softmax(matmul(q, k^T) [/ c | * c] [+ mask]), v)       -> attention
 //              (grouped-query k/v written as reshape/expand/reshape read the kv heads directly;
@@ -306,6 +306,12 @@ struct Rewriter {
       f->push_back(i);
     }
   }
+  // x = matmul(a, B) + b (a bias the linear rewrite will absorb) or b + matmul(a, B).
+  bool gemm_plus_bias(int x) const {
+    for (int k = 0; k < 2; ++k)
+      if (op(in(x, k)) == Op::Matmul && leaf(in(in(x, k), 1))) return true;
+    return false;
+  }
   bool gelu(int root) {
     if (op(root) != Op::Mul || !f32(root)) return false;
     std::vector<int> f, inner;
@@ -323,6 +329,10 @@ struct Rewriter {
                 (op(s) == Op::Mul && ((in(s, 0) == x && scalar_is(in(s, 1), std::sqrt(0.5))) ||
                                       (in(s, 1) == x && scalar_is(in(s, 0), std::sqrt(0.5)))));
       if (!ok || shape(x) != shape(root) || !f32(x)) continue;
+      // Only where a matrix product makes x (a linear layer's activation, which the GEMM's
+      // epilogue can apply): elsewhere the chain stays one fused elementwise kernel, which is
+      // cheaper than rlx's gelu (gelu evaluates the erfc tail for x < 0 to stay accurate there).
+      if (op(x) != Op::Matmul && op(x) != Op::Linear && !(op(x) == Op::Add && gemm_plus_bias(x))) continue;
       std::vector<int> all = inner;
       all.insert(all.end(), {e, er, s});
       if (!exclusive(all, root)) continue;
