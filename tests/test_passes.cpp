@@ -109,6 +109,19 @@ TEST(PassesPatterns, LayerNormOverAnotherAxisOrWithAnotherPowerStaysUnfused) {
   }
 }
 
+// A following scale that varies per row (not a weight over the last axis) stays a mul after
+// the layer_norm, and the bias after it stays an add.
+TEST(PassesPatterns, LayerNormKeepsANonVectorScaleOutside) {
+  std::string nodes = layer_norm_nodes(-1);
+  nodes.replace(nodes.find(R"({"id": "w", "op": "param", "shape": [8]})"), 40,
+                R"({"id": "w", "op": "param", "shape": [3, 1]})");
+  auto og = optimize(*graph_text(nodes, R"(["y"])"), {{"x", {3, 8}}});
+  ASSERT_EQ(count_op(og, ir::Op::LayerNorm), 1);
+  for (const auto& n : og.graph.nodes)
+    if (n.op == ir::Op::LayerNorm) EXPECT_EQ(n.inputs.size(), 1u);
+  EXPECT_NE(output_node(og).op, ir::Op::LayerNorm);
+}
+
 // ---------------------------------------------------------------- RMSNorm
 // As Hugging Face writes it: weight * (x * rsqrt(x.pow(2).mean(-1, keepdim) + eps)), exported
 // with rsqrt as 1 / Sqrt.
@@ -537,6 +550,13 @@ TEST(PassesPatterns, ConvFollowedByBatchNormFoldsIntoTheConv) {
           want.push_back(std::max(0.0, acc * sc[m] + sh[m]));
         }
   expect_near(got, want, 1e-5);
+}
+
+TEST(PassesPatterns, ConvWhoseOutputIsAlsoAGraphOutputIsNotFolded) {
+  auto og = optimize(*graph_text(conv_bn_nodes("[4, 1, 1]", "[[[1.5]], [[0.5]], [[-1.0]], [[2.0]]]"), R"(["y", "c"])"),
+                     {{"x", {2, 3, 6, 6}}});
+  EXPECT_EQ(og.stats.patterns, 0);
+  EXPECT_EQ(og.graph.nodes[og.graph.outputs[1]].op, ir::Op::Conv2d);
 }
 
 TEST(PassesPatterns, ConvFollowedByAScaleThatIsNotPerChannelStaysUnfused) {
