@@ -10,6 +10,9 @@
 // (split-K, no batch), work group z multiplies K range [z*kchunk, (z+1)*kchunk)
 // and writes its partial product to y + z*M*N (no bias); matmul_splitk sums them.
 #extension GL_GOOGLE_include_directive : require
+#ifdef RLX_HALF  // the ".h16" variant: f16/bf16 operands in 2-byte storage, widened to f32 on load
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 layout(local_size_x = 256, local_size_x_id = 10) in;
 layout(constant_id = 0) const uint BM = 128;
 layout(constant_id = 1) const uint BN = 128;
@@ -32,6 +35,52 @@ layout(std430, binding = 1) restrict readonly buffer B4 { vec4 b4[]; };
 layout(std430, binding = 2) restrict readonly buffer Bias { float bias[]; };
 layout(std430, binding = 3) restrict writeonly buffer Y { float y[]; };
 layout(std430, binding = 3) restrict writeonly buffer Y4 { vec4 y4[]; };
+#ifdef RLX_HALF
+// Storage of each operand: 0 f32, 1 f16, 2 bf16 (products still accumulate in f32; the
+// result is rounded once to y's dtype). Vector loads of 2-byte operands read 4 elements as a uvec2.
+layout(constant_id = 13) const uint ADT = 0;
+layout(constant_id = 14) const uint BDT = 0;
+layout(constant_id = 15) const uint BIASDT = 0;
+layout(constant_id = 16) const uint YDT = 0;
+layout(std430, binding = 0) restrict readonly buffer A16 { uint16_t a16[]; };
+layout(std430, binding = 0) restrict readonly buffer A2 { uvec2 a2[]; };
+layout(std430, binding = 1) restrict readonly buffer B16 { uint16_t b16[]; };
+layout(std430, binding = 1) restrict readonly buffer B2 { uvec2 b2[]; };
+layout(std430, binding = 2) restrict readonly buffer Bias16 { uint16_t bias16[]; };
+layout(std430, binding = 3) restrict writeonly buffer Y16 { uint16_t y16[]; };
+layout(std430, binding = 3) restrict writeonly buffer Y2 { uvec2 y2[]; };
+vec4 unpack4(uint kind, uvec2 w) {
+  return vec4(rlx_from16(kind, w.x & 0xffffu), rlx_from16(kind, w.x >> 16), rlx_from16(kind, w.y & 0xffffu),
+              rlx_from16(kind, w.y >> 16));
+}
+float ld(bool isa, uint i) {
+  uint k = isa ? ADT : BDT;
+  if (k != 0u) return rlx_from16(k, isa ? uint(a16[i]) : uint(b16[i]));
+  return isa ? a[i] : b[i];
+}
+vec4 ld4(bool isa, uint i) {  // i % 4 == 0
+  uint k = isa ? ADT : BDT;
+  if (k != 0u) return unpack4(k, isa ? a2[i / 4u] : b2[i / 4u]);
+  return isa ? a4[i / 4u] : b4[i / 4u];
+}
+float ld_bias(uint i) { return BIASDT != 0u ? rlx_from16(BIASDT, uint(bias16[i])) : bias[i]; }
+void st(uint i, float v) {
+  if (YDT != 0u) y16[i] = uint16_t(rlx_to16(YDT, v));
+  else y[i] = v;
+}
+void st4(uint i, vec4 v) {  // i % 4 == 0
+  if (YDT != 0u)
+    y2[i / 4u] = uvec2(rlx_to16(YDT, v.x) | (rlx_to16(YDT, v.y) << 16), rlx_to16(YDT, v.z) | (rlx_to16(YDT, v.w) << 16));
+  else
+    y4[i / 4u] = v;
+}
+#else
+float ld(bool isa, uint i) { return isa ? a[i] : b[i]; }
+vec4 ld4(bool isa, uint i) { return isa ? a4[i / 4u] : b4[i / 4u]; }
+float ld_bias(uint i) { return bias[i]; }
+void st(uint i, float v) { y[i] = v; }
+void st4(uint i, vec4 v) { y4[i / 4u] = v; }
+#endif
 layout(push_constant) uniform PC {
   uint m, n, k, aoff, boff, biasoff, yoff, zbase;
   uint bd[3], as[3], bs[3];
@@ -48,12 +97,12 @@ shared vec4 Bs[2 * BK * (BN / 4)];  // [buf][k][n/4]
 uint M, N, K, abase, bbase, m0, n0, kend;
 
 // 4 consecutive elements of a row-contiguous operand, zero outside [0, rows) x [0, cols).
-vec4 load4(bool isa, uint base, uint r, uint c, uint rows, uint cols, uint ld) {
+vec4 load4(bool isa, uint base, uint r, uint c, uint rows, uint cols, uint lda) {
   if (r >= rows) return vec4(0.0);
-  if (VEC != 0u && c + 3u < cols) return isa ? a4[(base + r * ld + c) / 4u] : b4[(base + r * ld + c) / 4u];
+  if (VEC != 0u && c + 3u < cols) return ld4(isa, base + r * lda + c);
   vec4 v = vec4(0.0);
   for (uint i = 0u; i < 4u; ++i)
-    if (c + i < cols) v[i] = isa ? a[base + r * ld + c + i] : b[base + r * ld + c + i];
+    if (c + i < cols) v[i] = ld(isa, base + r * lda + c + i);
   return v;
 }
 
@@ -190,12 +239,12 @@ void main() {
         if (gn >= N) continue;
         vec4 v = acc[i * 4u + ii][j];
         if (BIAS != 0u && SPLIT == 0u)
-          for (uint c = 0u; c < 4u; ++c) v[c] += gn + c < N ? bias[pc.biasoff + gn + c] : 0.0;
+          for (uint c = 0u; c < 4u; ++c) v[c] += gn + c < N ? ld_bias(pc.biasoff + gn + c) : 0.0;
         if (vec_out && gn + 3u < N) {
-          y4[(ybase + gm * N + gn) / 4u] = v;
+          st4(ybase + gm * N + gn, v);
         } else {
           for (uint c = 0u; c < 4u; ++c)
-            if (gn + c < N) y[ybase + gm * N + gn + c] = v[c];
+            if (gn + c < N) st(ybase + gm * N + gn + c, v[c]);
         }
       }
     }
