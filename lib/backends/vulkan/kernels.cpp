@@ -599,9 +599,62 @@ void Lowering::matmul(bool linear) {
 }
 
 // f16 x f16 on tensor cores (VK_NV_cooperative_matrix): false where it does not apply.
+// The tile is chosen from M, N, K and the device's limits: 128x128 (4 subgroups of 64x64) when
+// that gives enough work groups, else 64x128 (4 of 32x64), then split-K towards ~256 groups.
+// Needs rows of 8 halves (K, and M or N where they are the contiguous dim, and the offsets,
+// multiples of 8) for the 16-byte loads; false sends the product to the shared-memory kernel.
 bool Lowering::matmul_coop(const TensorRef& A, const TensorRef& B, const TensorRef* bias, bool ta, bool tb,
                            int64_t M, int64_t N, int64_t K) {
-  return false;
+  const DeviceCaps& caps = env_.dev.caps;
+  if (caps.coop_f16.empty() || M == 0 || N == 0 || K == 0) return false;
+  const DeviceCaps::CoopShape* sh = nullptr;
+  for (const auto& q : caps.coop_f16)
+    if (q.m == 16 && q.n == 16 && q.k == 16) sh = &q;
+  for (const auto& q : caps.coop_f16)
+    if (!sh && q.m % 8 == 0 && q.n % 8 == 0 && q.k % 8 == 0 && 32 % q.m == 0 && 64 % q.n == 0 && 32 % q.k == 0) sh = &q;
+  if (!sh) return false;
+  if (K % 8 || (ta && M % 8) || (!tb && N % 8)) return false;
+  uint32_t BM = 128, BN = 128, BK = 32, WM = 64, WN = 64;
+  if ((uint64_t)ceil_div(M, 128) * ceil_div(N, 128) < 256) BM = 64, WM = 32;
+  if (const char* e = std::getenv("RLX_VK_COOP")) {  // benchmarking: "BMxBNxWMxWN"
+    if (std::sscanf(e, "%ux%ux%ux%u", &BM, &BN, &WM, &WN) != 4 || !WM || !WN || BM % WM || BN % WN ||
+        WM % sh->m || WN % sh->n || BM % 8 || BN % 8)
+      fail("RLX_VK_COOP must be BMxBNxWMxWN with BM % WM = BN % WN = 0 and WM, WN multiples of the MMA shape");
+  }
+  const uint32_t SG = caps.subgroup_size, warps = (BM / WM) * (BN / WN), wg = warps * SG;
+  uint64_t shared = 16ull * 2 * ((ta ? BK * (BM + 8) : BM * (BK + 8)) / 8 + (tb ? BN * (BK + 8) : BK * (BN + 8)) / 8) +
+                    4ull * warps * sh->m * sh->n;
+  if (wg > caps.max_wg_invocations || shared > caps.max_shared_bytes) return false;
+  uint64_t gx = ceil_div(N, BN), gy = ceil_div(M, BM);
+  if (gx > caps.max_groups[0] || gy > caps.max_groups[1]) return false;
+  uint64_t want = 1;
+  while (gx * gy * want < 256 && (uint64_t)K / (2 * want) >= 1024) want *= 2;
+  if (const char* e = std::getenv("RLX_VK_SPLITK")) want = std::max(1, std::atoi(e));
+  uint32_t kchunk = (uint32_t)(ceil_div(ceil_div(K, want), BK) * BK), nsplit = (uint32_t)ceil_div(K, kchunk);
+  if (nsplit > caps.max_groups[2]) return false;
+  const uint32_t biask = bias ? kind(*bias) : 0u, yk = kind(out());
+  bool split = nsplit > 1;
+  TensorRef part;
+  if (split) part = env_.scratch((int64_t)nsplit * M * N);
+  Dispatch& d = add("matmul_coop", {BM, BN, BK, WM, WN, ta, tb, bias && !split ? 1u : 0u, sh->m, sh->n, wg, sh->k,
+                                    split ? 1u : 0u, biask, split ? 0u : yk, SG});
+  uint32_t ao = read(d, A), bo = read(d, B);
+  uint32_t biaso = bias && !split ? read(d, *bias) : (bind_dummy(d), 0u);
+  uint32_t yo = write(d, split ? part : out());
+  if (ao % 8 || bo % 8) {  // not 16-byte aligned: the shared-memory kernel instead
+    ds_.pop_back();
+    return false;
+  }
+  d.push = {(uint32_t)M, (uint32_t)N, (uint32_t)K, ao, bo, biaso, yo, kchunk};
+  d.groups[0] = (uint32_t)gx;
+  d.groups[1] = (uint32_t)gy;
+  d.groups[2] = nsplit;
+  if (!split) return true;
+  Dispatch& r = add("matmul_splitk.h16", {bias ? 1u : 0u, biask, yk});
+  uint32_t pr = read(r, part), bo2 = bias ? read(r, *bias) : (bind_dummy(r), 0u), yo2 = write(r, out());
+  r.push = {(uint32_t)(M * N), (uint32_t)N, nsplit, pr, bo2, yo2};
+  grid(r, ceil_div(M * N, 4), 256);
+  return true;
 }
 
 // ------------------------------------------------------------ gather, rope, attention

@@ -1,0 +1,173 @@
+#version 450
+// f16 x f16 matrix product on tensor cores through VK_NV_cooperative_matrix: y = op(a) . op(b)
+// (+ bias), products accumulated in f32 and rounded once into y's dtype. Used only where the
+// device lists an f16 x f16 -> f32 subgroup shape (LM x LN x LK) and has 16-bit storage.
+//
+// A work group computes a BM x BN tile with (BM/WM) x (BN/WN) subgroups of SG invocations, each
+// owning a WM x WN block of (WM/LM) x (WN/LN) f32 accumulators. The BK-deep slices of a and b
+// go through shared memory, double-buffered: the next slice's global loads (uvec4 = 8 halves,
+// so rows must be multiples of 8 halves: the host checks) are in flight while the tensor cores
+// work on the current one; rows are padded by 8 halves against bank conflicts. The result is
+// staged per accumulator through a small f32 shared block, where bias is added and the value
+// rounded to f16/bf16 (nearest even) exactly as the other kernels do.
+// With SPLIT = 1 work group z multiplies K range [z*kchunk, (z+1)*kchunk) and writes its f32
+// partial product to y + z*M*N (no bias); matmul_splitk sums them.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_shader_subgroup_basic : require
+layout(local_size_x = 128, local_size_x_id = 10) in;
+layout(constant_id = 0) const uint BM = 128;
+layout(constant_id = 1) const uint BN = 128;
+layout(constant_id = 2) const uint BK = 32;
+layout(constant_id = 3) const uint WM = 64;
+layout(constant_id = 4) const uint WN = 64;
+layout(constant_id = 5) const uint TA = 0;  // a is [K, M]
+layout(constant_id = 6) const uint TB = 1;  // b is [N, K] (linear's weight)
+layout(constant_id = 7) const uint BIAS = 0;
+layout(constant_id = 8) const uint LM = 16;
+layout(constant_id = 9) const uint LN = 16;
+layout(constant_id = 11) const uint LK = 16;
+layout(constant_id = 12) const uint SPLIT = 0;
+layout(constant_id = 13) const uint BIASDT = 0;  // storage: 0 f32, 1 f16, 2 bf16
+layout(constant_id = 14) const uint YDT = 1;
+layout(constant_id = 15) const uint SG = 32;  // subgroup size
+#include "common.glsl"
+
+layout(std430, binding = 0) restrict readonly buffer A { uvec4 a8[]; };
+layout(std430, binding = 1) restrict readonly buffer B { uvec4 b8[]; };
+layout(std430, binding = 2) restrict readonly buffer Bias { float bias[]; };
+layout(std430, binding = 2) restrict readonly buffer Bias16 { uint16_t bias16[]; };
+layout(std430, binding = 3) restrict writeonly buffer Y { float y[]; };
+layout(std430, binding = 3) restrict writeonly buffer Y16 { uint16_t y16[]; };
+layout(push_constant) uniform PC {
+  uint m, n, k, aoff, boff, biasoff, yoff, kchunk;
+} pc;
+
+const uint WG = (BM / WM) * (BN / WN) * SG;
+const uint FM = WM / LM, FN = WN / LN;
+// Shared tiles in uvec4 units: a as [BM][BK+8] (TA 0) or [BK][BM+8] (TA 1), b as [BN][BK+8]
+// (TB 1) or [BK][BN+8] (TB 0).
+const uint ARS = TA == 0u ? (BK + 8u) / 8u : (BM + 8u) / 8u;  // row stride
+const uint BRS = TB != 0u ? (BK + 8u) / 8u : (BN + 8u) / 8u;
+const uint ASZ = TA == 0u ? BM * ARS : BK * ARS;
+const uint BSZ = TB != 0u ? BN * BRS : BK * BRS;
+const uint AV = BM * BK / 8u, BV = BN * BK / 8u;  // uvec4s per slice
+const uint LA = (AV + WG - 1u) / WG, LB = (BV + WG - 1u) / WG;
+shared uvec4 As[2 * ASZ];
+shared uvec4 Bs[2 * BSZ];
+shared float Cs[(WG / SG) * LM * LN];
+
+uint M, N, K, m0, n0, kend;
+
+// One uvec4 of a slice of an operand stored row-major as [rows][cols] with leading dim ld (in
+// halves), the slice covering rows r0.. and cols c0.. of tr x tc; zero outside rows x cols.
+uvec4 fetch(bool isa, uint base, uint e, uint r0, uint c0, uint tc, uint rows, uint cols, uint ld) {
+  uint r = r0 + e / (tc / 8u), c = c0 + (e % (tc / 8u)) * 8u;
+  if (r >= rows || c >= cols) return uvec4(0u);
+  uint i = (base + r * ld + c) / 8u;
+  return isa ? a8[i] : b8[i];
+}
+
+void load_slices(uint k0, inout uvec4 ra[LA], inout uvec4 rb[LB]) {
+  uint tid = gl_LocalInvocationID.x;
+  for (uint l = 0u; l < LA; ++l) {
+    uint e = tid + l * WG;
+    if (e >= AV) break;
+    ra[l] = TA == 0u ? fetch(true, pc.aoff, e, m0, k0, BK, M, kend, K) : fetch(true, pc.aoff, e, k0, m0, BM, kend, M, M);
+  }
+  for (uint l = 0u; l < LB; ++l) {
+    uint e = tid + l * WG;
+    if (e >= BV) break;
+    rb[l] = TB != 0u ? fetch(false, pc.boff, e, n0, k0, BK, N, kend, K) : fetch(false, pc.boff, e, k0, n0, BN, kend, N, N);
+  }
+}
+
+void store_slices(uint buf, uvec4 ra[LA], uvec4 rb[LB]) {
+  uint tid = gl_LocalInvocationID.x;
+  for (uint l = 0u; l < LA; ++l) {
+    uint e = tid + l * WG;
+    if (e >= AV) break;
+    uint tc8 = (TA == 0u ? BK : BM) / 8u;
+    As[buf * ASZ + (e / tc8) * ARS + e % tc8] = ra[l];
+  }
+  for (uint l = 0u; l < LB; ++l) {
+    uint e = tid + l * WG;
+    if (e >= BV) break;
+    uint tc8 = (TB != 0u ? BK : BN) / 8u;
+    Bs[buf * BSZ + (e / tc8) * BRS + e % tc8] = rb[l];
+  }
+}
+
+void main() {
+  M = pc.m;
+  N = pc.n;
+  K = pc.k;
+  uint z = gl_WorkGroupID.z;
+  uint kbeg = 0u;
+  kend = K;
+  if (SPLIT != 0u) {
+    kbeg = z * pc.kchunk;
+    kend = min(K, kbeg + pc.kchunk);
+  }
+  m0 = gl_WorkGroupID.y * BM;
+  n0 = gl_WorkGroupID.x * BN;
+  uint w = gl_SubgroupID;
+  uint wm0 = (w / (BN / WN)) * WM, wn0 = (w % (BN / WN)) * WN;
+
+  fcoopmatNV<32, gl_ScopeSubgroup, LM, LN> acc[FM][FN];
+  for (uint i = 0u; i < FM; ++i)
+    for (uint j = 0u; j < FN; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>(0.0);
+
+  uvec4 ra[LA], rb[LB];
+  uint steps = kend > kbeg ? (kend - kbeg + BK - 1u) / BK : 0u;
+  if (steps > 0u) {
+    load_slices(kbeg, ra, rb);
+    store_slices(0u, ra, rb);
+  }
+  barrier();
+  for (uint s = 0u; s < steps; ++s) {
+    uint cur = s & 1u;
+    if (s + 1u < steps) load_slices(kbeg + (s + 1u) * BK, ra, rb);
+    for (uint kk = 0u; kk < BK; kk += LK) {
+      fcoopmatNV<16, gl_ScopeSubgroup, LM, LK> fa[FM];
+      fcoopmatNV<16, gl_ScopeSubgroup, LK, LN> fb[FN];
+      // Element offsets and strides in uvec4 units (8 halves); kk and the m/n offsets are
+      // multiples of 8 halves.
+      for (uint i = 0u; i < FM; ++i) {
+        uint mm = wm0 + i * LM;
+        if (TA == 0u) coopMatLoadNV(fa[i], As, cur * ASZ + mm * ARS + kk / 8u, ARS, false);
+        else coopMatLoadNV(fa[i], As, cur * ASZ + kk * ARS + mm / 8u, ARS, true);
+      }
+      for (uint j = 0u; j < FN; ++j) {
+        uint nn = wn0 + j * LN;
+        if (TB != 0u) coopMatLoadNV(fb[j], Bs, cur * BSZ + nn * BRS + kk / 8u, BRS, true);
+        else coopMatLoadNV(fb[j], Bs, cur * BSZ + kk * BRS + nn / 8u, BRS, false);
+      }
+      for (uint i = 0u; i < FM; ++i)
+        for (uint j = 0u; j < FN; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+    }
+    if (s + 1u < steps) store_slices(cur ^ 1u, ra, rb);
+    barrier();
+  }
+
+  uint ybase = pc.yoff + (SPLIT != 0u ? z * M * N : 0u);
+  uint lane = gl_SubgroupInvocationID, cbase = w * LM * LN;
+  for (uint i = 0u; i < FM; ++i)
+    for (uint j = 0u; j < FN; ++j) {
+      coopMatStoreNV(acc[i][j], Cs, cbase, LN, false);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      for (uint e = lane; e < LM * LN; e += SG) {
+        uint gm = m0 + wm0 + i * LM + e / LN, gn = n0 + wn0 + j * LN + e % LN;
+        if (gm >= M || gn >= N) continue;
+        float v = Cs[cbase + e];
+        if (BIAS != 0u && SPLIT == 0u) v += BIASDT != 0u ? rlx_from16(BIASDT, uint(bias16[pc.biasoff + gn])) : bias[pc.biasoff + gn];
+        if (YDT != 0u) y16[ybase + gm * N + gn] = uint16_t(rlx_to16(YDT, v));
+        else y[ybase + gm * N + gn] = v;
+      }
+      subgroupBarrier();
+    }
+}
