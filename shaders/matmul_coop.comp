@@ -18,6 +18,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = 128, local_size_x_id = 10) in;
 layout(constant_id = 0) const uint BM = 128;
 layout(constant_id = 1) const uint BN = 128;
@@ -56,8 +57,32 @@ const uint ASZ = TA == 0u ? BM * ARS : BK * ARS;
 const uint BSZ = TB != 0u ? BN * BRS : BK * BRS;
 const uint AV = BM * BK / 8u, BV = BN * BK / 8u;  // uvec4s per slice
 const uint LA = (AV + WG - 1u) / WG, LB = (BV + WG - 1u) / WG;
+#ifdef RLX_SHARED16  // the ".s16" variant: shared tiles typed float16_t (loads in halves)
+shared float16_t As[2 * ASZ * 8];
+shared float16_t Bs[2 * BSZ * 8];
+const uint U = 8u;  // shared elements per uvec4
+void put8(bool isa, uint at, uvec4 w) {
+  at *= 8u;
+  f16vec2 p[4] = {unpackFloat2x16(w.x), unpackFloat2x16(w.y), unpackFloat2x16(w.z), unpackFloat2x16(w.w)};
+  [[unroll]] for (uint q = 0u; q < 4u; ++q) {
+    if (isa) {
+      As[at + 2u * q] = p[q].x;
+      As[at + 2u * q + 1u] = p[q].y;
+    } else {
+      Bs[at + 2u * q] = p[q].x;
+      Bs[at + 2u * q + 1u] = p[q].y;
+    }
+  }
+}
+#else
 shared uvec4 As[2 * ASZ];
 shared uvec4 Bs[2 * BSZ];
+const uint U = 1u;
+void put8(bool isa, uint at, uvec4 w) {
+  if (isa) As[at] = w;
+  else Bs[at] = w;
+}
+#endif
 shared float Cs[(WG / SG) * LM * LN];
 
 uint M, N, K, m0, n0, kend;
@@ -73,12 +98,12 @@ uvec4 fetch(bool isa, uint base, uint e, uint r0, uint c0, uint tc, uint rows, u
 
 void load_slices(uint k0, inout uvec4 ra[LA], inout uvec4 rb[LB]) {
   uint tid = gl_LocalInvocationID.x;
-  for (uint l = 0u; l < LA; ++l) {
+  [[unroll]] for (uint l = 0u; l < LA; ++l) {
     uint e = tid + l * WG;
     if (e >= AV) break;
     ra[l] = TA == 0u ? fetch(true, pc.aoff, e, m0, k0, BK, M, kend, K) : fetch(true, pc.aoff, e, k0, m0, BM, kend, M, M);
   }
-  for (uint l = 0u; l < LB; ++l) {
+  [[unroll]] for (uint l = 0u; l < LB; ++l) {
     uint e = tid + l * WG;
     if (e >= BV) break;
     rb[l] = TB != 0u ? fetch(false, pc.boff, e, n0, k0, BK, N, kend, K) : fetch(false, pc.boff, e, k0, n0, BN, kend, N, N);
@@ -87,17 +112,17 @@ void load_slices(uint k0, inout uvec4 ra[LA], inout uvec4 rb[LB]) {
 
 void store_slices(uint buf, uvec4 ra[LA], uvec4 rb[LB]) {
   uint tid = gl_LocalInvocationID.x;
-  for (uint l = 0u; l < LA; ++l) {
+  [[unroll]] for (uint l = 0u; l < LA; ++l) {
     uint e = tid + l * WG;
     if (e >= AV) break;
     uint tc8 = (TA == 0u ? BK : BM) / 8u;
-    As[buf * ASZ + (e / tc8) * ARS + e % tc8] = ra[l];
+    put8(true, buf * ASZ + (e / tc8) * ARS + e % tc8, ra[l]);
   }
-  for (uint l = 0u; l < LB; ++l) {
+  [[unroll]] for (uint l = 0u; l < LB; ++l) {
     uint e = tid + l * WG;
     if (e >= BV) break;
     uint tc8 = (TB != 0u ? BK : BN) / 8u;
-    Bs[buf * BSZ + (e / tc8) * BRS + e % tc8] = rb[l];
+    put8(false, buf * BSZ + (e / tc8) * BRS + e % tc8, rb[l]);
   }
 }
 
@@ -118,8 +143,8 @@ void main() {
   uint wm0 = (w / (BN / WN)) * WM, wn0 = (w % (BN / WN)) * WN;
 
   fcoopmatNV<32, gl_ScopeSubgroup, LM, LN> acc[FM][FN];
-  for (uint i = 0u; i < FM; ++i)
-    for (uint j = 0u; j < FN; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>(0.0);
+  [[unroll]] for (uint i = 0u; i < FM; ++i)
+    [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>(0.0);
 
   uvec4 ra[LA], rb[LB];
   uint steps = kend > kbeg ? (kend - kbeg + BK - 1u) / BK : 0u;
@@ -131,23 +156,23 @@ void main() {
   for (uint s = 0u; s < steps; ++s) {
     uint cur = s & 1u;
     if (s + 1u < steps) load_slices(kbeg + (s + 1u) * BK, ra, rb);
-    for (uint kk = 0u; kk < BK; kk += LK) {
+    [[unroll]] for (uint kk = 0u; kk < BK; kk += LK) {
       fcoopmatNV<16, gl_ScopeSubgroup, LM, LK> fa[FM];
       fcoopmatNV<16, gl_ScopeSubgroup, LK, LN> fb[FN];
       // Element offsets and strides in uvec4 units (8 halves); kk and the m/n offsets are
       // multiples of 8 halves.
-      for (uint i = 0u; i < FM; ++i) {
+      [[unroll]] for (uint i = 0u; i < FM; ++i) {
         uint mm = wm0 + i * LM;
-        if (TA == 0u) coopMatLoadNV(fa[i], As, cur * ASZ + mm * ARS + kk / 8u, ARS, false);
-        else coopMatLoadNV(fa[i], As, cur * ASZ + kk * ARS + mm / 8u, ARS, true);
+        if (TA == 0u) coopMatLoadNV(fa[i], As, (cur * ASZ + mm * ARS) * U + kk * U / 8u, ARS * U, false);
+        else coopMatLoadNV(fa[i], As, (cur * ASZ + kk * ARS) * U + mm * U / 8u, ARS * U, true);
       }
-      for (uint j = 0u; j < FN; ++j) {
+      [[unroll]] for (uint j = 0u; j < FN; ++j) {
         uint nn = wn0 + j * LN;
-        if (TB != 0u) coopMatLoadNV(fb[j], Bs, cur * BSZ + nn * BRS + kk / 8u, BRS, true);
-        else coopMatLoadNV(fb[j], Bs, cur * BSZ + kk * BRS + nn / 8u, BRS, false);
+        if (TB != 0u) coopMatLoadNV(fb[j], Bs, (cur * BSZ + nn * BRS) * U + kk * U / 8u, BRS * U, true);
+        else coopMatLoadNV(fb[j], Bs, (cur * BSZ + kk * BRS) * U + nn * U / 8u, BRS * U, false);
       }
-      for (uint i = 0u; i < FM; ++i)
-        for (uint j = 0u; j < FN; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+      [[unroll]] for (uint i = 0u; i < FM; ++i)
+        [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
     }
     if (s + 1u < steps) store_slices(cur ^ 1u, ra, rb);
     barrier();
@@ -155,8 +180,8 @@ void main() {
 
   uint ybase = pc.yoff + (SPLIT != 0u ? z * M * N : 0u);
   uint lane = gl_SubgroupInvocationID, cbase = w * LM * LN;
-  for (uint i = 0u; i < FM; ++i)
-    for (uint j = 0u; j < FN; ++j) {
+  [[unroll]] for (uint i = 0u; i < FM; ++i)
+    [[unroll]] for (uint j = 0u; j < FN; ++j) {
       coopMatStoreNV(acc[i][j], Cs, cbase, LN, false);
       subgroupMemoryBarrierShared();
       subgroupBarrier();

@@ -608,8 +608,10 @@ bool Lowering::matmul_coop(const TensorRef& A, const TensorRef& B, const TensorR
   const DeviceCaps& caps = env_.dev.caps;
   if (caps.coop_f16.empty() || M == 0 || N == 0 || K == 0) return false;
   const DeviceCaps::CoopShape* sh = nullptr;
+  uint32_t want_m = 16, want_n = 16, want_k = 16;
+  if (const char* e = std::getenv("RLX_VK_COOP_SHAPE")) std::sscanf(e, "%ux%ux%u", &want_m, &want_n, &want_k);
   for (const auto& q : caps.coop_f16)
-    if (q.m == 16 && q.n == 16 && q.k == 16) sh = &q;
+    if (q.m == want_m && q.n == want_n && q.k == want_k) sh = &q;
   for (const auto& q : caps.coop_f16)
     if (!sh && q.m % 8 == 0 && q.n % 8 == 0 && q.k % 8 == 0 && 32 % q.m == 0 && 64 % q.n == 0 && 32 % q.k == 0) sh = &q;
   if (!sh) return false;
@@ -636,7 +638,8 @@ bool Lowering::matmul_coop(const TensorRef& A, const TensorRef& B, const TensorR
   bool split = nsplit > 1;
   TensorRef part;
   if (split) part = env_.scratch((int64_t)nsplit * M * N);
-  Dispatch& d = add("matmul_coop", {BM, BN, BK, WM, WN, ta, tb, bias && !split ? 1u : 0u, sh->m, sh->n, wg, sh->k,
+  const char* shared16 = std::getenv("RLX_VK_COOP_S16");
+  Dispatch& d = add(shared16 && *shared16 == '1' ? "matmul_coop.s16" : "matmul_coop", {BM, BN, BK, WM, WN, ta, tb, bias && !split ? 1u : 0u, sh->m, sh->n, wg, sh->k,
                                     split ? 1u : 0u, biask, split ? 0u : yk, SG});
   uint32_t ao = read(d, A), bo = read(d, B);
   uint32_t biaso = bias && !split ? read(d, *bias) : (bind_dummy(d), 0u);
