@@ -92,8 +92,9 @@ fi | tee "$out/half.txt"
 if [[ $stage == sweep16 ]]; then  # tuning the tensor-core matmul: RLX_VK_COOP / _S16 / _SHAPE / SPLITK
   for s16 in ${S16S:-0 1}; do for c in ${COOPS:-128x128x64x64 128x128x32x64 64x128x32x64 64x64x32x32}; do
     for sh in ${SHAPES:-16x16x16}; do
-      echo "s16 $s16 tile $c shape $sh: $(RLX_VK_COOP_S16=$s16 RLX_VK_COOP=$c RLX_VK_COOP_SHAPE=$sh PN=3 PROF bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2 --dtype f16 --repeat 3 | grep ' matmul ' | head -1)"
+      echo "s16 $s16 tile $c shape $sh probe ${RLX_VK_COOP_PROBE:-}: $(RLX_VK_COOP_S16=$s16 RLX_VK_COOP=$c RLX_VK_COOP_SHAPE=$sh PN=3 PROF bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2 --dtype f16 --repeat 3 | grep ' matmul ' | head -1)"
     done; done; done
+  PN=3 PROF bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2 --dtype f16 --repeat 3 2>&1 | tail -3
 fi
 if [[ $stage == all || $stage == torch ]]; then
   echo "== PyTorch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null) on the same GPU"

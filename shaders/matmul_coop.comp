@@ -35,6 +35,7 @@ layout(constant_id = 12) const uint SPLIT = 0;
 layout(constant_id = 13) const uint BIASDT = 0;  // storage: 0 f32, 1 f16, 2 bf16
 layout(constant_id = 14) const uint YDT = 1;
 layout(constant_id = 15) const uint SG = 32;  // subgroup size
+layout(constant_id = 16) const uint PROBE = 0;  // tuning only: 1 skips the epilogue, 2 the products
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer A { uvec4 a8[]; };
@@ -172,7 +173,8 @@ void main() {
         else coopMatLoadNV(fb[j], Bs, (cur * BSZ + kk * BRS) * U + nn * U / 8u, BRS * U, false);
       }
       [[unroll]] for (uint i = 0u; i < FM; ++i)
-        [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+        [[unroll]] for (uint j = 0u; j < FN; ++j)
+          if (PROBE != 2u) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
     }
     if (s + 1u < steps) store_slices(cur ^ 1u, ra, rb);
     barrier();
@@ -180,6 +182,14 @@ void main() {
 
   uint ybase = pc.yoff + (SPLIT != 0u ? z * M * N : 0u);
   uint lane = gl_SubgroupInvocationID, cbase = w * LM * LN;
+  if (PROBE == 1u) {
+    [[unroll]] for (uint i = 0u; i < FM; ++i)
+      [[unroll]] for (uint j = 0u; j < FN; ++j) coopMatStoreNV(acc[i][j], Cs, cbase, LN, false);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    if (lane == 0u) y[ybase + m0 + n0 + w] = Cs[cbase];
+    return;
+  }
   [[unroll]] for (uint i = 0u; i < FM; ++i)
     [[unroll]] for (uint j = 0u; j < FN; ++j) {
       coopMatStoreNV(acc[i][j], Cs, cbase, LN, false);

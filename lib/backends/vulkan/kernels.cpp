@@ -641,6 +641,7 @@ bool Lowering::matmul_coop(const TensorRef& A, const TensorRef& B, const TensorR
   const char* shared16 = std::getenv("RLX_VK_COOP_S16");
   Dispatch& d = add(shared16 && *shared16 == '1' ? "matmul_coop.s16" : "matmul_coop", {BM, BN, BK, WM, WN, ta, tb, bias && !split ? 1u : 0u, sh->m, sh->n, wg, sh->k,
                                     split ? 1u : 0u, biask, split ? 0u : yk, SG});
+  if (const char* e = std::getenv("RLX_VK_COOP_PROBE")) d.spec.push_back((uint32_t)std::atoi(e));  // tuning only
   uint32_t ao = read(d, A), bo = read(d, B);
   uint32_t biaso = bias && !split ? read(d, *bias) : (bind_dummy(d), 0u);
   uint32_t yo = write(d, split ? part : out());
