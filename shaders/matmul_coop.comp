@@ -7,9 +7,12 @@
 // owning a WM x WN block of (WM/LM) x (WN/LN) f32 accumulators. The BK-deep slices of a and b
 // go through shared memory, double-buffered: the next slice's global loads (uvec4 = 8 halves,
 // so rows must be multiples of 8 halves: the host checks) are in flight while the tensor cores
-// work on the current one; rows are padded by 8 halves against bank conflicts. The result is
-// staged per accumulator through a small f32 shared block, where bias is added and the value
-// rounded to f16/bf16 (nearest even) exactly as the other kernels do.
+// work on the current one; rows are padded by 8 halves against bank conflicts. Bias is loaded
+// into the accumulators before the first product. Whole fragments of an f16 result are
+// converted by the driver, round-to-nearest-even being required by the RoundingModeRTE
+// execution mode (the host checks shaderRoundingModeRTEFloat16), and stored directly (DIRECT,
+// when y's rows are 16-byte aligned); fragments on a ragged edge, and bf16 results, go through a
+// small f32 shared block and the integer rounding of common.glsl.
 // With SPLIT = 1 work group z multiplies K range [z*kchunk, (z+1)*kchunk) and writes its f32
 // partial product to y + z*M*N (no bias); matmul_splitk sums them.
 #extension GL_GOOGLE_include_directive : require
@@ -19,6 +22,9 @@
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_EXT_spirv_intrinsics : require
+// f32 -> f16 conversions round to nearest even (SPV_KHR_float_controls RoundingModeRTE, 16 bits)
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4467], 4462, 16);
 layout(local_size_x = 128, local_size_x_id = 10) in;
 layout(constant_id = 0) const uint BM = 128;
 layout(constant_id = 1) const uint BN = 128;
@@ -36,6 +42,7 @@ layout(constant_id = 13) const uint BIASDT = 0;  // storage: 0 f32, 1 f16, 2 bf1
 layout(constant_id = 14) const uint YDT = 1;
 layout(constant_id = 15) const uint SG = 32;  // subgroup size
 layout(constant_id = 16) const uint PROBE = 0;  // tuning only: 1 skips the epilogue, 2 the products
+layout(constant_id = 17) const uint DIRECT = 0;  // whole fragments stored straight from the accumulators
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer A { uvec4 a8[]; };
@@ -85,7 +92,9 @@ void put8(bool isa, uint at, uvec4 w) {
   else Bs[at] = w;
 }
 #endif
-shared float Cs[(WG / SG) * LM * LN];
+// Staging for ragged fragments, and the bias rows (LM copies of the tile's BN bias values).
+const uint CS_WARPS = (WG / SG) * LM * LN, CS_BIAS = LM * BN;
+shared float Cs[CS_WARPS > CS_BIAS ? CS_WARPS : CS_BIAS];
 
 uint M, N, K, m0, n0, kend;
 
@@ -145,8 +154,19 @@ void main() {
   uint wm0 = (w / (BN / WN)) * WM, wn0 = (w % (BN / WN)) * WN;
 
   fcoopmatNV<32, gl_ScopeSubgroup, LM, LN> acc[FM][FN];
-  [[unroll]] for (uint i = 0u; i < FM; ++i)
-    [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>(0.0);
+  if (BIAS != 0u && SPLIT == 0u) {
+    for (uint e = gl_LocalInvocationID.x; e < LM * BN; e += WG) {
+      uint gn = n0 + e % BN;
+      Cs[e] = gn < N ? (BIASDT != 0u ? rlx_from16(BIASDT, uint(bias16[pc.biasoff + gn])) : bias[pc.biasoff + gn]) : 0.0;
+    }
+    barrier();
+    [[unroll]] for (uint i = 0u; i < FM; ++i)
+      [[unroll]] for (uint j = 0u; j < FN; ++j) coopMatLoadNV(acc[i][j], Cs, wn0 + j * LN, BN, false);
+    barrier();
+  } else {
+    [[unroll]] for (uint i = 0u; i < FM; ++i)
+      [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>(0.0);
+  }
 
   uvec4 ra[LA], rb[LB];
   uint steps = kend > kbeg ? (kend - kbeg + BK - 1u) / BK : 0u;
@@ -201,6 +221,16 @@ void main() {
   }
   [[unroll]] for (uint i = 0u; i < FM; ++i)
     [[unroll]] for (uint j = 0u; j < FN; ++j) {
+      uint fm = m0 + wm0 + i * LM, fn = n0 + wn0 + j * LN;
+      if (DIRECT != 0u && YDT != 2u && fm + LM <= M && fn + LN <= N) {
+        if (YDT == 0u) {
+          coopMatStoreNV(acc[i][j], y, ybase + fm * N + fn, N, false);
+        } else {
+          fcoopmatNV<16, gl_ScopeSubgroup, LM, LN> h = fcoopmatNV<16, gl_ScopeSubgroup, LM, LN>(acc[i][j]);
+          coopMatStoreNV(h, yh, ybase + fm * N + fn, N, false);
+        }
+        continue;
+      }
       coopMatStoreNV(acc[i][j], Cs, cbase, LN, false);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
@@ -208,7 +238,6 @@ void main() {
         uint gm = m0 + wm0 + i * LM + e / LN, gn = n0 + wn0 + j * LN + e % LN;
         if (gm >= M || gn >= N) continue;
         float v = Cs[cbase + e];
-        if (BIAS != 0u && SPLIT == 0u) v += BIASDT != 0u ? rlx_from16(BIASDT, uint(bias16[pc.biasoff + gn])) : bias[pc.biasoff + gn];
         if (YDT != 0u) y16[ybase + gm * N + gn] = uint16_t(rlx_to16(YDT, v));
         else y[ybase + gm * N + gn] = v;
       }

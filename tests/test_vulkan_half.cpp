@@ -355,5 +355,49 @@ TEST(VulkanHalf, LinearMixedDtypesAndBias) {
   check_matmul(true, 256, 128, 2048, false, true, DType::f16, DType::f16, DType::f16, true, 27);
 }
 
+// Results are rounded once, to nearest even: sums that fall exactly halfway between two
+// neighbouring f16/bf16 values (and just below / above it) compared bit for bit. The f32 sums are
+// exact here, so any other rounding (toward zero, ties away, or rounding twice) shows. 64x64x64
+// is tile-aligned: on a device with f16 tensor cores this is the cooperative-matrix kernel.
+TEST(VulkanHalf, MatmulRoundsOnceToNearestEven) {
+  for (DType t : {DType::f16, DType::bf16})
+    for (bool with_bias : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + (with_bias ? " linear + bias" : " matmul"));
+      const int64_t M = 64, N = 64, K = 64;
+      const double half_ulp = t == DType::f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);  // in [1, 2)
+      std::vector<uint16_t> a(M * K, 0), w(N * K, 0), bias(N, 0);
+      const double fracs[4] = {1.0, 0.75, 1.25, 1.0};  // tie, below half, above half, tie
+      for (int64_t i = 0; i < M; ++i) {
+        a[i * K + 0] = ref_round(t, 1.0);
+        a[i * K + 1] = ref_round(t, fracs[i % 4] * (i % 8 < 4 ? 1.0 : -1.0));
+      }
+      std::vector<double> base(N);
+      for (int64_t j = 0; j < N; ++j) {
+        base[j] = 1.0 + (2 * (j % 60) + 1) * 2 * half_ulp;  // odd last mantissa bit: ties round up
+        // w is [N, K] (linear's layout): column k of op(b) = w[j, k]
+        w[j * K + 0] = ref_round(t, base[j]);
+        if (with_bias) bias[j] = ref_round(t, half_ulp);
+        else w[j * K + 1] = ref_round(t, half_ulp);
+      }
+      Dev da = put16({M, K}, t, a, 0), dw = put16({N, K}, t, w, 0), db = put16({N}, t, bias, 0);
+      Dev y = out_like({M, N}, t, 0);
+      if (with_bias) launch(node(Op::Linear), {&da, &dw, &db}, y);
+      else launch(node(Op::Matmul, {{"transpose_b", true}}), {&da, &dw}, y);
+      auto got = get16(y);
+      int bad = 0;
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double ai1 = ref_value(t, a[i * K + 1]);
+          // with bias, a's second column meets a zero weight and the bias makes the tie
+          double exact = with_bias ? base[j] + half_ulp : base[j] + ai1 * half_ulp;
+          uint16_t want = ref_round(t, exact);
+          if (got[i * N + j] != want && bad++ < 5)
+            ADD_FAILURE() << "y[" << i << "," << j << "] bits " << got[i * N + j] << ", want " << want << " (exact " << exact
+                          << ")";
+        }
+      EXPECT_EQ(bad, 0);
+    }
+}
+
 }  // namespace
 }  // namespace rlx

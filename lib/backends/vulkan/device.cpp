@@ -226,6 +226,13 @@ DeviceCaps Instance::query(VkPhysicalDevice pd) const {
     c.storage16 = s16.storageBuffer16BitAccess;
     c.memory_model = v12 && mm.vulkanMemoryModel;
     c.coop_nv = nv && cm.cooperativeMatrix;
+    if (v12) {
+      VkPhysicalDeviceFloatControlsProperties fc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
+      VkPhysicalDeviceProperties2 pf{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+      pf.pNext = &fc;
+      fn.vkGetPhysicalDeviceProperties2(pd, &pf);
+      c.rte16 = fc.shaderRoundingModeRTEFloat16;
+    }
     auto props = (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)fn.vkGetInstanceProcAddr(
         instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
     if (c.coop_nv && props) {

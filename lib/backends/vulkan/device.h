@@ -45,7 +45,10 @@ struct DeviceCaps {
   };
   std::vector<CoopShape> coop_f16;
   bool coop_nv = false;  // VK_NV_cooperative_matrix's cooperativeMatrix feature
-  bool coop_nv_usable() const { return coop_nv && storage16 && fp16 && memory_model && !coop_f16.empty(); }
+  bool rte16 = false;    // shaderRoundingModeRTEFloat16: f32 -> f16 conversions can be made nearest-even
+  bool coop_nv_usable() const {
+    return coop_nv && storage16 && fp16 && memory_model && rte16 && !coop_f16.empty();
+  }
   std::vector<std::pair<std::string, std::string>> describe() const;  // for DeviceInfo
 };
 

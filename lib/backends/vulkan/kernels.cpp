@@ -616,7 +616,9 @@ bool Lowering::matmul_coop(const TensorRef& A, const TensorRef& B, const TensorR
     if (!sh && q.m % 8 == 0 && q.n % 8 == 0 && q.k % 8 == 0 && 32 % q.m == 0 && 64 % q.n == 0 && 32 % q.k == 0) sh = &q;
   if (!sh) return false;
   if (K % 8 || (ta && M % 8) || (!tb && N % 8)) return false;
-  uint32_t BM = 128, BN = 128, BK = 32, WM = 64, WN = 64;
+  // 8 subgroups per work group: 128x128 tiles of 64x32 per subgroup, or 64x128 of 32x32 when
+  // M is small; measured on the H100: docs/benchmarks.md.
+  uint32_t BM = 128, BN = 128, BK = 32, WM = 64, WN = 32;
   if ((uint64_t)ceil_div(M, 128) * ceil_div(N, 128) < 256) BM = 64, WM = 32;
   if (const char* e = std::getenv("RLX_VK_COOP")) {  // benchmarking: "BMxBNxWMxWN"
     if (std::sscanf(e, "%ux%ux%ux%u", &BM, &BN, &WM, &WN) != 4 || !WM || !WN || BM % WM || BN % WN ||
@@ -641,10 +643,13 @@ bool Lowering::matmul_coop(const TensorRef& A, const TensorRef& B, const TensorR
   const char* shared16 = std::getenv("RLX_VK_COOP_S16");
   Dispatch& d = add(shared16 && *shared16 == '1' ? "matmul_coop.s16" : "matmul_coop", {BM, BN, BK, WM, WN, ta, tb, bias && !split ? 1u : 0u, sh->m, sh->n, wg, sh->k,
                                     split ? 1u : 0u, biask, split ? 0u : yk, SG});
-  if (const char* e = std::getenv("RLX_VK_COOP_PROBE")) d.spec.push_back((uint32_t)std::atoi(e));  // tuning only
+  d.spec.resize(18, 0);
+  if (const char* e = std::getenv("RLX_VK_COOP_PROBE")) d.spec[16] = (uint32_t)std::atoi(e);  // tuning only
   uint32_t ao = read(d, A), bo = read(d, B);
   uint32_t biaso = bias && !split ? read(d, *bias) : (bind_dummy(d), 0u);
   uint32_t yo = write(d, split ? part : out());
+  const uint32_t ydt = split ? 0u : yk, align = ydt == 0 ? 4 : 8;  // 16-byte rows for direct stores
+  d.spec[17] = ydt != 2 && yo % align == 0 && N % align == 0;
   if (ao % 8 || bo % 8) {  // not 16-byte aligned: the shared-memory kernel instead
     ds_.pop_back();
     return false;
