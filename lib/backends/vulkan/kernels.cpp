@@ -627,10 +627,12 @@ bool Lowering::matmul_coop(const TensorRef& A, const TensorRef& B, const TensorR
   // 64x64, 64x128 and 128x64 tiles and 4 subgroups of 64x64 for the 4096^3 product and every
   // linear of the d-4096 decoder (M 512), few tiles being better served by split-K below.
   uint32_t BM = 128, BN = 128, BK = 32, WM = 64, WN = 32;
-  if (const char* e = std::getenv("RLX_VK_COOP")) {  // benchmarking: "BMxBNxWMxWN"
-    if (std::sscanf(e, "%ux%ux%ux%u", &BM, &BN, &WM, &WN) != 4 || !WM || !WN || BM % WM || BN % WN ||
-        WM % sh->m || WN % sh->n || BM % 8 || BN % 8)
-      fail("RLX_VK_COOP must be BMxBNxWMxWN with BM % WM = BN % WN = 0 and WM, WN multiples of the MMA shape");
+  if (const char* e = std::getenv("RLX_VK_COOP")) {  // benchmarking: "BMxBNxWMxWN[xBK]"
+    int got = std::sscanf(e, "%ux%ux%ux%ux%u", &BM, &BN, &WM, &WN, &BK);
+    if (got < 4 || !WM || !WN || BM % WM || BN % WN || WM % sh->m || WN % sh->n || BM % 8 || BN % 8 || BK % sh->k ||
+        BK % 8)
+      fail("RLX_VK_COOP must be BMxBNxWMxWN[xBK] with BM % WM = BN % WN = 0, WM, WN multiples of the MMA shape, "
+           "BK of its K");
   }
   const uint32_t SG = caps.subgroup_size, warps = (BM / WM) * (BN / WN), wg = warps * SG;
   uint64_t shared = 16ull * 2 * ((ta ? BK * (BM + 8) : BM * (BK + 8)) / 8 + (tb ? BN * (BK + 8) : BK * (BN + 8)) / 8) +
