@@ -636,7 +636,7 @@ bool Lowering::matmul_coop(const TensorRef& A, const TensorRef& B, const TensorR
   }
   const uint32_t SG = caps.subgroup_size, warps = (BM / WM) * (BN / WN), wg = warps * SG;
   uint64_t shared = 16ull * 2 * ((ta ? BK * (BM + 8) : BM * (BK + 8)) / 8 + (tb ? BN * (BK + 8) : BK * (BN + 8)) / 8) +
-                    4ull * warps * sh->m * sh->n;
+                    4ull * std::max<uint64_t>((uint64_t)warps * sh->m * sh->n, (uint64_t)sh->m * BN);
   if (wg > caps.max_wg_invocations || shared > caps.max_shared_bytes) return false;
   uint64_t gx = ceil_div(N, BN), gy = ceil_div(M, BM);
   if (gx > caps.max_groups[0] || gy > caps.max_groups[1]) return false;
