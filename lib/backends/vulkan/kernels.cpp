@@ -477,7 +477,9 @@ void Lowering::matmul(bool linear) {
       uint64_t split = batches == 1 ? std::max<uint64_t>(1, (uint64_t)K / 512) : 1;
       return t * std::min<uint64_t>(split, t >= 32 ? 4 : 8) >= 128;
     };
-    bool wide_ok = caps.max_wg_invocations >= 512 && 2ull * (128 + 256) * BK * 4 <= caps.max_shared_bytes;
+    // Not for 2-byte operands: the conversions' registers on top of 8x8 accumulators in 512
+    // invocations spilled on the H100 (a 4096^3 f16 product took 70 ms).
+    bool wide_ok = caps.max_wg_invocations >= 512 && 2ull * (128 + 256) * BK * 4 <= caps.max_shared_bytes && !half;
     if (M >= 128 && N >= 256 && wide_ok && enough(128, 256)) BN = 256;
     else if (M < 128 || N < 128 || !enough(128, 128)) BM = BN = 64, TM = TN = 4;
   }
