@@ -477,11 +477,15 @@ void Lowering::matmul(bool linear) {
       uint64_t split = batches == 1 ? std::max<uint64_t>(1, (uint64_t)K / 512) : 1;
       return t * std::min<uint64_t>(split, t >= 32 ? 4 : 8) >= 128;
     };
-    // Not for 2-byte operands: the conversions' registers on top of 8x8 accumulators in 512
-    // invocations spilled on the H100 (a 4096^3 f16 product took 70 ms).
-    bool wide_ok = caps.max_wg_invocations >= 512 && 2ull * (128 + 256) * BK * 4 <= caps.max_shared_bytes && !half;
+    bool wide_ok = caps.max_wg_invocations >= 512 && 2ull * (128 + 256) * BK * 4 <= caps.max_shared_bytes;
     if (M >= 128 && N >= 256 && wide_ok && enough(128, 256)) BN = 256;
     else if (M < 128 || N < 128 || !enough(128, 128)) BM = BN = 64, TM = TN = 4;
+    // 2-byte operands (the ".h16" variant): on the H100 some 8x8-per-invocation tilings ran
+    // 12-25x slower than their f32 twins (128x128 for the decoder's N 14336 linears, every 8x8
+    // tiling of an untransposed 4096^3 product), not understood yet; a transposed b (linear
+    // weights) on 128x256 tiles was fine (the decoder's linears in 7.2 ms), and 64x64x16 tiles
+    // of 4x4 were sane everywhere (4096^3 in 6.0 ms), so those take the rest.
+    if (half && !(BN == 256 && tb)) BM = BN = 64, BK = 16, TM = TN = 4;
   }
   if (const char* e = std::getenv("RLX_VK_MATMUL")) {  // benchmarking: "BMxBNxBKxTMxTN[xDB]"
     int got = std::sscanf(e, "%ux%ux%ux%ux%ux%u", &BM, &BN, &BK, &TM, &TN, &DB);
