@@ -266,6 +266,43 @@ TEST(VulkanHalf, WidenedOpMatchesReference) {
   EXPECT_EQ(bad, 0);
 }
 
+// Prefill attention reads 2-byte q/k/v directly (GQA: 2 query heads per kv head, 70 rows,
+// causal) and rounds its f32 result once into the f16 output.
+TEST(VulkanHalf, AttentionF16AgainstReference) {
+  for (DType t : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const int64_t Hq = 2, Hkv = 1, Sq = 70, Sk = 70, D = 16;
+    auto q = random16(t, Hq * Sq * D, 31, -1, 1), k = random16(t, Hkv * Sk * D, 32, -1, 1),
+         v = random16(t, Hkv * Sk * D, 33, -1, 1);
+    Dev dq = put16({1, Hq, Sq, D}, t, q), dk = put16({1, Hkv, Sk, D}, t, k), dv = put16({1, Hkv, Sk, D}, t, v);
+    Dev y = out_like({1, Hq, Sq, D}, t);
+    launch(node(Op::Attention, {{"causal", true}}), {&dq, &dk, &dv}, y);
+    auto got = get16(y);
+    const double scale = 1.0 / std::sqrt((double)D), ulp = t == DType::f16 ? 1.0 / 1024 : 1.0 / 128;
+    int bad = 0;
+    for (int64_t h = 0; h < Hq; ++h)
+      for (int64_t i = 0; i < Sq; ++i) {
+        std::vector<double> p(Sk, 0);
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          double sc = 0;
+          for (int64_t d = 0; d < D; ++d) sc += ref_value(t, q[(h * Sq + i) * D + d]) * ref_value(t, k[j * D + d]);
+          p[j] = sc * scale;
+          mx = std::max(mx, p[j]);
+        }
+        for (int64_t j = 0; j <= i; ++j) sum += p[j] = std::exp(p[j] - mx);
+        for (int64_t d = 0; d < D; ++d) {
+          double w = 0;
+          for (int64_t j = 0; j <= i; ++j) w += p[j] / sum * ref_value(t, v[j * D + d]);
+          double g = ref_value(t, got[(h * Sq + i) * D + d]);
+          if (std::fabs(g - w) > ulp * std::fabs(w) + 1e-4 && bad++ < 5)
+            ADD_FAILURE() << "head " << h << " row " << i << " col " << d << ": " << g << " want " << w;
+        }
+      }
+    EXPECT_EQ(bad, 0);
+  }
+}
+
 // ---------------------------------------------------------------- matmul / linear
 
 struct Operand {
