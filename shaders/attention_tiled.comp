@@ -9,9 +9,6 @@
 // shared memory (Ps) for the row statistics of the online softmax.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
-#ifdef RLX_HALF  // the ".h16" variant: q, k, v, mask may be f16/bf16 in 2-byte storage (o stays f32)
-#extension GL_EXT_shader_16bit_storage : require
-#endif
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint D = 64;   // q/k head dim
 layout(constant_id = 1) const uint DV = 64;  // v head dim
@@ -23,25 +20,6 @@ layout(std430, binding = 1) restrict readonly buffer Kt { float k[]; };
 layout(std430, binding = 2) restrict readonly buffer V { float v[]; };
 layout(std430, binding = 3) restrict readonly buffer Mk { float mask[]; };
 layout(std430, binding = 4) restrict writeonly buffer O { float o[]; };
-#ifdef RLX_HALF
-layout(constant_id = 3) const uint QDT = 0;  // storage: 0 f32, 1 f16, 2 bf16
-layout(constant_id = 4) const uint KDT = 0;
-layout(constant_id = 5) const uint VDT = 0;
-layout(constant_id = 6) const uint MDT = 0;
-layout(std430, binding = 0) restrict readonly buffer Q16 { uint16_t q16[]; };
-layout(std430, binding = 1) restrict readonly buffer K16 { uint16_t k16[]; };
-layout(std430, binding = 2) restrict readonly buffer V16 { uint16_t v16[]; };
-layout(std430, binding = 3) restrict readonly buffer M16 { uint16_t mask16[]; };
-float ld_q(uint i) { return QDT != 0u ? rlx_from16(QDT, uint(q16[i])) : q[i]; }
-float ld_k(uint i) { return KDT != 0u ? rlx_from16(KDT, uint(k16[i])) : k[i]; }
-float ld_v(uint i) { return VDT != 0u ? rlx_from16(VDT, uint(v16[i])) : v[i]; }
-float ld_mask(uint i) { return MDT != 0u ? rlx_from16(MDT, uint(mask16[i])) : mask[i]; }
-#else
-float ld_q(uint i) { return q[i]; }
-float ld_k(uint i) { return k[i]; }
-float ld_v(uint i) { return v[i]; }
-float ld_mask(uint i) { return mask[i]; }
-#endif
 layout(push_constant) uniform PC {
   uint sq, sk, hq, group, hkv, qoff, koff, voff, moff, ooff;
   float scale;
@@ -95,11 +73,11 @@ void main() {
     for (uint dc = 0u; dc < D; dc += DC) {
       for (uint e = t; e < BR * DC; e += 256u) {
         uint rr = e / DC, dd = e % DC, gi = qb * BR + rr;
-        stage[rr * (DC + 1) + dd] = (gi < nrows && dc + dd < D) ? ld_q(pc.qoff + (row0 + gi) * D + dc + dd) : 0.0;
+        stage[rr * (DC + 1) + dd] = (gi < nrows && dc + dd < D) ? q[pc.qoff + (row0 + gi) * D + dc + dd] : 0.0;
       }
       for (uint e = t; e < BC * DC; e += 256u) {
         uint kk = e / DC, dd = e % DC, gj = kb + kk;
-        stage[(BR + kk) * (DC + 1) + dd] = (gj < kend && dc + dd < D) ? ld_k(kbase + gj * D + dc + dd) : 0.0;
+        stage[(BR + kk) * (DC + 1) + dd] = (gj < kend && dc + dd < D) ? k[kbase + gj * D + dc + dd] : 0.0;
       }
       barrier();
       for (uint dd = 0u; dd < DC; ++dd) {
@@ -119,7 +97,7 @@ void main() {
         bool visible = gj < kend && row_ok[i];
         if (pc.causal != 0u) visible = visible && int(gj) <= int(qi[i]) + shift;
         if (pc.mask_kind != 0u && visible) {
-          float mv = ld_mask(mrow[i] + gj * pc.msj);
+          float mv = mask[mrow[i] + gj * pc.msj];
           if (pc.mask_kind == 1u) sc += mv;
           else visible = mv != 0.0;
         }
@@ -151,7 +129,7 @@ void main() {
     [[unroll]] for (uint cc = 0u; cc < NVC; ++cc) {  // unrolled: acc[] stays in registers
       for (uint e = t; e < BC * VC; e += 256u) {
         uint kk = e / VC, col = cc * VC + e % VC, gj = kb + kk;
-        stage[e] = (gj < kend && col < DV) ? ld_v(vbase + gj * DV + col) : 0.0;
+        stage[e] = (gj < kend && col < DV) ? v[vbase + gj * DV + col] : 0.0;
       }
       barrier();
       for (uint kk = 0u; kk < BC; ++kk) {

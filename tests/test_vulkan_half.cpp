@@ -266,8 +266,8 @@ TEST(VulkanHalf, WidenedOpMatchesReference) {
   EXPECT_EQ(bad, 0);
 }
 
-// Prefill attention reads 2-byte q/k/v directly (GQA: 2 query heads per kv head, 70 rows,
-// causal) and rounds its f32 result once into the f16 output.
+// Prefill-sized attention on 2-byte q/k/v (GQA: 2 query heads per kv head, 70 rows, causal),
+// its result rounded once into the f16/bf16 output.
 TEST(VulkanHalf, AttentionF16AgainstReference) {
   for (DType t : {DType::f16, DType::bf16}) {
     SCOPED_TRACE(dtype_name(t));

@@ -743,23 +743,11 @@ void Lowering::attention() {
   if (split) part = env_.scratch((int64_t)B * Hq * Sq * nsplit * (Dv + 2));
   // 64 staged v columns need 33 KiB of shared memory; 32 fit in 32 KiB.
   uint32_t vc = env_.dev.caps.max_shared_bytes >= 34 * 1024 ? 64 : 32;
-  // The tiled kernel reads 2-byte q/k/v/mask directly (".h16"); its f32 result is rounded into a
-  // 2-byte output by one conversion dispatch. (The decode kernels get widened inputs: native16().)
-  const uint32_t qk = kind(q), kk16 = kind(kk), vk = kind(v), mk = has_mask ? kind(in(3)) : 0u;
-  const bool narrow_out = tiled && kind(out()) != 0;
-  TensorRef o = out();
-  if (narrow_out) {
-    o = env_.scratch(std::max<int64_t>(1, out().numel()));
-    o.shape = out().shape;
-    o.dtype = DType::f32;
-  }
-  Dispatch& d = tiled ? (qk || kk16 || vk || mk
-                             ? add("attention_tiled.h16", {(uint32_t)D, (uint32_t)Dv, vc, qk, kk16, vk, mk})
-                             : add("attention_tiled", {(uint32_t)D, (uint32_t)Dv, vc}))
+  Dispatch& d = tiled ? add("attention_tiled", {(uint32_t)D, (uint32_t)Dv, vc})
                       : add("attention", {(uint32_t)D, (uint32_t)Dv});
   uint32_t qo = read(d, q), ko = read(d, kk), vo = read(d, v);
   uint32_t mo = has_mask ? read(d, in(3)) : (bind_dummy(d), 0u);
-  uint32_t oo = write(d, split ? part : o);
+  uint32_t oo = write(d, split ? part : out());
   d.push = {(uint32_t)Sq, (uint32_t)Sk, (uint32_t)Hq, (uint32_t)(Hq / Hkv), (uint32_t)Hkv, qo, ko, vo, mo, oo,
             f2u(scale), (uint32_t)ms[0], (uint32_t)ms[1], (uint32_t)ms[2], (uint32_t)ms[3], kchunk, nsplit,
             mask_kind, attrs().b("causal") ? 1u : 0u, split ? 1u : 0u};
@@ -768,7 +756,6 @@ void Lowering::attention() {
   d.groups[1] = (uint32_t)Hkv;
   d.groups[2] = (uint32_t)(B * nsplit);
   if (qblocks > mg[0] || Hkv > mg[1] || (uint64_t)B * nsplit > mg[2]) fail("attention too large for one dispatch");
-  if (narrow_out) strided(o, 0, {1}, out(), 0, {1}, {out().numel()}, kEwIdentity, 0);
   if (!split) return;
   Dispatch& c = add("attention_combine", {});
   uint32_t po = read(c, part), yo = write(c, out());
@@ -826,13 +813,6 @@ bool Lowering::native16() const {
     case Op::Sign: case Op::Cast: case Op::Reshape: case Op::Transpose: case Op::BroadcastTo: case Op::Narrow:
     case Op::Concat: case Op::Matmul: case Op::Linear:
       return true;
-    case Op::Attention: {  // the tiled (prefill) kernel only, as attention() decides
-      const Shape &qs = k_.inputs.at(0).shape, &ks = k_.inputs.at(1).shape;
-      size_t r = qs.size();
-      if (r < 3 || ks.size() != r) return r == 2 && qs[0] >= 64;
-      int64_t hq = qs[r - 3], hkv = ks[r - 3];
-      return hkv > 0 && hq % hkv == 0 && (hq / hkv) * qs[r - 2] >= 64;
-    }
     default:
       return false;
   }
