@@ -98,26 +98,57 @@ shared float Cs[CS_WARPS > CS_BIAS ? CS_WARPS : CS_BIAS];
 
 uint M, N, K, m0, n0, kend;
 
-// One uvec4 of a slice of an operand stored row-major as [rows][cols] with leading dim ld (in
-// halves), the slice covering rows r0.. and cols c0.. of tr x tc; zero outside rows x cols.
-uvec4 fetch(bool isa, uint base, uint e, uint r0, uint c0, uint tc, uint rows, uint cols, uint ld) {
-  uint r = r0 + e / (tc / 8u), c = c0 + (e % (tc / 8u)) * 8u;
-  if (r >= rows || c >= cols) return uvec4(0u);
-  uint i = (base + r * ld + c) / 8u;
-  return isa ? a8[i] : b8[i];
-}
+// Per invocation and load slot: the uvec4 index of its element at k0 = 0, its k offset in the
+// slice, and whether its row (or column) is inside the matrix; set once, so that a step's
+// load is one add and one compare.
+uint apre[LA], akk[LA], bpre[LB], bkk[LB];
+bool aok[LA], bok[LB];
 
-void load_slices(uint k0, inout uvec4 ra[LA], inout uvec4 rb[LB]) {
+void setup_loads() {
   uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint l = 0u; l < LA; ++l) {
     uint e = tid + l * WG;
-    if (e >= AV) break;
-    ra[l] = TA == 0u ? fetch(true, pc.aoff, e, m0, k0, BK, M, kend, K) : fetch(true, pc.aoff, e, k0, m0, BM, kend, M, M);
+    aok[l] = false, apre[l] = 0u, akk[l] = ~0u;
+    if (e >= AV) continue;
+    if (TA == 0u) {  // [M, K]: rows m, 8 halves along k
+      uint r = e / (BK / 8u), cc = (e % (BK / 8u)) * 8u;
+      aok[l] = m0 + r < M;
+      apre[l] = (pc.aoff + (m0 + r) * K + cc) / 8u;
+      akk[l] = cc;
+    } else {  // [K, M]: rows k, 8 halves along m
+      uint rr = e / (BM / 8u), cc = (e % (BM / 8u)) * 8u;
+      aok[l] = m0 + cc < M;
+      apre[l] = (pc.aoff + rr * M + m0 + cc) / 8u;
+      akk[l] = rr;
+    }
   }
   [[unroll]] for (uint l = 0u; l < LB; ++l) {
     uint e = tid + l * WG;
-    if (e >= BV) break;
-    rb[l] = TB != 0u ? fetch(false, pc.boff, e, n0, k0, BK, N, kend, K) : fetch(false, pc.boff, e, k0, n0, BN, kend, N, N);
+    bok[l] = false, bpre[l] = 0u, bkk[l] = ~0u;
+    if (e >= BV) continue;
+    if (TB != 0u) {  // [N, K]
+      uint r = e / (BK / 8u), cc = (e % (BK / 8u)) * 8u;
+      bok[l] = n0 + r < N;
+      bpre[l] = (pc.boff + (n0 + r) * K + cc) / 8u;
+      bkk[l] = cc;
+    } else {  // [K, N]
+      uint rr = e / (BN / 8u), cc = (e % (BN / 8u)) * 8u;
+      bok[l] = n0 + cc < N;
+      bpre[l] = (pc.boff + rr * N + n0 + cc) / 8u;
+      bkk[l] = rr;
+    }
+  }
+}
+
+void load_slices(uint k0, inout uvec4 ra[LA], inout uvec4 rb[LB]) {
+  uint astep = TA == 0u ? k0 / 8u : k0 * (M / 8u), bstep = TB != 0u ? k0 / 8u : k0 * (N / 8u);
+  [[unroll]] for (uint l = 0u; l < LA; ++l) {
+    ra[l] = uvec4(0u);
+    if (aok[l] && k0 + akk[l] < kend) ra[l] = a8[apre[l] + astep];  // a branch: never a load outside
+  }
+  [[unroll]] for (uint l = 0u; l < LB; ++l) {
+    rb[l] = uvec4(0u);
+    if (bok[l] && k0 + bkk[l] < kend) rb[l] = b8[bpre[l] + bstep];
   }
 }
 
@@ -150,6 +181,7 @@ void main() {
   }
   m0 = gl_WorkGroupID.y * BM;
   n0 = gl_WorkGroupID.x * BN;
+  setup_loads();
   uint w = gl_SubgroupID;
   uint wm0 = (w / (BN / WN)) * WM, wn0 = (w % (BN / WN)) * WN;
 
