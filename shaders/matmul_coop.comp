@@ -98,57 +98,42 @@ shared float Cs[CS_WARPS > CS_BIAS ? CS_WARPS : CS_BIAS];
 
 uint M, N, K, m0, n0, kend;
 
-// Per invocation and load slot: the uvec4 index of its element at k0 = 0, its k offset in the
-// slice, and whether its row (or column) is inside the matrix; set once, so that a step's
-// load is one add and one compare.
-uint apre[LA], akk[LA], bpre[LB], bkk[LB];
-bool aok[LA], bok[LB];
+// Per invocation and load slot: the uvec4 index of its element at k0 = 0 (set once, so that a
+// step's load is one add); its k offset in the slice and whether its row (or column) is inside
+// the matrix are recomputed from the invocation index (shifts of constants: fewer registers).
+uint apre[LA], bpre[LB];
+
+uint a_kk(uint e) { return TA == 0u ? (e % (BK / 8u)) * 8u : e / (BM / 8u); }
+bool a_in(uint e) { return e < AV && (TA == 0u ? m0 + e / (BK / 8u) < M : m0 + (e % (BM / 8u)) * 8u < M); }
+uint b_kk(uint e) { return TB != 0u ? (e % (BK / 8u)) * 8u : e / (BN / 8u); }
+bool b_in(uint e) { return e < BV && (TB != 0u ? n0 + e / (BK / 8u) < N : n0 + (e % (BN / 8u)) * 8u < N); }
 
 void setup_loads() {
   uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint l = 0u; l < LA; ++l) {
     uint e = tid + l * WG;
-    aok[l] = false, apre[l] = 0u, akk[l] = ~0u;
-    if (e >= AV) continue;
-    if (TA == 0u) {  // [M, K]: rows m, 8 halves along k
-      uint r = e / (BK / 8u), cc = (e % (BK / 8u)) * 8u;
-      aok[l] = m0 + r < M;
-      apre[l] = (pc.aoff + (m0 + r) * K + cc) / 8u;
-      akk[l] = cc;
-    } else {  // [K, M]: rows k, 8 halves along m
-      uint rr = e / (BM / 8u), cc = (e % (BM / 8u)) * 8u;
-      aok[l] = m0 + cc < M;
-      apre[l] = (pc.aoff + rr * M + m0 + cc) / 8u;
-      akk[l] = rr;
-    }
+    if (TA == 0u) apre[l] = (pc.aoff + (m0 + e / (BK / 8u)) * K + (e % (BK / 8u)) * 8u) / 8u;
+    else apre[l] = (pc.aoff + (e / (BM / 8u)) * M + m0 + (e % (BM / 8u)) * 8u) / 8u;
   }
   [[unroll]] for (uint l = 0u; l < LB; ++l) {
     uint e = tid + l * WG;
-    bok[l] = false, bpre[l] = 0u, bkk[l] = ~0u;
-    if (e >= BV) continue;
-    if (TB != 0u) {  // [N, K]
-      uint r = e / (BK / 8u), cc = (e % (BK / 8u)) * 8u;
-      bok[l] = n0 + r < N;
-      bpre[l] = (pc.boff + (n0 + r) * K + cc) / 8u;
-      bkk[l] = cc;
-    } else {  // [K, N]
-      uint rr = e / (BN / 8u), cc = (e % (BN / 8u)) * 8u;
-      bok[l] = n0 + cc < N;
-      bpre[l] = (pc.boff + rr * N + n0 + cc) / 8u;
-      bkk[l] = rr;
-    }
+    if (TB != 0u) bpre[l] = (pc.boff + (n0 + e / (BK / 8u)) * K + (e % (BK / 8u)) * 8u) / 8u;
+    else bpre[l] = (pc.boff + (e / (BN / 8u)) * N + n0 + (e % (BN / 8u)) * 8u) / 8u;
   }
 }
 
 void load_slices(uint k0, inout uvec4 ra[LA], inout uvec4 rb[LB]) {
+  uint tid = gl_LocalInvocationID.x;
   uint astep = TA == 0u ? k0 / 8u : k0 * (M / 8u), bstep = TB != 0u ? k0 / 8u : k0 * (N / 8u);
   [[unroll]] for (uint l = 0u; l < LA; ++l) {
+    uint e = tid + l * WG;
     ra[l] = uvec4(0u);
-    if (aok[l] && k0 + akk[l] < kend) ra[l] = a8[apre[l] + astep];  // a branch: never a load outside
+    if (a_in(e) && k0 + a_kk(e) < kend) ra[l] = a8[apre[l] + astep];  // a branch: never a load outside
   }
   [[unroll]] for (uint l = 0u; l < LB; ++l) {
+    uint e = tid + l * WG;
     rb[l] = uvec4(0u);
-    if (bok[l] && k0 + bkk[l] < kend) rb[l] = b8[bpre[l] + bstep];
+    if (b_in(e) && k0 + b_kk(e) < kend) rb[l] = b8[bpre[l] + bstep];
   }
 }
 
