@@ -392,6 +392,15 @@ TEST(VulkanHalf, LinearMixedDtypesAndBias) {
   check_matmul(true, 256, 128, 2048, false, true, DType::f16, DType::f16, DType::f16, true, 27);
 }
 
+// Decode-sized products (M <= 16) read 2-byte weights directly in the gemv kernel.
+TEST(VulkanHalf, DecodeSizedProducts) {
+  check_matmul(true, 1, 300, 1000, false, true, DType::bf16, DType::bf16, DType::bf16, true, 41);
+  check_matmul(true, 1, 257, 512, false, true, DType::f32, DType::bf16, DType::f32, true, 42);
+  check_matmul(true, 16, 96, 200, false, true, DType::f16, DType::f16, DType::f16, false, 43);
+  check_matmul(false, 2, 130, 77, false, false, DType::f16, DType::f16, DType::f16, false, 44);
+  check_matmul(false, 7, 33, 64, true, false, DType::bf16, DType::f32, DType::f32, false, 45);
+}
+
 // Results are rounded once, to nearest even: sums that fall exactly halfway between two
 // neighbouring f16/bf16 values (and just below / above it) compared bit for bit. The f32 sums are
 // exact here, so any other rounding (toward zero, ties away, or rounding twice) shows. 64x64x64

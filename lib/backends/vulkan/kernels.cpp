@@ -461,8 +461,8 @@ void Lowering::matmul(bool linear) {
   const uint32_t ak = kind(A), bk = kind(B), biask = bias ? kind(*bias) : 0u, yk = kind(out());
   const bool half = ak || bk || biask || yk;
   bool no_batch_dims = batch.dims.size() == 1 && batch.dims[0] == 1;
-  if (half && ak == 1 && bk == 1 && no_batch_dims && matmul_coop(A, B, bias, ta, tb, M, N, K)) return;
-  bool gemv = M <= 16 && !half;
+  if (half && ak == 1 && bk == 1 && no_batch_dims && M > 16 && matmul_coop(A, B, bias, ta, tb, M, N, K)) return;
+  bool gemv = M <= 16;
   uint32_t BM = 128, BN = 128, BK = 8, TM = 8, TN = 8, DB = 1, wg, ROWS = M <= 8 ? 4 : 2;
   if (M < 64) {
     BM = 32, TM = 4, TN = 4;
@@ -506,7 +506,7 @@ void Lowering::matmul(bool linear) {
   uint32_t nsplit = 1, kchunk = (uint32_t)K;
   if (gemv) {
     wg = 256;
-    shader = row_shader("gemv");
+    shader = row_shader("gemv") + (half ? ".h16" : "");
     uint64_t groups = tb ? ceil_div(N, ROWS) : ceil_div(N, wg);
     gx = std::min<uint64_t>(groups, caps.max_groups[0]);
     gy = ceil_div(groups, gx);
@@ -593,6 +593,11 @@ void Lowering::matmul(bool linear) {
         d.spec.resize(13, 0);
         d.spec[12] = DB;
         kinds(d, yk);
+      } else if (half) {  // gemv.h16: storage kinds at constant ids 6..9
+        d.spec[6] = ak;
+        d.spec[7] = bk;
+        d.spec[8] = biask;
+        d.spec[9] = yk;
       }
       push_array(d, bd, 3);
       push_array(d, sa, 3);
