@@ -170,10 +170,10 @@ float rlx_round(float v, uint mode) {
 // (the same rounding as rlx_round / core/dtype.h). Integer arithmetic only, so they behave
 // the same on every device whatever its float controls.
 float rlx_h2f(uint h) {
-  uint s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0u) return uintBitsToFloat(s | floatBitsToUint(float(m) * 5.9604644775390625e-8));  // m * 2^-24
-  if (e == 31u) return uintBitsToFloat(s | 0x7f800000u | (m << 13));
-  return uintBitsToFloat(s | ((e + 112u) << 23) | (m << 13));
+  // Zeros and subnormals by hand (a driver may flush f16 subnormals in unpackHalf2x16); normal
+  // numbers, infinities and NaNs through the hardware conversion (exact: f32 holds every f16).
+  if ((h & 0x7c00u) == 0u) return uintBitsToFloat(((h & 0x8000u) << 16) | floatBitsToUint(float(h & 0x3ffu) * 5.9604644775390625e-8));
+  return unpackHalf2x16(h).x;
 }
 uint rlx_f2h(float f) {
   uint x = floatBitsToUint(rlx_round_f16(f));  // now exactly an f16 value (or inf / NaN)
