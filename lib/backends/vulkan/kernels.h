@@ -31,6 +31,18 @@ struct Dispatch {
   uint32_t groups[3] = {1, 1, 1};
 };
 
+// The dtype a tensor of logical dtype `t` is stored as on the device: f16/bf16 as themselves
+// (2 bytes) where the device has 16-bit storage buffers, every other dtype as f32 (integers and
+// bool travel as f32 values: exact up to 2^24, see docs/backends.md).
+inline DType device_storage(const DeviceCaps& c, DType t) {
+  return (t == DType::f16 || t == DType::bf16) && c.storage16 ? t : DType::f32;
+}
+// The shaders' storage kind (spec constants *DT of the ".h16" variants): 0 f32, 1 f16, 2 bf16.
+inline uint32_t storage_kind(const DeviceCaps& c, DType t) {
+  DType s = device_storage(c, t);
+  return s == DType::f16 ? 1u : s == DType::bf16 ? 2u : 0u;
+}
+
 // What lowering needs from the executor.
 struct LowerEnv {
   Device& dev;
