@@ -13,23 +13,6 @@
 
 namespace rlx::vk {
 
-namespace {
-
-using ir::Op;
-using Strides = std::vector<int64_t>;
-
-constexpr uint32_t kMaxRank = 8;
-constexpr uint32_t kWgSpecId = 10;  // constant_id of local_size_x in the row shaders
-
-uint32_t ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
-
-// Dims of `shape` (size-1 dims dropped, mergeable neighbours merged) with each
-// operand's strides over them. Never empty: a scalar becomes one dim of size 1.
-struct Collapsed {
-  std::vector<int64_t> dims;
-  std::vector<Strides> strides;  // per operand
-};
-
 Collapsed collapse(const Shape& shape, const std::vector<Strides>& ops) {
   Collapsed c;
   c.strides.resize(ops.size());
@@ -51,6 +34,16 @@ Collapsed collapse(const Shape& shape, const std::vector<Strides>& ops) {
   }
   return c;
 }
+
+namespace {
+
+using ir::Op;
+
+constexpr uint32_t kMaxRank = 8;
+constexpr uint32_t kWgSpecId = 10;  // constant_id of local_size_x in the row shaders
+
+uint32_t ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+
 
 Strides scaled(Strides s, int64_t f) {
   for (auto& v : s) v *= f;

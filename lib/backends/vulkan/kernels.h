@@ -81,6 +81,15 @@ class LowerCtx {
   [[noreturn]] virtual void fail(const std::string& what) const = 0;
 };
 
+// Dims of `shape` (size-1 dims dropped, mergeable neighbours merged) with each operand's
+// strides over them. Never empty: a scalar becomes one dim of size 1.
+using Strides = std::vector<int64_t>;
+struct Collapsed {
+  std::vector<int64_t> dims;
+  std::vector<Strides> strides;  // per operand
+};
+Collapsed collapse(const Shape& shape, const std::vector<Strides>& ops);
+
 // Lowers min/prod and the Index-category ops; false for any other op.
 bool lower_index_op(LowerCtx& L);
 
