@@ -1394,7 +1394,36 @@ void Importer::map_node() {
         pads[k] = ap == "SAME_UPPER" ? total / 2 : total - total / 2;
         pads[k + sd] = total - pads[k];
       }
-    } else if (ap != "NOTSET") unsupported(op + " attribute 'auto_pad' = \"" + ap + "\"");
+    } else if (ap != "NOTSET" && !(op == "ConvTranspose" && (ap == "SAME_UPPER" || ap == "SAME_LOWER"))) {
+      unsupported(op + " attribute 'auto_pad' = \"" + ap + "\"");
+    }
+    std::vector<int64_t> op_pad;
+    if (op == "ConvTranspose") {
+      op_pad = get("output_padding", 0, sd);
+      // output_shape or auto_pad SAME_*: pads generated as the ONNX spec says; a negative end
+      // pad (an output longer than the full transposed convolution) is output padding.
+      auto osh = aints("output_shape");
+      if (osh || ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+        std::vector<int64_t> want(sd);
+        if (osh && osh->size() != sd && osh->size() != sd + 2)
+          fail("attribute 'output_shape' has " + std::to_string(osh->size()) + " entries for " + std::to_string(sd) + "-D data");
+        for (size_t k = 0; k < sd; ++k) {
+          want[k] = osh ? (*osh)[osh->size() - sd + k] : s[2 + k] * strides[k];
+          int64_t full = strides[k] * (s[2 + k] - 1) + op_pad[k] + (ksz[k] - 1) * dil[k] + 1, total = full - want[k];
+          int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);  // floor(total / 2)
+          int64_t start = ap == "SAME_UPPER" ? half : total - half, end = total - start;
+          if (end < 0) {
+            op_pad[k] -= end;
+            end = 0;
+          }
+          if (start < 0 || want[k] <= 0)
+            unsupported("ConvTranspose attribute 'output_shape' = " + std::to_string(want[k]) + " on axis " + std::to_string(k) +
+                        " (the transposed convolution gives " + std::to_string(full) + ")");
+          pads[k] = start;
+          pads[k + sd] = end;
+        }
+      }
+    }
     // 1-D data as 2-D with H = 1.
     if (sd == 1) {
       x = reshape(x, {s[0], s[1], 1, s[2]});
@@ -1412,9 +1441,6 @@ void Importer::map_node() {
       if (has_in(2)) ins.push_back(node(2));
       y = emit("conv2d", ins, {{"strides", strides}, {"pads", p4}, {"dilations", dil}, {"groups", ai("group", 1)}}, id);
     } else if (op == "ConvTranspose") {
-      if (attr("output_shape")) unsupported("ConvTranspose attribute 'output_shape' (give pads instead)");
-      if (ap != "NOTSET" && ap != "VALID") unsupported("ConvTranspose attribute 'auto_pad' = \"" + ap + "\"");
-      auto op_pad = get("output_padding", 0, sd);
       if (sd == 1) op_pad.insert(op_pad.begin(), 0);
       std::vector<int> ins{x, w};
       if (has_in(2)) ins.push_back(node(2));

@@ -97,7 +97,7 @@ std::vector<OpSupport> supported_ops() {
       {"Dropout", "alias (inference)", "", "mask output: all true; training_mode = true refused unless ratio = 0"},
       {"Constant", "folded", "", ""},
       {"Conv", "conv2d (1-D as 2-D)", "conv2d", "groups, dilations, pads, strides, auto_pad"},
-      {"ConvTranspose", "conv_transpose2d", "conv_transpose2d", "output_shape refused"},
+      {"ConvTranspose", "conv_transpose2d", "conv_transpose2d", "output_shape and auto_pad: pads generated as the spec says"},
       {"MaxPool", "max_pool2d", "max_pool2d", "Indices output refused"},
       {"AveragePool", "avg_pool2d", "avg_pool2d", ""},
       {"GlobalAveragePool", "mean over the spatial axes", "mean", ""},

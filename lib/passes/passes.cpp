@@ -8,39 +8,18 @@
 #include "backends/cpu/cpu_executor.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
+#include "passes/work.h"
 
 namespace rlx::passes {
 
 using ir::Category;
 using ir::Node;
 using ir::Op;
+using detail::Work;
 
 bool is_alias_node(const Node& n, const ir::TypedShapes&, int) { return n.op == Op::Reshape; }
 
 namespace {
-
-struct Work {
-  std::vector<Node> nodes;
-  std::vector<Shape> shapes;
-  std::vector<DType> dtypes;
-  std::vector<int> outputs;
-  int fresh = 0;
-
-  int add_constant(Tensor t) {
-    Node c;
-    c.op = Op::Constant;
-    c.id = "__const" + std::to_string(fresh++);
-    c.dtype = t.dtype();
-    for (auto d : t.shape()) c.decl_shape.push_back({d, ""});
-    c.has_decl_shape = true;
-    c.param_name = c.id;
-    shapes.push_back(t.shape());
-    dtypes.push_back(t.dtype());
-    c.constant = std::move(t);
-    nodes.push_back(std::move(c));
-    return (int)nodes.size() - 1;
-  }
-};
 
 bool is_scalar_const(const Work& w, int i, float* value = nullptr) {
   const Node& n = w.nodes[i];
@@ -67,8 +46,10 @@ std::string attrs_key(const ir::Attrs& a) {
   return s.str();
 }
 
+}  // namespace
+
 // Runs one node on the CPU over constant inputs; returns its value.
-Tensor fold_node(const Work& w, int i) {
+Tensor detail::fold_node(const Work& w, int i) {
   static auto cpu = make_cpu_executor();
   const Node& n = w.nodes[i];
   std::vector<std::unique_ptr<DeviceBuffer>> bufs;
@@ -89,6 +70,8 @@ Tensor fold_node(const Work& w, int i) {
   cpu->download(*bufs.back(), 0, out.mutable_raw(), out.nbytes(), out.dtype());
   return out;
 }
+
+namespace {
 
 bool same_value_shape(const Shape& a, const Shape& b) {
   // Equal after dropping leading 1s.
@@ -152,8 +135,10 @@ int simplify(Work& w, int i, OptStats& st) {
   return -1;
 }
 
+}  // namespace
+
 // Keeps the nodes reachable from the outputs, in topological order.
-std::vector<int> live_order(const Work& w) {
+std::vector<int> detail::live_order(const Work& w) {
   std::vector<int> state(w.nodes.size(), 0), order;
   auto visit = [&](int i) {
     std::vector<std::pair<int, size_t>> stack{{i, 0}};
@@ -174,8 +159,6 @@ std::vector<int> live_order(const Work& w) {
   for (int o : w.outputs) visit(o);
   return order;
 }
-
-}  // namespace
 
 OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const OptOptions& o) {
   Work w{g.nodes, ts.shapes, ts.dtypes, g.outputs};
@@ -208,7 +191,7 @@ OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const Opt
       bool all_const = !w.nodes[i].inputs.empty();
       for (int in : w.nodes[i].inputs) all_const = all_const && w.nodes[in].op == Op::Constant;
       if (all_const && shape_numel(w.shapes[i]) <= o.max_fold_elements) {
-        Tensor v = fold_node(w, (int)i);
+        Tensor v = detail::fold_node(w, (int)i);
         Node& me = w.nodes[i];
         me.op = Op::Constant;
         me.inputs.clear();
@@ -222,9 +205,10 @@ OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const Opt
   }
   // Outputs keep their positions; a replaced output reads its replacement.
   for (auto& out : w.outputs) out = resolve(out);
+  if (o.patterns) detail::rewrite_patterns(w, o, st);
 
   // ---- fusion of elementwise chains ----
-  std::vector<int> order = live_order(w);
+  std::vector<int> order = detail::live_order(w);
   std::vector<int> pos(w.nodes.size(), -1);  // position in `order`
   for (size_t k = 0; k < order.size(); ++k) pos[order[k]] = (int)k;
   std::vector<std::vector<int>> users(w.nodes.size());
@@ -314,7 +298,7 @@ OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const Opt
   }
 
   // ---- rebuild: live nodes in topological order ----
-  order = live_order(w);
+  order = detail::live_order(w);
   OptimizedGraph og;
   og.graph.file = g.file;
   og.graph.name = g.name;

@@ -2,6 +2,8 @@
 // Graph optimisation for compiled mode, on a graph with concrete shapes:
 //   CSE (params and constants never merged), constant folding, removal of
 //   no-ops (identity reshape/transpose/cast, x*1, x+0, ...), scalar merging,
+//   pattern rewrites of the decomposed forms exporters write (LayerNorm, RMSNorm, GELU,
+//   MatMul + bias, attention, Conv + BatchNorm: patterns.cpp) into the registry's fused ops,
 //   and fusion of elementwise chains into FusedPrograms.
 #include <memory>
 #include <string>
@@ -16,6 +18,8 @@ struct OptStats {
   int nodes_before = 0, nodes_after = 0;
   int cse_merged = 0, folded = 0, simplified = 0, scalars_merged = 0;
   int fused_groups = 0, fused_nodes = 0;
+  int patterns = 0;           // pattern rewrites (patterns.cpp)
+  std::string pattern_kinds;  // e.g. "attention 1, gelu 1, layer_norm 3, linear 6"
 };
 
 struct OptimizedGraph {
@@ -28,7 +32,7 @@ struct OptimizedGraph {
 };
 
 struct OptOptions {
-  bool cse = true, fold = true, simplify = true, fuse = true;
+  bool cse = true, fold = true, simplify = true, patterns = true, fuse = true;
   int64_t max_fold_elements = 1 << 20;
   // Distinct tensor inputs of one fused kernel (bindings/push constants on GPUs).
   size_t max_fused_inputs = 16;

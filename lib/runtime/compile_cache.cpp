@@ -11,7 +11,7 @@ namespace rlx {
 
 namespace {
 
-constexpr uint32_t kPlanFormat = 1;  // bump when the serialized layout changes
+constexpr uint32_t kPlanFormat = 2;  // bump when the serialized layout changes
 constexpr int kNumEwOps = 0
 #define UNARY(E, C, G) +1
 #define BINARY(E, C, G) +1
@@ -218,7 +218,7 @@ std::string plan_cache_key(const ir::Graph& g, const std::string& input_signatur
   passes::OptOptions o;
   return "plan v" + std::to_string(kPlanFormat) + "\n" + io::build_id() + "\ngraph " + io::hex64(graph_content_hash(g)) +
          "\ninputs " + input_signature + "\nbackend " + backend + "\ndevice " + device + "\noptions cse" +
-         std::to_string(o.cse) + " fold" + std::to_string(o.fold) + " simplify" + std::to_string(o.simplify) + " fuse" +
+         std::to_string(o.cse) + " fold" + std::to_string(o.fold) + " simplify" + std::to_string(o.simplify) + " patterns" + std::to_string(o.patterns) + " fuse" +
          std::to_string(o.fuse) + " max_fold " + std::to_string(o.max_fold_elements) + " max_fused_inputs " +
          std::to_string(o.max_fused_inputs);
 }
@@ -257,8 +257,9 @@ std::string serialize_plan(const passes::OptimizedGraph& og) {
   for (const auto& m : og.fused_members) w.str(m);
   const auto& st = og.stats;
   for (int v : {st.nodes_before, st.nodes_after, st.cse_merged, st.folded, st.simplified, st.scalars_merged,
-                st.fused_groups, st.fused_nodes})
+                st.fused_groups, st.fused_nodes, st.patterns})
     w.i64(v);
+  w.str(st.pattern_kinds);
   return w.out;
 }
 
@@ -318,8 +319,9 @@ std::optional<passes::OptimizedGraph> deserialize_plan(const std::string& bytes,
     for (auto& m : og.fused_members) m = r.str();
     auto& st = og.stats;
     for (int* v : {&st.nodes_before, &st.nodes_after, &st.cse_merged, &st.folded, &st.simplified, &st.scalars_merged,
-                   &st.fused_groups, &st.fused_nodes})
+                   &st.fused_groups, &st.fused_nodes, &st.patterns})
       *v = (int)r.i64();
+    st.pattern_kinds = r.str();
     if (r.pos != bytes.size()) throw std::runtime_error("trailing bytes");
     return og;
   } catch (const std::exception& e) {

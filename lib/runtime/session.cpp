@@ -265,7 +265,8 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
   e->where.resize(n);
   std::vector<int> root(n), step(n, -1);
   std::vector<passes::Lifetime> life(n);
-  std::vector<int> kernel_nodes;
+  std::vector<int> kernel_nodes, precomputed;
+  std::vector<char> fixed(n, 0);  // compiled mode: a param, a constant, or computed from them only
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = g.nodes[i];
     const Shape& s = e->ts.shapes[i];
@@ -276,6 +277,7 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
       e->input_refs[node.id] = e->where[i];
       e->leaf_bytes += ex_.storage_bytes(shape_numel(s), e->ts.dtypes[i]);
     } else if (node.op == Op::Param || node.op == Op::Constant) {
+      fixed[i] = 1;
       int orig = graph_->find(node.id);
       if (orig >= 0 && graph_->nodes[orig].op == node.op) {
         e->where[i] = leaf_ref(orig);
@@ -287,6 +289,29 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
         e->where[i] = {e->owned.back().get(), 0, s, dt};
       }
       e->leaf_bytes += ex_.storage_bytes(shape_numel(s), e->ts.dtypes[i]);
+    } else if (mode == Mode::Compiled && !node.inputs.empty() &&
+               std::all_of(node.inputs.begin(), node.inputs.end(), [&](int u) { return fixed[u]; })) {
+      // Over params and constants only (a weight the optimiser transposed or scaled): params
+      // are fixed for a compiled plan, so it is computed once here, never per run.
+      fixed[i] = 1;
+      if (!e->fused[i] && passes::is_alias_node(node, e->ts, (int)i)) {
+        e->where[i] = e->where[node.inputs[0]];
+        e->where[i].shape = s;
+        e->where[i].dtype = e->ts.dtypes[i];
+        continue;
+      }
+      const size_t bytes = ex_.storage_bytes(std::max<int64_t>(shape_numel(s), 1), e->ts.dtypes[i]);
+      e->owned.push_back(ex_.allocate(bytes));
+      e->where[i] = {e->owned.back().get(), 0, s, e->ts.dtypes[i]};
+      Kernel k;
+      k.node = &node;
+      k.fused = e->fused[i].get();
+      for (int u : node.inputs) k.inputs.push_back(e->where[u]);
+      k.output = e->where[i];
+      k.label = "precompute " + node.id;
+      ex_.launch(k);
+      precomputed.push_back((int)i);
+      e->leaf_bytes += bytes;
     } else if (!e->fused[i] && passes::is_alias_node(node, e->ts, (int)i)) {
       root[i] = root[node.inputs[0]];
     } else {
@@ -296,6 +321,7 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
       life[i].first = life[i].last = step[i];
     }
   }
+  if (!precomputed.empty()) ex_.flush();
   for (int i : kernel_nodes)
     for (int u : g.nodes[i].inputs) life[root[u]].last = std::max(life[root[u]].last, step[i]);
   for (int o : g.outputs) life[root[o]].last = INT_MAX;
@@ -319,6 +345,13 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
                         "{} fused groups covering {} nodes\n",
                         st.nodes_before, st.nodes_after, st.cse_merged, st.folded, st.simplified, st.scalars_merged,
                         st.fused_groups, st.fused_nodes);
+    if (st.patterns) text << fmt::format("patterns: {} rewritten ({})\n", st.patterns, st.pattern_kinds);
+  }
+  for (int i : precomputed) {
+    const ir::Node& node = g.nodes[i];
+    text << fmt::format("  once  {:<28} {:<40} out {:<20} ({} bytes, computed when the plan is built)\n",
+                        e->fused[i] ? "fused" : ir::op_name(node.op), node.id, shape_str(e->ts.shapes[i]),
+                        ex_.storage_bytes(shape_numel(e->ts.shapes[i]), e->ts.dtypes[i]));
   }
   for (int i : kernel_nodes) {
     const ir::Node& node = g.nodes[i];

@@ -6,8 +6,12 @@ forward pass, never rlx's output).
 Models: an MLP (GELU, softmax), a small CNN (Conv + BatchNorm + ReLU, depthwise conv,
 max/avg pooling), a BERT-style encoder layer with a padding mask, and a Llama-style decoder
 layer (RMSNorm, RoPE, grouped-query attention, causal mask, SiLU-gated MLP) written the way
-Hugging Face writes them. Each model is run in eager, lazy and compiled mode at two input
-shapes (the dynamic axes are bound from the inputs). Exports are cached in --out.
+Hugging Face writes them, and a conv net exported with its BatchNormalization nodes kept
+(TrainingMode.PRESERVE: torch.onnx otherwise folds them into the convs itself). Each model is
+run in eager, lazy and compiled mode at two input shapes (the dynamic axes are bound from the
+inputs). In compiled mode the plan (--dump-plan) must show the fused ops the exporters'
+decomposed forms are rewritten into (LayerNorm, RMSNorm, GELU, MatMul + bias, attention,
+Conv + BatchNorm: lib/passes/patterns.cpp). Exports are cached in --out.
 
 A model whose ONNX operators need registry ops this build lacks (`rlx onnx-ops --json`) is
 reported as NOT RUN with the missing ops and does not fail; any other mismatch or error fails.
@@ -28,7 +32,8 @@ import numpy as np
 ATOL, RTOL = 1e-4, 1e-4
 
 
-def build_models():
+def classes():
+    """The model classes (also used at benchmark sizes by bench/onnx_models.py)."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -133,6 +138,22 @@ def build_models():
             x = x + self.down(F.silu(self.gate(hsd)) * self.up(hsd))
             return self.lm(self.nf(x))
 
+    class ConvBN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.b1 = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+            self.c2, self.b2 = nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+
+        def forward(self, x):
+            return F.relu6(self.b2(self.c2(F.relu(self.b1(self.c1(x))))))
+
+    return {"MLP": MLP, "CNN": CNN, "BertLayer": BertLayer, "LlamaLayer": LlamaLayer, "ConvBN": ConvBN}
+
+
+def build_models():
+    import torch
+    c = classes()
+    MLP, CNN, BertLayer, LlamaLayer, ConvBN = c["MLP"], c["CNN"], c["BertLayer"], c["LlamaLayer"], c["ConvBN"]
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
 
@@ -144,16 +165,22 @@ def build_models():
         mask[0, s - 2:] = 0  # padding at the end of the first sequence
         return (ids((b, s), 64), mask)
 
-    cnn = CNN()
-    for bn in (cnn.b1, cnn.b2, cnn.b3):  # non-trivial running statistics
+    cnn, convbn = CNN(), ConvBN()
+    for bn in (cnn.b1, cnn.b2, cnn.b3, convbn.b1, convbn.b2):  # non-trivial running statistics
         bn.running_mean.uniform_(-0.5, 0.5)
         bn.running_var.uniform_(0.5, 2.0)
+        bn.weight.data.uniform_(0.5, 1.5)
+        bn.bias.data.uniform_(-0.3, 0.3)
     return {
         # name: (module, input names, output names, dynamic axes, [inputs at shape 1, at shape 2], opset)
         "mlp": (MLP(), ["x"], ["probs"], {"x": {0: "batch"}, "probs": {0: "batch"}},
                 [(torch.randn(3, 16, generator=g),), (torch.randn(7, 16, generator=g),)], 14),
         "cnn": (cnn, ["image"], ["logits"], {"image": {0: "batch"}, "logits": {0: "batch"}},
                 [(torch.randn(2, 3, 16, 16, generator=g),), (torch.randn(1, 3, 16, 16, generator=g),)], 13),
+        # BatchNormalization kept in the file (not folded by the exporter): rlx folds it.
+        "conv_bn": (convbn, ["image"], ["features"], {"image": {0: "batch"}, "features": {0: "batch"}},
+                    [(torch.randn(2, 3, 12, 12, generator=g),), (torch.randn(1, 3, 12, 12, generator=g),)], 13,
+                    {"training": torch.onnx.TrainingMode.PRESERVE}),
         "bert_layer": (BertLayer(), ["input_ids", "attention_mask"], ["hidden"],
                        {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}, "hidden": {0: "batch", 1: "seq"}},
                        [bert_inputs(2, 8), bert_inputs(3, 5)], 14),
@@ -170,13 +197,13 @@ def export(out):
         return
     import torch
     t0 = time.time()
-    for name, (mod, in_names, out_names, dyn, sets, opset) in build_models().items():
+    for name, (mod, in_names, out_names, dyn, sets, opset, *extra) in build_models().items():
         mod.eval()
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         with torch.no_grad():
             torch.onnx.export(mod, sets[0], os.path.join(d, "model.onnx"), input_names=in_names, output_names=out_names,
-                              dynamic_axes=dyn, opset_version=opset, do_constant_folding=True)
+                              dynamic_axes=dyn, opset_version=opset, do_constant_folding=True, **(extra[0] if extra else {}))
             for i, inputs in enumerate(sets):
                 ref = mod(*inputs)
                 ref = ref if isinstance(ref, tuple) else (ref,)
@@ -187,6 +214,26 @@ def export(out):
         json.dump({"inputs": in_names, "outputs": out_names, "sets": len(sets)}, open(os.path.join(d, "meta.json"), "w"))
     open(stamp, "w").write("")
     print(f"torch models: exported in {time.time() - t0:.1f} s into {out}", file=sys.stderr)
+
+
+# The fused ops each model's compiled plan must show (kernels in --dump-plan), and the
+# pattern rewrites that produce them ("patterns: ..." line).
+FUSED = {
+    "mlp": (["gelu"], ["gelu 1"]),
+    "bert_layer": (["layer_norm", "gelu", "linear", "attention"], ["attention 1", "gelu 1", "layer_norm 3", "linear 6"]),
+    "llama_layer": (["rms_norm", "rope", "attention"], ["attention 1", "rms_norm 3", "rope 2"]),
+    "conv_bn": (["conv2d"], ["conv2d+affine 2"]),
+}
+
+
+def plan_kernels(text):
+    """The op names of the kernel lines of a --dump-plan text ("  k12   attention ...")."""
+    ops = set()
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) >= 2 and f[0].startswith("k") and f[0][1:].isdigit():
+            ops.add(f[1])
+    return ops
 
 
 def onnx_ops(path):
@@ -208,7 +255,7 @@ def main():
     export(out)
     table = json.loads(subprocess.run([rlx, "onnx-ops", "--json"], check=True, capture_output=True, text=True).stdout)
     needs = {r["op_type"]: r["needs"] for r in table}
-    status, ran, notrun = 0, 0, []
+    status, ran, notrun, fused_checked = 0, 0, [], 0
     for name in sorted(os.listdir(out)):
         d = os.path.join(out, name)
         if not os.path.isdir(d) or a.k not in name:
@@ -226,14 +273,25 @@ def main():
             for n in meta["outputs"]:
                 args += ["--expect", f"{n}=@{os.path.join(d, f'set{i}_{n}.ref.npy')}"]
             for mode in a.modes.split(","):
-                r = subprocess.run([rlx, "run", model, "-b", a.backend, "-m", mode, "--atol", str(ATOL), "--rtol", str(RTOL)] + args,
-                                   capture_output=True, text=True, timeout=300)
+                plan = mode == "compiled" and i == 0 and name in FUSED
+                r = subprocess.run([rlx, "run", model, "-b", a.backend, "-m", mode, "--atol", str(ATOL), "--rtol", str(RTOL)] + args
+                                   + (["--dump-plan"] if plan else []), capture_output=True, text=True, timeout=300)
                 ran += 1
                 if r.returncode != 0:
                     status = 1
                     print(f"FAIL {name} set{i} {mode}: exit {r.returncode}: {r.stderr.strip()[-600:]}")
+                elif plan:
+                    text = r.stdout + r.stderr
+                    want_ops, want_patterns = FUSED[name]
+                    missing = [op for op in want_ops if op not in plan_kernels(text)]
+                    line = next((l for l in text.splitlines() if l.startswith("patterns:")), "")
+                    missing += [p for p in want_patterns if p not in line]
+                    fused_checked += 1
+                    if missing:
+                        status = 1
+                        print(f"FAIL {name} compiled plan: missing {missing}; patterns line: {line!r}")
     print(f"torch.onnx.export models ({a.backend}): {ran} runs, {ran if status == 0 else 'not all'} match PyTorch "
-          f"within atol {ATOL} rtol {RTOL}" + (f"; NOT RUN: {'; '.join(notrun)}" if notrun else ""))
+          f"within atol {ATOL} rtol {RTOL}; {fused_checked} compiled plans show the fused ops" + (f"; NOT RUN: {'; '.join(notrun)}" if notrun else ""))
     return status
 
 

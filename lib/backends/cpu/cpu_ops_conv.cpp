@@ -231,7 +231,10 @@ void run_conv_transpose2d(const Kernel& k, TensorPtr ptr) {
 
 // ---------------- pools ----------------
 
-void run_pool(const Kernel& k, TensorPtr ptr, bool is_max) {
+// Branch-free inner loops: max as a select (maxss) with NaN tracked on the side (a NaN in the
+// window gives NaN, as ONNX Runtime), so random data costs no branch mispredictions.
+template <bool IsMax>
+void run_pool_t(const Kernel& k, TensorPtr ptr) {
   const ir::Conv2dGeom g = geom(k);
   const float* x = ptr(k.inputs[0]);
   float* y = ptr(k.output);
@@ -240,28 +243,68 @@ void run_pool(const Kernel& k, TensorPtr ptr, bool is_max) {
     for (int64_t p = b; p < e; ++p) {
       const float* xp = x + p * HW;
       float* yp = y + p * OHW;
+      // Output columns whose whole window lies inside the row: [ow_lo, ow_hi).
+      const int64_t ow_lo = std::min<int64_t>(g.OW, (g.pl + g.sW - 1) / g.sW);
+      const int64_t ow_hi = std::max<int64_t>(ow_lo, std::min<int64_t>(g.OW, g.W + g.pl - (g.kW - 1) * g.dW > 0
+                                                                               ? (g.W + g.pl - (g.kW - 1) * g.dW - 1) / g.sW + 1
+                                                                               : 0));
       for (int64_t oh = 0; oh < g.OH; ++oh) {
         const int64_t hs = oh * g.sH - g.pt;
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          const int64_t ws = ow * g.sW - g.pl;
-          float acc = is_max ? -INFINITY : 0.f;
-          for (int64_t kh = 0; kh < g.kH; ++kh) {
-            const int64_t ih = hs + kh * g.dH;
-            if (ih < 0 || ih >= g.H) continue;
-            const float* xr = xp + ih * g.W;
+        const int64_t kh0 = hs >= 0 ? 0 : (-hs + g.dH - 1) / g.dH;
+        int64_t kh1 = g.kH;
+        while (kh1 > kh0 && hs + (kh1 - 1) * g.dH >= g.H) --kh1;
+        float* yr = yp + oh * g.OW;
+        if (IsMax && ow_hi > ow_lo && kh1 > kh0) {  // interior columns: row-wise, branch-free
+          float* acc = yr + ow_lo;
+          const int64_t n = ow_hi - ow_lo;
+          for (int64_t j = 0; j < n; ++j) acc[j] = -INFINITY;
+          for (int64_t kh = kh0; kh < kh1; ++kh)
             for (int64_t kw = 0; kw < g.kW; ++kw) {
-              const int64_t iw = ws + kw * g.dW;
-              if (iw < 0 || iw >= g.W) continue;
-              const float v = xr[iw];
-              if (is_max) acc = (v > acc || v != v) ? v : acc;  // NaN propagates
-              else acc += v;
+              const float* xr = xp + (hs + kh * g.dH) * g.W + ow_lo * g.sW - g.pl + kw * g.dW;
+              if (g.sW == 1) {
+                for (int64_t j = 0; j < n; ++j) acc[j] = (xr[j] > acc[j] || xr[j] != xr[j]) ? xr[j] : acc[j];
+              } else if (g.sW == 2) {
+                for (int64_t j = 0; j < n; ++j) acc[j] = (xr[2 * j] > acc[j] || xr[2 * j] != xr[2 * j]) ? xr[2 * j] : acc[j];
+              } else {
+                const int64_t st = g.sW;
+                for (int64_t j = 0; j < n; ++j) acc[j] = (xr[st * j] > acc[j] || xr[st * j] != xr[st * j]) ? xr[st * j] : acc[j];
+              }
+            }
+        }
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          if (IsMax && ow == ow_lo && ow_hi > ow_lo && kh1 > kh0) {
+            ow = ow_hi - 1;
+            continue;
+          }
+          const int64_t ws = ow * g.sW - g.pl;
+          const int64_t kw0 = ws >= 0 ? 0 : (-ws + g.dW - 1) / g.dW;
+          int64_t kw1 = g.kW;
+          while (kw1 > kw0 && ws + (kw1 - 1) * g.dW >= g.W) --kw1;
+          float acc = IsMax ? -INFINITY : 0.f;
+          bool nan = false;
+          for (int64_t kh = kh0; kh < kh1; ++kh) {
+            const float* xr = xp + (hs + kh * g.dH) * g.W + ws;
+            for (int64_t kw = kw0; kw < kw1; ++kw) {
+              const float v = xr[kw * g.dW];
+              if constexpr (IsMax) {
+                acc = v > acc ? v : acc;
+                nan |= v != v;
+              } else {
+                acc += v;
+              }
             }
           }
-          yp[oh * g.OW + ow] = is_max ? acc : acc / (float)ir::avg_pool_divisor(g, oh, ow);
+          if constexpr (IsMax) yp[oh * g.OW + ow] = nan ? NAN : acc;
+          else yp[oh * g.OW + ow] = acc / (float)ir::avg_pool_divisor(g, oh, ow);
         }
       }
     }
   });
+}
+
+void run_pool(const Kernel& k, TensorPtr ptr, bool is_max) {
+  if (is_max) run_pool_t<true>(k, ptr);
+  else run_pool_t<false>(k, ptr);
 }
 
 // ---------------- resize ----------------
