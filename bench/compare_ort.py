@@ -209,7 +209,7 @@ def make_case(name, rng):
     act = node("Mul", [g, node("Sigmoid", [g])])
     ff = linear(node("Mul", [act, linear(h2, "mlp.up_proj.weight")]), "mlp.down_proj.weight")
     node("Add", [r1, ff])
-    extra = [f"pos=i32={CACHE}"] if decode else []
+    extra = ["--input", f"pos=i32={CACHE}"] if decode else []
     return model(inputs, "y", [1, S, D_MODEL]), W, X, extra
 
 

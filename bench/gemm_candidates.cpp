@@ -12,6 +12,8 @@
 // weights read (the decode-step figure: M = 1 reads every weight once).
 // bench/gemm_candidates.sh runs the variants side by side, alternating, and prints ratios.
 #include <dlfcn.h>
+#include <immintrin.h>
+
 #include <dnnl.hpp>
 
 #include <algorithm>
@@ -41,6 +43,21 @@ std::vector<float> rnd(size_t n, unsigned seed) {
   return v;
 }
 
+// Sums n floats with 64-byte loads and 4 independent accumulators: a streaming read.
+__attribute__((target("avx512f"))) float read_sum(const float* p, size_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
+    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
+    a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
+    a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
+  }
+  float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
 using sgemm_t = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
 using sgemv_t = void (*)(int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
 }  // namespace
@@ -56,7 +73,7 @@ int main(int argc, char** argv) {
     std::vector<double> t;
     for (int r = 0; r < reps; ++r) { double t0 = now(); f(); t.push_back(now() - t0); }
     double m = median(t);
-    bool lin = std::strncmp(name, "linears", 7) == 0;
+    bool lin = std::strncmp(name, "linears", 7) == 0 || std::strncmp(name, "read_", 5) == 0;
     std::printf("%-16s %9.3f ms %7.1f GFLOP/s %7.1f GB/s\n", name, m * 1e3, flops / m * 1e-9,
                 lin ? wbytes / m * 1e-9 : 0.0);
     std::fflush(stdout);
@@ -86,6 +103,20 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < 7; ++i)
         sgemm(101, 111, 112, 256, kLinears[i].N, kLinears[i].K, 1.f, X.data(), kLinears[i].K, W[i].data(), kLinears[i].K, 0.f, Y.data(), kLinears[i].N);
     });
+    // The layout question for prepacking: W as K x N (NoTrans) instead of N x K.
+    {
+      std::vector<std::vector<float>> WT;
+      for (size_t i = 0; i < 7; ++i) {
+        int N = kLinears[i].N, K = kLinears[i].K;
+        WT.emplace_back(size_t(N) * K);
+        for (int n = 0; n < N; ++n)
+          for (int k = 0; k < K; ++k) WT[i][size_t(k) * N + n] = W[i][size_t(n) * K + k];
+      }
+      time("linears_m256_kn", lin_flops, [&] {
+        for (size_t i = 0; i < 7; ++i)
+          sgemm(101, 111, 111, 256, kLinears[i].N, kLinears[i].K, 1.f, X.data(), kLinears[i].K, WT[i].data(), kLinears[i].N, 0.f, Y.data(), kLinears[i].N);
+      });
+    }
     for (int M : {1, 4, 16}) {
       std::string n = "linears_m" + std::to_string(M);
       time(n.c_str(), lin_flops / 256 * M, [&] {
@@ -109,6 +140,29 @@ int main(int argc, char** argv) {
                     kLinears[i].K, Y.data(), kLinears[i].N);
       });
     }
+    // Weights prepacked once (what compiled mode does): cpu::pack_b for that number of rows.
+    for (int M : {1, 4, 16}) {
+      std::vector<std::shared_ptr<const cpu::PackedB>> P;
+      for (size_t i = 0; i < 7; ++i) P.push_back(cpu::pack_b(true, kLinears[i].K, kLinears[i].N, W[i].data(), kLinears[i].K, M));
+      std::string n = "linears_m" + std::to_string(M) + "_pk";
+      time(n.c_str(), lin_flops / 256 * M, [&] {
+        for (size_t i = 0; i < 7; ++i) cpu::gemm_packed(M, X.data(), kLinears[i].K, *P[i], Y.data(), kLinears[i].N);
+      });
+    }
+    // The memory read bandwidth these rows are measured against: every thread of the pool sums
+    // its share of the same weights (45 MB, the decode step's working set) with 64-byte loads.
+    time("read_weights", 0, [&] {
+      std::vector<float> part(7 * 64, 0.f);
+      cpu::ThreadPool::global().parallel_for(7 * 64, 1, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+          const auto& w = W[t / 64];
+          size_t chunk = (w.size() + 63) / 64, lo = (t % 64) * chunk, hi = std::min(w.size(), lo + chunk);
+          part[t] = read_sum(w.data() + lo, hi > lo ? hi - lo : 0);
+        }
+      });
+      volatile float sink = part[0];
+      (void)sink;
+    });
     return 0;
   }
   if (lib != "dnnl") { std::fprintf(stderr, "usage: gemm_candidates openblas|dnnl|rlx [reps]\n"); return 2; }

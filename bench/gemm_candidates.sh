@@ -47,17 +47,22 @@ for c in cands:
             t[(c, f[0])][r] = (float(f[1]), float(f[3]), float(f[5]))
 def base_row(row):
     if row == "mm2048_packed": return "sgemm2048"
-    return row.removesuffix("_sg").removesuffix("_mm")
+    if row.startswith("read_"): return row
+    return row.removesuffix("_sg").removesuffix("_mm").removesuffix("_pk").removesuffix("_kn")
 for c in cands: print(heads.get(c, c))
 print()
 print("| candidate | shape | median ms | GFLOP/s | weights GB/s | speed-up vs obl_haswell (median of rounds) |")
 print("| --- | --- | ---: | ---: | ---: | ---: |")
-order = ["sgemm2048", "linears_m256", "linears_m16", "linears_m4", "linears_m1"]
+order = ["sgemm2048", "linears_m256", "linears_m16", "linears_m4", "linears_m1", "read_weights"]
 rows = sorted(t, key=lambda k: (order.index(base_row(k[1])), cands.index(k[0]), k[1]))
 for (c, row) in rows:
     v = t[(c, row)]
     b = t[("obl_haswell", base_row(row))]
     ratios = [b[r][0] / v[r][0] for r in v if r in b]
+    if not ratios:  # no baseline row (the bandwidth reference)
+        ms, gb = st.median(x[0] for x in v.values()), st.median(x[2] for x in v.values())
+        print(f"| {c} | {row} | {ms:.2f} | - | {gb:.1f} | - |")
+        continue
     ms = st.median(x[0] for x in v.values())
     gf = st.median(x[1] for x in v.values())
     gb = st.median(x[2] for x in v.values())

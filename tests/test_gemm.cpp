@@ -197,6 +197,70 @@ TEST(Gemm, PackedMatchesUnpacked) {
     }
 }
 
+// Packed for a known number of rows (compiled mode knows it): 1..16 rows get panels for the
+// skinny kernel on AVX-512 (a zero-padded copy), and the same handle still serves more rows.
+TEST(Gemm, PackedForSkinnyRows) {
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && !std::getenv("RLX_CPU_ISA");
+  for (bool tb : {false, true})
+    for (const auto& c : {Case{1, 100, 70}, Case{2, 16, 1}, Case{3, 257, 33}, Case{5, 31, 100}, Case{8, 200, 64},
+                          Case{9, 129, 17}, Case{16, 300, 130}}) {
+      const int64_t M = c.M, N = c.N, K = c.K, ldb = (tb ? K : N) + 1;
+      auto A = rnd(40 * K, 17), B = rnd((tb ? N : K) * ldb, 18), bias = rnd(N, 19), res = rnd(M * N, 20);
+      auto packed = rlx::cpu::pack_b(tb, K, N, B.data(), ldb, M);
+      const std::string tag = "panels tb=" + std::to_string(tb) + " M=" + std::to_string(M) + " N=" +
+                              std::to_string(N) + " K=" + std::to_string(K);
+      if (avx512) {
+        EXPECT_NE(packed->panels, nullptr) << tag;
+        EXPECT_EQ(packed->bytes(), size_t((N + 15) / 16 * 16 * K * 4)) << tag;
+      }
+      Epilogue ep;
+      ep.bias = bias.data();
+      ep.residual = res.data();
+      ep.ldr = N;
+      ep.has_act = true;
+      ep.act = EwOp::Silu;
+      for (int64_t rows : {M, (int64_t)1, (int64_t)16, (int64_t)40}) {  // the rows packed for, and others
+        std::vector<float> C(rows * (N + 3), 777.f);
+        Epilogue e = ep;
+        if (rows > M) e.residual = nullptr;  // res has M rows
+        rlx::cpu::gemm_packed(rows, A.data(), K, *packed, C.data(), N + 3, e);
+        auto want = reference(false, tb, rows, N, K, 1.f, A.data(), K, B.data(), ldb, e);
+        expect_close(want, C.data(), rows, N, N + 3, K, tag + " rows=" + std::to_string(rows));
+        for (int64_t m = 0; m < rows; ++m)
+          for (int64_t n = N; n < N + 3; ++n) ASSERT_EQ(C[m * (N + 3) + n], 777.f) << tag << " wrote outside C";
+      }
+    }
+}
+
+// A custom epilogue sees every element of C exactly once, after the product.
+TEST(Gemm, CustomEpilogueCoversEachBlockOnce) {
+  for (const auto& c : {Case{1, 300, 64}, Case{16, 129, 33}, Case{64, 300, 96}, Case{300, 520, 64}}) {
+    const int64_t M = c.M, N = c.N, K = c.K;
+    auto A = rnd(M * K, 21), W = rnd(N * K, 22);
+    std::vector<int> seen(M * N, 0);
+    Epilogue ep;
+    ep.custom = [&](float* C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+      for (int64_t m = m0; m < m1; ++m)
+        for (int64_t n = n0; n < n1; ++n) {
+          seen[m * N + n]++;  // distinct elements per task: no race
+          C[m * ldc + n] = 2.f * C[m * ldc + n] + 1.f;
+        }
+    };
+    std::vector<float> C(M * N);
+    rlx::cpu::gemm(false, true, M, N, K, 1.f, A.data(), K, W.data(), K, C.data(), N, ep);
+    auto want = reference(false, true, M, N, K, 1.f, A.data(), K, W.data(), K, {});
+    for (auto& w : want) w = 2 * w + 1;
+    expect_close(want, C.data(), M, N, N, K, "custom M=" + std::to_string(M));
+    for (int64_t i = 0; i < M * N; ++i) ASSERT_EQ(seen[i], 1) << "element " << i << " M=" << M;
+    auto packed = rlx::cpu::pack_b(true, K, N, W.data(), K, M);
+    std::fill(seen.begin(), seen.end(), 0);
+    rlx::cpu::gemm_packed(M, A.data(), K, *packed, C.data(), N, ep);
+    expect_close(want, C.data(), M, N, N, K, "custom packed M=" + std::to_string(M));
+    for (int64_t i = 0; i < M * N; ++i) ASSERT_EQ(seen[i], 1) << "packed element " << i << " M=" << M;
+  }
+}
+
 TEST(Gemm, PackingAContiguousWeightMakesNoCopy) {
   const int64_t N = 48, K = 40;
   auto W = rnd(N * K, 10), A = rnd(2 * K, 11);

@@ -155,6 +155,7 @@ void apply_epilogue(const Epilogue& ep, float* C, int64_t ldc, int64_t m0, int64
         for (int64_t j = 0; j < w; ++j) c[j] = act_one(ep.act, c[j]);
     }
   }
+  if (ep.custom) ep.custom(C, ldc, m0, m1, n0, n1);
 }
 
 void parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn, Threads th) {
@@ -396,6 +397,88 @@ __attribute__((target("avx2,fma"))) void axpy_avx2(int64_t M, int64_t n0, int64_
   if (n < n1) axpy_scalar(M, n, n1, K, alpha, A, lda, B, ldb, C, ldc);
 }
 
+// ---------------- skinny kernel over packed panels (PackedB::panels) ----------------
+// C[m0 + i, 16 (p + j) + c] = alpha * sum_k A[m0 + i, k] P[p + j][k][c]: MB rows of A times NB
+// panels, MB * NB accumulators in registers, one 64-byte load of each panel per k and A's
+// value broadcast from memory. No horizontal sums (the dot kernel needs one per output).
+constexpr int64_t kPanel = 16;
+
+template <int MB, int NB>
+__attribute__((target("avx512f"))) void panel512_tile(const float* A, int64_t lda, const float* P, int64_t K,
+                                                      int64_t p, int64_t N, float alpha, float* C, int64_t ldc) {
+  __m512 acc[MB][NB];
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_setzero_ps();
+  const float* w[NB];
+#pragma GCC unroll 8
+  for (int j = 0; j < NB; ++j) w[j] = P + (p + j) * K * kPanel;
+  for (int64_t k = 0; k < K; ++k) {
+    __m512 wv[NB];
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) wv[j] = _mm512_load_ps(w[j] + k * kPanel);
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) {
+      const __m512 av = _mm512_set1_ps(A[i * lda + k]);
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_fmadd_ps(av, wv[j], acc[i][j]);
+    }
+  }
+  const __m512 al = _mm512_set1_ps(alpha);
+#pragma GCC unroll 8
+  for (int j = 0; j < NB; ++j) {
+    const int64_t c0 = (p + j) * kPanel;
+    const int64_t valid = std::clamp<int64_t>(N - c0, 0, kPanel);
+    const __mmask16 mk = (__mmask16)((1u << valid) - 1);
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) _mm512_mask_storeu_ps(C + i * ldc + c0, mk, _mm512_mul_ps(al, acc[i][j]));
+  }
+}
+
+template <int MB>
+__attribute__((target("avx512f"))) void panel512_block(const float* A, int64_t lda, const float* P, int64_t K,
+                                                       int64_t p, int64_t np, int64_t N, float alpha, float* C,
+                                                       int64_t ldc) {
+  constexpr int NB = MB <= 3 ? 8 : MB == 4 ? 6 : MB <= 6 ? 4 : 3;
+  int64_t j = 0;
+  for (; j + NB <= np; j += NB) panel512_tile<MB, NB>(A, lda, P, K, p + j, N, alpha, C, ldc);
+  for (; j < np; ++j) panel512_tile<MB, 1>(A, lda, P, K, p + j, N, alpha, C, ldc);
+}
+
+__attribute__((target("avx512f"))) void panel_avx512(int64_t M, const float* A, int64_t lda, const float* P, int64_t K,
+                                                     int64_t p0, int64_t p1, int64_t N, float alpha, float* C,
+                                                     int64_t ldc) {
+  // Groups of up to 8 panels (128 columns); each group runs every row block.
+  for (int64_t p = p0; p < p1; p += 8) {
+    const int64_t np = std::min<int64_t>(8, p1 - p);
+    for (int64_t m = 0; m < M; m += 8) {
+      const float* a = A + m * lda;
+      float* c = C + m * ldc;
+      switch (std::min<int64_t>(8, M - m)) {
+        case 1: panel512_block<1>(a, lda, P, K, p, np, N, alpha, c, ldc); break;
+        case 2: panel512_block<2>(a, lda, P, K, p, np, N, alpha, c, ldc); break;
+        case 3: panel512_block<3>(a, lda, P, K, p, np, N, alpha, c, ldc); break;
+        case 4: panel512_block<4>(a, lda, P, K, p, np, N, alpha, c, ldc); break;
+        case 5: panel512_block<5>(a, lda, P, K, p, np, N, alpha, c, ldc); break;
+        case 6: panel512_block<6>(a, lda, P, K, p, np, N, alpha, c, ldc); break;
+        case 7: panel512_block<7>(a, lda, P, K, p, np, N, alpha, c, ldc); break;
+        default: panel512_block<8>(a, lda, P, K, p, np, N, alpha, c, ldc); break;
+      }
+    }
+  }
+}
+
+void skinny_panels(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* P, float* C,
+                   int64_t ldc, const Epilogue& ep, Threads th) {
+  const int64_t panels = (N + kPanel - 1) / kPanel;
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, kPanel * K));
+  parallel(panels, grain, [&](int64_t p0, int64_t p1) {
+    panel_avx512(M, A, lda, P, K, p0, p1, N, alpha, C, ldc);
+    apply_epilogue(ep, C, ldc, 0, M, p0 * kPanel, std::min(N, p1 * kPanel));
+  }, th);
+}
+
 using SkinnyFn = void (*)(int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
                           float*, int64_t);
 
@@ -490,25 +573,58 @@ void gemm_batched(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
     gemm_impl(ta, tb, M, N, K, alpha, A + a_off[i], lda, B + b_off[i], ldb, C + i * c_stride, ldc, {}, Threads::Pool);
 }
 
-// Layout choice, measured (README, Dependencies): OpenBLAS packs B itself on every call and
-// offers no pre-packed sgemm entry point; its speed on x * W^T is the same with W as N x K
-// ("T") or K x N ("N"), and rlx's skinny dot kernel streams an N x K weight row by row. So the
+// Layout choice, measured (README, Dependencies; docs/benchmarks.md, GEMM candidates):
+// OpenBLAS packs B itself on every call and offers no pre-packed sgemm entry point; its speed
+// on x * W^T is the same with W as N x K ("T") or K x N ("N"). So for its rows (> 16) the
 // packed form is op(B) as N x K contiguous: a linear's weight (already N x K, contiguous) is
-// used in place with no copy; a K x N matrix is transposed once.
-std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb) {
+// used in place with no copy; a K x N matrix is transposed once. For 1..16 rows on AVX-512
+// the skinny panel kernel reads panels made here (a copy), which beat the dot kernel that
+// streams an N x K weight row by row.
+namespace {
+std::shared_ptr<float> alloc_floats(size_t n, int64_t K, int64_t N) {
+  std::shared_ptr<float> p(static_cast<float*>(std::aligned_alloc(64, (n * 4 + 63) / 64 * 64)),
+                           [](float* q) { std::free(q); });
+  if (!p)
+    throw RuntimeError("out of host memory packing a " + std::to_string(K) + "x" + std::to_string(N) + " weight");
+  return p;
+}
+}  // namespace
+
+std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb, int64_t rows) {
   auto p = std::make_shared<PackedB>();
   p->K = K;
   p->N = N;
   p->trans = true;
   p->ld = K;
+  if (rows >= 1 && rows <= kSkinnyM && use_avx512() && K > 0 && N > 0) {
+    const int64_t panels = (N + kPanel - 1) / kPanel;
+    const size_t n = (size_t)(panels * K * kPanel);
+    p->owned_ = alloc_floats(n, K, N);
+    p->owned_floats_ = n;
+    float* d = p->owned_.get();
+    ThreadPool::global().parallel_for(panels, 1, [&](int64_t q0, int64_t q1) {
+      for (int64_t q = q0; q < q1; ++q)
+        for (int64_t k = 0; k < K; ++k) {
+          float* o = d + (q * K + k) * kPanel;
+          for (int64_t c = 0; c < kPanel; ++c) {
+            const int64_t j = q * kPanel + c;
+            o[c] = j >= N ? 0.f : trans_b ? B[j * ldb + k] : B[k * ldb + j];
+          }
+        }
+    });
+    p->panels = d;
+    // calls with more rows read the caller's B as it is
+    p->data = B;
+    p->trans = trans_b;
+    p->ld = ldb;
+    return p;
+  }
   if (trans_b && ldb == K) {
     p->data = B;
     return p;
   }
   size_t n = (size_t)std::max<int64_t>(K * N, 1);
-  p->owned_.reset(static_cast<float*>(std::aligned_alloc(64, (n * 4 + 63) / 64 * 64)), [](float* q) { std::free(q); });
-  if (!p->owned_) throw RuntimeError("out of host memory packing a " + std::to_string(K) + "x" + std::to_string(N) +
-                                     " weight");
+  p->owned_ = alloc_floats(n, K, N);
   p->owned_floats_ = n;
   float* d = p->owned_.get();
   ThreadPool::global().parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
@@ -519,8 +635,14 @@ std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const 
   return p;
 }
 
+std::string PackedB::layout() const {
+  if (panels) return "panels of 16 columns for the skinny avx512 kernel (M <= 16)";
+  return owned_ ? "N x K copy (transposed once)" : "in place, no copy (OpenBLAS reads it as N x K)";
+}
+
 void gemm_packed(int64_t M, const float* A, int64_t lda, const PackedB& B, float* C, int64_t ldc, const Epilogue& ep,
                  Threads th) {
+  if (B.panels && M >= 1 && M <= kSkinnyM) return skinny_panels(M, B.N, B.K, 1.f, A, lda, B.panels, C, ldc, ep, th);
   gemm_impl(false, B.trans, M, B.N, B.K, 1.f, A, lda, B.data, B.ld, C, ldc, ep, th);
 }
 
