@@ -143,7 +143,9 @@ int main(int argc, char** argv) {
     // Weights prepacked once (what compiled mode does): cpu::pack_b for that number of rows.
     for (int M : {1, 4, 16}) {
       std::vector<std::shared_ptr<const cpu::PackedB>> P;
+      double t0 = now();
       for (size_t i = 0; i < 7; ++i) P.push_back(cpu::pack_b(true, kLinears[i].K, kLinears[i].N, W[i].data(), kLinears[i].K, M));
+      std::fprintf(stderr, "packing the 7 weights for M = %d: %.1f ms\n", M, (now() - t0) * 1e3);
       std::string n = "linears_m" + std::to_string(M) + "_pk";
       time(n.c_str(), lin_flops / 256 * M, [&] {
         for (size_t i = 0; i < 7; ++i) cpu::gemm_packed(M, X.data(), kLinears[i].K, *P[i], Y.data(), kLinears[i].N);

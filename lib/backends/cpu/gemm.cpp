@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/fast_math.h"
+#include "backends/cpu/host_memory.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 
@@ -581,9 +582,11 @@ void gemm_batched(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
 // the skinny panel kernel reads panels made here (a copy), which beat the dot kernel that
 // streams an N x K weight row by row.
 namespace {
+// From the executor's host allocator: 64-byte aligned, large blocks on transparent huge pages
+// (a packed copy is tens of MiB; 4 KiB page faults cost microseconds each on a VM).
 std::shared_ptr<float> alloc_floats(size_t n, int64_t K, int64_t N) {
-  std::shared_ptr<float> p(static_cast<float*>(std::aligned_alloc(64, (n * 4 + 63) / 64 * 64)),
-                           [](float* q) { std::free(q); });
+  size_t cap = 0;
+  std::shared_ptr<float> p(static_cast<float*>(host_alloc(n * 4, &cap)), [cap](float* q) { host_free(q, cap); });
   if (!p)
     throw RuntimeError("out of host memory packing a " + std::to_string(K) + "x" + std::to_string(N) + " weight");
   return p;
@@ -603,14 +606,27 @@ std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const 
     p->owned_floats_ = n;
     float* d = p->owned_.get();
     ThreadPool::global().parallel_for(panels, 1, [&](int64_t q0, int64_t q1) {
-      for (int64_t q = q0; q < q1; ++q)
-        for (int64_t k = 0; k < K; ++k) {
-          float* o = d + (q * K + k) * kPanel;
-          for (int64_t c = 0; c < kPanel; ++c) {
-            const int64_t j = q * kPanel + c;
-            o[c] = j >= N ? 0.f : trans_b ? B[j * ldb + k] : B[k * ldb + j];
+      for (int64_t q = q0; q < q1; ++q) {
+        float* o = d + q * K * kPanel;
+        const int64_t valid = std::min(kPanel, N - q * kPanel);
+        if (!trans_b) {  // rows of B are the panel's rows: contiguous copies
+          for (int64_t k = 0; k < K; ++k) {
+            std::memcpy(o + k * kPanel, B + k * ldb + q * kPanel, valid * 4);
+            std::fill(o + k * kPanel + valid, o + (k + 1) * kPanel, 0.f);
+          }
+          continue;
+        }
+        // B is N x K: column c of the panel is row q * 16 + c of B, read sequentially.
+        if (valid < kPanel) std::fill(o, o + K * kPanel, 0.f);
+        // In k-blocks of 64, so the 4 KiB of the panel being written stay in L1.
+        for (int64_t k0 = 0; k0 < K; k0 += 64) {
+          const int64_t k1 = std::min(K, k0 + 64);
+          for (int64_t c = 0; c < valid; ++c) {
+            const float* b = B + (q * kPanel + c) * ldb;
+            for (int64_t k = k0; k < k1; ++k) o[k * kPanel + c] = b[k];
           }
         }
+      }
     });
     p->panels = d;
     // calls with more rows read the caller's B as it is
