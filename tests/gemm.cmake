@@ -1,2 +1,5 @@
 # cpu::gemm (lib/backends/cpu/gemm.h) against a plain reference loop
 rlx_add_test(test_gemm SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_gemm.cpp LIBS rlx_cpu)
+# The thread-count check once more with a pool size that differs from the core count.
+add_test(NAME Threads.NumThreads3 COMMAND test_gemm --gtest_filter=Threads.*)
+set_tests_properties(Threads.NumThreads3 PROPERTIES ENVIRONMENT "RLX_NUM_THREADS=3")

@@ -7,10 +7,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/thread_pool.h"
 
 namespace {
 
@@ -298,3 +303,41 @@ TEST(Gemm, OpenBlasKernelSetFollowsCpuFeatures) {
 }
 
 }  // namespace
+
+// RLX_NUM_THREADS governs everything: the process has exactly the pool's threads (OpenBLAS,
+// loaded by the first product, starts none of its own), and the blocks of a product (OpenBLAS
+// path, skinny path, packed path) run on at most that many distinct threads. Counted, not timed.
+// ctest runs this with RLX_NUM_THREADS=3 (gemm.cmake) as well as with the default.
+namespace {
+int process_threads() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) n += e.is_directory() ? 1 : 0;
+  return n;
+}
+}  // namespace
+
+TEST(Threads, NumThreadsGovernsGemmAndOwnKernels) {
+  const int T = rlx::cpu::default_num_threads();
+  if (const char* e = std::getenv("RLX_NUM_THREADS")) EXPECT_EQ(T, std::atoi(e));
+  EXPECT_EQ(rlx::cpu::ThreadPool::global().size(), T);
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  Epilogue ep;
+  ep.custom = [&](float*, int64_t, int64_t, int64_t, int64_t, int64_t) {
+    std::lock_guard<std::mutex> l(mu);
+    ids.insert(std::this_thread::get_id());
+  };
+  const int64_t K = 512;
+  auto A = rnd(256 * K, 31), W = rnd(2048 * K, 32);
+  std::vector<float> C(256 * 2048);
+  for (int rep = 0; rep < 3; ++rep) {
+    rlx::cpu::gemm(false, true, 256, 2048, K, 1.f, A.data(), K, W.data(), K, C.data(), 2048, ep);  // OpenBLAS
+    rlx::cpu::gemm(false, true, 4, 2048, K, 1.f, A.data(), K, W.data(), K, C.data(), 2048, ep);    // skinny
+  }
+  auto packed = rlx::cpu::pack_b(true, K, 2048, W.data(), K, 2);
+  rlx::cpu::gemm_packed(2, A.data(), K, *packed, C.data(), 2048, ep);
+  EXPECT_GE((int)ids.size(), 1);
+  EXPECT_LE((int)ids.size(), T);
+  // The caller plus T - 1 pool workers; OpenBLAS (loaded by now) added none.
+  EXPECT_EQ(process_threads(), T) << rlx::cpu::gemm_description();
+}

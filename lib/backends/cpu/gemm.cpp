@@ -65,12 +65,19 @@ const Blas& blas() {
     } else {
       unsetenv("OPENBLAS_CORETYPE");
     }
+    // OpenBLAS starts its own threads in its constructor (one per core less one) unless
+    // OPENBLAS_NUM_THREADS says 1: rlx's pool does the threading, so it starts none.
+    const char* nt = std::getenv("OPENBLAS_NUM_THREADS");
+    std::string saved_nt = nt ? nt : "";
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
     void* h = nullptr;
     for (const char* name : {"libopenblas.so.0", "libopenblas.so"})
       if ((h = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
     // leave the environment as it was found
     if (inherited) setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
     else unsetenv("OPENBLAS_CORETYPE");
+    if (nt) setenv("OPENBLAS_NUM_THREADS", saved_nt.c_str(), 1);
+    else unsetenv("OPENBLAS_NUM_THREADS");
     if (!h) {
       r.error = std::string("cannot load OpenBLAS (libopenblas.so.0; run scripts/setup.sh): ") + dlerror();
       return r;
