@@ -7,7 +7,11 @@
 //                              what the CPU backend runs (OpenBLAS with its kernel set chosen
 //                              from the CPU's features, rlx's pool, skinny kernels for M <= 16)
 // Shapes: sgemm 2048^3; the decoder block's seven linears x * W^T (M 256, d 1024, kv 256, FFN 2816);
-// the same linears at M = 1, 4, 16 (decode). Threads: RLX_NUM_THREADS (default 2).
+// the same linears at M = 1, 4, 16 (decode), for rlx also with the weights prepacked once
+// (cpu::pack_b, what compiled mode does: "_pk"), for OpenBLAS also with W as K x N ("_kn").
+//   gemm_candidates bandwidth  streaming reads by rlx's pool: the seven weights (45 MB, the
+//                              decode step's working set) and a 1 GiB buffer (memory, no cache)
+// Threads: RLX_NUM_THREADS (default 2).
 // Prints one line per shape: name, median milliseconds over `reps` runs, GFLOP/s, and GB/s of
 // weights read (the decode-step figure: M = 1 reads every weight once).
 // bench/gemm_candidates.sh runs the variants side by side, alternating, and prints ratios.
@@ -26,6 +30,7 @@
 #include <vector>
 
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/host_memory.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace {
@@ -45,15 +50,14 @@ std::vector<float> rnd(size_t n, unsigned seed) {
 
 // Sums n floats with 64-byte loads and 4 independent accumulators: a streaming read.
 __attribute__((target("avx512f"))) float read_sum(const float* p, size_t n) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  __m512 a[8];
+  for (auto& v : a) v = _mm512_setzero_ps();
   size_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
-    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
-    a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
-    a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
-  }
-  float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  for (; i + 128 <= n; i += 128)
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) a[j] = _mm512_add_ps(a[j], _mm512_loadu_ps(p + i + 16 * j));
+  for (int j = 1; j < 8; ++j) a[0] = _mm512_add_ps(a[0], a[j]);
+  float s = _mm512_reduce_add_ps(a[0]);
   for (; i < n; ++i) s += p[i];
   return s;
 }
@@ -74,8 +78,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < reps; ++r) { double t0 = now(); f(); t.push_back(now() - t0); }
     double m = median(t);
     bool lin = std::strncmp(name, "linears", 7) == 0 || std::strncmp(name, "read_", 5) == 0;
-    std::printf("%-16s %9.3f ms %7.1f GFLOP/s %7.1f GB/s\n", name, m * 1e3, flops / m * 1e-9,
-                lin ? wbytes / m * 1e-9 : 0.0);
+    std::printf("%-16s %9.3f ms %7.1f GFLOP/s %7.1f GB/s %9.3f min_ms\n", name, m * 1e3, flops / m * 1e-9,
+                lin ? wbytes / m * 1e-9 : 0.0, *std::min_element(t.begin(), t.end()) * 1e3);
     std::fflush(stdout);
   };
   const int S = 2048;
@@ -128,6 +132,46 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  if (lib == "bandwidth") {
+    // The memory read bandwidth the decode step is measured against (bench/compare_ort.py runs
+    // this between its rounds): the pool's threads sum their shares of (a) the decoder's seven
+    // weights, 45 MB, the decode step's working set, and (b) a 1 GiB buffer, beyond any cache.
+    namespace cpu = rlx::cpu;
+    std::printf("# streaming read, rlx pool of %d\n", cpu::ThreadPool::global().size());
+    auto read_all = [&](const std::vector<const float*>& bufs, const std::vector<size_t>& sizes) {
+      const int64_t parts = 64;
+      std::vector<float> part(bufs.size() * parts, 0.f);
+      cpu::ThreadPool::global().parallel_for((int64_t)part.size(), 1, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+          size_t n = sizes[t / parts], chunk = (n + parts - 1) / parts, lo = std::min(n, (t % parts) * chunk);
+          part[t] = read_sum(bufs[t / parts] + lo, std::min(n, lo + chunk) - lo);
+        }
+      });
+      volatile float sink = part[0];
+      (void)sink;
+    };
+    // In memory from the executor's allocator (transparent huge pages, as rlx's packed weights):
+    // with 4 KiB pages the hardware prefetchers stop at every page boundary and the same loop
+    // reads markedly slower, which would understate what the machine can do.
+    auto huge_copy = [](const float* src, size_t n) {
+      size_t cap = 0;
+      float* d = static_cast<float*>(cpu::host_alloc(n * 4, &cap));
+      if (src) std::memcpy(d, src, n * 4);
+      else std::fill(d, d + n, 1.f);
+      return d;
+    };
+    std::vector<const float*> wb;
+    std::vector<size_t> ws;
+    for (auto& w : W) { wb.push_back(huge_copy(w.data(), w.size())); ws.push_back(w.size()); }
+    time("read_weights", 0, [&] { read_all(wb, ws); });
+    const size_t big = size_t(1) << 28;  // floats: 1 GiB
+    const float* G = huge_copy(nullptr, big);
+    const double saved = wbytes;
+    wbytes = 4.0 * big;
+    time("read_1gib", 0, [&] { read_all({G}, {big}); });
+    wbytes = saved;
+    return 0;  // (the blocks are freed by the process's exit)
+  }
   if (lib == "rlx") {
     namespace cpu = rlx::cpu;
     std::printf("# rlx::cpu::gemm: %s, pool of %d\n", cpu::gemm_description().c_str(), cpu::ThreadPool::global().size());
@@ -151,23 +195,9 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < 7; ++i) cpu::gemm_packed(M, X.data(), kLinears[i].K, *P[i], Y.data(), kLinears[i].N);
       });
     }
-    // The memory read bandwidth these rows are measured against: every thread of the pool sums
-    // its share of the same weights (45 MB, the decode step's working set) with 64-byte loads.
-    time("read_weights", 0, [&] {
-      std::vector<float> part(7 * 64, 0.f);
-      cpu::ThreadPool::global().parallel_for(7 * 64, 1, [&](int64_t b, int64_t e) {
-        for (int64_t t = b; t < e; ++t) {
-          const auto& w = W[t / 64];
-          size_t chunk = (w.size() + 63) / 64, lo = (t % 64) * chunk, hi = std::min(w.size(), lo + chunk);
-          part[t] = read_sum(w.data() + lo, hi > lo ? hi - lo : 0);
-        }
-      });
-      volatile float sink = part[0];
-      (void)sink;
-    });
     return 0;
   }
-  if (lib != "dnnl") { std::fprintf(stderr, "usage: gemm_candidates openblas|dnnl|rlx [reps]\n"); return 2; }
+  if (lib != "dnnl") { std::fprintf(stderr, "usage: gemm_candidates openblas|dnnl|rlx|bandwidth [reps]\n"); return 2; }
   // oneDNN (OpenMP runtime in Debian's build: OMP_NUM_THREADS from the caller)
   std::printf("# onednn %d.%d.%d, %d threads\n", dnnl_version()->major, dnnl_version()->minor, dnnl_version()->patch, threads);
   time("sgemm2048", 2.0 * S * S * S, [&] { dnnl_sgemm('N', 'N', S, S, S, 1.f, A.data(), S, B.data(), S, 0.f, C.data(), S); });
