@@ -289,6 +289,9 @@ def main():
     p.add_argument("--rlx", default=os.path.join(ROOT, "build", "apps", "rlx", "rlx"))
     p.add_argument("--ort-dir", default=os.environ.get("RLX_ORT_DIR", os.path.expanduser("~/.cache/rlx/onnxruntime-node")))
     p.add_argument("--keep", help="keep the generated models and data in this directory")
+    p.add_argument("--also-plain", action="store_true",
+                   help="also time rlx with RLX_CPU_PLAIN_PLAN=1 in every round (compiled plans without prepacked "
+                        "weights and epilogue fusion), to show what those give")
     p.add_argument("--bandwidth-bin", default=os.path.join(ROOT, "build", "bench", "gemm_candidates"),
                    help="for decode_step: the streaming-read benchmark run in every round (gemm_candidates "
                         "bandwidth); the decode step's weight bytes / its time is compared with it")
@@ -337,12 +340,19 @@ def main():
     print(f"threads {a.threads}; data in {work}", file=sys.stderr)
     table = []
     bandwidth = []
+    plain_rounds = {}
     for name, model, target, params, in_dir, names, extra, out_id, ort_out_name in cases:
         cmd = rlx_cmd(a, "bench", target, params, in_dir, names, extra)
         rounds, version = [], "?"
         bw_rounds = []
         for r in range(a.rounds):
             row = run_rlx(a, cmd, env)
+            if a.also_plain:
+                plain = run_rlx(a, cmd, dict(env, RLX_CPU_PLAIN_PLAN="1"))
+                plain_rounds.setdefault(name, []).append((plain["median_ms"], row["median_ms"],
+                                                          plain.get("min_ms", 0), row.get("min_ms", 0)))
+                print(f"{name} round {r + 1}: rlx compiled without packing/epilogues {plain['median_ms']:.3f} ms",
+                      file=sys.stderr)
             ort = run_ort(a, model, in_dir, os.path.join(work, name + ".ort_out"))
             version = ort["version"]
             rounds.append((row["median_ms"], ort["median_ms"], os.getloadavg()[0], row.get("min_ms", row["median_ms"]),
@@ -374,6 +384,16 @@ def main():
     for name, rm, om, ratio, diff, loads, rmin, omin in table:
         print(f"| {name} | {rm:.3f} | {om:.3f} | {ratio:.2f} | {rmin:.3f} | {omin:.3f} | {rmin / omin:.2f} | {diff:.2e} "
               f"| {loads} |")
+    if plain_rounds:
+        print("\nrlx compiled plans with and without prepacked weights and epilogue fusion (RLX_CPU_PLAIN_PLAN=1), "
+              "same rounds\n")
+        print("| graph | plain ms (median) | packed+fused ms (median) | speed-up (median of rounds) | plain min ms "
+              "| packed+fused min ms |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        for name, rs in plain_rounds.items():
+            print(f"| {name} | {statistics.median(r[0] for r in rs):.3f} | {statistics.median(r[1] for r in rs):.3f} "
+                  f"| {statistics.median(r[0] / r[1] for r in rs):.2f}x | {min(r[2] for r in rs):.3f} "
+                  f"| {min(r[3] for r in rs):.3f} |")
     for name, wb, rs in bandwidth:
         # per round: the step's weight bytes over its time, against the streaming reads of that round
         med = statistics.median(wb / r[0] * 1e-6 for r in rs)

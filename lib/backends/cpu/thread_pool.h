@@ -1,5 +1,6 @@
 #pragma once
 // A small persistent thread pool for data-parallel kernels.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -30,6 +31,13 @@ class ThreadPool {
  private:
   void worker(int index);
   std::vector<std::thread> workers_;
+  // Workers and the caller poll for a while before sleeping on the condition variables
+  // (RLX_POOL_SPIN_US, default 100 microseconds; 0: never): a kernel follows the previous
+  // one within microseconds, and waking a sleeping thread costs tens of microseconds or more
+  // on a loaded virtual machine, as much as a decode step's small kernels take.
+  int spin_us_ = 100;
+  std::atomic<uint64_t> gen_seen_{0};   // generation_, readable without the lock
+  std::atomic<int64_t> finished_seen_{0};  // finished_, readable without the lock
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
