@@ -30,7 +30,13 @@ median); the ratio rlx/ORT is taken per round and the table shows the median ove
 change in the machine's load hits both alike. Threads: --threads (default RLX_NUM_THREADS or 2)
 for rlx (RLX_NUM_THREADS) and ORT (intraOpNumThreads, interOpNumThreads 1); ORT is timed with
 its pool threads spinning (its default) and sleeping (allow_spinning 0), the faster kept. The compiled
-output is checked against ORT's (max abs difference).
+output is checked against ORT's (max abs difference). The table gives medians (of per-round medians)
+and minimums (the fastest single run of either side over all rounds).
+
+For decode_step, every round also runs the streaming-read benchmark (`gemm_candidates bandwidth`:
+rlx's pool reading the same 45 MB of weights, and 1 GiB) and reports the step's weight bytes / time
+against it. --also-plain times rlx a second time per round with RLX_CPU_PLAIN_PLAN=1 (compiled plans
+without prepacked weights and epilogue fusion).
 """
 import argparse
 import json

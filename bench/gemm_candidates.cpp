@@ -138,14 +138,16 @@ int main(int argc, char** argv) {
     // weights, 45 MB, the decode step's working set, and (b) a 1 GiB buffer, beyond any cache.
     namespace cpu = rlx::cpu;
     std::printf("# streaming read, rlx pool of %d\n", cpu::ThreadPool::global().size());
+    // One task per thread; task t reads the t-th share of every buffer, sequentially.
     auto read_all = [&](const std::vector<const float*>& bufs, const std::vector<size_t>& sizes) {
-      const int64_t parts = 64;
-      std::vector<float> part(bufs.size() * parts, 0.f);
-      cpu::ThreadPool::global().parallel_for((int64_t)part.size(), 1, [&](int64_t b, int64_t e) {
-        for (int64_t t = b; t < e; ++t) {
-          size_t n = sizes[t / parts], chunk = (n + parts - 1) / parts, lo = std::min(n, (t % parts) * chunk);
-          part[t] = read_sum(bufs[t / parts] + lo, std::min(n, lo + chunk) - lo);
-        }
+      const int64_t parts = cpu::ThreadPool::global().size();
+      std::vector<float> part(parts, 0.f);
+      cpu::ThreadPool::global().parallel_for(parts, 1, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t)
+          for (size_t i = 0; i < bufs.size(); ++i) {
+            size_t n = sizes[i], chunk = (n + parts - 1) / parts, lo = std::min(n, t * chunk);
+            part[t] += read_sum(bufs[i] + lo, std::min(n, lo + chunk) - lo);
+          }
       });
       volatile float sink = part[0];
       (void)sink;
