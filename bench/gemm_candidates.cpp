@@ -187,7 +187,21 @@ int main(int argc, char** argv) {
       });
     }
     // Weights prepacked once (what compiled mode does): cpu::pack_b for that number of rows.
-    for (int M : {1, 4, 16}) {
+    if (std::getenv("ONLY_M256")) {
+      std::vector<std::shared_ptr<const cpu::PackedB>> P;
+      for (size_t i = 0; i < 7; ++i) P.push_back(cpu::pack_b(true, kLinears[i].K, kLinears[i].N, W[i].data(), kLinears[i].K, 256));
+      for (int r = 0; r < 3; ++r) {
+        time("linears_m256", lin_flops, [&] {
+          for (size_t i = 0; i < 7; ++i)
+            cpu::gemm(false, true, 256, kLinears[i].N, kLinears[i].K, 1.f, X.data(), kLinears[i].K, W[i].data(), kLinears[i].K, Y.data(), kLinears[i].N);
+        });
+        time("linears_m256_pk", lin_flops, [&] {
+          for (size_t i = 0; i < 7; ++i) cpu::gemm_packed(256, X.data(), kLinears[i].K, *P[i], Y.data(), kLinears[i].N);
+        });
+      }
+      return 0;
+    }
+    for (int M : {256, 1, 4, 16}) {
       std::vector<std::shared_ptr<const cpu::PackedB>> P;
       double t0 = now();
       for (size_t i = 0; i < 7; ++i) P.push_back(cpu::pack_b(true, kLinears[i].K, kLinears[i].N, W[i].data(), kLinears[i].K, M));

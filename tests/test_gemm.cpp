@@ -238,6 +238,46 @@ TEST(Gemm, PackedForSkinnyRows) {
     }
 }
 
+// Packed for more than 16 rows: in place for OpenBLAS (no copy), or with RLX_GEMM_WIDE=1 on
+// AVX-512 (ctest runs this test that way too: gemm.cmake) panels of 32 columns for rlx's
+// large-M kernel, whose K blocks (256) accumulate into C: K up to 600 crosses them.
+TEST(Gemm, PackedForManyRows) {
+  __builtin_cpu_init();
+  const char* wide_env = std::getenv("RLX_GEMM_WIDE");
+  const bool wide = wide_env && std::string(wide_env) == "1" && __builtin_cpu_supports("avx512f") &&
+                    !std::getenv("RLX_CPU_ISA");
+  for (bool tb : {false, true})
+    for (const auto& c : {Case{17, 33, 5}, Case{29, 64, 600}, Case{40, 100, 257}, Case{300, 70, 513}}) {
+      const int64_t M = c.M, N = c.N, K = c.K, ldb = (tb ? K : N) + 1, ldc = N + 2;
+      auto A = rnd(M * K, 41), B = rnd((tb ? N : K) * ldb, 42), bias = rnd(N, 43), res = rnd(M * N, 44);
+      auto packed = rlx::cpu::pack_b(tb, K, N, B.data(), ldb, M);
+      const std::string tag = "many rows tb=" + std::to_string(tb) + " M=" + std::to_string(M) + " N=" +
+                              std::to_string(N) + " K=" + std::to_string(K);
+      if (wide) {
+        ASSERT_NE(packed->wide, nullptr) << tag;
+        EXPECT_EQ(packed->bytes(), size_t((N + 31) / 32 * 32 * K * 4)) << tag;
+      } else {
+        EXPECT_EQ(packed->wide, nullptr) << tag;
+      }
+      Epilogue ep;
+      ep.bias = bias.data();
+      ep.residual = res.data();
+      ep.ldr = N;
+      ep.has_act = true;
+      ep.act = EwOp::GeluTanh;
+      std::vector<float> C(M * ldc, 555.f);
+      rlx::cpu::gemm_packed(M, A.data(), K, *packed, C.data(), ldc, ep);
+      expect_close(reference(false, tb, M, N, K, 1.f, A.data(), K, B.data(), ldb, ep), C.data(), M, N, ldc, K, tag);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = N; n < ldc; ++n) ASSERT_EQ(C[m * ldc + n], 555.f) << tag << " wrote outside C";
+      // and the same handle with few rows
+      std::vector<float> C2(3 * N);
+      rlx::cpu::gemm_packed(3, A.data(), K, *packed, C2.data(), N);
+      expect_close(reference(false, tb, 3, N, K, 1.f, A.data(), K, B.data(), ldb, {}), C2.data(), 3, N, N, K,
+                   tag + " 3 rows");
+    }
+}
+
 // A custom epilogue sees every element of C exactly once, after the product.
 TEST(Gemm, CustomEpilogueCoversEachBlockOnce) {
   for (const auto& c : {Case{1, 300, 64}, Case{16, 129, 33}, Case{64, 300, 96}, Case{300, 520, 64}}) {

@@ -117,6 +117,15 @@ bool use_avx512() {
   }();
   return yes;
 }
+// RLX_GEMM_WIDE=1: products with more than 16 rows and a prepacked weight use rlx's kernel
+// (wide_gemm) instead of OpenBLAS. (Experimental: off by default until measured faster.)
+bool wide_enabled() {
+  static const bool yes = [] {
+    const char* e = std::getenv("RLX_GEMM_WIDE");
+    return e && std::string(e) == "1";
+  }();
+  return yes;
+}
 bool use_avx2() {
   static const bool yes = [] {
     const char* e = std::getenv("RLX_CPU_ISA");
@@ -514,6 +523,86 @@ void skinny(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const fl
 
 constexpr int64_t kSkinnyM = 16;
 
+// ---------------- large-M kernel over prepacked weights (PackedB::wide) ----------------
+// C = A op(B) for M > 16 with op(B) prepacked once into panels of 32 columns, k-major
+// ([panel][k][32], zero-padded), so no call repacks the weights (OpenBLAS repacks B on every
+// call: 16% of the decoder block's time in a profile). A is packed per call into row blocks
+// of 14 ([block][k][14]); the micro-kernel keeps 14 x 32 accumulators in 28 registers and
+// reads per k two 64-byte loads of the panel and 14 broadcasts of A. K is blocked by 256 so a
+// block of A stays in L2 and a panel's slice in L1.
+constexpr int64_t kWide = 32, kMR = 14;
+int64_t kc_block() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("RLX_GEMM_KC");
+    return e ? std::max<int64_t>(16, std::atoll(e)) : int64_t(256);
+  }();
+  return v;
+}
+
+__attribute__((target("avx512f"))) void micro_14x32(const float* Ap, const float* P, int64_t kc, float* C,
+                                                    int64_t ldc, int rows, __mmask16 m0, __mmask16 m1, bool acc) {
+  __m512 c[kMR][2];
+#pragma GCC unroll 14
+  for (int i = 0; i < kMR; ++i) c[i][0] = c[i][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(P + k * kWide), b1 = _mm512_load_ps(P + k * kWide + 16);
+    const float* a = Ap + k * kMR;
+#pragma GCC unroll 14
+    for (int i = 0; i < kMR; ++i) {
+      const __m512 av = _mm512_set1_ps(a[i]);
+      c[i][0] = _mm512_fmadd_ps(av, b0, c[i][0]);
+      c[i][1] = _mm512_fmadd_ps(av, b1, c[i][1]);
+    }
+  }
+  for (int i = 0; i < rows; ++i) {
+    float* ci = C + i * ldc;
+    if (acc) {
+      c[i][0] = _mm512_add_ps(c[i][0], _mm512_maskz_loadu_ps(m0, ci));
+      c[i][1] = _mm512_add_ps(c[i][1], _mm512_maskz_loadu_ps(m1, ci + 16));
+    }
+    _mm512_mask_storeu_ps(ci, m0, c[i][0]);
+    _mm512_mask_storeu_ps(ci + 16, m1, c[i][1]);
+  }
+}
+
+void wide_gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* P, float* C, int64_t ldc,
+               const Epilogue& ep, Threads th) {
+  const int64_t blocks = (M + kMR - 1) / kMR, panels = (N + kWide - 1) / kWide;
+  // A packed once per call: [block][k][14], rows past M zero.
+  size_t cap = 0;
+  const size_t an = (size_t)(blocks * kMR * K);
+  std::unique_ptr<float, std::function<void(float*)>> Ap(static_cast<float*>(host_alloc(an * 4, &cap)),
+                                                          [cap](float* q) { host_free(q, cap); });
+  parallel(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      float* o = Ap.get() + b * kMR * K;
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t i = 0; i < kMR; ++i) {
+          const int64_t m = b * kMR + i;
+          o[k * kMR + i] = m < M ? A[m * lda + k] : 0.f;
+        }
+    }
+  }, th);
+  const float* ap = Ap.get();
+  parallel(panels, 1, [&](int64_t p0, int64_t p1) {
+    const int64_t KC = kc_block();
+    for (int64_t k0 = 0; k0 < K; k0 += KC) {
+      const int64_t kc = std::min(KC, K - k0);
+      const bool last = k0 + kc >= K;
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t n0 = p * kWide, w = std::min(kWide, N - n0);
+        const __mmask16 m0 = (__mmask16)((1u << std::min<int64_t>(16, w)) - 1);
+        const __mmask16 m1 = (__mmask16)((1u << std::clamp<int64_t>(w - 16, 0, 16)) - 1);
+        const float* panel = P + (p * K + k0) * kWide;
+        for (int64_t b = 0; b < blocks; ++b)
+          micro_14x32(ap + (b * K + k0) * kMR, panel, kc, C + b * kMR * ldc + n0, ldc,
+                      (int)std::min(kMR, M - b * kMR), m0, m1, k0 > 0);
+        if (last) apply_epilogue(ep, C, ldc, 0, M, n0, n0 + w);
+      }
+    }
+  }, th);
+}
+
 void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                const float* B, int64_t ldb, float* C, int64_t ldc, const Epilogue& ep, Threads th) {
   if (M <= 0 || N <= 0) return;
@@ -642,6 +731,31 @@ std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const 
     p->ld = ldb;
     return p;
   }
+  if (rows > kSkinnyM && use_avx512() && K > 0 && N > 0 && wide_enabled()) {
+    const int64_t panels = (N + kWide - 1) / kWide;
+    const size_t n = (size_t)(panels * K * kWide);
+    p->owned_ = alloc_floats(n, K, N);
+    p->owned_floats_ = n;
+    float* d = p->owned_.get();
+    ThreadPool::global().parallel_for(panels, 1, [&](int64_t q0, int64_t q1) {
+      for (int64_t q = q0; q < q1; ++q) {
+        float* o = d + q * K * kWide;
+        const int64_t valid = std::min(kWide, N - q * kWide);
+        if (valid < kWide) std::fill(o, o + K * kWide, 0.f);
+        for (int64_t k0 = 0; k0 < K; k0 += 64) {
+          const int64_t k1 = std::min(K, k0 + 64);
+          for (int64_t c = 0; c < valid; ++c)
+            for (int64_t k = k0; k < k1; ++k)
+              o[k * kWide + c] = trans_b ? B[(q * kWide + c) * ldb + k] : B[k * ldb + q * kWide + c];
+        }
+      }
+    });
+    p->wide = d;
+    p->data = B;
+    p->trans = trans_b;
+    p->ld = ldb;
+    return p;
+  }
   if (trans_b && ldb == K) {
     p->data = B;
     return p;
@@ -660,12 +774,14 @@ std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const 
 
 std::string PackedB::layout() const {
   if (panels) return "panels of 16 columns for the skinny avx512 kernel (M <= 16)";
+  if (wide) return "panels of 32 columns for rlx's avx512 kernel (M > 16)";
   return owned_ ? "N x K copy (transposed once)" : "in place, no copy (OpenBLAS reads it as N x K)";
 }
 
 void gemm_packed(int64_t M, const float* A, int64_t lda, const PackedB& B, float* C, int64_t ldc, const Epilogue& ep,
                  Threads th) {
   if (B.panels && M >= 1 && M <= kSkinnyM) return skinny_panels(M, B.N, B.K, 1.f, A, lda, B.panels, C, ldc, ep, th);
+  if (B.wide && M > kSkinnyM) return wide_gemm(M, B.N, B.K, A, lda, B.wide, C, ldc, ep, th);
   gemm_impl(false, B.trans, M, B.N, B.K, 1.f, A, lda, B.data, B.ld, C, ldc, ep, th);
 }
 

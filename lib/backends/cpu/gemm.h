@@ -66,6 +66,8 @@ class PackedB {
   // panels of 16 columns, each stored k-major ([panel][k][16], zero-padded past N), so one
   // 64-byte load gives 16 output columns and the weights are read as a few sequential streams.
   const float* panels = nullptr;
+  // Panels of 32 columns for rlx's large-M AVX-512 kernel ([panel][k][32]), or null.
+  const float* wide = nullptr;
   // "panels 16 (skinny avx512)", "as given (no copy)", "transposed copy": for --dump-plan.
   std::string layout() const;
 
