@@ -190,12 +190,13 @@ int main(int argc, char** argv) {
     if (std::getenv("ONLY_M256")) {
       std::vector<std::shared_ptr<const cpu::PackedB>> P;
       for (size_t i = 0; i < 7; ++i) P.push_back(cpu::pack_b(true, kLinears[i].K, kLinears[i].N, W[i].data(), kLinears[i].K, 256));
+      const char* which = std::getenv("ONLY_M256");
       for (int r = 0; r < 3; ++r) {
-        time("linears_m256", lin_flops, [&] {
+        if (std::string(which) != "pk") time("linears_m256", lin_flops, [&] {
           for (size_t i = 0; i < 7; ++i)
             cpu::gemm(false, true, 256, kLinears[i].N, kLinears[i].K, 1.f, X.data(), kLinears[i].K, W[i].data(), kLinears[i].K, Y.data(), kLinears[i].N);
         });
-        time("linears_m256_pk", lin_flops, [&] {
+        if (std::string(which) != "obl") time("linears_m256_pk", lin_flops, [&] {
           for (size_t i = 0; i < 7; ++i) cpu::gemm_packed(256, X.data(), kLinears[i].K, *P[i], Y.data(), kLinears[i].N);
         });
       }

@@ -1049,8 +1049,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
     std::string line = "  " + short_name(st.k) + " (" + ir::op_name(st.k.node->op) + ", " + std::to_string(p.rows) + "x" +
                        std::to_string(p.N) + "x" + std::to_string(p.K) + "):";
     if (st.k.const_inputs & 2u) {
-      if (p.rows >= 1 && p.rows <= 16)
-        st.packed = cpu::pack_b(p.tb, p.K, p.N, ptr(st.k.inputs[1]), p.ldb, p.rows);
+      if (cpu::prepack_pays(p.rows)) st.packed = cpu::pack_b(p.tb, p.K, p.N, ptr(st.k.inputs[1]), p.ldb, p.rows);
       if (st.packed && st.packed->bytes() > 0) {
         packed_bytes += st.packed->bytes();
         n_packed++;

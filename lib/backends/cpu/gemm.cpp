@@ -772,6 +772,11 @@ std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const 
   return p;
 }
 
+bool prepack_pays(int64_t rows) {
+  if (rows < 1 || !use_avx512()) return false;
+  return rows <= kSkinnyM || wide_enabled();
+}
+
 std::string PackedB::layout() const {
   if (panels) return "panels of 16 columns for the skinny avx512 kernel (M <= 16)";
   if (wide) return "panels of 32 columns for rlx's avx512 kernel (M > 16)";

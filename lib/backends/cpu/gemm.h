@@ -86,6 +86,11 @@ class PackedB {
 std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
                                       int64_t rows = 0);
 
+// Whether pack_b for products of `rows` rows makes a layout that is read faster than B as
+// given (panels for the skinny kernel; rlx's large-M kernel when RLX_GEMM_WIDE=1). When not,
+// callers read B in place (OpenBLAS: no copy).
+bool prepack_pays(int64_t rows);
+
 // C = A * op(B) + epilogue with a packed B (A not transposed, M x K, leading dimension lda).
 void gemm_packed(int64_t M, const float* A, int64_t lda, const PackedB& B, float* C, int64_t ldc,
                  const Epilogue& ep = {}, Threads th = Threads::Pool);
