@@ -8,7 +8,8 @@
 //                              from the CPU's features, rlx's pool, skinny kernels for M <= 16)
 // Shapes: sgemm 2048^3; the decoder block's seven linears x * W^T (M 256, d 1024, kv 256, FFN 2816);
 // the same linears at M = 1, 4, 16 (decode), for rlx also with the weights prepacked once
-// (cpu::pack_b, what compiled mode does: "_pk"), for OpenBLAS also with W as K x N ("_kn").
+// (cpu::pack_b, what compiled mode does: "_pk": skinny panels for M <= 16, oneDNN's matmul
+// primitive inside rlx's pool for M = 256), for OpenBLAS also with W as K x N ("_kn").
 //   gemm_candidates bandwidth  streaming reads by rlx's pool: the seven weights (45 MB, the
 //                              decode step's working set) and a 1 GiB buffer (memory, no cache)
 // Threads: RLX_NUM_THREADS (default 2).
@@ -187,21 +188,6 @@ int main(int argc, char** argv) {
       });
     }
     // Weights prepacked once (what compiled mode does): cpu::pack_b for that number of rows.
-    if (std::getenv("ONLY_M256")) {
-      std::vector<std::shared_ptr<const cpu::PackedB>> P;
-      for (size_t i = 0; i < 7; ++i) P.push_back(cpu::pack_b(true, kLinears[i].K, kLinears[i].N, W[i].data(), kLinears[i].K, 256));
-      const char* which = std::getenv("ONLY_M256");
-      for (int r = 0; r < 3; ++r) {
-        if (std::string(which) != "pk") time("linears_m256", lin_flops, [&] {
-          for (size_t i = 0; i < 7; ++i)
-            cpu::gemm(false, true, 256, kLinears[i].N, kLinears[i].K, 1.f, X.data(), kLinears[i].K, W[i].data(), kLinears[i].K, Y.data(), kLinears[i].N);
-        });
-        if (std::string(which) != "obl") time("linears_m256_pk", lin_flops, [&] {
-          for (size_t i = 0; i < 7; ++i) cpu::gemm_packed(256, X.data(), kLinears[i].K, *P[i], Y.data(), kLinears[i].N);
-        });
-      }
-      return 0;
-    }
     for (int M : {256, 1, 4, 16}) {
       std::vector<std::shared_ptr<const cpu::PackedB>> P;
       double t0 = now();

@@ -238,9 +238,11 @@ TEST(Gemm, PackedForSkinnyRows) {
     }
 }
 
-// Packed for more than 16 rows: in place for OpenBLAS (no copy), or with RLX_GEMM_WIDE=1 on
-// AVX-512 (ctest runs this test that way too: gemm.cmake) panels of 32 columns for rlx's
-// large-M kernel, whose K blocks (256) accumulate into C: K up to 600 crosses them.
+// Packed for more than 16 rows: oneDNN's blocked layout where it loads (primitives for exactly
+// M rows and C with leading dimension N; other calls fall back to OpenBLAS), else in place for
+// OpenBLAS (no copy), or with RLX_GEMM_WIDE=1 on AVX-512 panels of 32 columns for rlx's large-M
+// kernel, whose K blocks (256) accumulate into C: K up to 600 crosses them. ctest runs this
+// with RLX_GEMM_DNNL=0 and RLX_GEMM_WIDE=1 too (gemm.cmake).
 TEST(Gemm, PackedForManyRows) {
   __builtin_cpu_init();
   const char* wide_env = std::getenv("RLX_GEMM_WIDE");
@@ -253,7 +255,12 @@ TEST(Gemm, PackedForManyRows) {
       auto packed = rlx::cpu::pack_b(tb, K, N, B.data(), ldb, M);
       const std::string tag = "many rows tb=" + std::to_string(tb) + " M=" + std::to_string(M) + " N=" +
                               std::to_string(N) + " K=" + std::to_string(K);
-      if (wide) {
+      const bool dnnl = packed->layout().find("oneDNN") != std::string::npos;
+      const char* dn = std::getenv("RLX_GEMM_DNNL");
+      if (dn && std::string(dn) == "0") EXPECT_FALSE(dnnl) << tag;
+      if (dnnl) {
+        EXPECT_GE(packed->bytes(), size_t(K * N * 4)) << tag;  // the blocked copies
+      } else if (wide) {
         ASSERT_NE(packed->wide, nullptr) << tag;
         EXPECT_EQ(packed->bytes(), size_t((N + 31) / 32 * 32 * K * 4)) << tag;
       } else {
@@ -270,6 +277,11 @@ TEST(Gemm, PackedForManyRows) {
       expect_close(reference(false, tb, M, N, K, 1.f, A.data(), K, B.data(), ldb, ep), C.data(), M, N, ldc, K, tag);
       for (int64_t m = 0; m < M; ++m)
         for (int64_t n = N; n < ldc; ++n) ASSERT_EQ(C[m * ldc + n], 555.f) << tag << " wrote outside C";
+      // C with leading dimension N (what compiled plans write; oneDNN's primitive is made for it)
+      std::vector<float> C1(M * N);
+      rlx::cpu::gemm_packed(M, A.data(), K, *packed, C1.data(), N, ep);
+      expect_close(reference(false, tb, M, N, K, 1.f, A.data(), K, B.data(), ldb, ep), C1.data(), M, N, N, K,
+                   tag + " ldc=N");
       // and the same handle with few rows
       std::vector<float> C2(3 * N);
       rlx::cpu::gemm_packed(3, A.data(), K, *packed, C2.data(), N);

@@ -4,10 +4,13 @@
 
 #include <cblas.h>
 #include <dlfcn.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <type_traits>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -670,6 +673,186 @@ void gemm_batched(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
     gemm_impl(ta, tb, M, N, K, alpha, A + a_off[i], lda, B + b_off[i], ldb, C + i * c_stride, ldc, {}, Threads::Pool);
 }
 
+// ---------------- oneDNN over prepacked weights (RLX_GEMM_DNNL=0 turns it off) ----------------
+// Debian's oneDNN 2.6 is loaded with dlopen (no link dependency; absent: OpenBLAS as before).
+// Its matmul primitive reads weights reordered once into its blocked layout. It runs inside
+// rlx's pool: the weight is cut into column slices, one primitive per slice, and each pool
+// task runs its slices with OpenMP set to one thread (Debian builds oneDNN with OpenMP), so no
+// second pool runs beside rlx's. The epilogue follows each slice.
+namespace {
+struct Dnnl {
+  void* h = nullptr;
+  dnnl_status_t (*engine_create)(dnnl_engine_t*, dnnl_engine_kind_t, size_t) = nullptr;
+  dnnl_status_t (*stream_create)(dnnl_stream_t*, dnnl_engine_t, unsigned) = nullptr;
+  dnnl_status_t (*stream_wait)(dnnl_stream_t) = nullptr;
+  dnnl_status_t (*stream_destroy)(dnnl_stream_t) = nullptr;
+  dnnl_status_t (*md_by_strides)(dnnl_memory_desc_t*, int, const dnnl_dims_t, dnnl_data_type_t, const dnnl_dims_t) = nullptr;
+  dnnl_status_t (*md_by_tag)(dnnl_memory_desc_t*, int, const dnnl_dims_t, dnnl_data_type_t, dnnl_format_tag_t) = nullptr;
+  dnnl_status_t (*matmul_desc_init)(dnnl_matmul_desc_t*, const dnnl_memory_desc_t*, const dnnl_memory_desc_t*,
+                                    const dnnl_memory_desc_t*, const dnnl_memory_desc_t*) = nullptr;
+  dnnl_status_t (*pd_create)(dnnl_primitive_desc_t*, const_dnnl_op_desc_t, const_dnnl_primitive_attr_t, dnnl_engine_t,
+                             const_dnnl_primitive_desc_t) = nullptr;
+  const dnnl_memory_desc_t* (*pd_query_md)(const_dnnl_primitive_desc_t, dnnl_query_t, int) = nullptr;
+  dnnl_status_t (*pd_destroy)(dnnl_primitive_desc_t) = nullptr;
+  dnnl_status_t (*prim_create)(dnnl_primitive_t*, const_dnnl_primitive_desc_t) = nullptr;
+  dnnl_status_t (*prim_destroy)(dnnl_primitive_t) = nullptr;
+  dnnl_status_t (*execute)(const_dnnl_primitive_t, dnnl_stream_t, int, const dnnl_exec_arg_t*) = nullptr;
+  dnnl_status_t (*mem_create)(dnnl_memory_t*, const dnnl_memory_desc_t*, dnnl_engine_t, void*) = nullptr;
+  dnnl_status_t (*mem_destroy)(dnnl_memory_t) = nullptr;
+  dnnl_status_t (*reorder_pd)(dnnl_primitive_desc_t*, const dnnl_memory_desc_t*, dnnl_engine_t,
+                              const dnnl_memory_desc_t*, dnnl_engine_t, const_dnnl_primitive_attr_t) = nullptr;
+  size_t (*md_size)(const dnnl_memory_desc_t*) = nullptr;
+  void (*omp_threads)(int) = nullptr;
+  dnnl_engine_t engine = nullptr;
+  bool ok = false;
+};
+
+const Dnnl& dnnl() {
+  static Dnnl d = [] {
+    Dnnl r;
+    const char* e = std::getenv("RLX_GEMM_DNNL");
+    if (e && std::string(e) == "0") return r;
+    r.h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!r.h) return r;
+    auto sym = [&](auto& f, const char* name) { f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(r.h, name)); };
+    sym(r.engine_create, "dnnl_engine_create");
+    sym(r.stream_create, "dnnl_stream_create");
+    sym(r.stream_wait, "dnnl_stream_wait");
+    sym(r.stream_destroy, "dnnl_stream_destroy");
+    sym(r.md_by_strides, "dnnl_memory_desc_init_by_strides");
+    sym(r.md_by_tag, "dnnl_memory_desc_init_by_tag");
+    sym(r.matmul_desc_init, "dnnl_matmul_desc_init");
+    sym(r.pd_create, "dnnl_primitive_desc_create");
+    sym(r.pd_query_md, "dnnl_primitive_desc_query_md");
+    sym(r.pd_destroy, "dnnl_primitive_desc_destroy");
+    sym(r.prim_create, "dnnl_primitive_create");
+    sym(r.prim_destroy, "dnnl_primitive_destroy");
+    sym(r.execute, "dnnl_primitive_execute");
+    sym(r.mem_create, "dnnl_memory_create");
+    sym(r.mem_destroy, "dnnl_memory_destroy");
+    sym(r.reorder_pd, "dnnl_reorder_primitive_desc_create");
+    sym(r.md_size, "dnnl_memory_desc_get_size");
+    r.omp_threads = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+    if (!r.omp_threads) r.omp_threads = reinterpret_cast<void (*)(int)>(dlsym(r.h, "omp_set_num_threads"));
+    r.ok = r.engine_create && r.stream_create && r.stream_wait && r.stream_destroy && r.md_by_strides && r.md_by_tag &&
+           r.matmul_desc_init && r.pd_create && r.pd_query_md && r.pd_destroy && r.prim_create && r.prim_destroy &&
+           r.execute && r.mem_create && r.mem_destroy && r.reorder_pd && r.md_size && r.omp_threads &&
+           r.engine_create(&r.engine, dnnl_cpu, 0) == dnnl_success;
+    return r;
+  }();
+  return d;
+}
+
+// One column slice [n0, n1) of a weight: its primitive for `rows` rows and its packed weights.
+struct DnnlSlice {
+  int64_t n0 = 0, n1 = 0;
+  dnnl_primitive_t prim = nullptr;
+  dnnl_memory_desc_t src_md{}, dst_md{};
+  dnnl_memory_t weights = nullptr;
+  size_t bytes = 0;
+};
+}  // namespace
+
+struct PackedB::DnnlPack {
+  int64_t rows = 0;
+  std::vector<DnnlSlice> slices;
+  ~DnnlPack() {
+    const Dnnl& d = dnnl();
+    for (auto& s : slices) {
+      if (s.prim) d.prim_destroy(s.prim);
+      if (s.weights) d.mem_destroy(s.weights);
+    }
+  }
+};
+
+namespace {
+// Null when oneDNN is unavailable or refuses the shape.
+std::shared_ptr<PackedB::DnnlPack> dnnl_pack(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
+                                             int64_t rows, int64_t ldc) {
+  const Dnnl& d = dnnl();
+  if (!d.ok) return nullptr;
+  auto pack = std::make_shared<PackedB::DnnlPack>();
+  pack->rows = rows;
+  const int T = ThreadPool::global().size();
+  // Slices of at most 512 columns (the epilogue's block stays in L2), at least one per thread.
+  int64_t slices = std::max<int64_t>(T, (N + 511) / 512);
+  slices = (slices + T - 1) / T * T;
+  const int64_t per = std::max<int64_t>(16, ((N + slices - 1) / slices + 15) / 16 * 16);
+  d.omp_threads(1);  // the reorders below run on this thread alone: OpenMP starts no team
+  dnnl_stream_t st = nullptr;
+  if (d.stream_create(&st, d.engine, dnnl_stream_default_flags) != dnnl_success) return nullptr;
+  bool ok = true;
+  for (int64_t n0 = 0; n0 < N && ok; n0 += per) {
+    DnnlSlice sl;
+    sl.n0 = n0;
+    sl.n1 = std::min(N, n0 + per);
+    const int64_t nt = sl.n1 - n0;
+    dnnl_dims_t a_dims = {rows, K}, a_str = {K, 1}, w_dims = {K, nt}, c_dims = {rows, nt}, c_str = {ldc, 1};
+    dnnl_dims_t w_str = {trans_b ? 1 : ldb, trans_b ? ldb : 1};  // op(B)[k, n] address
+    dnnl_memory_desc_t w_any{}, w_user{};
+    ok = d.md_by_strides(&sl.src_md, 2, a_dims, dnnl_f32, a_str) == dnnl_success &&
+         d.md_by_strides(&sl.dst_md, 2, c_dims, dnnl_f32, c_str) == dnnl_success &&
+         d.md_by_tag(&w_any, 2, w_dims, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+         d.md_by_strides(&w_user, 2, w_dims, dnnl_f32, w_str) == dnnl_success;
+    dnnl_matmul_desc_t md{};
+    dnnl_primitive_desc_t pd = nullptr, rpd = nullptr;
+    ok = ok && d.matmul_desc_init(&md, &sl.src_md, &w_any, nullptr, &sl.dst_md) == dnnl_success &&
+         d.pd_create(&pd, &md, nullptr, d.engine, nullptr) == dnnl_success;
+    const dnnl_memory_desc_t* wmd = ok ? d.pd_query_md(pd, dnnl_query_weights_md, 0) : nullptr;
+    dnnl_memory_t user = nullptr;
+    dnnl_primitive_t reorder = nullptr;
+    const float* wsrc = trans_b ? B + n0 * ldb : B + n0;
+    ok = ok && wmd && d.mem_create(&sl.weights, wmd, d.engine, DNNL_MEMORY_ALLOCATE) == dnnl_success &&
+         d.mem_create(&user, &w_user, d.engine, const_cast<float*>(wsrc)) == dnnl_success &&
+         d.reorder_pd(&rpd, &w_user, d.engine, wmd, d.engine, nullptr) == dnnl_success &&
+         d.prim_create(&reorder, rpd) == dnnl_success;
+    if (ok) {
+      dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, sl.weights}};
+      ok = d.execute(reorder, st, 2, args) == dnnl_success && d.stream_wait(st) == dnnl_success;
+      sl.bytes = d.md_size(wmd);
+    }
+    ok = ok && d.prim_create(&sl.prim, pd) == dnnl_success;
+    if (reorder) d.prim_destroy(reorder);
+    if (rpd) d.pd_destroy(rpd);
+    if (pd) d.pd_destroy(pd);
+    if (user) d.mem_destroy(user);
+    pack->slices.push_back(sl);  // destroyed with the pack, even when incomplete
+  }
+  d.stream_destroy(st);
+  return ok ? pack : nullptr;
+}
+
+// False when oneDNN failed at run time (the caller then runs OpenBLAS).
+bool dnnl_run(const PackedB::DnnlPack& pk, const float* A, float* C, const Epilogue& ep, Threads th) {
+  const Dnnl& d = dnnl();
+  std::atomic<bool> failed{false};
+  parallel((int64_t)pk.slices.size(), 1, [&](int64_t s0, int64_t s1) {
+    d.omp_threads(1);  // this pool thread's OpenMP team: itself
+    dnnl_stream_t st = nullptr;
+    if (d.stream_create(&st, d.engine, dnnl_stream_default_flags) != dnnl_success) {
+      failed = true;
+      return;
+    }
+    for (int64_t i = s0; i < s1 && !failed; ++i) {
+      const DnnlSlice& sl = pk.slices[i];
+      dnnl_memory_t src = nullptr, dst = nullptr;
+      bool ok = d.mem_create(&src, &sl.src_md, d.engine, const_cast<float*>(A)) == dnnl_success &&
+                d.mem_create(&dst, &sl.dst_md, d.engine, C + sl.n0) == dnnl_success;
+      if (ok) {
+        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, sl.weights}, {DNNL_ARG_DST, dst}};
+        ok = d.execute(sl.prim, st, 3, args) == dnnl_success && d.stream_wait(st) == dnnl_success;
+      }
+      if (src) d.mem_destroy(src);
+      if (dst) d.mem_destroy(dst);
+      if (!ok) failed = true;
+      else apply_epilogue(ep, C, sl.dst_md.format_desc.blocking.strides[0], 0, pk.rows, sl.n0, sl.n1);
+    }
+    d.stream_destroy(st);
+  }, th);
+  return !failed;
+}
+}  // namespace
+
 // Layout choice, measured (README, Dependencies; docs/benchmarks.md, GEMM candidates):
 // OpenBLAS packs B itself on every call and offers no pre-packed sgemm entry point; its speed
 // on x * W^T is the same with W as N x K ("T") or K x N ("N"). So for its rows (> 16) the
@@ -731,6 +914,17 @@ std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const 
     p->ld = ldb;
     return p;
   }
+  if (rows > kSkinnyM && K > 0 && N > 0 && N <= INT32_MAX && dnnl().ok) {
+    // (the C leading dimension is fixed in the primitive: compiled plans write C with ld N)
+    if (auto pk = dnnl_pack(trans_b, K, N, B, ldb, rows, N)) {
+      for (const auto& sl : pk->slices) p->dnnl_bytes_ += sl.bytes;
+      p->dnnl_ = std::move(pk);
+      p->data = B;
+      p->trans = trans_b;
+      p->ld = ldb;
+      return p;
+    }
+  }
   if (rows > kSkinnyM && use_avx512() && K > 0 && N > 0 && wide_enabled()) {
     const int64_t panels = (N + kWide - 1) / kWide;
     const size_t n = (size_t)(panels * K * kWide);
@@ -773,6 +967,7 @@ std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const 
 }
 
 bool prepack_pays(int64_t rows) {
+  if (rows > kSkinnyM && dnnl().ok) return true;
   if (rows < 1 || !use_avx512()) return false;
   return rows <= kSkinnyM || wide_enabled();
 }
@@ -780,6 +975,8 @@ bool prepack_pays(int64_t rows) {
 std::string PackedB::layout() const {
   if (panels) return "panels of 16 columns for the skinny avx512 kernel (M <= 16)";
   if (wide) return "panels of 32 columns for rlx's avx512 kernel (M > 16)";
+  if (dnnl_) return "oneDNN's blocked layout, " + std::to_string(dnnl_->slices.size()) + " column slices (M = " +
+                    std::to_string(dnnl_->rows) + ")";
   return owned_ ? "N x K copy (transposed once)" : "in place, no copy (OpenBLAS reads it as N x K)";
 }
 
@@ -787,6 +984,7 @@ void gemm_packed(int64_t M, const float* A, int64_t lda, const PackedB& B, float
                  Threads th) {
   if (B.panels && M >= 1 && M <= kSkinnyM) return skinny_panels(M, B.N, B.K, 1.f, A, lda, B.panels, C, ldc, ep, th);
   if (B.wide && M > kSkinnyM) return wide_gemm(M, B.N, B.K, A, lda, B.wide, C, ldc, ep, th);
+  if (B.dnnl_ && M == B.dnnl_->rows && ldc == B.N && lda == B.K && dnnl_run(*B.dnnl_, A, C, ep, th)) return;
   gemm_impl(false, B.trans, M, B.N, B.K, 1.f, A, lda, B.data, B.ld, C, ldc, ep, th);
 }
 
@@ -801,6 +999,7 @@ std::string gemm_description() {
     s += b.forced ? " (RLX_OPENBLAS_CORETYPE)" : b.asked.empty() ? " (OpenBLAS's own detection)" : " (chosen from CPU features)";
   }
   s += std::string(", skinny M<=16: ") + (use_avx512() ? "avx512" : use_avx2() ? "avx2" : "x86-64");
+  s += dnnl().ok ? ", prepacked M>16: oneDNN matmul" : ", prepacked M>16: OpenBLAS in place";
   return s;
 }
 

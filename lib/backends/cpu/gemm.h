@@ -10,6 +10,10 @@
 //             OPENBLAS_CORETYPE is not used for that load, RLX_OPENBLAS_CORETYPE forces one.
 //   M <= 16 : rlx's own skinny kernels (AVX-512 or AVX2 chosen at run time): weights are
 //             streamed once at memory bandwidth, threads split along N.
+//   prepacked (pack_b, compiled mode): M <= 16: panels for the skinny AVX-512 kernel; M > 16:
+//             oneDNN's matmul primitive with the weight reordered once into its blocked layout
+//             (libdnnl.so.2 loaded with dlopen; each pool task runs its column slices with
+//             OpenMP set to one thread; RLX_GEMM_DNNL=0 or no oneDNN: OpenBLAS, weight in place).
 // The epilogue (bias, residual, activation) is applied to each thread's block of C right
 // after it is computed, while it is still in cache.
 #include <cstdint>
@@ -57,7 +61,7 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
 class PackedB {
  public:
   int64_t K = 0, N = 0;
-  size_t bytes() const { return owned_ ? owned_floats_ * 4 : 0; }
+  size_t bytes() const { return (owned_ ? owned_floats_ * 4 : 0) + dnnl_bytes_; }
   // Read by gemm_packed: op(B) = B if !trans, B^T if trans, leading dimension ld.
   const float* data = nullptr;
   bool trans = false;
@@ -75,11 +79,18 @@ class PackedB {
   friend std::shared_ptr<const PackedB> pack_b(bool, int64_t, int64_t, const float*, int64_t, int64_t);
   std::shared_ptr<float> owned_;
   size_t owned_floats_ = 0;
+
+ public:
+  struct DnnlPack;  // oneDNN primitives and weights, for products of one row count
+  std::shared_ptr<DnnlPack> dnnl_;
+  size_t dnnl_bytes_ = 0;
 };
 
 // Packs op(B) (K x N; B is N x K when trans_b) for products with `rows` rows of A (0: unknown,
 // several sizes). The layout depends on the path those rows take (measured: README):
 //   rows 1..16 on an AVX-512 CPU: panels for the skinny kernel (a copy, zero-padded to N / 16);
+//   more rows with oneDNN available: its blocked layout, primitives made for exactly `rows`
+//   rows and C with leading dimension N (other calls fall back to OpenBLAS on the caller's B);
 //   otherwise (OpenBLAS, which packs B itself on every call and offers no pre-packed entry
 //   point; it is as fast with B as N x K as with K x N): op(B) as N x K contiguous, which is
 //   the caller's memory with no copy for a contiguous linear weight, else a transposed copy.
