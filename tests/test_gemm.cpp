@@ -388,8 +388,10 @@ TEST(Threads, NumThreadsGovernsGemmAndOwnKernels) {
   }
   auto packed = rlx::cpu::pack_b(true, K, 2048, W.data(), K, 2);
   rlx::cpu::gemm_packed(2, A.data(), K, *packed, C.data(), 2048, ep);
+  auto big = rlx::cpu::pack_b(true, K, 2048, W.data(), K, 256);  // oneDNN where it loads (OpenMP inside)
+  rlx::cpu::gemm_packed(256, A.data(), K, *big, C.data(), 2048, ep);
   EXPECT_GE((int)ids.size(), 1);
   EXPECT_LE((int)ids.size(), T);
-  // The caller plus T - 1 pool workers; OpenBLAS (loaded by now) added none.
+  // The caller plus T - 1 pool workers; OpenBLAS and oneDNN/OpenMP (loaded by now) added none.
   EXPECT_EQ(process_threads(), T) << rlx::cpu::gemm_description();
 }
