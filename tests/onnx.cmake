@@ -42,3 +42,18 @@ if(TARGET rlx_vulkan)
            --cache ${CMAKE_BINARY_DIR}/onnx-npm --backend vulkan --modes compiled)
   set_tests_properties(onnx_real_models_vulkan PROPERTIES TIMEOUT 900 RESOURCE_LOCK onnx_npm)
 endif()
+# The README's ONNX example (graphs/small_cnn.onnx, written by scripts/make_onnx_example.py)
+# against PyTorch's output for its input batch, in every mode on every backend.
+set(RLX_CNN_EXAMPLE ${CMAKE_SOURCE_DIR}/graphs/small_cnn.onnx
+    --input image=@${CMAKE_SOURCE_DIR}/graphs/small_cnn.inputs/image.npy
+    --expect probs=@${CMAKE_SOURCE_DIR}/graphs/small_cnn.inputs/probs.torch.npy --atol 1e-5 --rtol 1e-4)
+set(RLX_EXAMPLE_BACKENDS cpu)
+if(TARGET rlx_vulkan)
+  list(APPEND RLX_EXAMPLE_BACKENDS vulkan)
+endif()
+foreach(backend ${RLX_EXAMPLE_BACKENDS})
+  foreach(mode eager lazy compiled)
+    add_test(NAME onnx_example_small_cnn_${backend}_${mode}
+             COMMAND $<TARGET_FILE:rlx> run ${RLX_CNN_EXAMPLE} --backend ${backend} --mode ${mode})
+  endforeach()
+endforeach()

@@ -1,5 +1,6 @@
 # Vulkan executor tests (lavapipe in CI). rlx_runtime provides Executor's base
 # class methods (record/replay defaults live in runtime/backends.cpp).
 if(TARGET rlx_vulkan)
-  rlx_add_test(test_vulkan SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_vulkan.cpp LIBS rlx_vulkan rlx_runtime)
+  rlx_add_test(test_vulkan SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_vulkan.cpp
+               ${CMAKE_CURRENT_SOURCE_DIR}/test_vulkan_pipelines.cpp LIBS rlx_vulkan rlx_runtime)
 endif()

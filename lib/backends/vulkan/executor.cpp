@@ -445,10 +445,20 @@ class VulkanExecutor final : public Executor {
   std::unique_ptr<Stream> build(const std::vector<Kernel>& kernels, bool timed) {
     auto s = std::make_unique<Stream>(dev_, pipes_, cmd_pool_, timed ? 2 * (uint32_t)kernels.size() : 0);
     lowering_ = s.get();
+    // Lower every kernel first, so that the pipelines the whole plan needs are created at once
+    // (PipelineCache::prepare, on several threads), then record.
+    std::vector<std::pair<const Kernel*, std::vector<Dispatch>>> lowered;
+    uint32_t id = s->next_id();
     for (const Kernel& k : kernels) {
       if (k.output.numel() == 0) continue;
-      s->add(k, lower_kernel(env_, k, s->next_id()), timed);
+      lowered.emplace_back(&k, lower_kernel(env_, k, id++));
     }
+    std::vector<PipelineCache::Request> needed;
+    for (const auto& [k, ds] : lowered)
+      for (const Dispatch& d : ds)
+        if (!d.pipeline) needed.push_back({d.shader, (uint32_t)d.bindings.size(), d.spec});
+    pipes_.prepare(needed);
+    for (const auto& [k, ds] : lowered) s->add(*k, ds, timed);
     s->finish();
     return s;
   }

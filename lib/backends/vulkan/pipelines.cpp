@@ -1,7 +1,11 @@
 #include "backends/vulkan/pipelines.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -136,43 +140,99 @@ VkPipelineLayout PipelineCache::pipeline_layout(uint32_t n) {
   return layouts_[n] = l;
 }
 
-const Pipeline& PipelineCache::create(const std::string& key, const std::string& name, const uint32_t* code,
-                                      size_t bytes, uint32_t bindings, const std::vector<uint32_t>& spec) {
+VkResult PipelineCache::make(const uint32_t* code, size_t bytes, VkPipelineLayout layout,
+                             const std::vector<uint32_t>& spec, VkPipeline* out) const {
   const VkFns& f = dev_.fn();
   VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
   mi.codeSize = bytes;
   mi.pCode = code;
   VkShaderModule module;
-  vk_check(f.vkCreateShaderModule(dev_.dev, &mi, nullptr, &module), "vkCreateShaderModule");
-
+  VkResult r = f.vkCreateShaderModule(dev_.dev, &mi, nullptr, &module);
+  if (r != VK_SUCCESS) return r;
   std::vector<VkSpecializationMapEntry> entries(spec.size());
   for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4, 4};
   VkSpecializationInfo si{(uint32_t)entries.size(), entries.data(), spec.size() * 4, spec.data()};
-
-  auto p = std::make_unique<Pipeline>();
-  p->bindings = bindings;
-  p->name = name;
-  p->set_layout = set_layout(bindings);
-  p->layout = pipeline_layout(bindings);
   VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
   ci.stage.module = module;
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
-  ci.layout = p->layout;
+  ci.layout = layout;
+  // The pipeline cache is internally synchronised (created without EXTERNALLY_SYNCHRONIZED).
+  r = f.vkCreateComputePipelines(dev_.dev, cache_, 1, &ci, nullptr, out);
+  f.vkDestroyShaderModule(dev_.dev, module, nullptr);
+  return r;
+}
+
+const Pipeline& PipelineCache::create(const std::string& key, const std::string& name, const uint32_t* code,
+                                      size_t bytes, uint32_t bindings, const std::vector<uint32_t>& spec) {
+  auto p = std::make_unique<Pipeline>();
+  p->bindings = bindings;
+  p->name = name;
+  p->set_layout = set_layout(bindings);
+  p->layout = pipeline_layout(bindings);
   auto t0 = std::chrono::steady_clock::now();
-  VkResult r = f.vkCreateComputePipelines(dev_.dev, cache_, 1, &ci, nullptr, &p->pipeline);
+  VkResult r = make(code, bytes, p->layout, spec, &p->pipeline);
   stats.pipeline_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   stats.pipelines++;
-  f.vkDestroyShaderModule(dev_.dev, module, nullptr);
   vk_check(r, ("vkCreateComputePipelines(" + name + ")").c_str());
   return *(pipelines_[key] = std::move(p));
 }
 
-const Pipeline& PipelineCache::get(const std::string& shader, uint32_t bindings, const std::vector<uint32_t>& spec) {
+std::string PipelineCache::key_for(const std::string& shader, uint32_t bindings, const std::vector<uint32_t>& spec) {
   std::string key = shader + "|" + std::to_string(bindings);
   for (uint32_t v : spec) key += "," + std::to_string(v);
+  return key;
+}
+
+void PipelineCache::prepare(const std::vector<Request>& requests) {
+  struct Job {
+    std::string key;
+    const Request* req;
+    const ShaderBlob* blob;
+    std::unique_ptr<Pipeline> p;
+    VkResult r = VK_SUCCESS;
+  };
+  std::vector<Job> jobs;
+  std::set<std::string> seen;
+  for (const Request& q : requests) {
+    std::string key = key_for(q.shader, q.bindings, q.spec);
+    const ShaderBlob* blob = find_shader(q.shader);
+    if (!blob || pipelines_.count(key) || !seen.insert(key).second) continue;  // get() reports a missing shader
+    auto p = std::make_unique<Pipeline>();
+    p->bindings = q.bindings;
+    p->name = q.shader;
+    p->set_layout = set_layout(q.bindings);
+    p->layout = pipeline_layout(q.bindings);
+    jobs.push_back({key, &q, blob, std::move(p)});
+  }
+  if (jobs.empty()) return;
+  const size_t threads = std::min<size_t>({jobs.size(), std::max(1u, std::thread::hardware_concurrency()), 8});
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < jobs.size();) {
+      Job& j = jobs[i];
+      j.r = make(j.blob->code, j.blob->bytes, j.p->layout, j.req->spec, &j.p->pipeline);
+    }
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  stats.pipeline_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  stats.pipelines += (int)jobs.size();
+  const Job* failed = nullptr;
+  for (Job& j : jobs) {
+    if (j.r == VK_SUCCESS) pipelines_[j.key] = std::move(j.p);
+    else if (!failed) failed = &j;
+  }
+  if (failed) vk_check(failed->r, ("vkCreateComputePipelines(" + failed->req->shader + ")").c_str());
+}
+
+const Pipeline& PipelineCache::get(const std::string& shader, uint32_t bindings, const std::vector<uint32_t>& spec) {
+  std::string key = key_for(shader, bindings, spec);
   auto it = pipelines_.find(key);
   if (it != pipelines_.end()) return *it->second;
   const ShaderBlob* blob = find_shader(shader);

@@ -42,6 +42,16 @@ class PipelineCache {
 
   // An embedded shader specialised with `spec` (constant_id i gets spec[i]).
   const Pipeline& get(const std::string& shader, uint32_t bindings, const std::vector<uint32_t>& spec);
+  // Creates, several at once on as many threads, the pipelines of these embedded-shader
+  // requests that do not exist yet. Compiled mode knows its whole plan before recording it, and
+  // a driver that compiles pipelines on the CPU (lavapipe's LLVM; NVIDIA's on a cold start) is
+  // then not paid for one pipeline after another. get() still creates anything missed.
+  struct Request {
+    std::string shader;
+    uint32_t bindings = 0;
+    std::vector<uint32_t> spec;
+  };
+  void prepare(const std::vector<Request>& requests);
   // A pipeline from run-time SPIR-V, cached under `key` (null when absent).
   const Pipeline* find(const std::string& key) const;
   const Pipeline& add(const std::string& key, const std::vector<uint32_t>& spirv, uint32_t bindings);
@@ -60,6 +70,10 @@ class PipelineCache {
  private:
   const Pipeline& create(const std::string& key, const std::string& name, const uint32_t* code, size_t bytes,
                          uint32_t bindings, const std::vector<uint32_t>& spec);
+  // The driver's part of create(), safe on several threads at once (touches no member map).
+  VkResult make(const uint32_t* code, size_t bytes, VkPipelineLayout layout, const std::vector<uint32_t>& spec,
+                VkPipeline* out) const;
+  static std::string key_for(const std::string& shader, uint32_t bindings, const std::vector<uint32_t>& spec);
   VkPipelineLayout pipeline_layout(uint32_t bindings);
 
   Device& dev_;
