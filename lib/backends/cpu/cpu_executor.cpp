@@ -1083,6 +1083,9 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
                   "%d consumers run in a product's epilogue\n",
                   n_packed, packed_bytes / 1048576.0, n_inplace, n_fused);
     rec->text = head + lines;
+    if (n_packed)
+      rec->text += "  (a packed weight's own memory is not read by this plan: a memory-mapped param stays file pages "
+                   "the system may drop, not a second copy in memory)\n";
   }
   return rec;
 }
