@@ -75,11 +75,17 @@ ThreadPool& ThreadPool::global() {
 
 void ThreadPool::worker(int) {
   uint64_t seen = 0;
+  // Spin only while jobs come back to back: when the last job arrived more than spin_us_
+  // after the one before finished (the caller was busy elsewhere or descheduled, as on a
+  // loaded machine), the next wait sleeps at once instead of taking a core from the caller.
+  bool spin = true;
+  auto idle_since = std::chrono::steady_clock::now();
   for (;;) {
-    spin_until(spin_us_, [&] { return gen_seen_.load(std::memory_order_acquire) != seen; });
+    if (spin) spin_until(spin_us_, [&] { return gen_seen_.load(std::memory_order_acquire) != seen; });
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait(l, [&] { return stop_ || generation_ != seen; });
     if (stop_) return;
+    spin = std::chrono::steady_clock::now() - idle_since <= std::chrono::microseconds(spin_us_);
     seen = generation_;
     while (next_ < chunks_) {
       int64_t c = next_++;
@@ -90,6 +96,7 @@ void ThreadPool::worker(int) {
       finished_seen_.store(++finished_, std::memory_order_release);
       if (finished_ == chunks_) done_cv_.notify_all();
     }
+    idle_since = std::chrono::steady_clock::now();
   }
 }
 
@@ -122,7 +129,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     l.lock();
     finished_seen_.store(++finished_, std::memory_order_release);
   }
-  if (finished_ != chunks_) {
+  if (finished_ != chunks_ && spin_us_ > 0) {
     l.unlock();
     spin_until(spin_us_, [&] { return finished_seen_.load(std::memory_order_acquire) == chunks; });
     l.lock();
