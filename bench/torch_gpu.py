@@ -3,7 +3,10 @@
 the lent NVIDIA H100"): the same work as rlx's GPU graphs, fp32 with TF32 off, timed with
 CUDA events (median of --reps after warm-up). Prints one JSON object per line.
 
-    python3 bench/torch_gpu.py [--reps 20]
+    python3 bench/torch_gpu.py [--reps 20] [--half]
+
+--half: the fp16 figures instead (issue 9): matmul 4096^3, the d-4096 decoder's linears and the
+decoder block with weights, activations and rope tables in fp16.
 """
 import argparse
 import json
@@ -29,16 +32,16 @@ def timed(fn, reps, warmup=3):
     return ts[len(ts) // 2]
 
 
-def block_fn(d, hq, hkv, head, ffn, seq):
+def block_fn(d, hq, hkv, head, ffn, seq, dtype=torch.float32):
     g = torch.Generator(device="cuda").manual_seed(0)
-    r = lambda *s: torch.randn(*s, device="cuda", generator=g) * 0.02
+    r = lambda *s: (torch.randn(*s, device="cuda", generator=g) * 0.02).to(dtype)
     W = dict(q=r(hq * head, d), k=r(hkv * head, d), v=r(hkv * head, d), o=r(d, hq * head), gate=r(ffn, d),
-             up=r(ffn, d), down=r(d, ffn), n1=torch.ones(d, device="cuda"), n2=torch.ones(d, device="cuda"))
-    x = torch.randn(1, seq, d, device="cuda", generator=g)
+             up=r(ffn, d), down=r(d, ffn), n1=torch.ones(d, device="cuda", dtype=dtype), n2=torch.ones(d, device="cuda", dtype=dtype))
+    x = torch.randn(1, seq, d, device="cuda", generator=g).to(dtype)
     pos = torch.arange(seq, device="cuda", dtype=torch.float32)
     inv = 10000.0 ** (-torch.arange(0, head, 2, device="cuda", dtype=torch.float32) / head)
     ang = pos[:, None] * inv[None, :]
-    cos, sin = torch.cos(ang), torch.sin(ang)
+    cos, sin = torch.cos(ang).to(dtype), torch.sin(ang).to(dtype)
 
     def rms(t, w):
         return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-5) * w
@@ -68,11 +71,27 @@ def block_fn(d, hq, hkv, head, ffn, seq):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--half", action="store_true")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     out = lambda **k: print(json.dumps(k), flush=True)
     out(torch=torch.__version__, device=torch.cuda.get_device_name())
+    if a.half:
+        with torch.inference_mode():
+            h = torch.float16
+            A = torch.randn(4096, 4096, device="cuda", dtype=h)
+            B = torch.randn(4096, 4096, device="cuda", dtype=h)
+            ms = timed(lambda: A @ B, a.reps)
+            out(what="matmul 4096^3 fp16", ms=ms, tflops=2 * 4096**3 / ms / 1e9)
+            for (m, n, k) in [(512, 4096, 4096), (512, 1024, 4096), (512, 14336, 4096), (512, 4096, 14336)]:
+                X = torch.randn(m, k, device="cuda", dtype=h)
+                Wt = torch.randn(n, k, device="cuda", dtype=h)
+                ms = timed(lambda: F.linear(X, Wt), a.reps)
+                out(what=f"linear M{m} N{n} K{k} fp16", ms=ms, tflops=2 * m * n * k / ms / 1e9)
+            ms = timed(block_fn(4096, 32, 8, 128, 14336, 512, h), a.reps)
+            out(what="decoder block d4096 seq512 fp16", ms=ms)
+        return
     with torch.inference_mode():
         A = torch.randn(4096, 4096, device="cuda")
         B = torch.randn(4096, 4096, device="cuda")

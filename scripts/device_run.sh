@@ -6,7 +6,9 @@
 # Here (after scripts/build.sh, and ../shared/gpu/prepare-device.sh for .device-vk/):
 #   scripts/device_run.sh --pack      # .device-pack/: binaries, their libraries, sources (<64 MiB)
 # There (the device tool, carrying .device-pack and .device-vk):
-#   scripts/device_run.sh [STAGE]     # STAGE: all (default), test, bench, profile, torch
+#   scripts/device_run.sh [STAGE]     # STAGE: all (default), test, bench, profile, torch, half
+# ("half": issue 9's f16 figures: 2-byte-storage tests on the GPU, f16 matmul 4096^3 and the
+# d-4096 decoder block with --dtype f16, their kernel profiles, and PyTorch fp16 in the same call)
 # Results go to $OUT (or /tmp/rlx-device). RLX_VK_MATMUL / RLX_VK_SPLITK override the matmul
 # tiles and split-K for tuning (lib/backends/vulkan/kernels.cpp says how).
 set -uo pipefail
@@ -16,7 +18,7 @@ if [[ "${1:-}" == "--pack" ]]; then
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   mkdir -p "$tmp/lib" "$tmp/src"
-  cp build/apps/rlx/rlx build/tests/test_golden build/tests/test_vulkan "$tmp/"
+  cp build/apps/rlx/rlx build/tests/test_golden build/tests/test_vulkan build/tests/test_vulkan_half "$tmp/"
   strip "$tmp"/rlx "$tmp"/test_*
   for b in "$tmp"/rlx "$tmp"/test_*; do
     ldd "$b" | awk '/=> \// {print $3}' | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux|libgcc_s|libstdc\+\+)\.' | xargs -r cp -Lu -t "$tmp/lib"
@@ -49,6 +51,7 @@ if [[ $stage == all || $stage == test ]]; then
   echo "== golden suite on Vulkan (all modes), Vulkan unit tests"
   timeout 240 $P/test_golden --gtest_filter='Cases/Golden.*vulkan*' --gtest_brief=1 2>&1 | tail -4 | tee "$out/golden.txt"
   timeout 120 $P/test_vulkan --gtest_brief=1 --gtest_filter=-VulkanValidation.* 2>&1 | tail -4 | tee -a "$out/golden.txt"
+  timeout 120 $P/test_vulkan_half --gtest_brief=1 2>&1 | tail -4 | tee -a "$out/golden.txt"
 fi
 if [[ $stage == all || $stage == bench ]]; then
   echo "== benchmarks (per run, wall and device time, transfers)"
@@ -74,6 +77,25 @@ if [[ $stage == all || $stage == profile ]]; then
   for g in softmax_8192 transpose_8192; do PN=5 PROF bench/graphs/$g.json --input x=random:1 --repeat 5; done
   PN=5 PROF bench/graphs/rms_norm_8192.json --input x=random:1 --input w=random:2 --repeat 5
 fi | tee "$out/profiles.txt"
+if [[ $stage == all || $stage == half ]]; then
+  echo "== f16 (issue 9): tests on the GPU, benchmarks, profiles, PyTorch fp16"
+  $R devices --backend vulkan 2>&1 | grep -E "16-bit|cooperative|tensor-core"
+  timeout 120 $P/test_vulkan_half --gtest_brief=1 2>&1 | tail -3
+  timeout 200 $P/test_golden --gtest_filter='Cases/Golden.*vulkan*16*' --gtest_brief=1 2>&1 | tail -2
+  B bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2 --dtype f16 --backends vulkan --modes compiled --reps 20
+  RLX_VK_NO_COOPMAT=1 B bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2 --dtype f16 --backends vulkan --modes compiled --reps 5
+  B bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype f16 --backends vulkan --modes compiled --reps 20
+  PN=8 PROF bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2 --dtype f16 --repeat 5
+  PN=40 PROF bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype f16 --repeat 5
+  timeout 120 python3 bench/torch_gpu.py --reps 20 --half 2>&1
+fi | tee "$out/half.txt"
+if [[ $stage == sweep16 ]]; then  # tuning the tensor-core matmul: RLX_VK_COOP / _S16 / _SHAPE / SPLITK
+  for s16 in ${S16S:-0 1}; do for c in ${COOPS:-128x128x64x64 128x128x32x64 64x128x32x64 64x64x32x32}; do
+    for sh in ${SHAPES:-16x16x16}; do
+      echo "s16 $s16 tile $c shape $sh probe ${RLX_VK_COOP_PROBE:-}: $(RLX_VK_COOP_S16=$s16 RLX_VK_COOP=$c RLX_VK_COOP_SHAPE=$sh PN=3 PROF bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2 --dtype f16 --repeat 3 | grep ' matmul ' | head -1)"
+    done; done; done
+  PN=3 PROF bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2 --dtype f16 --repeat 3 2>&1 | tail -3
+fi
 if [[ $stage == all || $stage == torch ]]; then
   echo "== PyTorch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null) on the same GPU"
   timeout 200 python3 bench/torch_gpu.py --reps 20 2>&1 | tee "$out/torch.jsonl"

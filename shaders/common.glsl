@@ -164,3 +164,31 @@ float rlx_round(float v, uint mode) {
   if (mode == 4u) return v != 0.0 ? 1.0 : 0.0;
   return v;
 }
+
+// 16-bit storage (f16 and bf16 tensors held in 2 bytes on the device, read and written as
+// uint16_t bit patterns): exact widening to f32, and narrowing rounded to nearest even
+// (the same rounding as rlx_round / core/dtype.h). Integer arithmetic only, so they behave
+// the same on every device whatever its float controls.
+float rlx_h2f(uint h) {
+  // Zeros and subnormals by hand (a driver may flush f16 subnormals in unpackHalf2x16); normal
+  // numbers, infinities and NaNs through the hardware conversion (exact: f32 holds every f16).
+  if ((h & 0x7c00u) == 0u) return uintBitsToFloat(((h & 0x8000u) << 16) | floatBitsToUint(float(h & 0x3ffu) * 5.9604644775390625e-8));
+  return unpackHalf2x16(h).x;
+}
+uint rlx_f2h(float f) {
+  uint x = floatBitsToUint(rlx_round_f16(f));  // now exactly an f16 value (or inf / NaN)
+  uint s = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return s | 0x7e00u;  // NaN (quiet, as core/dtype.h)
+  if (ax == 0x7f800000u) return s | 0x7c00u;
+  if (ax < 0x38800000u) return s | uint(uintBitsToFloat(ax) * 16777216.0);  // subnormal: exact multiple of 2^-24
+  return s | (((ax >> 23) - 112u) << 10) | ((ax >> 13) & 0x3ffu);
+}
+float rlx_bf2f(uint h) { return uintBitsToFloat(h << 16); }
+uint rlx_f2bf(float f) {
+  uint x = floatBitsToUint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (x >> 16) | 0x40u;  // NaN stays NaN (quiet)
+  return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+}
+// Storage kinds (spec constants *DT of the ".h16" shader variants): 0 f32, 1 f16, 2 bf16.
+float rlx_from16(uint kind, uint h) { return kind == 2u ? rlx_bf2f(h) : rlx_h2f(h); }
+uint rlx_to16(uint kind, float f) { return kind == 2u ? rlx_f2bf(f) : rlx_f2h(f); }

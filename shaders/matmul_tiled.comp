@@ -10,6 +10,15 @@
 // (split-K, no batch), work group z multiplies K range [z*kchunk, (z+1)*kchunk)
 // and writes its partial product to y + z*M*N (no bias); matmul_splitk sums them.
 #extension GL_GOOGLE_include_directive : require
+#ifdef RLX_HALF  // the ".h16" variant: f16/bf16 operands in 2-byte storage, widened to f32 on load
+#extension GL_EXT_shader_16bit_storage : require
+// The conversions make the loop bodies larger: unrolling is forced so that the register arrays
+// (acc, ra, rb) are never indexed dynamically (which would move them to memory).
+#extension GL_EXT_control_flow_attributes : require
+#define UNROLL [[unroll]]
+#else
+#define UNROLL
+#endif
 layout(local_size_x = 256, local_size_x_id = 10) in;
 layout(constant_id = 0) const uint BM = 128;
 layout(constant_id = 1) const uint BN = 128;
@@ -32,6 +41,52 @@ layout(std430, binding = 1) restrict readonly buffer B4 { vec4 b4[]; };
 layout(std430, binding = 2) restrict readonly buffer Bias { float bias[]; };
 layout(std430, binding = 3) restrict writeonly buffer Y { float y[]; };
 layout(std430, binding = 3) restrict writeonly buffer Y4 { vec4 y4[]; };
+#ifdef RLX_HALF
+// Storage of each operand: 0 f32, 1 f16, 2 bf16 (products still accumulate in f32; the
+// result is rounded once to y's dtype). Vector loads of 2-byte operands read 4 elements as a uvec2.
+layout(constant_id = 13) const uint ADT = 0;
+layout(constant_id = 14) const uint BDT = 0;
+layout(constant_id = 15) const uint BIASDT = 0;
+layout(constant_id = 16) const uint YDT = 0;
+layout(std430, binding = 0) restrict readonly buffer A16 { uint16_t a16[]; };
+layout(std430, binding = 0) restrict readonly buffer A2 { uvec2 a2[]; };
+layout(std430, binding = 1) restrict readonly buffer B16 { uint16_t b16[]; };
+layout(std430, binding = 1) restrict readonly buffer B2 { uvec2 b2[]; };
+layout(std430, binding = 2) restrict readonly buffer Bias16 { uint16_t bias16[]; };
+layout(std430, binding = 3) restrict writeonly buffer Y16 { uint16_t y16[]; };
+layout(std430, binding = 3) restrict writeonly buffer Y2 { uvec2 y2[]; };
+vec4 unpack4(uint kind, uvec2 w) {
+  return vec4(rlx_from16(kind, w.x & 0xffffu), rlx_from16(kind, w.x >> 16), rlx_from16(kind, w.y & 0xffffu),
+              rlx_from16(kind, w.y >> 16));
+}
+float ld(bool isa, uint i) {
+  uint k = isa ? ADT : BDT;
+  if (k != 0u) return rlx_from16(k, isa ? uint(a16[i]) : uint(b16[i]));
+  return isa ? a[i] : b[i];
+}
+vec4 ld4(bool isa, uint i) {  // i % 4 == 0
+  uint k = isa ? ADT : BDT;
+  if (k != 0u) return unpack4(k, isa ? a2[i / 4u] : b2[i / 4u]);
+  return isa ? a4[i / 4u] : b4[i / 4u];
+}
+float ld_bias(uint i) { return BIASDT != 0u ? rlx_from16(BIASDT, uint(bias16[i])) : bias[i]; }
+void st(uint i, float v) {
+  if (YDT != 0u) y16[i] = uint16_t(rlx_to16(YDT, v));
+  else y[i] = v;
+}
+void st4(uint i, vec4 v) {  // i % 4 == 0
+  if (YDT != 0u)
+    y2[i / 4u] = uvec2(rlx_to16(YDT, v.x) | (rlx_to16(YDT, v.y) << 16), rlx_to16(YDT, v.z) | (rlx_to16(YDT, v.w) << 16));
+  else
+    y4[i / 4u] = v;
+}
+#else
+float ld(bool isa, uint i) { return isa ? a[i] : b[i]; }
+vec4 ld4(bool isa, uint i) { return isa ? a4[i / 4u] : b4[i / 4u]; }
+float ld_bias(uint i) { return bias[i]; }
+void st(uint i, float v) { y[i] = v; }
+void st4(uint i, vec4 v) { y4[i / 4u] = v; }
+#endif
 layout(push_constant) uniform PC {
   uint m, n, k, aoff, boff, biasoff, yoff, zbase;
   uint bd[3], as[3], bs[3];
@@ -48,19 +103,19 @@ shared vec4 Bs[2 * BK * (BN / 4)];  // [buf][k][n/4]
 uint M, N, K, abase, bbase, m0, n0, kend;
 
 // 4 consecutive elements of a row-contiguous operand, zero outside [0, rows) x [0, cols).
-vec4 load4(bool isa, uint base, uint r, uint c, uint rows, uint cols, uint ld) {
+vec4 load4(bool isa, uint base, uint r, uint c, uint rows, uint cols, uint lda) {
   if (r >= rows) return vec4(0.0);
-  if (VEC != 0u && c + 3u < cols) return isa ? a4[(base + r * ld + c) / 4u] : b4[(base + r * ld + c) / 4u];
+  if (VEC != 0u && c + 3u < cols) return ld4(isa, base + r * lda + c);
   vec4 v = vec4(0.0);
-  for (uint i = 0u; i < 4u; ++i)
-    if (c + i < cols) v[i] = isa ? a[base + r * ld + c + i] : b[base + r * ld + c + i];
+  UNROLL for (uint i = 0u; i < 4u; ++i)
+    if (c + i < cols) v[i] = ld(isa, base + r * lda + c + i);
   return v;
 }
 
 // Global loads of the tiles at k0 into registers.
 void load_tiles(uint k0, inout vec4 ra[LA], inout vec4 rb[LB]) {
   uint tid = gl_LocalInvocationID.x;
-  for (uint l = 0u; l < LA; ++l) {
+  UNROLL for (uint l = 0u; l < LA; ++l) {
     uint e = tid + l * WG;
     if (e >= AV) break;
     if (TA == 0u) {  // [M, K]: vec4 along k
@@ -71,7 +126,7 @@ void load_tiles(uint k0, inout vec4 ra[LA], inout vec4 rb[LB]) {
       ra[l] = load4(true, abase, k0 + kk < kend ? k0 + kk : ~0u, m0 + mq * 4u, ~0u - 1u, M, M);
     }
   }
-  for (uint l = 0u; l < LB; ++l) {
+  UNROLL for (uint l = 0u; l < LB; ++l) {
     uint e = tid + l * WG;
     if (e >= BV) break;
     if (TB == 0u) {  // [K, N]: vec4 along n
@@ -87,24 +142,24 @@ void load_tiles(uint k0, inout vec4 ra[LA], inout vec4 rb[LB]) {
 void store_tiles(uint buf, vec4 ra[LA], vec4 rb[LB]) {
   uint tid = gl_LocalInvocationID.x;
   uint abuf = buf * BK * (BM / 4u), bbuf = buf * BK * (BN / 4u);
-  for (uint l = 0u; l < LA; ++l) {
+  UNROLL for (uint l = 0u; l < LA; ++l) {
     uint e = tid + l * WG;
     if (e >= AV) break;
     if (TA == 0u) {
       uint r = e / (BK / 4u), kq = e % (BK / 4u);
-      for (uint i = 0u; i < 4u; ++i) As[abuf + (kq * 4u + i) * (BM / 4u) + r / 4u][r % 4u] = ra[l][i];
+      UNROLL for (uint i = 0u; i < 4u; ++i) As[abuf + (kq * 4u + i) * (BM / 4u) + r / 4u][r % 4u] = ra[l][i];
     } else {
       As[abuf + e] = ra[l];
     }
   }
-  for (uint l = 0u; l < LB; ++l) {
+  UNROLL for (uint l = 0u; l < LB; ++l) {
     uint e = tid + l * WG;
     if (e >= BV) break;
     if (TB == 0u) {
       Bs[bbuf + e] = rb[l];
     } else {
       uint r = e / (BK / 4u), kq = e % (BK / 4u);
-      for (uint i = 0u; i < 4u; ++i) Bs[bbuf + (kq * 4u + i) * (BN / 4u) + r / 4u][r % 4u] = rb[l][i];
+      UNROLL for (uint i = 0u; i < 4u; ++i) Bs[bbuf + (kq * 4u + i) * (BN / 4u) + r / 4u][r % 4u] = rb[l][i];
     }
   }
 }
@@ -123,7 +178,7 @@ void main() {
     kend = min(K, kbeg + pc.kchunk);
   } else {
     uint zr = z;
-    for (int d = int(NB) - 1; d >= 0; --d) {
+    UNROLL for (int d = int(NB) - 1; d >= 0; --d) {
       uint c = zr % pc.bd[d];
       zr /= pc.bd[d];
       abase += c * pc.as[d];
@@ -137,8 +192,8 @@ void main() {
   uint tx = tid % TX, ty = tid / TX;
 
   vec4 acc[TM][TN / 4];
-  for (uint i = 0u; i < TM; ++i)
-    for (uint j = 0u; j < TN / 4u; ++j) acc[i][j] = vec4(0.0);
+  UNROLL for (uint i = 0u; i < TM; ++i)
+    UNROLL for (uint j = 0u; j < TN / 4u; ++j) acc[i][j] = vec4(0.0);
 
   vec4 ra[LA], rb[LB];
   uint steps = kend > kbeg ? (kend - kbeg + BK - 1u) / BK : 0u;
@@ -148,13 +203,13 @@ void main() {
       barrier();
       store_tiles(0u, ra, rb);
       barrier();
-      for (uint kk = 0u; kk < BK; ++kk) {
+      UNROLL for (uint kk = 0u; kk < BK; ++kk) {
         vec4 av[TM / 4], bv[TN / 4];
-        for (uint i = 0u; i < TM / 4u; ++i) av[i] = As[kk * (BM / 4u) + i * TY + ty];
-        for (uint j = 0u; j < TN / 4u; ++j) bv[j] = Bs[kk * (BN / 4u) + j * TX + tx];
-        for (uint i = 0u; i < TM / 4u; ++i)
-          for (uint ii = 0u; ii < 4u; ++ii)
-            for (uint j = 0u; j < TN / 4u; ++j) acc[i * 4u + ii][j] = fma(vec4(av[i][ii]), bv[j], acc[i * 4u + ii][j]);
+        UNROLL for (uint i = 0u; i < TM / 4u; ++i) av[i] = As[kk * (BM / 4u) + i * TY + ty];
+        UNROLL for (uint j = 0u; j < TN / 4u; ++j) bv[j] = Bs[kk * (BN / 4u) + j * TX + tx];
+        UNROLL for (uint i = 0u; i < TM / 4u; ++i)
+          UNROLL for (uint ii = 0u; ii < 4u; ++ii)
+            UNROLL for (uint j = 0u; j < TN / 4u; ++j) acc[i * 4u + ii][j] = fma(vec4(av[i][ii]), bv[j], acc[i * 4u + ii][j]);
       }
     }
     steps = 0u;
@@ -168,34 +223,34 @@ void main() {
     uint cur = s & 1u;
     if (s + 1u < steps) load_tiles(kbeg + (s + 1u) * BK, ra, rb);
     uint abuf = cur * BK * (BM / 4u), bbuf = cur * BK * (BN / 4u);
-    for (uint kk = 0u; kk < BK; ++kk) {
+    UNROLL for (uint kk = 0u; kk < BK; ++kk) {
       vec4 av[TM / 4], bv[TN / 4];
-      for (uint i = 0u; i < TM / 4u; ++i) av[i] = As[abuf + kk * (BM / 4u) + i * TY + ty];
-      for (uint j = 0u; j < TN / 4u; ++j) bv[j] = Bs[bbuf + kk * (BN / 4u) + j * TX + tx];
-      for (uint i = 0u; i < TM / 4u; ++i)
-        for (uint ii = 0u; ii < 4u; ++ii)
-          for (uint j = 0u; j < TN / 4u; ++j) acc[i * 4u + ii][j] = fma(vec4(av[i][ii]), bv[j], acc[i * 4u + ii][j]);
+      UNROLL for (uint i = 0u; i < TM / 4u; ++i) av[i] = As[abuf + kk * (BM / 4u) + i * TY + ty];
+      UNROLL for (uint j = 0u; j < TN / 4u; ++j) bv[j] = Bs[bbuf + kk * (BN / 4u) + j * TX + tx];
+      UNROLL for (uint i = 0u; i < TM / 4u; ++i)
+        UNROLL for (uint ii = 0u; ii < 4u; ++ii)
+          UNROLL for (uint j = 0u; j < TN / 4u; ++j) acc[i * 4u + ii][j] = fma(vec4(av[i][ii]), bv[j], acc[i * 4u + ii][j]);
     }
     if (s + 1u < steps) store_tiles(cur ^ 1u, ra, rb);
     barrier();
   }
 
   bool vec_out = VEC != 0u && (N % 4u) == 0u;
-  for (uint i = 0u; i < TM / 4u; ++i)
-    for (uint ii = 0u; ii < 4u; ++ii) {
+  UNROLL for (uint i = 0u; i < TM / 4u; ++i)
+    UNROLL for (uint ii = 0u; ii < 4u; ++ii) {
       uint gm = m0 + (i * TY + ty) * 4u + ii;
       if (gm >= M) continue;
-      for (uint j = 0u; j < TN / 4u; ++j) {
+      UNROLL for (uint j = 0u; j < TN / 4u; ++j) {
         uint gn = n0 + (j * TX + tx) * 4u;
         if (gn >= N) continue;
         vec4 v = acc[i * 4u + ii][j];
         if (BIAS != 0u && SPLIT == 0u)
-          for (uint c = 0u; c < 4u; ++c) v[c] += gn + c < N ? bias[pc.biasoff + gn + c] : 0.0;
+          UNROLL for (uint c = 0u; c < 4u; ++c) v[c] += gn + c < N ? ld_bias(pc.biasoff + gn + c) : 0.0;
         if (vec_out && gn + 3u < N) {
-          y4[(ybase + gm * N + gn) / 4u] = v;
+          st4(ybase + gm * N + gn, v);
         } else {
-          for (uint c = 0u; c < 4u; ++c)
-            if (gn + c < N) y[ybase + gm * N + gn + c] = v[c];
+          UNROLL for (uint c = 0u; c < 4u; ++c)
+            if (gn + c < N) st(ybase + gm * N + gn + c, v[c]);
         }
       }
     }

@@ -2,6 +2,9 @@
 // y = op(x) over a strided iteration space of up to 8 dims: elementwise unary
 // ops, copies (reshape, transpose, broadcast_to, narrow, concat pieces) and cast.
 #extension GL_GOOGLE_include_directive : require
+#ifdef RLX_HALF  // the ".h16" variant: f16/bf16 operands in 2-byte storage
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint RANK = 1;
 layout(constant_id = 1) const uint OP = 255;   // uint(EwOp); 255 = copy
@@ -12,6 +15,20 @@ layout(constant_id = 3) const uint EPT = 8;    // elements per invocation, gl_Wo
 
 layout(std430, binding = 0) restrict readonly buffer X { float x[]; };
 layout(std430, binding = 1) restrict writeonly buffer Y { float y[]; };
+#ifdef RLX_HALF
+layout(constant_id = 4) const uint XDT = 0;  // storage: 0 f32, 1 f16, 2 bf16
+layout(constant_id = 5) const uint YDT = 0;
+layout(std430, binding = 0) restrict readonly buffer X16 { uint16_t x16[]; };
+layout(std430, binding = 1) restrict writeonly buffer Y16 { uint16_t y16[]; };
+float load_x(uint i) { return XDT != 0u ? rlx_from16(XDT, uint(x16[i])) : x[i]; }
+void store_y(uint i, float v) {
+  if (YDT != 0u) y16[i] = uint16_t(rlx_to16(YDT, v));
+  else y[i] = v;
+}
+#else
+float load_x(uint i) { return x[i]; }
+void store_y(uint i, float v) { y[i] = v; }
+#endif
 layout(push_constant) uniform PC {
   uint n, xoff, yoff, pad;
   uint dims[8], xs[8], ys[8];  // iteration shape; element strides of x and y
@@ -38,12 +55,12 @@ void main() {
         yi[e] += c * pc.ys[d];
       }
     }
-    v[e] = i < pc.n ? x[xi[e]] : 0.0;
+    v[e] = i < pc.n ? load_x(xi[e]) : 0.0;
   }
   for (uint e = 0u; e < EPT; ++e) {
     if (base + e * gl_WorkGroupSize.x >= pc.n) break;
     float r = v[e];
     if (OP != 255u) r = rlx_ew_unary(OP, r);
-    y[yi[e]] = rlx_round(r, ROUND);
+    store_y(yi[e], rlx_round(r, ROUND));
   }
 }

@@ -263,8 +263,10 @@ BlobCache* active_cache() { return active().get(); }
 void set_active_cache(std::unique_ptr<BlobCache> cache) { active() = std::move(cache); }
 
 CacheLog& cache_log() {
-  static CacheLog log;
-  return log;
+  // Never destroyed: executors held in statics (tests) log from their destructors at exit,
+  // possibly after a function-local static log would already be gone.
+  static CacheLog* log = new CacheLog;
+  return *log;
 }
 
 }  // namespace rlx::io

@@ -212,6 +212,43 @@ DeviceCaps Instance::query(VkPhysicalDevice pd) const {
   }
   for (const char* e : {"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix", "VK_NV_cooperative_matrix2"})
     if (has_ext(exts, e)) c.coopmat.push_back(e);
+  {  // 16-bit storage (core in 1.1), the Vulkan memory model (1.2), NV cooperative matrices
+    VkPhysicalDevice16BitStorageFeatures s16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+    VkPhysicalDeviceVulkanMemoryModelFeatures mm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    f2.pNext = &s16;
+    void** tail = &s16.pNext;
+    if (v12) *tail = &mm, tail = &mm.pNext;
+    bool nv = has_ext(exts, "VK_NV_cooperative_matrix");
+    if (nv) *tail = &cm, tail = &cm.pNext;
+    fn.vkGetPhysicalDeviceFeatures2(pd, &f2);
+    c.storage16 = s16.storageBuffer16BitAccess;
+    c.memory_model = v12 && mm.vulkanMemoryModel;
+    c.coop_nv = nv && cm.cooperativeMatrix;
+    if (v12) {
+      VkPhysicalDeviceFloatControlsProperties fc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
+      VkPhysicalDeviceProperties2 pf{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+      pf.pNext = &fc;
+      fn.vkGetPhysicalDeviceProperties2(pd, &pf);
+      c.rte16 = fc.shaderRoundingModeRTEFloat16;
+    }
+    auto props = (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)fn.vkGetInstanceProcAddr(
+        instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+    if (c.coop_nv && props) {
+      uint32_t np = 0;
+      props(pd, &np, nullptr);
+      std::vector<VkCooperativeMatrixPropertiesNV> ps(np, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+      props(pd, &np, ps.data());
+      for (uint32_t i = 0; i < np; ++i) {
+        const auto& q = ps[i];
+        if (q.AType == VK_COMPONENT_TYPE_FLOAT16_NV && q.BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+            q.CType == VK_COMPONENT_TYPE_FLOAT32_NV && q.DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+            q.scope == VK_SCOPE_SUBGROUP_NV)
+          c.coop_f16.push_back({q.MSize, q.NSize, q.KSize});
+      }
+    }
+  }
 
   VkPhysicalDeviceMemoryProperties mem;
   fn.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
@@ -235,6 +272,9 @@ std::vector<std::pair<std::string, std::string>> DeviceCaps::describe() const {
   auto yes = [](bool b) { return std::string(b ? "yes" : "no"); };
   std::string cm;
   for (const auto& e : coopmat) cm += (cm.empty() ? "" : ", ") + e;
+  std::string shapes;
+  for (const auto& q : coop_f16)
+    shapes += (shapes.empty() ? "" : ", ") + std::to_string(q.m) + "x" + std::to_string(q.n) + "x" + std::to_string(q.k);
   return {
       {"api", version_str(api_version)},
       {"driver", driver},
@@ -245,7 +285,9 @@ std::vector<std::pair<std::string, std::string>> DeviceCaps::describe() const {
       {"max storage buffer range", std::to_string(max_storage_range) + " bytes"},
       {"max push constants", std::to_string(max_push_bytes) + " bytes"},
       {"fp16 arithmetic", yes(fp16)},
+      {"16-bit storage", yes(storage16)},
       {"cooperative matrix", cm.empty() ? "no" : cm},
+      {"f16 tensor-core shapes (NV)", shapes.empty() ? "none" : shapes},
       {"timestamps", yes(timestamps)},
   };
 }
@@ -291,6 +333,34 @@ Device::Device(int index) {
   exts.resize(n);
   std::vector<const char*> enable;
   if (has_ext(exts, "VK_KHR_portability_subset")) enable.push_back("VK_KHR_portability_subset");
+  // RLX_VK_NO_16BIT=1 keeps f16/bf16 as f32 on the device (phase 1); RLX_VK_NO_COOPMAT=1 keeps
+  // f16 matmuls off the tensor cores (the shared-memory kernel). Both for tests and comparisons.
+  auto env_on = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v && std::strcmp(v, "0") != 0;
+  };
+  if (env_on("RLX_VK_NO_16BIT")) caps.storage16 = false;
+  if (env_on("RLX_VK_NO_COOPMAT") || !caps.storage16) caps.coop_nv = false;
+  bool coop = caps.coop_nv_usable();
+  if (!coop) caps.coop_f16.clear(), caps.coop_nv = false;
+  VkPhysicalDevice16BitStorageFeatures s16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  VkPhysicalDeviceShaderFloat16Int8Features f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+  VkPhysicalDeviceVulkanMemoryModelFeatures mm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  void* features = nullptr;
+  if (caps.storage16) {
+    s16.storageBuffer16BitAccess = VK_TRUE;
+    features = &s16;
+  }
+  if (coop) {  // all 1.2 core features but the extension's own
+    f16.shaderFloat16 = VK_TRUE;
+    mm.vulkanMemoryModel = VK_TRUE;
+    cm.cooperativeMatrix = VK_TRUE;
+    s16.pNext = &f16;
+    f16.pNext = &mm;
+    mm.pNext = &cm;
+    enable.push_back("VK_NV_cooperative_matrix");
+  }
 
   float prio = 1.0f;
   VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
@@ -302,6 +372,7 @@ Device::Device(int index) {
   di.pQueueCreateInfos = &qi;
   di.enabledExtensionCount = (uint32_t)enable.size();
   di.ppEnabledExtensionNames = enable.data();
+  di.pNext = features;
   vk_check(f.vkCreateDevice(phys, &di, nullptr, &dev), "vkCreateDevice");
   inst->fn.load_device(dev);
   f.vkGetDeviceQueue(dev, queue_family, 0, &queue);

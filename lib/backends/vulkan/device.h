@@ -32,7 +32,23 @@ struct DeviceCaps {
   double timestamp_period_ns = 1.0;
   uint32_t timestamp_bits = 0;
   bool fp16 = false;
+  // storageBuffer16BitAccess: f16/bf16 tensors live in 2 bytes on the device (read and written
+  // as uint16_t bit patterns by the ".h16" shader variants); without it, as f32 (phase 1).
+  bool storage16 = false;
+  bool memory_model = false;         // vulkanMemoryModel (GL_NV_cooperative_matrix needs it)
   std::vector<std::string> coopmat;  // cooperative-matrix extensions present
+  // VK_NV_cooperative_matrix shapes (subgroup scope) multiplying f16 x f16 into f32, as the
+  // driver lists them; the tensor-core matmul is built only for one of these, and only when
+  // the device also has storage16, fp16, memory_model and the feature (coop_nv_usable()).
+  struct CoopShape {
+    uint32_t m, n, k;
+  };
+  std::vector<CoopShape> coop_f16;
+  bool coop_nv = false;  // VK_NV_cooperative_matrix's cooperativeMatrix feature
+  bool rte16 = false;    // shaderRoundingModeRTEFloat16: f32 -> f16 conversions can be made nearest-even
+  bool coop_nv_usable() const {
+    return coop_nv && storage16 && fp16 && memory_model && rte16 && !coop_f16.empty();
+  }
   std::vector<std::pair<std::string, std::string>> describe() const;  // for DeviceInfo
 };
 

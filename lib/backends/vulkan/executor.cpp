@@ -328,15 +328,17 @@ class VulkanExecutor final : public Executor {
 
   std::unique_ptr<DeviceBuffer> allocate(size_t bytes) override { return mem_.allocate(bytes); }
 
-  // Phase 1: device memory holds f32 for every logical dtype (the shaders read f32 storage
-  // buffers); upload converts the host elements to f32 and download converts back.
-  DType storage_dtype(DType) const override { return DType::f32; }
+  // f16/bf16 live in 2 bytes on the device where it has 16-bit storage buffers; every other
+  // dtype (and f16/bf16 without 16-bit storage) as f32: upload converts the host elements to
+  // the storage dtype and download converts back; same-dtype copies are plain byte copies.
+  DType storage_dtype(DType t) const override { return device_storage(dev_.caps, t); }
 
   void upload(DeviceBuffer& dst, size_t offset, const void* src, size_t bytes, DType dtype) override {
     if (!live_->empty()) flush();  // queued kernels must see the old contents
     const size_t n = bytes / dtype_size(dtype);
-    const auto& b = checked(dst, offset, n * 4, "upload");
-    if (dtype == DType::f32) {
+    const DType st = storage_dtype(dtype);
+    const auto& b = checked(dst, offset, n * dtype_size(st), "upload");
+    if (st == dtype) {
       mem_.write(b, offset, src, bytes);
     } else {
       if (is_integer(dtype)) check_exact_in_f32(src, dtype, n);
@@ -350,8 +352,9 @@ class VulkanExecutor final : public Executor {
   void download(const DeviceBuffer& src, size_t offset, void* dst, size_t bytes, DType dtype) override {
     if (!live_->empty()) flush();
     const size_t n = bytes / dtype_size(dtype);
-    const auto& b = checked(src, offset, n * 4, "download");
-    if (dtype == DType::f32) {
+    const DType st = storage_dtype(dtype);
+    const auto& b = checked(src, offset, n * dtype_size(st), "download");
+    if (st == dtype) {
       mem_.read(b, offset, dst, bytes);
     } else {
       std::vector<float> tmp(n);

@@ -17,6 +17,8 @@ namespace {
 std::string layout_key(const FusedLayout& l) {
   std::string k = "|r" + std::to_string(l.rank) + "|v";
   for (uint32_t m : l.varies) k += std::to_string(m) + ",";
+  k += "|k";
+  for (uint32_t m : l.kinds) k += std::to_string(m);
   return k;
 }
 
@@ -41,11 +43,19 @@ std::string index_expr(uint32_t mask, uint32_t rank) {
 std::string fused_glsl(const FusedProgram& p, const FusedLayout& l) {
   size_t n = p.input_shapes.size();
   std::ostringstream s;
-  s << "#version 450\n// fused: " << p.describe() << "\nlayout(local_size_x = " << kEwGroup << ") in;\n"
+  auto kind = [&](size_t j) { return j < l.kinds.size() ? l.kinds[j] : 0u; };
+  bool any16 = false;
+  for (size_t j = 0; j <= n; ++j) any16 = any16 || kind(j) != 0;
+  s << "#version 450\n";
+  if (any16) s << "#extension GL_EXT_shader_16bit_storage : require\n";
+  s << "// fused: " << p.describe() << "\nlayout(local_size_x = " << kEwGroup << ") in;\n"
     << kCommonGlsl << "\n" << ew_glsl_library() << "\n";
+  // f16/bf16 operands are 2-byte bit patterns (uint16_t), widened on load, rounded on store.
+  auto elem = [&](size_t j) { return kind(j) ? "uint16_t" : "float"; };
   for (size_t j = 0; j < n; ++j)
-    s << "layout(std430, binding = " << j << ") restrict readonly buffer In" << j << " { float d[]; } in" << j << ";\n";
-  s << "layout(std430, binding = " << n << ") restrict writeonly buffer Out { float d[]; } out0;\n";
+    s << "layout(std430, binding = " << j << ") restrict readonly buffer In" << j << " { " << elem(j) << " d[]; } in"
+      << j << ";\n";
+  s << "layout(std430, binding = " << n << ") restrict writeonly buffer Out { " << elem(n) << " d[]; } out0;\n";
   s << "layout(push_constant) uniform PC { uint n; uint dims[" << l.rank << "]; uint off[" << n + 1 << "]; } pc;\n";
   s << "void apply(uint i) {\n";
   bool need_coords = false;
@@ -62,9 +72,13 @@ std::string fused_glsl(const FusedProgram& p, const FusedLayout& l) {
     const FusedInstr& in = p.code[r];
     s << "  float r" << r << " = ";
     switch (in.kind) {
-      case FusedInstr::Load:
-        s << "in" << in.a << ".d[pc.off[" << in.a << "] + " << index_expr(l.varies[in.a], l.rank) << "]";
+      case FusedInstr::Load: {
+        std::string ld = "in" + std::to_string(in.a) + ".d[pc.off[" + std::to_string(in.a) + "] + " +
+                         index_expr(l.varies[in.a], l.rank) + "]";
+        if (kind(in.a)) s << "rlx_from16(" << kind(in.a) << "u, uint(" << ld << "))";
+        else s << ld;
         break;
+      }
       case FusedInstr::Const: {
         uint32_t bits;
         std::memcpy(&bits, &in.imm, 4);
@@ -78,7 +92,8 @@ std::string fused_glsl(const FusedProgram& p, const FusedLayout& l) {
     }
     s << ";  // " << (in.kind == FusedInstr::Unary || in.kind == FusedInstr::Binary ? ew_name(in.op) : "") << "\n";
   }
-  s << "  out0.d[pc.off[" << n << "] + i] = r" << p.result << ";\n}\n";
+  if (kind(n)) s << "  out0.d[pc.off[" << n << "] + i] = uint16_t(rlx_to16(" << kind(n) << "u, r" << p.result << "));\n}\n";
+  else s << "  out0.d[pc.off[" << n << "] + i] = r" << p.result << ";\n}\n";
   // EPT elements per invocation, a work group apart (as the static elementwise shaders)
   s << "void main() {\n  uint base = rlx_group_index() * " << kEwGroup * kEwPerInvocation
     << "u + gl_LocalInvocationID.x;\n  for (uint e = 0u; e < " << kEwPerInvocation << "u; ++e) {\n"

@@ -16,6 +16,7 @@ namespace rlx::vk {
 struct FusedLayout {
   uint32_t rank = 1;
   std::vector<uint32_t> varies;  // per input: bit d set when it varies along collapsed dim d
+  std::vector<uint32_t> kinds;   // storage per input, then the output: 0 f32, 1 f16, 2 bf16 (2 bytes)
 };
 
 // Push-constant words a fused kernel of `inputs` inputs and `rank` needs.

@@ -1,6 +1,7 @@
 #include "backends/vulkan/kernels.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,23 +12,6 @@
 #include "ir/op_registry.h"
 
 namespace rlx::vk {
-
-namespace {
-
-using ir::Op;
-using Strides = std::vector<int64_t>;
-
-constexpr uint32_t kMaxRank = 8;
-constexpr uint32_t kWgSpecId = 10;  // constant_id of local_size_x in the row shaders
-
-uint32_t ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
-
-// Dims of `shape` (size-1 dims dropped, mergeable neighbours merged) with each
-// operand's strides over them. Never empty: a scalar becomes one dim of size 1.
-struct Collapsed {
-  std::vector<int64_t> dims;
-  std::vector<Strides> strides;  // per operand
-};
 
 Collapsed collapse(const Shape& shape, const std::vector<Strides>& ops) {
   Collapsed c;
@@ -50,6 +34,16 @@ Collapsed collapse(const Shape& shape, const std::vector<Strides>& ops) {
   }
   return c;
 }
+
+namespace {
+
+using ir::Op;
+
+constexpr uint32_t kMaxRank = 8;
+constexpr uint32_t kWgSpecId = 10;  // constant_id of local_size_x in the row shaders
+
+uint32_t ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+
 
 Strides scaled(Strides s, int64_t f) {
   for (auto& v : s) v *= f;
@@ -151,6 +145,20 @@ class Lowering : public LowerCtx {
   void rope();
   void attention();
   void fused();
+  // f16/bf16 (2-byte storage) for ops whose shaders read and write f32 only: the 2-byte
+  // inputs are widened into f32 scratch, the op runs on f32, and its result is rounded into
+  // the 2-byte output (one conversion dispatch per such tensor).
+  uint32_t kind(const TensorRef& t) const { return storage_kind(env_.dev.caps, t.dtype); }
+  bool touches16() const {
+    if (kind(k_.output)) return true;
+    for (const auto& t : k_.inputs)
+      if (kind(t)) return true;
+    return false;
+  }
+  bool native16() const;
+  std::vector<Dispatch> widened();
+  bool matmul_coop(const TensorRef& A, const TensorRef& B, const TensorRef* bias, bool ta, bool tb, int64_t M,
+                   int64_t N, int64_t K);
 
   LowerEnv& env_;
   const Kernel& k_;
@@ -167,12 +175,14 @@ uint32_t Lowering::bind(Dispatch& d, const TensorRef& t, bool write) {
     d.bindings.push_back(env_.dummy);
     return 0;
   }
-  // Phase 1: every dtype is stored as f32 on the device (storage_dtype), offsets in bytes.
-  if (t.offset % 4 != 0 || t.offset + (uint64_t)n * 4 > vb->capacity)
+  // Elements of the device storage dtype (f32, or 2 bytes for f16/bf16 with 16-bit storage);
+  // offsets in bytes.
+  const DeviceCaps& caps = env_.dev.caps;
+  const uint64_t es = dtype_size(device_storage(caps, t.dtype));
+  if (t.offset % es != 0 || t.offset + (uint64_t)n * es > vb->capacity)
     fail("tensor " + shape_str(t.shape) + " at byte offset " + std::to_string(t.offset) + " overruns its buffer of " +
          std::to_string(vb->capacity) + " bytes");
-  const DeviceCaps& caps = env_.dev.caps;
-  VkDeviceSize start = vb->offset + t.offset, bytes = (VkDeviceSize)n * 4;
+  VkDeviceSize start = vb->offset + t.offset, bytes = (VkDeviceSize)n * es;
   VkDeviceSize base = start / caps.min_storage_align * caps.min_storage_align;
   VkDeviceSize range = start + bytes - base;
   if (range > caps.max_storage_range)
@@ -187,7 +197,7 @@ uint32_t Lowering::bind(Dispatch& d, const TensorRef& t, bool write) {
   b.hi = start + bytes;
   b.write = write;
   d.bindings.push_back(b);
-  return (uint32_t)((start - base) / 4);
+  return (uint32_t)((start - base) / es);
 }
 
 void Lowering::grid(Dispatch& d, uint64_t items, uint32_t wg) {
@@ -209,7 +219,9 @@ void Lowering::strided(const TensorRef& x, int64_t xextra, const Strides& xs, co
   if (n == 0) return;
   Collapsed c = collapse(iter, {xs, ys});
   if (c.dims.size() > kMaxRank) fail("more than 8 dims after collapsing");
-  Dispatch& d = add("unary", {(uint32_t)c.dims.size(), op, round, kEwPerInvocation});
+  uint32_t xk = kind(x), yk = kind(y);
+  Dispatch& d = xk || yk ? add("unary.h16", {(uint32_t)c.dims.size(), op, round, kEwPerInvocation, xk, yk})
+                         : add("unary", {(uint32_t)c.dims.size(), op, round, kEwPerInvocation});
   uint32_t xo = read(d, x) + (uint32_t)xextra, yo = write(d, y) + (uint32_t)yextra;
   d.push = {(uint32_t)n, xo, yo, 0};
   push_array(d, c.dims, 8);
@@ -228,7 +240,9 @@ void Lowering::binary(EwOp op) {
   Collapsed c = collapse(os, {broadcast_strides(in(0).shape, os), broadcast_strides(in(1).shape, os),
                               contiguous_strides(os)});
   if (c.dims.size() > kMaxRank) fail("more than 8 dims after collapsing");
-  Dispatch& d = add("binary", {(uint32_t)c.dims.size(), (uint32_t)op, kEwPerInvocation});
+  uint32_t ak = kind(in(0)), bk = kind(in(1)), yk = kind(out());
+  Dispatch& d = ak || bk || yk ? add("binary.h16", {(uint32_t)c.dims.size(), (uint32_t)op, kEwPerInvocation, ak, bk, yk})
+                               : add("binary", {(uint32_t)c.dims.size(), (uint32_t)op, kEwPerInvocation});
   uint32_t ao = read(d, in(0)), bo = read(d, in(1)), yo = write(d, out());
   d.push = {(uint32_t)out().numel(), ao, bo, yo};
   push_array(d, c.dims, 8);
@@ -276,7 +290,7 @@ void Lowering::transpose() {
     B = size_of(groups[0]), R = size_of(groups[2]), C = size_of(groups[1]), tiled = true;
   }
   const auto& mg = env_.dev.caps.max_groups;
-  if (tiled && ceil_div(C, 32) <= mg[0] && ceil_div(R, 32) <= mg[1] && (uint64_t)B <= mg[2]) {
+  if (tiled && !kind(in(0)) && ceil_div(C, 32) <= mg[0] && ceil_div(R, 32) <= mg[1] && (uint64_t)B <= mg[2]) {
     Dispatch& d = add("transpose2d", {});
     uint32_t xo = read(d, in(0)), yo = write(d, out());
     d.push = {(uint32_t)R, (uint32_t)C, xo, yo};
@@ -435,6 +449,12 @@ void Lowering::matmul(bool linear) {
   // When the tiles give fewer than kSplitTarget work groups and K is long, K is split and
   // a second dispatch sums the partial products. Measured figures: docs/benchmarks.md.
   const DeviceCaps& caps = env_.dev.caps;
+  // f16/bf16 operands in 2-byte storage: the ".h16" tiled kernel (widens on load, f32
+  // products, one rounding into y's dtype); f16 x f16 on tensor cores where the device has them.
+  const uint32_t ak = kind(A), bk = kind(B), biask = bias ? kind(*bias) : 0u, yk = kind(out());
+  const bool half = ak || bk || biask || yk;
+  bool no_batch_dims = batch.dims.size() == 1 && batch.dims[0] == 1;
+  if (half && ak == 1 && bk == 1 && no_batch_dims && M > 16 && matmul_coop(A, B, bias, ta, tb, M, N, K)) return;
   bool gemv = M <= 16;
   uint32_t BM = 128, BN = 128, BK = 8, TM = 8, TN = 8, DB = 1, wg, ROWS = M <= 8 ? 4 : 2;
   if (M < 64) {
@@ -453,6 +473,12 @@ void Lowering::matmul(bool linear) {
     bool wide_ok = caps.max_wg_invocations >= 512 && 2ull * (128 + 256) * BK * 4 <= caps.max_shared_bytes;
     if (M >= 128 && N >= 256 && wide_ok && enough(128, 256)) BN = 256;
     else if (M < 128 || N < 128 || !enough(128, 128)) BM = BN = 64, TM = TN = 4;
+    // 2-byte operands (the ".h16" variant): on the H100 some 8x8-per-invocation tilings ran
+    // 12-25x slower than their f32 twins (128x128 for the decoder's N 14336 linears, every 8x8
+    // tiling of an untransposed 4096^3 product), not understood yet; a transposed b (linear
+    // weights) on 128x256 tiles was fine (the decoder's linears in 7.2 ms), and 64x64x16 tiles
+    // of 4x4 were sane everywhere (4096^3 in 6.0 ms), so those take the rest.
+    if (half && !(BN == 256 && tb)) BM = BN = 64, BK = 16, TM = TN = 4;
   }
   if (const char* e = std::getenv("RLX_VK_MATMUL")) {  // benchmarking: "BMxBNxBKxTMxTN[xDB]"
     int got = std::sscanf(e, "%ux%ux%ux%ux%ux%u", &BM, &BN, &BK, &TM, &TN, &DB);
@@ -461,11 +487,19 @@ void Lowering::matmul(bool linear) {
   }
   while (BK > 8 && 2ull * (BM + BN) * BK * 4 > caps.max_shared_bytes) BK /= 2;
   uint64_t gx, gy = 1;
-  std::string shader = "matmul_tiled";
+  std::string shader = half ? "matmul_tiled.h16" : "matmul_tiled";
+  auto kinds = [&](Dispatch& d, uint32_t y_kind) {
+    if (!half) return;
+    d.spec.resize(17, 0);
+    d.spec[13] = ak;
+    d.spec[14] = bk;
+    d.spec[15] = biask;
+    d.spec[16] = y_kind;
+  };
   uint32_t nsplit = 1, kchunk = (uint32_t)K;
   if (gemv) {
     wg = 256;
-    shader = row_shader("gemv");
+    shader = row_shader("gemv") + (half ? ".h16" : "");
     uint64_t groups = tb ? ceil_div(N, ROWS) : ceil_div(N, wg);
     gx = std::min<uint64_t>(groups, caps.max_groups[0]);
     gy = ceil_div(groups, gx);
@@ -504,11 +538,12 @@ void Lowering::matmul(bool linear) {
     bind_dummy(d);
     uint32_t po = write(d, part);
     d.spec[9] = vec && ao % 4 == 0 && bo % 4 == 0 && po % 4 == 0;
+    kinds(d, 0u);
     d.push = {(uint32_t)M, (uint32_t)N, (uint32_t)K, ao, bo, 0u, po, 0u, 0, 0, 0, 0, 0, 0, 0, 0, 0, kchunk};
     d.groups[0] = (uint32_t)gx;
     d.groups[1] = (uint32_t)gy;
     d.groups[2] = nsplit;
-    Dispatch& r = add("matmul_splitk", {bias ? 1u : 0u});
+    Dispatch& r = half ? add("matmul_splitk.h16", {bias ? 1u : 0u, biask, yk}) : add("matmul_splitk", {bias ? 1u : 0u});
     uint32_t pr = read(r, part), biaso = bias ? read(r, *bias) : (bind_dummy(r), 0u), yo = write(r, out());
     r.push = {(uint32_t)(M * N), (uint32_t)N, nsplit, pr, biaso, yo};
     grid(r, ceil_div(M * N, 4), 256);
@@ -550,6 +585,12 @@ void Lowering::matmul(bool linear) {
         d.spec[9] = vec;
         d.spec.resize(13, 0);
         d.spec[12] = DB;
+        kinds(d, yk);
+      } else if (half) {  // gemv.h16: storage kinds at constant ids 6..9
+        d.spec[6] = ak;
+        d.spec[7] = bk;
+        d.spec[8] = biask;
+        d.spec[9] = yk;
       }
       push_array(d, bd, 3);
       push_array(d, sa, 3);
@@ -560,6 +601,82 @@ void Lowering::matmul(bool linear) {
       d.groups[2] = (uint32_t)std::min<int64_t>(inner - z0, mg[2]);
     }
   }
+}
+
+// f16 x f16 on tensor cores (VK_NV_cooperative_matrix): false where it does not apply.
+// The tile is chosen from M, N, K and the device's limits: 128x128 (4 subgroups of 64x64) when
+// that gives enough work groups, else 64x128 (4 of 32x64), then split-K towards ~256 groups.
+// Needs rows of 8 halves (K, and M or N where they are the contiguous dim, and the offsets,
+// multiples of 8) for the 16-byte loads; false sends the product to the shared-memory kernel.
+bool Lowering::matmul_coop(const TensorRef& A, const TensorRef& B, const TensorRef* bias, bool ta, bool tb,
+                           int64_t M, int64_t N, int64_t K) {
+  const DeviceCaps& caps = env_.dev.caps;
+  if (caps.coop_f16.empty() || M == 0 || N == 0 || K == 0) return false;
+  const DeviceCaps::CoopShape* sh = nullptr;
+  // 16x8x16 (the hardware's mma shape on NVIDIA) measured a little faster than 16x16x16 on the H100.
+  std::vector<std::array<uint32_t, 3>> prefer = {{16, 8, 16}, {16, 16, 16}};
+  if (const char* e = std::getenv("RLX_VK_COOP_SHAPE")) {
+    uint32_t m = 0, n = 0, k = 0;
+    std::sscanf(e, "%ux%ux%u", &m, &n, &k);
+    prefer = {{m, n, k}};
+  }
+  for (const auto& want : prefer)
+    for (const auto& q : caps.coop_f16)
+      if (!sh && q.m == want[0] && q.n == want[1] && q.k == want[2]) sh = &q;
+  for (const auto& q : caps.coop_f16)
+    if (!sh && q.m % 8 == 0 && q.n % 8 == 0 && q.k % 8 == 0 && 32 % q.m == 0 && 64 % q.n == 0 && 32 % q.k == 0) sh = &q;
+  if (!sh) return false;
+  if (K % 8 || (ta && M % 8) || (!tb && N % 8)) return false;
+  // 8 subgroups per work group, 128x128 tiles of 64x32 per subgroup: on the H100 this beat
+  // 64x64, 64x128 and 128x64 tiles and 4 subgroups of 64x64 for the 4096^3 product and every
+  // linear of the d-4096 decoder (M 512), few tiles being better served by split-K below.
+  uint32_t BM = 128, BN = 128, BK = 32, WM = 64, WN = 32;
+  if (const char* e = std::getenv("RLX_VK_COOP")) {  // benchmarking: "BMxBNxWMxWN[xBK]"
+    int got = std::sscanf(e, "%ux%ux%ux%ux%u", &BM, &BN, &WM, &WN, &BK);
+    if (got < 4 || !WM || !WN || BM % WM || BN % WN || WM % sh->m || WN % sh->n || BM % 8 || BN % 8 || BK % sh->k ||
+        BK % 8)
+      fail("RLX_VK_COOP must be BMxBNxWMxWN[xBK] with BM % WM = BN % WN = 0, WM, WN multiples of the MMA shape, "
+           "BK of its K");
+  }
+  const uint32_t SG = caps.subgroup_size, warps = (BM / WM) * (BN / WN), wg = warps * SG;
+  uint64_t shared = 16ull * 2 * ((ta ? BK * (BM + 8) : BM * (BK + 8)) / 8 + (tb ? BN * (BK + 8) : BK * (BN + 8)) / 8) +
+                    4ull * std::max<uint64_t>((uint64_t)warps * sh->m * sh->n, (uint64_t)sh->m * BN);
+  if (wg > caps.max_wg_invocations || shared > caps.max_shared_bytes) return false;
+  uint64_t gx = ceil_div(N, BN), gy = ceil_div(M, BM);
+  if (gx > caps.max_groups[0] || gy > caps.max_groups[1]) return false;
+  uint64_t want = 1;
+  while (gx * gy * want < 256 && (uint64_t)K / (2 * want) >= 1024) want *= 2;
+  if (const char* e = std::getenv("RLX_VK_SPLITK")) want = std::max(1, std::atoi(e));
+  uint32_t kchunk = (uint32_t)(ceil_div(ceil_div(K, want), BK) * BK), nsplit = (uint32_t)ceil_div(K, kchunk);
+  if (nsplit > caps.max_groups[2]) return false;
+  const uint32_t biask = bias ? kind(*bias) : 0u, yk = kind(out());
+  bool split = nsplit > 1;
+  TensorRef part;
+  if (split) part = env_.scratch((int64_t)nsplit * M * N);
+  const char* shared16 = std::getenv("RLX_VK_COOP_S16");
+  Dispatch& d = add(shared16 && *shared16 == '1' ? "matmul_coop.s16" : "matmul_coop", {BM, BN, BK, WM, WN, ta, tb, bias && !split ? 1u : 0u, sh->m, sh->n, wg, sh->k,
+                                    split ? 1u : 0u, biask, split ? 0u : yk, SG});
+  d.spec.resize(18, 0);
+  if (const char* e = std::getenv("RLX_VK_COOP_PROBE")) d.spec[16] = (uint32_t)std::atoi(e);  // tuning only
+  uint32_t ao = read(d, A), bo = read(d, B);
+  uint32_t biaso = bias && !split ? read(d, *bias) : (bind_dummy(d), 0u);
+  uint32_t yo = write(d, split ? part : out());
+  const uint32_t ydt = split ? 0u : yk, align = ydt == 0 ? 4 : 8;  // 16-byte rows for direct stores
+  d.spec[17] = ydt != 2 && yo % align == 0 && N % align == 0;
+  if (ao % 8 || bo % 8) {  // not 16-byte aligned: the shared-memory kernel instead
+    ds_.pop_back();
+    return false;
+  }
+  d.push = {(uint32_t)M, (uint32_t)N, (uint32_t)K, ao, bo, biaso, yo, kchunk};
+  d.groups[0] = (uint32_t)gx;
+  d.groups[1] = (uint32_t)gy;
+  d.groups[2] = nsplit;
+  if (!split) return true;
+  Dispatch& r = add("matmul_splitk.h16", {bias ? 1u : 0u, biask, yk});
+  uint32_t pr = read(r, part), bo2 = bias ? read(r, *bias) : (bind_dummy(r), 0u), yo2 = write(r, out());
+  r.push = {(uint32_t)(M * N), (uint32_t)N, nsplit, pr, bo2, yo2};
+  grid(r, ceil_div(M * N, 4), 256);
+  return true;
 }
 
 // ------------------------------------------------------------ gather, rope, attention
@@ -662,6 +779,8 @@ void Lowering::fused() {
       if (c.strides[j][dd] != 0) m |= 1u << dd;
     layout.varies.push_back(m);
   }
+  for (const auto& t : k_.inputs) layout.kinds.push_back(kind(t));
+  layout.kinds.push_back(kind(out()));
   const DeviceCaps& caps = env_.dev.caps;
   if (layout.rank > kMaxRank) fail("more than 8 dims after collapsing");
   if (n + 1 > caps.max_storage_bindings || fused_push_words(n, layout.rank) * 4 > kPushBytes)
@@ -680,7 +799,48 @@ void Lowering::fused() {
   grid(d, (out().numel() + kEwPerInvocation - 1) / kEwPerInvocation, kEwGroup);
 }
 
+bool Lowering::native16() const {
+  if (k_.fused) return true;
+  switch (k_.node->op) {
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Pow: case Op::Maximum: case Op::Minimum:
+    case Op::SiluVjp: case Op::GeluVjp: case Op::Equal: case Op::Less: case Op::LessEqual: case Op::Greater:
+    case Op::GreaterEqual: case Op::LogicalAnd: case Op::LogicalOr: case Op::LogicalXor: case Op::Mod:
+    case Op::Neg: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Abs: case Op::Tanh:
+    case Op::Sigmoid: case Op::Relu: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Square:
+    case Op::Gelu: case Op::Floor: case Op::Ceil: case Op::Round: case Op::Softplus: case Op::LogicalNot:
+    case Op::Sign: case Op::Cast: case Op::Reshape: case Op::Transpose: case Op::BroadcastTo: case Op::Narrow:
+    case Op::Concat: case Op::Matmul: case Op::Linear:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::vector<Dispatch> Lowering::widened() {
+  Kernel kk = k_;
+  auto f32_scratch = [&](const TensorRef& t) {
+    TensorRef s = env_.scratch(std::max<int64_t>(1, t.numel()));
+    s.shape = t.shape;
+    s.dtype = DType::f32;
+    return s;
+  };
+  const Strides one = {1};
+  for (auto& t : kk.inputs) {
+    if (!kind(t)) continue;
+    TensorRef s = f32_scratch(t);
+    strided(t, 0, one, s, 0, one, {t.numel()}, kEwIdentity, 0);
+    t = s;
+  }
+  bool narrow_out = kind(k_.output) != 0;
+  if (narrow_out) kk.output = f32_scratch(k_.output);
+  for (Dispatch& d : Lowering(env_, kk, id_).run()) ds_.push_back(std::move(d));
+  if (narrow_out) strided(kk.output, 0, one, k_.output, 0, one, {k_.output.numel()}, kEwIdentity, 0);
+  return std::move(ds_);
+}
+
 std::vector<Dispatch> Lowering::run() {
+  if (!k_.fused && !k_.node) fail("kernel has neither a node nor a fused program");
+  if (touches16() && !native16()) return widened();
   if (k_.fused) {
     fused();
     return std::move(ds_);

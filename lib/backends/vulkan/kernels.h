@@ -31,6 +31,18 @@ struct Dispatch {
   uint32_t groups[3] = {1, 1, 1};
 };
 
+// The dtype a tensor of logical dtype `t` is stored as on the device: f16/bf16 as themselves
+// (2 bytes) where the device has 16-bit storage buffers, every other dtype as f32 (integers and
+// bool travel as f32 values: exact up to 2^24, see docs/backends.md).
+inline DType device_storage(const DeviceCaps& c, DType t) {
+  return (t == DType::f16 || t == DType::bf16) && c.storage16 ? t : DType::f32;
+}
+// The shaders' storage kind (spec constants *DT of the ".h16" variants): 0 f32, 1 f16, 2 bf16.
+inline uint32_t storage_kind(const DeviceCaps& c, DType t) {
+  DType s = device_storage(c, t);
+  return s == DType::f16 ? 1u : s == DType::bf16 ? 2u : 0u;
+}
+
 // What lowering needs from the executor.
 struct LowerEnv {
   Device& dev;
@@ -68,6 +80,15 @@ class LowerCtx {
                        uint32_t round) = 0;
   [[noreturn]] virtual void fail(const std::string& what) const = 0;
 };
+
+// Dims of `shape` (size-1 dims dropped, mergeable neighbours merged) with each operand's
+// strides over them. Never empty: a scalar becomes one dim of size 1.
+using Strides = std::vector<int64_t>;
+struct Collapsed {
+  std::vector<int64_t> dims;
+  std::vector<Strides> strides;  // per operand
+};
+Collapsed collapse(const Shape& shape, const std::vector<Strides>& ops);
 
 // Lowers min/prod and the Index-category ops; false for any other op.
 bool lower_index_op(LowerCtx& L);

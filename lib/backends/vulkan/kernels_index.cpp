@@ -14,7 +14,6 @@ namespace rlx::vk {
 namespace {
 
 using ir::Op;
-using Strides = std::vector<int64_t>;
 
 uint32_t f2u(float f) {
   uint32_t u;
@@ -40,32 +39,6 @@ Axis3 around(const Shape& s, int axis) {
   return v;
 }
 
-// Output dims (size-1 dims dropped, mergeable neighbours merged) with each operand's strides.
-struct Collapsed {
-  std::vector<int64_t> dims;
-  std::vector<Strides> strides;
-};
-Collapsed collapse(const Shape& shape, const std::vector<Strides>& ops) {
-  Collapsed c;
-  c.strides.resize(ops.size());
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    bool merge = !c.dims.empty();
-    for (size_t o = 0; o < ops.size() && merge; ++o) merge = c.strides[o].back() == ops[o][d] * shape[d];
-    if (merge) {
-      c.dims.back() *= shape[d];
-      for (size_t o = 0; o < ops.size(); ++o) c.strides[o].back() = ops[o][d];
-    } else {
-      c.dims.push_back(shape[d]);
-      for (size_t o = 0; o < ops.size(); ++o) c.strides[o].push_back(ops[o][d]);
-    }
-  }
-  if (c.dims.empty()) {
-    c.dims = {1};
-    for (auto& s : c.strides) s = {0};
-  }
-  return c;
-}
 
 void check_u32(LowerCtx& L, int64_t n) {
   if (n >= ((int64_t)1 << 32)) L.fail("a tensor of " + std::to_string(n) + " elements is too large for 32-bit indexing");

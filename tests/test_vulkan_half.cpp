@@ -1,0 +1,449 @@
+// f16/bf16 on the Vulkan executor (device 0: lavapipe in CI, where they live in 2-byte
+// storage buffers): bytes per buffer, exact round trips, the shaders' widening and narrowing
+// bit for bit, and f16/bf16/mixed matmul and linear against plain reference loops written here
+// (their own half-precision decoding and rounding, not rlx's).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "backends/vulkan/vulkan_executor.h"
+#include "core/error.h"
+#include "ir/op_registry.h"
+
+namespace rlx {
+namespace {
+
+using ir::Op;
+
+Executor& vk() {
+  static std::unique_ptr<Executor> e = make_vulkan_executor(0);
+  return *e;
+}
+
+ir::Node node(Op op, std::map<std::string, ir::AttrValue> attrs = {}) {
+  ir::Node n;
+  n.op = op;
+  n.id = std::string(ir::op_name(op)) + "_node";
+  n.attrs.values = std::move(attrs);
+  for (const auto& spec : ir::op_info(op).attrs)
+    if (spec.default_value && !n.attrs.has(spec.name)) n.attrs.values[spec.name] = *spec.default_value;
+  return n;
+}
+
+// ---- the test's own half-precision reference (IEEE binary16, bfloat16) ----
+
+double ref_f16_value(uint16_t h) {
+  int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+  double v;
+  if (e == 0) v = std::ldexp((double)m, -24);
+  else if (e == 31) v = m ? NAN : INFINITY;
+  else v = std::ldexp(1024.0 + m, e - 25);
+  return s ? -v : v;
+}
+double ref_bf16_value(uint16_t b) {
+  uint32_t bits = (uint32_t)b << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+// Nearest f16 to x (ties to even): the candidates' values are compared directly.
+uint16_t ref_to_f16(double x) {
+  if (std::isnan(x)) return 0x7e00;
+  uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+  double a = std::fabs(x);
+  // the largest finite f16 is 65504; halfway to the next binade step (65520) rounds to inf
+  if (a >= 65520.0) return sign | 0x7c00;
+  uint16_t lo = 0;
+  for (int step = 1 << 14; step; step >>= 1)  // largest code with value <= a
+    if (lo + step <= 0x7bff && ref_f16_value((uint16_t)(lo + step)) <= a) lo = (uint16_t)(lo + step);
+  double vl = ref_f16_value(lo);
+  if (vl == a) return sign | lo;
+  double vh = ref_f16_value((uint16_t)(lo + 1));
+  uint16_t pick = (a - vl < vh - a) ? lo : (a - vl > vh - a) ? (uint16_t)(lo + 1) : ((lo & 1) ? (uint16_t)(lo + 1) : lo);
+  return sign | pick;
+}
+uint16_t ref_to_bf16(float x) {
+  if (std::isnan(x)) return 0x7fc0;
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  uint16_t lo = (uint16_t)(u >> 16);
+  double a = x, vl = ref_bf16_value(lo), vh = ref_bf16_value((uint16_t)(lo + 1));
+  if (vl == a) return lo;
+  // lo truncates toward zero; lo + 1 is the next value away from zero
+  double dl = std::fabs(a - vl), dh = std::fabs(vh - a);
+  return dl < dh ? lo : dl > dh ? (uint16_t)(lo + 1) : ((lo & 1) ? (uint16_t)(lo + 1) : lo);
+}
+double ref_value(DType t, uint16_t h) { return t == DType::f16 ? ref_f16_value(h) : ref_bf16_value(h); }
+uint16_t ref_round(DType t, double x) { return t == DType::f16 ? ref_to_f16(x) : ref_to_bf16((float)x); }
+
+// ---- device helpers ----
+
+struct Dev {
+  std::unique_ptr<DeviceBuffer> buf;
+  TensorRef ref;
+};
+
+// `bytes` raw host bytes of dtype `dt` at `offset` storage elements into a fresh buffer.
+Dev put_raw(const Shape& s, DType dt, const void* bytes, size_t offset = 3) {
+  Executor& e = vk();
+  Dev d;
+  int64_t n = shape_numel(s);
+  const size_t es = dtype_size(e.storage_dtype(dt));
+  d.buf = e.allocate((n + offset + 5) * es);
+  d.ref = {d.buf.get(), offset * es, s, dt};
+  if (n) e.upload(*d.buf, d.ref.offset, bytes, n * dtype_size(dt), dt);
+  return d;
+}
+Dev put16(const Shape& s, DType dt, const std::vector<uint16_t>& v, size_t offset = 3) {
+  return put_raw(s, dt, v.data(), offset);
+}
+Dev put32(const Shape& s, const std::vector<float>& v, size_t offset = 3) { return put_raw(s, DType::f32, v.data(), offset); }
+Dev out_like(const Shape& s, DType dt, size_t offset = 1) {
+  std::vector<uint8_t> junk(shape_numel(s) * dtype_size(dt), 0x5a);
+  return put_raw(s, dt, junk.data(), offset);
+}
+std::vector<uint16_t> get16(const Dev& d) {
+  std::vector<uint16_t> v(d.ref.numel());
+  if (!v.empty()) vk().download(*d.buf, d.ref.offset, v.data(), v.size() * 2, d.ref.dtype);
+  return v;
+}
+std::vector<float> get32(const Dev& d) {
+  std::vector<float> v(d.ref.numel());
+  if (!v.empty()) vk().download(*d.buf, d.ref.offset, v.data(), v.size() * 4, DType::f32);
+  return v;
+}
+void launch(const ir::Node& n, const std::vector<const Dev*>& ins, const Dev& out) {
+  Kernel k;
+  k.node = &n;
+  for (const Dev* d : ins) k.inputs.push_back(d->ref);
+  k.output = out.ref;
+  k.label = n.id;
+  vk().launch(k);
+  vk().flush();
+}
+
+std::vector<uint16_t> random16(DType t, size_t n, uint32_t seed, double lo = -2, double hi = 2) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = ref_round(t, u(g));
+  return v;
+}
+
+bool two_byte() { return vk().storage_dtype(DType::f16) == DType::f16; }
+
+// ---------------------------------------------------------------- storage
+
+TEST(VulkanHalf, TwoBytesPerElementOnTheDevice) {
+  Executor& e = vk();
+  for (DType t : {DType::f16, DType::bf16}) {
+    DType st = e.storage_dtype(t);
+    ASSERT_TRUE(st == t || st == DType::f32) << dtype_name(t);
+    if (st == t) EXPECT_EQ(e.storage_bytes(1000, t), 2000u) << dtype_name(t);
+    else EXPECT_EQ(e.storage_bytes(1000, t), 4000u) << dtype_name(t);
+  }
+  EXPECT_EQ(e.storage_bytes(1000, DType::f32), 4000u);
+  if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers: f16/bf16 are kept as f32";
+  // Lavapipe (CI) has storageBuffer16BitAccess: the 2-byte layout is what the goldens exercise.
+  EXPECT_EQ(e.storage_dtype(DType::bf16), DType::bf16);
+}
+
+TEST(VulkanHalf, EveryBitPatternRoundTripsUnchanged) {
+  std::vector<uint16_t> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = (uint16_t)i;
+  for (DType t : {DType::f16, DType::bf16}) {
+    Dev d = put16({65536}, t, all);
+    std::vector<uint16_t> back = get16(d);
+    int bad = 0;
+    for (size_t i = 0; i < all.size(); ++i) {
+      // with f32 storage (no 16-bit storage) NaN payloads may be canonicalised: compare values there
+      bool same = back[i] == all[i] ||
+                  (!two_byte() && std::isnan(ref_value(t, all[i])) && std::isnan(ref_value(t, back[i])));
+      if (!same && bad++ < 5) ADD_FAILURE() << dtype_name(t) << " bits " << i << " came back as " << back[i];
+    }
+    EXPECT_EQ(bad, 0) << dtype_name(t);
+  }
+}
+
+// cast f16/bf16 -> f32 on the device widens every finite bit pattern exactly.
+TEST(VulkanHalf, ShaderWideningIsExactForEveryValue) {
+  std::vector<uint16_t> all;
+  for (uint32_t i = 0; i < 65536; ++i) all.push_back((uint16_t)i);
+  for (DType t : {DType::f16, DType::bf16}) {
+    Dev x = put16({65536}, t, all);
+    Dev y = out_like({65536}, DType::f32);
+    launch(node(Op::Cast, {{"dtype", std::string("f32")}}), {&x}, y);
+    std::vector<float> got = get32(y);
+    int bad = 0;
+    for (uint32_t i = 0; i < 65536; ++i) {
+      double w = ref_value(t, (uint16_t)i);
+      if (std::isnan(w) ? std::isnan(got[i]) : (double)got[i] == w && std::signbit(got[i]) == std::signbit(w)) continue;
+      // f32 subnormals (bf16 codes with a zero exponent) may be flushed by the device's float controls
+      if (t == DType::bf16 && ((i >> 7) & 0xff) == 0 && got[i] == 0.f) continue;
+      if (bad++ < 5) ADD_FAILURE() << dtype_name(t) << " bits " << i << " widened to " << got[i] << ", want " << w;
+    }
+    EXPECT_EQ(bad, 0) << dtype_name(t);
+  }
+}
+
+// cast f32 -> f16/bf16 on the device rounds to nearest even, including ties, subnormals,
+// overflow to infinity and the boundary just below it.
+TEST(VulkanHalf, ShaderNarrowingRoundsToNearestEven) {
+  std::vector<float> xs = {0.f, -0.f, 1.f, -1.f, 65504.f, 65519.99f, 65520.f, -65520.f, 1e9f, -1e9f, INFINITY, -INFINITY,
+                           5.9604645e-8f, 2.9802322e-8f, 2.9802326e-8f, 8.940697e-8f, 6.1035156e-5f, 6.0975552e-5f,
+                           1.00048828125f, 1.00146484375f, 1.0009765625f, 3.14159265f, 1.00390625f, 1.01171875f, 1e-40f};
+  std::mt19937 g(7);
+  std::uniform_real_distribution<float> u(-70000.f, 70000.f);
+  std::uniform_int_distribution<int> ex(-30, 16);
+  for (int i = 0; i < 4000; ++i) xs.push_back(std::ldexp(u(g) / 70000.f, ex(g)));
+  for (int i = 0; i < 1000; ++i) {  // exact ties between neighbouring f16 values
+    uint16_t h = (uint16_t)(g() % 0x7bff);
+    xs.push_back((float)((ref_f16_value(h) + ref_f16_value((uint16_t)(h + 1))) / 2));
+  }
+  for (DType t : {DType::f16, DType::bf16}) {
+    Dev x = put32({(int64_t)xs.size()}, xs);
+    Dev y = out_like({(int64_t)xs.size()}, t);
+    launch(node(Op::Cast, {{"dtype", std::string(dtype_name(t))}}), {&x}, y);
+    std::vector<uint16_t> got = get16(y);
+    int bad = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      uint16_t w = ref_round(t, xs[i]);
+      // f32 subnormal inputs may be flushed to zero by the device before rounding
+      bool flushed = std::fpclassify(xs[i]) == FP_SUBNORMAL && (got[i] & 0x7fff) == 0;
+      if (got[i] != w && !flushed && bad++ < 5)
+        ADD_FAILURE() << dtype_name(t) << ": " << xs[i] << " rounded to bits " << got[i] << ", want " << w;
+    }
+    EXPECT_EQ(bad, 0) << dtype_name(t);
+  }
+}
+
+// Mixed elementwise operands: f16 + f32 -> bf16 and bf16 * f16 -> f16 (broadcast), each value
+// computed in f32 and rounded once on store.
+TEST(VulkanHalf, MixedElementwiseRoundsOnStore) {
+  const int64_t R = 33, C = 65;
+  auto a = random16(DType::f16, R * C, 1);
+  auto b = random16(DType::bf16, C, 2);
+  std::vector<float> c(R * C);
+  std::mt19937 g(3);
+  for (auto& v : c) v = std::uniform_real_distribution<float>(-3, 3)(g);
+  Dev da = put16({R, C}, DType::f16, a), db = put16({C}, DType::bf16, b), dc = put32({R, C}, c);
+  Dev y1 = out_like({R, C}, DType::bf16), y2 = out_like({R, C}, DType::f16);
+  launch(node(Op::Add), {&da, &dc}, y1);
+  launch(node(Op::Mul), {&db, &da}, y2);
+  auto g1 = get16(y1), g2 = get16(y2);
+  int bad = 0;
+  for (int64_t i = 0; i < R * C; ++i) {
+    uint16_t w1 = ref_to_bf16((float)(ref_f16_value(a[i]) + (double)c[i]));  // the f32 sum is exact here
+    float prod = (float)ref_bf16_value(b[i % C]) * (float)ref_f16_value(a[i]);
+    uint16_t w2 = ref_to_f16(prod);
+    if ((g1[i] != w1 || g2[i] != w2) && bad++ < 5)
+      ADD_FAILURE() << "element " << i << ": add " << g1[i] << " want " << w1 << ", mul " << g2[i] << " want " << w2;
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+// An op without native 2-byte loads (softmax) goes through f32 scratch and rounds its result.
+TEST(VulkanHalf, WidenedOpMatchesReference) {
+  const int64_t R = 7, C = 300;
+  auto x = random16(DType::bf16, R * C, 5, -6, 6);
+  Dev dx = put16({R, C}, DType::bf16, x);
+  Dev y = out_like({R, C}, DType::bf16);
+  launch(node(Op::Softmax, {{"axis", int64_t(-1)}}), {&dx}, y);
+  auto got = get16(y);
+  int bad = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t c = 0; c < C; ++c) mx = std::max(mx, ref_bf16_value(x[r * C + c]));
+    for (int64_t c = 0; c < C; ++c) sum += std::exp(ref_bf16_value(x[r * C + c]) - mx);
+    for (int64_t c = 0; c < C; ++c) {
+      double w = std::exp(ref_bf16_value(x[r * C + c]) - mx) / sum, v = ref_bf16_value(got[r * C + c]);
+      if (std::fabs(v - w) > 1e-6 + w * (1.0 / 128) && bad++ < 5)  // one bf16 ulp
+        ADD_FAILURE() << "row " << r << " col " << c << ": " << v << " want " << w;
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+// Prefill-sized attention on 2-byte q/k/v (GQA: 2 query heads per kv head, 70 rows, causal),
+// its result rounded once into the f16/bf16 output.
+TEST(VulkanHalf, AttentionF16AgainstReference) {
+  for (DType t : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const int64_t Hq = 2, Hkv = 1, Sq = 70, Sk = 70, D = 16;
+    auto q = random16(t, Hq * Sq * D, 31, -1, 1), k = random16(t, Hkv * Sk * D, 32, -1, 1),
+         v = random16(t, Hkv * Sk * D, 33, -1, 1);
+    Dev dq = put16({1, Hq, Sq, D}, t, q), dk = put16({1, Hkv, Sk, D}, t, k), dv = put16({1, Hkv, Sk, D}, t, v);
+    Dev y = out_like({1, Hq, Sq, D}, t);
+    launch(node(Op::Attention, {{"causal", true}}), {&dq, &dk, &dv}, y);
+    auto got = get16(y);
+    const double scale = 1.0 / std::sqrt((double)D), ulp = t == DType::f16 ? 1.0 / 1024 : 1.0 / 128;
+    int bad = 0;
+    for (int64_t h = 0; h < Hq; ++h)
+      for (int64_t i = 0; i < Sq; ++i) {
+        std::vector<double> p(Sk, 0);
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          double sc = 0;
+          for (int64_t d = 0; d < D; ++d) sc += ref_value(t, q[(h * Sq + i) * D + d]) * ref_value(t, k[j * D + d]);
+          p[j] = sc * scale;
+          mx = std::max(mx, p[j]);
+        }
+        for (int64_t j = 0; j <= i; ++j) sum += p[j] = std::exp(p[j] - mx);
+        for (int64_t d = 0; d < D; ++d) {
+          double w = 0;
+          for (int64_t j = 0; j <= i; ++j) w += p[j] / sum * ref_value(t, v[j * D + d]);
+          double g = ref_value(t, got[(h * Sq + i) * D + d]);
+          if (std::fabs(g - w) > ulp * std::fabs(w) + 1e-4 && bad++ < 5)
+            ADD_FAILURE() << "head " << h << " row " << i << " col " << d << ": " << g << " want " << w;
+        }
+      }
+    EXPECT_EQ(bad, 0);
+  }
+}
+
+// ---------------------------------------------------------------- matmul / linear
+
+struct Operand {
+  DType dt;
+  std::vector<uint16_t> h;  // 2-byte values
+  std::vector<float> f;     // f32 values
+  double at(int64_t i) const { return dt == DType::f32 ? (double)f[i] : ref_value(dt, h[i]); }
+};
+Operand make(DType dt, int64_t n, uint32_t seed) {
+  Operand o{dt, {}, {}};
+  if (dt == DType::f32) {
+    std::mt19937 g(seed);
+    o.f.resize(n);
+    for (auto& v : o.f) v = std::uniform_real_distribution<float>(-1, 1)(g);
+  } else {
+    o.h = random16(dt, n, seed, -1, 1);
+  }
+  return o;
+}
+Dev upload(const Shape& s, const Operand& o) { return o.dt == DType::f32 ? put32(s, o.f) : put16(s, o.dt, o.h); }
+
+// y = op(a) . op(b) (+ bias) on the device against a double-precision loop; the device sums
+// in f32, so the result may differ from the double one by f32 rounding before its own
+// rounding to y's dtype: allowed one unit in y's last place plus a K-scaled f32 term.
+void check_matmul(bool linear, int64_t M, int64_t N, int64_t K, bool ta, bool tb, DType adt, DType bdt, DType ydt,
+                  bool with_bias, uint32_t seed) {
+  SCOPED_TRACE(std::string(linear ? "linear" : "matmul") + " M" + std::to_string(M) + " N" + std::to_string(N) +
+               " K" + std::to_string(K) + (ta ? " ta" : "") + (tb ? " tb" : "") + " " + dtype_name(adt) + " x " +
+               dtype_name(bdt) + " -> " + dtype_name(ydt) + (with_bias ? " +bias" : ""));
+  if (linear) ta = false, tb = true;
+  Operand a = make(adt, M * K, seed), b = make(bdt, K * N, seed + 1), bias = make(bdt, N, seed + 2);
+  Shape as = ta ? Shape{K, M} : Shape{M, K}, bs = tb ? Shape{N, K} : Shape{K, N};
+  Dev da = upload(as, a), db = upload(bs, b), dbias = upload({N}, bias);
+  Dev y = out_like({M, N}, ydt);
+  ir::Node n = linear ? node(Op::Linear) : node(Op::Matmul, {{"transpose_a", ta}, {"transpose_b", tb}});
+  std::vector<const Dev*> ins = {&da, &db};
+  if (with_bias) ins.push_back(&dbias);
+  launch(n, ins, y);
+  std::vector<double> got;
+  if (ydt == DType::f32) {
+    for (float v : get32(y)) got.push_back(v);
+  } else {
+    for (uint16_t v : get16(y)) got.push_back(ref_value(ydt, v));
+  }
+  const double ulp = ydt == DType::f16 ? 1.0 / 1024 : ydt == DType::bf16 ? 1.0 / 128 : 1e-6;
+  int bad = 0;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        double p = a.at(ta ? k * M + i : i * K + k) * b.at(tb ? j * K + k : k * N + j);
+        acc += p;
+        mag += std::fabs(p);
+      }
+      if (with_bias) acc += bias.at(j), mag += std::fabs(bias.at(j));
+      double g = got[i * N + j];
+      double tol = ulp * std::fabs(acc) + 1e-6 * mag + (ydt == DType::f16 ? 6e-8 : 1e-30);
+      if (!(std::fabs(g - acc) <= tol) && bad++ < 5)
+        ADD_FAILURE() << "y[" << i << "," << j << "] = " << g << ", want " << acc << " (tol " << tol << ")";
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(VulkanHalf, MatmulF16AndBf16OddSizesAndTransposes) {
+  for (DType t : {DType::f16, DType::bf16})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) check_matmul(false, 37, 53, 29, ta, tb, t, t, t, false, 11);
+  // tile-aligned sizes take the vector loads (and on tensor-core devices the cooperative-matrix kernel)
+  check_matmul(false, 128, 256, 96, false, false, DType::f16, DType::f16, DType::f16, false, 12);
+  check_matmul(false, 64, 128, 64, true, true, DType::f16, DType::f16, DType::f16, false, 13);
+  check_matmul(false, 130, 72, 40, false, true, DType::bf16, DType::bf16, DType::bf16, false, 14);
+  // few rows (decode-like) and long K (split-K)
+  check_matmul(false, 3, 96, 64, false, true, DType::f16, DType::f16, DType::f16, false, 15);
+  check_matmul(false, 64, 64, 2048, false, false, DType::f16, DType::f16, DType::f16, false, 16);
+  check_matmul(false, 64, 64, 2048, false, true, DType::bf16, DType::bf16, DType::bf16, false, 17);
+}
+
+TEST(VulkanHalf, LinearMixedDtypesAndBias) {
+  // bf16 weights x f32 activations -> f32 (a bf16 model run with f32 activations), and the reverse
+  check_matmul(true, 21, 45, 70, false, true, DType::f32, DType::bf16, DType::f32, true, 21);
+  check_matmul(true, 64, 128, 256, false, true, DType::f32, DType::bf16, DType::f32, true, 22);
+  check_matmul(true, 9, 40, 24, false, true, DType::bf16, DType::f32, DType::bf16, true, 23);
+  // f16 weights x f16 activations with an f16 bias, and f16 x f16 -> f32
+  check_matmul(true, 64, 192, 128, false, true, DType::f16, DType::f16, DType::f16, true, 24);
+  check_matmul(true, 5, 33, 17, false, true, DType::f16, DType::f16, DType::f16, true, 25);
+  check_matmul(true, 32, 64, 64, false, true, DType::f16, DType::f16, DType::f32, false, 26);
+  check_matmul(true, 256, 128, 2048, false, true, DType::f16, DType::f16, DType::f16, true, 27);
+}
+
+// Decode-sized products (M <= 16) read 2-byte weights directly in the gemv kernel.
+TEST(VulkanHalf, DecodeSizedProducts) {
+  check_matmul(true, 1, 300, 1000, false, true, DType::bf16, DType::bf16, DType::bf16, true, 41);
+  check_matmul(true, 1, 257, 512, false, true, DType::f32, DType::bf16, DType::f32, true, 42);
+  check_matmul(true, 16, 96, 200, false, true, DType::f16, DType::f16, DType::f16, false, 43);
+  check_matmul(false, 2, 130, 77, false, false, DType::f16, DType::f16, DType::f16, false, 44);
+  check_matmul(false, 7, 33, 64, true, false, DType::bf16, DType::f32, DType::f32, false, 45);
+}
+
+// Results are rounded once, to nearest even: sums that fall exactly halfway between two
+// neighbouring f16/bf16 values (and just below / above it) compared bit for bit. The f32 sums are
+// exact here, so any other rounding (toward zero, ties away, or rounding twice) shows. 64x64x64
+// is tile-aligned: on a device with f16 tensor cores this is the cooperative-matrix kernel.
+TEST(VulkanHalf, MatmulRoundsOnceToNearestEven) {
+  for (DType t : {DType::f16, DType::bf16})
+    for (bool with_bias : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + (with_bias ? " linear + bias" : " matmul"));
+      const int64_t M = 64, N = 64, K = 64;
+      const double half_ulp = t == DType::f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);  // in [1, 2)
+      std::vector<uint16_t> a(M * K, 0), w(N * K, 0), bias(N, 0);
+      const double fracs[4] = {1.0, 0.75, 1.25, 1.0};  // tie, below half, above half, tie
+      for (int64_t i = 0; i < M; ++i) {
+        a[i * K + 0] = ref_round(t, 1.0);
+        a[i * K + 1] = ref_round(t, fracs[i % 4] * (i % 8 < 4 ? 1.0 : -1.0));
+      }
+      std::vector<double> base(N);
+      for (int64_t j = 0; j < N; ++j) {
+        base[j] = 1.0 + (2 * (j % 60) + 1) * 2 * half_ulp;  // odd last mantissa bit: ties round up
+        // w is [N, K] (linear's layout): column k of op(b) = w[j, k]
+        w[j * K + 0] = ref_round(t, base[j]);
+        if (with_bias) bias[j] = ref_round(t, half_ulp);
+        else w[j * K + 1] = ref_round(t, half_ulp);
+      }
+      Dev da = put16({M, K}, t, a, 0), dw = put16({N, K}, t, w, 0), db = put16({N}, t, bias, 0);
+      Dev y = out_like({M, N}, t, 0);
+      if (with_bias) launch(node(Op::Linear), {&da, &dw, &db}, y);
+      else launch(node(Op::Matmul, {{"transpose_b", true}}), {&da, &dw}, y);
+      auto got = get16(y);
+      int bad = 0;
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double ai1 = ref_value(t, a[i * K + 1]);
+          // with bias, a's second column meets a zero weight and the bias makes the tie
+          double exact = with_bias ? base[j] + half_ulp : base[j] + ai1 * half_ulp;
+          uint16_t want = ref_round(t, exact);
+          if (got[i * N + j] != want && bad++ < 5)
+            ADD_FAILURE() << "y[" << i << "," << j << "] bits " << got[i * N + j] << ", want " << want << " (exact " << exact
+                          << ")";
+        }
+      EXPECT_EQ(bad, 0);
+    }
+}
+
+}  // namespace
+}  // namespace rlx
