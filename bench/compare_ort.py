@@ -30,7 +30,13 @@ median); the ratio rlx/ORT is taken per round and the table shows the median ove
 change in the machine's load hits both alike. Threads: --threads (default RLX_NUM_THREADS or 2)
 for rlx (RLX_NUM_THREADS) and ORT (intraOpNumThreads, interOpNumThreads 1); ORT is timed with
 its pool threads spinning (its default) and sleeping (allow_spinning 0), the faster kept. The compiled
-output is checked against ORT's (max abs difference).
+output is checked against ORT's (max abs difference). The table gives medians (of per-round medians)
+and minimums (the fastest single run of either side over all rounds).
+
+For decode_step, every round also runs the streaming-read benchmark (`gemm_candidates bandwidth`:
+rlx's pool reading the same 45 MB of weights, and 1 GiB) and reports the step's weight bytes / time
+against it. --also-plain times rlx a second time per round with RLX_CPU_PLAIN_PLAN=1 (compiled plans
+without prepacked weights and epilogue fusion).
 """
 import argparse
 import json
@@ -209,7 +215,7 @@ def make_case(name, rng):
     act = node("Mul", [g, node("Sigmoid", [g])])
     ff = linear(node("Mul", [act, linear(h2, "mlp.up_proj.weight")]), "mlp.down_proj.weight")
     node("Add", [r1, ff])
-    extra = [f"pos=i32={CACHE}"] if decode else []
+    extra = ["--input", f"pos=i32={CACHE}"] if decode else []
     return model(inputs, "y", [1, S, D_MODEL]), W, X, extra
 
 
@@ -296,6 +302,12 @@ def main():
     p.add_argument("--rlx", default=os.path.join(ROOT, "build", "apps", "rlx", "rlx"))
     p.add_argument("--ort-dir", default=os.environ.get("RLX_ORT_DIR", os.path.expanduser("~/.cache/rlx/onnxruntime-node")))
     p.add_argument("--keep", help="keep the generated models and data in this directory")
+    p.add_argument("--also-plain", action="store_true",
+                   help="also time rlx with RLX_CPU_PLAIN_PLAN=1 in every round (compiled plans without prepacked "
+                        "weights and epilogue fusion), to show what those give")
+    p.add_argument("--bandwidth-bin", default=os.path.join(ROOT, "build", "bench", "gemm_candidates"),
+                   help="for decode_step: the streaming-read benchmark run in every round (gemm_candidates "
+                        "bandwidth); the decode step's weight bytes / its time is compared with it")
     a = p.parse_args()
     if not os.access(a.rlx, os.X_OK):
         raise SystemExit(f"compare_ort: {a.rlx} not found: build first (scripts/build.sh)")
@@ -305,6 +317,7 @@ def main():
     os.makedirs(work, exist_ok=True)
 
     cases = []  # (name, model, rlx target, params, in_dir, input names, extra, out id)
+    weight_bytes = {}
     if a.onnx:
         if not a.inputs:
             raise SystemExit("compare_ort: --onnx needs --inputs DIR (<input>.npy per model input)")
@@ -338,20 +351,37 @@ def main():
             rlx_inputs = [k for k in X if not any(s.startswith(k + "=") for s in extra)]
             cases.append((name, mpath, graph, params, in_dir, rlx_inputs, extra,
                           json.load(open(graph))["outputs"][0], "y"))
+            weight_bytes[name] = sum(v.nbytes for v in W.values())
 
     print(f"threads {a.threads}; data in {work}", file=sys.stderr)
     table = []
+    bandwidth = []
+    plain_rounds = {}
     for name, model, target, params, in_dir, names, extra, out_id, ort_out_name in cases:
         cmd = rlx_cmd(a, "bench", target, params, in_dir, names, extra)
         rounds, version = [], "?"
+        bw_rounds = []
         for r in range(a.rounds):
             row = run_rlx(a, cmd, env)
+            if a.also_plain:
+                plain = run_rlx(a, cmd, dict(env, RLX_CPU_PLAIN_PLAN="1"))
+                plain_rounds.setdefault(name, []).append((plain["median_ms"], row["median_ms"],
+                                                          plain.get("min_ms", 0), row.get("min_ms", 0)))
+                print(f"{name} round {r + 1}: rlx compiled without packing/epilogues {plain['median_ms']:.3f} ms",
+                      file=sys.stderr)
             ort = run_ort(a, model, in_dir, os.path.join(work, name + ".ort_out"))
             version = ort["version"]
-            rounds.append((row["median_ms"], ort["median_ms"], os.getloadavg()[0]))
+            rounds.append((row["median_ms"], ort["median_ms"], os.getloadavg()[0], row.get("min_ms", row["median_ms"]),
+                           ort.get("min_ms", ort["median_ms"])))
             print(f"{name} round {r + 1}: rlx compiled {row['median_ms']:.3f} ms, ORT {ort['median_ms']:.3f} ms "
                   f"(spinning {'on' if ort['spin'] == '1' else 'off'})",
                   file=sys.stderr)
+            if name == "decode_step" and weight_bytes.get(name):
+                bw = run_bandwidth(a, env)
+                if bw:
+                    bw_rounds.append((row["median_ms"], row.get("min_ms", row["median_ms"]), bw))
+        if bw_rounds:
+            bandwidth.append((name, weight_bytes[name], bw_rounds))
         raw = os.path.join(work, name + ".ort_out", ort_out_name + ".f32")
         ort_npy = os.path.join(work, name + ".ort_y.npy")
         y = np.fromfile(raw, dtype="<f4")
@@ -360,14 +390,55 @@ def main():
                            reshape_like(ort_npy, y, model, ort_out_name), env)
         ratio = statistics.median(r[0] / r[1] for r in rounds)
         table.append((name, statistics.median(r[0] for r in rounds), statistics.median(r[1] for r in rounds), ratio,
-                      diff, [round(r[2], 1) for r in rounds]))
+                      diff, [round(r[2], 1) for r in rounds], min(r[3] for r in rounds), min(r[4] for r in rounds)))
 
     print(f"\nrlx (compiled, CPU) vs ONNX Runtime {version} (onnxruntime-node, CPU provider), {a.threads} threads, "
           f"{a.rounds} rounds x {a.reps} reps; ratio = rlx / ORT per round, median (< 1: rlx faster)\n")
-    print("| graph | rlx compiled ms | ORT ms | ratio rlx/ORT | max abs diff | load per round |")
-    print("| --- | ---: | ---: | ---: | ---: | --- |")
-    for name, rm, om, ratio, diff, loads in table:
-        print(f"| {name} | {rm:.3f} | {om:.3f} | {ratio:.2f} | {diff:.2e} | {loads} |")
+    print("| graph | rlx compiled ms (median) | ORT ms (median) | ratio rlx/ORT | rlx min ms | ORT min ms "
+          "| ratio of mins | max abs diff | load per round |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for name, rm, om, ratio, diff, loads, rmin, omin in table:
+        print(f"| {name} | {rm:.3f} | {om:.3f} | {ratio:.2f} | {rmin:.3f} | {omin:.3f} | {rmin / omin:.2f} | {diff:.2e} "
+              f"| {loads} |")
+    if plain_rounds:
+        print("\nrlx compiled plans with and without prepacked weights and epilogue fusion (RLX_CPU_PLAIN_PLAN=1), "
+              "same rounds\n")
+        print("| graph | plain ms (median) | packed+fused ms (median) | speed-up (median of rounds) | plain min ms "
+              "| packed+fused min ms |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        for name, rs in plain_rounds.items():
+            print(f"| {name} | {statistics.median(r[0] for r in rs):.3f} | {statistics.median(r[1] for r in rs):.3f} "
+                  f"| {statistics.median(r[0] / r[1] for r in rs):.2f}x | {min(r[2] for r in rs):.3f} "
+                  f"| {min(r[3] for r in rs):.3f} |")
+    for name, wb, rs in bandwidth:
+        # per round: the step's weight bytes over its time, against the streaming reads of that round
+        med = statistics.median(wb / r[0] * 1e-6 for r in rs)
+        best = max(wb / r[1] * 1e-6 for r in rs)
+        rw = statistics.median(r[2]["read_weights"] for r in rs)
+        rg = statistics.median(r[2]["read_1gib"] for r in rs)
+        frac_w = statistics.median((wb / r[0] * 1e-6) / r[2]["read_weights"] for r in rs)
+        frac_g = statistics.median((wb / r[0] * 1e-6) / r[2]["read_1gib"] for r in rs)
+        print(f"\n{name}: {wb / 1e6:.1f} MB of weights read at {med:.1f} GB/s (median; best {best:.1f}); streaming "
+              f"read in the same rounds: {rw:.1f} GB/s over the same {wb / 1e6:.0f} MB, {rg:.1f} GB/s over 1 GiB; "
+              f"the step reaches {100 * frac_w:.0f}% of the first and {100 * frac_g:.0f}% of the second "
+              f"(medians of per-round ratios; the step also reads its KV cache and activations)")
+
+
+def run_bandwidth(a, env):
+    """GB/s of the streaming reads of `gemm_candidates bandwidth` (medians of its reps), or None."""
+    if not os.access(a.bandwidth_bin, os.X_OK):
+        print(f"compare_ort: {a.bandwidth_bin} not built: no bandwidth figure", file=sys.stderr)
+        return None
+    r = subprocess.run([a.bandwidth_bin, "bandwidth", str(max(a.reps, 5))], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        print(f"compare_ort: bandwidth benchmark failed: {r.stderr[-500:]}", file=sys.stderr)
+        return None
+    out = {}
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if line.startswith("read_"):
+            out[f[0]] = float(f[5])
+    return out if "read_weights" in out and "read_1gib" in out else None
 
 
 def reshape_like(path, y, model, out_name):

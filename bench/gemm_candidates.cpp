@@ -7,11 +7,18 @@
 //                              what the CPU backend runs (OpenBLAS with its kernel set chosen
 //                              from the CPU's features, rlx's pool, skinny kernels for M <= 16)
 // Shapes: sgemm 2048^3; the decoder block's seven linears x * W^T (M 256, d 1024, kv 256, FFN 2816);
-// the same linears at M = 1, 4, 16 (decode). Threads: RLX_NUM_THREADS (default 2).
+// the same linears at M = 1, 4, 16 (decode), for rlx also with the weights prepacked once
+// (cpu::pack_b, what compiled mode does: "_pk": skinny panels for M <= 16, oneDNN's matmul
+// primitive inside rlx's pool for M = 256), for OpenBLAS also with W as K x N ("_kn").
+//   gemm_candidates bandwidth  streaming reads by rlx's pool: the seven weights (45 MB, the
+//                              decode step's working set) and a 1 GiB buffer (memory, no cache)
+// Threads: RLX_NUM_THREADS (default 2).
 // Prints one line per shape: name, median milliseconds over `reps` runs, GFLOP/s, and GB/s of
 // weights read (the decode-step figure: M = 1 reads every weight once).
 // bench/gemm_candidates.sh runs the variants side by side, alternating, and prints ratios.
 #include <dlfcn.h>
+#include <immintrin.h>
+
 #include <dnnl.hpp>
 
 #include <algorithm>
@@ -24,6 +31,7 @@
 #include <vector>
 
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/host_memory.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace {
@@ -41,6 +49,20 @@ std::vector<float> rnd(size_t n, unsigned seed) {
   return v;
 }
 
+// Sums n floats with 64-byte loads and 4 independent accumulators: a streaming read.
+__attribute__((target("avx512f"))) float read_sum(const float* p, size_t n) {
+  __m512 a[8];
+  for (auto& v : a) v = _mm512_setzero_ps();
+  size_t i = 0;
+  for (; i + 128 <= n; i += 128)
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) a[j] = _mm512_add_ps(a[j], _mm512_loadu_ps(p + i + 16 * j));
+  for (int j = 1; j < 8; ++j) a[0] = _mm512_add_ps(a[0], a[j]);
+  float s = _mm512_reduce_add_ps(a[0]);
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
 using sgemm_t = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
 using sgemv_t = void (*)(int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
 }  // namespace
@@ -56,9 +78,9 @@ int main(int argc, char** argv) {
     std::vector<double> t;
     for (int r = 0; r < reps; ++r) { double t0 = now(); f(); t.push_back(now() - t0); }
     double m = median(t);
-    bool lin = std::strncmp(name, "linears", 7) == 0;
-    std::printf("%-16s %9.3f ms %7.1f GFLOP/s %7.1f GB/s\n", name, m * 1e3, flops / m * 1e-9,
-                lin ? wbytes / m * 1e-9 : 0.0);
+    bool lin = std::strncmp(name, "linears", 7) == 0 || std::strncmp(name, "read_", 5) == 0;
+    std::printf("%-16s %9.3f ms %7.1f GFLOP/s %7.1f GB/s %9.3f min_ms\n", name, m * 1e3, flops / m * 1e-9,
+                lin ? wbytes / m * 1e-9 : 0.0, *std::min_element(t.begin(), t.end()) * 1e3);
     std::fflush(stdout);
   };
   const int S = 2048;
@@ -86,6 +108,20 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < 7; ++i)
         sgemm(101, 111, 112, 256, kLinears[i].N, kLinears[i].K, 1.f, X.data(), kLinears[i].K, W[i].data(), kLinears[i].K, 0.f, Y.data(), kLinears[i].N);
     });
+    // The layout question for prepacking: W as K x N (NoTrans) instead of N x K.
+    {
+      std::vector<std::vector<float>> WT;
+      for (size_t i = 0; i < 7; ++i) {
+        int N = kLinears[i].N, K = kLinears[i].K;
+        WT.emplace_back(size_t(N) * K);
+        for (int n = 0; n < N; ++n)
+          for (int k = 0; k < K; ++k) WT[i][size_t(k) * N + n] = W[i][size_t(n) * K + k];
+      }
+      time("linears_m256_kn", lin_flops, [&] {
+        for (size_t i = 0; i < 7; ++i)
+          sgemm(101, 111, 111, 256, kLinears[i].N, kLinears[i].K, 1.f, X.data(), kLinears[i].K, WT[i].data(), kLinears[i].N, 0.f, Y.data(), kLinears[i].N);
+      });
+    }
     for (int M : {1, 4, 16}) {
       std::string n = "linears_m" + std::to_string(M);
       time(n.c_str(), lin_flops / 256 * M, [&] {
@@ -96,6 +132,48 @@ int main(int argc, char** argv) {
       });
     }
     return 0;
+  }
+  if (lib == "bandwidth") {
+    // The memory read bandwidth the decode step is measured against (bench/compare_ort.py runs
+    // this between its rounds): the pool's threads sum their shares of (a) the decoder's seven
+    // weights, 45 MB, the decode step's working set, and (b) a 1 GiB buffer, beyond any cache.
+    namespace cpu = rlx::cpu;
+    std::printf("# streaming read, rlx pool of %d\n", cpu::ThreadPool::global().size());
+    // One task per thread; task t reads the t-th share of every buffer, sequentially.
+    auto read_all = [&](const std::vector<const float*>& bufs, const std::vector<size_t>& sizes) {
+      const int64_t parts = cpu::ThreadPool::global().size();
+      std::vector<float> part(parts, 0.f);
+      cpu::ThreadPool::global().parallel_for(parts, 1, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t)
+          for (size_t i = 0; i < bufs.size(); ++i) {
+            size_t n = sizes[i], chunk = (n + parts - 1) / parts, lo = std::min(n, t * chunk);
+            part[t] += read_sum(bufs[i] + lo, std::min(n, lo + chunk) - lo);
+          }
+      });
+      volatile float sink = part[0];
+      (void)sink;
+    };
+    // In memory from the executor's allocator (transparent huge pages, as rlx's packed weights):
+    // with 4 KiB pages the hardware prefetchers stop at every page boundary and the same loop
+    // reads markedly slower, which would understate what the machine can do.
+    auto huge_copy = [](const float* src, size_t n) {
+      size_t cap = 0;
+      float* d = static_cast<float*>(cpu::host_alloc(n * 4, &cap));
+      if (src) std::memcpy(d, src, n * 4);
+      else std::fill(d, d + n, 1.f);
+      return d;
+    };
+    std::vector<const float*> wb;
+    std::vector<size_t> ws;
+    for (auto& w : W) { wb.push_back(huge_copy(w.data(), w.size())); ws.push_back(w.size()); }
+    time("read_weights", 0, [&] { read_all(wb, ws); });
+    const size_t big = size_t(1) << 28;  // floats: 1 GiB
+    const float* G = huge_copy(nullptr, big);
+    const double saved = wbytes;
+    wbytes = 4.0 * big;
+    time("read_1gib", 0, [&] { read_all({G}, {big}); });
+    wbytes = saved;
+    return 0;  // (the blocks are freed by the process's exit)
   }
   if (lib == "rlx") {
     namespace cpu = rlx::cpu;
@@ -109,9 +187,20 @@ int main(int argc, char** argv) {
                     kLinears[i].K, Y.data(), kLinears[i].N);
       });
     }
+    // Weights prepacked once (what compiled mode does): cpu::pack_b for that number of rows.
+    for (int M : {256, 1, 4, 16}) {
+      std::vector<std::shared_ptr<const cpu::PackedB>> P;
+      double t0 = now();
+      for (size_t i = 0; i < 7; ++i) P.push_back(cpu::pack_b(true, kLinears[i].K, kLinears[i].N, W[i].data(), kLinears[i].K, M));
+      std::fprintf(stderr, "packing the 7 weights for M = %d: %.1f ms\n", M, (now() - t0) * 1e3);
+      std::string n = "linears_m" + std::to_string(M) + "_pk";
+      time(n.c_str(), lin_flops / 256 * M, [&] {
+        for (size_t i = 0; i < 7; ++i) cpu::gemm_packed(M, X.data(), kLinears[i].K, *P[i], Y.data(), kLinears[i].N);
+      });
+    }
     return 0;
   }
-  if (lib != "dnnl") { std::fprintf(stderr, "usage: gemm_candidates openblas|dnnl|rlx [reps]\n"); return 2; }
+  if (lib != "dnnl") { std::fprintf(stderr, "usage: gemm_candidates openblas|dnnl|rlx|bandwidth [reps]\n"); return 2; }
   // oneDNN (OpenMP runtime in Debian's build: OMP_NUM_THREADS from the caller)
   std::printf("# onednn %d.%d.%d, %d threads\n", dnnl_version()->major, dnnl_version()->minor, dnnl_version()->patch, threads);
   time("sgemm2048", 2.0 * S * S * S, [&] { dnnl_sgemm('N', 'N', S, S, S, 1.f, A.data(), S, B.data(), S, 0.f, C.data(), S); });

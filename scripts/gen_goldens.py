@@ -778,6 +778,67 @@ def half_single(name, op, ins, attrs=None, family="half_op_bf16", desc=""):
     return add(Case(name, gb, inputs, pdict, family, True, desc))
 
 
+def build_gemm_epilogue_cases():
+    """Products whose consumer the CPU's compiled plans run in the GEMM's epilogue (and the cases
+    where they must not: the product's output is also a graph output or read again later),
+    with weights the compiled plan prepacks: 1..16 rows (skinny panels) and more (OpenBLAS)."""
+    r = rng_for("gemm_epilogue")
+    for rows in (3, 40):
+        # linear + bias -> gelu(tanh), then linear -> add(residual) -> relu (a fused chain)
+        gb = GB(f"gemm_epilogue_mlp_{rows}")
+        x = f32(r.standard_normal((rows, 24)))
+        res = f32(r.standard_normal((rows, 20)))
+        P = {"w1": (init_w(r, 37, 24), "f32"), "b1": (f32(r.standard_normal(37)), "f32"),
+             "w2": (init_w(r, 20, 37), "f32")}
+        gb.input("x", x.shape)
+        gb.input("res", res.shape)
+        for k, (a, _) in P.items():
+            gb.param(k, a.shape)
+        gb.op("h", "linear", ["x", "w1", "b1"])
+        gb.op("g", "gelu", ["h"], approximate="tanh")
+        gb.op("o", "linear", ["g", "w2"])
+        gb.op("s", "add", ["o", "res"])
+        gb.op("y", "relu", ["s"])
+        gb.output("y")
+        add(Case(gb.name, gb, {"x": x, "res": res}, P, "accumulate", desc=f"linear+bias->gelu, linear->add->relu, {rows} rows"))
+        # matmul with a param B (K x N) -> add of a broadcast row and a silu; the product's output
+        # is ALSO a graph output, and a second product's output is read by two later nodes
+        gb = GB(f"gemm_epilogue_shared_{rows}")
+        a = f32(r.standard_normal((2, rows, 16)))
+        P = {"b": (f32(r.standard_normal((16, 33)) / 4), "f32"), "w": (init_w(r, 33, 16), "f32"),
+             "row": (f32(r.standard_normal(33)), "f32")}
+        gb.input("a", a.shape)
+        for k, (v, _) in P.items():
+            gb.param(k, v.shape)
+        gb.op("mm", "matmul", ["a", "b"])
+        gb.op("t", "add", ["mm", "row"])
+        gb.op("u", "silu", ["t"])
+        gb.op("l", "linear", ["a", "w"])
+        gb.op("e", "exp", ["l"])
+        gb.op("z", "mul", ["e", "l"])
+        gb.op("v", "add", ["u", "z"])
+        gb.output("v", "mm")
+        add(Case(gb.name, gb, {"a": a}, P, "accumulate",
+                 desc=f"matmul(param B)->add row->silu with the product also an output; linear read twice; {rows} rows"))
+        # products whose consumer must NOT run in the epilogue: 'p' is read again by a later
+        # product, 'pp' is a graph output
+        gb = GB(f"gemm_epilogue_refused_{rows}")
+        x = f32(r.standard_normal((rows, 24)))
+        P = {"w1": (init_w(r, 24, 24), "f32"), "w2": (init_w(r, 24, 24), "f32"), "w3": (init_w(r, 17, 24), "f32")}
+        gb.input("x", x.shape)
+        for k, (v, _) in P.items():
+            gb.param(k, v.shape)
+        gb.op("p", "linear", ["x", "w1"])
+        gb.op("q", "relu", ["p"])
+        gb.op("r", "linear", ["p", "w2"])
+        gb.op("s", "add", ["q", "r"])
+        gb.op("pp", "linear", ["x", "w3"])
+        gb.op("qq", "sigmoid", ["pp"])
+        gb.output("s", "qq", "pp")
+        add(Case(gb.name, gb, {"x": x}, P, "accumulate",
+                 desc=f"products read again later / also graph outputs (no epilogue for them), {rows} rows"))
+
+
 def build_half_cases():
     r = rng_for("half")
     x = r.standard_normal((2, 3, 40))
@@ -1424,6 +1485,7 @@ def main():
     build_onnx_op_cases()
     goldens_conv.build(sys.modules[__name__])
     build_examples()
+    build_gemm_epilogue_cases()
     build_half_cases()
     files, rows = generate()
     if args.list:

@@ -7,10 +7,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/thread_pool.h"
 
 namespace {
 
@@ -197,6 +202,122 @@ TEST(Gemm, PackedMatchesUnpacked) {
     }
 }
 
+// Packed for a known number of rows (compiled mode knows it): 1..16 rows get panels for the
+// skinny kernel on AVX-512 (a zero-padded copy), and the same handle still serves more rows.
+TEST(Gemm, PackedForSkinnyRows) {
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && !std::getenv("RLX_CPU_ISA");
+  for (bool tb : {false, true})
+    for (const auto& c : {Case{1, 100, 70}, Case{2, 16, 1}, Case{3, 257, 33}, Case{5, 31, 100}, Case{8, 200, 64},
+                          Case{9, 129, 17}, Case{16, 300, 130}}) {
+      const int64_t M = c.M, N = c.N, K = c.K, ldb = (tb ? K : N) + 1;
+      auto A = rnd(40 * K, 17), B = rnd((tb ? N : K) * ldb, 18), bias = rnd(N, 19), res = rnd(M * N, 20);
+      auto packed = rlx::cpu::pack_b(tb, K, N, B.data(), ldb, M);
+      const std::string tag = "panels tb=" + std::to_string(tb) + " M=" + std::to_string(M) + " N=" +
+                              std::to_string(N) + " K=" + std::to_string(K);
+      if (avx512) {
+        EXPECT_NE(packed->panels, nullptr) << tag;
+        EXPECT_EQ(packed->bytes(), size_t((N + 15) / 16 * 16 * K * 4)) << tag;
+      }
+      Epilogue ep;
+      ep.bias = bias.data();
+      ep.residual = res.data();
+      ep.ldr = N;
+      ep.has_act = true;
+      ep.act = EwOp::Silu;
+      for (int64_t rows : {M, (int64_t)1, (int64_t)16, (int64_t)40}) {  // the rows packed for, and others
+        std::vector<float> C(rows * (N + 3), 777.f);
+        Epilogue e = ep;
+        if (rows > M) e.residual = nullptr;  // res has M rows
+        rlx::cpu::gemm_packed(rows, A.data(), K, *packed, C.data(), N + 3, e);
+        auto want = reference(false, tb, rows, N, K, 1.f, A.data(), K, B.data(), ldb, e);
+        expect_close(want, C.data(), rows, N, N + 3, K, tag + " rows=" + std::to_string(rows));
+        for (int64_t m = 0; m < rows; ++m)
+          for (int64_t n = N; n < N + 3; ++n) ASSERT_EQ(C[m * (N + 3) + n], 777.f) << tag << " wrote outside C";
+      }
+    }
+}
+
+// Packed for more than 16 rows: oneDNN's blocked layout where it loads (primitives for exactly
+// M rows and C with leading dimension N; other calls fall back to OpenBLAS), else in place for
+// OpenBLAS (no copy), or with RLX_GEMM_WIDE=1 on AVX-512 panels of 32 columns for rlx's large-M
+// kernel, whose K blocks (256) accumulate into C: K up to 600 crosses them. ctest runs this
+// with RLX_GEMM_DNNL=0 and RLX_GEMM_WIDE=1 too (gemm.cmake).
+TEST(Gemm, PackedForManyRows) {
+  __builtin_cpu_init();
+  const char* wide_env = std::getenv("RLX_GEMM_WIDE");
+  const bool wide = wide_env && std::string(wide_env) == "1" && __builtin_cpu_supports("avx512f") &&
+                    !std::getenv("RLX_CPU_ISA");
+  for (bool tb : {false, true})
+    for (const auto& c : {Case{17, 33, 5}, Case{29, 64, 600}, Case{40, 100, 257}, Case{300, 70, 513}}) {
+      const int64_t M = c.M, N = c.N, K = c.K, ldb = (tb ? K : N) + 1, ldc = N + 2;
+      auto A = rnd(M * K, 41), B = rnd((tb ? N : K) * ldb, 42), bias = rnd(N, 43), res = rnd(M * N, 44);
+      auto packed = rlx::cpu::pack_b(tb, K, N, B.data(), ldb, M);
+      const std::string tag = "many rows tb=" + std::to_string(tb) + " M=" + std::to_string(M) + " N=" +
+                              std::to_string(N) + " K=" + std::to_string(K);
+      const bool dnnl = packed->layout().find("oneDNN") != std::string::npos;
+      const char* dn = std::getenv("RLX_GEMM_DNNL");
+      if (dn && std::string(dn) == "0") EXPECT_FALSE(dnnl) << tag;
+      if (dnnl) {
+        EXPECT_GE(packed->bytes(), size_t(K * N * 4)) << tag;  // the blocked copies
+      } else if (wide) {
+        ASSERT_NE(packed->wide, nullptr) << tag;
+        EXPECT_EQ(packed->bytes(), size_t((N + 31) / 32 * 32 * K * 4)) << tag;
+      } else {
+        EXPECT_EQ(packed->wide, nullptr) << tag;
+      }
+      Epilogue ep;
+      ep.bias = bias.data();
+      ep.residual = res.data();
+      ep.ldr = N;
+      ep.has_act = true;
+      ep.act = EwOp::GeluTanh;
+      std::vector<float> C(M * ldc, 555.f);
+      rlx::cpu::gemm_packed(M, A.data(), K, *packed, C.data(), ldc, ep);
+      expect_close(reference(false, tb, M, N, K, 1.f, A.data(), K, B.data(), ldb, ep), C.data(), M, N, ldc, K, tag);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = N; n < ldc; ++n) ASSERT_EQ(C[m * ldc + n], 555.f) << tag << " wrote outside C";
+      // C with leading dimension N (what compiled plans write; oneDNN's primitive is made for it)
+      std::vector<float> C1(M * N);
+      rlx::cpu::gemm_packed(M, A.data(), K, *packed, C1.data(), N, ep);
+      expect_close(reference(false, tb, M, N, K, 1.f, A.data(), K, B.data(), ldb, ep), C1.data(), M, N, N, K,
+                   tag + " ldc=N");
+      // and the same handle with few rows
+      std::vector<float> C2(3 * N);
+      rlx::cpu::gemm_packed(3, A.data(), K, *packed, C2.data(), N);
+      expect_close(reference(false, tb, 3, N, K, 1.f, A.data(), K, B.data(), ldb, {}), C2.data(), 3, N, N, K,
+                   tag + " 3 rows");
+    }
+}
+
+// A custom epilogue sees every element of C exactly once, after the product.
+TEST(Gemm, CustomEpilogueCoversEachBlockOnce) {
+  for (const auto& c : {Case{1, 300, 64}, Case{16, 129, 33}, Case{64, 300, 96}, Case{300, 520, 64}}) {
+    const int64_t M = c.M, N = c.N, K = c.K;
+    auto A = rnd(M * K, 21), W = rnd(N * K, 22);
+    std::vector<int> seen(M * N, 0);
+    Epilogue ep;
+    ep.custom = [&](float* C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+      for (int64_t m = m0; m < m1; ++m)
+        for (int64_t n = n0; n < n1; ++n) {
+          seen[m * N + n]++;  // distinct elements per task: no race
+          C[m * ldc + n] = 2.f * C[m * ldc + n] + 1.f;
+        }
+    };
+    std::vector<float> C(M * N);
+    rlx::cpu::gemm(false, true, M, N, K, 1.f, A.data(), K, W.data(), K, C.data(), N, ep);
+    auto want = reference(false, true, M, N, K, 1.f, A.data(), K, W.data(), K, {});
+    for (auto& w : want) w = 2 * w + 1;
+    expect_close(want, C.data(), M, N, N, K, "custom M=" + std::to_string(M));
+    for (int64_t i = 0; i < M * N; ++i) ASSERT_EQ(seen[i], 1) << "element " << i << " M=" << M;
+    auto packed = rlx::cpu::pack_b(true, K, N, W.data(), K, M);
+    std::fill(seen.begin(), seen.end(), 0);
+    rlx::cpu::gemm_packed(M, A.data(), K, *packed, C.data(), N, ep);
+    expect_close(want, C.data(), M, N, N, K, "custom packed M=" + std::to_string(M));
+    for (int64_t i = 0; i < M * N; ++i) ASSERT_EQ(seen[i], 1) << "packed element " << i << " M=" << M;
+  }
+}
+
 TEST(Gemm, PackingAContiguousWeightMakesNoCopy) {
   const int64_t N = 48, K = 40;
   auto W = rnd(N * K, 10), A = rnd(2 * K, 11);
@@ -234,3 +355,43 @@ TEST(Gemm, OpenBlasKernelSetFollowsCpuFeatures) {
 }
 
 }  // namespace
+
+// RLX_NUM_THREADS governs everything: the process has exactly the pool's threads (OpenBLAS,
+// loaded by the first product, starts none of its own), and the blocks of a product (OpenBLAS
+// path, skinny path, packed path) run on at most that many distinct threads. Counted, not timed.
+// ctest runs this with RLX_NUM_THREADS=3 (gemm.cmake) as well as with the default.
+namespace {
+int process_threads() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) n += e.is_directory() ? 1 : 0;
+  return n;
+}
+}  // namespace
+
+TEST(Threads, NumThreadsGovernsGemmAndOwnKernels) {
+  const int T = rlx::cpu::default_num_threads();
+  if (const char* e = std::getenv("RLX_NUM_THREADS")) EXPECT_EQ(T, std::atoi(e));
+  EXPECT_EQ(rlx::cpu::ThreadPool::global().size(), T);
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  Epilogue ep;
+  ep.custom = [&](float*, int64_t, int64_t, int64_t, int64_t, int64_t) {
+    std::lock_guard<std::mutex> l(mu);
+    ids.insert(std::this_thread::get_id());
+  };
+  const int64_t K = 512;
+  auto A = rnd(256 * K, 31), W = rnd(2048 * K, 32);
+  std::vector<float> C(256 * 2048);
+  for (int rep = 0; rep < 3; ++rep) {
+    rlx::cpu::gemm(false, true, 256, 2048, K, 1.f, A.data(), K, W.data(), K, C.data(), 2048, ep);  // OpenBLAS
+    rlx::cpu::gemm(false, true, 4, 2048, K, 1.f, A.data(), K, W.data(), K, C.data(), 2048, ep);    // skinny
+  }
+  auto packed = rlx::cpu::pack_b(true, K, 2048, W.data(), K, 2);
+  rlx::cpu::gemm_packed(2, A.data(), K, *packed, C.data(), 2048, ep);
+  auto big = rlx::cpu::pack_b(true, K, 2048, W.data(), K, 256);  // oneDNN where it loads (OpenMP inside)
+  rlx::cpu::gemm_packed(256, A.data(), K, *big, C.data(), 2048, ep);
+  EXPECT_GE((int)ids.size(), 1);
+  EXPECT_LE((int)ids.size(), T);
+  // The caller plus T - 1 pool workers; OpenBLAS and oneDNN/OpenMP (loaded by now) added none.
+  EXPECT_EQ(process_threads(), T) << rlx::cpu::gemm_description();
+}

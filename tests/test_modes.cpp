@@ -282,3 +282,52 @@ TEST(Cli, CompareJsonIsParseableAndAgrees) {
 }
 
 }  // namespace
+
+namespace {
+std::string golden_args(const std::string& c) {
+  std::string d = test::src("tests/golden/" + c), a = "run '" + d + "/graph.json' --params '" + d + "/params.safetensors'";
+  for (const auto& e : std::filesystem::directory_iterator(d)) {
+    std::string stem = e.path().stem().string();
+    if (e.path().extension() != ".npy") continue;
+    if (stem.rfind("expected_", 0) == 0) a += " --expect " + stem.substr(9) + "=@'" + e.path().string() + "'";
+    else a += " --input " + stem + "=@'" + e.path().string() + "'";
+  }
+  return a + " --atol 1e-4 --rtol 1e-4 --dump-plan";
+}
+}  // namespace
+
+// The CPU's compiled plans: constant weights packed once (bytes in --dump-plan) and elementwise
+// consumers run in the product's epilogue, except where the product's output is needed on its
+// own; values against the NumPy references of the golden cases (--expect).
+TEST(Compiled, CpuPlanPacksWeightsAndFusesEpilogues) {
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  auto r = test::run_rlx(golden_args("gemm_epilogue_mlp_3") + " --mode compiled", "env -u RLX_CPU_ISA");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("epilogue gelu 'g'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("epilogue fused[s,y]"), std::string::npos) << r.out;
+  if (avx512) {
+    // 37 columns -> 3 panels of 16 x 24 floats, and 20 -> 2 panels x 37: (3*16*24 + 2*16*37) * 4 bytes
+    EXPECT_NE(r.out.find("2 weights packed (0.009 MiB"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("panels of 16 columns"), std::string::npos) << r.out;
+  }
+  // 40 rows: OpenBLAS reads the weights in place (RLX_GEMM_DNNL=0), or oneDNN's blocked copies.
+  r = test::run_rlx(golden_args("gemm_epilogue_refused_40") + " --mode compiled", "RLX_GEMM_DNNL=0");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("3 read in place (no copy)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("'qq' not in the epilogue: the product's output is a graph output"), std::string::npos) << r.out;
+  r = test::run_rlx(golden_args("gemm_epilogue_mlp_40") + " --mode compiled");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(r.out.find("2 read in place (no copy)") != std::string::npos ||
+              r.out.find("oneDNN's blocked layout") != std::string::npos) << r.out;
+  // Eager and lazy do neither (and agree with the references too).
+  for (const char* m : {"eager", "lazy"}) {
+    r = test::run_rlx(golden_args("gemm_epilogue_shared_3") + " --mode " + m);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(r.out.find("cpu recording"), std::string::npos) << r.out;
+  }
+  // RLX_CPU_PLAIN_PLAN=1 records the plain kernel list (for comparisons).
+  r = test::run_rlx(golden_args("gemm_epilogue_shared_3") + " --mode compiled", "RLX_CPU_PLAIN_PLAN=1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("cpu recording"), std::string::npos) << r.out;
+}

@@ -46,12 +46,19 @@ struct Kernel {
   std::string label;  // node id, or "fused[a,b,c]" — for errors and profiles
   double flops = 0;   // for profiles
   double bytes = 0;   // bytes read + written, for profiles
+  // Set by the session for backends that optimise a recording (the CPU's compiled plans
+  // prepack constant weights and fold a product's consumer into its epilogue):
+  uint32_t const_inputs = 0;  // bit i: input i is a param or constant (the same bytes every run)
+  bool graph_output = false;  // the output is a graph output (read after the run)
 };
 
 // A recorded sequence of kernels that can be replayed (compiled mode).
 class Recording {
  public:
   virtual ~Recording() = default;
+  // What the backend did with the kernels when recording (packed weights and their bytes,
+  // fused epilogues), appended to --dump-plan; empty when nothing.
+  virtual std::string describe() const { return {}; }
 };
 
 struct ProfileEntry {

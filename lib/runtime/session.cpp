@@ -322,8 +322,13 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
     }
   }
   if (!precomputed.empty()) ex_.flush();
-  for (int i : kernel_nodes)
-    for (int u : g.nodes[i].inputs) life[root[u]].last = std::max(life[root[u]].last, step[i]);
+  for (int i : kernel_nodes) {
+    // A matrix product's inputs stay live through the next kernel too, so that a backend may
+    // run that kernel in the product's epilogue (its output then never shares their memory).
+    const bool product = !e->fused[i] && (g.nodes[i].op == Op::Linear || g.nodes[i].op == Op::Matmul);
+    const int until = product && step[i] + 1 < (int)kernel_nodes.size() ? step[i] + 1 : step[i];
+    for (int u : g.nodes[i].inputs) life[root[u]].last = std::max(life[root[u]].last, until);
+  }
   for (int o : g.outputs) life[root[o]].last = INT_MAX;
   e->mp = passes::plan_memory(life);
   if (e->mp.arena_bytes > 0) e->arena = ex_.allocate(e->mp.arena_bytes);
@@ -353,12 +358,19 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
                         e->fused[i] ? "fused" : ir::op_name(node.op), node.id, shape_str(e->ts.shapes[i]),
                         ex_.storage_bytes(shape_numel(e->ts.shapes[i]), e->ts.dtypes[i]));
   }
+  std::vector<char> is_output_root(n, 0);
+  for (int o : g.outputs) is_output_root[root[o]] = 1;
   for (int i : kernel_nodes) {
     const ir::Node& node = g.nodes[i];
     Kernel k;
     k.node = &node;
     k.fused = e->fused[i].get();
-    for (int u : node.inputs) k.inputs.push_back(e->where[u]);
+    for (int u : node.inputs) {
+      const Op leaf = g.nodes[root[u]].op;
+      if ((leaf == Op::Param || leaf == Op::Constant) && k.inputs.size() < 32) k.const_inputs |= 1u << k.inputs.size();
+      k.inputs.push_back(e->where[u]);
+    }
+    k.graph_output = is_output_root[i] != 0;
     k.output = e->where[i];
     k.label = k.fused ? "fused[" + e->opt->fused_members[i] + "]" : node_label(g, node);
     k.flops = k.fused ? (double)k.fused->code.size() * shape_numel(e->ts.shapes[i]) : ir::node_flops(g, i, e->ts);
@@ -444,7 +456,10 @@ std::vector<Tensor> Session::run_planned(Exec& e, bool replay) {
   if (replay && e.arena) ex_.renew_if_shared(*e.arena);
   ex_.set_profiling(opts_.profile);
   if (replay) {
-    if (!e.rec) e.rec = ex_.record(e.kernels);
+    if (!e.rec) {
+      e.rec = ex_.record(e.kernels);
+      e.text += e.rec->describe();
+    }
     ex_.replay(*e.rec);
   } else {
     for (const auto& k : e.kernels) ex_.launch(k);

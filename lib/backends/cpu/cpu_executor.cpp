@@ -885,6 +885,211 @@ void run_kernel(const Kernel& k) {
   else run_f32_adapted(k);
 }
 
+// ---------------- compiled plans: prepacked weights, fused epilogues ----------------
+// record() looks at each f32 matrix product of the plan once:
+//  - a constant right-hand operand (a param or constant: Kernel::const_inputs) is packed with
+//    cpu::pack_b for the product's row count; for more than 16 rows (OpenBLAS) that is the
+//    weight itself, read in place with no copy; for 1..16 rows on AVX-512, panels for the
+//    skinny kernel (a copy, whose bytes --dump-plan reports);
+//  - when the next kernel is elementwise (a node or a fused program) that reads the product's
+//    output and nothing later reads that output, it runs in the product's epilogue: on each
+//    block of C right after a task computed it, while it is in cache.
+struct PlanStep {
+  Kernel k;
+  std::shared_ptr<const cpu::PackedB> packed;
+  bool has_epi = false;
+  Kernel epi;                      // the consumer folded into the epilogue
+  FusedProgram epi_prog;           // its program (built here for a single node)
+  std::vector<char> epi_reads_c;   // per consumer input: it is the product's output
+};
+
+struct CpuRecording : Recording {
+  std::vector<PlanStep> steps;
+  std::string text;
+  std::string describe() const override { return text; }
+};
+
+bool all_f32(const Kernel& k) {
+  bool ok = k.output.dtype == DType::f32;
+  for (const auto& t : k.inputs) ok = ok && t.dtype == DType::f32;
+  return ok;
+}
+
+// Geometry of an f32 product run as one GEMM: C[rows, N] = A[rows, K] op(B) (+ bias).
+struct Product {
+  int64_t rows = 0, N = 0, K = 0;
+  bool tb = false;
+  int64_t ldb = 0;
+};
+
+bool as_product(const Kernel& k, Product& p) {
+  if (k.fused || !k.node || !all_f32(k)) return false;
+  if (k.node->op == Op::Linear) {
+    const Shape& ws = k.inputs[1].shape;
+    p.N = ws[0];
+    p.K = ws[1];
+    p.rows = p.N ? k.output.numel() / p.N : 0;
+    p.tb = true;
+    p.ldb = p.K;
+    return true;
+  }
+  if (k.node->op != Op::Matmul || k.node->attrs.b("transpose_a")) return false;
+  const Shape &as = k.inputs[0].shape, &bs = k.inputs[1].shape, &os = k.output.shape;
+  if (as.size() < 2 || bs.size() < 2 || os.size() < 2 || shape_numel(Shape(bs.begin(), bs.end() - 2)) != 1) return false;
+  p.tb = k.node->attrs.b("transpose_b");
+  p.N = os.back();
+  p.K = as.back();
+  p.rows = shape_numel(Shape(os.begin(), os.end() - 1));
+  p.ldb = p.tb ? p.K : p.N;
+  return true;
+}
+
+std::string short_name(const Kernel& k) { return k.fused || !k.node ? k.label : "'" + k.node->id + "'"; }
+
+size_t ref_bytes(const TensorRef& t) { return (size_t)std::max<int64_t>(t.numel(), 0) * dtype_size(t.dtype); }
+bool overlaps(const TensorRef& a, const TensorRef& b) {
+  if (a.buf != b.buf) return false;
+  const size_t ae = a.offset + ref_bytes(a), be = b.offset + ref_bytes(b);
+  return a.offset < be && b.offset < ae;
+}
+bool same_tensor(const TensorRef& a, const TensorRef& b) {
+  return a.buf == b.buf && a.offset == b.offset && a.numel() == b.numel();
+}
+
+// Why `e` (kernels[j]) cannot run in the epilogue of product `l`, or "" when it can.
+std::string epilogue_refusal(const Kernel& l, const std::vector<Kernel>& kernels, size_t j, FusedProgram& prog,
+                             std::vector<char>& reads_c) {
+  const Kernel& e = kernels[j];
+  if (!all_f32(e)) return "not f32";
+  if (e.fused) {
+    prog = *e.fused;
+  } else {
+    const auto cat = ir::op_info(e.node->op).category;
+    if (cat != ir::Category::Unary && cat != ir::Category::Binary) return "not elementwise";
+    if (e.node->op == Op::Cast || e.node->op == Op::BroadcastTo || e.node->op == Op::Reshape || cpu::index_op_native(e))
+      return "not a plain elementwise op";
+    prog = FusedProgram{};
+    prog.out_shape = e.output.shape;
+    for (size_t i = 0; i < e.inputs.size(); ++i) {
+      prog.code.push_back({FusedInstr::Load, EwOp::Add, (int32_t)i});
+      prog.input_shapes.push_back(e.inputs[i].shape);
+    }
+    EwOp op = ir::node_ew_op(*e.node);
+    if (ew_is_unary(op)) prog.code.push_back({FusedInstr::Unary, op, 0});
+    else prog.code.push_back({FusedInstr::Binary, op, 0, 1});
+    prog.result = (int)prog.code.size() - 1;
+  }
+  if (prog.result != (int)prog.code.size() - 1 || prog.input_shapes.size() != e.inputs.size()) return "program shape";
+  if (e.output.numel() != l.output.numel()) return "output size differs from the product's";
+  reads_c.assign(e.inputs.size(), 0);
+  bool any = false;
+  for (size_t i = 0; i < e.inputs.size(); ++i) {
+    if (same_tensor(e.inputs[i], l.output)) reads_c[i] = any = true;
+    else if (overlaps(e.inputs[i], l.output)) return "reads part of the product's output";
+  }
+  if (!any) return "does not read the product's output";
+  if (l.graph_output) return "the product's output is a graph output";
+  // e's output is written while the product still reads its inputs and writes its output.
+  for (const auto& t : l.inputs)
+    if (overlaps(e.output, t)) return "its output shares memory with the product's inputs";
+  if (overlaps(e.output, l.output)) return "its output shares memory with the product's output";
+  for (size_t i = 0; i < e.inputs.size(); ++i)
+    if (!reads_c[i] && overlaps(e.output, e.inputs[i])) return "its output shares memory with its inputs";
+  // Nothing after e reads the product's output (until something overwrites that memory).
+  for (size_t q = j + 1; q < kernels.size(); ++q) {
+    for (const auto& t : kernels[q].inputs)
+      if (overlaps(t, l.output)) return "a later kernel reads the product's output";
+    if (overlaps(kernels[q].output, l.output)) break;
+  }
+  return "";
+}
+
+void run_product_step(const PlanStep& st) {
+  const Kernel& k = st.k;
+  Product p;
+  as_product(k, p);
+  if (p.rows == 0 || p.N == 0) return;
+  const float* A = ptr(k.inputs[0]);
+  float* C = ptr(k.output);
+  cpu::Epilogue ep;
+  if (k.node->op == Op::Linear && k.inputs.size() == 3) ep.bias = ptr(k.inputs[2]);
+  std::unique_ptr<cpu::FusedSpans> spans;
+  if (st.has_epi) {
+    std::vector<const float*> ins;
+    for (size_t i = 0; i < st.epi.inputs.size(); ++i) ins.push_back(st.epi_reads_c[i] ? C : ptr(st.epi.inputs[i]));
+    spans = std::make_unique<cpu::FusedSpans>(st.epi_prog, ins, ptr(st.epi.output));
+    const int64_t N = p.N;
+    ep.custom = [&spans, N](float*, int64_t, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+      for (int64_t m = m0; m < m1; ++m) spans->run(m * N + n0, m * N + n1);
+    };
+  }
+  if (st.packed) cpu::gemm_packed(p.rows, A, p.K, *st.packed, C, p.N, ep);
+  else cpu::gemm(false, p.tb, p.rows, p.N, p.K, 1.f, A, p.K, ptr(k.inputs[1]), p.ldb, C, p.N, ep);
+}
+
+std::string fmt_bytes_note(const std::string& layout, size_t bytes) {
+  char b[64];
+  std::snprintf(b, sizeof b, " packed once, %.3f MiB: ", bytes / 1048576.0);
+  return b + layout;
+}
+
+std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels) {
+  auto rec = std::make_unique<CpuRecording>();
+  std::string lines;
+  size_t packed_bytes = 0;
+  int n_packed = 0, n_inplace = 0, n_fused = 0;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    PlanStep st;
+    st.k = kernels[i];
+    Product p;
+    if (!as_product(st.k, p)) {
+      rec->steps.push_back(std::move(st));
+      continue;
+    }
+    std::string line = "  " + short_name(st.k) + " (" + ir::op_name(st.k.node->op) + ", " + std::to_string(p.rows) + "x" +
+                       std::to_string(p.N) + "x" + std::to_string(p.K) + "):";
+    if (st.k.const_inputs & 2u) {
+      if (cpu::prepack_pays(p.rows)) st.packed = cpu::pack_b(p.tb, p.K, p.N, ptr(st.k.inputs[1]), p.ldb, p.rows);
+      if (st.packed && st.packed->bytes() > 0) {
+        packed_bytes += st.packed->bytes();
+        n_packed++;
+        line += fmt_bytes_note(st.packed->layout(), st.packed->bytes());
+      } else {
+        st.packed.reset();
+        n_inplace++;
+        line += " weight read in place, no copy";
+      }
+    }
+    if (i + 1 < kernels.size()) {
+      std::string why = epilogue_refusal(st.k, kernels, i + 1, st.epi_prog, st.epi_reads_c);
+      if (why.empty()) {
+        st.has_epi = true;
+        st.epi = kernels[i + 1];
+        n_fused++;
+        line += std::string(" + epilogue ") + (st.epi.fused ? "" : std::string(ir::op_name(st.epi.node->op)) + " ") +
+                short_name(st.epi);
+        ++i;
+      } else {
+        line += " (next kernel " + short_name(kernels[i + 1]) + " not in the epilogue: " + why + ")";
+      }
+    }
+    lines += line + "\n";
+    rec->steps.push_back(std::move(st));
+  }
+  if (!lines.empty()) {
+    char head[256];
+    std::snprintf(head, sizeof head,
+                  "cpu recording: %d weights packed (%.3f MiB of packed copies), %d read in place (no copy), "
+                  "%d consumers run in a product's epilogue\n",
+                  n_packed, packed_bytes / 1048576.0, n_inplace, n_fused);
+    rec->text = head + lines;
+    if (n_packed)
+      rec->text += "  (a packed weight's own memory is not read by this plan: a memory-mapped param stays file pages "
+                   "the system may drop, not a second copy in memory)\n";
+  }
+  return rec;
+}
+
 class CpuExecutor : public Executor {
  public:
   std::string name() const override { return "cpu"; }
@@ -915,6 +1120,30 @@ class CpuExecutor : public Executor {
     }
   }
   void flush() override {}
+  std::unique_ptr<Recording> record(const std::vector<Kernel>& kernels) override {
+    if (const char* e = std::getenv("RLX_CPU_PLAIN_PLAN"); e && *e && std::string(e) != "0")
+      return Executor::record(kernels);  // for comparisons: no packing, no epilogues
+    return record_cpu_plan(kernels);
+  }
+  void replay(Recording& r) override {
+    auto* rec = dynamic_cast<CpuRecording*>(&r);
+    if (!rec) return Executor::replay(r);
+    for (const auto& st : rec->steps) {
+      if (!st.packed && !st.has_epi) {
+        launch(st.k);
+        continue;
+      }
+      auto t0 = std::chrono::steady_clock::now();
+      run_product_step(st);
+      if (profiling_) {
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::string label = st.has_epi ? st.k.label + " + " + st.epi.label : st.k.label;
+        std::string op = std::string(ir::op_name(st.k.node->op)) + (st.has_epi ? "+epilogue" : "") + (st.packed ? " (packed)" : "");
+        profile_.push_back({label, op, s, st.k.flops + st.epi.flops, st.k.bytes + st.epi.bytes});
+      }
+    }
+    flush();
+  }
   std::shared_ptr<const void> share_memory(DeviceBuffer& buf) override {
     return std::shared_ptr<const void>(static_cast<CpuBuffer&>(buf).mem);
   }

@@ -170,16 +170,9 @@ void softmax_row(float* x, int64_t valid, int64_t n, float scale) {
   else isa_base::softmax_row(x, valid, n, scale);
 }
 
-void run_fused(const FusedProgram& p, const std::vector<const float*>& inputs, float* out) {
-  const int64_t total = shape_numel(p.out_shape);
-  if (total == 0) return;
-  Layout L = make_layout(p, inputs);
-  BlockPlan plan;
-  plan.program = &p;
-  plan.layout = &L;
-  plan.total = total;
-  plan.out = out;
-  plan.stream = total * 4 >= kStreamBytes;
+namespace {
+// The scratch slots of a program's registers (the block plan without its output).
+void assign_slots(const FusedProgram& p, const Layout& L, BlockPlan& plan) {
   // Scratch slots: a register whose last use has passed gives its slot back (a
   // register never shares a slot with its own operands).
   const size_t ni = p.code.size();
@@ -213,6 +206,20 @@ void run_fused(const FusedProgram& p, const std::vector<const float*>& inputs, f
       if (in.kind == FusedInstr::Binary) { release(in.a); if (in.b != in.a) release(in.b); }
     }
   }
+}
+}  // namespace
+
+void run_fused(const FusedProgram& p, const std::vector<const float*>& inputs, float* out) {
+  const int64_t total = shape_numel(p.out_shape);
+  if (total == 0) return;
+  Layout L = make_layout(p, inputs);
+  BlockPlan plan;
+  plan.program = &p;
+  plan.layout = &L;
+  plan.total = total;
+  plan.out = out;
+  plan.stream = total * 4 >= kStreamBytes;
+  assign_slots(p, L, plan);
   const bool avx2 = use_avx2();
   const int64_t blocks = (total + kBlock - 1) / kBlock;
   // At least 16k elements per task: smaller programs are not worth waking a thread for.
@@ -228,6 +235,43 @@ void run_fused(const FusedProgram& p, const std::vector<const float*>& inputs, f
     if (avx2) isa_avx2::run_blocks(plan, b0, b1, scratch);
     else isa_base::run_blocks(plan, b0, b1, scratch);
   });
+}
+
+struct FusedSpans::Impl {
+  FusedProgram program;
+  Layout layout;
+  BlockPlan plan;
+  bool avx2 = false;
+};
+
+FusedSpans::FusedSpans(const FusedProgram& p, const std::vector<const float*>& inputs, float* out)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.program = p;
+  m.layout = make_layout(m.program, inputs);
+  m.plan.program = &m.program;
+  m.plan.layout = &m.layout;
+  m.plan.total = shape_numel(p.out_shape);
+  m.plan.out = out;
+  m.plan.stream = false;  // the caller's block is in cache: keep it there
+  assign_slots(m.program, m.layout, m.plan);
+  m.avx2 = use_avx2();
+}
+
+FusedSpans::~FusedSpans() = default;
+
+void FusedSpans::run(int64_t s0, int64_t s1) const {
+  const Impl& m = *impl_;
+  if (s1 <= s0) return;
+  float stack_scratch[8 * kBlock];
+  std::vector<float> heap_scratch;
+  float* scratch = stack_scratch;
+  if (m.plan.slots > 8) {
+    heap_scratch.resize((size_t)m.plan.slots * kBlock);
+    scratch = heap_scratch.data();
+  }
+  if (m.avx2) isa_avx2::run_span(m.plan, s0, s1, scratch);
+  else isa_base::run_span(m.plan, s0, s1, scratch);
 }
 
 }  // namespace rlx::cpu

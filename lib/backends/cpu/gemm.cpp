@@ -4,16 +4,20 @@
 
 #include <cblas.h>
 #include <dlfcn.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <type_traits>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
 
 #include "backends/cpu/fast_math.h"
+#include "backends/cpu/host_memory.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 
@@ -64,12 +68,19 @@ const Blas& blas() {
     } else {
       unsetenv("OPENBLAS_CORETYPE");
     }
+    // OpenBLAS starts its own threads in its constructor (one per core less one) unless
+    // OPENBLAS_NUM_THREADS says 1: rlx's pool does the threading, so it starts none.
+    const char* nt = std::getenv("OPENBLAS_NUM_THREADS");
+    std::string saved_nt = nt ? nt : "";
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
     void* h = nullptr;
     for (const char* name : {"libopenblas.so.0", "libopenblas.so"})
       if ((h = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
     // leave the environment as it was found
     if (inherited) setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
     else unsetenv("OPENBLAS_CORETYPE");
+    if (nt) setenv("OPENBLAS_NUM_THREADS", saved_nt.c_str(), 1);
+    else unsetenv("OPENBLAS_NUM_THREADS");
     if (!h) {
       r.error = std::string("cannot load OpenBLAS (libopenblas.so.0; run scripts/setup.sh): ") + dlerror();
       return r;
@@ -106,6 +117,15 @@ bool use_avx512() {
     if (e && (std::string(e) == "base" || std::string(e) == "avx2")) return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return yes;
+}
+// RLX_GEMM_WIDE=1: products with more than 16 rows and a prepacked weight use rlx's kernel
+// (wide_gemm) instead of OpenBLAS. (Experimental: off by default until measured faster.)
+bool wide_enabled() {
+  static const bool yes = [] {
+    const char* e = std::getenv("RLX_GEMM_WIDE");
+    return e && std::string(e) == "1";
   }();
   return yes;
 }
@@ -155,6 +175,7 @@ void apply_epilogue(const Epilogue& ep, float* C, int64_t ldc, int64_t m0, int64
         for (int64_t j = 0; j < w; ++j) c[j] = act_one(ep.act, c[j]);
     }
   }
+  if (ep.custom) ep.custom(C, ldc, m0, m1, n0, n1);
 }
 
 void parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn, Threads th) {
@@ -396,6 +417,88 @@ __attribute__((target("avx2,fma"))) void axpy_avx2(int64_t M, int64_t n0, int64_
   if (n < n1) axpy_scalar(M, n, n1, K, alpha, A, lda, B, ldb, C, ldc);
 }
 
+// ---------------- skinny kernel over packed panels (PackedB::panels) ----------------
+// C[m0 + i, 16 (p + j) + c] = alpha * sum_k A[m0 + i, k] P[p + j][k][c]: MB rows of A times NB
+// panels, MB * NB accumulators in registers, one 64-byte load of each panel per k and A's
+// value broadcast from memory. No horizontal sums (the dot kernel needs one per output).
+constexpr int64_t kPanel = 16;
+
+template <int MB, int NB>
+__attribute__((target("avx512f"))) void panel512_tile(const float* A, int64_t lda, const float* P, int64_t K,
+                                                      int64_t p, int64_t N, float alpha, float* C, int64_t ldc) {
+  __m512 acc[MB][NB];
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_setzero_ps();
+  const float* w[NB];
+#pragma GCC unroll 8
+  for (int j = 0; j < NB; ++j) w[j] = P + (p + j) * K * kPanel;
+  for (int64_t k = 0; k < K; ++k) {
+    __m512 wv[NB];
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) wv[j] = _mm512_load_ps(w[j] + k * kPanel);
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) {
+      const __m512 av = _mm512_set1_ps(A[i * lda + k]);
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_fmadd_ps(av, wv[j], acc[i][j]);
+    }
+  }
+  const __m512 al = _mm512_set1_ps(alpha);
+#pragma GCC unroll 8
+  for (int j = 0; j < NB; ++j) {
+    const int64_t c0 = (p + j) * kPanel;
+    const int64_t valid = std::clamp<int64_t>(N - c0, 0, kPanel);
+    const __mmask16 mk = (__mmask16)((1u << valid) - 1);
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) _mm512_mask_storeu_ps(C + i * ldc + c0, mk, _mm512_mul_ps(al, acc[i][j]));
+  }
+}
+
+template <int MB>
+__attribute__((target("avx512f"))) void panel512_block(const float* A, int64_t lda, const float* P, int64_t K,
+                                                       int64_t p, int64_t np, int64_t N, float alpha, float* C,
+                                                       int64_t ldc) {
+  constexpr int NB = MB <= 3 ? 8 : MB == 4 ? 6 : MB <= 6 ? 4 : 3;
+  int64_t j = 0;
+  for (; j + NB <= np; j += NB) panel512_tile<MB, NB>(A, lda, P, K, p + j, N, alpha, C, ldc);
+  for (; j < np; ++j) panel512_tile<MB, 1>(A, lda, P, K, p + j, N, alpha, C, ldc);
+}
+
+__attribute__((target("avx512f"))) void panel_avx512(int64_t M, const float* A, int64_t lda, const float* P, int64_t K,
+                                                     int64_t p0, int64_t p1, int64_t N, float alpha, float* C,
+                                                     int64_t ldc) {
+  // Groups of up to 8 panels (128 columns); each group runs every row block.
+  for (int64_t p = p0; p < p1; p += 8) {
+    const int64_t np = std::min<int64_t>(8, p1 - p);
+    for (int64_t m = 0; m < M; m += 8) {
+      const float* a = A + m * lda;
+      float* c = C + m * ldc;
+      switch (std::min<int64_t>(8, M - m)) {
+        case 1: panel512_block<1>(a, lda, P, K, p, np, N, alpha, c, ldc); break;
+        case 2: panel512_block<2>(a, lda, P, K, p, np, N, alpha, c, ldc); break;
+        case 3: panel512_block<3>(a, lda, P, K, p, np, N, alpha, c, ldc); break;
+        case 4: panel512_block<4>(a, lda, P, K, p, np, N, alpha, c, ldc); break;
+        case 5: panel512_block<5>(a, lda, P, K, p, np, N, alpha, c, ldc); break;
+        case 6: panel512_block<6>(a, lda, P, K, p, np, N, alpha, c, ldc); break;
+        case 7: panel512_block<7>(a, lda, P, K, p, np, N, alpha, c, ldc); break;
+        default: panel512_block<8>(a, lda, P, K, p, np, N, alpha, c, ldc); break;
+      }
+    }
+  }
+}
+
+void skinny_panels(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* P, float* C,
+                   int64_t ldc, const Epilogue& ep, Threads th) {
+  const int64_t panels = (N + kPanel - 1) / kPanel;
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, kPanel * K));
+  parallel(panels, grain, [&](int64_t p0, int64_t p1) {
+    panel_avx512(M, A, lda, P, K, p0, p1, N, alpha, C, ldc);
+    apply_epilogue(ep, C, ldc, 0, M, p0 * kPanel, std::min(N, p1 * kPanel));
+  }, th);
+}
+
 using SkinnyFn = void (*)(int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
                           float*, int64_t);
 
@@ -422,6 +525,86 @@ void skinny(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const fl
 }
 
 constexpr int64_t kSkinnyM = 16;
+
+// ---------------- large-M kernel over prepacked weights (PackedB::wide) ----------------
+// C = A op(B) for M > 16 with op(B) prepacked once into panels of 32 columns, k-major
+// ([panel][k][32], zero-padded), so no call repacks the weights (OpenBLAS repacks B on every
+// call: 16% of the decoder block's time in a profile). A is packed per call into row blocks
+// of 14 ([block][k][14]); the micro-kernel keeps 14 x 32 accumulators in 28 registers and
+// reads per k two 64-byte loads of the panel and 14 broadcasts of A. K is blocked by 256 so a
+// block of A stays in L2 and a panel's slice in L1.
+constexpr int64_t kWide = 32, kMR = 14;
+int64_t kc_block() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("RLX_GEMM_KC");
+    return e ? std::max<int64_t>(16, std::atoll(e)) : int64_t(256);
+  }();
+  return v;
+}
+
+__attribute__((target("avx512f"))) void micro_14x32(const float* Ap, const float* P, int64_t kc, float* C,
+                                                    int64_t ldc, int rows, __mmask16 m0, __mmask16 m1, bool acc) {
+  __m512 c[kMR][2];
+#pragma GCC unroll 14
+  for (int i = 0; i < kMR; ++i) c[i][0] = c[i][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(P + k * kWide), b1 = _mm512_load_ps(P + k * kWide + 16);
+    const float* a = Ap + k * kMR;
+#pragma GCC unroll 14
+    for (int i = 0; i < kMR; ++i) {
+      const __m512 av = _mm512_set1_ps(a[i]);
+      c[i][0] = _mm512_fmadd_ps(av, b0, c[i][0]);
+      c[i][1] = _mm512_fmadd_ps(av, b1, c[i][1]);
+    }
+  }
+  for (int i = 0; i < rows; ++i) {
+    float* ci = C + i * ldc;
+    if (acc) {
+      c[i][0] = _mm512_add_ps(c[i][0], _mm512_maskz_loadu_ps(m0, ci));
+      c[i][1] = _mm512_add_ps(c[i][1], _mm512_maskz_loadu_ps(m1, ci + 16));
+    }
+    _mm512_mask_storeu_ps(ci, m0, c[i][0]);
+    _mm512_mask_storeu_ps(ci + 16, m1, c[i][1]);
+  }
+}
+
+void wide_gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* P, float* C, int64_t ldc,
+               const Epilogue& ep, Threads th) {
+  const int64_t blocks = (M + kMR - 1) / kMR, panels = (N + kWide - 1) / kWide;
+  // A packed once per call: [block][k][14], rows past M zero.
+  size_t cap = 0;
+  const size_t an = (size_t)(blocks * kMR * K);
+  std::unique_ptr<float, std::function<void(float*)>> Ap(static_cast<float*>(host_alloc(an * 4, &cap)),
+                                                          [cap](float* q) { host_free(q, cap); });
+  parallel(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      float* o = Ap.get() + b * kMR * K;
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t i = 0; i < kMR; ++i) {
+          const int64_t m = b * kMR + i;
+          o[k * kMR + i] = m < M ? A[m * lda + k] : 0.f;
+        }
+    }
+  }, th);
+  const float* ap = Ap.get();
+  parallel(panels, 1, [&](int64_t p0, int64_t p1) {
+    const int64_t KC = kc_block();
+    for (int64_t k0 = 0; k0 < K; k0 += KC) {
+      const int64_t kc = std::min(KC, K - k0);
+      const bool last = k0 + kc >= K;
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t n0 = p * kWide, w = std::min(kWide, N - n0);
+        const __mmask16 m0 = (__mmask16)((1u << std::min<int64_t>(16, w)) - 1);
+        const __mmask16 m1 = (__mmask16)((1u << std::clamp<int64_t>(w - 16, 0, 16)) - 1);
+        const float* panel = P + (p * K + k0) * kWide;
+        for (int64_t b = 0; b < blocks; ++b)
+          micro_14x32(ap + (b * K + k0) * kMR, panel, kc, C + b * kMR * ldc + n0, ldc,
+                      (int)std::min(kMR, M - b * kMR), m0, m1, k0 > 0);
+        if (last) apply_epilogue(ep, C, ldc, 0, M, n0, n0 + w);
+      }
+    }
+  }, th);
+}
 
 void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                const float* B, int64_t ldb, float* C, int64_t ldc, const Epilogue& ep, Threads th) {
@@ -490,25 +673,289 @@ void gemm_batched(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
     gemm_impl(ta, tb, M, N, K, alpha, A + a_off[i], lda, B + b_off[i], ldb, C + i * c_stride, ldc, {}, Threads::Pool);
 }
 
-// Layout choice, measured (README, Dependencies): OpenBLAS packs B itself on every call and
-// offers no pre-packed sgemm entry point; its speed on x * W^T is the same with W as N x K
-// ("T") or K x N ("N"), and rlx's skinny dot kernel streams an N x K weight row by row. So the
+// ---------------- oneDNN over prepacked weights (RLX_GEMM_DNNL=0 turns it off) ----------------
+// Debian's oneDNN 2.6 is loaded with dlopen (no link dependency; absent: OpenBLAS as before).
+// Its matmul primitive reads weights reordered once into its blocked layout. It runs inside
+// rlx's pool: the weight is cut into column slices, one primitive per slice, and each pool
+// task runs its slices with OpenMP set to one thread (Debian builds oneDNN with OpenMP), so no
+// second pool runs beside rlx's. The epilogue follows each slice.
+namespace {
+struct Dnnl {
+  void* h = nullptr;
+  dnnl_status_t (*engine_create)(dnnl_engine_t*, dnnl_engine_kind_t, size_t) = nullptr;
+  dnnl_status_t (*stream_create)(dnnl_stream_t*, dnnl_engine_t, unsigned) = nullptr;
+  dnnl_status_t (*stream_wait)(dnnl_stream_t) = nullptr;
+  dnnl_status_t (*stream_destroy)(dnnl_stream_t) = nullptr;
+  dnnl_status_t (*md_by_strides)(dnnl_memory_desc_t*, int, const dnnl_dims_t, dnnl_data_type_t, const dnnl_dims_t) = nullptr;
+  dnnl_status_t (*md_by_tag)(dnnl_memory_desc_t*, int, const dnnl_dims_t, dnnl_data_type_t, dnnl_format_tag_t) = nullptr;
+  dnnl_status_t (*matmul_desc_init)(dnnl_matmul_desc_t*, const dnnl_memory_desc_t*, const dnnl_memory_desc_t*,
+                                    const dnnl_memory_desc_t*, const dnnl_memory_desc_t*) = nullptr;
+  dnnl_status_t (*pd_create)(dnnl_primitive_desc_t*, const_dnnl_op_desc_t, const_dnnl_primitive_attr_t, dnnl_engine_t,
+                             const_dnnl_primitive_desc_t) = nullptr;
+  const dnnl_memory_desc_t* (*pd_query_md)(const_dnnl_primitive_desc_t, dnnl_query_t, int) = nullptr;
+  dnnl_status_t (*pd_destroy)(dnnl_primitive_desc_t) = nullptr;
+  dnnl_status_t (*prim_create)(dnnl_primitive_t*, const_dnnl_primitive_desc_t) = nullptr;
+  dnnl_status_t (*prim_destroy)(dnnl_primitive_t) = nullptr;
+  dnnl_status_t (*execute)(const_dnnl_primitive_t, dnnl_stream_t, int, const dnnl_exec_arg_t*) = nullptr;
+  dnnl_status_t (*mem_create)(dnnl_memory_t*, const dnnl_memory_desc_t*, dnnl_engine_t, void*) = nullptr;
+  dnnl_status_t (*mem_destroy)(dnnl_memory_t) = nullptr;
+  dnnl_status_t (*reorder_pd)(dnnl_primitive_desc_t*, const dnnl_memory_desc_t*, dnnl_engine_t,
+                              const dnnl_memory_desc_t*, dnnl_engine_t, const_dnnl_primitive_attr_t) = nullptr;
+  size_t (*md_size)(const dnnl_memory_desc_t*) = nullptr;
+  void (*omp_threads)(int) = nullptr;
+  dnnl_engine_t engine = nullptr;
+  bool ok = false;
+};
+
+const Dnnl& dnnl() {
+  static Dnnl d = [] {
+    Dnnl r;
+    const char* e = std::getenv("RLX_GEMM_DNNL");
+    if (e && std::string(e) == "0") return r;
+    r.h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!r.h) return r;
+    auto sym = [&](auto& f, const char* name) { f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(r.h, name)); };
+    sym(r.engine_create, "dnnl_engine_create");
+    sym(r.stream_create, "dnnl_stream_create");
+    sym(r.stream_wait, "dnnl_stream_wait");
+    sym(r.stream_destroy, "dnnl_stream_destroy");
+    sym(r.md_by_strides, "dnnl_memory_desc_init_by_strides");
+    sym(r.md_by_tag, "dnnl_memory_desc_init_by_tag");
+    sym(r.matmul_desc_init, "dnnl_matmul_desc_init");
+    sym(r.pd_create, "dnnl_primitive_desc_create");
+    sym(r.pd_query_md, "dnnl_primitive_desc_query_md");
+    sym(r.pd_destroy, "dnnl_primitive_desc_destroy");
+    sym(r.prim_create, "dnnl_primitive_create");
+    sym(r.prim_destroy, "dnnl_primitive_destroy");
+    sym(r.execute, "dnnl_primitive_execute");
+    sym(r.mem_create, "dnnl_memory_create");
+    sym(r.mem_destroy, "dnnl_memory_destroy");
+    sym(r.reorder_pd, "dnnl_reorder_primitive_desc_create");
+    sym(r.md_size, "dnnl_memory_desc_get_size");
+    r.omp_threads = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+    if (!r.omp_threads) r.omp_threads = reinterpret_cast<void (*)(int)>(dlsym(r.h, "omp_set_num_threads"));
+    r.ok = r.engine_create && r.stream_create && r.stream_wait && r.stream_destroy && r.md_by_strides && r.md_by_tag &&
+           r.matmul_desc_init && r.pd_create && r.pd_query_md && r.pd_destroy && r.prim_create && r.prim_destroy &&
+           r.execute && r.mem_create && r.mem_destroy && r.reorder_pd && r.md_size && r.omp_threads &&
+           r.engine_create(&r.engine, dnnl_cpu, 0) == dnnl_success;
+    return r;
+  }();
+  return d;
+}
+
+// One column slice [n0, n1) of a weight: its primitive for `rows` rows and its packed weights.
+struct DnnlSlice {
+  int64_t n0 = 0, n1 = 0;
+  dnnl_primitive_t prim = nullptr;
+  dnnl_memory_desc_t src_md{}, dst_md{};
+  dnnl_memory_t weights = nullptr;
+  size_t bytes = 0;
+};
+}  // namespace
+
+struct PackedB::DnnlPack {
+  int64_t rows = 0;
+  std::vector<DnnlSlice> slices;
+  ~DnnlPack() {
+    const Dnnl& d = dnnl();
+    for (auto& s : slices) {
+      if (s.prim) d.prim_destroy(s.prim);
+      if (s.weights) d.mem_destroy(s.weights);
+    }
+  }
+};
+
+namespace {
+// Null when oneDNN is unavailable or refuses the shape.
+std::shared_ptr<PackedB::DnnlPack> dnnl_pack(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
+                                             int64_t rows, int64_t ldc) {
+  const Dnnl& d = dnnl();
+  if (!d.ok) return nullptr;
+  auto pack = std::make_shared<PackedB::DnnlPack>();
+  pack->rows = rows;
+  const int T = ThreadPool::global().size();
+  // Slices of at most 512 columns (the epilogue's block stays in L2), at least one per thread.
+  int64_t slices = std::max<int64_t>(T, (N + 511) / 512);
+  slices = (slices + T - 1) / T * T;
+  const int64_t per = std::max<int64_t>(16, ((N + slices - 1) / slices + 15) / 16 * 16);
+  d.omp_threads(1);  // the reorders below run on this thread alone: OpenMP starts no team
+  dnnl_stream_t st = nullptr;
+  if (d.stream_create(&st, d.engine, dnnl_stream_default_flags) != dnnl_success) return nullptr;
+  bool ok = true;
+  for (int64_t n0 = 0; n0 < N && ok; n0 += per) {
+    DnnlSlice sl;
+    sl.n0 = n0;
+    sl.n1 = std::min(N, n0 + per);
+    const int64_t nt = sl.n1 - n0;
+    dnnl_dims_t a_dims = {rows, K}, a_str = {K, 1}, w_dims = {K, nt}, c_dims = {rows, nt}, c_str = {ldc, 1};
+    dnnl_dims_t w_str = {trans_b ? 1 : ldb, trans_b ? ldb : 1};  // op(B)[k, n] address
+    dnnl_memory_desc_t w_any{}, w_user{};
+    ok = d.md_by_strides(&sl.src_md, 2, a_dims, dnnl_f32, a_str) == dnnl_success &&
+         d.md_by_strides(&sl.dst_md, 2, c_dims, dnnl_f32, c_str) == dnnl_success &&
+         d.md_by_tag(&w_any, 2, w_dims, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+         d.md_by_strides(&w_user, 2, w_dims, dnnl_f32, w_str) == dnnl_success;
+    dnnl_matmul_desc_t md{};
+    dnnl_primitive_desc_t pd = nullptr, rpd = nullptr;
+    ok = ok && d.matmul_desc_init(&md, &sl.src_md, &w_any, nullptr, &sl.dst_md) == dnnl_success &&
+         d.pd_create(&pd, &md, nullptr, d.engine, nullptr) == dnnl_success;
+    const dnnl_memory_desc_t* wmd = ok ? d.pd_query_md(pd, dnnl_query_weights_md, 0) : nullptr;
+    dnnl_memory_t user = nullptr;
+    dnnl_primitive_t reorder = nullptr;
+    const float* wsrc = trans_b ? B + n0 * ldb : B + n0;
+    ok = ok && wmd && d.mem_create(&sl.weights, wmd, d.engine, DNNL_MEMORY_ALLOCATE) == dnnl_success &&
+         d.mem_create(&user, &w_user, d.engine, const_cast<float*>(wsrc)) == dnnl_success &&
+         d.reorder_pd(&rpd, &w_user, d.engine, wmd, d.engine, nullptr) == dnnl_success &&
+         d.prim_create(&reorder, rpd) == dnnl_success;
+    if (ok) {
+      dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, sl.weights}};
+      ok = d.execute(reorder, st, 2, args) == dnnl_success && d.stream_wait(st) == dnnl_success;
+      sl.bytes = d.md_size(wmd);
+    }
+    ok = ok && d.prim_create(&sl.prim, pd) == dnnl_success;
+    if (reorder) d.prim_destroy(reorder);
+    if (rpd) d.pd_destroy(rpd);
+    if (pd) d.pd_destroy(pd);
+    if (user) d.mem_destroy(user);
+    pack->slices.push_back(sl);  // destroyed with the pack, even when incomplete
+  }
+  d.stream_destroy(st);
+  return ok ? pack : nullptr;
+}
+
+// False when oneDNN failed at run time (the caller then runs OpenBLAS).
+bool dnnl_run(const PackedB::DnnlPack& pk, const float* A, float* C, const Epilogue& ep, Threads th) {
+  const Dnnl& d = dnnl();
+  std::atomic<bool> failed{false};
+  parallel((int64_t)pk.slices.size(), 1, [&](int64_t s0, int64_t s1) {
+    d.omp_threads(1);  // this pool thread's OpenMP team: itself
+    dnnl_stream_t st = nullptr;
+    if (d.stream_create(&st, d.engine, dnnl_stream_default_flags) != dnnl_success) {
+      failed = true;
+      return;
+    }
+    for (int64_t i = s0; i < s1 && !failed; ++i) {
+      const DnnlSlice& sl = pk.slices[i];
+      dnnl_memory_t src = nullptr, dst = nullptr;
+      bool ok = d.mem_create(&src, &sl.src_md, d.engine, const_cast<float*>(A)) == dnnl_success &&
+                d.mem_create(&dst, &sl.dst_md, d.engine, C + sl.n0) == dnnl_success;
+      if (ok) {
+        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, sl.weights}, {DNNL_ARG_DST, dst}};
+        ok = d.execute(sl.prim, st, 3, args) == dnnl_success && d.stream_wait(st) == dnnl_success;
+      }
+      if (src) d.mem_destroy(src);
+      if (dst) d.mem_destroy(dst);
+      if (!ok) failed = true;
+      else apply_epilogue(ep, C, sl.dst_md.format_desc.blocking.strides[0], 0, pk.rows, sl.n0, sl.n1);
+    }
+    d.stream_destroy(st);
+  }, th);
+  return !failed;
+}
+}  // namespace
+
+// Layout choice, measured (README, Dependencies; docs/benchmarks.md, GEMM candidates):
+// OpenBLAS packs B itself on every call and offers no pre-packed sgemm entry point; its speed
+// on x * W^T is the same with W as N x K ("T") or K x N ("N"). So for its rows (> 16) the
 // packed form is op(B) as N x K contiguous: a linear's weight (already N x K, contiguous) is
-// used in place with no copy; a K x N matrix is transposed once.
-std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb) {
+// used in place with no copy; a K x N matrix is transposed once. For 1..16 rows on AVX-512
+// the skinny panel kernel reads panels made here (a copy), which beat the dot kernel that
+// streams an N x K weight row by row.
+namespace {
+// From the executor's host allocator: 64-byte aligned, large blocks on transparent huge pages
+// (a packed copy is tens of MiB; 4 KiB page faults cost microseconds each on a VM).
+std::shared_ptr<float> alloc_floats(size_t n, int64_t K, int64_t N) {
+  size_t cap = 0;
+  std::shared_ptr<float> p(static_cast<float*>(host_alloc(n * 4, &cap)), [cap](float* q) { host_free(q, cap); });
+  if (!p)
+    throw RuntimeError("out of host memory packing a " + std::to_string(K) + "x" + std::to_string(N) + " weight");
+  return p;
+}
+}  // namespace
+
+std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb, int64_t rows) {
   auto p = std::make_shared<PackedB>();
   p->K = K;
   p->N = N;
   p->trans = true;
   p->ld = K;
+  if (rows >= 1 && rows <= kSkinnyM && use_avx512() && K > 0 && N > 0) {
+    const int64_t panels = (N + kPanel - 1) / kPanel;
+    const size_t n = (size_t)(panels * K * kPanel);
+    p->owned_ = alloc_floats(n, K, N);
+    p->owned_floats_ = n;
+    float* d = p->owned_.get();
+    ThreadPool::global().parallel_for(panels, 1, [&](int64_t q0, int64_t q1) {
+      for (int64_t q = q0; q < q1; ++q) {
+        float* o = d + q * K * kPanel;
+        const int64_t valid = std::min(kPanel, N - q * kPanel);
+        if (!trans_b) {  // rows of B are the panel's rows: contiguous copies
+          for (int64_t k = 0; k < K; ++k) {
+            std::memcpy(o + k * kPanel, B + k * ldb + q * kPanel, valid * 4);
+            std::fill(o + k * kPanel + valid, o + (k + 1) * kPanel, 0.f);
+          }
+          continue;
+        }
+        // B is N x K: column c of the panel is row q * 16 + c of B, read sequentially.
+        if (valid < kPanel) std::fill(o, o + K * kPanel, 0.f);
+        // In k-blocks of 64, so the 4 KiB of the panel being written stay in L1.
+        for (int64_t k0 = 0; k0 < K; k0 += 64) {
+          const int64_t k1 = std::min(K, k0 + 64);
+          for (int64_t c = 0; c < valid; ++c) {
+            const float* b = B + (q * kPanel + c) * ldb;
+            for (int64_t k = k0; k < k1; ++k) o[k * kPanel + c] = b[k];
+          }
+        }
+      }
+    });
+    p->panels = d;
+    // calls with more rows read the caller's B as it is
+    p->data = B;
+    p->trans = trans_b;
+    p->ld = ldb;
+    return p;
+  }
+  if (rows > kSkinnyM && K > 0 && N > 0 && N <= INT32_MAX && dnnl().ok) {
+    // (the C leading dimension is fixed in the primitive: compiled plans write C with ld N)
+    if (auto pk = dnnl_pack(trans_b, K, N, B, ldb, rows, N)) {
+      for (const auto& sl : pk->slices) p->dnnl_bytes_ += sl.bytes;
+      p->dnnl_ = std::move(pk);
+      p->data = B;
+      p->trans = trans_b;
+      p->ld = ldb;
+      return p;
+    }
+  }
+  if (rows > kSkinnyM && use_avx512() && K > 0 && N > 0 && wide_enabled()) {
+    const int64_t panels = (N + kWide - 1) / kWide;
+    const size_t n = (size_t)(panels * K * kWide);
+    p->owned_ = alloc_floats(n, K, N);
+    p->owned_floats_ = n;
+    float* d = p->owned_.get();
+    ThreadPool::global().parallel_for(panels, 1, [&](int64_t q0, int64_t q1) {
+      for (int64_t q = q0; q < q1; ++q) {
+        float* o = d + q * K * kWide;
+        const int64_t valid = std::min(kWide, N - q * kWide);
+        if (valid < kWide) std::fill(o, o + K * kWide, 0.f);
+        for (int64_t k0 = 0; k0 < K; k0 += 64) {
+          const int64_t k1 = std::min(K, k0 + 64);
+          for (int64_t c = 0; c < valid; ++c)
+            for (int64_t k = k0; k < k1; ++k)
+              o[k * kWide + c] = trans_b ? B[(q * kWide + c) * ldb + k] : B[k * ldb + q * kWide + c];
+        }
+      }
+    });
+    p->wide = d;
+    p->data = B;
+    p->trans = trans_b;
+    p->ld = ldb;
+    return p;
+  }
   if (trans_b && ldb == K) {
     p->data = B;
     return p;
   }
   size_t n = (size_t)std::max<int64_t>(K * N, 1);
-  p->owned_.reset(static_cast<float*>(std::aligned_alloc(64, (n * 4 + 63) / 64 * 64)), [](float* q) { std::free(q); });
-  if (!p->owned_) throw RuntimeError("out of host memory packing a " + std::to_string(K) + "x" + std::to_string(N) +
-                                     " weight");
+  p->owned_ = alloc_floats(n, K, N);
   p->owned_floats_ = n;
   float* d = p->owned_.get();
   ThreadPool::global().parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
@@ -519,8 +966,25 @@ std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const 
   return p;
 }
 
+bool prepack_pays(int64_t rows) {
+  if (rows > kSkinnyM && dnnl().ok) return true;
+  if (rows < 1 || !use_avx512()) return false;
+  return rows <= kSkinnyM || wide_enabled();
+}
+
+std::string PackedB::layout() const {
+  if (panels) return "panels of 16 columns for the skinny avx512 kernel (M <= 16)";
+  if (wide) return "panels of 32 columns for rlx's avx512 kernel (M > 16)";
+  if (dnnl_) return "oneDNN's blocked layout, " + std::to_string(dnnl_->slices.size()) + " column slices (M = " +
+                    std::to_string(dnnl_->rows) + ")";
+  return owned_ ? "N x K copy (transposed once)" : "in place, no copy (OpenBLAS reads it as N x K)";
+}
+
 void gemm_packed(int64_t M, const float* A, int64_t lda, const PackedB& B, float* C, int64_t ldc, const Epilogue& ep,
                  Threads th) {
+  if (B.panels && M >= 1 && M <= kSkinnyM) return skinny_panels(M, B.N, B.K, 1.f, A, lda, B.panels, C, ldc, ep, th);
+  if (B.wide && M > kSkinnyM) return wide_gemm(M, B.N, B.K, A, lda, B.wide, C, ldc, ep, th);
+  if (B.dnnl_ && M == B.dnnl_->rows && ldc == B.N && lda == B.K && dnnl_run(*B.dnnl_, A, C, ep, th)) return;
   gemm_impl(false, B.trans, M, B.N, B.K, 1.f, A, lda, B.data, B.ld, C, ldc, ep, th);
 }
 
@@ -535,6 +999,7 @@ std::string gemm_description() {
     s += b.forced ? " (RLX_OPENBLAS_CORETYPE)" : b.asked.empty() ? " (OpenBLAS's own detection)" : " (chosen from CPU features)";
   }
   s += std::string(", skinny M<=16: ") + (use_avx512() ? "avx512" : use_avx2() ? "avx2" : "x86-64");
+  s += dnnl().ok ? ", prepacked M>16: oneDNN matmul" : ", prepacked M>16: OpenBLAS in place";
   return s;
 }
 

@@ -10,9 +10,14 @@
 //             OPENBLAS_CORETYPE is not used for that load, RLX_OPENBLAS_CORETYPE forces one.
 //   M <= 16 : rlx's own skinny kernels (AVX-512 or AVX2 chosen at run time): weights are
 //             streamed once at memory bandwidth, threads split along N.
+//   prepacked (pack_b, compiled mode): M <= 16: panels for the skinny AVX-512 kernel; M > 16:
+//             oneDNN's matmul primitive with the weight reordered once into its blocked layout
+//             (libdnnl.so.2 loaded with dlopen; each pool task runs its column slices with
+//             OpenMP set to one thread; RLX_GEMM_DNNL=0 or no oneDNN: OpenBLAS, weight in place).
 // The epilogue (bias, residual, activation) is applied to each thread's block of C right
 // after it is computed, while it is still in cache.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -26,7 +31,11 @@ struct Epilogue {
   int64_t ldr = 0;
   bool has_act = false;  // then act (a unary EwOp: relu, silu, gelu_erf, gelu_tanh, ...) last
   EwOp act = EwOp::Add;
-  bool any() const { return bias || residual || has_act; }
+  // Anything else (the CPU executor's fused elementwise consumers): called last on each block
+  // C[m0:m1, n0:n1] a task has just computed, on that task's thread (never concurrently on
+  // the same block).
+  std::function<void(float* C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1)> custom;
+  bool any() const { return bias || residual || has_act || custom; }
 };
 
 // How a call may use threads. Pool: split over rlx's pool (the caller is not a pool task).
@@ -47,25 +56,51 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
 // A constant right-hand operand (a linear's weight, a matmul's param B) in the layout the
 // GEMM reads fastest, made once (compiled mode) and reused by every call. The handle owns
 // its copy if it made one (bytes() > 0); otherwise it points at the caller's memory, which
-// must then outlive it.
+// must then outlive it (a panel-packed handle also keeps pointing at the caller's B, which it
+// reads for calls with more than 16 rows).
 class PackedB {
  public:
   int64_t K = 0, N = 0;
-  size_t bytes() const { return owned_ ? owned_floats_ * 4 : 0; }
+  size_t bytes() const { return (owned_ ? owned_floats_ * 4 : 0) + dnnl_bytes_; }
   // Read by gemm_packed: op(B) = B if !trans, B^T if trans, leading dimension ld.
   const float* data = nullptr;
   bool trans = false;
   int64_t ld = 0;
+  // Panels for the skinny (M <= 16) AVX-512 kernel, or null: op(B) cut into ceil(N / 16)
+  // panels of 16 columns, each stored k-major ([panel][k][16], zero-padded past N), so one
+  // 64-byte load gives 16 output columns and the weights are read as a few sequential streams.
+  const float* panels = nullptr;
+  // Panels of 32 columns for rlx's large-M AVX-512 kernel ([panel][k][32]), or null.
+  const float* wide = nullptr;
+  // "panels 16 (skinny avx512)", "as given (no copy)", "transposed copy": for --dump-plan.
+  std::string layout() const;
 
  private:
-  friend std::shared_ptr<const PackedB> pack_b(bool, int64_t, int64_t, const float*, int64_t);
+  friend std::shared_ptr<const PackedB> pack_b(bool, int64_t, int64_t, const float*, int64_t, int64_t);
   std::shared_ptr<float> owned_;
   size_t owned_floats_ = 0;
+
+ public:
+  struct DnnlPack;  // oneDNN primitives and weights, for products of one row count
+  std::shared_ptr<DnnlPack> dnnl_;
+  size_t dnnl_bytes_ = 0;
 };
 
-// Packs op(B) (K x N; B is N x K when trans_b). Whether a copy is made depends on the library's
-// preferred layout (measured: see README); without a copy the handle aliases B.
-std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb);
+// Packs op(B) (K x N; B is N x K when trans_b) for products with `rows` rows of A (0: unknown,
+// several sizes). The layout depends on the path those rows take (measured: README):
+//   rows 1..16 on an AVX-512 CPU: panels for the skinny kernel (a copy, zero-padded to N / 16);
+//   more rows with oneDNN available: its blocked layout, primitives made for exactly `rows`
+//   rows and C with leading dimension N (other calls fall back to OpenBLAS on the caller's B);
+//   otherwise (OpenBLAS, which packs B itself on every call and offers no pre-packed entry
+//   point; it is as fast with B as N x K as with K x N): op(B) as N x K contiguous, which is
+//   the caller's memory with no copy for a contiguous linear weight, else a transposed copy.
+std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
+                                      int64_t rows = 0);
+
+// Whether pack_b for products of `rows` rows makes a layout that is read faster than B as
+// given (panels for the skinny kernel; rlx's large-M kernel when RLX_GEMM_WIDE=1). When not,
+// callers read B in place (OpenBLAS: no copy).
+bool prepack_pays(int64_t rows);
 
 // C = A * op(B) + epilogue with a packed B (A not transposed, M x K, leading dimension lda).
 void gemm_packed(int64_t M, const float* A, int64_t lda, const PackedB& B, float* C, int64_t ldc,

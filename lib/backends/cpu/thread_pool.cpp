@@ -1,7 +1,10 @@
 #include "backends/cpu/thread_pool.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <string>
@@ -36,8 +39,25 @@ int parse_num_threads(const char* value, std::string* note) {
 int default_num_threads() { return parse_num_threads(std::getenv("RLX_NUM_THREADS"), nullptr); }
 
 ThreadPool::ThreadPool(int threads) {
+  if (const char* e = std::getenv("RLX_POOL_SPIN_US"); e && *e) spin_us_ = std::clamp(std::atoi(e), 0, 100000);
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
+
+namespace {
+// Polls `done` for up to `us` microseconds; true when it became true.
+template <class F>
+bool spin_until(int us, F done) {
+  if (us <= 0) return done();
+  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      _mm_pause();
+    }
+    if (std::chrono::steady_clock::now() >= end) return done();
+  }
+}
+}  // namespace
 
 ThreadPool::~ThreadPool() {
   {
@@ -55,10 +75,17 @@ ThreadPool& ThreadPool::global() {
 
 void ThreadPool::worker(int) {
   uint64_t seen = 0;
+  // Spin only while jobs come back to back: when the last job arrived more than spin_us_
+  // after the one before finished (the caller was busy elsewhere or descheduled, as on a
+  // loaded machine), the next wait sleeps at once instead of taking a core from the caller.
+  bool spin = true;
+  auto idle_since = std::chrono::steady_clock::now();
   for (;;) {
+    if (spin) spin_until(spin_us_, [&] { return gen_seen_.load(std::memory_order_acquire) != seen; });
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait(l, [&] { return stop_ || generation_ != seen; });
     if (stop_) return;
+    spin = std::chrono::steady_clock::now() - idle_since <= std::chrono::microseconds(spin_us_);
     seen = generation_;
     while (next_ < chunks_) {
       int64_t c = next_++;
@@ -66,8 +93,10 @@ void ThreadPool::worker(int) {
       int64_t b = c * chunk_, e = std::min(n_, b + chunk_);
       (*job_)(b, e);
       l.lock();
-      if (++finished_ == chunks_) done_cv_.notify_all();
+      finished_seen_.store(++finished_, std::memory_order_release);
+      if (finished_ == chunks_) done_cv_.notify_all();
     }
+    idle_since = std::chrono::steady_clock::now();
   }
 }
 
@@ -88,7 +117,9 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   chunks_ = chunks;
   next_ = 0;
   finished_ = 0;
+  finished_seen_.store(0, std::memory_order_relaxed);
   generation_++;
+  gen_seen_.store(generation_, std::memory_order_release);
   cv_.notify_all();
   while (next_ < chunks_) {
     int64_t c = next_++;
@@ -96,7 +127,12 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     int64_t b = c * chunk_, e = std::min(n_, b + chunk_);
     fn(b, e);
     l.lock();
-    ++finished_;
+    finished_seen_.store(++finished_, std::memory_order_release);
+  }
+  if (finished_ != chunks_ && spin_us_ > 0) {
+    l.unlock();
+    spin_until(spin_us_, [&] { return finished_seen_.load(std::memory_order_acquire) == chunks; });
+    l.lock();
   }
   done_cv_.wait(l, [&] { return finished_ == chunks_; });
   job_ = nullptr;
