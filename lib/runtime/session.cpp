@@ -358,8 +358,9 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
                         e->fused[i] ? "fused" : ir::op_name(node.op), node.id, shape_str(e->ts.shapes[i]),
                         ex_.storage_bytes(shape_numel(e->ts.shapes[i]), e->ts.dtypes[i]));
   }
-  std::vector<char> is_output_root(n, 0);
+  std::vector<char> is_output_root(n, 0), is_precomputed(n, 0);
   for (int o : g.outputs) is_output_root[root[o]] = 1;
+  for (int i : precomputed) is_precomputed[i] = 1;
   for (int i : kernel_nodes) {
     const ir::Node& node = g.nodes[i];
     Kernel k;
@@ -367,7 +368,10 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
     k.fused = e->fused[i].get();
     for (int u : node.inputs) {
       const Op leaf = g.nodes[root[u]].op;
-      if ((leaf == Op::Param || leaf == Op::Constant) && k.inputs.size() < 32) k.const_inputs |= 1u << k.inputs.size();
+      // Constant for the plan's life: params, constants, and what was computed from them once
+      // when the plan was built (e.g. a weight the MatMul + bias rewrite transposed).
+      const bool constant = leaf == Op::Param || leaf == Op::Constant || is_precomputed[root[u]];
+      if (constant && k.inputs.size() < 32) k.const_inputs |= 1u << k.inputs.size();
       k.inputs.push_back(e->where[u]);
     }
     k.graph_output = is_output_root[i] != 0;
