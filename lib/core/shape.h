@@ -34,6 +34,17 @@ inline std::string shape_str(const Shape& s) {
   return r + "]";
 }
 
+// A tensor seen as [outer, len, inner] around `axis` (0 <= axis < rank): the product of the dims
+// before it, its own size, and the product of the dims after it.
+struct Axis3 {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+inline Axis3 around(const Shape& s, int axis) {
+  Axis3 v;
+  for (int k = 0; k < (int)s.size(); ++k) (k < axis ? v.outer : k == axis ? v.len : v.inner) *= s[k];
+  return v;
+}
+
 // Row-major strides in elements.
 inline std::vector<int64_t> contiguous_strides(const Shape& s) {
   std::vector<int64_t> st(s.size());

@@ -64,19 +64,6 @@ void parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_
   cpu::ThreadPool::global().parallel_for(n, grain, fn);
 }
 
-// Views a tensor as [outer, len, inner] around `axis`.
-struct Axis3 {
-  int64_t outer = 1, len = 1, inner = 1;
-};
-Axis3 around(const Shape& s, int axis) {
-  Axis3 v;
-  for (int k = 0; k < (int)s.size(); ++k) {
-    if (k < axis) v.outer *= s[k];
-    else if (k == axis) v.len = s[k];
-    else v.inner *= s[k];
-  }
-  return v;
-}
 
 // ---------------- elementwise ----------------
 void run_elementwise(const Kernel& k) {

@@ -30,14 +30,6 @@ int axis_attr(const Kernel& k, const char* name, int rank) {
   return (int)(a < 0 ? a + rank : a);
 }
 
-struct Axis3 {
-  int64_t outer = 1, len = 1, inner = 1;
-};
-Axis3 around(const Shape& s, int axis) {
-  Axis3 v;
-  for (int k = 0; k < (int)s.size(); ++k) (k < axis ? v.outer : k == axis ? v.len : v.inner) *= s[k];
-  return v;
-}
 
 
 void check_u32(LowerCtx& L, int64_t n) {
