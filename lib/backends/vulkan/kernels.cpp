@@ -35,6 +35,33 @@ Collapsed collapse(const Shape& shape, const std::vector<Strides>& ops) {
   return c;
 }
 
+ReduceGroups reduce_groups(const Shape& xs, const ir::Attrs& attrs) {
+  const int r = (int)xs.size();
+  std::vector<bool> red(r, !attrs.has("axes"));
+  if (attrs.has("axes"))
+    for (int64_t a : attrs.ints("axes")) red[(a % r + r) % r] = true;
+  struct G { int64_t size, stride; bool reduced; };
+  std::vector<G> gs;
+  Strides cs = contiguous_strides(xs);
+  for (int d = 0; d < r; ++d) {
+    if (xs[d] == 1) continue;
+    if (!gs.empty() && gs.back().reduced == red[d]) {
+      gs.back().size *= xs[d];
+      gs.back().stride = cs[d];
+    } else {
+      gs.push_back({xs[d], cs[d], red[d]});
+    }
+  }
+  ReduceGroups g;
+  for (const auto& x : gs) {
+    (x.reduced ? g.rd : g.kd).push_back(x.size);
+    (x.reduced ? g.rs : g.ks).push_back(x.stride);
+  }
+  if (g.rd.empty()) g.rd = {1}, g.rs = {0};
+  g.last_reduced = !gs.empty() && gs.back().reduced;
+  return g;
+}
+
 namespace {
 
 using ir::Op;
@@ -328,34 +355,10 @@ void Lowering::concat() {
 // ------------------------------------------------------------ reductions and rows
 
 void Lowering::reduce(uint32_t op) {
-  const Shape& xs = in(0).shape;
-  int r = (int)xs.size();
-  std::vector<bool> red(r, !attrs().has("axes"));
-  if (attrs().has("axes"))
-    for (int64_t a : attrs().ints("axes")) red[(a % r + r) % r] = true;
-  // Groups of adjacent same-kind dims (size-1 dims dropped); x is contiguous.
-  struct G { int64_t size, stride; bool reduced; };
-  std::vector<G> gs;
-  Strides cs = contiguous_strides(xs);
-  for (int d = 0; d < r; ++d) {
-    if (xs[d] == 1) continue;
-    if (!gs.empty() && gs.back().reduced == red[d]) {
-      gs.back().size *= xs[d];
-      gs.back().stride = cs[d];
-    } else {
-      gs.push_back({xs[d], cs[d], red[d]});
-    }
-  }
-  std::vector<int64_t> kd, ks, rd, rs;
-  for (const auto& g : gs) {
-    (g.reduced ? rd : kd).push_back(g.size);
-    (g.reduced ? rs : ks).push_back(g.stride);
-  }
-  if (rd.empty()) rd = {1}, rs = {0};
+  auto [kd, ks, rd, rs, group_per_output] = reduce_groups(in(0).shape, attrs());
   if (kd.size() > 4 || rd.size() > 4) fail("more than 8 dims after collapsing");
   int64_t nout = out().numel(), nred = 1;
   for (int64_t v : rd) nred *= v;
-  bool group_per_output = !gs.empty() && gs.back().reduced;
   uint32_t wg = group_per_output ? row_wg(nred) : 256;
   Dispatch& d = add(row_shader("reduce"), with_wg({(uint32_t)kd.size(), (uint32_t)rd.size(), op,
                                                    group_per_output ? 0u : 1u}, wg));

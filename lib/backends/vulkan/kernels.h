@@ -90,6 +90,15 @@ struct Collapsed {
 };
 Collapsed collapse(const Shape& shape, const std::vector<Strides>& ops);
 
+// A contiguous tensor's dims for the reduction shaders, reduced over the `axes` attribute (all
+// when absent): size-1 dims dropped, adjacent dims of one kind merged, then the kept groups'
+// and the reduced groups' sizes and strides (rd is never empty: {1} when nothing is reduced).
+struct ReduceGroups {
+  Strides kd, ks, rd, rs;
+  bool last_reduced = false;  // the innermost group is a reduced one
+};
+ReduceGroups reduce_groups(const Shape& xs, const ir::Attrs& attrs);
+
 // Lowers min/prod and the Index-category ops; false for any other op.
 bool lower_index_op(LowerCtx& L);
 

@@ -41,28 +41,7 @@ void min_prod(LowerCtx& L) {
   const Kernel& k = L.kernel();
   const TensorRef& x = k.inputs[0];
   const Shape& xs = x.shape;
-  const int r = (int)xs.size();
-  std::vector<bool> red(r, !k.node->attrs.has("axes"));
-  if (k.node->attrs.has("axes"))
-    for (int64_t a : k.node->attrs.ints("axes")) red[(a % r + r) % r] = true;
-  struct G { int64_t size, stride; bool reduced; };
-  std::vector<G> gs;
-  Strides cs = contiguous_strides(xs);
-  for (int d = 0; d < r; ++d) {
-    if (xs[d] == 1) continue;
-    if (!gs.empty() && gs.back().reduced == red[d]) {
-      gs.back().size *= xs[d];
-      gs.back().stride = cs[d];
-    } else {
-      gs.push_back({xs[d], cs[d], red[d]});
-    }
-  }
-  Strides kd, ks, rd, rs;
-  for (const auto& g : gs) {
-    (g.reduced ? rd : kd).push_back(g.size);
-    (g.reduced ? rs : ks).push_back(g.stride);
-  }
-  if (rd.empty()) rd = {1}, rs = {0};
+  auto [kd, ks, rd, rs, last_reduced] = reduce_groups(xs, k.node->attrs);
   if (kd.size() > 4 || rd.size() > 4) L.fail("more than 4 kept or reduced dim groups after collapsing");
   int64_t nout = k.output.numel(), nred = shape_numel(Shape(rd.begin(), rd.end()));
   if (nout == 0) return;
