@@ -434,6 +434,12 @@ class Importer {
 
   bool try_fold();
   void map_node();
+  // Slice's starts, ends, axes and steps (attributes before opset 10, inputs since), with the
+  // defaults filled in (axes 0, 1, ...; steps 1) and their lengths checked.
+  struct SliceArgs {
+    std::vector<int64_t> st, en, ax, sp;
+  };
+  SliceArgs slice_args();
   void finish_outputs();
 
   // mapping helpers
@@ -491,6 +497,26 @@ class Importer {
 
 // ----------------------------------------------------------------------------------------
 // Host folding: every op here computes exact values when all its inputs are known.
+Importer::SliceArgs Importer::slice_args() {
+  SliceArgs a;
+  if (m_.opset() < 10) {
+    a.st = aints("starts").value_or(std::vector<int64_t>{});
+    a.en = aints("ends").value_or(std::vector<int64_t>{});
+    a.ax = aints("axes").value_or(std::vector<int64_t>{});
+  } else {
+    a.st = need_ints(1, "starts");
+    a.en = need_ints(2, "ends");
+    if (has_in(3)) a.ax = need_ints(3, "axes");
+    if (has_in(4)) a.sp = need_ints(4, "steps");
+  }
+  if (a.ax.empty())
+    for (size_t k = 0; k < a.st.size(); ++k) a.ax.push_back((int64_t)k);
+  if (a.sp.empty()) a.sp.assign(a.st.size(), 1);
+  if (a.en.size() != a.st.size() || a.ax.size() != a.st.size() || a.sp.size() != a.st.size())
+    fail("starts, ends, axes and steps differ in length");
+  return a;
+}
+
 bool Importer::try_fold() {
   const std::string& op = cur_->op_type;
   static const std::set<std::string> foldable = {
@@ -663,21 +689,8 @@ bool Importer::try_fold() {
     return true;
   }
   if (op == "Slice") {
-    std::vector<int64_t> st, en, ax, sp;
-    if (m_.opset() < 10) {
-      st = aints("starts").value_or(std::vector<int64_t>{});
-      en = aints("ends").value_or(std::vector<int64_t>{});
-      ax = aints("axes").value_or(std::vector<int64_t>{});
-    } else {
-      st = need_ints(1, "starts");
-      en = need_ints(2, "ends");
-      if (has_in(3)) ax = need_ints(3, "axes");
-      if (has_in(4)) sp = need_ints(4, "steps");
-    }
+    auto [st, en, ax, sp] = slice_args();
     size_t r = x.shape.size();
-    if (ax.empty()) for (size_t k = 0; k < st.size(); ++k) ax.push_back((int64_t)k);
-    if (sp.empty()) sp.assign(st.size(), 1);
-    if (en.size() != st.size() || ax.size() != st.size() || sp.size() != st.size()) fail("starts, ends, axes and steps differ in length");
     std::vector<int64_t> S(r, 0), E(x.shape.begin(), x.shape.end()), P(r, 1);
     for (size_t k = 0; k < st.size(); ++k) {
       int a = axis_of(ax[k], r);
@@ -1281,22 +1294,9 @@ void Importer::map_node() {
     return;
   }
   if (op == "Slice") {
-    std::vector<int64_t> st, en, ax, sp;
-    if (opset < 10) {
-      st = aints("starts").value_or(std::vector<int64_t>{});
-      en = aints("ends").value_or(std::vector<int64_t>{});
-      ax = aints("axes").value_or(std::vector<int64_t>{});
-    } else {
-      st = need_ints(1, "starts");
-      en = need_ints(2, "ends");
-      if (has_in(3)) ax = need_ints(3, "axes");
-      if (has_in(4)) sp = need_ints(4, "steps");
-    }
+    auto [st, en, ax, sp] = slice_args();
     int x = node(0);
     Shape s = shp(x);
-    if (ax.empty()) for (size_t k = 0; k < st.size(); ++k) ax.push_back((int64_t)k);
-    if (sp.empty()) sp.assign(st.size(), 1);
-    if (en.size() != st.size() || ax.size() != st.size() || sp.size() != st.size()) fail("starts, ends, axes and steps differ in length");
     bool unit = std::all_of(sp.begin(), sp.end(), [](int64_t p) { return p == 1; });
     if (!unit) {
       for (auto& a : ax) a = axis_of(a, s.size());
