@@ -43,7 +43,6 @@ import json
 import os
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -52,25 +51,17 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import graphlib as gl  # noqa: E402  (scripts/graphlib.py: the project's safetensors writer)
 D_MODEL, HQ, HKV, HEAD, FFN, SEQ, CACHE = 1024, 16, 4, 64, 2816, 256, 256
 ORT_VERSION = "1.30.0"
 
 
 def write_safetensors(path, tensors):
-    header, blobs, off = {}, [], 0
-    for name, a in tensors.items():
-        a = np.ascontiguousarray(a, dtype=np.float32)
-        b = a.astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
+    """{name: array} -> an F32 safetensors file, by the project's own writer."""
+    data = gl.encode_safetensors({k: (np.asarray(a, dtype=np.float32), "f32") for k, a in tensors.items()})
     with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+        f.write(data)
 
 
 # ---------------------------------------------------------------- ONNX models of the bench graphs

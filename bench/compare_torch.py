@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -34,28 +33,19 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import graphlib as gl  # noqa: E402  (scripts/graphlib.py: the project's safetensors writer)
 GRAPHS = ["matmul_1024", "matmul_2048", "gelu_chain", "decoder_block", "decode_step"]
 D_MODEL, HQ, HKV, HEAD, FFN, SEQ, CACHE, EPS = 1024, 16, 4, 64, 2816, 256, 256, 1e-5
 
 
 # ---------------------------------------------------------------- safetensors
 def write_safetensors(path, tensors):
-    """Minimal writer: 8-byte LE header length, JSON header, raw little-endian data."""
-    header, blobs, off = {}, [], 0
-    for name, a in tensors.items():
-        a = np.ascontiguousarray(a)
-        dt = {np.dtype("float32"): "F32", np.dtype("int32"): "I32", np.dtype("int64"): "I64"}[a.dtype]
-        b = a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
-        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
+    """{name: float32/int32/int64 array} -> a safetensors file, by the project's own writer."""
+    names = {np.dtype(np.float32): "f32", np.dtype(np.int32): "i32", np.dtype(np.int64): "i64"}
+    data = gl.encode_safetensors({k: (np.asarray(a), names[np.asarray(a).dtype]) for k, a in tensors.items()})
     with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+        f.write(data)
 
 
 # ---------------------------------------------------------------- data
