@@ -14,6 +14,7 @@
 #include "backends/vulkan/vulkan_executor.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
+#include "vulkan_test_util.h"
 
 namespace rlx {
 namespace {
@@ -22,21 +23,8 @@ using ir::Op;
 
 // ---------------------------------------------------------------- harness
 
-Executor& vk() {
-  static std::unique_ptr<Executor> e = make_vulkan_executor(0);
-  return *e;
-}
-
-// A node with the given attrs plus every registry default (as the loader does).
-ir::Node node(Op op, std::map<std::string, ir::AttrValue> attrs = {}) {
-  ir::Node n;
-  n.op = op;
-  n.id = std::string(ir::op_name(op)) + "_node";
-  n.attrs.values = std::move(attrs);
-  for (const auto& spec : ir::op_info(op).attrs)
-    if (spec.default_value && !n.attrs.has(spec.name)) n.attrs.values[spec.name] = *spec.default_value;
-  return n;
-}
+using test::node;
+using test::vk;
 
 // A device tensor placed at an odd offset inside a larger buffer, so kernels
 // are exercised with unaligned element offsets.

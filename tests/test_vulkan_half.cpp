@@ -11,26 +11,15 @@
 #include "backends/vulkan/vulkan_executor.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
+#include "vulkan_test_util.h"
 
 namespace rlx {
 namespace {
 
 using ir::Op;
 
-Executor& vk() {
-  static std::unique_ptr<Executor> e = make_vulkan_executor(0);
-  return *e;
-}
-
-ir::Node node(Op op, std::map<std::string, ir::AttrValue> attrs = {}) {
-  ir::Node n;
-  n.op = op;
-  n.id = std::string(ir::op_name(op)) + "_node";
-  n.attrs.values = std::move(attrs);
-  for (const auto& spec : ir::op_info(op).attrs)
-    if (spec.default_value && !n.attrs.has(spec.name)) n.attrs.values[spec.name] = *spec.default_value;
-  return n;
-}
+using test::node;
+using test::vk;
 
 // ---- the test's own half-precision reference (IEEE binary16, bfloat16) ----
 
