@@ -2,7 +2,9 @@
 // several threads; each distinct (shader, bindings, specialisation) once, none twice.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "backends/vulkan/device.h"
 #include "backends/vulkan/pipelines.h"
@@ -42,6 +44,26 @@ TEST(VulkanPipelines, PrepareCreatesEachDistinctPipelineOnce) {
   EXPECT_EQ(pc.stats.pipelines, before + 1);
   EXPECT_THROW(pc.get("no_such_shader", 16, {}), rlx::RuntimeError);
   dev->check_validation("PipelineCache::prepare");
+}
+
+// Run-time SPIR-V (fused kernels) is made in the same batch as the embedded shaders, under its
+// own name, and get() then finds it without creating anything.
+TEST(VulkanPipelines, GeneratedShadersArePreparedWithTheRest) {
+  auto dev = open_device();
+  if (!dev) GTEST_SKIP() << "no Vulkan device";
+  PipelineCache pc(*dev);
+  const rlx::vk::ShaderBlob* blob = rlx::vk::find_shader("unary");
+  ASSERT_NE(blob, nullptr);
+  EXPECT_FALSE(pc.has_shader("fused:test"));
+  pc.add_shader("fused:test", std::vector<uint32_t>(blob->code, blob->code + blob->bytes / 4));
+  EXPECT_TRUE(pc.has_shader("fused:test"));
+  pc.prepare({{"fused:test", 8, {}}, {"softmax", 8, {}}, {"fused:test", 8, {}}});
+  EXPECT_EQ(pc.stats.pipelines, 2);
+  const rlx::vk::Pipeline& p = pc.get("fused:test", 8, {});
+  EXPECT_NE(p.pipeline, (VkPipeline)VK_NULL_HANDLE);
+  EXPECT_EQ(p.name, "fused:test");
+  EXPECT_EQ(pc.stats.pipelines, 2) << "get() created a pipeline prepare() had made";
+  dev->check_validation("PipelineCache::prepare with generated SPIR-V");
 }
 
 }  // namespace

@@ -248,7 +248,7 @@ class Stream {
 
   void record(const Dispatch& d) {
     const VkFns& f = dev_.fn();
-    const Pipeline& p = d.pipeline ? *d.pipeline : pipes_.get(d.shader, (uint32_t)d.bindings.size(), d.spec);
+    const Pipeline& p = pipes_.get(d.shader, (uint32_t)d.bindings.size(), d.spec);
     if (hazards_.conflicts(d)) {
       compute_barrier(f, cmd_);
       hazards_.clear();
@@ -459,7 +459,7 @@ class VulkanExecutor final : public Executor {
     std::vector<PipelineCache::Request> needed;
     for (const auto& [k, ds] : lowered)
       for (const Dispatch& d : ds)
-        if (!d.pipeline) needed.push_back({d.shader, (uint32_t)d.bindings.size(), d.spec});
+        needed.push_back({d.shader, (uint32_t)d.bindings.size(), d.spec});
     pipes_.prepare(needed);
     for (const auto& [k, ds] : lowered) s->add(*k, ds, timed);
     s->finish();

@@ -49,7 +49,19 @@ std::string fused_glsl(const FusedProgram& p, const FusedLayout& l) {
   s << "#version 450\n";
   if (any16) s << "#extension GL_EXT_shader_16bit_storage : require\n";
   s << "// fused: " << p.describe() << "\nlayout(local_size_x = " << kEwGroup << ") in;\n"
-    << kCommonGlsl << "\n" << ew_glsl_library() << "\n";
+    << kCommonGlsl << "\n";
+  // Only the formulas this program uses, one function each (the whole op library behind a
+  // switch is more for glslang and the driver to compile and fold away).
+  std::vector<bool> unary_done(256), binary_done(256);
+  for (const FusedInstr& in : p.code) {
+    if (in.kind == FusedInstr::Unary && !unary_done[(unsigned)in.op]) {
+      unary_done[(unsigned)in.op] = true;
+      s << "float rlx_u" << (unsigned)in.op << "(float x) { return " << ew_glsl(in.op) << "; }  // " << ew_name(in.op) << "\n";
+    } else if (in.kind == FusedInstr::Binary && !binary_done[(unsigned)in.op]) {
+      binary_done[(unsigned)in.op] = true;
+      s << "float rlx_b" << (unsigned)in.op << "(float a, float b) { return " << ew_glsl(in.op) << "; }  // " << ew_name(in.op) << "\n";
+    }
+  }
   // f16/bf16 operands are 2-byte bit patterns (uint16_t), widened on load, rounded on store.
   auto elem = [&](size_t j) { return kind(j) ? "uint16_t" : "float"; };
   for (size_t j = 0; j < n; ++j)
@@ -85,9 +97,9 @@ std::string fused_glsl(const FusedProgram& p, const FusedLayout& l) {
         s << "uintBitsToFloat(" << bits << "u)";
         break;
       }
-      case FusedInstr::Unary: s << "rlx_ew_unary(" << (unsigned)in.op << "u, r" << in.a << ")"; break;
+      case FusedInstr::Unary: s << "rlx_u" << (unsigned)in.op << "(r" << in.a << ")"; break;
       case FusedInstr::Binary:
-        s << "rlx_ew_binary(" << (unsigned)in.op << "u, r" << in.a << ", r" << in.b << ")";
+        s << "rlx_b" << (unsigned)in.op << "(r" << in.a << ", r" << in.b << ")";
         break;
     }
     s << ";  // " << (in.kind == FusedInstr::Unary || in.kind == FusedInstr::Binary ? ew_name(in.op) : "") << "\n";
@@ -101,9 +113,9 @@ std::string fused_glsl(const FusedProgram& p, const FusedLayout& l) {
   return s.str();
 }
 
-const Pipeline& FusedCodegen::pipeline(const FusedProgram& p, const FusedLayout& layout) {
+std::string FusedCodegen::shader(const FusedProgram& p, const FusedLayout& layout) {
   std::string key = "fused:" + p.key() + layout_key(layout);
-  if (const Pipeline* hit = pipes_.find(key)) return *hit;
+  if (pipes_.has_shader(key)) return key;
   const std::string glsl = fused_glsl(p, layout);
   // SPIR-V from the persistent cache (keyed by the GLSL itself and this build, so glslang
   // and the generator are the same), else compiled now and stored.
@@ -141,7 +153,8 @@ const Pipeline& FusedCodegen::pipeline(const FusedProgram& p, const FusedLayout&
         io::cache_log().warnings.push_back("compile cache: could not store SPIR-V: " + err);
     }
   }
-  return pipes_.add(key, spirv, (uint32_t)p.input_shapes.size() + 1);
+  pipes_.add_shader(key, std::move(spirv));
+  return key;
 }
 
 }  // namespace rlx::vk

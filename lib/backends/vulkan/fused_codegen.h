@@ -27,7 +27,9 @@ std::string fused_glsl(const FusedProgram& p, const FusedLayout& layout);
 class FusedCodegen {
  public:
   explicit FusedCodegen(PipelineCache& pipes) : pipes_(pipes) {}
-  const Pipeline& pipeline(const FusedProgram& p, const FusedLayout& layout);
+  // The name under which the kernel's SPIR-V is known to the PipelineCache (read from the
+  // persistent cache, else compiled with glslang); its pipeline is made like any other.
+  std::string shader(const FusedProgram& p, const FusedLayout& layout);
 
  private:
   PipelineCache& pipes_;

@@ -791,8 +791,7 @@ void Lowering::fused() {
          " dims needs more bindings or push constants than the device allows; the fusion pass must split it "
          "(at most " + std::to_string(std::min<int64_t>(caps.max_storage_bindings - 1, kPushBytes / 4 - 2 - kMaxRank)) +
          " inputs are always accepted)");
-  Dispatch& d = add("", {});
-  d.pipeline = &env_.fused.pipeline(p, layout);
+  Dispatch& d = add(env_.fused.shader(p, layout), {});
   std::vector<uint32_t> offs;
   for (const auto& t : k_.inputs) offs.push_back(read(d, t));
   offs.push_back(write(d, out()));

@@ -23,9 +23,8 @@ struct Binding {
 };
 
 struct Dispatch {
-  std::string shader;             // embedded shader, specialised with `spec`
+  std::string shader;             // embedded or generated (PipelineCache::add_shader), specialised with `spec`
   std::vector<uint32_t> spec;     // by constant_id
-  const Pipeline* pipeline = nullptr;  // preset for generated (fused) shaders
   std::vector<Binding> bindings;  // binding i of set 0
   std::vector<uint32_t> push;     // push-constant words (at most kPushBytes / 4)
   uint32_t groups[3] = {1, 1, 1};

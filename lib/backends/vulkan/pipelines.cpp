@@ -165,19 +165,15 @@ VkResult PipelineCache::make(const uint32_t* code, size_t bytes, VkPipelineLayou
   return r;
 }
 
-const Pipeline& PipelineCache::create(const std::string& key, const std::string& name, const uint32_t* code,
-                                      size_t bytes, uint32_t bindings, const std::vector<uint32_t>& spec) {
-  auto p = std::make_unique<Pipeline>();
-  p->bindings = bindings;
-  p->name = name;
-  p->set_layout = set_layout(bindings);
-  p->layout = pipeline_layout(bindings);
-  auto t0 = std::chrono::steady_clock::now();
-  VkResult r = make(code, bytes, p->layout, spec, &p->pipeline);
-  stats.pipeline_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  stats.pipelines++;
-  vk_check(r, ("vkCreateComputePipelines(" + name + ")").c_str());
-  return *(pipelines_[key] = std::move(p));
+PipelineCache::Code PipelineCache::code_for(const std::string& shader) const {
+  auto g = generated_.find(shader);
+  if (g != generated_.end()) return {g->second.data(), g->second.size() * 4};
+  const ShaderBlob* blob = find_shader(shader);
+  return blob ? Code{blob->code, blob->bytes} : Code{};
+}
+
+void PipelineCache::add_shader(const std::string& name, std::vector<uint32_t> spirv) {
+  generated_[name] = std::move(spirv);
 }
 
 std::string PipelineCache::key_for(const std::string& shader, uint32_t bindings, const std::vector<uint32_t>& spec) {
@@ -190,7 +186,7 @@ void PipelineCache::prepare(const std::vector<Request>& requests) {
   struct Job {
     std::string key;
     const Request* req;
-    const ShaderBlob* blob;
+    Code code;
     std::unique_ptr<Pipeline> p;
     VkResult r = VK_SUCCESS;
   };
@@ -198,22 +194,25 @@ void PipelineCache::prepare(const std::vector<Request>& requests) {
   std::set<std::string> seen;
   for (const Request& q : requests) {
     std::string key = key_for(q.shader, q.bindings, q.spec);
-    const ShaderBlob* blob = find_shader(q.shader);
-    if (!blob || pipelines_.count(key) || !seen.insert(key).second) continue;  // get() reports a missing shader
+    Code code = code_for(q.shader);
+    if (!code.words || pipelines_.count(key) || !seen.insert(key).second) continue;  // get() reports a missing shader
     auto p = std::make_unique<Pipeline>();
     p->bindings = q.bindings;
     p->name = q.shader;
     p->set_layout = set_layout(q.bindings);
     p->layout = pipeline_layout(q.bindings);
-    jobs.push_back({key, &q, blob, std::move(p)});
+    jobs.push_back({key, &q, code, std::move(p)});
   }
   if (jobs.empty()) return;
+  // The largest modules first (a driver's compile time grows with them), so that the threads
+  // finish together rather than one of them starting the costliest last.
+  std::stable_sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.code.bytes > b.code.bytes; });
   const size_t threads = std::min<size_t>({jobs.size(), std::max(1u, std::thread::hardware_concurrency()), 8});
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i; (i = next.fetch_add(1)) < jobs.size();) {
       Job& j = jobs[i];
-      j.r = make(j.blob->code, j.blob->bytes, j.p->layout, j.req->spec, &j.p->pipeline);
+      j.r = make(j.code.words, j.code.bytes, j.p->layout, j.req->spec, &j.p->pipeline);
     }
   };
   auto t0 = std::chrono::steady_clock::now();
@@ -235,18 +234,9 @@ const Pipeline& PipelineCache::get(const std::string& shader, uint32_t bindings,
   std::string key = key_for(shader, bindings, spec);
   auto it = pipelines_.find(key);
   if (it != pipelines_.end()) return *it->second;
-  const ShaderBlob* blob = find_shader(shader);
-  if (!blob) throw RuntimeError("internal: no embedded shader '" + shader + "'");
-  return create(key, shader, blob->code, blob->bytes, bindings, spec);
-}
-
-const Pipeline* PipelineCache::find(const std::string& key) const {
-  auto it = pipelines_.find(key);
-  return it == pipelines_.end() ? nullptr : it->second.get();
-}
-
-const Pipeline& PipelineCache::add(const std::string& key, const std::vector<uint32_t>& spirv, uint32_t bindings) {
-  return create(key, "fused", spirv.data(), spirv.size() * 4, bindings, {});
+  if (!code_for(shader).words) throw RuntimeError("internal: no shader '" + shader + "'");
+  prepare({{shader, bindings, spec}});  // one job: created on this thread
+  return *pipelines_.at(key);
 }
 
 }  // namespace rlx::vk

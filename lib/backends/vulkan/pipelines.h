@@ -40,9 +40,10 @@ class PipelineCache {
   explicit PipelineCache(Device& dev);
   ~PipelineCache();
 
-  // An embedded shader specialised with `spec` (constant_id i gets spec[i]).
+  // A shader (embedded, or added with add_shader) specialised with `spec` (constant_id i gets
+  // spec[i]).
   const Pipeline& get(const std::string& shader, uint32_t bindings, const std::vector<uint32_t>& spec);
-  // Creates, several at once on as many threads, the pipelines of these embedded-shader
+  // Creates, several at once on as many threads (the costliest first), the pipelines of these
   // requests that do not exist yet. Compiled mode knows its whole plan before recording it, and
   // a driver that compiles pipelines on the CPU (lavapipe's LLVM; NVIDIA's on a cold start) is
   // then not paid for one pipeline after another. get() still creates anything missed.
@@ -52,9 +53,9 @@ class PipelineCache {
     std::vector<uint32_t> spec;
   };
   void prepare(const std::vector<Request>& requests);
-  // A pipeline from run-time SPIR-V, cached under `key` (null when absent).
-  const Pipeline* find(const std::string& key) const;
-  const Pipeline& add(const std::string& key, const std::vector<uint32_t>& spirv, uint32_t bindings);
+  // SPIR-V generated at run time (fused kernels), known from now on as shader `name`.
+  bool has_shader(const std::string& name) const { return generated_.count(name) > 0; }
+  void add_shader(const std::string& name, std::vector<uint32_t> spirv);
 
   VkDescriptorSetLayout set_layout(uint32_t bindings);
 
@@ -68,8 +69,11 @@ class PipelineCache {
   Stats stats;
 
  private:
-  const Pipeline& create(const std::string& key, const std::string& name, const uint32_t* code, size_t bytes,
-                         uint32_t bindings, const std::vector<uint32_t>& spec);
+  struct Code {
+    const uint32_t* words = nullptr;
+    size_t bytes = 0;
+  };
+  Code code_for(const std::string& shader) const;  // {nullptr, 0} when unknown
   // The driver's part of create(), safe on several threads at once (touches no member map).
   VkResult make(const uint32_t* code, size_t bytes, VkPipelineLayout layout, const std::vector<uint32_t>& spec,
                 VkPipeline* out) const;
@@ -80,6 +84,7 @@ class PipelineCache {
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::string disk_key_;     // the persistent cache's key for this device's VkPipelineCache
   std::string loaded_data_;  // what was loaded from it (not stored again unchanged)
+  std::map<std::string, std::vector<uint32_t>> generated_;
   std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
   std::map<uint32_t, VkDescriptorSetLayout> set_layouts_;
   std::map<uint32_t, VkPipelineLayout> layouts_;
