@@ -15,6 +15,10 @@
 // group covers keys [split * kchunk, +kchunk), writing its unnormalised output
 // row, running max and sum (DV + 2 floats per row and split) to scratch at
 // ooff; attention_combine.comp merges the splits.
+// RLX_CPU_DEVICE (variant "attention.cpu", for devices that run shaders on the host CPU, as
+// lavapipe does): the loops over a block's keys and a chunk's dims stay rolled. A GPU's compiler
+// unrolls them to keep s[], p[] and acc[] in registers; a CPU JIT (LLVM) pays for every
+// unrolled copy when the pipeline is created (twice the time here) and runs no faster for them.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = 128) in;
@@ -23,6 +27,11 @@ layout(constant_id = 1) const uint DV = 64;  // v head dim
 // Mask kind, causality and splitting are push constants (uniform branches): one
 // pipeline per head-dim pair.
 #include "common.glsl"
+#ifdef RLX_CPU_DEVICE
+#define RLX_ROLLED [[dont_unroll]]
+#else
+#define RLX_ROLLED
+#endif
 
 layout(std430, binding = 0) restrict readonly buffer Q { float q[]; };
 layout(std430, binding = 1) restrict readonly buffer Kt { float k[]; };
@@ -93,7 +102,7 @@ void main() {
         Ks[kk * (DC + 1) + dd] = (gj < kend && dc + dd < D) ? k[kbase + gj * D + dc + dd] : 0.0;
       }
       barrier();
-      for (uint dd = 0u; dd < DC; ++dd) {
+      RLX_ROLLED for (uint dd = 0u; dd < DC; ++dd) {
         float qv = Qs[r * (DC + 1) + dd];
         for (uint j = 0u; j < KPT; ++j) s[j] = fma(qv, Ks[(c + TPR * j) * (DC + 1) + dd], s[j]);
       }
@@ -115,7 +124,7 @@ void main() {
     // Online softmax update; every invocation of a row computes the same stats.
     float p[BC];
     float mb = -rlx_inf();
-    for (uint j = 0u; j < BC; ++j) {
+    RLX_ROLLED for (uint j = 0u; j < BC; ++j) {
       p[j] = Ss[r * (BC + 1) + j];
       mb = max(mb, p[j]);
     }
@@ -140,7 +149,7 @@ void main() {
       barrier();
       for (uint u = 0u; u < CPT; ++u) {
         float sum = 0.0;
-        for (uint j = 0u; j < BC; ++j) sum = fma(p[j], Vs[j * VC + c + TPR * u], sum);
+        RLX_ROLLED for (uint j = 0u; j < BC; ++j) sum = fma(p[j], Vs[j * VC + c + TPR * u], sum);
         acc[cc * CPT + u] = acc[cc * CPT + u] * alpha + sum;
       }
       barrier();

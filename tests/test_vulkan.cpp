@@ -848,6 +848,19 @@ TEST(VulkanAttention, FlashTilesGqaCausalMasks) {
   check_attention({1, 1, 1, 80, 80, 80, 130, true, 0});   // D and Dv spanning several chunks
 }
 
+TEST(VulkanAttention, GpuVariantOnAHostDevice) {
+  // A device that runs shaders on the host CPU (lavapipe in CI) gets "attention.cpu", its loops
+  // kept rolled; the GPU variant (unrolled) is checked here on the same device.
+  setenv("RLX_VK_GPU_VARIANTS", "1", 1);
+  auto e = make_vulkan_executor(0);
+  unsetenv("RLX_VK_GPU_VARIANTS");
+  check_attention({2, 4, 2, 37, 70, 40, 24, false, 0}, *e);
+  check_attention({1, 2, 2, 20, 45, 40, 24, true, 1}, *e);
+  check_attention({2, 2, 1, 9, 33, 40, 24, false, 2}, *e);
+  check_attention({1, 1, 1, 50, 50, 80, 130, true, 0}, *e);
+  check_attention({1, 4, 2, 1, 300, 40, 24, true, 0}, *e);
+}
+
 // ---------------------------------------------------------------- fused
 
 TEST(VulkanFused, BroadcastProgram) {

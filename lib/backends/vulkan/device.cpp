@@ -181,6 +181,7 @@ DeviceCaps Instance::query(VkPhysicalDevice pd) const {
 
   c.name = p.deviceName;
   c.type = type_name(p.deviceType);
+  c.cpu = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   c.api_version = p.apiVersion;
   c.driver = sg.pNext ? std::string(drv.driverName) + " " + drv.driverInfo : std::to_string(p.driverVersion);
   c.subgroup_size = std::max(1u, sg.subgroupSize);
@@ -312,6 +313,8 @@ Device::Device(int index) {
   // Forces the shared-memory reduction variants (tests, driver bug workarounds).
   if (const char* v = std::getenv("RLX_VK_NO_SUBGROUP_OPS"); v && *v && std::strcmp(v, "0") != 0)
     caps.subgroup_arithmetic = false;
+  // The GPU shader variants on a device that runs shaders on the host (tests them on lavapipe).
+  if (const char* v = std::getenv("RLX_VK_GPU_VARIANTS"); v && *v && std::strcmp(v, "0") != 0) caps.cpu = false;
   if (caps.api_version < VK_API_VERSION_1_1)
     throw RuntimeError("Vulkan device '" + caps.name + "' supports only Vulkan " + version_str(caps.api_version) +
                        "; rlx needs 1.1: update the driver");

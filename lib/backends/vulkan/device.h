@@ -16,6 +16,7 @@ namespace rlx::vk {
 // What the executor needs to know about a physical device.
 struct DeviceCaps {
   std::string name, type, driver;
+  bool cpu = false;  // VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe): shaders are JIT-compiled for the host
   uint32_t api_version = 0;
   uint64_t device_local_bytes = 0;
   uint32_t subgroup_size = 1;

@@ -745,7 +745,7 @@ void Lowering::attention() {
   // 64 staged v columns need 33 KiB of shared memory; 32 fit in 32 KiB.
   uint32_t vc = env_.dev.caps.max_shared_bytes >= 34 * 1024 ? 64 : 32;
   Dispatch& d = tiled ? add("attention_tiled", {(uint32_t)D, (uint32_t)Dv, vc})
-                      : add("attention", {(uint32_t)D, (uint32_t)Dv});
+                      : add(env_.dev.caps.cpu ? "attention.cpu" : "attention", {(uint32_t)D, (uint32_t)Dv});
   uint32_t qo = read(d, q), ko = read(d, kk), vo = read(d, v);
   uint32_t mo = has_mask ? read(d, in(3)) : (bind_dummy(d), 0u);
   uint32_t oo = write(d, split ? part : out());
