@@ -17,6 +17,7 @@ struct Param {
   test::GoldenCase c;
   std::string backend;
 };
+void PrintTo(const Param& p, std::ostream* os) { *os << p.backend << " " << p.c.name; }
 
 std::vector<Param> all_params() {
   std::vector<Param> r;

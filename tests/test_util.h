@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,8 @@ struct GoldenCase {
   std::map<std::string, std::string> inputs, expected;
   double atol = 0, rtol = 0;
 };
+// What GoogleTest prints for a case (its bytes otherwise).
+inline void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.name; }
 
 inline std::vector<GoldenCase> golden_cases() {
   std::vector<GoldenCase> r;
