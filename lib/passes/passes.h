@@ -36,6 +36,11 @@ struct OptOptions {
   int64_t max_fold_elements = 1 << 20;
   // Distinct tensor inputs of one fused kernel (bindings/push constants on GPUs).
   size_t max_fused_inputs = 16;
+  // matmul(x, B) + b with a constant B [K, N] becomes linear(x, B^T, b), B^T a copy made once
+  // (a GPU's tiles read a transposed weight faster). Off where the backend packs either layout
+  // itself (the CPU): the product stays on B as given, its bias added in the product's
+  // epilogue, and the weight is not held twice.
+  bool transposed_linear = true;
 };
 
 OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const OptOptions& o = {});

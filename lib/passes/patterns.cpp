@@ -6,6 +6,8 @@
 //   RMSNorm    x * 1/sqrt(mean(x^2) + eps) [* w]   (or x / sqrt(...))        -> rms_norm
 //   GELU       x * 0.5 * (1 + erf(x / sqrt(2)))   (any association; x from a matrix product) -> gelu
 //   bias       matmul(x, B) + b   (B a param or constant [K, N], b [N])      -> linear(x, B^T, b)
+//              (B^T a copy made once; with OptOptions::transposed_linear off, only a B given
+//              transposed becomes linear: matmul(x, B^T) + b -> linear(x, B, b))
 //   attention  matmul(softmax(matmul(q, k^T) [/ c | * c] [+ mask]), v)       -> attention
 //              (grouped-query k/v written as reshape/expand/reshape read the kv heads directly;
 //               a constant causal mask becomes causal = true)
@@ -421,6 +423,7 @@ struct Rewriter {
     if (!f32(mm) || !f32(x) || !f32(B) || shape(x).empty() || !last_axis_vector(b, N) || shape(root) != shape(mm))
       return false;
     if (!exclusive({mm, root}, root)) return false;
+    if (!tb && !o.transposed_linear) return false;
     int W = B;  // linear reads its weight as [Out, In]
     if (!tb) {
       ir::Attrs t;

@@ -214,13 +214,12 @@ uint64_t graph_content_hash(const ir::Graph& g) {
 }
 
 std::string plan_cache_key(const ir::Graph& g, const std::string& input_signature, const std::string& backend,
-                           const std::string& device) {
-  passes::OptOptions o;
+                           const std::string& device, const passes::OptOptions& o) {
   return "plan v" + std::to_string(kPlanFormat) + "\n" + io::build_id() + "\ngraph " + io::hex64(graph_content_hash(g)) +
          "\ninputs " + input_signature + "\nbackend " + backend + "\ndevice " + device + "\noptions cse" +
          std::to_string(o.cse) + " fold" + std::to_string(o.fold) + " simplify" + std::to_string(o.simplify) + " patterns" + std::to_string(o.patterns) + " fuse" +
          std::to_string(o.fuse) + " max_fold " + std::to_string(o.max_fold_elements) + " max_fused_inputs " +
-         std::to_string(o.max_fused_inputs);
+         std::to_string(o.max_fused_inputs) + " transposed_linear " + std::to_string(o.transposed_linear);
 }
 
 std::string serialize_plan(const passes::OptimizedGraph& og) {

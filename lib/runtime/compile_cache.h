@@ -19,7 +19,7 @@ uint64_t graph_content_hash(const ir::Graph& g);
 
 // The full cache key of a compiled plan.
 std::string plan_cache_key(const ir::Graph& g, const std::string& input_signature, const std::string& backend,
-                           const std::string& device);
+                           const std::string& device, const passes::OptOptions& options = {});
 
 std::string serialize_plan(const passes::OptimizedGraph& og);
 // Null (and *why) when the bytes are not a valid plan.

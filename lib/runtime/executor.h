@@ -90,6 +90,10 @@ class Executor {
   virtual std::string name() const = 0;         // "cpu", "vulkan"
   virtual std::string description() const = 0;  // device name for reports
 
+  // Compiled mode's optimiser for this backend (passes::OptOptions::transposed_linear): whether
+  // matmul(x, B) + b with a constant B [K, N] becomes linear(x, B^T, b) with B^T copied once.
+  virtual bool transposed_linear_weights() const { return true; }
+
   // The dtype this backend keeps in memory for a tensor of logical dtype `logical`.
   virtual DType storage_dtype(DType logical) const { return logical; }
   // Bytes a tensor of `numel` elements of logical dtype `logical` occupies on the device.

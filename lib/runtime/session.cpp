@@ -211,12 +211,14 @@ TensorRef Session::leaf_ref(int i) {
 // Compiled mode's optimised graph: from the persistent cache when it holds this graph's plan
 // for these inputs and this device, else optimised now (and stored for the next process).
 std::unique_ptr<passes::OptimizedGraph> Session::optimized(const ir::TypedShapes& ts) {
+  passes::OptOptions oo;
+  oo.transposed_linear = ex_.transposed_linear_weights();
   io::BlobCache* cache = opts_.disk_cache ? io::active_cache() : nullptr;
-  if (!cache) return std::make_unique<passes::OptimizedGraph>(passes::optimize(*graph_, ts));
+  if (!cache) return std::make_unique<passes::OptimizedGraph>(passes::optimize(*graph_, ts, oo));
   auto& clog = io::cache_log();
   auto t0 = std::chrono::steady_clock::now();
   const std::string device = ex_.name() == "cpu" ? "cpu" : ex_.description();  // plans do not depend on CPU threads
-  const std::string key = plan_cache_key(*graph_, signature(), ex_.name(), device);
+  const std::string key = plan_cache_key(*graph_, signature(), ex_.name(), device, oo);
   io::BlobCache::Lookup hit = cache->get("plan", key);
   auto ms = [&] { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(); };
   std::string problem = hit.problem;
@@ -233,7 +235,7 @@ std::unique_ptr<passes::OptimizedGraph> Session::optimized(const ir::TypedShapes
     problem = cache->entry_path("plan", key) + ": " + why;
   }
   if (!problem.empty()) log() << "warning: compile cache: ignored a bad entry (" << problem << "); rebuilding it\n";
-  auto og = std::make_unique<passes::OptimizedGraph>(passes::optimize(*graph_, ts));
+  auto og = std::make_unique<passes::OptimizedGraph>(passes::optimize(*graph_, ts, oo));
   double opt_ms = ms();
   std::string err;
   bool stored = cache->put("plan", key, serialize_plan(*og), &err);

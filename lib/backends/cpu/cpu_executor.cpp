@@ -1089,6 +1089,9 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
 class CpuExecutor : public Executor {
  public:
   std::string name() const override { return "cpu"; }
+  // pack_b reads a weight in either layout (and an OpenBLAS product is as fast on both), so a
+  // transposed copy of matmul(x, B) + b's B would only be held next to the packed one.
+  bool transposed_linear_weights() const override { return false; }
   std::string description() const override {
     return "CPU, " + std::to_string(cpu::ThreadPool::global().size()) + " threads, " + cpu::gemm_description();
   }
