@@ -74,7 +74,7 @@ class PipelineCache {
     size_t bytes = 0;
   };
   Code code_for(const std::string& shader) const;  // {nullptr, 0} when unknown
-  // The driver's part of create(), safe on several threads at once (touches no member map).
+  // The driver's part of making a pipeline, safe on several threads at once (touches no member map).
   VkResult make(const uint32_t* code, size_t bytes, VkPipelineLayout layout, const std::vector<uint32_t>& spec,
                 VkPipeline* out) const;
   static std::string key_for(const std::string& shader, uint32_t bindings, const std::vector<uint32_t>& spec);
