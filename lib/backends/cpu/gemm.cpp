@@ -870,6 +870,41 @@ std::shared_ptr<float> alloc_floats(size_t n, int64_t K, int64_t N) {
     throw RuntimeError("out of host memory packing a " + std::to_string(K) + "x" + std::to_string(N) + " weight");
   return p;
 }
+
+// op(B) (K x N; B is N x K when trans_b) cut into ceil(N / W) panels of W columns, each stored
+// k-major ([panel][k][W], zero-padded past N): the layout of the skinny (W = 16) and large-M
+// (W = 32) AVX-512 kernels. *floats receives the copy's size.
+std::shared_ptr<float> pack_panels(int64_t W, bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
+                                   size_t* floats) {
+  const int64_t panels = (N + W - 1) / W;
+  *floats = (size_t)(panels * K * W);
+  std::shared_ptr<float> owned = alloc_floats(*floats, K, N);
+  float* d = owned.get();
+  ThreadPool::global().parallel_for(panels, 1, [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q) {
+      float* o = d + q * K * W;
+      const int64_t valid = std::min(W, N - q * W);
+      if (!trans_b) {  // rows of B are the panel's rows: contiguous copies
+        for (int64_t k = 0; k < K; ++k) {
+          std::memcpy(o + k * W, B + k * ldb + q * W, valid * 4);
+          std::fill(o + k * W + valid, o + (k + 1) * W, 0.f);
+        }
+        continue;
+      }
+      // B is N x K: column c of the panel is row q * W + c of B, read sequentially.
+      if (valid < W) std::fill(o, o + K * W, 0.f);
+      // In k-blocks of 64, so the part of the panel being written stays in L1.
+      for (int64_t k0 = 0; k0 < K; k0 += 64) {
+        const int64_t k1 = std::min(K, k0 + 64);
+        for (int64_t c = 0; c < valid; ++c) {
+          const float* b = B + (q * W + c) * ldb;
+          for (int64_t k = k0; k < k1; ++k) o[k * W + c] = b[k];
+        }
+      }
+    }
+  });
+  return owned;
+}
 }  // namespace
 
 std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb, int64_t rows) {
@@ -878,40 +913,16 @@ std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const 
   p->N = N;
   p->trans = true;
   p->ld = K;
-  if (rows >= 1 && rows <= kSkinnyM && use_avx512() && K > 0 && N > 0) {
-    const int64_t panels = (N + kPanel - 1) / kPanel;
-    const size_t n = (size_t)(panels * K * kPanel);
-    p->owned_ = alloc_floats(n, K, N);
-    p->owned_floats_ = n;
-    float* d = p->owned_.get();
-    ThreadPool::global().parallel_for(panels, 1, [&](int64_t q0, int64_t q1) {
-      for (int64_t q = q0; q < q1; ++q) {
-        float* o = d + q * K * kPanel;
-        const int64_t valid = std::min(kPanel, N - q * kPanel);
-        if (!trans_b) {  // rows of B are the panel's rows: contiguous copies
-          for (int64_t k = 0; k < K; ++k) {
-            std::memcpy(o + k * kPanel, B + k * ldb + q * kPanel, valid * 4);
-            std::fill(o + k * kPanel + valid, o + (k + 1) * kPanel, 0.f);
-          }
-          continue;
-        }
-        // B is N x K: column c of the panel is row q * 16 + c of B, read sequentially.
-        if (valid < kPanel) std::fill(o, o + K * kPanel, 0.f);
-        // In k-blocks of 64, so the 4 KiB of the panel being written stay in L1.
-        for (int64_t k0 = 0; k0 < K; k0 += 64) {
-          const int64_t k1 = std::min(K, k0 + 64);
-          for (int64_t c = 0; c < valid; ++c) {
-            const float* b = B + (q * kPanel + c) * ldb;
-            for (int64_t k = k0; k < k1; ++k) o[k * kPanel + c] = b[k];
-          }
-        }
-      }
-    });
-    p->panels = d;
-    // calls with more rows read the caller's B as it is
+  // Calls with a row count the packed layout is not for read the caller's B as it is.
+  auto keep_b = [&] {
     p->data = B;
     p->trans = trans_b;
     p->ld = ldb;
+  };
+  if (rows >= 1 && rows <= kSkinnyM && use_avx512() && K > 0 && N > 0) {
+    p->owned_ = pack_panels(kPanel, trans_b, K, N, B, ldb, &p->owned_floats_);
+    p->panels = p->owned_.get();
+    keep_b();
     return p;
   }
   if (rows > kSkinnyM && K > 0 && N > 0 && N <= INT32_MAX && dnnl().ok) {
@@ -919,35 +930,14 @@ std::shared_ptr<const PackedB> pack_b(bool trans_b, int64_t K, int64_t N, const 
     if (auto pk = dnnl_pack(trans_b, K, N, B, ldb, rows, N)) {
       for (const auto& sl : pk->slices) p->dnnl_bytes_ += sl.bytes;
       p->dnnl_ = std::move(pk);
-      p->data = B;
-      p->trans = trans_b;
-      p->ld = ldb;
+      keep_b();
       return p;
     }
   }
   if (rows > kSkinnyM && use_avx512() && K > 0 && N > 0 && wide_enabled()) {
-    const int64_t panels = (N + kWide - 1) / kWide;
-    const size_t n = (size_t)(panels * K * kWide);
-    p->owned_ = alloc_floats(n, K, N);
-    p->owned_floats_ = n;
-    float* d = p->owned_.get();
-    ThreadPool::global().parallel_for(panels, 1, [&](int64_t q0, int64_t q1) {
-      for (int64_t q = q0; q < q1; ++q) {
-        float* o = d + q * K * kWide;
-        const int64_t valid = std::min(kWide, N - q * kWide);
-        if (valid < kWide) std::fill(o, o + K * kWide, 0.f);
-        for (int64_t k0 = 0; k0 < K; k0 += 64) {
-          const int64_t k1 = std::min(K, k0 + 64);
-          for (int64_t c = 0; c < valid; ++c)
-            for (int64_t k = k0; k < k1; ++k)
-              o[k * kWide + c] = trans_b ? B[(q * kWide + c) * ldb + k] : B[k * ldb + q * kWide + c];
-        }
-      }
-    });
-    p->wide = d;
-    p->data = B;
-    p->trans = trans_b;
-    p->ld = ldb;
+    p->owned_ = pack_panels(kWide, trans_b, K, N, B, ldb, &p->owned_floats_);
+    p->wide = p->owned_.get();
+    keep_b();
     return p;
   }
   if (trans_b && ldb == K) {
