@@ -137,16 +137,22 @@ TEST(Gemm, EmptyOutputsAreNoOps) {
   for (float v : C) EXPECT_EQ(v, 7.f);
 }
 
+// Every epilogue stage at once: bias, residual (leading dimension ldr), then `act`.
+Epilogue full_epilogue(const std::vector<float>& bias, const std::vector<float>& residual, int64_t ldr, EwOp act) {
+  Epilogue ep;
+  ep.bias = bias.data();
+  ep.residual = residual.data();
+  ep.ldr = ldr;
+  ep.has_act = true;
+  ep.act = act;
+  return ep;
+}
+
 TEST(Gemm, Epilogues) {
   for (const auto& c : {Case{1, 70, 40}, Case{4, 129, 65}, Case{16, 64, 31}, Case{48, 300, 70}}) {
     auto bias = rnd(c.N, 3), res = rnd(c.M * (c.N + 5), 4);
     for (EwOp act : {EwOp::Relu, EwOp::Silu, EwOp::GeluErf, EwOp::GeluTanh, EwOp::Neg}) {
-      Epilogue ep;
-      ep.bias = bias.data();
-      ep.residual = res.data();
-      ep.ldr = c.N + 5;
-      ep.has_act = true;
-      ep.act = act;
+      Epilogue ep = full_epilogue(bias, res, c.N + 5, act);
       for (bool tb : {false, true}) run_case(false, tb, c, 1.f, ep, false, std::string("epilogue ") + rlx::ew_name(act));
     }
     Epilogue only_res;
@@ -219,12 +225,7 @@ TEST(Gemm, PackedForSkinnyRows) {
         EXPECT_NE(packed->panels, nullptr) << tag;
         EXPECT_EQ(packed->bytes(), size_t((N + 15) / 16 * 16 * K * 4)) << tag;
       }
-      Epilogue ep;
-      ep.bias = bias.data();
-      ep.residual = res.data();
-      ep.ldr = N;
-      ep.has_act = true;
-      ep.act = EwOp::Silu;
+      const Epilogue ep = full_epilogue(bias, res, N, EwOp::Silu);
       for (int64_t rows : {M, (int64_t)1, (int64_t)16, (int64_t)40}) {  // the rows packed for, and others
         std::vector<float> C(rows * (N + 3), 777.f);
         Epilogue e = ep;
@@ -257,7 +258,9 @@ TEST(Gemm, PackedForManyRows) {
                               std::to_string(N) + " K=" + std::to_string(K);
       const bool dnnl = packed->layout().find("oneDNN") != std::string::npos;
       const char* dn = std::getenv("RLX_GEMM_DNNL");
-      if (dn && std::string(dn) == "0") EXPECT_FALSE(dnnl) << tag;
+      if (dn && std::string(dn) == "0") {
+        EXPECT_FALSE(dnnl) << tag;
+      }
       if (dnnl) {
         EXPECT_GE(packed->bytes(), size_t(K * N * 4)) << tag;  // the blocked copies
       } else if (wide) {
@@ -266,12 +269,7 @@ TEST(Gemm, PackedForManyRows) {
       } else {
         EXPECT_EQ(packed->wide, nullptr) << tag;
       }
-      Epilogue ep;
-      ep.bias = bias.data();
-      ep.residual = res.data();
-      ep.ldr = N;
-      ep.has_act = true;
-      ep.act = EwOp::GeluTanh;
+      const Epilogue ep = full_epilogue(bias, res, N, EwOp::GeluTanh);
       std::vector<float> C(M * ldc, 555.f);
       rlx::cpu::gemm_packed(M, A.data(), K, *packed, C.data(), ldc, ep);
       expect_close(reference(false, tb, M, N, K, 1.f, A.data(), K, B.data(), ldb, ep), C.data(), M, N, ldc, K, tag);
@@ -344,7 +342,9 @@ TEST(Gemm, OpenBlasKernelSetFollowsCpuFeatures) {
   std::string d = rlx::cpu::gemm_description();  // loads OpenBLAS on first use
   const char* after = std::getenv("OPENBLAS_CORETYPE");
   EXPECT_EQ(before != nullptr, after != nullptr);
-  if (before && after) EXPECT_EQ(saved, after);
+  if (before && after) {
+    EXPECT_EQ(saved, after);
+  }
   __builtin_cpu_init();
   bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
@@ -370,7 +370,9 @@ int process_threads() {
 
 TEST(Threads, NumThreadsGovernsGemmAndOwnKernels) {
   const int T = rlx::cpu::default_num_threads();
-  if (const char* e = std::getenv("RLX_NUM_THREADS")) EXPECT_EQ(T, std::atoi(e));
+  if (const char* e = std::getenv("RLX_NUM_THREADS")) {
+    EXPECT_EQ(T, std::atoi(e));
+  }
   EXPECT_EQ(rlx::cpu::ThreadPool::global().size(), T);
   std::mutex mu;
   std::set<std::thread::id> ids;
