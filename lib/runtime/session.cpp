@@ -269,6 +269,12 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
   std::vector<passes::Lifetime> life(n);
   std::vector<int> kernel_nodes, precomputed;
   std::vector<char> fixed(n, 0);  // compiled mode: a param, a constant, or computed from them only
+  // An alias node (reshape, a value-preserving cast) views its first input's storage.
+  auto view_input = [&](size_t i) {
+    e->where[i] = e->where[g.nodes[i].inputs[0]];
+    e->where[i].shape = e->ts.shapes[i];
+    e->where[i].dtype = e->ts.dtypes[i];
+  };
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = g.nodes[i];
     const Shape& s = e->ts.shapes[i];
@@ -297,9 +303,7 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
       // are fixed for a compiled plan, so it is computed once here, never per run.
       fixed[i] = 1;
       if (!e->fused[i] && passes::is_alias_node(node, e->ts, (int)i)) {
-        e->where[i] = e->where[node.inputs[0]];
-        e->where[i].shape = s;
-        e->where[i].dtype = e->ts.dtypes[i];
+        view_input(i);
         continue;
       }
       const size_t bytes = ex_.storage_bytes(std::max<int64_t>(shape_numel(s), 1), e->ts.dtypes[i]);
@@ -336,11 +340,7 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
   if (e->mp.arena_bytes > 0) e->arena = ex_.allocate(e->mp.arena_bytes);
   for (size_t i = 0; i < n; ++i) {
     if (step[i] >= 0) e->where[i] = {e->arena.get(), (size_t)e->mp.offsets[i], e->ts.shapes[i], e->ts.dtypes[i]};
-    else if (root[i] != (int)i) {
-      e->where[i] = e->where[g.nodes[i].inputs[0]];
-      e->where[i].shape = e->ts.shapes[i];
-      e->where[i].dtype = e->ts.dtypes[i];
-    }
+    else if (root[i] != (int)i) view_input(i);
   }
   std::ostringstream text;
   text << fmt::format("plan ({} mode): {} nodes, {} kernels, arena {:.3f} MiB (without reuse {:.3f} MiB)\n",
