@@ -363,7 +363,7 @@ int cmd_bench(BenchFlags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"rlx: run serialized ML graphs (rlx.graph v1) on the CPU or through Vulkan.\n"
+  CLI::App app{"rlx: run serialized ML graphs (rlx.graph v1 JSON, or ONNX models) on the CPU or through Vulkan.\n"
                "Modes: eager | lazy (default) | compiled, from --mode or $RLX_MLX_MODE."};
   app.name("rlx");  // the usage lines read "Usage: rlx run ...", whatever the path it was started by
   app.set_version_flag("--version", std::string("rlx ") + RLX_VERSION);
