@@ -748,6 +748,19 @@ TEST_F(Cli, SymbolicDimensionConflictNamesTheDimension) {
               2, {"--dim batch=-1: the size must be a non-negative integer"});
 }
 
+TEST_F(Cli, EveryUnboundDimensionOfARandomInputIsNamedAtOnce) {
+  write("g.json", R"({"format": "rlx.graph", "version": 1, "nodes": [
+    {"id": "x", "op": "input", "shape": ["batch", "seq", 4, "batch"]},
+    {"id": "y", "op": "relu", "inputs": ["x"]}], "outputs": ["y"]})");
+  expect_fail({"run", path("g.json"), "--input", "x=random"}, 2,
+              {"--input x=random: dimensions 'batch', 'seq' are symbolic; give their sizes with --dim batch=N --dim seq=N"});
+  expect_fail({"run", path("g.json"), "--input", "x=random", "--dim", "seq=3"}, 2,
+              {"--input x=random: dimension 'batch' is symbolic; give its size with --dim batch=N"});
+  Proc p = run_rlx({"run", path("g.json"), "--input", "x=random", "--dim", "seq=3", "--dim", "batch=2"});
+  EXPECT_EQ(p.code, 0) << p.err;
+  EXPECT_HAS(p.out, "[2, 3, 4, 2]");
+}
+
 TEST_F(Cli, EmbeddingIndexOutOfRangeIsARuntimeErrorNamingTheNode) {
   write("g.json", kEmbGraph);
   for (const char* mode : {"eager", "lazy", "compiled"}) {

@@ -260,6 +260,25 @@ bool has_symbolic_dims(const Graph& g) {
   return false;
 }
 
+Shape bind_dims(const std::vector<Dim>& decl, const std::map<std::string, int64_t>& bound, const std::string& what) {
+  Shape shape;
+  std::vector<std::string> missing;
+  for (const auto& d : decl) {
+    if (d.symbol.empty()) {
+      shape.push_back(d.value);
+    } else if (auto it = bound.find(d.symbol); it != bound.end()) {
+      shape.push_back(it->second);
+    } else if (std::find(missing.begin(), missing.end(), d.symbol) == missing.end()) {
+      missing.push_back(d.symbol);
+    }
+  }
+  if (missing.empty()) return shape;
+  std::string names, flags;
+  for (const auto& m : missing) names += (names.empty() ? "'" : ", '") + m + "'", flags += " --dim " + m + "=N";
+  const bool many = missing.size() > 1;
+  throw InputError(what + (many ? ": dimensions " : ": dimension ") + names + (many ? " are symbolic; give their sizes with" : " is symbolic; give its size with") + flags);
+}
+
 Graph load_graph_text(const std::string& text, const std::string& file_name, const LoadLimits& limits) {
   Ctx c{file_name, limits};
   if (!text.empty() && (text[0] == 0x08 || text.find('\0') != std::string::npos) && text.find_first_not_of(" \t\r\n") != std::string::npos &&

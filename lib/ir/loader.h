@@ -21,4 +21,8 @@ Graph load_graph_text(const std::string& text, const std::string& file_name, con
 // Graph with every param/input shape concrete: shapes can be inferred at load.
 bool has_symbolic_dims(const Graph& g);
 
+// The shape `decl` declares, its symbols looked up in `bound`. A symbol missing there throws
+// InputError starting with `what`, naming every missing one and the --dim flags that give them.
+Shape bind_dims(const std::vector<Dim>& decl, const std::map<std::string, int64_t>& bound, const std::string& what);
+
 }  // namespace rlx::ir

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "ir/loader.h"
 #include "ir/op_registry.h"
 #include "onnx/model.h"
 
@@ -1544,6 +1545,38 @@ std::shared_ptr<Specialized> Importer::run() {
     v.et = td->elem_type;
     vals_[name] = v;
   }
+  // The given inputs bind their symbolic dimensions first, whatever their order in the model.
+  for (const auto& vi : m_.inputs()) {
+    auto it = in_shapes_.find(vi.name);
+    if (it == in_shapes_.end() || !vi.has_shape) continue;
+    const Shape& s = it->second;
+    if (s.size() != vi.dims.size())
+      throw InputError(m_.file() + ": input '" + vi.name + "' has rank " + std::to_string(vi.dims.size()) + ", got a tensor of shape " + shape_str(s));
+    for (size_t k = 0; k < s.size(); ++k) {
+      const auto& d = vi.dims[k];
+      if (d.symbol.empty()) {
+        if (d.value != s[k])
+          throw InputError(m_.file() + ": input '" + vi.name + "' needs dimension " + std::to_string(k) + " = " + std::to_string(d.value) + ", got a tensor of shape " + shape_str(s));
+      } else {
+        auto [p, fresh] = dims_.emplace(d.symbol, s[k]);
+        if (!fresh && p->second != s[k])
+          throw InputError(m_.file() + ": input '" + vi.name + "': dimension '" + d.symbol + "' is " + std::to_string(s[k]) + " here but " + std::to_string(p->second) + " elsewhere");
+      }
+    }
+  }
+  // Every dimension still unknown is named in one error (ir::bind_dims), so a model with
+  // several (batch, sequence, past length) needs one more try, not one per dimension.
+  std::vector<ir::Dim> unbound;
+  std::string names;
+  int n_unbound = 0;
+  for (const auto& vi : m_.inputs()) {
+    if (in_shapes_.count(vi.name) || m_.is_default_input(vi.name)) continue;
+    if (std::none_of(vi.dims.begin(), vi.dims.end(), [&](const ir::Dim& d) { return !d.symbol.empty() && !dims_.count(d.symbol); }))
+      continue;
+    unbound.insert(unbound.end(), vi.dims.begin(), vi.dims.end());
+    names += (n_unbound++ ? ", '" : "'") + vi.name + "'";
+  }
+  if (n_unbound) ir::bind_dims(unbound, dims_, m_.file() + (n_unbound > 1 ? ": inputs " : ": input ") + names);
   for (const auto& vi : m_.inputs()) {
     auto it = in_shapes_.find(vi.name);
     bool is_default = m_.is_default_input(vi.name);
@@ -1551,29 +1584,8 @@ std::shared_ptr<Specialized> Importer::run() {
     Shape s;
     if (it != in_shapes_.end()) {
       s = it->second;
-      if (vi.has_shape) {
-        if (s.size() != vi.dims.size())
-          throw InputError(m_.file() + ": input '" + vi.name + "' has rank " + std::to_string(vi.dims.size()) + ", got a tensor of shape " + shape_str(s));
-        for (size_t k = 0; k < s.size(); ++k) {
-          const auto& d = vi.dims[k];
-          if (d.symbol.empty()) {
-            if (d.value != s[k])
-              throw InputError(m_.file() + ": input '" + vi.name + "' needs dimension " + std::to_string(k) + " = " + std::to_string(d.value) + ", got a tensor of shape " + shape_str(s));
-          } else {
-            auto [p, fresh] = dims_.emplace(d.symbol, s[k]);
-            if (!fresh && p->second != s[k])
-              throw InputError(m_.file() + ": input '" + vi.name + "': dimension '" + d.symbol + "' is " + std::to_string(s[k]) + " here but " + std::to_string(p->second) + " elsewhere");
-          }
-        }
-      }
     } else {
-      for (const auto& d : vi.dims) {
-        if (d.symbol.empty()) { s.push_back(d.value); continue; }
-        auto p = dims_.find(d.symbol);
-        if (p == dims_.end())
-          throw InputError(m_.file() + ": input '" + vi.name + "': dimension '" + d.symbol + "' is symbolic; give the input or its size with --dim " + d.symbol + "=N");
-        s.push_back(p->second);
-      }
+      s = ir::bind_dims(vi.dims, dims_, m_.file());  // every symbol is bound by now
     }
     DType dt = to_dtype(vi.elem_type, m_.file() + ": input '" + vi.name + "'");
     int idx = add_leaf(ir::Op::Input, vi.name, s, dt);

@@ -9,6 +9,7 @@
 #include "io/file.h"
 #include "io/safetensors.h"
 #include "io/spec.h"
+#include "ir/loader.h"
 #include "ir/op_registry.h"
 #include "ir/writer.h"
 
@@ -93,16 +94,7 @@ Prepared prepare(const Binding& b, bool need_all_inputs) {
       if (random != (pass == 1)) continue;
       DType dt = onnx::to_dtype(vi.elem_type, b.graph + ": input '" + vi.name + "'");
       Shape shape;
-      if (random) {
-        for (const auto& d : vi.dims) {
-          if (d.symbol.empty()) { shape.push_back(d.value); continue; }
-          auto p = P.dims.find(d.symbol);
-          if (p == P.dims.end())
-            throw InputError("--input " + vi.name + "=" + it->second.text + ": dimension '" + d.symbol +
-                             "' is symbolic; give its size with --dim " + d.symbol + "=N");
-          shape.push_back(p->second);
-        }
-      }
+      if (random) shape = ir::bind_dims(vi.dims, P.dims, "--input " + vi.name + "=" + it->second.text);
       Tensor t = io::load_tensor_spec(it->second, shape, dt, 16);
       if (!random)
         for (size_t k = 0; k < vi.dims.size() && k < t.shape().size(); ++k)

@@ -136,16 +136,7 @@ Loaded load_binding(const Binding& b) {
       bool random = it->second.kind == io::TensorSpec::Random;
       if (random != (pass == 1)) continue;
       Shape shape;
-      if (random) {
-        for (const auto& d : n.decl_shape) {
-          if (d.symbol.empty()) { shape.push_back(d.value); continue; }
-          if (!dims.count(d.symbol)) {
-            throw InputError("--input " + n.id + "=" + it->second.text + ": dimension '" + d.symbol +
-                             "' is symbolic; give its size with --dim " + d.symbol + "=N");
-          }
-          shape.push_back(dims[d.symbol]);
-        }
-      }
+      if (random) shape = ir::bind_dims(n.decl_shape, dims, "--input " + n.id + "=" + it->second.text);
       Tensor t = io::load_tensor_spec(it->second, shape, n.dtype, index_bound(g, i));
       if (!random)
         for (size_t k = 0; k < n.decl_shape.size() && k < t.shape().size(); ++k)

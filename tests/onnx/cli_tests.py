@@ -105,7 +105,23 @@ def test_names_dims_defaults_convert():
     expect_rc("names/by-content", ["run", path("names.bin"), "--input", f"onnx::MatMul_0=@{path('names_x.npy')}",
                                    "--expect", f"softmax_0.tmp_0=@{path('names_ref.npy')}"], 0)
     # Symbolic dims for random inputs come from --dim; missing ones are named.
-    expect_rc("dims/random-needs-dim", ["run", p, "--input", "onnx::MatMul_0=random:1"], 2, "--dim batch=N")
+    # Every unknown dimension is named in the one error, so one more try is enough.
+    expect_rc("dims/random-needs-dim", ["run", p, "--input", "onnx::MatMul_0=random:1"], 2,
+              "dimensions 'batch', 'p2o.DynamicDimension.0' are symbolic; give their sizes with "
+              "--dim batch=N --dim p2o.DynamicDimension.0=N")
+    expect_rc("dims/all-named-at-once", ["inspect", p], 2,
+              "input 'onnx::MatMul_0': dimensions 'batch', 'p2o.DynamicDimension.0' are symbolic; give their sizes "
+              "with --dim batch=N --dim p2o.DynamicDimension.0=N")
+    expect_rc("dims/only-the-unbound-named", ["inspect", p, "--dim", "batch=2"], 2,
+              "input 'onnx::MatMul_0': dimension 'p2o.DynamicDimension.0' is symbolic; give its size with "
+              "--dim p2o.DynamicDimension.0=N")
+    two = save(model_with_ir(model([helper.make_node("Add", ["a", "b"], ["c"])],
+                                   [vi("a", ["batch", "seq"]), vi("b", ["batch", 1])], [vi("c", ["batch", "seq"])], [])),
+               "two_inputs.onnx")
+    expect_rc("dims/every-input-named", ["inspect", two], 2,
+              "inputs 'a', 'b': dimensions 'batch', 'seq' are symbolic; give their sizes with --dim batch=N --dim seq=N")
+    expect_rc("dims/bound-by-a-later-input", ["run", two, "--input", "a=random", "--input", "b=2x1xf32=1,2",
+                                              "--dim", "seq=3"], 0)
     expect_rc("dims/random-with-dim", ["run", p, "--input", "onnx::MatMul_0=random:1", "--dim", "batch=3",
                                        "--dim", "p2o.DynamicDimension.0=2"], 0)
     expect_rc("names/unknown-input", ["run", p, "--input", "nope=1xf32=1"], 2, "has no input 'nope'")
