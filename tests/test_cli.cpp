@@ -3,12 +3,14 @@
 // "did you mean", and the rough edges a newcomer meets give clear messages (exit 2).
 // Expected values come from the test's own arithmetic, never from rlx.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "io/npy.h"
@@ -173,6 +175,45 @@ TEST_F(Cli, NewcomerRoughEdges) {
   refused({"run", g, "--input", kInput, "--rtol", "-0.5"}, {"--rtol", ">= 0"});
   refused({"compare", g, "--input", kInput, "--atol", "-1"}, {"--atol", ">= 0"});
   refused({"run", g, "--input", kInput, "--device", "-1"}, {"--device", ">= 0"});
+  // compare and bench took -b and ignored it (they ran --backends' default, the CPU alone).
+  refused({"compare", g, "--input", kInput, "-b", "vulkan", "--backends", "cpu"},
+          {"--backend vulkan and --backends cpu: give one of them"});
+  refused({"bench", g, "--input", kInput, "--backends", "cpu,tpu"}, {"--backends: unknown backend \"tpu\"; valid: cpu, vulkan"});
+  refused({"compare", g, "--input", kInput, "--backends", ","}, {"--backends: no backend given"});
+}
+
+// The backends compare and bench run: -b X runs X alone; compare's default is every backend,
+// bench's the CPU. Read from their JSON reports (a Vulkan row is "ok" where a device is, else
+// "skipped" with its reason, as in a build without Vulkan).
+TEST_F(Cli, CompareAndBenchRunTheBackendTheyAreGiven) {
+  const std::string g = path("g.json");
+  auto backends_of = [&](const std::vector<std::string>& args, const char* list) {
+    Proc p = run_rlx(args);
+    EXPECT_EQ(p.code, 0) << show(p);
+    std::multiset<std::string> seen;
+    try {
+      const nlohmann::json report = nlohmann::json::parse(p.out);
+      for (const auto& e : report.at(list)) {
+        seen.insert(e["backend"].get<std::string>());
+        if (e.contains("status") && e["status"] == "skipped") EXPECT_FALSE(e["reason"].get<std::string>().empty()) << e.dump();
+      }
+    } catch (const std::exception& ex) {
+      ADD_FAILURE() << ex.what() << "\n" << show(p);
+    }
+    return seen;
+  };
+  using S = std::multiset<std::string>;
+  EXPECT_EQ(backends_of({"compare", g, "--input", kInput, "--json"}, "results"),
+            (S{"cpu", "cpu", "cpu", "vulkan", "vulkan", "vulkan"}));
+  EXPECT_EQ(backends_of({"compare", g, "--input", kInput, "--json", "-b", "vulkan"}, "results"),
+            (S{"vulkan", "vulkan", "vulkan"}));
+  EXPECT_EQ(backends_of({"compare", g, "--input", kInput, "--json", "--backends", "cpu", "--modes", "lazy"}, "results"),
+            (S{"cpu"}));
+  EXPECT_EQ(backends_of({"bench", g, "--input", kInput, "--format", "json", "--reps", "1", "--warmup", "0"}, "rows"),
+            (S{"cpu", "cpu", "cpu"}));
+  EXPECT_EQ(backends_of({"bench", g, "--input", kInput, "--format", "json", "--reps", "1", "--warmup", "0", "-b", "cpu",
+                         "--modes", "compiled"}, "rows"),
+            (S{"cpu"}));
 }
 
 }  // namespace

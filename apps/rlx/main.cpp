@@ -292,7 +292,7 @@ int cmd_run(RunFlags& f) {
 // ---------------- compare ----------------
 struct CompareFlags {
   CommonFlags common;
-  std::string modes = "eager,lazy,compiled", backends = "cpu", reference = "eager:cpu";
+  std::string modes = "eager,lazy,compiled", backends, reference = "eager:cpu";  // backends: see pick_backends
   double atol = 1e-4, rtol = 1e-4;
   bool json = false, csv = false;
 };
@@ -306,13 +306,24 @@ std::vector<std::string> split_csv(const std::string& s) {
   return r;
 }
 
-int cmd_compare(CompareFlags& f) {
-  f.common.finish();
-  CompareOptions o;
-  o.modes = parse_modes(f.modes);
-  o.backends = split_csv(f.backends);
-  for (const auto& b : o.backends)
+// compare's and bench's backends: the --backends list, else the one -b names, else `fallback`.
+// Called before CommonFlags::finish(), while `backend` is still empty unless -b was given.
+std::vector<std::string> pick_backends(const std::string& list, const std::string& backend_flag, const std::string& fallback) {
+  if (!list.empty() && !backend_flag.empty())
+    throw InputError("--backend " + backend_flag + " and --backends " + list +
+                     ": give one of them (--backends takes a comma-separated list, e.g. --backends cpu,vulkan)");
+  std::vector<std::string> r = split_csv(!list.empty() ? list : !backend_flag.empty() ? backend_flag : fallback);
+  if (r.empty()) throw InputError("--backends: no backend given; valid: cpu, vulkan");
+  for (const auto& b : r)
     if (b != "cpu" && b != "vulkan") throw InputError("--backends: unknown backend \"" + b + "\"; valid: cpu, vulkan");
+  return r;
+}
+
+int cmd_compare(CompareFlags& f) {
+  CompareOptions o;
+  o.backends = pick_backends(f.backends, f.common.backend, "cpu,vulkan");
+  f.common.finish();
+  o.modes = parse_modes(f.modes);
   o.reference = parse_combo(f.reference);
   o.atol = f.atol;
   o.rtol = f.rtol;
@@ -337,17 +348,17 @@ int cmd_compare(CompareFlags& f) {
 // ---------------- bench ----------------
 struct BenchFlags {
   CommonFlags common;
-  std::string modes = "eager,lazy,compiled", backends = "cpu", format = "md";
+  std::string modes = "eager,lazy,compiled", backends, format = "md";  // backends: see pick_backends
   int warmup = 2, reps = 10;
 };
 
 int cmd_bench(BenchFlags& f) {
   // The first-run column measures a cold compile; warm starts: bench/cache_start.sh.
   f.common.cache_off_why = "rlx bench measures cold compiles";
-  f.common.finish();
   BenchOptions o;
+  o.backends = pick_backends(f.backends, f.common.backend, "cpu");
+  f.common.finish();
   o.modes = parse_modes(f.modes);
-  o.backends = split_csv(f.backends);
   o.warmup = f.warmup;
   o.reps = f.reps;
   o.device = f.common.device;
@@ -400,7 +411,8 @@ int main(int argc, char** argv) {
   auto* compare = app.add_subcommand("compare", "Run every mode x backend on the same inputs and compare the outputs");
   cf.common.add(compare);
   compare->add_option("--modes", cf.modes, "Modes to run, comma-separated")->capture_default_str();
-  compare->add_option("--backends", cf.backends, "Backends to run, comma-separated (cpu,vulkan)")->capture_default_str();
+  compare->add_option("--backends", cf.backends,
+                      "Backends to run, comma-separated (default: cpu,vulkan; -b X runs X alone); an unavailable one is reported as skipped");
   compare->add_option("--reference", cf.reference, "MODE:BACKEND every combination is measured against")->capture_default_str();
   compare->add_option("--atol", cf.atol, "Absolute tolerance")->check(non_negative())->capture_default_str();
   compare->add_option("--rtol", cf.rtol, "Relative tolerance")->check(non_negative())->capture_default_str();
@@ -414,7 +426,7 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "Benchmark a graph in every mode x backend");
   bf.common.add(bench);
   bench->add_option("--modes", bf.modes, "Modes, comma-separated")->capture_default_str();
-  bench->add_option("--backends", bf.backends, "Backends, comma-separated")->capture_default_str();
+  bench->add_option("--backends", bf.backends, "Backends, comma-separated (default: cpu; -b X runs X alone)");
   bench->add_option("--warmup", bf.warmup, "Untimed runs after the first")->capture_default_str();
   bench->add_option("--reps", bf.reps, "Timed repetitions")->capture_default_str();
   bench->add_option("--format", bf.format, "md | json | csv")->capture_default_str();
