@@ -193,6 +193,7 @@ class Importer {
     return host_of(in(k), limit);
   }
   std::shared_ptr<const Host> need_host(size_t k, const char* what) {
+    if (!has_in(k)) fail(std::string(what) + " (input " + std::to_string(k) + ") is required");
     auto h = value_of(k);
     if (!h) unsupported(std::string(what) + " (input " + std::to_string(k) + " '" + cur_->inputs[k] + "') must be a constant or computable from shapes");
     return h;

@@ -197,6 +197,12 @@ def test_refusals():
     # A cycle: a node reads what a later node writes.
     m = model([helper.make_node("Relu", ["z"], ["y"]), helper.make_node("Neg", ["y"], ["z"])], [vi("x", [2])], [vi("y", [2])])
     expect_rc("hostile/cycle", ["run", save(model_with_ir(m), "cycle.onnx"), "--input", "x=random"], 2, "not produced by any earlier node")
+    # A node missing a required input that must be known at import (found by fuzz_onnx: the
+    # message read the missing input's name past the end of the node's input list).
+    m = model([helper.make_node("Slice", ["x", "st"], ["y"], name="sl")], [vi("x", [4])], [vi("y", [2])],
+              [numpy_helper.from_array(np.array([1], np.int64), "st")])
+    expect_rc("hostile/slice-without-ends", ["run", save(model_with_ir(m), "slice_no_ends.onnx"), "--input", "x=random"], 2,
+              "node 'sl' (Slice): ends (input 2) is required")
     # raw_data whose size disagrees with the shape.
     t = numpy_helper.from_array(np.zeros(6, np.float32), "W")
     t.dims[:] = [7]
