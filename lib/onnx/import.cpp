@@ -367,7 +367,7 @@ class Importer {
 
   int axis_of(int64_t a, size_t r) {
     int64_t x = a < 0 ? a + (int64_t)r : a;
-    if (x < 0 || x >= (int64_t)std::max<size_t>(r, 1) ) fail("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(r));
+    if (x < 0 || x >= (int64_t)r) fail("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(r));
     return (int)x;
   }
 

@@ -203,6 +203,14 @@ def test_refusals():
               [numpy_helper.from_array(np.array([1], np.int64), "st")])
     expect_rc("hostile/slice-without-ends", ["run", save(model_with_ir(m), "slice_no_ends.onnx"), "--input", "x=random"], 2,
               "node 'sl' (Slice): ends (input 2) is required")
+    # An axis of a scalar (fuzz_onnx: Split, Concat, Slice, Squeeze and Gather indexed the
+    # empty shape at axis 0, which the importer let through for rank 0).
+    m = model([helper.make_node("Split", ["x"], ["y", "z"], name="sp")], [vi("x", [])], [vi("y", []), vi("z", [])])
+    expect_rc("hostile/split-of-a-scalar", ["run", save(model_with_ir(m), "split_scalar.onnx"), "--input", "x=f32=1"], 2,
+              "node 'sp' (Split): axis 0 is out of range for rank 0")
+    m = model([helper.make_node("Concat", ["x", "x"], ["y"], name="cc", axis=0)], [vi("x", [])], [vi("y", [2])])
+    expect_rc("hostile/concat-of-scalars", ["run", save(model_with_ir(m), "concat_scalar.onnx"), "--input", "x=f32=1"], 2,
+              "axis 0 is out of range for rank 0")
     # raw_data whose size disagrees with the shape.
     t = numpy_helper.from_array(np.zeros(6, np.float32), "W")
     t.dims[:] = [7]
