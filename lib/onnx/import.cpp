@@ -198,6 +198,12 @@ class Importer {
     if (!h) unsupported(std::string(what) + " (input " + std::to_string(k) + " '" + cur_->inputs[k] + "') must be a constant or computable from shapes");
     return h;
   }
+  // need_host for an input the operator defines as a scalar: exactly one element.
+  std::shared_ptr<const Host> need_scalar(size_t k, const char* what) {
+    auto h = need_host(k, what);
+    if (h->size() != 1) fail(std::string(what) + " (input " + std::to_string(k) + ") must have one element, it has " + std::to_string(h->size()));
+    return h;
+  }
   // The known value of input k: folded/constant, or a small graph input bound by value.
   std::shared_ptr<const Host> value_of(size_t k) {
     if (!has_in(k)) return nullptr;
@@ -593,7 +599,7 @@ bool Importer::try_fold() {
     return true;
   }
   if (op == "Range") {
-    auto a = need_host(0, "start"), b = need_host(1, "limit"), c = need_host(2, "delta");
+    auto a = need_scalar(0, "start"), b = need_scalar(1, "limit"), c = need_scalar(2, "delta");
     int et = in(0).et;
     Host h;
     if (float_et(et)) {
@@ -1141,6 +1147,11 @@ void Importer::map_node() {
     auto hs = host(1, L_.max_folded_elements), hb = host(2, L_.max_folded_elements), hm = host(3, L_.max_folded_elements),
          hv = host(4, L_.max_folded_elements);
     if (hs && hb && hm && hv) {  // fold into one scale and shift per channel
+      const char* names[] = {"scale", "B", "input_mean", "input_var"};
+      const std::shared_ptr<const Host>* hosts[] = {&hs, &hb, &hm, &hv};
+      for (int k = 0; k < 4; ++k)
+        if ((int64_t)(*hosts[k])->size() != C)
+          fail(std::string(names[k]) + " has " + std::to_string((*hosts[k])->size()) + " elements; X has " + std::to_string(C) + " channels");
       std::vector<double> sc(C), sh(C);
       for (int64_t c = 0; c < C; ++c) {
         sc[c] = (double)(float)(hs->d(c) / std::sqrt(hv->d(c) + eps));
@@ -1354,7 +1365,7 @@ void Importer::map_node() {
       value = af("value", 0);
     } else {
       pads = need_ints(1, "pads");
-      if (has_in(2)) value = need_host(2, "constant_value")->d(0);
+      if (has_in(2)) value = need_scalar(2, "constant_value")->d(0);
       if (has_in(3)) unsupported("Pad with an 'axes' input");
     }
     if (pads.size() != 2 * rank(0)) fail("pads has " + std::to_string(pads.size()) + " entries for rank " + std::to_string(rank(0)));

@@ -211,6 +211,17 @@ def test_refusals():
     m = model([helper.make_node("Concat", ["x", "x"], ["y"], name="cc", axis=0)], [vi("x", [])], [vi("y", [2])])
     expect_rc("hostile/concat-of-scalars", ["run", save(model_with_ir(m), "concat_scalar.onnx"), "--input", "x=f32=1"], 2,
               "axis 0 is out of range for rank 0")
+    # Constant inputs of the wrong size (fuzz_onnx: both read past the end of the values).
+    m = model([helper.make_node("Range", ["s", "l", "d"], ["y"], name="rg")], [vi("x", [1])], [vi("y", [3])],
+              [numpy_helper.from_array(np.zeros(0, np.int64), "s"), numpy_helper.from_array(np.array(3, np.int64), "l"),
+               numpy_helper.from_array(np.array(1, np.int64), "d")])
+    expect_rc("hostile/range-empty-start", ["run", save(model_with_ir(m), "range_empty.onnx"), "--input", "x=random"], 2,
+              "start (input 0) must have one element, it has 0")
+    c = [numpy_helper.from_array(np.ones(n, np.float32), name) for n, name in ((3, "sc"), (3, "bi"), (2, "mu"), (3, "var"))]
+    m = model([helper.make_node("BatchNormalization", ["x", "sc", "bi", "mu", "var"], ["y"], name="bn")],
+              [vi("x", [1, 3, 2, 2])], [vi("y", [1, 3, 2, 2])], c)
+    expect_rc("hostile/batchnorm-short-mean", ["run", save(model_with_ir(m), "bn_short.onnx"), "--input", "x=random"], 2,
+              "input_mean has 2 elements; X has 3 channels")
     # raw_data whose size disagrees with the shape.
     t = numpy_helper.from_array(np.zeros(6, np.float32), "W")
     t.dims[:] = [7]
