@@ -393,11 +393,11 @@ std::vector<SliceAxis> slice_plan(const Attrs& a, const Shape& x, std::string* e
     if (st > 0) {
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
-      len = e > s ? (e - s + st - 1) / st : 0;
+      len = e > s ? (e - s - 1) / st + 1 : 0;  // ceil((e - s) / st) without overflowing for a huge step
     } else {
       s = std::clamp<int64_t>(s, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
-      len = s > e ? (s - e + (-st) - 1) / (-st) : 0;
+      len = s > e ? (s - e - 1) / (-st) + 1 : 0;
     }
     plan[ax] = {len > 0 ? s : 0, st, len};
   }

@@ -698,23 +698,16 @@ bool Importer::try_fold() {
   }
   if (op == "Slice") {
     auto [st, en, ax, sp] = slice_args();
+    // The registry's slice semantics (clamping, negative steps), the same as the kernels'.
+    ir::Attrs sa;
+    sa.values = {{"starts", st}, {"ends", en}, {"axes", ax}, {"steps", sp}};
+    std::string err;
+    std::vector<ir::SliceAxis> plan = ir::slice_plan(sa, x.shape, &err);
+    if (!err.empty()) fail(err);
     size_t r = x.shape.size();
-    std::vector<int64_t> S(r, 0), E(x.shape.begin(), x.shape.end()), P(r, 1);
-    for (size_t k = 0; k < st.size(); ++k) {
-      int a = axis_of(ax[k], r);
-      int64_t d = x.shape[a], s = st[k], e = en[k], p = sp[k];
-      if (p == 0) fail("a step is 0");
-      if (s < 0) s += d;
-      if (e < 0) e += d;
-      if (p > 0) { s = std::clamp<int64_t>(s, 0, d); e = std::clamp<int64_t>(e, 0, d); }
-      else { s = std::clamp<int64_t>(s, 0, d - 1); e = std::clamp<int64_t>(e, -1, d - 1); }
-      S[a] = s; E[a] = e; P[a] = p;
-    }
+    std::vector<int64_t> S(r), P(r);
     Shape os(r);
-    for (size_t a = 0; a < r; ++a) {
-      int64_t len = P[a] > 0 ? (E[a] - S[a] + P[a] - 1) / P[a] : (S[a] - E[a] + (-P[a]) - 1) / (-P[a]);
-      os[a] = std::max<int64_t>(0, len);
-    }
+    for (size_t a = 0; a < r; ++a) S[a] = plan[a].start, P[a] = plan[a].step, os[a] = plan[a].len;
     auto ist = strides_of(x.shape);
     int64_t n = shape_numel(os);
     Host h;

@@ -182,6 +182,21 @@ def test_integer_and_shape_folding():
     expect_rc("fold/other-shape", ["run", p, "--input", f"ids=@{path('fold_ids2.npy')}", "--expect", f"flat=@{path('fold_flat2.npy')}"], 0)
     npy("fold_bad.npy", np.array([[1, 50, 2]], np.int64))
     expect_rc("fold/index-out-of-range", ["run", p, "--input", f"ids=@{path('fold_bad.npy')}"], 3)
+    # Slice folded on the host (its data is a constant): negative and huge steps, ends past
+    # either end (INT64_MIN/MAX, as exporters write "to the end"), against NumPy's slicing.
+    big, lo, hi = 1 << 62, np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    data = np.arange(10, dtype=np.int64)
+    for name, (st, en, sp), ref in [("neg-step", (8, lo, -3), data[8::-3]), ("huge-step", (1, hi, big), data[1::big]),
+                                    ("huge-neg-step", (-1, lo, -big), data[-1::-big]), ("empty", (5, 2, 1), data[5:2])]:
+        consts = [numpy_helper.from_array(data, "D")] + [numpy_helper.from_array(np.array([v], np.int64), k)
+                                                          for k, v in (("st", st), ("en", en), ("ax", 0), ("sp", sp))]
+        m = model([helper.make_node("Slice", ["D", "st", "en", "ax", "sp"], ["s"]),
+                   helper.make_node("Cast", ["s"], ["y"], to=TensorProto.FLOAT),
+                   helper.make_node("Add", ["y", "x"], ["z"])],
+                  [vi("x", [1])], [vi("z", [len(ref)])], consts)
+        npy(f"slice_{name}.npy", ref.astype(np.float32) + 1)
+        expect_rc(f"fold/slice-{name}", ["run", save(model_with_ir(m), f"slice_{name}.onnx"), "--input", "x=1xf32=1",
+                                         "--expect", f"z=@{path(f'slice_{name}.npy')}"], 0)
 
 
 def test_refusals():
