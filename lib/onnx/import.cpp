@@ -402,7 +402,9 @@ class Importer {
     return r;
   }
   // Elementwise over broadcast host inputs.
-  void fold_elementwise(int out_et, const std::function<void(const std::vector<const Host*>&, const std::vector<int64_t>&, Host&)>& f) {
+  // Folds an elementwise node whose formula `f` reads its first `arity` inputs (at least).
+  void fold_elementwise(int out_et, size_t arity, const std::function<void(const std::vector<const Host*>&, const std::vector<int64_t>&, Host&)>& f) {
+    for (size_t k = 0; k < arity; ++k) in(k);  // "input k is required" rather than a read past the inputs
     std::vector<Val*> vs;
     std::vector<std::shared_ptr<const Host>> hs;
     Shape o;
@@ -787,13 +789,13 @@ bool Importer::try_fold() {
   // Elementwise.
   const bool fl = float_et(x.et);
   auto un = [&](std::function<double(double)> ff, std::function<int64_t(int64_t)> fi) {
-    fold_elementwise(x.et, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
+    fold_elementwise(x.et, 1, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
       if (fl) out.f.push_back(ff(hs[0]->d(ix[0])));
       else out.i.push_back(fi(hs[0]->n(ix[0])));
     });
   };
   auto bin = [&](std::function<double(double, double)> ff, std::function<int64_t(int64_t, int64_t)> fi, int out_et) {
-    fold_elementwise(out_et, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
+    fold_elementwise(out_et, 2, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
       if (fl) {
         double r = ff(hs[0]->d(ix[0]), hs[1]->d(ix[1]));
         if (float_et(out_et)) out.f.push_back(r); else out.i.push_back(sat_i64(r));
@@ -815,7 +817,7 @@ bool Importer::try_fold() {
   if (op == "Mul") { bin(std::multiplies<double>(), std::multiplies<int64_t>(), x.et); return true; }
   if (op == "Div") {
     if (!fl) {
-      auto hb = host(1);
+      auto hb = need_host(1, "B");
       for (size_t k = 0; k < hb->size(); ++k) if (hb->n(k) == 0) fail("integer division by zero");
     }
     bin([](double a, double b) { return a / b; }, [](int64_t a, int64_t b) { return a / b; }, x.et);  // C++ truncates like ONNX
@@ -824,7 +826,7 @@ bool Importer::try_fold() {
   if (op == "Mod") {
     bool fm = ai("fmod", 0);
     if (!fl) {
-      auto hb = host(1);
+      auto hb = need_host(1, "B");
       for (size_t k = 0; k < hb->size(); ++k) if (hb->n(k) == 0) fail("integer modulo by zero");
     }
     bin([fm](double a, double b) { double r = std::fmod(a, b); if (!fm && r != 0 && ((r < 0) != (b < 0))) r += b; return r; },
@@ -832,7 +834,7 @@ bool Importer::try_fold() {
     return true;
   }
   auto cmp = [&](std::function<bool(double, double)> f) {
-    fold_elementwise(kBool, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
+    fold_elementwise(kBool, 2, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
       bool r = (hs[0]->is_float || hs[1]->is_float) ? f(hs[0]->d(ix[0]), hs[1]->d(ix[1]))
                                                    : f((double)hs[0]->n(ix[0]), (double)hs[1]->n(ix[1]));
       if (!hs[0]->is_float && !hs[1]->is_float) {
@@ -849,7 +851,7 @@ bool Importer::try_fold() {
   if (op == "GreaterOrEqual") { cmp([](double a, double b) { return a >= b; }); return true; }
   if (op == "And" || op == "Or") {
     bool isand = op == "And";
-    fold_elementwise(kBool, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
+    fold_elementwise(kBool, 2, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
       bool a = hs[0]->n(ix[0]) != 0, b = hs[1]->n(ix[1]) != 0;
       out.i.push_back(isand ? (a && b) : (a || b));
     });
@@ -857,7 +859,7 @@ bool Importer::try_fold() {
   }
   if (op == "Where") {
     int et = in(1).et;
-    fold_elementwise(et, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
+    fold_elementwise(et, 3, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
       const Host* pick = hs[0]->n(ix[0]) ? hs[1] : hs[2];
       int64_t k = hs[0]->n(ix[0]) ? ix[1] : ix[2];
       if (float_et(et)) out.f.push_back(pick->d(k)); else out.i.push_back(pick->n(k));
@@ -866,7 +868,7 @@ bool Importer::try_fold() {
   }
   if (op == "Min" || op == "Max") {
     bool mx = op == "Max";
-    fold_elementwise(x.et, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
+    fold_elementwise(x.et, 1, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
       if (fl) {
         double r = hs[0]->d(ix[0]);
         for (size_t k = 1; k < hs.size(); ++k) r = mx ? std::max(r, hs[k]->d(ix[k])) : std::min(r, hs[k]->d(ix[k]));

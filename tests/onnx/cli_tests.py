@@ -226,6 +226,12 @@ def test_refusals():
     m = model([helper.make_node("Concat", ["x", "x"], ["y"], name="cc", axis=0)], [vi("x", [])], [vi("y", [2])])
     expect_rc("hostile/concat-of-scalars", ["run", save(model_with_ir(m), "concat_scalar.onnx"), "--input", "x=f32=1"], 2,
               "axis 0 is out of range for rank 0")
+    # A binary op with one input, folded on the host (fuzz_onnx: read a second value that was not there).
+    for op in ("Sub", "Div"):
+        m = model([helper.make_node(op, ["c"], ["y"], name="b1")], [vi("x", [1])], [vi("y", [1], TensorProto.INT64)],
+                  [numpy_helper.from_array(np.array([3], np.int64), "c")])
+        expect_rc(f"hostile/{op.lower()}-with-one-input", ["run", save(model_with_ir(m), f"{op}1.onnx"), "--input", "x=random"], 2,
+                  "is required")
     # Constant inputs of the wrong size (fuzz_onnx: both read past the end of the values).
     m = model([helper.make_node("Range", ["s", "l", "d"], ["y"], name="rg")], [vi("x", [1])], [vi("y", [3])],
               [numpy_helper.from_array(np.zeros(0, np.int64), "s"), numpy_helper.from_array(np.array(3, np.int64), "l"),
