@@ -1186,7 +1186,7 @@ void Importer::map_node() {
     std::vector<int64_t> t = opset < 5 ? aints("shape").value_or(std::vector<int64_t>{}) : need_ints(1, "the target shape");
     bool allowzero = ai("allowzero", 0);
     int neg = -1;
-    int64_t known = 1;
+    Shape given;  // the entries other than -1
     for (size_t k = 0; k < t.size(); ++k) {
       if (t[k] == 0 && !allowzero) {
         if (k >= s.size()) fail("shape entry 0 copies a dimension the input does not have");
@@ -1196,8 +1196,10 @@ void Importer::map_node() {
         if (neg >= 0) fail("more than one -1 in the shape");
         neg = (int)k;
       } else if (t[k] < 0) fail("negative dimension in the shape");
-      else known *= t[k];
+      else given.push_back(t[k]);
     }
+    const int64_t known = shape_numel(given);
+    if (known < 0) fail("the target shape " + shape_str(Shape(t.begin(), t.end())) + " has more elements than int64 can count");
     int64_t total = shape_numel(s);
     if (neg >= 0) {
       if (known == 0 || total % known) fail("cannot reshape " + shape_str(s) + " to " + shape_str(Shape(t.begin(), t.end())));

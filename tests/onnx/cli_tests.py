@@ -232,6 +232,11 @@ def test_refusals():
                   [numpy_helper.from_array(np.array([3], np.int64), "c")])
         expect_rc(f"hostile/{op.lower()}-with-one-input", ["run", save(model_with_ir(m), f"{op}1.onnx"), "--input", "x=random"], 2,
                   "is required")
+    # A target shape whose product overflows int64 (fuzz_onnx: signed overflow in Reshape).
+    m = model([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")], [vi("x", [4])], [vi("y", [4])],
+              [numpy_helper.from_array(np.array([2, 7309449295936094207, -1], np.int64), "s")])
+    expect_rc("hostile/reshape-overflow", ["run", save(model_with_ir(m), "reshape_big.onnx"), "--input", "x=random"], 2,
+              "has more elements than int64 can count")
     # Constant inputs of the wrong size (fuzz_onnx: both read past the end of the values).
     m = model([helper.make_node("Range", ["s", "l", "d"], ["y"], name="rg")], [vi("x", [1])], [vi("y", [3])],
               [numpy_helper.from_array(np.zeros(0, np.int64), "s"), numpy_helper.from_array(np.array(3, np.int64), "l"),
