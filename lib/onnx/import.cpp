@@ -1142,11 +1142,10 @@ void Importer::map_node() {
     auto hs = host(1, L_.max_folded_elements), hb = host(2, L_.max_folded_elements), hm = host(3, L_.max_folded_elements),
          hv = host(4, L_.max_folded_elements);
     if (hs && hb && hm && hv) {  // fold into one scale and shift per channel
-      const char* names[] = {"scale", "B", "input_mean", "input_var"};
-      const std::shared_ptr<const Host>* hosts[] = {&hs, &hb, &hm, &hv};
-      for (int k = 0; k < 4; ++k)
-        if ((int64_t)(*hosts[k])->size() != C)
-          fail(std::string(names[k]) + " has " + std::to_string((*hosts[k])->size()) + " elements; X has " + std::to_string(C) + " channels");
+      const std::pair<const Host*, const char*> params[] = {{hs.get(), "scale"}, {hb.get(), "B"}, {hm.get(), "input_mean"}, {hv.get(), "input_var"}};
+      for (const auto& [h, name] : params)
+        if ((int64_t)h->size() != C)
+          fail(std::string(name) + " has " + std::to_string(h->size()) + " elements; X has " + std::to_string(C) + " channels");
       std::vector<double> sc(C), sh(C);
       for (int64_t c = 0; c < C; ++c) {
         sc[c] = (double)(float)(hs->d(c) / std::sqrt(hv->d(c) + eps));
