@@ -29,19 +29,9 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1:s
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-}
 status=0
-junit="$PWD/$BUILD_DIR/ctest-junit.xml"
-rm -f "$junit"
-ctest --test-dir "$BUILD_DIR" -j "$JOBS" --output-on-failure --timeout 600 --output-junit "$junit" "$@" || status=$?
-# LeakSanitizer's stop-the-world tracer itself sometimes segfaults at process exit ("Tracer
-# caught signal 11", google/sanitizers#1353; seen once in 611 tests on a loaded CI machine,
-# after the test had passed). Only when every failure is that crash, with no sanitizer report
-# beside it, are those tests run once more; any other failure stands as it is.
-if [[ $status -ne 0 && -f "$junit" ]] && flakes=$(/usr/bin/python3 scripts/lsan_tracer_flakes.py "$junit"); then
-  echo "sanitize.sh: every failure above is LeakSanitizer's tracer crashing at exit, not a finding; rerunning once:" >&2
-  echo "$flakes" | sed 's/^/  /' >&2
-  status=0
-  ctest --test-dir "$BUILD_DIR" --rerun-failed --output-on-failure --timeout 600 || status=$?
-fi
+# The binaries' own defaults come first (cmake/sanitizer_options.c: intercept_tls_get_addr=0,
+# without which LeakSanitizer's tracer crashes at exit on some allocation layouts).
+ctest --test-dir "$BUILD_DIR" -j "$JOBS" --output-on-failure --timeout 600 "$@" || status=$?
 end=$(date +%s)
 echo "sanitize.sh: build $((built - start)) s, tests $((end - built)) s ($BUILD_TYPE, ASan+UBSan, detect_leaks=1)" >&2
 exit $status
