@@ -4,6 +4,8 @@
 // variables of the caller are cleared so they cannot change a result (XDG_CACHE_HOME, where
 // the compile cache goes by default, is kept: ctest points it into the build tree).
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +26,8 @@ struct Proc {
 
 struct ProcOptions {
   std::map<std::string, std::string> env;  // set in the child
+  std::string cwd = {};                    // chdir in the child
+  long fsize_limit = -1;                   // RLIMIT_FSIZE in bytes (SIGXFSZ ignored: writes fail with EFBIG)
 };
 
 class Child {
@@ -50,6 +54,12 @@ class Child {
                             "RLX_CACHE", "RLX_CACHE_DIR", "RLX_CACHE_MAX_MB"})
         ::unsetenv(v);
       for (const auto& [k, v] : o.env) ::setenv(k.c_str(), v.c_str(), 1);
+      if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) ::_exit(126);
+      if (o.fsize_limit >= 0) {
+        ::signal(SIGXFSZ, SIG_IGN);  // kept across exec: write(2) then fails with EFBIG
+        struct rlimit rl = {(rlim_t)o.fsize_limit, (rlim_t)o.fsize_limit};
+        if (::setrlimit(RLIMIT_FSIZE, &rl) != 0) ::_exit(126);
+      }
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }

@@ -229,7 +229,9 @@ TEST_F(Plans, SerializeRoundTripIsExact) {
     EXPECT_EQ(back->graph.find(og.graph.nodes[i].id), (int)i);
     EXPECT_EQ(back->ts.shapes[i], og.ts.shapes[i]);
     EXPECT_EQ(back->fused[i] != nullptr, og.fused[i] != nullptr);
-    if (og.fused[i]) EXPECT_EQ(back->fused[i]->key(), og.fused[i]->key());
+    if (og.fused[i]) {
+      EXPECT_EQ(back->fused[i]->key(), og.fused[i]->key());
+    }
   }
 }
 

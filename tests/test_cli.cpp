@@ -86,9 +86,9 @@ TEST_F(Cli, NumThreadsMustBeAPositiveInteger) {
     if (!*v) continue;  // empty means unset
     SCOPED_TRACE(v);
     refused({"run", path("g.json"), "--input", kInput}, {"RLX_NUM_THREADS=", "expected a positive integer"},
-            {{{"RLX_NUM_THREADS", v}}});
+            {.env = {{"RLX_NUM_THREADS", v}}});
   }
-  Proc p = run_rlx({"run", path("g.json"), "--input", kInput, "--out-dir", path("o")}, {{{"RLX_NUM_THREADS", "3"}}});
+  Proc p = run_rlx({"run", path("g.json"), "--input", kInput, "--out-dir", path("o")}, {.env = {{"RLX_NUM_THREADS", "3"}}});
   ASSERT_EQ(p.code, 0) << show(p);
   EXPECT_HAS(p.err, "3 threads");
   expect_affine(path("o/y.npy"));
@@ -99,7 +99,7 @@ TEST_F(Cli, NumThreadsMustBeAPositiveInteger) {
 TEST_F(Cli, NumThreadsIsCappedWithANote) {
   const int cap = 4 * (int)std::max(1u, std::thread::hardware_concurrency());
   for (const char* v : {"100000", "99999999999999999999"}) {
-    Proc p = run_rlx({"run", path("g.json"), "--input", kInput, "--out-dir", path("o")}, {{{"RLX_NUM_THREADS", v}}});
+    Proc p = run_rlx({"run", path("g.json"), "--input", kInput, "--out-dir", path("o")}, {.env = {{"RLX_NUM_THREADS", v}}});
     ASSERT_EQ(p.code, 0) << show(p);
     EXPECT_HAS(p.err, std::string("note: RLX_NUM_THREADS=") + v);
     EXPECT_HAS(p.err, "using " + std::to_string(cap));
@@ -170,6 +170,9 @@ TEST_F(Cli, NewcomerRoughEdges) {
   // Each flag's form in its own message (was "expected ID=VALUE, e.g. --output x=@x.npy").
   refused({"run", g, "--input", kInput, "--output", "y.npy"}, {"--output y.npy: expected ID=FILE, e.g. --output y=out/y.npy"});
   refused({"inspect", g, "--dim", "batch"}, {"--dim batch: expected NAME=SIZE, e.g. --dim batch=4"});
+  // inspect read "4x" as 4 and took -2 (run refused both): one parser for --dim now.
+  refused({"inspect", g, "--dim", "batch=4x"}, {"--dim batch=4x: the size must be a non-negative integer"});
+  refused({"inspect", g, "--dim", "batch=-2"}, {"--dim batch=-2: the size must be a non-negative integer"});
   // Negative counts and tolerances were silently accepted.
   refused({"run", g, "--input", kInput, "--top", "-1"}, {"--top", ">= 0"});
   refused({"run", g, "--input", kInput, "--rtol", "-0.5"}, {"--rtol", ">= 0"});
@@ -195,7 +198,9 @@ TEST_F(Cli, CompareAndBenchRunTheBackendTheyAreGiven) {
       const nlohmann::json report = nlohmann::json::parse(p.out);
       for (const auto& e : report.at(list)) {
         seen.insert(e["backend"].get<std::string>());
-        if (e.contains("status") && e["status"] == "skipped") EXPECT_FALSE(e["reason"].get<std::string>().empty()) << e.dump();
+        if (e.contains("status") && e["status"] == "skipped") {
+          EXPECT_FALSE(e["reason"].get<std::string>().empty()) << e.dump();
+        }
       }
     } catch (const std::exception& ex) {
       ADD_FAILURE() << ex.what() << "\n" << show(p);

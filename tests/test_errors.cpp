@@ -34,6 +34,7 @@
 #include "io/spec.h"
 #include "ir/loader.h"
 #include "ir/op_registry.h"
+#include "proc_util.h"
 
 namespace {
 
@@ -50,8 +51,6 @@ using Bytes = std::vector<uint8_t>;
 // ---------------------------------------------------------------- helpers
 
 std::string src(const std::string& rel) { return std::string(RLX_SOURCE_DIR) + "/" + rel; }
-
-bool has(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
 
 #define EXPECT_HAS(text, phrase) EXPECT_TRUE(has(text, phrase)) << "expected \"" << (phrase) << "\" in:\n" << (text)
 
@@ -125,65 +124,11 @@ void load_and_infer(const std::string& text, const rlx::ir::LoadLimits& limits =
 
 // ---------------------------------------------------------------- running the binary
 
-struct Proc {
-  int code = -1;  // exit status; 128+signal when killed by a signal
-  std::string out, err;
-};
-
-struct ProcOptions {
-  std::map<std::string, std::string> env;  // set in the child
-  std::string cwd;                         // chdir in the child
-  long fsize_limit = -1;                   // RLIMIT_FSIZE in bytes (SIGXFSZ ignored: writes fail with EFBIG)
-};
-
-// fork + execv of RLX_BINARY; stdout and stderr go to files and are read back. The rlx
-// environment variables are cleared so the caller's environment cannot change a result.
-Proc run_rlx(const std::vector<std::string>& args, const ProcOptions& o = {}) {
-  static int counter = 0;
-  const std::string base = ::testing::TempDir() + "rlx_errors_proc_" + std::to_string(::getpid()) + "_" +
-                           std::to_string(counter++);
-  const std::string out_path = base + ".out", err_path = base + ".err";
-  std::vector<std::string> argv_s = {RLX_BINARY};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int fo = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int fe = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fo < 0 || fe < 0) ::_exit(125);
-    ::dup2(fo, 1);
-    ::dup2(fe, 2);
-    ::close(fo);
-    ::close(fe);
-    for (const char* v : {"RLX_MLX_MODE", "RLX_BACKEND", "RLX_DEVICE", "RLX_DISABLE_COMPILE"}) ::unsetenv(v);
-    for (const auto& [k, v] : o.env) ::setenv(k.c_str(), v.c_str(), 1);
-    if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) ::_exit(126);
-    if (o.fsize_limit >= 0) {
-      ::signal(SIGXFSZ, SIG_IGN);  // kept across exec: write(2) then fails with EFBIG
-      struct rlimit rl = {(rlim_t)o.fsize_limit, (rlim_t)o.fsize_limit};
-      if (::setrlimit(RLIMIT_FSIZE, &rl) != 0) ::_exit(126);
-    }
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  Proc p;
-  int st = 0;
-  if (pid < 0 || ::waitpid(pid, &st, 0) != pid) return p;
-  p.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  Bytes o1 = slurp(out_path), e1 = slurp(err_path);
-  p.out.assign(o1.begin(), o1.end());
-  p.err.assign(e1.begin(), e1.end());
-  ::unlink(out_path.c_str());
-  ::unlink(err_path.c_str());
-  return p;
-}
-
-std::string show(const Proc& p) {
-  return "exit " + std::to_string(p.code) + "\n--- stderr:\n" + p.err + "--- stdout:\n" + p.out;
-}
+using rlx::test::has;
+using rlx::test::Proc;
+using rlx::test::ProcOptions;
+using rlx::test::run_rlx;
+using rlx::test::show;
 
 // A fresh directory per test, removed afterwards.
 class Cli : public ::testing::Test {

@@ -17,15 +17,7 @@ namespace rlx {
 
 std::string inspect_text(const std::string& path, const std::vector<std::string>& dims, bool dot) {
   ir::Graph g = is_onnx_file(path) ? *onnx_graph_for(path, dims) : ir::load_graph_file(path);
-  std::map<std::string, int64_t> sym;
-  for (const auto& d : dims) {
-    auto [k, v] = split_assignment(d, "--dim");
-    try {
-      sym[k] = std::stoll(v);
-    } catch (...) {
-      throw InputError("--dim " + d + ": the size must be an integer");
-    }
-  }
+  std::map<std::string, int64_t> sym = parse_dims(dims);
   std::ostringstream s;
   if (dot) {
     s << "digraph \"" << (g.name.empty() ? "graph" : g.name) << "\" {\n  rankdir=TB;\n";

@@ -30,24 +30,6 @@ std::pair<std::string, std::string> split_named_assignment(const std::string& s,
 
 namespace {
 
-std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& dims) {
-  std::map<std::string, int64_t> r;
-  for (const auto& d : dims) {
-    auto eq = d.rfind('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == d.size()) throw InputError("--dim " + d + ": expected NAME=SIZE");
-    std::string k = d.substr(0, eq), v = d.substr(eq + 1);
-    try {
-      size_t used = 0;
-      long long x = std::stoll(v, &used);
-      if (used != v.size() || x < 0) throw std::invalid_argument(v);
-      r[k] = x;
-    } catch (const std::exception&) {
-      throw InputError("--dim " + d + ": the size must be a non-negative integer");
-    }
-  }
-  return r;
-}
-
 struct Prepared {
   std::shared_ptr<onnx::Model> model;
   std::map<std::string, Tensor> inputs;
@@ -83,25 +65,17 @@ Prepared prepare(const Binding& b, bool need_all_inputs) {
     specs[id] = io::parse_tensor_spec(spec);
   }
   std::vector<std::string> missing;
-  for (int pass = 0; pass < 2; ++pass)
-    for (const auto& vi : m.inputs()) {
-      auto it = specs.find(vi.name);
-      if (it == specs.end()) {
-        if (pass == 0 && !m.is_default_input(vi.name)) missing.push_back(vi.name);
-        continue;
-      }
-      bool random = it->second.kind == io::TensorSpec::Random;
-      if (random != (pass == 1)) continue;
-      DType dt = onnx::to_dtype(vi.elem_type, b.graph + ": input '" + vi.name + "'");
-      Shape shape;
-      if (random) shape = ir::bind_dims(vi.dims, P.dims, "--input " + vi.name + "=" + it->second.text);
-      Tensor t = io::load_tensor_spec(it->second, shape, dt, 16);
-      if (!random)
-        for (size_t k = 0; k < vi.dims.size() && k < t.shape().size(); ++k)
-          if (!vi.dims[k].symbol.empty()) P.dims.emplace(vi.dims[k].symbol, t.shape()[k]);
-      P.inputs[vi.name] = t;
-      P.shapes[vi.name] = t.shape();
+  std::vector<InputDecl> given;
+  for (const auto& vi : m.inputs()) {
+    auto it = specs.find(vi.name);
+    if (it == specs.end()) {
+      if (!m.is_default_input(vi.name)) missing.push_back(vi.name);
+      continue;
     }
+    given.push_back({vi.name, &vi.dims, onnx::to_dtype(vi.elem_type, b.graph + ": input '" + vi.name + "'"), 16, &it->second});
+  }
+  load_input_values(given, P.dims, P.inputs);
+  for (const auto& [name, t] : P.inputs) P.shapes[name] = t.shape();
   if (need_all_inputs && !missing.empty()) {
     std::string ms;
     for (auto& x : missing) ms += (ms.empty() ? "" : ", ") + x;

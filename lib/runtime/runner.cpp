@@ -33,6 +33,38 @@ std::pair<std::string, std::string> split_assignment(const std::string& s, const
   return {s.substr(0, eq), s.substr(eq + 1)};
 }
 
+std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& dims) {
+  std::map<std::string, int64_t> r;
+  for (const auto& d : dims) {
+    auto [k, v] = split_assignment(d, "--dim");
+    try {
+      size_t used = 0;
+      long long x = std::stoll(v, &used);
+      if (used != v.size() || x < 0) throw std::invalid_argument(v);
+      r[k] = x;
+    } catch (const std::exception&) {
+      throw InputError("--dim " + d + ": the size must be a non-negative integer");
+    }
+  }
+  return r;
+}
+
+void load_input_values(const std::vector<InputDecl>& decls, std::map<std::string, int64_t>& dims,
+                       std::map<std::string, Tensor>& out) {
+  for (int pass = 0; pass < 2; ++pass)
+    for (const auto& d : decls) {
+      const bool random = d.spec->kind == io::TensorSpec::Random;
+      if (random != (pass == 1)) continue;
+      Shape shape;
+      if (random) shape = ir::bind_dims(*d.dims, dims, "--input " + d.name + "=" + d.spec->text);
+      Tensor t = io::load_tensor_spec(*d.spec, shape, d.dtype, d.index_bound);
+      if (!random)
+        for (size_t k = 0; k < d.dims->size() && k < t.shape().size(); ++k)
+          if (!(*d.dims)[k].symbol.empty()) dims.emplace((*d.dims)[k].symbol, t.shape()[k]);
+      out[d.name] = t;
+    }
+}
+
 int output_index(const ir::Graph& g, const std::string& id) {
   for (size_t j = 0; j < g.outputs.size(); ++j)
     if (g.nodes[g.outputs[j]].id == id) return (int)j;
@@ -99,18 +131,7 @@ Loaded load_binding(const Binding& b) {
   bo.seed = b.random_params.value_or(0);
   L.params = bind_params(g, store, bo, &L.random_params_filled);
 
-  std::map<std::string, int64_t> dims;
-  for (const auto& d : b.dims) {
-    auto [k, v] = split_assignment(d, "--dim");
-    try {
-      size_t used = 0;
-      long long x = std::stoll(v, &used);
-      if (used != v.size() || x < 0) throw std::invalid_argument(v);
-      dims[k] = x;
-    } catch (const std::exception&) {
-      throw InputError("--dim " + d + ": the size must be a non-negative integer");
-    }
-  }
+  std::map<std::string, int64_t> dims = parse_dims(b.dims);
   std::map<std::string, io::TensorSpec> specs;
   for (const auto& s : b.inputs) {
     auto [id, spec] = split_assignment(s, "--input");
@@ -123,26 +144,15 @@ Loaded load_binding(const Binding& b) {
     if (specs.count(id)) throw InputError("--input " + id + " is given twice");
     specs[id] = io::parse_tensor_spec(spec);
   }
-  // Non-random inputs first: they bind symbolic dimensions that random ones then use.
   std::vector<std::string> missing;
-  for (int pass = 0; pass < 2; ++pass)
-    for (int i : g.inputs_of_kind(ir::Op::Input)) {
-      const auto& n = g.nodes[i];
-      auto it = specs.find(n.id);
-      if (it == specs.end()) {
-        if (pass == 0) missing.push_back(n.id);
-        continue;
-      }
-      bool random = it->second.kind == io::TensorSpec::Random;
-      if (random != (pass == 1)) continue;
-      Shape shape;
-      if (random) shape = ir::bind_dims(n.decl_shape, dims, "--input " + n.id + "=" + it->second.text);
-      Tensor t = io::load_tensor_spec(it->second, shape, n.dtype, index_bound(g, i));
-      if (!random)
-        for (size_t k = 0; k < n.decl_shape.size() && k < t.shape().size(); ++k)
-          if (!n.decl_shape[k].symbol.empty()) dims.emplace(n.decl_shape[k].symbol, t.shape()[k]);
-      L.inputs[n.id] = t;
-    }
+  std::vector<InputDecl> given;
+  for (int i : g.inputs_of_kind(ir::Op::Input)) {
+    const auto& n = g.nodes[i];
+    auto it = specs.find(n.id);
+    if (it == specs.end()) missing.push_back(n.id);
+    else given.push_back({n.id, &n.decl_shape, n.dtype, index_bound(g, i), &it->second});
+  }
+  load_input_values(given, dims, L.inputs);
   if (!missing.empty())
     throw InputError(g.file + ": no value given for input" + (missing.size() > 1 ? "s " : " ") + ids_list(missing) +
                      " (use --input ID=SPEC; SPEC is @file.npy, file.safetensors:NAME, 2x3xf32=1,2,..., or random[:SEED])");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "io/spec.h"
 #include "ir/graph.h"
 #include "runtime/session.h"
 
@@ -38,6 +39,22 @@ struct Loaded {
 
 // Splits "ID=SPEC" (at the first '='); throws InputError naming the flag.
 std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& flag);
+
+// --dim NAME=SIZE flags: a non-negative size per name (InputError otherwise).
+std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& dims);
+
+// One declared input with an --input value, for load_input_values.
+struct InputDecl {
+  std::string name;
+  const std::vector<ir::Dim>* dims;  // declared shape, symbols included
+  DType dtype;
+  int64_t index_bound;  // exclusive bound for random integer values
+  const io::TensorSpec* spec;
+};
+// Loads the values of `decls` into `out`: the values read first, as their shapes bind the
+// symbolic dimensions (into `dims`) that random values then take their sizes from.
+void load_input_values(const std::vector<InputDecl>& decls, std::map<std::string, int64_t>& dims,
+                       std::map<std::string, Tensor>& out);
 
 // Loads the graph, binds params and inputs. Every input of the graph must be given
 // (the error lists those missing); an --input naming no input node is an error.
