@@ -533,7 +533,7 @@ bool Importer::try_fold() {
       "Shape", "Size", "Constant", "Identity", "Cast", "CastLike", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice",
       "ConstantOfShape", "Range", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Where",
       "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Sqrt", "Floor", "Ceil", "Min", "Max", "Reshape", "Flatten", "Expand",
-      "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin", "Transpose", "Dropout", "Sign", "Reciprocal"};
+      "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin", "Transpose", "Dropout", "Sign", "Reciprocal", "ScatterND"};
   if (!foldable.count(op)) return false;
   // Ops whose result depends only on shapes fold even when their data input is a runtime value.
   if (op == "Shape") {
@@ -766,6 +766,55 @@ bool Importer::try_fold() {
       else h.i.push_back(hx->i[s]);
     }
     set_host(0, os, x.et, h);
+    return true;
+  }
+  if (op == "ScatterND") {
+    // output = data; output[indices[i]] (op)= updates[i] for each index tuple i, in order.
+    // Swin Transformer's shifted-window mask is built this way from shapes alone.
+    const Shape& ds = x.shape;
+    const Shape& is = in(1).shape;
+    const Shape& us = in(2).shape;
+    auto idx = host(1);
+    auto up = host(2);
+    if (ds.empty()) fail("data must have rank >= 1");
+    if (is.empty()) fail("indices must have rank >= 1");
+    const int64_t k = is.back();
+    if (k < 1 || k > (int64_t)ds.size())
+      fail("the last dimension of indices (" + std::to_string(k) + ") must be between 1 and the rank of data (" +
+           std::to_string(ds.size()) + ")");
+    Shape want(is.begin(), is.end() - 1);
+    want.insert(want.end(), ds.begin() + k, ds.end());
+    if (us != want) fail("updates have shape " + shape_str(us) + ", expected " + shape_str(want));
+    const std::string red = as("reduction", "none");
+    if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
+      unsupported("ScatterND reduction \"" + red + "\"");
+    int64_t slice = 1;
+    for (size_t a = k; a < ds.size(); ++a) slice *= ds[a];
+    const int64_t tuples = shape_numel(is) / k;
+    auto st = strides_of(ds);
+    Host h = *hx;
+    for (int64_t t = 0; t < tuples; ++t) {
+      int64_t off = 0;
+      for (int64_t a = 0; a < k; ++a) {
+        int64_t v = idx->n(t * k + a);
+        if (v < 0) v += ds[a];
+        if (v < 0 || v >= ds[a])
+          fail("index " + std::to_string(idx->n(t * k + a)) + " is out of range for axis " + std::to_string(a) +
+               " of size " + std::to_string(ds[a]));
+        off += v * st[a];
+      }
+      for (int64_t e = 0; e < slice; ++e) {
+        const int64_t o = off + e, u = t * slice + e;
+        if (h.is_float) {
+          double a = h.f[o], b = up->d(u);
+          h.f[o] = red == "add" ? a + b : red == "mul" ? a * b : red == "max" ? std::max(a, b) : red == "min" ? std::min(a, b) : b;
+        } else {
+          int64_t a = h.i[o], b = up->n(u);
+          h.i[o] = red == "add" ? a + b : red == "mul" ? a * b : red == "max" ? std::max(a, b) : red == "min" ? std::min(a, b) : b;
+        }
+      }
+    }
+    set_host(0, ds, x.et, h);
     return true;
   }
   if (op.rfind("Reduce", 0) == 0) {
@@ -1347,6 +1396,9 @@ void Importer::map_node() {
       return set_node(0, emit("embedding", {node(0), node(1)}, {}, out_name()));
     return set_node(0, emit("gather", {node(0), node(1)}, {{"axis", (int64_t)a}}, out_name()));
   }
+  if (op == "ScatterND")
+    unsupported("ScatterND is folded when its data, indices and updates are all known when the model is loaded "
+                "(constants, or computed from shapes); here they are not");
   if (op == "GatherElements") {
     int a = axis_of(ai("axis", 0), rank(0));
     return set_node(0, emit("gather_elements", {node(0), node(1)}, {{"axis", (int64_t)a}}, out_name()));

@@ -77,6 +77,7 @@ std::vector<OpSupport> supported_ops() {
       {"InstanceNormalization", "reshape, layer_norm, mul, add", "layer_norm", ""},
       {"Gather", "narrow (one constant index), embedding (axis 0 of a 2-D table) or gather", "", "folded when data and indices are known"},
       {"GatherElements", "gather_elements", "gather_elements", ""},
+      {"ScatterND", "folded", "", "data, indices and updates must be known (constants or computed from shapes); reductions none, add, mul, max, min"},
       {"Reshape", "reshape", "reshape", "0 and -1 resolved; allowzero; the shape must be known (constant, folded, or a small input bound by value)"},
       {"Transpose", "transpose", "transpose", ""},
       {"Concat", "concat", "concat", "folded when all inputs are known"},

@@ -199,6 +199,68 @@ def test_integer_and_shape_folding():
                                          "--expect", f"z=@{path(f'slice_{name}.npy')}"], 0)
 
 
+def scatter_nd_ref(data, indices, updates, reduction):
+    """ScatterND as the ONNX spec writes it: a plain loop over the index tuples, in order."""
+    out = data.copy()
+    k = indices.shape[-1]
+    for t in np.ndindex(indices.shape[:-1]):
+        at = tuple(int(v) for v in indices[t])
+        if reduction == "add":
+            out[at] = out[at] + updates[t]
+        elif reduction == "mul":
+            out[at] = out[at] * updates[t]
+        else:
+            out[at] = updates[t]
+    assert k <= data.ndim
+    return out
+
+
+def test_scatternd_folding():
+    # Swin Transformer builds its shifted-window mask with ScatterND on a zero tensor whose
+    # shape comes from the input's: folded on the host, then used by a runtime Add.
+    idx = np.array([[[0, 1], [2, 2]], [[1, 0], [-1, 0]]], np.int64)  # 2x2 tuples of 2 indices; -1 counts from the end
+    upd = np.array([[1.5, 2.0], [3.0, -4.0]], np.float32)
+    dup = np.array([[0, 1], [0, 1], [2, 2]], np.int64)  # a repeated target: reductions accumulate in order
+    dupd = np.array([2.0, 3.0, 5.0], np.float32)
+    x = rng.randn(1, 3, 3).astype(np.float32)
+    cases = [("none", 13, idx, upd, None), ("add", 16, dup, dupd, "add"), ("mul", 16, dup, dupd, "mul")]
+    for name, opset, ind, up, red in cases:
+        base = np.full((3, 3), 1.0 if red == "mul" else 0.0, np.float32)
+        attrs = {"reduction": red} if red else {}
+        nodes = [helper.make_node("Shape", ["x"], ["shp"]),
+                 helper.make_node("Slice", ["shp", "s1", "s3"], ["hw"]),
+                 helper.make_node("ConstantOfShape", ["hw"], ["z"], value=numpy_helper.from_array(np.array([base[0, 0]], np.float32))),
+                 helper.make_node("ScatterND", ["z", "ind", "upd"], ["mask"], **attrs),
+                 helper.make_node("Add", ["x", "mask"], ["y"])]
+        inits = [numpy_helper.from_array(np.array([1], np.int64), "s1"), numpy_helper.from_array(np.array([3], np.int64), "s3"),
+                 numpy_helper.from_array(ind, "ind"), numpy_helper.from_array(up, "upd")]
+        m = model(nodes, [vi("x", [1, 3, 3])], [vi("y", [1, 3, 3])], inits, opset=opset)
+        p = save(model_with_ir(m), f"scatternd_{name}.onnx")
+        ref = x + scatter_nd_ref(base, np.where(ind < 0, ind + 3, ind), up, red)
+        npy("scatternd_x.npy", x)
+        npy(f"scatternd_{name}_y.npy", ref)
+        for mode in ("eager", "compiled"):
+            expect_rc(f"scatternd/{name}/{mode}", ["run", p, "-m", mode, "--input", f"x=@{path('scatternd_x.npy')}",
+                                                   "--expect", f"y=@{path(f'scatternd_{name}_y.npy')}"], 0)
+    # Bad index tuples and shapes are refused with the node named; data known only at run time is
+    # refused with what would make it foldable.
+    def scatter_model(ind, up, data_is_input=False):
+        nodes = [helper.make_node("ScatterND", ["x" if data_is_input else "d", "ind", "upd"], ["s"], name="sc"),
+                 helper.make_node("Add", ["x", "s"], ["y"])]
+        inits = [numpy_helper.from_array(ind, "ind"), numpy_helper.from_array(up, "upd")]
+        if not data_is_input:
+            inits.append(numpy_helper.from_array(np.zeros((3, 3), np.float32), "d"))
+        return model_with_ir(model(nodes, [vi("x", [3, 3])], [vi("y", [3, 3])], inits))
+    expect_rc("scatternd/index-out-of-range", ["run", save(scatter_model(np.array([[3, 0]], np.int64), np.ones(1, np.float32)), "sc_oob.onnx"),
+                                               "--input", "x=random"], 2, "node 'sc' (ScatterND): index 3 is out of range for axis 0 of size 3")
+    expect_rc("scatternd/updates-shape", ["run", save(scatter_model(np.array([[1]], np.int64), np.ones(2, np.float32)), "sc_shape.onnx"),
+                                          "--input", "x=random"], 2, "updates have shape [2], expected [1, 3]")
+    expect_rc("scatternd/tuple-too-long", ["run", save(scatter_model(np.zeros((1, 3), np.int64), np.ones(1, np.float32)), "sc_long.onnx"),
+                                           "--input", "x=random"], 2, "must be between 1 and the rank of data (2)")
+    expect_rc("scatternd/runtime-data", ["run", save(scatter_model(np.array([[1, 1]], np.int64), np.ones(1, np.float32), True), "sc_rt.onnx"),
+                                         "--input", "x=random"], 2, "ScatterND is folded when its data, indices and updates are all known")
+
+
 def test_refusals():
     m = model([helper.make_node("NonMaxSuppression", ["x", "x"], ["y"], name="nms_1")], [vi("x", [1, 2, 4])], [vi("y", [1, 3])])
     expect_rc("refuse/op", ["run", save(model_with_ir(m), "op.onnx"), "--input", "x=random"], 2, "'nms_1' (NonMaxSuppression)")
