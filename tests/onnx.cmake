@@ -22,7 +22,7 @@ endif()
 # Names, symbolic dims, defaults, convert, external data and hostile files (exit codes + messages).
 add_test(NAME onnx_cli COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/cli_tests.py --rlx $<TARGET_FILE:rlx>)
 set_tests_properties(onnx_cli PROPERTIES TIMEOUT 300)
-# PyTorch exports (MLP, CNN, BERT-style and Llama-style layers) against PyTorch's outputs.
+# PyTorch exports (MLP, CNN, BERT-style and Llama-style layers, ten torchvision architectures) against PyTorch's outputs.
 add_test(NAME onnx_torch_models_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/torch_models.py --rlx $<TARGET_FILE:rlx>
          --out ${CMAKE_BINARY_DIR}/onnx-torch-models --backend cpu)
 set_tests_properties(onnx_torch_models_cpu PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_torch_data)

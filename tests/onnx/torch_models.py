@@ -6,8 +6,9 @@ forward pass, never rlx's output).
 Models: an MLP (GELU, softmax), a small CNN (Conv + BatchNorm + ReLU, depthwise conv,
 max/avg pooling), a BERT-style encoder layer with a padding mask, and a Llama-style decoder
 layer (RMSNorm, RoPE, grouped-query attention, causal mask, SiLU-gated MLP) written the way
-Hugging Face writes them, and a conv net exported with its BatchNormalization nodes kept
-(TrainingMode.PRESERVE: torch.onnx otherwise folds them into the convs itself). Each model is
+Hugging Face writes them, a conv net exported with its BatchNormalization nodes kept
+(TrainingMode.PRESERVE: torch.onnx otherwise folds them into the convs itself), and ten of
+torchvision's architectures (torchvision_models below). Each model is
 run in eager, lazy and compiled mode at two input shapes (the dynamic axes are bound from the
 inputs). In compiled mode the plan (--dump-plan) must show the fused ops the exporters'
 decomposed forms are rewritten into (LayerNorm, RMSNorm, GELU, MatMul + bias, attention,
@@ -16,7 +17,7 @@ Conv + BatchNorm: lib/passes/patterns.cpp). Exports are cached in --out.
 A model whose ONNX operators need registry ops this build lacks (`rlx onnx-ops --json`) is
 reported as NOT RUN with the missing ops and does not fail; any other mismatch or error fails.
 
-  tests/onnx/torch_models.py --rlx build/apps/rlx/rlx [--out DIR] [--backend cpu] [-k NAME]
+  tests/onnx/torch_models.py --rlx build/apps/rlx/rlx [--out DIR] [--backend cpu] [-k NAME] [--published]
 """
 import argparse
 import hashlib
@@ -171,7 +172,7 @@ def build_models():
         bn.running_var.uniform_(0.5, 2.0)
         bn.weight.data.uniform_(0.5, 1.5)
         bn.bias.data.uniform_(-0.3, 0.3)
-    return {
+    return {**torchvision_models(g), **{
         # name: (module, input names, output names, dynamic axes, [inputs at shape 1, at shape 2], opset)
         "mlp": (MLP(), ["x"], ["probs"], {"x": {0: "batch"}, "probs": {0: "batch"}},
                 [(torch.randn(3, 16, generator=g),), (torch.randn(7, 16, generator=g),)], 14),
@@ -187,23 +188,87 @@ def build_models():
         "llama_layer": (LlamaLayer(), ["input_ids"], ["logits"],
                         {"input_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}},
                         [(ids((2, 7), 64),), (ids((1, 12), 64),)], 14),
+    }}
+
+
+def torchvision_models(g):
+    """torchvision's own architectures (Debian's python3-torchvision), randomly initialised, with
+    non-trivial BatchNorm statistics: the classic CNNs at their published configurations (small
+    images, 10 classes) and the transformers and ConvNeXt at reduced widths and depths (the same
+    code paths: patch embedding, class token, shifted windows with their ScatterND mask and
+    torch.roll, LayerNorm over channels, layer scale)."""
+    import torch
+    import torchvision.models as tvm
+    from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+    from torchvision.models.densenet import DenseNet
+    from torchvision.models.swin_transformer import SwinTransformer
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    def img(b, h, w=None):
+        return (torch.randn(b, 3, h, w or h, generator=g),)
+
+    spatial = {"image": {0: "batch", 2: "height", 3: "width"}, "logits": {0: "batch"}}
+    batch = {"image": {0: "batch"}, "logits": {0: "batch"}}
+    cnn_sets = [img(1, 64), img(2, 48, 40)]
+    models = {
+        "tv_resnet18": (tvm.resnet18(num_classes=10), spatial, cnn_sets),
+        "tv_mobilenet_v3_small": (tvm.mobilenet_v3_small(num_classes=10), spatial, cnn_sets),
+        "tv_squeezenet1_1": (tvm.squeezenet1_1(num_classes=10), spatial, cnn_sets),
+        "tv_shufflenet_v2_x0_5": (tvm.shufflenet_v2_x0_5(num_classes=10), spatial, cnn_sets),
+        "tv_efficientnet_b0": (tvm.efficientnet_b0(num_classes=10), spatial, cnn_sets),
+        "tv_regnet_y_400mf": (tvm.regnet_y_400mf(num_classes=10), spatial, cnn_sets),
+        "tv_densenet": (DenseNet(growth_rate=8, block_config=(2, 2), num_init_features=16, num_classes=10), spatial, cnn_sets),
+        "tv_convnext": (ConvNeXt([CNBlockConfig(24, 48, 2), CNBlockConfig(48, None, 2)], num_classes=10), spatial, cnn_sets),
+        "tv_vit": (VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64,
+                                     num_classes=10), batch, [img(1, 32), img(3, 32)]),
+        "tv_swin": (SwinTransformer(patch_size=[2, 2], embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4],
+                                    num_classes=10), batch, [img(1, 32), img(2, 32)]),
     }
+    return {name: (with_bn_statistics(m, g), ["image"], ["logits"], dyn, sets, 14) for name, (m, dyn, sets) in models.items()}
 
 
-def export(out):
+def with_bn_statistics(m, g):
+    """Non-trivial BatchNorm running statistics (a fresh model's are 0 and 1)."""
+    import torch
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            mod.running_mean.uniform_(-0.3, 0.3, generator=g)
+            mod.running_var.uniform_(0.5, 2.0, generator=g)
+    return m
+
+
+PUBLISHED = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2_x0_5", "efficientnet_b0",
+             "densenet121", "regnet_y_400mf", "convnext_tiny", "vit_b_16", "swin_t"]
+
+
+def published_models():
+    """--published: torchvision's architectures at their published sizes (1000 classes, one
+    224x224 image), randomly initialised. Not part of the test suite (about 700 MB of files and
+    a few minutes); its result is recorded in docs/onnx.md."""
+    import torch
+    import torchvision.models as tvm
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(2)
+    return {f"pub_{n}": (with_bn_statistics(getattr(tvm, n)(), g), ["image"], ["logits"], {},
+                         [(torch.randn(1, 3, 224, 224, generator=g),)], 14) for n in PUBLISHED}
+
+
+def export(out, published=False):
     """Exports every model with its references; cached by this file's hash."""
-    stamp = os.path.join(out, "EXPORTED-" + hashlib.sha1(open(__file__, "rb").read()).hexdigest()[:12])
+    stamp = os.path.join(out, "EXPORTED-" + hashlib.sha1(open(__file__, "rb").read()).hexdigest()[:12] + ("-published" if published else ""))
     if os.path.exists(stamp):
         return
     import torch
     t0 = time.time()
-    for name, (mod, in_names, out_names, dyn, sets, opset, *extra) in build_models().items():
+    for name, (mod, in_names, out_names, dyn, sets, opset, *extra) in (published_models() if published else build_models()).items():
         mod.eval()
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
+        # Traced with autograd on: under no_grad, nn.MultiheadAttention (torchvision's ViT) takes
+        # its fused fast path, which torch.onnx cannot export.
+        torch.onnx.export(mod, sets[0], os.path.join(d, "model.onnx"), input_names=in_names, output_names=out_names,
+                          dynamic_axes=dyn, opset_version=opset, do_constant_folding=True, **(extra[0] if extra else {}))
         with torch.no_grad():
-            torch.onnx.export(mod, sets[0], os.path.join(d, "model.onnx"), input_names=in_names, output_names=out_names,
-                              dynamic_axes=dyn, opset_version=opset, do_constant_folding=True, **(extra[0] if extra else {}))
             for i, inputs in enumerate(sets):
                 ref = mod(*inputs)
                 ref = ref if isinstance(ref, tuple) else (ref,)
@@ -255,17 +320,21 @@ def main():
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--modes", default="eager,lazy,compiled")
     ap.add_argument("-k", default="")
+    ap.add_argument("--published", action="store_true", help="torchvision's models at their published sizes instead (not in CI)")
     a = ap.parse_args()
     rlx = os.path.abspath(a.rlx)
     out = a.out or os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(rlx))), "onnx-torch-models")
     os.makedirs(out, exist_ok=True)
-    export(out)
+    if a.published:
+        out = os.path.join(out, "published")
+        os.makedirs(out, exist_ok=True)
+    export(out, a.published)
     table = json.loads(subprocess.run([rlx, "onnx-ops", "--json"], check=True, capture_output=True, text=True).stdout)
     needs = {r["op_type"]: r["needs"] for r in table}
     status, ran, notrun, fused_checked = 0, 0, [], 0
     for name in sorted(os.listdir(out)):
         d = os.path.join(out, name)
-        if not os.path.isdir(d) or a.k not in name:
+        if not os.path.isdir(d) or a.k not in name or not os.path.exists(os.path.join(d, "meta.json")):
             continue
         meta = json.load(open(os.path.join(d, "meta.json")))
         model = os.path.join(d, "model.onnx")
