@@ -533,7 +533,7 @@ bool Importer::try_fold() {
       "Shape", "Size", "Constant", "Identity", "Cast", "CastLike", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice",
       "ConstantOfShape", "Range", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Where",
       "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Sqrt", "Floor", "Ceil", "Min", "Max", "Reshape", "Flatten", "Expand",
-      "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin", "Transpose", "Dropout", "Sign", "Reciprocal", "ScatterND"};
+      "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin", "Transpose", "Dropout", "Sign", "Reciprocal", "ScatterND", "EyeLike"};
   if (!foldable.count(op)) return false;
   // Ops whose result depends only on shapes fold even when their data input is a runtime value.
   if (op == "Shape") {
@@ -546,6 +546,20 @@ bool Importer::try_fold() {
     Host h;
     for (int64_t k = st; k < en; ++k) h.i.push_back(s[k]);
     set_host(0, {(int64_t)h.i.size()}, kInt64, h);
+    return true;
+  }
+  if (op == "EyeLike") {  // ones on the k-th diagonal of a 2-D shape: depends on the shape alone
+    const Shape& s = in(0).shape;
+    if (s.size() != 2) fail("input must be 2-D, got " + shape_str(s));
+    int et = (int)ai("dtype", in(0).et);
+    to_dtype(et, where());  // a type rlx cannot hold is refused here
+    const int64_t k = ai("k", 0);
+    if (shape_numel(s) > L_.max_folded_elements) unsupported("EyeLike of shape " + shape_str(s) + " is too large to fold");
+    Host h;
+    h.i.assign(shape_numel(s), 0);
+    for (int64_t r = 0; r < s[0]; ++r)
+      if (r + k >= 0 && r + k < s[1]) h.i[r * s[1] + r + k] = 1;
+    set_host(0, s, et, h);
     return true;
   }
   if (op == "Size") {
@@ -994,6 +1008,113 @@ void Importer::map_node() {
     if (op == "HardSwish") y = emit("mul", {x, y}, {}, out_name());
     return set_node(0, y);
   }
+  if (op == "PRelu") {  // x where x >= 0, else slope * x (slope broadcasts to x)
+    int x = node(0);
+    return set_node(0, emit("where", {emit("less", {x, scalar_like(0, x)}), emit("mul", {x, node(1)}), x}, {}, out_name()));
+  }
+  if (op == "Selu" || op == "Celu") {
+    // Selu: gamma * (max(x, 0) + alpha * (exp(min(x, 0)) - 1)); Celu: max(x, 0) + alpha * (exp(min(x, 0) / alpha) - 1)
+    int x = node(0);
+    const bool selu = op == "Selu";
+    double a = af("alpha", selu ? 1.67326319217681884765625 : 1.0);
+    if (!selu && a == 0) fail("alpha must not be 0");
+    int neg = emit("minimum", {x, scalar_like(0, x)});
+    if (!selu) neg = emit("div", {neg, scalar_like(a, x)});
+    int e = emit("mul", {scalar_like(a, x), emit("sub", {emit("exp", {neg}), scalar_like(1, x)})});
+    int y = emit("add", {emit("relu", {x}), e}, {}, selu ? "" : out_name());
+    if (selu) y = emit("mul", {y, scalar_like(af("gamma", 1.05070102214813232421875), x)}, {}, out_name());
+    return set_node(0, y);
+  }
+  if (op == "ThresholdedRelu") {
+    int x = node(0);
+    return set_node(0, emit("where", {emit("greater", {x, scalar_like(af("alpha", 1.0), x)}), x, scalar_like(0, x)}, {}, out_name()));
+  }
+  if (op == "Shrink") {  // x - bias where x > lambd, x + bias where x < -lambd, else 0
+    int x = node(0);
+    double b = af("bias", 0.0), l = af("lambd", 0.5);
+    int lo = emit("where", {emit("less", {x, scalar_like(-l, x)}), emit("add", {x, scalar_like(b, x)}), scalar_like(0, x)});
+    return set_node(0, emit("where", {emit("greater", {x, scalar_like(l, x)}), emit("sub", {x, scalar_like(b, x)}), lo}, {}, out_name()));
+  }
+  if (op == "Softsign") {
+    int x = node(0);
+    return set_node(0, emit("div", {x, emit("add", {scalar_like(1, x), emit("abs", {x})})}, {}, out_name()));
+  }
+  if (op == "Tan") {
+    int x = node(0);
+    return set_node(0, emit("div", {emit("sin", {x}), emit("cos", {x})}, {}, out_name()));
+  }
+  if (op == "Sinh" || op == "Cosh") {  // (exp(x) -/+ exp(-x)) / 2
+    int x = node(0);
+    int ep = emit("exp", {x}), en = emit("exp", {emit("neg", {x})});
+    return set_node(0, emit("mul", {emit(op == "Sinh" ? "sub" : "add", {ep, en}), scalar_like(0.5, x)}, {}, out_name()));
+  }
+  if (op == "Asinh") {  // sign(x) * log(|x| + sqrt(x^2 + 1)): no cancellation for negative x
+    int x = node(0), ax = emit("abs", {x});
+    int l = emit("log", {emit("add", {ax, emit("sqrt", {emit("add", {emit("square", {x}), scalar_like(1, x)})})})});
+    return set_node(0, emit("mul", {emit("sign", {x}), l}, {}, out_name()));
+  }
+  if (op == "Acosh") {  // log(x + sqrt(x^2 - 1))
+    int x = node(0);
+    return set_node(0, emit("log", {emit("add", {x, emit("sqrt", {emit("sub", {emit("square", {x}), scalar_like(1, x)})})})}, {}, out_name()));
+  }
+  if (op == "Atanh") {  // log((1 + x) / (1 - x)) / 2
+    int x = node(0), one = scalar_like(1, x);
+    int r = emit("div", {emit("add", {one, x}), emit("sub", {one, x})});
+    return set_node(0, emit("mul", {emit("log", {r}), scalar_like(0.5, x)}, {}, out_name()));
+  }
+  if (op == "Hardmax") {  // 1 at the first maximum along the axis, 0 elsewhere
+    int x = node(0);
+    const Shape s = shp(x);
+    int a;
+    int xv = x;
+    if (opset < 13) {  // the input is seen as 2-D: [prod(dims before axis), prod(the rest)]
+      a = axis_of(ai("axis", 1), s.size());
+      int64_t rows = 1;
+      for (int k = 0; k < a; ++k) rows *= s[k];
+      xv = reshape(x, {rows, rows ? shape_numel(s) / rows : 0});
+      a = 1;
+    } else {
+      a = axis_of(ai("axis", -1), s.size());
+    }
+    const Shape vs = shp(xv);  // a copy: emit() grows the shape table
+    int am = emit("argmax", {xv}, {{"axis", (int64_t)a}, {"keepdims", true}});
+    Shape is(vs.size(), 1);
+    is[a] = vs[a];
+    std::vector<double> iota(vs[a]);
+    for (int64_t k = 0; k < vs[a]; ++k) iota[k] = (double)k;
+    int y = cast(emit("equal", {am, constant(is, iota, DType::i64)}), ts_.dtypes[x]);
+    return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(s.begin(), s.end())}}, out_name()));
+  }
+  if (op == "MeanVarianceNormalization") {  // (x - mean) / (sqrt(mean(x^2) - mean^2) + 1e-9), as ONNX's function body
+    int x = node(0);
+    std::vector<int64_t> axes = aints("axes").value_or(std::vector<int64_t>{0, 2, 3});
+    for (auto& v : axes) v = axis_of(v, shp(x).size());
+    int mu = reduce_node("mean", x, axes, true);
+    int var = emit("sub", {reduce_node("mean", emit("square", {x}), axes, true), emit("square", {mu})});
+    int sd = emit("add", {emit("sqrt", {var}), scalar_like(1e-9, x)});
+    return set_node(0, emit("div", {emit("sub", {x, mu}), sd}, {}, out_name()));
+  }
+  if (op == "DepthToSpace" || op == "SpaceToDepth") {
+    int x = node(0);
+    const Shape& s = shp(x);
+    if (s.size() != 4) fail("input must be 4-D [N, C, H, W], got " + shape_str(s));
+    const int64_t b = ai("blocksize", 0);
+    if (b < 1) fail("blocksize must be a positive integer, got " + std::to_string(b));
+    const int64_t N = s[0], C = s[1], H = s[2], W = s[3];
+    if (op == "DepthToSpace") {
+      if (C % (b * b)) fail("channels (" + std::to_string(C) + ") must be a multiple of blocksize^2 (" + std::to_string(b * b) + ")");
+      const std::string mode = as("mode", "DCR");
+      if (mode != "DCR" && mode != "CRD") fail("mode must be DCR or CRD, got \"" + mode + "\"");
+      const bool dcr = mode == "DCR";
+      int r = reshape(x, dcr ? Shape{N, b, b, C / (b * b), H, W} : Shape{N, C / (b * b), b, b, H, W});
+      int t = emit("transpose", {r}, {{"perm", dcr ? std::vector<int64_t>{0, 3, 4, 1, 5, 2} : std::vector<int64_t>{0, 1, 4, 2, 5, 3}}});
+      return set_node(0, emit("reshape", {t}, {{"shape", std::vector<int64_t>{N, C / (b * b), H * b, W * b}}}, out_name()));
+    }
+    if (H % b || W % b) fail("height and width (" + std::to_string(H) + ", " + std::to_string(W) + ") must be multiples of blocksize " + std::to_string(b));
+    int r = reshape(x, {N, C, H / b, b, W / b, b});
+    int t = emit("transpose", {r}, {{"perm", std::vector<int64_t>{0, 3, 5, 1, 2, 4}}});
+    return set_node(0, emit("reshape", {t}, {{"shape", std::vector<int64_t>{N, C * b * b, H / b, W / b}}}, out_name()));
+  }
   if (op == "Clip") {
     int x = node(0);
     int lo = -1, hi = -1;
@@ -1041,7 +1162,7 @@ void Importer::map_node() {
 
   // ---- reductions ----
   if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax" || op == "ReduceMin" || op == "ReduceProd" ||
-      op == "ReduceSumSquare" || op == "ReduceL2" || op == "ReduceL1" || op == "ReduceLogSumExp") {
+      op == "ReduceSumSquare" || op == "ReduceL2" || op == "ReduceL1" || op == "ReduceLogSumExp" || op == "ReduceLogSum") {
     bool input_form = (op == "ReduceSum" && opset >= 13);
     auto axes = reduce_axes(input_form);
     bool keep = ai("keepdims", 1);
@@ -1055,6 +1176,7 @@ void Importer::map_node() {
     if (op == "ReduceL1") return set_node(0, reduce_node("sum", emit("abs", {x}), axes, keep, out_name()));
     if (op == "ReduceSumSquare") return set_node(0, reduce_node("sum", emit("square", {x}), axes, keep, out_name()));
     if (op == "ReduceL2") return set_node(0, emit("sqrt", {reduce_node("sum", emit("square", {x}), axes, keep)}, {}, out_name()));
+    if (op == "ReduceLogSum") return set_node(0, emit("log", {reduce_node("sum", x, axes, keep)}, {}, out_name()));
     if (op == "ReduceLogSumExp") {
       int mk = reduce_node("max", x, axes, true);
       int s = reduce_node("sum", emit("exp", {emit("sub", {x, mk})}), axes, true);

@@ -294,6 +294,13 @@ def test_refusals():
                   [numpy_helper.from_array(np.array([3], np.int64), "c")])
         expect_rc(f"hostile/{op.lower()}-with-one-input", ["run", save(model_with_ir(m), f"{op}1.onnx"), "--input", "x=random"], 2,
                   "is required")
+    # DepthToSpace / SpaceToDepth geometry is checked before the reshape it becomes.
+    m = model([helper.make_node("DepthToSpace", ["x"], ["y"], name="d2s", blocksize=2)], [vi("x", [1, 6, 2, 2])], [vi("y", [1, 1, 4, 4])])
+    expect_rc("refuse/depthtospace-channels", ["run", save(model_with_ir(m), "d2s.onnx"), "--input", "x=random"], 2,
+              "node 'd2s' (DepthToSpace): channels (6) must be a multiple of blocksize^2 (4)")
+    m = model([helper.make_node("SpaceToDepth", ["x"], ["y"], name="s2d", blocksize=0)], [vi("x", [1, 1, 4, 4])], [vi("y", [1, 1, 4, 4])])
+    expect_rc("refuse/spacetodepth-blocksize", ["run", save(model_with_ir(m), "s2d.onnx"), "--input", "x=random"], 2,
+              "node 's2d' (SpaceToDepth): blocksize must be a positive integer, got 0")
     # A target shape whose product overflows int64 (fuzz_onnx: signed overflow in Reshape).
     m = model([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")], [vi("x", [4])], [vi("y", [4])],
               [numpy_helper.from_array(np.array([2, 7309449295936094207, -1], np.int64), "s")])
