@@ -294,6 +294,22 @@ def test_refusals():
                   [numpy_helper.from_array(np.array([3], np.int64), "c")])
         expect_rc(f"hostile/{op.lower()}-with-one-input", ["run", save(model_with_ir(m), f"{op}1.onnx"), "--input", "x=random"], 2,
                   "is required")
+    # Recurrent nets: only full-length sequences, and the listed activation functions.
+    W, R = rng.randn(1, 4, 3).astype(np.float32), rng.randn(1, 4, 4).astype(np.float32)
+    rnn_inits = [numpy_helper.from_array(W, "W"), numpy_helper.from_array(R, "R"),
+                 numpy_helper.from_array(np.array([5, 3], np.int32), "lens")]
+    m = model([helper.make_node("RNN", ["x", "W", "R", "", "lens"], ["y"], name="rnn", hidden_size=4)],
+              [vi("x", [5, 2, 3])], [vi("y", [5, 1, 2, 4])], rnn_inits)
+    expect_rc("refuse/rnn-sequence-lens", ["run", save(model_with_ir(m), "rnn_lens.onnx"), "--input", "x=random"], 2,
+              "node 'rnn' (RNN): unsupported: sequence_lens other than the full sequence length 5 (got 3)")
+    m = model([helper.make_node("RNN", ["x", "W", "R"], ["y"], name="rnn", hidden_size=4, activations=["Gelu"])],
+              [vi("x", [5, 2, 3])], [vi("y", [5, 1, 2, 4])], rnn_inits[:2])
+    expect_rc("refuse/rnn-activation", ["run", save(model_with_ir(m), "rnn_act.onnx"), "--input", "x=random"], 2,
+              "unsupported: activation function \"Gelu\"")
+    m = model([helper.make_node("RNN", ["x", "W", "R"], ["y"], name="rnn", hidden_size=5)],
+              [vi("x", [5, 2, 3])], [vi("y", [5, 1, 2, 5])], rnn_inits[:2])
+    expect_rc("refuse/rnn-weight-shape", ["run", save(model_with_ir(m), "rnn_w.onnx"), "--input", "x=random"], 2,
+              "W has shape [1, 4, 3], expected [1, 5, 3]")
     # DepthToSpace / SpaceToDepth geometry is checked before the reshape it becomes.
     m = model([helper.make_node("DepthToSpace", ["x"], ["y"], name="d2s", blocksize=2)], [vi("x", [1, 6, 2, 2])], [vi("y", [1, 1, 4, 4])])
     expect_rc("refuse/depthtospace-channels", ["run", save(model_with_ir(m), "d2s.onnx"), "--input", "x=random"], 2,

@@ -7,7 +7,8 @@ Models: an MLP (GELU, softmax), a small CNN (Conv + BatchNorm + ReLU, depthwise 
 max/avg pooling), a BERT-style encoder layer with a padding mask, and a Llama-style decoder
 layer (RMSNorm, RoPE, grouped-query attention, causal mask, SiLU-gated MLP) written the way
 Hugging Face writes them, a conv net exported with its BatchNormalization nodes kept
-(TrainingMode.PRESERVE: torch.onnx otherwise folds them into the convs itself), and ten of
+(TrainingMode.PRESERVE: torch.onnx otherwise folds them into the convs itself), recurrent nets
+(a 2-layer bidirectional LSTM tagger with batch_first, a GRU given its initial state), and ten of
 torchvision's architectures (torchvision_models below). Each model is
 run in eager, lazy and compiled mode at two input shapes (the dynamic axes are bound from the
 inputs). In compiled mode the plan (--dump-plan) must show the fused ops the exporters'
@@ -148,7 +149,27 @@ def classes():
         def forward(self, x):
             return F.relu6(self.b2(self.c2(F.relu(self.b1(self.c1(x))))))
 
-    return {"MLP": MLP, "CNN": CNN, "BertLayer": BertLayer, "LlamaLayer": LlamaLayer, "ConvBN": ConvBN}
+    class LstmTagger(nn.Module):  # a sequence tagger: embedding, 2-layer bidirectional LSTM, per-token classes
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(64, 12)
+            self.rnn = nn.LSTM(12, 16, num_layers=2, bidirectional=True, batch_first=True)
+            self.out = nn.Linear(32, 5)
+
+        def forward(self, input_ids):
+            return self.out(self.rnn(self.emb(input_ids))[0])
+
+    class GruEncoder(nn.Module):  # a GRU given its initial state, returning the outputs and the final state
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.GRU(8, 10, num_layers=1)
+
+        def forward(self, x, h0):
+            y, h = self.rnn(x, h0)
+            return torch.tanh(y), h
+
+    return {"MLP": MLP, "CNN": CNN, "BertLayer": BertLayer, "LlamaLayer": LlamaLayer, "ConvBN": ConvBN,
+            "LstmTagger": LstmTagger, "GruEncoder": GruEncoder}
 
 
 def build_models():
@@ -188,6 +209,13 @@ def build_models():
         "llama_layer": (LlamaLayer(), ["input_ids"], ["logits"],
                         {"input_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}},
                         [(ids((2, 7), 64),), (ids((1, 12), 64),)], 14),
+        "lstm_tagger": (c["LstmTagger"](), ["input_ids"], ["tags"],
+                        {"input_ids": {0: "batch", 1: "seq"}, "tags": {0: "batch", 1: "seq"}},
+                        [(ids((2, 9), 64),), (ids((3, 4), 64),)], 14),
+        "gru_encoder": (c["GruEncoder"](), ["x", "h0"], ["y", "h"],
+                        {"x": {0: "seq", 1: "batch"}, "h0": {1: "batch"}, "y": {0: "seq", 1: "batch"}, "h": {1: "batch"}},
+                        [(torch.randn(6, 2, 8, generator=g), torch.randn(1, 2, 10, generator=g)),
+                         (torch.randn(11, 1, 8, generator=g), torch.randn(1, 1, 10, generator=g))], 14),
     }}
 
 
