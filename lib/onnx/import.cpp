@@ -1252,6 +1252,50 @@ void Importer::map_node() {
     int y = cast(emit("equal", {am, constant(is, iota, DType::i64)}), ts_.dtypes[x]);
     return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(s.begin(), s.end())}}, out_name()));
   }
+  if (op == "LRN") {
+    // y = x / (bias + alpha / size * (sum of x^2 over the `size` channels around c))^beta; the
+    // channel window sum as an average pool over [C, H*W] that counts the zero padding.
+    int x = node(0);
+    const Shape s = shp(x);
+    if (s.size() < 3) fail("input must be at least 3-D [N, C, ...], got " + shape_str(s));
+    const int64_t size = ai("size", 0);
+    if (size < 1) fail("size must be a positive integer, got " + std::to_string(size));
+    const double alpha = af("alpha", 1e-4), beta = af("beta", 0.75), bias = af("bias", 1.0);
+    int64_t rest = 1;
+    for (size_t k = 2; k < s.size(); ++k) rest *= s[k];
+    const int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+    int sq = reshape(emit("square", {x}), {s[0], 1, s[1], rest});
+    int avg = emit("avg_pool2d", {sq}, {{"kernel", std::vector<int64_t>{size, 1}}, {"pads", std::vector<int64_t>{lo, 0, hi, 0}},
+                                        {"count_include_pad", true}});
+    int den = emit("add", {emit("mul", {reshape(avg, s), scalar_like(alpha, x)}), scalar_like(bias, x)});
+    return set_node(0, emit("div", {x, emit("pow", {den, scalar_like(beta, x)})}, {}, out_name()));
+  }
+  if (op == "OneHot") {  // values[1] where the (wrapped) index equals the position along `axis`, else values[0]
+    int idx = node(0);
+    auto depth_h = need_scalar(1, "depth");
+    const int64_t depth = depth_h->n(0);
+    if (depth < 1) fail("depth must be positive, got " + std::to_string(depth));
+    const Shape is = shp(idx);
+    const int r = (int)is.size() + 1;
+    const int a = axis_of(ai("axis", -1), r);
+    if (float_et(in(0).et)) idx = emit("floor", {idx});  // float indices are truncated, as ONNX Runtime does
+    const DType it = is_float(ts_.dtypes[idx]) ? ts_.dtypes[idx] : DType::i64;
+    idx = cast(idx, it);
+    // negative indices count from the end: i + depth where i < 0
+    idx = emit("where", {emit("less", {idx, scalar(0, it)}), emit("add", {idx, scalar((double)depth, it)}), idx});
+    Shape us = is;
+    us.insert(us.begin() + a, 1);
+    Shape ps(r, 1);
+    ps[a] = depth;
+    std::vector<double> pos(depth);
+    for (int64_t k = 0; k < depth; ++k) pos[k] = (double)k;
+    int hit = emit("equal", {reshape(idx, us), constant(ps, pos, it)});
+    int vals = node(2);
+    if (shape_numel(shp(vals)) != 2) fail("values must have two elements [off, on], got " + shape_str(shp(vals)));
+    vals = reshape(vals, {2});
+    auto pick = [&](int64_t k) { return reshape(emit("narrow", {vals}, {{"axis", (int64_t)0}, {"start", k}, {"length", (int64_t)1}}), {}); };
+    return set_node(0, emit("where", {hit, pick(1), pick(0)}, {}, out_name()));
+  }
   if (op == "MeanVarianceNormalization") {  // (x - mean) / (sqrt(mean(x^2) - mean^2) + 1e-9), as ONNX's function body
     int x = node(0);
     std::vector<int64_t> axes = aints("axes").value_or(std::vector<int64_t>{0, 2, 3});

@@ -80,6 +80,7 @@ std::vector<OpSupport> supported_ops() {
       {"ArgMax", "argmax", "argmax", ""},
       {"ArgMin", "argmin", "argmin", ""},
       {"Hardmax", "argmax, equal, cast", "argmax equal cast", "opset < 13: over the flattened trailing axes"},
+      {"OneHot", "equal, where", "equal where", "depth must be known; negative indices wrap"},
       {"CumSum", "cumsum", "cumsum", "axis must be a constant"},
       {"TopK", "topk (values and indices)", "topk", "k must be a constant"},
       {"MatMul", "matmul (1-D operands reshaped)", "matmul", ""},
@@ -125,6 +126,8 @@ std::vector<OpSupport> supported_ops() {
       {"GlobalAveragePool", "mean over the spatial axes", "mean", ""},
       {"GlobalMaxPool", "max over the spatial axes", "max", ""},
       {"Resize", "resize", "resize", "modes nearest and linear"},
+      {"Upsample", "resize", "resize", "opsets 7 to 9: scales from the attribute or input; modes nearest and linear"},
+      {"LRN", "square, avg_pool2d, mul, add, pow, div", "square avg_pool2d pow", "the channel window as a zero-padded average pool"},
   };
   std::vector<OpSupport> r;
   for (const auto& row : rows) {
