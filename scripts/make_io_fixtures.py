@@ -92,8 +92,11 @@ def main():
     save_npy("v3.npy", v3, version=(3, 0))
     expected["npy"]["v3.npy"] = describe(v3, "i32")
 
-    # Files that must be refused.
+    # Column-major arrays (what np.save writes for a transposed array): read into row-major order.
     save_npy("fortran.npy", np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3)))
+    save_npy("fortran_3d_i64.npy", np.asfortranarray(np.arange(24, dtype=np.int64).reshape(2, 3, 4)))
+
+    # Files that must be refused.
     save_npy("object.npy", np.array([1, "a", None], dtype=object))
     save_npy("bigendian.npy", np.arange(3, dtype=">f4"))
     save_npy("f64.npy", np.array([1.0, 2.0], dtype=np.float64))

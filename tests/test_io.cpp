@@ -232,12 +232,19 @@ TEST(Npy, IntegersAreStoredExactlyFloatsConvertLikeCast) {
   for (int k = 0; k < 4; ++k) EXPECT_EQ(b.data<int64_t>()[k], big[k]) << k;
 }
 
-TEST(Npy, RefusesFortranOrder) {
-  std::string msg = input_error([] { read_npy(kData + "fortran.npy"); });
-  EXPECT_TRUE(Contains(msg, "fortran.npy"));
-  EXPECT_TRUE(Contains(msg, "Fortran-order"));
-  EXPECT_TRUE(Contains(msg, "expected C order"));
-  EXPECT_TRUE(Contains(npy_error("{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }", Bytes(4)), "Fortran"));
+// np.save writes a transposed (column-major) array with fortran_order True; it is read into
+// row-major order. The files hold np.arange(n).reshape(shape) in column-major layout, so the
+// row-major element i must be i.
+TEST(Npy, ReadsFortranOrderIntoRowMajor) {
+  Tensor a = read_npy(kData + "fortran.npy");
+  ASSERT_EQ(a.shape(), (Shape{2, 3}));
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(a.at(i), (float)i) << i;
+  Tensor b = read_npy(kData + "fortran_3d_i64.npy");
+  ASSERT_EQ(b.shape(), (Shape{2, 3, 4}));
+  ASSERT_EQ(b.dtype(), DType::i64);
+  for (int64_t i = 0; i < 24; ++i) EXPECT_EQ(b.data<int64_t>()[i], i) << i;
+  // A column-major header with too little data is still a truncated file.
+  EXPECT_TRUE(Contains(npy_error("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", Bytes(12)), "truncated"));
 }
 
 TEST(Npy, RefusesObjectArrays) {

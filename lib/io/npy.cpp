@@ -187,9 +187,6 @@ Tensor parse_npy(const uint8_t* data, size_t size, const std::string& what, std:
   NpyHeader h = HeaderParser(std::string_view(header, header_len), what).parse();
 
   const DType dtype = npy_dtype(h.descr, what);
-  if (h.fortran_order)
-    throw InputError(what + ": Fortran-order arrays are not supported (fortran_order is True), expected C order; "
-                            "save np.ascontiguousarray(arr) instead");
   const int64_t numel = shape_numel(h.shape);
   if (numel < 0) throw InputError(what + ": element count of shape " + shape_str(h.shape) + " overflows");
   const size_t es = dtype_size(dtype);
@@ -200,7 +197,27 @@ Tensor parse_npy(const uint8_t* data, size_t size, const std::string& what, std:
     throw InputError(what + ": " + std::to_string(r.remaining()) + " unexpected bytes after the data (shape " +
                      shape_str(h.shape) + " of " + h.descr + " needs " + std::to_string(numel * es) + " bytes)");
 
-  return tensor_from_bytes(values, h.shape, dtype, std::move(keep));
+  if (!h.fortran_order || h.shape.size() < 2) return tensor_from_bytes(values, h.shape, dtype, std::move(keep));
+  // Column-major data (NumPy writes a transposed or Fortran-ordered array so): it is the C-order
+  // array of the reversed shape; reversing its axes gives the row-major copy.
+  Shape rev(h.shape.rbegin(), h.shape.rend());
+  Tensor col = tensor_from_bytes(values, rev, dtype, nullptr);
+  Tensor t(h.shape, dtype);
+  const auto* src = static_cast<const uint8_t*>(col.raw());
+  auto* dst = static_cast<uint8_t*>(t.mutable_raw());
+  const size_t rank = h.shape.size();
+  std::vector<int64_t> idx(rank, 0), fst(rank, 1);  // fst: the column-major stride of each axis
+  for (size_t k = 1; k < rank; ++k) fst[k] = fst[k - 1] * h.shape[k - 1];
+  for (int64_t i = 0; i < numel; ++i) {
+    int64_t off = 0;
+    for (size_t k = 0; k < rank; ++k) off += idx[k] * fst[k];
+    std::memcpy(dst + (size_t)i * es, src + (size_t)off * es, es);
+    for (size_t k = rank; k-- > 0;) {  // next row-major index
+      if (++idx[k] < h.shape[k]) break;
+      idx[k] = 0;
+    }
+  }
+  return t;
 }
 
 Tensor read_npy(const std::string& path) {
