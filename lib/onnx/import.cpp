@@ -457,6 +457,7 @@ class Importer {
   bool try_fold();
   void map_node();
   void recurrent();
+  void einsum();
   // Slice's starts, ends, axes and steps (attributes before opset 10, inputs since), with the
   // defaults filled in (axes 0, 1, ...; steps 1) and their lengths checked.
   struct SliceArgs {
@@ -1114,6 +1115,127 @@ void Importer::recurrent() {
 }
 
 // ----------------------------------------------------------------------------------------
+// Einsum as sums, transposes, reshapes and batched products: operands are contracted pairwise,
+// left to right; each pair becomes one matmul over [batch..., left, contracted] x
+// [batch..., contracted, right].
+void Importer::einsum() {
+  std::string eq;
+  for (char ch : as("equation", "")) if (ch != ' ') eq += ch;
+  const size_t arrow = eq.find("->");
+  std::vector<std::string> terms;
+  {
+    std::string lhs = eq.substr(0, arrow), t;
+    for (char ch : lhs) {
+      if (ch == ',') { terms.push_back(t); t.clear(); } else t += ch;
+    }
+    terms.push_back(t);
+  }
+  const size_t n = cur_->inputs.size();
+  if (terms.size() != n) fail("the equation has " + std::to_string(terms.size()) + " operand(s), the node " + std::to_string(n));
+  // Labels: letters; the ellipsis's dims become the characters '0'..'9', right-aligned.
+  std::vector<std::string> labels(n);
+  std::vector<int> xs(n);
+  size_t ell = 0;
+  for (size_t k = 0; k < n; ++k) {
+    xs[k] = node(k);
+    const std::string& t = terms[k];
+    const size_t dots = t.find("...");
+    const size_t explicit_n = t.size() - (dots == std::string::npos ? 0 : 3);
+    const size_t r = shp(xs[k]).size();
+    if (r < explicit_n || (dots == std::string::npos && r != explicit_n))
+      fail("operand " + std::to_string(k) + " has rank " + std::to_string(r) + ", the term '" + t + "' does not fit it");
+    if (dots != std::string::npos) ell = std::max(ell, r - explicit_n);
+  }
+  if (ell > 10) unsupported("Einsum with more than 10 dimensions under the ellipsis");
+  auto ell_labels = [&](size_t cnt) { std::string e; for (size_t j = ell - cnt; j < ell; ++j) e += (char)('0' + j); return e; };
+  for (size_t k = 0; k < n; ++k) {
+    const std::string& t = terms[k];
+    const size_t dots = t.find("...");
+    std::string l = dots == std::string::npos ? t : t.substr(0, dots) + ell_labels(shp(xs[k]).size() - (t.size() - 3)) + t.substr(dots + 3);
+    for (char ch : l)
+      if (!std::isalpha((unsigned char)ch) && !std::isdigit((unsigned char)ch)) fail(std::string("the equation has an invalid index '") + ch + "'");
+    for (size_t a = 0; a < l.size(); ++a)
+      if (l.find(l[a], a + 1) != std::string::npos)
+        unsupported(std::string("Einsum with a repeated index within one operand ('") + l[a] + "': a diagonal)");
+    labels[k] = l;
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    std::string o = eq.substr(arrow + 2);
+    const size_t dots = o.find("...");
+    out = dots == std::string::npos ? o : o.substr(0, dots) + ell_labels(ell) + o.substr(dots + 3);
+  } else {  // implicit: the ellipsis, then the indices that appear once, in alphabetical order
+    std::map<char, int> count;
+    for (const auto& l : labels) for (char ch : l) count[ch]++;
+    out = ell_labels(ell);
+    for (auto [ch, c] : count) if (c == 1 && !std::isdigit((unsigned char)ch)) out += ch;
+  }
+  std::map<char, int64_t> size;
+  for (size_t k = 0; k < n; ++k)
+    for (size_t a = 0; a < labels[k].size(); ++a) {
+      const int64_t d = shp(xs[k])[a];
+      auto [it, fresh] = size.emplace(labels[k][a], d);
+      if (!fresh && it->second != d) {
+        if (it->second == 1) it->second = d;
+        else if (d != 1) fail(std::string("index '") + labels[k][a] + "' has sizes " + std::to_string(it->second) + " and " + std::to_string(d));
+      }
+    }
+  for (char ch : out) if (!size.count(ch)) fail(std::string("the output index '") + ch + "' appears in no operand");
+  auto has = [](const std::string& l, char ch) { return l.find(ch) != std::string::npos; };
+  // Sums out the labels of x that `keep` does not list; returns x and its labels.
+  auto sum_out = [&](int x, std::string l, const std::string& keep) {
+    std::vector<int64_t> axes;
+    std::string kept;
+    for (size_t a = 0; a < l.size(); ++a) (has(keep, l[a]) ? kept += l[a] : (axes.push_back((int64_t)a), kept));
+    if (!axes.empty()) x = emit("sum", {x}, {{"axes", axes}, {"keepdims", false}});
+    return std::make_pair(x, kept);
+  };
+  auto permute = [&](int x, const std::string& from, const std::string& to) {
+    if (from == to) return x;
+    std::vector<int64_t> perm;
+    for (char ch : to) perm.push_back((int64_t)from.find(ch));
+    return emit("transpose", {x}, {{"perm", perm}});
+  };
+  int x = xs[0];
+  std::string lx = labels[0];
+  for (size_t k = 1; k <= n; ++k) {
+    // Labels still needed after this step: the output's and the remaining operands'.
+    std::string later = out;
+    for (size_t j = k + 1; j < n; ++j) later += labels[j];
+    if (k == n) {  // one operand left: sum and order
+      auto [y, ly] = sum_out(x, lx, out);
+      return set_node(0, emit("reshape", {permute(y, ly, out)}, {{"shape", [&] {
+        std::vector<int64_t> s; for (char ch : out) s.push_back(size[ch]); return s; }()}}, out_name()));
+    }
+    auto [a, la] = sum_out(x, lx, later + labels[k]);
+    auto [b, lb] = sum_out(xs[k], labels[k], later + la);
+    std::string batch, left, right, con;
+    for (char ch : la) (has(lb, ch) ? (has(later, ch) ? batch : con) : left) += ch;
+    for (char ch : lb) if (!has(la, ch)) right += ch;
+    auto prod = [&](const std::string& l) { int64_t p = 1; for (char ch : l) p *= size[ch]; return p; };
+    auto dims = [&](int v, const std::string& lv, const std::string& ls) {  // v's own sizes of labels ls
+      std::vector<int64_t> r;
+      for (char ch : ls) r.push_back(shp(v)[lv.find(ch)]);
+      return r;
+    };
+    for (char ch : con)
+      if (shp(a)[la.find(ch)] != shp(b)[lb.find(ch)]) unsupported(std::string("Einsum broadcasting the summed index '") + ch + "'");
+    std::vector<int64_t> sa = dims(a, la, batch), sb = dims(b, lb, batch);
+    sa.push_back(prod(left));
+    sa.push_back(prod(con));
+    sb.push_back(prod(con));
+    sb.push_back(prod(right));
+    int am = emit("reshape", {permute(a, la, batch + left + con)}, {{"shape", sa}});
+    int bm = emit("reshape", {permute(b, lb, batch + con + right)}, {{"shape", sb}});
+    int y = emit("matmul", {am, bm});
+    std::vector<int64_t> ys;
+    for (char ch : batch + left + right) ys.push_back(size[ch]);
+    x = emit("reshape", {y}, {{"shape", ys}});
+    lx = batch + left + right;
+  }
+}
+
+// ----------------------------------------------------------------------------------------
 // Mapping onto registry ops.
 void Importer::map_node() {
   const NodeDef& n = *cur_;
@@ -1175,6 +1297,7 @@ void Importer::map_node() {
     return set_node(0, y);
   }
   if (op == "RNN" || op == "GRU" || op == "LSTM") return recurrent();
+  if (op == "Einsum") return einsum();
   if (op == "PRelu") {  // x where x >= 0, else slope * x (slope broadcasts to x)
     int x = node(0);
     return set_node(0, emit("where", {emit("less", {x, scalar_like(0, x)}), emit("mul", {x, node(1)}), x}, {}, out_name()));

@@ -84,6 +84,7 @@ std::vector<OpSupport> supported_ops() {
       {"CumSum", "cumsum", "cumsum", "axis must be a constant"},
       {"TopK", "topk (values and indices)", "topk", "k must be a constant"},
       {"MatMul", "matmul (1-D operands reshaped)", "matmul", ""},
+      {"Einsum", "sum, transpose, reshape, matmul", "sum transpose matmul", "operands contracted pairwise; ellipsis and implicit output; a repeated index within one operand (a diagonal) is refused"},
       {"RNN", "unrolled: linear, add, activations, concat", "linear concat", "sequence_lens must be the full length; activations Sigmoid, Tanh, Relu, HardSigmoid, LeakyRelu, Affine, ScaledTanh, Softsign, Softplus"},
       {"GRU", "unrolled: linear, narrow, add, mul, sub, activations, concat", "linear narrow concat", "linear_before_reset 0 or 1; as RNN"},
       {"LSTM", "unrolled: linear, narrow, add, mul, activations, concat", "linear narrow concat", "peepholes, input_forget, clip; as RNN"},

@@ -261,6 +261,37 @@ def test_scatternd_folding():
                                          "--input", "x=random"], 2, "ScatterND is folded when its data, indices and updates are all known")
 
 
+def test_einsum():
+    # Equations as exporters write them (rotary outer products, attention, bilinear forms, ellipsis
+    # broadcasting, implicit outputs), against NumPy's einsum.
+    cases = [("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("i,j->ij", [(6,), (4,)]),
+             ("bhqd,bhkd->bhqk", [(2, 3, 5, 4), (2, 3, 6, 4)]), ("...ij,...jk->...ik", [(1, 3, 4), (2, 4, 5)]),
+             ("ij->ji", [(3, 4)]), ("ij->", [(3, 4)]), ("ijk->j", [(2, 3, 4)]), ("ij,jk", [(3, 4), (4, 2)]),
+             ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]), ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]),
+             ("ij,j->i", [(3, 4), (4,)]), ("b i d, b j d -> b i j", [(2, 3, 4), (2, 5, 4)]), ("i,i->", [(7,), (7,)]),
+             ("abc,cd->abd", [(2, 1, 3), (3, 4)]), ("ik,jk->ijk", [(2, 3), (4, 3)])]
+    for k, (eq, shapes) in enumerate(cases):
+        names = [f"x{j}" for j in range(len(shapes))]
+        arrays = [rng.randn(*s).astype(np.float32) for s in shapes]
+        ref = np.einsum(eq.replace(" ", ""), *arrays).astype(np.float32)
+        m = model([helper.make_node("Einsum", names, ["y"], equation=eq)], [vi(n, list(s)) for n, s in zip(names, shapes)],
+                  [vi("y", list(ref.shape))], opset=12)
+        p = save(model_with_ir(m), f"einsum{k}.onnx")
+        args = ["run", p]
+        for n, a in zip(names, arrays):
+            args += ["--input", f"{n}=@{npy(f'einsum{k}_{n}.npy', a)}"]
+        args += ["--expect", f"y=@{npy(f'einsum{k}_y.npy', ref)}", "--atol", "1e-5", "--rtol", "1e-5"]
+        for mode in ("eager", "compiled"):
+            expect_rc(f"einsum/{eq}/{mode}", args + ["-m", mode], 0)
+    m = model([helper.make_node("Einsum", ["x"], ["y"], name="es", equation="ii->i")], [vi("x", [3, 3])], [vi("y", [3])], opset=12)
+    expect_rc("einsum/diagonal-refused", ["run", save(model_with_ir(m), "einsum_diag.onnx"), "--input", "x=random"], 2,
+              "node 'es' (Einsum): unsupported: Einsum with a repeated index within one operand ('i': a diagonal)")
+    m = model([helper.make_node("Einsum", ["x", "z"], ["y"], name="es", equation="ij,jk->ik")], [vi("x", [3, 4]), vi("z", [5, 2])],
+              [vi("y", [3, 2])], opset=12)
+    expect_rc("einsum/size-mismatch", ["run", save(model_with_ir(m), "einsum_bad.onnx"), "--input", "x=random", "--input", "z=random"], 2,
+              "index 'j' has sizes 4 and 5")
+
+
 def test_refusals():
     m = model([helper.make_node("NonMaxSuppression", ["x", "x"], ["y"], name="nms_1")], [vi("x", [1, 2, 4])], [vi("y", [1, 3])])
     expect_rc("refuse/op", ["run", save(model_with_ir(m), "op.onnx"), "--input", "x=random"], 2, "'nms_1' (NonMaxSuppression)")
