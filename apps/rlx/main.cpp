@@ -139,8 +139,9 @@ struct CommonFlags {
         ->check(non_negative());
     app->add_flag("--verbose,-v", verbose, "Explain planning and compile-cache decisions on stderr");
     app->add_option("--dtype", binding.dtype,
-                    "Run in half precision: bf16 or f16 (every f32 param, input and constant converted; ops\n"
-                    "  on half operands compute in f32 and round to it). Default: the graph's dtypes");
+                    "Run in half precision: bf16 or f16 (every f32 param, input and constant converted, ONNX\n"
+                    "  initializers included; ops on half operands compute in f32 and round to it).\n"
+                    "  Default: the graph's dtypes");
     app->add_flag("--no-cache", no_cache, "Do not read or write the persistent compile cache (as RLX_CACHE=0)");
   }
   void finish() {

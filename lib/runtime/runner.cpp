@@ -115,14 +115,29 @@ int convert_graph_dtype(ir::Graph& g, DType dt) {
 }
 
 Loaded load_binding(const Binding& b) {
-  if (is_onnx_file(b.graph)) return load_onnx_binding(b);
-  Loaded L;
-  L.graph = std::make_shared<ir::Graph>(ir::load_graph_file(b.graph));
+  std::optional<DType> half;  // --dtype f16 / bf16
   if (!b.dtype.empty()) {
     const auto dt = parse_dtype(b.dtype);
     if (!dt || !is_float(*dt)) throw InputError("--dtype " + b.dtype + ": expected bf16, f16 or f32");
-    if (*dt != DType::f32) convert_graph_dtype(*L.graph, *dt);
+    if (*dt != DType::f32) half = *dt;
   }
+  if (is_onnx_file(b.graph)) {
+    Loaded L = load_onnx_binding(b);
+    if (half) {
+      // The model is specialised in its own types first; then, as for a graph file, every f32
+      // input, weight and constant becomes the half type, and so do the values bound to them.
+      convert_graph_dtype(*L.graph, *half);
+      for (auto* m : {&L.params, &L.inputs})
+        for (auto& [id, t] : *m) {
+          int i = L.graph->find(id);
+          if (i >= 0 && t.dtype() != L.graph->nodes[i].dtype) t = t.astype(L.graph->nodes[i].dtype);
+        }
+    }
+    return L;
+  }
+  Loaded L;
+  L.graph = std::make_shared<ir::Graph>(ir::load_graph_file(b.graph));
+  if (half) convert_graph_dtype(*L.graph, *half);
   const ir::Graph& g = *L.graph;
   ParamStore store;
   for (const auto& p : b.params) store.add(p);

@@ -292,6 +292,28 @@ def test_einsum():
               "index 'j' has sizes 4 and 5")
 
 
+def test_half_precision():
+    # --dtype f16/bf16 runs an ONNX model in half precision, as it does a graph file (it used to
+    # be ignored for ONNX: the run stayed f32). The output is written in the half type.
+    Wt = (rng.randn(6, 8) * 0.3).astype(np.float32)
+    b = rng.randn(6).astype(np.float32)
+    x = rng.randn(4, 8).astype(np.float32)
+    m = model([helper.make_node("Gemm", ["x", "W", "b"], ["h"], transB=1), helper.make_node("Tanh", ["h"], ["y"])],
+              [vi("x", [4, 8])], [vi("y", [4, 6])], [numpy_helper.from_array(Wt, "W"), numpy_helper.from_array(b, "b")])
+    p = save(model_with_ir(m), "half.onnx")
+    ref = np.tanh(x @ Wt.T + b)
+    xin = f"x=@{npy('half_x.npy', x)}"
+    for dt, np_dt, tol in (("f16", np.float16, 2e-3), ("bf16", np.float32, 2e-2)):
+        out = path(f"half_{dt}.npy")
+        expect_rc(f"half/{dt}", ["run", p, "--dtype", dt, "--input", xin, "--output", f"y={out}"], 0)
+        if os.path.exists(out):
+            y = np.load(out)
+            check(f"half/{dt}-dtype", y.dtype == np_dt, f"  output dtype {y.dtype}, want {np.dtype(np_dt)}")
+            err = float(np.abs(y.astype(np.float32) - ref).max())
+            check(f"half/{dt}-values", err <= tol and err > 0, f"  max abs error {err} (want (0, {tol}]: rounded, not f32)")
+    expect_rc("half/f64-refused", ["run", p, "--dtype", "f64", "--input", xin], 2, "--dtype f64: expected bf16, f16 or f32")
+
+
 def test_refusals():
     m = model([helper.make_node("NonMaxSuppression", ["x", "x"], ["y"], name="nms_1")], [vi("x", [1, 2, 4])], [vi("y", [1, 3])])
     expect_rc("refuse/op", ["run", save(model_with_ir(m), "op.onnx"), "--input", "x=random"], 2, "'nms_1' (NonMaxSuppression)")
