@@ -1852,6 +1852,49 @@ void Importer::map_node() {
       return set_node(0, emit("embedding", {node(0), node(1)}, {}, out_name()));
     return set_node(0, emit("gather", {node(0), node(1)}, {{"axis", (int64_t)a}}, out_name()));
   }
+  if (op == "GatherND") {
+    // Each index tuple becomes one row number into data viewed as [batch * rows, slice...]: every
+    // coordinate goes through a gather on its axis's positions 0..D-1 first, which wraps negative
+    // values and reports one out of range (naming the node) exactly as Gather does.
+    int data = node(0), idx = node(1);
+    const Shape ds = shp(data), is = shp(idx);
+    if (!is_integer(ts_.dtypes[idx])) fail("indices must be integers");
+    if (is.empty()) fail("indices must have rank >= 1");
+    const int64_t q = (int64_t)is.size(), r = (int64_t)ds.size(), k = is.back(), b = ai("batch_dims", 0);
+    if (b < 0 || b >= std::min(q, r)) fail("batch_dims " + std::to_string(b) + " must be below the ranks of data and indices");
+    if (k < 1 || b + k > r)
+      fail("the last dimension of indices (" + std::to_string(k) + ") must be between 1 and the rank of data less batch_dims (" + std::to_string(r - b) + ")");
+    int64_t B = 1, rows = 1, nT = 1;
+    for (int64_t j = 0; j < b; ++j) {
+      if (ds[j] != is[j]) fail("batch dimension " + std::to_string(j) + " is " + std::to_string(ds[j]) + " in data and " + std::to_string(is[j]) + " in indices");
+      B *= ds[j];
+    }
+    for (int64_t j = b; j < b + k; ++j) rows *= ds[j];
+    for (int64_t j = b; j < q - 1; ++j) nT *= is[j];
+    int tuples = reshape(cast(idx, DType::i64), {B, nT, k});
+    int lin = -1;
+    int64_t stride = rows;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t D = ds[b + j];
+      stride /= std::max<int64_t>(D, 1);
+      std::vector<double> pos(D);
+      for (int64_t t = 0; t < D; ++t) pos[t] = (double)t;
+      int c = reshape(emit("narrow", {tuples}, {{"axis", (int64_t)2}, {"start", j}, {"length", (int64_t)1}}), {B, nT});
+      c = emit("gather", {constant({D}, pos, DType::i64), c}, {{"axis", (int64_t)0}});
+      if (stride != 1) c = emit("mul", {c, scalar((double)stride, DType::i64)});
+      lin = lin < 0 ? c : emit("add", {lin, c});
+    }
+    if (b > 0) {
+      std::vector<double> base(B);
+      for (int64_t t = 0; t < B; ++t) base[t] = (double)(t * rows);
+      lin = emit("add", {lin, constant({B, 1}, base, DType::i64)});
+    }
+    Shape flat{B * rows}, out(is.begin(), is.end() - 1);
+    flat.insert(flat.end(), ds.begin() + b + k, ds.end());
+    out.insert(out.end(), ds.begin() + b + k, ds.end());
+    int y = emit("gather", {reshape(data, flat), reshape(lin, {B * nT})}, {{"axis", (int64_t)0}});
+    return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(out.begin(), out.end())}}, out_name()));
+  }
   if (op == "ScatterND")
     unsupported("ScatterND is folded when its data, indices and updates are all known when the model is loaded "
                 "(constants, or computed from shapes); here they are not");

@@ -97,6 +97,7 @@ std::vector<OpSupport> supported_ops() {
       {"MeanVarianceNormalization", "mean, square, sub, sqrt, add, div", "mean square sqrt", "as ONNX's function body (1e-9 added to the deviation)"},
       {"Gather", "narrow (one constant index), embedding (axis 0 of a 2-D table) or gather", "", "folded when data and indices are known"},
       {"GatherElements", "gather_elements", "gather_elements", ""},
+      {"GatherND", "gather (per coordinate, then of rows)", "gather", "batch_dims; coordinates range-checked and wrapped as Gather's"},
       {"ScatterND", "folded", "", "data, indices and updates must be known (constants or computed from shapes); reductions none, add, mul, max, min"},
       {"Reshape", "reshape", "reshape", "0 and -1 resolved; allowzero; the shape must be known (constant, folded, or a small input bound by value)"},
       {"Transpose", "transpose", "transpose", ""},

@@ -292,6 +292,41 @@ def test_einsum():
               "index 'j' has sizes 4 and 5")
 
 
+def gather_nd_ref(data, indices, b):
+    """GatherND as the ONNX spec writes it, with a loop over the batch and the index tuples."""
+    bshape = data.shape[:b]
+    k = indices.shape[-1]
+    out = np.empty(indices.shape[:-1] + data.shape[b + k:], data.dtype)
+    for bi in np.ndindex(bshape):
+        for t in np.ndindex(indices.shape[b:-1]):
+            coords = tuple(int(c) for c in indices[bi + t])
+            out[bi + t] = data[bi][coords]
+    return out
+
+
+def test_gathernd():
+    data = rng.randn(2, 3, 4, 5).astype(np.float32)
+    cases = [("b0-k2", 0, np.array([[[0, 1], [1, -1]], [[1, 2], [0, 0]]], np.int64)),  # -1 counts from the end
+             ("b1-k2", 1, np.array([[[2, 3], [0, -4]], [[1, 1], [2, 0]]], np.int64)),
+             ("b0-k4", 0, np.array([[1, 2, 3, 4], [0, 0, 0, -1]], np.int64)),
+             ("b2-k1", 2, np.array([[[1], [3], [0]], [[2], [2], [1]]], np.int64))]
+    for name, b, idx in cases:
+        m = model([helper.make_node("GatherND", ["d", "i"], ["y"], batch_dims=b)],
+                  [vi("d", list(data.shape)), vi("i", list(idx.shape), TensorProto.INT64)], [vi("y", None)], opset=13)
+        p = save(model_with_ir(m), f"gathernd_{name}.onnx")
+        ref = gather_nd_ref(data, np.where(idx < 0, idx + np.array(data.shape[b:b + idx.shape[-1]]), idx), b)
+        args = ["run", p, "--input", f"d=@{npy('gnd_d.npy', data)}", "--input", f"i=@{npy(f'gnd_{name}_i.npy', idx)}",
+                "--expect", f"y=@{npy(f'gnd_{name}_y.npy', ref)}"]
+        for mode in ("eager", "compiled"):
+            expect_rc(f"gathernd/{name}/{mode}", args + ["-m", mode], 0)
+    # A coordinate out of its axis's range is an error even where the row it would make exists.
+    bad = np.array([[0, 5]], np.int64)
+    m = model([helper.make_node("GatherND", ["d", "i"], ["y"], name="gnd")],
+              [vi("d", [3, 4]), vi("i", [1, 2], TensorProto.INT64)], [vi("y", [1])], opset=13)
+    expect_rc("gathernd/coordinate-out-of-range", ["run", save(model_with_ir(m), "gathernd_bad.onnx"), "--input", "d=random",
+                                                   "--input", f"i=@{npy('gnd_bad.npy', bad)}"], 3, "index 5 at position 0 is outside [-4, 4)")
+
+
 def test_half_precision():
     # --dtype f16/bf16 runs an ONNX model in half precision, as it does a graph file (it used to
     # be ignored for ONNX: the run stayed f32). The output is written in the half type.
