@@ -377,6 +377,27 @@ class Importer {
     }
     return xs.at(0);
   }
+  // Row numbers of index tuples ([N, k] i64) into a tensor whose leading axes are `dims`: each
+  // coordinate goes through a gather on its axis's positions 0..D-1 first, which wraps negative
+  // values and reports one out of range (naming the node) as Gather does, even where the row
+  // it would make exists. [N] i64.
+  int tuple_rows(int tuples, const Shape& dims) {
+    const int64_t n = shp(tuples)[0];
+    int64_t stride = 1;
+    for (auto d : dims) stride *= d;
+    int lin = -1;
+    for (size_t j = 0; j < dims.size(); ++j) {
+      const int64_t D = dims[j];
+      stride /= std::max<int64_t>(D, 1);
+      std::vector<double> pos(D);
+      for (int64_t t = 0; t < D; ++t) pos[t] = (double)t;
+      int c = reshape(emit("narrow", {tuples}, {{"axis", (int64_t)1}, {"start", (int64_t)j}, {"length", (int64_t)1}}), {n});
+      c = emit("gather", {constant({D}, pos, DType::i64), c}, {{"axis", (int64_t)0}});
+      if (stride != 1) c = emit("mul", {c, scalar((double)stride, DType::i64)});
+      lin = lin < 0 ? c : emit("add", {lin, c});
+    }
+    return lin;
+  }
   int cast(int x, DType dt) {
     if (ts_.dtypes[x] == dt) return x;
     return emit("cast", {x}, {{"dtype", std::string(dtype_name(dt))}});
@@ -1853,9 +1874,7 @@ void Importer::map_node() {
     return set_node(0, emit("gather", {node(0), node(1)}, {{"axis", (int64_t)a}}, out_name()));
   }
   if (op == "GatherND") {
-    // Each index tuple becomes one row number into data viewed as [batch * rows, slice...]: every
-    // coordinate goes through a gather on its axis's positions 0..D-1 first, which wraps negative
-    // values and reports one out of range (naming the node) exactly as Gather does.
+    // Each index tuple becomes one row number into data viewed as [batch * rows, slice...].
     int data = node(0), idx = node(1);
     const Shape ds = shp(data), is = shp(idx);
     if (!is_integer(ts_.dtypes[idx])) fail("indices must be integers");
@@ -1871,19 +1890,7 @@ void Importer::map_node() {
     }
     for (int64_t j = b; j < b + k; ++j) rows *= ds[j];
     for (int64_t j = b; j < q - 1; ++j) nT *= is[j];
-    int tuples = reshape(cast(idx, DType::i64), {B, nT, k});
-    int lin = -1;
-    int64_t stride = rows;
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t D = ds[b + j];
-      stride /= std::max<int64_t>(D, 1);
-      std::vector<double> pos(D);
-      for (int64_t t = 0; t < D; ++t) pos[t] = (double)t;
-      int c = reshape(emit("narrow", {tuples}, {{"axis", (int64_t)2}, {"start", j}, {"length", (int64_t)1}}), {B, nT});
-      c = emit("gather", {constant({D}, pos, DType::i64), c}, {{"axis", (int64_t)0}});
-      if (stride != 1) c = emit("mul", {c, scalar((double)stride, DType::i64)});
-      lin = lin < 0 ? c : emit("add", {lin, c});
-    }
+    int lin = reshape(tuple_rows(reshape(cast(idx, DType::i64), {B * nT, k}), Shape(ds.begin() + b, ds.begin() + b + k)), {B, nT});
     if (b > 0) {
       std::vector<double> base(B);
       for (int64_t t = 0; t < B; ++t) base[t] = (double)(t * rows);
@@ -1895,9 +1902,48 @@ void Importer::map_node() {
     int y = emit("gather", {reshape(data, flat), reshape(lin, {B * nT})}, {{"axis", (int64_t)0}});
     return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(out.begin(), out.end())}}, out_name()));
   }
-  if (op == "ScatterND")
-    unsupported("ScatterND is folded when its data, indices and updates are all known when the model is loaded "
-                "(constants, or computed from shapes); here they are not");
+  if (op == "ScatterND") {
+    // Values known only at run time (a KV cache written at a position): each row of data viewed
+    // as [rows, slice...] takes the slice of the last update tuple that names it, else keeps its
+    // own. The row-by-tuple match table is rows x tuples booleans.
+    int data = node(0), idx = node(1), upd = node(2);
+    const Shape ds = shp(data), is = shp(idx), us = shp(upd);
+    if (ds.empty()) fail("data must have rank >= 1");
+    if (is.empty()) fail("indices must have rank >= 1");
+    if (!is_integer(ts_.dtypes[idx])) fail("indices must be integers");
+    const int64_t k = is.back();
+    if (k < 1 || k > (int64_t)ds.size())
+      fail("the last dimension of indices (" + std::to_string(k) + ") must be between 1 and the rank of data (" + std::to_string(ds.size()) + ")");
+    Shape want(is.begin(), is.end() - 1);
+    want.insert(want.end(), ds.begin() + k, ds.end());
+    if (us != want) fail("updates have shape " + shape_str(us) + ", expected " + shape_str(want));
+    if (ts_.dtypes[upd] != ts_.dtypes[data]) fail("updates and data differ in element type");
+    const std::string red = as("reduction", "none");
+    if (red != "none")
+      unsupported("ScatterND reduction \"" + red + "\" on values known only at run time (it is folded when data, indices "
+                  "and updates are all known when the model is loaded)");
+    int64_t rows = 1, T = 1;
+    for (int64_t j = 0; j < k; ++j) rows *= ds[j];
+    for (size_t j = 0; j + 1 < is.size(); ++j) T *= is[j];
+    if (T == 0 || rows == 0) return set_node(0, emit("reshape", {data}, {{"shape", std::vector<int64_t>(ds.begin(), ds.end())}}, out_name()));
+    if ((double)rows * (double)T > (double)(int64_t(1) << 26))
+      unsupported("ScatterND on values known only at run time with " + std::to_string(rows) + " rows and " + std::to_string(T) +
+                  " update tuples (the match table would exceed 2^26 entries)");
+    int lin = tuple_rows(reshape(cast(idx, DType::i64), {T, k}), Shape(ds.begin(), ds.begin() + k));
+    std::vector<double> rowpos(rows);
+    for (int64_t t = 0; t < rows; ++t) rowpos[t] = (double)t;
+    int hit = emit("equal", {constant({rows, 1}, rowpos, DType::i64), reshape(lin, {1, T})});  // [rows, T]
+    int hitf = cast(hit, DType::f32);
+    int who = emit("argmax", {hitf}, {{"axis", (int64_t)1}, {"keepdims", false}, {"select_last_index", true}});  // last writer
+    int any = emit("greater", {emit("max", {hitf}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", false}}), scalar(0.5)});
+    Shape slice(ds.begin() + k, ds.end()), flat{rows}, upd_rows{T}, mask(1 + slice.size(), 1);
+    flat.insert(flat.end(), slice.begin(), slice.end());
+    upd_rows.insert(upd_rows.end(), slice.begin(), slice.end());
+    mask[0] = rows;
+    int picked = emit("gather", {reshape(upd, upd_rows), who}, {{"axis", (int64_t)0}});
+    int y = emit("where", {reshape(any, mask), picked, reshape(data, flat)});
+    return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(ds.begin(), ds.end())}}, out_name()));
+  }
   if (op == "GatherElements") {
     int a = axis_of(ai("axis", 0), rank(0));
     return set_node(0, emit("gather_elements", {node(0), node(1)}, {{"axis", (int64_t)a}}, out_name()));

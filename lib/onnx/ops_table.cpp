@@ -98,7 +98,7 @@ std::vector<OpSupport> supported_ops() {
       {"Gather", "narrow (one constant index), embedding (axis 0 of a 2-D table) or gather", "", "folded when data and indices are known"},
       {"GatherElements", "gather_elements", "gather_elements", ""},
       {"GatherND", "gather (per coordinate, then of rows)", "gather", "batch_dims; coordinates range-checked and wrapped as Gather's"},
-      {"ScatterND", "folded", "", "data, indices and updates must be known (constants or computed from shapes); reductions none, add, mul, max, min"},
+      {"ScatterND", "folded; at run time: gather, equal, argmax, max, where", "equal argmax where", "folded when data, indices and updates are known (reductions none, add, mul, max, min); at run time reduction none, the last update of a row wins"},
       {"Reshape", "reshape", "reshape", "0 and -1 resolved; allowzero; the shape must be known (constant, folded, or a small input bound by value)"},
       {"Transpose", "transpose", "transpose", ""},
       {"Concat", "concat", "concat", "folded when all inputs are known"},

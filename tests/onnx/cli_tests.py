@@ -257,8 +257,29 @@ def test_scatternd_folding():
                                           "--input", "x=random"], 2, "updates have shape [2], expected [1, 3]")
     expect_rc("scatternd/tuple-too-long", ["run", save(scatter_model(np.zeros((1, 3), np.int64), np.ones(1, np.float32)), "sc_long.onnx"),
                                            "--input", "x=random"], 2, "must be between 1 and the rank of data (2)")
-    expect_rc("scatternd/runtime-data", ["run", save(scatter_model(np.array([[1, 1]], np.int64), np.ones(1, np.float32), True), "sc_rt.onnx"),
-                                         "--input", "x=random"], 2, "ScatterND is folded when its data, indices and updates are all known")
+    # At run time (data, indices and updates all graph inputs), as a KV cache is written at a
+    # position: reduction none, the last update of a repeated row wins (as ONNX Runtime applies
+    # them in order), negative indices from the end.
+    cache = rng.randn(2, 3, 6, 4).astype(np.float32)  # [batch, heads, positions, dim]
+    for name, ind in [("kv-write", np.array([[[0, 0, 5], [0, 1, 5], [0, 2, 5]], [[1, 0, 2], [1, 1, 2], [1, 2, -1]]], np.int64)),
+                      ("repeated-row", np.array([[[0, 1, 3], [0, 1, 3], [1, 2, 0]], [[1, 2, 0], [0, 0, 0], [0, 1, 3]]], np.int64))]:
+        upd = rng.randn(2, 3, 4).astype(np.float32)
+        m = model([helper.make_node("ScatterND", ["c", "i", "u"], ["y"])],
+                  [vi("c", list(cache.shape)), vi("i", list(ind.shape), TensorProto.INT64), vi("u", list(upd.shape))],
+                  [vi("y", list(cache.shape))])
+        ref = scatter_nd_ref(cache, np.where(ind < 0, ind + np.array(cache.shape[:3]), ind), upd, None)
+        args = ["run", save(model_with_ir(m), f"sc_{name}.onnx"), "--input", f"c=@{npy('sc_c.npy', cache)}",
+                "--input", f"i=@{npy(f'sc_{name}_i.npy', ind)}", "--input", f"u=@{npy(f'sc_{name}_u.npy', upd)}",
+                "--expect", f"y=@{npy(f'sc_{name}_y.npy', ref)}"]
+        for mode in ("eager", "compiled"):
+            expect_rc(f"scatternd/runtime-{name}/{mode}", args + ["-m", mode], 0)
+    m = model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"], name="sc", reduction="add")],
+              [vi("x", [3, 3]), vi("i", [1, 2], TensorProto.INT64), vi("u", [1])], [vi("y", [3, 3])], opset=16)
+    expect_rc("scatternd/runtime-add-refused", ["run", save(model_with_ir(m), "sc_rt_add.onnx"), "--input", "x=random", "--input", "i=1x2xi64=1,1",
+                                                "--input", "u=random"], 2, "ScatterND reduction \"add\" on values known only at run time")
+    expect_rc("scatternd/runtime-out-of-range", ["run", save(model_with_ir(model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"])],
+              [vi("x", [3, 3]), vi("i", [1, 2], TensorProto.INT64), vi("u", [1])], [vi("y", [3, 3])])), "sc_rt_oob.onnx"),
+              "--input", "x=random", "--input", "i=1x2xi64=0,3", "--input", "u=random"], 3, "index 3 at position 0 is outside [-3, 3)")
 
 
 def test_einsum():
