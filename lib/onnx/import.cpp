@@ -1902,6 +1902,57 @@ void Importer::map_node() {
     int y = emit("gather", {reshape(data, flat), reshape(lin, {B * nT})}, {{"axis", (int64_t)0}});
     return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(out.begin(), out.end())}}, out_name()));
   }
+  if (op == "ScatterElements" || op == "Scatter") {
+    // out = data, then out[c with c[axis] = indices[c]] (op)= updates[c] for every position c of
+    // indices. Along the axis, each output position p is matched against the J index entries
+    // of its line: a [.., J, P, ..] table; none takes the last entry naming p (as ONNX Runtime
+    // applies them in order), add and mul fold all of them in.
+    int data = node(0), idx = node(1), upd = node(2);
+    const Shape ds = shp(data), is = shp(idx), us = shp(upd);
+    const int r = (int)ds.size();
+    if (r == 0) fail("data must have rank >= 1");
+    if (!is_integer(ts_.dtypes[idx])) fail("indices must be integers");
+    if (is.size() != ds.size()) fail("indices " + shape_str(is) + " must have the rank of data " + shape_str(ds));
+    if (us != is) fail("updates have shape " + shape_str(us) + ", expected the indices' " + shape_str(is));
+    if (ts_.dtypes[upd] != ts_.dtypes[data]) fail("updates and data differ in element type");
+    const int a = axis_of(ai("axis", 0), r);
+    for (int d = 0; d < r; ++d)
+      if (d != a && is[d] != ds[d])
+        unsupported("ScatterElements whose indices cover part of data across the axis (indices " + shape_str(is) + ", data " +
+                    shape_str(ds) + ", axis " + std::to_string(a) + ")");
+    const std::string red = op == "Scatter" ? "none" : as("reduction", "none");
+    if (red != "none" && red != "add" && red != "mul") unsupported("ScatterElements reduction \"" + red + "\"");
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < a; ++d) outer *= ds[d];
+    for (int d = a + 1; d < r; ++d) inner *= ds[d];
+    const int64_t J = is[a], P = ds[a];
+    if (J == 0 || shape_numel(ds) == 0) return set_node(0, emit("reshape", {data}, {{"shape", std::vector<int64_t>(ds.begin(), ds.end())}}, out_name()));
+    if ((double)outer * J * P * inner > (double)(int64_t(1) << 26))
+      unsupported("ScatterElements with a match table of " + std::to_string(outer * J * P * inner) + " entries (more than 2^26)");
+    // Positions: each index range-checked and wrapped through a gather on 0..P-1.
+    std::vector<double> pos(P);
+    for (int64_t t = 0; t < P; ++t) pos[t] = (double)t;
+    int at = emit("gather", {constant({P}, pos, DType::i64), reshape(cast(idx, DType::i64), {outer * J * inner})}, {{"axis", (int64_t)0}});
+    int hit = emit("equal", {reshape(at, {outer, J, 1, inner}), constant({1, 1, P, 1}, pos, DType::i64)});  // [outer, J, P, inner]
+    int d3 = reshape(data, {outer, P, inner});
+    int u4 = reshape(upd, {outer, J, 1, inner});
+    int y;
+    if (red == "none") {
+      int hitf = cast(hit, DType::f32);
+      int who = emit("argmax", {hitf}, {{"axis", (int64_t)1}, {"keepdims", false}, {"select_last_index", true}});  // [outer, P, inner]
+      int any = emit("greater", {emit("max", {hitf}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", false}}), scalar(0.5)});
+      int picked = emit("gather_elements", {reshape(upd, {outer, J, inner}), who}, {{"axis", (int64_t)1}});
+      y = emit("where", {any, picked, d3});
+    } else {
+      const bool add = red == "add";
+      int ident = add ? scalar_like(0, data) : scalar_like(1, data);
+      if (!is_float(ts_.dtypes[data])) ident = scalar(add ? 0 : 1, ts_.dtypes[data]);
+      int contrib = emit("where", {hit, u4, ident});  // [outer, J, P, inner]
+      int folded = emit(add ? "sum" : "prod", {contrib}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", false}});
+      y = emit(add ? "add" : "mul", {d3, folded});
+    }
+    return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(ds.begin(), ds.end())}}, out_name()));
+  }
   if (op == "ScatterND") {
     // Values known only at run time (a KV cache written at a position): each row of data viewed
     // as [rows, slice...] takes the slice of the last update tuple that names it, else keeps its
@@ -1919,20 +1970,31 @@ void Importer::map_node() {
     if (us != want) fail("updates have shape " + shape_str(us) + ", expected " + shape_str(want));
     if (ts_.dtypes[upd] != ts_.dtypes[data]) fail("updates and data differ in element type");
     const std::string red = as("reduction", "none");
-    if (red != "none")
+    if (red != "none" && red != "add" && red != "mul")
       unsupported("ScatterND reduction \"" + red + "\" on values known only at run time (it is folded when data, indices "
                   "and updates are all known when the model is loaded)");
-    int64_t rows = 1, T = 1;
+    int64_t rows = 1, T = 1, sl = 1;
     for (int64_t j = 0; j < k; ++j) rows *= ds[j];
     for (size_t j = 0; j + 1 < is.size(); ++j) T *= is[j];
+    for (size_t j = k; j < ds.size(); ++j) sl *= ds[j];
     if (T == 0 || rows == 0) return set_node(0, emit("reshape", {data}, {{"shape", std::vector<int64_t>(ds.begin(), ds.end())}}, out_name()));
-    if ((double)rows * (double)T > (double)(int64_t(1) << 26))
+    // none: a rows x tuples match table; add and mul also spread the slices over it.
+    const double table = (double)rows * (double)T * (red == "none" ? 1.0 : (double)sl);
+    if (table > (double)(int64_t(1) << 26))
       unsupported("ScatterND on values known only at run time with " + std::to_string(rows) + " rows and " + std::to_string(T) +
                   " update tuples (the match table would exceed 2^26 entries)");
     int lin = tuple_rows(reshape(cast(idx, DType::i64), {T, k}), Shape(ds.begin(), ds.begin() + k));
     std::vector<double> rowpos(rows);
     for (int64_t t = 0; t < rows; ++t) rowpos[t] = (double)t;
     int hit = emit("equal", {constant({rows, 1}, rowpos, DType::i64), reshape(lin, {1, T})});  // [rows, T]
+    if (red != "none") {  // data + sum (or * prod) over the tuples naming each row
+      const bool add = red == "add";
+      int ident = is_float(ts_.dtypes[data]) ? scalar_like(add ? 0 : 1, data) : scalar(add ? 0 : 1, ts_.dtypes[data]);
+      int contrib = emit("where", {reshape(hit, {rows, T, 1}), reshape(upd, {1, T, sl}), ident});
+      int folded = emit(add ? "sum" : "prod", {contrib}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", false}});
+      int y = emit(add ? "add" : "mul", {reshape(data, {rows, sl}), folded});
+      return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(ds.begin(), ds.end())}}, out_name()));
+    }
     int hitf = cast(hit, DType::f32);
     int who = emit("argmax", {hitf}, {{"axis", (int64_t)1}, {"keepdims", false}, {"select_last_index", true}});  // last writer
     int any = emit("greater", {emit("max", {hitf}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", false}}), scalar(0.5)});

@@ -273,10 +273,17 @@ def test_scatternd_folding():
                 "--expect", f"y=@{npy(f'sc_{name}_y.npy', ref)}"]
         for mode in ("eager", "compiled"):
             expect_rc(f"scatternd/runtime-{name}/{mode}", args + ["-m", mode], 0)
-    m = model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"], name="sc", reduction="add")],
-              [vi("x", [3, 3]), vi("i", [1, 2], TensorProto.INT64), vi("u", [1])], [vi("y", [3, 3])], opset=16)
-    expect_rc("scatternd/runtime-add-refused", ["run", save(model_with_ir(m), "sc_rt_add.onnx"), "--input", "x=random", "--input", "i=1x2xi64=1,1",
-                                                "--input", "u=random"], 2, "ScatterND reduction \"add\" on values known only at run time")
+    # add and mul at run time: every update naming a row is folded in (a repeated row twice).
+    ind = np.array([[1, 1], [0, 2], [1, 1], [-1, 0]], np.int64)
+    base = rng.randn(3, 3).astype(np.float32)
+    upd = rng.randn(4).astype(np.float32)
+    for red in ("add", "mul"):
+        m = model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction=red)],
+                  [vi("x", [3, 3]), vi("i", [4, 2], TensorProto.INT64), vi("u", [4])], [vi("y", [3, 3])], opset=16)
+        ref = scatter_nd_ref(base, np.where(ind < 0, ind + 3, ind), upd, red)
+        expect_rc(f"scatternd/runtime-{red}", ["run", save(model_with_ir(m), f"sc_rt_{red}.onnx"), "--input", f"x=@{npy('sc_rt_x.npy', base)}",
+                                              "--input", f"i=@{npy('sc_rt_i.npy', ind)}", "--input", f"u=@{npy('sc_rt_u.npy', upd)}",
+                                              "--expect", f"y=@{npy(f'sc_rt_{red}_y.npy', ref)}"], 0)
     expect_rc("scatternd/runtime-out-of-range", ["run", save(model_with_ir(model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"])],
               [vi("x", [3, 3]), vi("i", [1, 2], TensorProto.INT64), vi("u", [1])], [vi("y", [3, 3])])), "sc_rt_oob.onnx"),
               "--input", "x=random", "--input", "i=1x2xi64=0,3", "--input", "u=random"], 3, "index 3 at position 0 is outside [-3, 3)")
@@ -311,6 +318,46 @@ def test_einsum():
               [vi("y", [3, 2])], opset=12)
     expect_rc("einsum/size-mismatch", ["run", save(model_with_ir(m), "einsum_bad.onnx"), "--input", "x=random", "--input", "z=random"], 2,
               "index 'j' has sizes 4 and 5")
+
+
+def scatter_elements_ref(data, indices, updates, axis, reduction):
+    """ScatterElements as the ONNX spec writes it: a loop over the positions of indices, in order."""
+    out = data.copy()
+    for c in np.ndindex(indices.shape):
+        t = list(c)
+        v = int(indices[c])
+        t[axis] = v + data.shape[axis] if v < 0 else v
+        t = tuple(t)
+        out[t] = out[t] + updates[c] if reduction == "add" else out[t] * updates[c] if reduction == "mul" else updates[c]
+    return out
+
+
+def test_scatter_elements():
+    data = rng.randn(3, 5, 2).astype(np.float32)
+    for name, axis, red, ind in [("axis1-none", 1, None, np.array([[[0, 4], [2, 2], [-1, 1]]] * 3, np.int64)),
+                                 ("axis1-repeats-last-wins", 1, None, np.array([[[3, 3], [3, 3]]] * 3, np.int64)),
+                                 ("axis0-add", 0, "add", np.array([[[0, 2]] * 5, [[0, 0]] * 5], np.int64)),
+                                 ("axis-neg1-mul", -1, "mul", np.array([[[1, 1, 0]] * 5] * 3, np.int64))]:
+        upd = rng.randn(*ind.shape).astype(np.float32)
+        attrs = {"axis": axis, **({"reduction": red} if red else {})}
+        m = model([helper.make_node("ScatterElements", ["d", "i", "u"], ["y"], **attrs)],
+                  [vi("d", list(data.shape)), vi("i", list(ind.shape), TensorProto.INT64), vi("u", list(ind.shape))],
+                  [vi("y", list(data.shape))], opset=16)
+        ref = scatter_elements_ref(data, ind, upd, axis % 3, red)
+        args = ["run", save(model_with_ir(m), f"se_{name}.onnx"), "--input", f"d=@{npy('se_d.npy', data)}",
+                "--input", f"i=@{npy(f'se_{name}_i.npy', ind)}", "--input", f"u=@{npy(f'se_{name}_u.npy', upd)}",
+                "--expect", f"y=@{npy(f'se_{name}_y.npy', ref)}"]
+        for mode in ("eager", "compiled"):
+            expect_rc(f"scatter-elements/{name}/{mode}", args + ["-m", mode], 0)
+    m = model([helper.make_node("ScatterElements", ["d", "i", "u"], ["y"], name="se", axis=1)],
+              [vi("d", [3, 5]), vi("i", [2, 2], TensorProto.INT64), vi("u", [2, 2])], [vi("y", [3, 5])], opset=16)
+    expect_rc("scatter-elements/partial-refused", ["run", save(model_with_ir(m), "se_part.onnx"), "--input", "d=random",
+                                                   "--input", "i=2x2xi64=0,1,2,3", "--input", "u=random"], 2,
+              "node 'se' (ScatterElements): unsupported: ScatterElements whose indices cover part of data across the axis")
+    m = model([helper.make_node("ScatterElements", ["d", "i", "u"], ["y"], name="se", axis=1)],
+              [vi("d", [1, 5]), vi("i", [1, 1], TensorProto.INT64), vi("u", [1, 1])], [vi("y", [1, 5])], opset=16)
+    expect_rc("scatter-elements/out-of-range", ["run", save(model_with_ir(m), "se_oob.onnx"), "--input", "d=random",
+                                                "--input", "i=1x1xi64=5", "--input", "u=random"], 3, "index 5 at position 0 is outside [-5, 5)")
 
 
 def gather_nd_ref(data, indices, b):
