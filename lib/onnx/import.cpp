@@ -1396,6 +1396,57 @@ void Importer::map_node() {
     int y = cast(emit("equal", {am, constant(is, iota, DType::i64)}), ts_.dtypes[x]);
     return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(s.begin(), s.end())}}, out_name()));
   }
+  if (op == "NegativeLogLikelihoodLoss" || op == "SoftmaxCrossEntropyLoss") {
+    // loss[n, d..] = -x[n, target[n, d..], d..] * weight[target] (0 where target == ignore_index),
+    // x = log_softmax(scores, axis 1) for SoftmaxCrossEntropyLoss; reduced by none, sum or mean
+    // (mean: over the weights of the counted targets).
+    const bool sce = op == "SoftmaxCrossEntropyLoss";
+    int x = node(0), t = node(1);
+    const Shape xs = shp(x), ts = shp(t);
+    if (xs.size() < 2) fail("the input must be [N, C, ...], got " + shape_str(xs));
+    Shape want = xs;
+    want.erase(want.begin() + 1);
+    if (ts != want) fail("the target has shape " + shape_str(ts) + ", expected " + shape_str(want));
+    if (!is_integer(ts_.dtypes[t])) fail("the target must hold integers");
+    const std::string red = as("reduction", "mean");
+    if (red != "none" && red != "sum" && red != "mean") fail("reduction must be none, sum or mean, got \"" + red + "\"");
+    const int64_t C = xs[1];
+    int logp = x;
+    if (sce) {
+      std::map<std::string, ir::AttrValue> ax{{"axes", std::vector<int64_t>{1}}, {"keepdims", true}};
+      int sh = emit("sub", {x, emit("max", {x}, ax)});
+      logp = emit("sub", {sh, emit("log", {emit("sum", {emit("exp", {sh})}, ax)})});
+    }
+    t = cast(t, DType::i64);
+    int valid = -1;
+    if (auto ig = attr("ignore_index")) {
+      valid = emit("logical_not", {emit("equal", {t, scalar((double)ig->i, DType::i64)})});
+      t = emit("where", {valid, t, scalar(0, DType::i64)});
+    }
+    Shape t1 = ts;
+    t1.insert(t1.begin() + 1, 1);
+    int picked = reshape(emit("gather_elements", {logp, reshape(t, t1)}, {{"axis", (int64_t)1}}), ts);  // range-checked
+    int w = -1;  // per-element weight, or none (all 1)
+    if (has_in(2)) {
+      int wv = node(2);
+      if (shp(wv) != Shape{C}) fail("the weights have shape " + shape_str(shp(wv)) + ", expected [" + std::to_string(C) + "]");
+      w = emit("gather", {wv, t}, {{"axis", (int64_t)0}});
+    }
+    if (valid >= 0) w = emit("where", {valid, w >= 0 ? w : scalar_like(1, x), scalar_like(0, x)});
+    int loss = emit("neg", {w >= 0 ? emit("mul", {picked, w}) : picked});
+    std::vector<int64_t> all;
+    for (size_t k = 0; k < ts.size(); ++k) all.push_back((int64_t)k);
+    std::map<std::string, ir::AttrValue> every{{"axes", all}, {"keepdims", false}};
+    int y = loss;
+    if (red == "sum") y = emit("sum", {loss}, every);
+    if (red == "mean") {
+      if (w < 0) y = emit("mean", {loss}, every);
+      else y = emit("div", {emit("sum", {loss}, every), emit("sum", {emit("broadcast_to", {w}, {{"shape", std::vector<int64_t>(ts.begin(), ts.end())}})}, every)});
+    }
+    set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(shp(y).begin(), shp(y).end())}}, out_name()));
+    if (sce) set_node(1, logp);
+    return;
+  }
   if (op == "LRN") {
     // y = x / (bias + alpha / size * (sum of x^2 over the `size` channels around c))^beta; the
     // channel window sum as an average pool over [C, H*W] that counts the zero padding.

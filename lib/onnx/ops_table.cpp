@@ -91,6 +91,8 @@ std::vector<OpSupport> supported_ops() {
       {"Gemm", "linear, or matmul + mul + add", "matmul", ""},
       {"Softmax", "softmax (opset < 13: over the flattened trailing axes)", "softmax", ""},
       {"LogSoftmax", "max, sub, exp, sum, log", "max sub exp sum log", ""},
+      {"NegativeLogLikelihoodLoss", "gather_elements, gather, where, neg, sum/mean", "gather_elements where sum", "weights, ignore_index, reductions none/sum/mean"},
+      {"SoftmaxCrossEntropyLoss", "log-softmax over axis 1, then as NegativeLogLikelihoodLoss", "gather_elements where sum exp log", "log_prob output too"},
       {"LayerNormalization", "layer_norm (other axes: reshape + layer_norm + mul/add)", "layer_norm", "Mean/InvStdDev outputs: decomposed (mean, sub, square, sqrt, div)"},
       {"BatchNormalization", "mul, add (scale and shift folded per channel)", "mul add", "inference only"},
       {"InstanceNormalization", "reshape, layer_norm, mul, add", "layer_norm", ""},
