@@ -1319,6 +1319,23 @@ void Importer::map_node() {
   }
   if (op == "RNN" || op == "GRU" || op == "LSTM") return recurrent();
   if (op == "Einsum") return einsum();
+  if (op == "IsNaN") {  // NaN is the one value not equal to itself
+    int x = node(0);
+    if (!float_et(in(0).et)) fail("the input must be floating point");
+    return set_node(0, emit("logical_not", {emit("equal", {x, x})}, {}, out_name()));
+  }
+  if (op == "IsInf") {  // |x| above the type's largest finite value (no infinite constant needed); NaN is not
+    int x = node(0);
+    if (!float_et(in(0).et)) fail("the input must be floating point");
+    const DType dt = ts_.dtypes[x];
+    const double big = dt == DType::f16 ? 65504.0 : dt == DType::bf16 ? 3.3895313892515355e38 : 3.4028234663852886e38;
+    const bool pos = ai("detect_positive", 1) != 0, neg = ai("detect_negative", 1) != 0;
+    int inf = emit("greater", {emit("abs", {x}), scalar_like(big, x)}, {}, pos && neg ? out_name() : "");
+    if (pos && neg) return set_node(0, inf);
+    if (!pos && !neg) return set_node(0, emit("logical_and", {inf, emit("logical_not", {inf})}, {}, out_name()));
+    int side = emit(pos ? "greater" : "less", {x, scalar_like(0, x)});
+    return set_node(0, emit("logical_and", {inf, side}, {}, out_name()));
+  }
   if (op == "PRelu") {  // x where x >= 0, else slope * x (slope broadcasts to x)
     int x = node(0);
     return set_node(0, emit("where", {emit("less", {x, scalar_like(0, x)}), emit("mul", {x, node(1)}), x}, {}, out_name()));

@@ -61,6 +61,8 @@ std::vector<OpSupport> supported_ops() {
       {"LessOrEqual", "less_equal", "less_equal", ""},
       {"GreaterOrEqual", "greater_equal", "greater_equal", ""},
       {"Not", "logical_not", "logical_not", ""},
+      {"IsNaN", "equal, logical_not", "equal logical_not", "x != x"},
+      {"IsInf", "abs, greater, less, logical_and", "abs greater logical_and", "|x| above the largest finite value; detect_positive/negative"},
       {"And", "logical_and", "logical_and", ""},
       {"Or", "logical_or", "logical_or", ""},
       {"Xor", "logical_xor", "logical_xor", ""},
