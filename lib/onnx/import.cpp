@@ -1464,6 +1464,50 @@ void Importer::map_node() {
     if (sce) set_node(1, logp);
     return;
   }
+  if (op == "GridSample") {
+    // Sampling points from the grid, unnormalised per align_corners; each of the (1 or 4)
+    // neighbours is a gather_elements over the flattened H*W axis, masked to zero outside the
+    // image (padding zeros) or taken from clamped points (padding border).
+    int x = node(0), grid = node(1);
+    const Shape xs = shp(x), gs = shp(grid);
+    if (xs.size() != 4) fail("X must be 4-D [N, C, H, W], got " + shape_str(xs));
+    if (gs.size() != 4 || gs[0] != xs[0] || gs[3] != 2) fail("grid must be [N, H_out, W_out, 2], got " + shape_str(gs));
+    const std::string mode = as("mode", "bilinear"), pad = as("padding_mode", "zeros");
+    if (mode != "bilinear" && mode != "nearest") unsupported("GridSample mode \"" + mode + "\"");
+    if (pad != "zeros" && pad != "border") unsupported("GridSample padding_mode \"" + pad + "\"");
+    const bool ac = ai("align_corners", 0) != 0;
+    const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], P = gs[1] * gs[2];
+    int xf = reshape(x, {N, C, H * W});
+    auto coord = [&](int64_t k, int64_t D) {  // grid component k, in pixels
+      int g = reshape(emit("narrow", {grid}, {{"axis", (int64_t)3}, {"start", k}, {"length", (int64_t)1}}), {N, P});
+      int u = ac ? emit("mul", {emit("add", {g, scalar_like(1, g)}), scalar_like((double)(D - 1) / 2, g)})
+                 : emit("mul", {emit("sub", {emit("mul", {emit("add", {g, scalar_like(1, g)}), scalar_like((double)D, g)}), scalar_like(1, g)}), scalar_like(0.5, g)});
+      if (pad == "border") u = emit("minimum", {emit("maximum", {u, scalar_like(0, u)}), scalar_like((double)(D - 1), u)});
+      return u;
+    };
+    auto clampd = [&](int v, int64_t D) { return emit("minimum", {emit("maximum", {v, scalar_like(0, v)}), scalar_like((double)(D - 1), v)}); };
+    auto sample = [&](int xi, int yi) {  // whole-pixel positions [N, P] -> values [N, C, P]
+      int valid = emit("logical_and", {emit("logical_and", {emit("greater_equal", {xi, scalar_like(0, xi)}), emit("less_equal", {xi, scalar_like((double)(W - 1), xi)})}),
+                                       emit("logical_and", {emit("greater_equal", {yi, scalar_like(0, yi)}), emit("less_equal", {yi, scalar_like((double)(H - 1), yi)})})});
+      int lin = cast(emit("add", {emit("mul", {clampd(yi, H), scalar_like((double)W, yi)}), clampd(xi, W)}), DType::i64);
+      lin = emit("broadcast_to", {reshape(lin, {N, 1, P})}, {{"shape", std::vector<int64_t>{N, C, P}}});
+      int v = emit("gather_elements", {xf, lin}, {{"axis", (int64_t)2}});
+      return emit("where", {reshape(valid, {N, 1, P}), v, scalar_like(0, v)});
+    };
+    int ux = coord(0, W), uy = coord(1, H);
+    int y;
+    if (mode == "nearest") {
+      y = sample(emit("round", {ux}), emit("round", {uy}));
+    } else {
+      int x0 = emit("floor", {ux}), y0 = emit("floor", {uy});
+      int x1 = emit("add", {x0, scalar_like(1, x0)}), y1 = emit("add", {y0, scalar_like(1, y0)});
+      int wx1 = emit("sub", {ux, x0}), wy1 = emit("sub", {uy, y0});
+      int wx0 = emit("sub", {scalar_like(1, wx1), wx1}), wy0 = emit("sub", {scalar_like(1, wy1), wy1});
+      auto term = [&](int xi, int yi, int wx, int wy) { return emit("mul", {sample(xi, yi), reshape(emit("mul", {wx, wy}), {N, 1, P})}); };
+      y = emit("add", {emit("add", {term(x0, y0, wx0, wy0), term(x1, y0, wx1, wy0)}), emit("add", {term(x0, y1, wx0, wy1), term(x1, y1, wx1, wy1)})});
+    }
+    return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>{N, C, gs[1], gs[2]}}}, out_name()));
+  }
   if (op == "LRN") {
     // y = x / (bias + alpha / size * (sum of x^2 over the `size` channels around c))^beta; the
     // channel window sum as an average pool over [C, H*W] that counts the zero padding.

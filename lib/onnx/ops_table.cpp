@@ -134,6 +134,7 @@ std::vector<OpSupport> supported_ops() {
       {"GlobalAveragePool", "mean over the spatial axes", "mean", ""},
       {"GlobalMaxPool", "max over the spatial axes", "max", ""},
       {"Resize", "resize", "resize", "modes nearest and linear"},
+      {"GridSample", "gather_elements per neighbour, weights, where", "gather_elements where floor round", "modes bilinear and nearest; padding zeros and border; align_corners"},
       {"Upsample", "resize", "resize", "opsets 7 to 9: scales from the attribute or input; modes nearest and linear"},
       {"LRN", "square, avg_pool2d, mul, add, pow, div", "square avg_pool2d pow", "the channel window as a zero-padded average pool"},
   };

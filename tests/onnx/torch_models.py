@@ -8,7 +8,8 @@ max/avg pooling), a BERT-style encoder layer with a padding mask, and a Llama-st
 layer (RMSNorm, RoPE, grouped-query attention, causal mask, SiLU-gated MLP) written the way
 Hugging Face writes them, a conv net exported with its BatchNormalization nodes kept
 (TrainingMode.PRESERVE: torch.onnx otherwise folds them into the convs itself), recurrent nets
-(a 2-layer bidirectional LSTM tagger with batch_first, a GRU given its initial state), and ten of
+(a 2-layer bidirectional LSTM tagger with batch_first, a GRU given its initial state), grid
+sampling (bilinear and nearest, zeros and border padding), and ten of
 torchvision's architectures (torchvision_models below). Each model is
 run in eager, lazy and compiled mode at two input shapes (the dynamic axes are bound from the
 inputs). In compiled mode the plan (--dump-plan) must show the fused ops the exporters'
@@ -168,8 +169,14 @@ def classes():
             y, h = self.rnn(x, h0)
             return torch.tanh(y), h
 
+    class Warp(nn.Module):  # spatial-transformer style sampling: bilinear with zeros, nearest with border
+        def forward(self, x, grid):
+            a = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+            b = F.grid_sample(x, grid, mode="nearest", padding_mode="border", align_corners=True)
+            return a + 2 * b
+
     return {"MLP": MLP, "CNN": CNN, "BertLayer": BertLayer, "LlamaLayer": LlamaLayer, "ConvBN": ConvBN,
-            "LstmTagger": LstmTagger, "GruEncoder": GruEncoder}
+            "LstmTagger": LstmTagger, "GruEncoder": GruEncoder, "Warp": Warp}
 
 
 def build_models():
@@ -212,6 +219,10 @@ def build_models():
         "lstm_tagger": (c["LstmTagger"](), ["input_ids"], ["tags"],
                         {"input_ids": {0: "batch", 1: "seq"}, "tags": {0: "batch", 1: "seq"}},
                         [(ids((2, 9), 64),), (ids((3, 4), 64),)], 14),
+        # grid points up to 1.3 outside [-1, 1]: the padding modes matter
+        "warp": (c["Warp"](), ["x", "grid"], ["y"], {"x": {0: "batch"}, "grid": {0: "batch"}, "y": {0: "batch"}},
+                 [(torch.randn(2, 3, 5, 7, generator=g), torch.rand(2, 4, 6, 2, generator=g) * 2.6 - 1.3),
+                  (torch.randn(1, 3, 5, 7, generator=g), torch.rand(1, 4, 6, 2, generator=g) * 2.6 - 1.3)], 16),
         "gru_encoder": (c["GruEncoder"](), ["x", "h0"], ["y", "h"],
                         {"x": {0: "seq", 1: "batch"}, "h0": {1: "batch"}, "y": {0: "seq", 1: "batch"}, "h": {1: "batch"}},
                         [(torch.randn(6, 2, 8, generator=g), torch.randn(1, 2, 10, generator=g)),
