@@ -1172,9 +1172,10 @@ void Importer::einsum() {
   for (size_t k = 0; k < n; ++k) {
     const std::string& t = terms[k];
     const size_t dots = t.find("...");
+    const std::string given = dots == std::string::npos ? t : t.substr(0, dots) + t.substr(dots + 3);
+    for (char ch : given)
+      if (!std::isalpha((unsigned char)ch)) fail(std::string("the equation has an invalid index '") + ch + "' (indices are letters)");
     std::string l = dots == std::string::npos ? t : t.substr(0, dots) + ell_labels(shp(xs[k]).size() - (t.size() - 3)) + t.substr(dots + 3);
-    for (char ch : l)
-      if (!std::isalpha((unsigned char)ch) && !std::isdigit((unsigned char)ch)) fail(std::string("the equation has an invalid index '") + ch + "'");
     for (size_t a = 0; a < l.size(); ++a)
       if (l.find(l[a], a + 1) != std::string::npos)
         unsupported(std::string("Einsum with a repeated index within one operand ('") + l[a] + "': a diagonal)");
@@ -1184,6 +1185,8 @@ void Importer::einsum() {
   if (arrow != std::string::npos) {
     std::string o = eq.substr(arrow + 2);
     const size_t dots = o.find("...");
+    for (char ch : dots == std::string::npos ? o : o.substr(0, dots) + o.substr(dots + 3))
+      if (!std::isalpha((unsigned char)ch)) fail(std::string("the equation has an invalid output index '") + ch + "' (indices are letters)");
     out = dots == std::string::npos ? o : o.substr(0, dots) + ell_labels(ell) + o.substr(dots + 3);
   } else {  // implicit: the ellipsis, then the indices that appear once, in alphabetical order
     std::map<char, int> count;

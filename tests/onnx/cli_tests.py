@@ -318,6 +318,9 @@ def test_einsum():
               [vi("y", [3, 2])], opset=12)
     expect_rc("einsum/size-mismatch", ["run", save(model_with_ir(m), "einsum_bad.onnx"), "--input", "x=random", "--input", "z=random"], 2,
               "index 'j' has sizes 4 and 5")
+    m = model([helper.make_node("Einsum", ["x"], ["y"], name="es", equation="...i->0")], [vi("x", [3, 3])], [vi("y", [3])], opset=12)
+    expect_rc("einsum/digit-index-refused", ["run", save(model_with_ir(m), "einsum_digit.onnx"), "--input", "x=random"], 2,
+              "the equation has an invalid output index '0' (indices are letters)")
 
 
 def scatter_elements_ref(data, indices, updates, axis, reduction):
