@@ -568,7 +568,8 @@ bool Importer::try_fold() {
       "Shape", "Size", "Constant", "Identity", "Cast", "CastLike", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice",
       "ConstantOfShape", "Range", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Where",
       "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Sqrt", "Floor", "Ceil", "Min", "Max", "Reshape", "Flatten", "Expand",
-      "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin", "Transpose", "Dropout", "Sign", "Reciprocal", "ScatterND", "EyeLike"};
+      "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin", "Transpose", "Dropout", "Sign", "Reciprocal", "ScatterND", "EyeLike",
+      "HannWindow", "HammingWindow", "BlackmanWindow"};
   if (!foldable.count(op)) return false;
   // Ops whose result depends only on shapes fold even when their data input is a runtime value.
   if (op == "Shape") {
@@ -581,6 +582,25 @@ bool Importer::try_fold() {
     Host h;
     for (int64_t k = st; k < en; ++k) h.i.push_back(s[k]);
     set_host(0, {(int64_t)h.i.size()}, kInt64, h);
+    return true;
+  }
+  if (op == "HannWindow" || op == "HammingWindow" || op == "BlackmanWindow") {
+    // a0 - a1 cos(2 pi n / N') + a2 cos(4 pi n / N'), N' = N (periodic) or N - 1
+    const int64_t N = need_scalar(0, "size")->n(0);
+    if (N < 0) fail("size must not be negative, got " + std::to_string(N));
+    if (N > L_.max_folded_elements) unsupported("a window of " + std::to_string(N) + " elements is too large to fold");
+    const int et = (int)ai("output_datatype", kFloat);
+    if (!float_et(et)) fail("output_datatype must be a floating-point type");
+    const double a0 = op == "HannWindow" ? 0.5 : op == "HammingWindow" ? 25.0 / 46 : 0.42;
+    const double a1 = op == "HannWindow" ? 0.5 : op == "HammingWindow" ? 21.0 / 46 : 0.5;
+    const double a2 = op == "BlackmanWindow" ? 0.08 : 0.0;
+    const double Np = ai("periodic", 1) ? (double)N : (double)N - 1;
+    Host h;
+    for (int64_t k = 0; k < N; ++k) {
+      const double t = Np > 0 ? 2 * M_PI * (double)k / Np : 0;
+      h.f.push_back(a0 - a1 * std::cos(t) + a2 * std::cos(2 * t));
+    }
+    set_host(0, {N}, et, h);
     return true;
   }
   if (op == "EyeLike") {  // ones on the k-th diagonal of a 2-D shape: depends on the shape alone
@@ -1322,6 +1342,30 @@ void Importer::map_node() {
   }
   if (op == "RNN" || op == "GRU" || op == "LSTM") return recurrent();
   if (op == "Einsum") return einsum();
+  if (op == "ReverseSequence") {
+    // y[t, b] = x[len[b] - 1 - t, b] for t < len[b], else x[t, b]: a gather_elements along the
+    // time axis (a length beyond the axis is an index error there).
+    int x = node(0);
+    const Shape xs = shp(x);
+    if (xs.size() < 2) fail("the input must have rank >= 2, got " + shape_str(xs));
+    const int ta = axis_of(ai("time_axis", 0), xs.size()), ba = axis_of(ai("batch_axis", 1), xs.size());
+    if (ta + ba != 1) fail("time_axis and batch_axis must be 0 and 1 in some order");
+    const int64_t T = xs[ta], B = xs[ba];
+    int lens = cast(node(1), DType::i64);
+    if (shp(lens) != Shape{B}) fail("sequence_lens has shape " + shape_str(shp(lens)) + ", expected [" + std::to_string(B) + "]");
+    Shape lt(2, 1), tt(2, 1);
+    lt[ba] = B;
+    tt[ta] = T;
+    lens = reshape(lens, lt);
+    std::vector<double> pos(T);
+    for (int64_t t = 0; t < T; ++t) pos[t] = (double)t;
+    int t = constant(tt, pos, DType::i64);
+    int src = emit("where", {emit("less", {t, lens}), emit("sub", {emit("sub", {lens, scalar(1, DType::i64)}), t}), t});  // [T, B] or [B, T]
+    Shape s2 = {xs[0], xs[1]};
+    for (size_t k = 2; k < xs.size(); ++k) s2.push_back(1);
+    src = emit("broadcast_to", {reshape(src, s2)}, {{"shape", std::vector<int64_t>(xs.begin(), xs.end())}});
+    return set_node(0, emit("gather_elements", {x, src}, {{"axis", (int64_t)ta}}, out_name()));
+  }
   if (op == "IsNaN") {  // NaN is the one value not equal to itself
     int x = node(0);
     if (!float_et(in(0).et)) fail("the input must be floating point");

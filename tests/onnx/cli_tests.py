@@ -363,6 +363,32 @@ def test_scatter_elements():
                                                 "--input", "i=1x1xi64=5", "--input", "u=random"], 3, "index 5 at position 0 is outside [-5, 5)")
 
 
+def test_reverse_sequence():
+    # 3-D inputs, either axis order, lengths 0 to the full length; against a NumPy loop.
+    x = rng.randn(5, 3, 2).astype(np.float32)
+    lens = np.array([5, 0, 3], np.int64)
+    for name, ta, ba in (("time-major", 0, 1), ("batch-major", 1, 0)):
+        xi = x if ta == 0 else np.ascontiguousarray(x.transpose(1, 0, 2))
+        ref = xi.copy()
+        for b, n in enumerate(lens):
+            for t in range(n):
+                src = n - 1 - t
+                if ta == 0:
+                    ref[t, b] = xi[src, b]
+                else:
+                    ref[b, t] = xi[b, src]
+        m = model([helper.make_node("ReverseSequence", ["x", "l"], ["y"], time_axis=ta, batch_axis=ba)],
+                  [vi("x", list(xi.shape)), vi("l", [3], TensorProto.INT64)], [vi("y", list(xi.shape))])
+        args = ["run", save(model_with_ir(m), f"rs_{name}.onnx"), "--input", f"x=@{npy(f'rs_{name}_x.npy', xi)}",
+                "--input", f"l=@{npy('rs_l.npy', lens)}", "--expect", f"y=@{npy(f'rs_{name}_y.npy', ref)}"]
+        for mode in ("eager", "compiled"):
+            expect_rc(f"reverse-sequence/{name}/{mode}", args + ["-m", mode], 0)
+    m = model([helper.make_node("ReverseSequence", ["x", "l"], ["y"], name="rs", time_axis=0, batch_axis=1)],
+              [vi("x", [4, 2]), vi("l", [2], TensorProto.INT64)], [vi("y", [4, 2])])
+    expect_rc("reverse-sequence/length-beyond-axis", ["run", save(model_with_ir(m), "rs_bad.onnx"), "--input", "x=random",
+                                                      "--input", "l=2xi64=5,1"], 3, "is outside [-4, 4)")
+
+
 def gather_nd_ref(data, indices, b):
     """GatherND as the ONNX spec writes it, with a loop over the batch and the index tuples."""
     bshape = data.shape[:b]
