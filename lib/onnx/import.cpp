@@ -365,6 +365,71 @@ class Importer {
     if (ts_.shapes[x] == s) return x;
     return emit("reshape", {x}, {{"shape", std::vector<int64_t>(s.begin(), s.end())}});
   }
+  // x as shape s, under the ONNX node's output name.
+  int reshape_out(int x, const Shape& s) {
+    return emit("reshape", {x}, {{"shape", std::vector<int64_t>(s.begin(), s.end())}}, out_name());
+  }
+  int narrow(int x, int64_t axis, int64_t start, int64_t len) {
+    return emit("narrow", {x}, {{"axis", axis}, {"start", start}, {"length", len}});
+  }
+  int clamp(int x, double lo, double hi, const std::string& id = "") {
+    return emit("minimum", {emit("maximum", {x, scalar_like(lo, x)}), scalar_like(hi, x)}, {}, id);
+  }
+  // A constant of shape s (one axis not 1, of length n) holding 0, 1, ..., n - 1 along it.
+  int positions(const Shape& s, DType dt = DType::i64) {
+    std::vector<double> v(shape_numel(s));
+    for (size_t t = 0; t < v.size(); ++t) v[t] = (double)t;
+    return constant(s, v, dt);
+  }
+  // Activations of both the ONNX operators and the recurrent layers' activation lists.
+  int leaky_relu(int x, double a, const std::string& id = "") {  // x where x >= 0, else a * x
+    return emit(a <= 1 ? "maximum" : "minimum", {x, emit("mul", {x, scalar_like(a, x)})}, {}, id);
+  }
+  int hard_sigmoid(int x, double a, double b, const std::string& id = "") {
+    return clamp(emit("add", {emit("mul", {x, scalar_like(a, x)}), scalar_like(b, x)}), 0, 1, id);
+  }
+  int softsign(int x, const std::string& id = "") {
+    return emit("div", {x, emit("add", {scalar_like(1, x), emit("abs", {x})})}, {}, id);
+  }
+  // Opsets before 13 apply Softmax, LogSoftmax and Hardmax to the input seen as 2-D:
+  // [prod(dims before axis a), prod(the rest)].
+  int flatten_2d(int x, int a) {
+    const Shape s = shp(x);
+    int64_t outer = 1, inner = 1;
+    for (int k = 0; k < (int)s.size(); ++k) (k < a ? outer : inner) *= s[k];
+    return reshape(x, {outer, inner});
+  }
+  int log_softmax(int x, int64_t ax) {  // stable: x - max - log(sum(exp(x - max)))
+    std::map<std::string, ir::AttrValue> along{{"axes", std::vector<int64_t>{ax}}, {"keepdims", true}};
+    int s = emit("sub", {x, emit("max", {x}, along)});
+    return emit("sub", {s, emit("log", {emit("sum", {emit("exp", {s})}, along)})});
+  }
+  // ScatterND's shapes: data [d0..dr), indices [..., k], updates indices.shape[:-1] + data.shape[k:]. Returns k.
+  int64_t scatter_nd_depth(const Shape& ds, const Shape& is, const Shape& us) {
+    if (ds.empty()) fail("data must have rank >= 1");
+    if (is.empty()) fail("indices must have rank >= 1");
+    const int64_t k = is.back();
+    if (k < 1 || k > (int64_t)ds.size())
+      fail("the last dimension of indices (" + std::to_string(k) + ") must be between 1 and the rank of data (" + std::to_string(ds.size()) + ")");
+    Shape want(is.begin(), is.end() - 1);
+    want.insert(want.end(), ds.begin() + k, ds.end());
+    if (us != want) fail("updates have shape " + shape_str(us) + ", expected " + shape_str(want));
+    return k;
+  }
+  // Run-time scatters match output positions against update entries along axis 1 of the
+  // boolean table `hit`. The last entry naming each position (i64) and whether any does.
+  std::pair<int, int> last_match(int hit) {
+    int hitf = cast(hit, DType::f32);
+    int who = emit("argmax", {hitf}, {{"axis", (int64_t)1}, {"keepdims", false}, {"select_last_index", true}});
+    int any = emit("greater", {emit("max", {hitf}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", false}}), scalar(0.5)});
+    return {who, any};
+  }
+  // data + (or *) every update entry `hit` matches: upd and hit broadcast together, folded over axis 1.
+  int fold_matches(int data, int hit, int upd, bool add) {
+    int contrib = emit("where", {hit, upd, scalar(add ? 0 : 1, ts_.dtypes[data])});
+    int folded = emit(add ? "sum" : "prod", {contrib}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", false}});
+    return emit(add ? "add" : "mul", {data, folded});
+  }
   // Concatenation of any number of nodes (the registry op takes at most 64 inputs).
   int concat_many(std::vector<int> xs, int64_t axis) {
     while (xs.size() > 1) {
@@ -389,10 +454,8 @@ class Importer {
     for (size_t j = 0; j < dims.size(); ++j) {
       const int64_t D = dims[j];
       stride /= std::max<int64_t>(D, 1);
-      std::vector<double> pos(D);
-      for (int64_t t = 0; t < D; ++t) pos[t] = (double)t;
-      int c = reshape(emit("narrow", {tuples}, {{"axis", (int64_t)1}, {"start", (int64_t)j}, {"length", (int64_t)1}}), {n});
-      c = emit("gather", {constant({D}, pos, DType::i64), c}, {{"axis", (int64_t)0}});
+      int c = reshape(narrow(tuples, 1, (int64_t)j, 1), {n});
+      c = emit("gather", {positions({D}), c}, {{"axis", (int64_t)0}});
       if (stride != 1) c = emit("mul", {c, scalar((double)stride, DType::i64)});
       lin = lin < 0 ? c : emit("add", {lin, c});
     }
@@ -518,24 +581,9 @@ class Importer {
     int a = axis_of(axis_attr, r);
     Shape orig = shp(x);
     bool flat = m_.opset() < 13 && a != (int)r - 1;
-    int y = x;
-    int ax = a;
-    if (flat) {
-      int64_t outer = 1, inner = 1;
-      for (int k = 0; k < (int)r; ++k) (k < a ? outer : inner) *= orig[k];
-      y = reshape(x, {outer, inner});
-      ax = 1;
-    }
-    int out;
-    if (!log) {
-      out = emit("softmax", {y}, {{"axis", (int64_t)ax}});
-    } else {
-      int mx = emit("max", {y}, {{"axes", std::vector<int64_t>{ax}}, {"keepdims", true}});
-      int s = emit("sub", {y, mx});
-      int e = emit("exp", {s});
-      int sm = emit("sum", {e}, {{"axes", std::vector<int64_t>{ax}}, {"keepdims", true}});
-      out = emit("sub", {s, emit("log", {sm})});
-    }
+    int y = flat ? flatten_2d(x, a) : x;
+    int ax = flat ? 1 : a;
+    int out = log ? log_softmax(y, ax) : emit("softmax", {y}, {{"axis", (int64_t)ax}});
     return flat ? reshape(out, orig) : out;
   }
 };
@@ -842,18 +890,9 @@ bool Importer::try_fold() {
     // Swin Transformer's shifted-window mask is built this way from shapes alone.
     const Shape& ds = x.shape;
     const Shape& is = in(1).shape;
-    const Shape& us = in(2).shape;
     auto idx = host(1);
     auto up = host(2);
-    if (ds.empty()) fail("data must have rank >= 1");
-    if (is.empty()) fail("indices must have rank >= 1");
-    const int64_t k = is.back();
-    if (k < 1 || k > (int64_t)ds.size())
-      fail("the last dimension of indices (" + std::to_string(k) + ") must be between 1 and the rank of data (" +
-           std::to_string(ds.size()) + ")");
-    Shape want(is.begin(), is.end() - 1);
-    want.insert(want.end(), ds.begin() + k, ds.end());
-    if (us != want) fail("updates have shape " + shape_str(us) + ", expected " + shape_str(want));
+    const int64_t k = scatter_nd_depth(ds, is, in(2).shape);
     const std::string red = as("reduction", "none");
     if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
       unsupported("ScatterND reduction \"" + red + "\"");
@@ -861,6 +900,9 @@ bool Importer::try_fold() {
     for (size_t a = k; a < ds.size(); ++a) slice *= ds[a];
     const int64_t tuples = shape_numel(is) / k;
     auto st = strides_of(ds);
+    auto combine = [&red](auto a, auto b) -> decltype(a) {
+      return red == "add" ? a + b : red == "mul" ? a * b : red == "max" ? std::max(a, b) : red == "min" ? std::min(a, b) : b;
+    };
     Host h = *hx;
     for (int64_t t = 0; t < tuples; ++t) {
       int64_t off = 0;
@@ -874,13 +916,8 @@ bool Importer::try_fold() {
       }
       for (int64_t e = 0; e < slice; ++e) {
         const int64_t o = off + e, u = t * slice + e;
-        if (h.is_float) {
-          double a = h.f[o], b = up->d(u);
-          h.f[o] = red == "add" ? a + b : red == "mul" ? a * b : red == "max" ? std::max(a, b) : red == "min" ? std::min(a, b) : b;
-        } else {
-          int64_t a = h.i[o], b = up->n(u);
-          h.i[o] = red == "add" ? a + b : red == "mul" ? a * b : red == "max" ? std::max(a, b) : red == "min" ? std::min(a, b) : b;
-        }
+        if (h.is_float) h.f[o] = combine(h.f[o], up->d(u));
+        else h.i[o] = combine(h.i[o], up->n(u));
       }
     }
     set_host(0, ds, x.et, h);
@@ -1047,11 +1084,8 @@ void Importer::recurrent() {
     fail("activations lists " + std::to_string(acts.size()) + " functions, expected " + std::to_string(per * D));
   auto clip = attr("clip");
   const DType dt = ts_.dtypes[X];
-  auto narrow = [&](int x, int64_t axis, int64_t start, int64_t len) {
-    return emit("narrow", {x}, {{"axis", axis}, {"start", start}, {"length", len}});
-  };
   auto act = [&](size_t k, int x) {
-    if (clip) x = emit("minimum", {emit("maximum", {x, scalar_like(-clip->f, x)}), scalar_like(clip->f, x)});
+    if (clip) x = clamp(x, -clip->f, clip->f);
     const std::string& f = acts[k];
     auto alpha = [&](double def) { return k < alphas.size() ? alphas[k] : def; };
     auto beta = [&](double def) { return k < betas.size() ? betas[k] : def; };
@@ -1059,14 +1093,11 @@ void Importer::recurrent() {
     if (f == "Tanh") return emit("tanh", {x});
     if (f == "Relu") return emit("relu", {x});
     if (f == "Softplus") return emit("softplus", {x});
-    if (f == "Softsign") return emit("div", {x, emit("add", {scalar_like(1, x), emit("abs", {x})})});
+    if (f == "Softsign") return softsign(x);
     if (f == "Affine") return emit("add", {emit("mul", {x, scalar_like(alpha(1.0), x)}), scalar_like(beta(0.0), x)});
     if (f == "LeakyRelu") return emit("maximum", {x, emit("mul", {x, scalar_like(alpha(0.01), x)})});
     if (f == "ScaledTanh") return emit("mul", {emit("tanh", {emit("mul", {x, scalar_like(beta(1.0), x)})}), scalar_like(alpha(1.0), x)});
-    if (f == "HardSigmoid") {
-      int y = emit("add", {emit("mul", {x, scalar_like(alpha(0.2), x)}), scalar_like(beta(0.5), x)});
-      return emit("minimum", {emit("maximum", {y, scalar_like(0, x)}), scalar_like(1, x)});
-    }
+    if (f == "HardSigmoid") return hard_sigmoid(x, alpha(0.2), beta(0.5));
     unsupported("activation function \"" + f + "\"");
   };
   auto state = [&](size_t k, int d) {  // initial_h / initial_c of direction d, or zeros
@@ -1230,9 +1261,17 @@ void Importer::einsum() {
   auto sum_out = [&](int x, std::string l, const std::string& keep) {
     std::vector<int64_t> axes;
     std::string kept;
-    for (size_t a = 0; a < l.size(); ++a) (has(keep, l[a]) ? kept += l[a] : (axes.push_back((int64_t)a), kept));
+    for (size_t a = 0; a < l.size(); ++a) {
+      if (has(keep, l[a])) kept += l[a];
+      else axes.push_back((int64_t)a);
+    }
     if (!axes.empty()) x = emit("sum", {x}, {{"axes", axes}, {"keepdims", false}});
     return std::make_pair(x, kept);
+  };
+  auto sizes = [&](const std::string& l) {
+    Shape s;
+    for (char ch : l) s.push_back(size[ch]);
+    return s;
   };
   auto permute = [&](int x, const std::string& from, const std::string& to) {
     if (from == to) return x;
@@ -1248,8 +1287,7 @@ void Importer::einsum() {
     for (size_t j = k + 1; j < n; ++j) later += labels[j];
     if (k == n) {  // one operand left: sum and order
       auto [y, ly] = sum_out(x, lx, out);
-      return set_node(0, emit("reshape", {permute(y, ly, out)}, {{"shape", [&] {
-        std::vector<int64_t> s; for (char ch : out) s.push_back(size[ch]); return s; }()}}, out_name()));
+      return set_node(0, reshape_out(permute(y, ly, out), sizes(out)));
     }
     auto [a, la] = sum_out(x, lx, later + labels[k]);
     auto [b, lb] = sum_out(xs[k], labels[k], later + la);
@@ -1272,10 +1310,8 @@ void Importer::einsum() {
     int am = emit("reshape", {permute(a, la, batch + left + con)}, {{"shape", sa}});
     int bm = emit("reshape", {permute(b, lb, batch + con + right)}, {{"shape", sb}});
     int y = emit("matmul", {am, bm});
-    std::vector<int64_t> ys;
-    for (char ch : batch + left + right) ys.push_back(size[ch]);
-    x = emit("reshape", {y}, {{"shape", ys}});
     lx = batch + left + right;
+    x = reshape(y, sizes(lx));
   }
 }
 
@@ -1322,9 +1358,7 @@ void Importer::map_node() {
   }
   if (op == "LeakyRelu") {
     int x = node(0);
-    double a = af("alpha", 0.01);
-    int ax = emit("mul", {x, scalar_like(a, x)});
-    return set_node(0, emit(a <= 1 ? "maximum" : "minimum", {x, ax}, {}, out_name()));
+    return set_node(0, leaky_relu(x, af("alpha", 0.01), out_name()));
   }
   if (op == "Elu") {
     int x = node(0);
@@ -1335,8 +1369,7 @@ void Importer::map_node() {
   if (op == "HardSigmoid" || op == "HardSwish") {
     int x = node(0);
     double a = op == "HardSwish" ? 1.0 / 6 : af("alpha", 0.2), b = op == "HardSwish" ? 0.5 : af("beta", 0.5);
-    int y = emit("add", {emit("mul", {x, scalar_like(a, x)}), scalar_like(b, x)});
-    y = emit("minimum", {emit("maximum", {y, scalar_like(0, x)}), scalar_like(1, x)}, {}, op == "HardSigmoid" ? out_name() : "");
+    int y = hard_sigmoid(x, a, b, op == "HardSigmoid" ? out_name() : "");
     if (op == "HardSwish") y = emit("mul", {x, y}, {}, out_name());
     return set_node(0, y);
   }
@@ -1357,9 +1390,7 @@ void Importer::map_node() {
     lt[ba] = B;
     tt[ta] = T;
     lens = reshape(lens, lt);
-    std::vector<double> pos(T);
-    for (int64_t t = 0; t < T; ++t) pos[t] = (double)t;
-    int t = constant(tt, pos, DType::i64);
+    int t = positions(tt);
     int src = emit("where", {emit("less", {t, lens}), emit("sub", {emit("sub", {lens, scalar(1, DType::i64)}), t}), t});  // [T, B] or [B, T]
     Shape s2 = {xs[0], xs[1]};
     for (size_t k = 2; k < xs.size(); ++k) s2.push_back(1);
@@ -1410,10 +1441,7 @@ void Importer::map_node() {
     int lo = emit("where", {emit("less", {x, scalar_like(-l, x)}), emit("add", {x, scalar_like(b, x)}), scalar_like(0, x)});
     return set_node(0, emit("where", {emit("greater", {x, scalar_like(l, x)}), emit("sub", {x, scalar_like(b, x)}), lo}, {}, out_name()));
   }
-  if (op == "Softsign") {
-    int x = node(0);
-    return set_node(0, emit("div", {x, emit("add", {scalar_like(1, x), emit("abs", {x})})}, {}, out_name()));
-  }
+  if (op == "Softsign") return set_node(0, softsign(node(0), out_name()));
   if (op == "Tan") {
     int x = node(0);
     return set_node(0, emit("div", {emit("sin", {x}), emit("cos", {x})}, {}, out_name()));
@@ -1440,25 +1468,15 @@ void Importer::map_node() {
   if (op == "Hardmax") {  // 1 at the first maximum along the axis, 0 elsewhere
     int x = node(0);
     const Shape s = shp(x);
-    int a;
+    int a = axis_of(ai("axis", opset < 13 ? 1 : -1), s.size());
     int xv = x;
-    if (opset < 13) {  // the input is seen as 2-D: [prod(dims before axis), prod(the rest)]
-      a = axis_of(ai("axis", 1), s.size());
-      int64_t rows = 1;
-      for (int k = 0; k < a; ++k) rows *= s[k];
-      xv = reshape(x, {rows, rows ? shape_numel(s) / rows : 0});
-      a = 1;
-    } else {
-      a = axis_of(ai("axis", -1), s.size());
-    }
+    if (opset < 13) xv = flatten_2d(x, a), a = 1;
     const Shape vs = shp(xv);  // a copy: emit() grows the shape table
     int am = emit("argmax", {xv}, {{"axis", (int64_t)a}, {"keepdims", true}});
     Shape is(vs.size(), 1);
     is[a] = vs[a];
-    std::vector<double> iota(vs[a]);
-    for (int64_t k = 0; k < vs[a]; ++k) iota[k] = (double)k;
-    int y = cast(emit("equal", {am, constant(is, iota, DType::i64)}), ts_.dtypes[x]);
-    return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(s.begin(), s.end())}}, out_name()));
+    int y = cast(emit("equal", {am, positions(is)}), ts_.dtypes[x]);
+    return set_node(0, reshape_out(y, s));
   }
   if (op == "NegativeLogLikelihoodLoss" || op == "SoftmaxCrossEntropyLoss") {
     // loss[n, d..] = -x[n, target[n, d..], d..] * weight[target] (0 where target == ignore_index),
@@ -1476,11 +1494,7 @@ void Importer::map_node() {
     if (red != "none" && red != "sum" && red != "mean") fail("reduction must be none, sum or mean, got \"" + red + "\"");
     const int64_t C = xs[1];
     int logp = x;
-    if (sce) {
-      std::map<std::string, ir::AttrValue> ax{{"axes", std::vector<int64_t>{1}}, {"keepdims", true}};
-      int sh = emit("sub", {x, emit("max", {x}, ax)});
-      logp = emit("sub", {sh, emit("log", {emit("sum", {emit("exp", {sh})}, ax)})});
-    }
+    if (sce) logp = log_softmax(x, 1);
     t = cast(t, DType::i64);
     int valid = -1;
     if (auto ig = attr("ignore_index")) {
@@ -1507,7 +1521,7 @@ void Importer::map_node() {
       if (w < 0) y = emit("mean", {loss}, every);
       else y = emit("div", {emit("sum", {loss}, every), emit("sum", {emit("broadcast_to", {w}, {{"shape", std::vector<int64_t>(ts.begin(), ts.end())}})}, every)});
     }
-    set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(shp(y).begin(), shp(y).end())}}, out_name()));
+    set_node(0, reshape_out(y, shp(y)));
     if (sce) set_node(1, logp);
     return;
   }
@@ -1526,17 +1540,15 @@ void Importer::map_node() {
     const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], P = gs[1] * gs[2];
     int xf = reshape(x, {N, C, H * W});
     auto coord = [&](int64_t k, int64_t D) {  // grid component k, in pixels
-      int g = reshape(emit("narrow", {grid}, {{"axis", (int64_t)3}, {"start", k}, {"length", (int64_t)1}}), {N, P});
+      int g = reshape(narrow(grid, 3, k, 1), {N, P});
       int u = ac ? emit("mul", {emit("add", {g, scalar_like(1, g)}), scalar_like((double)(D - 1) / 2, g)})
                  : emit("mul", {emit("sub", {emit("mul", {emit("add", {g, scalar_like(1, g)}), scalar_like((double)D, g)}), scalar_like(1, g)}), scalar_like(0.5, g)});
-      if (pad == "border") u = emit("minimum", {emit("maximum", {u, scalar_like(0, u)}), scalar_like((double)(D - 1), u)});
-      return u;
+      return pad == "border" ? clamp(u, 0, (double)(D - 1)) : u;
     };
-    auto clampd = [&](int v, int64_t D) { return emit("minimum", {emit("maximum", {v, scalar_like(0, v)}), scalar_like((double)(D - 1), v)}); };
     auto sample = [&](int xi, int yi) {  // whole-pixel positions [N, P] -> values [N, C, P]
       int valid = emit("logical_and", {emit("logical_and", {emit("greater_equal", {xi, scalar_like(0, xi)}), emit("less_equal", {xi, scalar_like((double)(W - 1), xi)})}),
                                        emit("logical_and", {emit("greater_equal", {yi, scalar_like(0, yi)}), emit("less_equal", {yi, scalar_like((double)(H - 1), yi)})})});
-      int lin = cast(emit("add", {emit("mul", {clampd(yi, H), scalar_like((double)W, yi)}), clampd(xi, W)}), DType::i64);
+      int lin = cast(emit("add", {emit("mul", {clamp(yi, 0, (double)(H - 1)), scalar_like((double)W, yi)}), clamp(xi, 0, (double)(W - 1))}), DType::i64);
       lin = emit("broadcast_to", {reshape(lin, {N, 1, P})}, {{"shape", std::vector<int64_t>{N, C, P}}});
       int v = emit("gather_elements", {xf, lin}, {{"axis", (int64_t)2}});
       return emit("where", {reshape(valid, {N, 1, P}), v, scalar_like(0, v)});
@@ -1553,7 +1565,7 @@ void Importer::map_node() {
       auto term = [&](int xi, int yi, int wx, int wy) { return emit("mul", {sample(xi, yi), reshape(emit("mul", {wx, wy}), {N, 1, P})}); };
       y = emit("add", {emit("add", {term(x0, y0, wx0, wy0), term(x1, y0, wx1, wy0)}), emit("add", {term(x0, y1, wx0, wy1), term(x1, y1, wx1, wy1)})});
     }
-    return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>{N, C, gs[1], gs[2]}}}, out_name()));
+    return set_node(0, reshape_out(y, {N, C, gs[1], gs[2]}));
   }
   if (op == "LRN") {
     // y = x / (bias + alpha / size * (sum of x^2 over the `size` channels around c))^beta; the
@@ -1590,13 +1602,11 @@ void Importer::map_node() {
     us.insert(us.begin() + a, 1);
     Shape ps(r, 1);
     ps[a] = depth;
-    std::vector<double> pos(depth);
-    for (int64_t k = 0; k < depth; ++k) pos[k] = (double)k;
-    int hit = emit("equal", {reshape(idx, us), constant(ps, pos, it)});
+    int hit = emit("equal", {reshape(idx, us), positions(ps, it)});
     int vals = node(2);
     if (shape_numel(shp(vals)) != 2) fail("values must have two elements [off, on], got " + shape_str(shp(vals)));
     vals = reshape(vals, {2});
-    auto pick = [&](int64_t k) { return reshape(emit("narrow", {vals}, {{"axis", (int64_t)0}, {"start", k}, {"length", (int64_t)1}}), {}); };
+    auto pick = [&](int64_t k) { return reshape(narrow(vals, 0, k, 1), {}); };
     return set_node(0, emit("where", {hit, pick(1), pick(0)}, {}, out_name()));
   }
   if (op == "MeanVarianceNormalization") {  // (x - mean) / (sqrt(mean(x^2) - mean^2) + 1e-9), as ONNX's function body
@@ -1622,12 +1632,12 @@ void Importer::map_node() {
       const bool dcr = mode == "DCR";
       int r = reshape(x, dcr ? Shape{N, b, b, C / (b * b), H, W} : Shape{N, C / (b * b), b, b, H, W});
       int t = emit("transpose", {r}, {{"perm", dcr ? std::vector<int64_t>{0, 3, 4, 1, 5, 2} : std::vector<int64_t>{0, 1, 4, 2, 5, 3}}});
-      return set_node(0, emit("reshape", {t}, {{"shape", std::vector<int64_t>{N, C / (b * b), H * b, W * b}}}, out_name()));
+      return set_node(0, reshape_out(t, {N, C / (b * b), H * b, W * b}));
     }
     if (H % b || W % b) fail("height and width (" + std::to_string(H) + ", " + std::to_string(W) + ") must be multiples of blocksize " + std::to_string(b));
     int r = reshape(x, {N, C, H / b, b, W / b, b});
     int t = emit("transpose", {r}, {{"perm", std::vector<int64_t>{0, 3, 5, 1, 2, 4}}});
-    return set_node(0, emit("reshape", {t}, {{"shape", std::vector<int64_t>{N, C * b * b, H / b, W / b}}}, out_name()));
+    return set_node(0, reshape_out(t, {N, C * b * b, H / b, W / b}));
   }
   if (op == "Clip") {
     int x = node(0);
@@ -2059,7 +2069,7 @@ void Importer::map_node() {
     flat.insert(flat.end(), ds.begin() + b + k, ds.end());
     out.insert(out.end(), ds.begin() + b + k, ds.end());
     int y = emit("gather", {reshape(data, flat), reshape(lin, {B * nT})}, {{"axis", (int64_t)0}});
-    return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(out.begin(), out.end())}}, out_name()));
+    return set_node(0, reshape_out(y, out));
   }
   if (op == "ScatterElements" || op == "Scatter") {
     // out = data, then out[c with c[axis] = indices[c]] (op)= updates[c] for every position c of
@@ -2085,48 +2095,31 @@ void Importer::map_node() {
     for (int d = 0; d < a; ++d) outer *= ds[d];
     for (int d = a + 1; d < r; ++d) inner *= ds[d];
     const int64_t J = is[a], P = ds[a];
-    if (J == 0 || shape_numel(ds) == 0) return set_node(0, emit("reshape", {data}, {{"shape", std::vector<int64_t>(ds.begin(), ds.end())}}, out_name()));
+    if (J == 0 || shape_numel(ds) == 0) return set_node(0, reshape_out(data, ds));
     if ((double)outer * J * P * inner > (double)(int64_t(1) << 26))
       unsupported("ScatterElements with a match table of " + std::to_string(outer * J * P * inner) + " entries (more than 2^26)");
     // Positions: each index range-checked and wrapped through a gather on 0..P-1.
-    std::vector<double> pos(P);
-    for (int64_t t = 0; t < P; ++t) pos[t] = (double)t;
-    int at = emit("gather", {constant({P}, pos, DType::i64), reshape(cast(idx, DType::i64), {outer * J * inner})}, {{"axis", (int64_t)0}});
-    int hit = emit("equal", {reshape(at, {outer, J, 1, inner}), constant({1, 1, P, 1}, pos, DType::i64)});  // [outer, J, P, inner]
+    int at = emit("gather", {positions({P}), reshape(cast(idx, DType::i64), {outer * J * inner})}, {{"axis", (int64_t)0}});
+    int hit = emit("equal", {reshape(at, {outer, J, 1, inner}), positions({1, 1, P, 1})});  // [outer, J, P, inner]
     int d3 = reshape(data, {outer, P, inner});
-    int u4 = reshape(upd, {outer, J, 1, inner});
     int y;
     if (red == "none") {
-      int hitf = cast(hit, DType::f32);
-      int who = emit("argmax", {hitf}, {{"axis", (int64_t)1}, {"keepdims", false}, {"select_last_index", true}});  // [outer, P, inner]
-      int any = emit("greater", {emit("max", {hitf}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", false}}), scalar(0.5)});
+      auto [who, any] = last_match(hit);  // [outer, P, inner]
       int picked = emit("gather_elements", {reshape(upd, {outer, J, inner}), who}, {{"axis", (int64_t)1}});
       y = emit("where", {any, picked, d3});
     } else {
-      const bool add = red == "add";
-      int ident = add ? scalar_like(0, data) : scalar_like(1, data);
-      if (!is_float(ts_.dtypes[data])) ident = scalar(add ? 0 : 1, ts_.dtypes[data]);
-      int contrib = emit("where", {hit, u4, ident});  // [outer, J, P, inner]
-      int folded = emit(add ? "sum" : "prod", {contrib}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", false}});
-      y = emit(add ? "add" : "mul", {d3, folded});
+      y = fold_matches(d3, hit, reshape(upd, {outer, J, 1, inner}), red == "add");
     }
-    return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(ds.begin(), ds.end())}}, out_name()));
+    return set_node(0, reshape_out(y, ds));
   }
   if (op == "ScatterND") {
     // Values known only at run time (a KV cache written at a position): each row of data viewed
     // as [rows, slice...] takes the slice of the last update tuple that names it, else keeps its
     // own. The row-by-tuple match table is rows x tuples booleans.
     int data = node(0), idx = node(1), upd = node(2);
-    const Shape ds = shp(data), is = shp(idx), us = shp(upd);
-    if (ds.empty()) fail("data must have rank >= 1");
-    if (is.empty()) fail("indices must have rank >= 1");
+    const Shape ds = shp(data), is = shp(idx);
+    const int64_t k = scatter_nd_depth(ds, is, shp(upd));
     if (!is_integer(ts_.dtypes[idx])) fail("indices must be integers");
-    const int64_t k = is.back();
-    if (k < 1 || k > (int64_t)ds.size())
-      fail("the last dimension of indices (" + std::to_string(k) + ") must be between 1 and the rank of data (" + std::to_string(ds.size()) + ")");
-    Shape want(is.begin(), is.end() - 1);
-    want.insert(want.end(), ds.begin() + k, ds.end());
-    if (us != want) fail("updates have shape " + shape_str(us) + ", expected " + shape_str(want));
     if (ts_.dtypes[upd] != ts_.dtypes[data]) fail("updates and data differ in element type");
     const std::string red = as("reduction", "none");
     if (red != "none" && red != "add" && red != "mul")
@@ -2136,34 +2129,24 @@ void Importer::map_node() {
     for (int64_t j = 0; j < k; ++j) rows *= ds[j];
     for (size_t j = 0; j + 1 < is.size(); ++j) T *= is[j];
     for (size_t j = k; j < ds.size(); ++j) sl *= ds[j];
-    if (T == 0 || rows == 0) return set_node(0, emit("reshape", {data}, {{"shape", std::vector<int64_t>(ds.begin(), ds.end())}}, out_name()));
+    if (T == 0 || rows == 0) return set_node(0, reshape_out(data, ds));
     // none: a rows x tuples match table; add and mul also spread the slices over it.
     const double table = (double)rows * (double)T * (red == "none" ? 1.0 : (double)sl);
     if (table > (double)(int64_t(1) << 26))
       unsupported("ScatterND on values known only at run time with " + std::to_string(rows) + " rows and " + std::to_string(T) +
                   " update tuples (the match table would exceed 2^26 entries)");
     int lin = tuple_rows(reshape(cast(idx, DType::i64), {T, k}), Shape(ds.begin(), ds.begin() + k));
-    std::vector<double> rowpos(rows);
-    for (int64_t t = 0; t < rows; ++t) rowpos[t] = (double)t;
-    int hit = emit("equal", {constant({rows, 1}, rowpos, DType::i64), reshape(lin, {1, T})});  // [rows, T]
-    if (red != "none") {  // data + sum (or * prod) over the tuples naming each row
-      const bool add = red == "add";
-      int ident = is_float(ts_.dtypes[data]) ? scalar_like(add ? 0 : 1, data) : scalar(add ? 0 : 1, ts_.dtypes[data]);
-      int contrib = emit("where", {reshape(hit, {rows, T, 1}), reshape(upd, {1, T, sl}), ident});
-      int folded = emit(add ? "sum" : "prod", {contrib}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", false}});
-      int y = emit(add ? "add" : "mul", {reshape(data, {rows, sl}), folded});
-      return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(ds.begin(), ds.end())}}, out_name()));
-    }
-    int hitf = cast(hit, DType::f32);
-    int who = emit("argmax", {hitf}, {{"axis", (int64_t)1}, {"keepdims", false}, {"select_last_index", true}});  // last writer
-    int any = emit("greater", {emit("max", {hitf}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", false}}), scalar(0.5)});
+    int hit = emit("equal", {positions({rows, 1}), reshape(lin, {1, T})});  // [rows, T]
+    if (red != "none")  // data + sum (or * prod) over the tuples naming each row
+      return set_node(0, reshape_out(fold_matches(reshape(data, {rows, sl}), reshape(hit, {rows, T, 1}), reshape(upd, {1, T, sl}), red == "add"), ds));
+    auto [who, any] = last_match(hit);
     Shape slice(ds.begin() + k, ds.end()), flat{rows}, upd_rows{T}, mask(1 + slice.size(), 1);
     flat.insert(flat.end(), slice.begin(), slice.end());
     upd_rows.insert(upd_rows.end(), slice.begin(), slice.end());
     mask[0] = rows;
     int picked = emit("gather", {reshape(upd, upd_rows), who}, {{"axis", (int64_t)0}});
     int y = emit("where", {reshape(any, mask), picked, reshape(data, flat)});
-    return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(ds.begin(), ds.end())}}, out_name()));
+    return set_node(0, reshape_out(y, ds));
   }
   if (op == "GatherElements") {
     int a = axis_of(ai("axis", 0), rank(0));
