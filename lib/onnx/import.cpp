@@ -1095,7 +1095,7 @@ void Importer::recurrent() {
     if (f == "Softplus") return emit("softplus", {x});
     if (f == "Softsign") return softsign(x);
     if (f == "Affine") return emit("add", {emit("mul", {x, scalar_like(alpha(1.0), x)}), scalar_like(beta(0.0), x)});
-    if (f == "LeakyRelu") return emit("maximum", {x, emit("mul", {x, scalar_like(alpha(0.01), x)})});
+    if (f == "LeakyRelu") return leaky_relu(x, alpha(0.01));
     if (f == "ScaledTanh") return emit("mul", {emit("tanh", {emit("mul", {x, scalar_like(beta(1.0), x)})}), scalar_like(alpha(1.0), x)});
     if (f == "HardSigmoid") return hard_sigmoid(x, alpha(0.2), beta(0.5));
     unsupported("activation function \"" + f + "\"");

@@ -491,6 +491,18 @@ def test_refusals():
               [vi("x", [5, 2, 3])], [vi("y", [5, 1, 2, 4])], rnn_inits[:2])
     expect_rc("refuse/rnn-activation", ["run", save(model_with_ir(m), "rnn_act.onnx"), "--input", "x=random"], 2,
               "unsupported: activation function \"Gelu\"")
+    # An RNN with LeakyRelu of alpha 2 (above 1: x where x >= 0 is then the smaller of x and 2x),
+    # against a NumPy loop of the ONNX equations.
+    x = rng.randn(5, 2, 3).astype(np.float32)
+    h, ys = np.zeros((2, 4), np.float32), []
+    for t in range(5):
+        z = x[t] @ W[0].T + h @ R[0].T
+        h = np.where(z >= 0, z, 2 * z).astype(np.float32)
+        ys.append(h)
+    m = model([helper.make_node("RNN", ["x", "W", "R"], ["y"], hidden_size=4, activations=["LeakyRelu"], activation_alpha=[2.0])],
+              [vi("x", [5, 2, 3])], [vi("y", [5, 1, 2, 4])], rnn_inits[:2])
+    expect_rc("rnn/leaky-relu-alpha-above-1", ["run", save(model_with_ir(m), "rnn_leaky.onnx"), "--input", f"x=@{npy('rnn_x.npy', x)}",
+                                               "--expect", f"y=@{npy('rnn_leaky_y.npy', np.stack(ys)[:, None])}"], 0)
     m = model([helper.make_node("RNN", ["x", "W", "R"], ["y"], name="rnn", hidden_size=5)],
               [vi("x", [5, 2, 3])], [vi("y", [5, 1, 2, 5])], rnn_inits[:2])
     expect_rc("refuse/rnn-weight-shape", ["run", save(model_with_ir(m), "rnn_w.onnx"), "--input", "x=random"], 2,
