@@ -56,7 +56,7 @@ void main() {
       if (excl) y[ybase + j * pc.inner] = s;
       precise float tv = v - comp;
       precise float w = s + tv;
-      comp = (w - s) - tv;
+      comp = isinf(w) ? 0.0 : (w - s) - tv;  // no inf - inf once the sum is infinite
       s = w;
       if (!excl) y[ybase + j * pc.inner] = s;
     }

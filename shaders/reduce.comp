@@ -42,7 +42,8 @@ uint reduced_offset(uint r) {
 }
 
 // Per-invocation partial over reduced elements first, first+step, ...: Kahan-compensated
-// sum, or max with a NaN flag.
+// sum (compensation dropped once the sum is infinite, so +-inf propagate as in f32 addition),
+// or max with a NaN flag.
 void partial(uint base, uint first, uint step, out float acc, out bool nan_seen) {
   precise float s = 0.0, c = 0.0;
   float m = -rlx_inf();
@@ -60,7 +61,7 @@ void partial(uint base, uint first, uint step, out float acc, out bool nan_seen)
       } else {
         precise float t = v[u] - c;
         precise float w = s + t;
-        c = (w - s) - t;
+        c = isinf(w) ? 0.0 : (w - s) - t;  // an infinite sum stays infinite: no inf - inf
         s = w;
       }
     }
