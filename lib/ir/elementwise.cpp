@@ -62,6 +62,9 @@ std::string FusedProgram::describe() const {
       case FusedInstr::Binary: s << ew_name(in.op) << "(" << r[in.a] << ", " << r[in.b] << ")"; break;
     }
     r[i] = s.str();
+    // A chain of thousands of instructions would otherwise nest every operand's whole text
+    // into each register's (quadratic memory: 2.3 GB for a 30,000-node chain).
+    if (r[i].size() > kDescribeMax) r[i] = r[i].substr(0, kDescribeMax) + "...";
   }
   return code.empty() ? "" : r[result];
 }

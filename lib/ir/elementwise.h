@@ -66,7 +66,10 @@ struct FusedProgram {
   std::vector<Shape> input_shapes;  // each broadcasts to out_shape
   Shape out_shape;
   int result = 0;  // register holding the output
-  std::string describe() const;  // e.g. "mul(x0, add(x1, 0.5))"
+  // e.g. "mul(x0, add(x1, 0.5))"; an expression longer than kDescribeMax characters is cut
+  // there and ends in "...".
+  std::string describe() const;
+  static constexpr size_t kDescribeMax = 256;
   // Stable text key (used to cache generated GPU kernels).
   std::string key() const;
 };

@@ -233,18 +233,30 @@ OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const Opt
       if (!fusable(root) || group[root] >= 0 || w.nodes[root].op == Op::BroadcastTo) continue;
       std::vector<int> members{root};
       group[root] = root;
-      for (bool changed = true; changed;) {
-        changed = false;
-        for (size_t m = 0; m < members.size(); ++m)
-          for (int u : w.nodes[members[m]].inputs) {
+      // Grow the group through producers whose every user is in it. Each member's inputs are
+      // looked at once; a producer with a user not (yet) in the group waits and is looked at
+      // again only after the group has grown (linear for chains, not quadratic).
+      std::vector<int> waiting;
+      for (size_t next = 0;;) {
+        for (; next < members.size(); ++next)
+          for (int u : w.nodes[members[next]].inputs) {
             if (group[u] >= 0 || !fusable(u) || outputs.count(u)) continue;
             if (!same_value_shape(w.shapes[u], w.shapes[root])) continue;
             bool all_in = std::all_of(users[u].begin(), users[u].end(), [&](int c) { return group[c] == root; });
-            if (!all_in) continue;
+            if (!all_in) { waiting.push_back(u); continue; }
             group[u] = root;
             members.push_back(u);
-            changed = true;
           }
+        bool added = false;
+        std::vector<int> still;
+        for (int u : waiting) {
+          if (group[u] >= 0) continue;
+          bool all_in = std::all_of(users[u].begin(), users[u].end(), [&](int c) { return group[c] == root; });
+          if (all_in) { group[u] = root; members.push_back(u); added = true; }
+          else still.push_back(u);
+        }
+        waiting.swap(still);
+        if (!added) break;
       }
       // Too many distinct tensor inputs for one kernel: leave the group unfused.
       std::set<int> ext_inputs;
