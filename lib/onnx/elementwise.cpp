@@ -141,8 +141,8 @@ struct Elementwise : Importer {
     int x = node(0);
     int lo = -1, hi = -1;
     if (opset < 11) {
-      if (attr("min")) lo = scalar_like(af("min", 0), x);
-      if (attr("max")) hi = scalar_like(af("max", 0), x);
+      if (attr("min", kAttrFloat)) lo = scalar_like(af("min", 0), x);
+      if (attr("max", kAttrFloat)) hi = scalar_like(af("max", 0), x);
     } else {
       if (has_in(1)) lo = reshape(node(1), {});
       if (has_in(2)) hi = reshape(node(2), {});

@@ -135,22 +135,54 @@ class Importer {
   [[noreturn]] void fail(const std::string& what) const { throw InputError(where() + ": " + what); }
   [[noreturn]] void unsupported(const std::string& what) const { throw Unsupported(where() + ": unsupported: " + what); }
 
-  // ---------- attributes ----------
-  const Attribute* attr(const char* n) const { return cur_->attr(n); }
+  // ---------- attributes: the binder ----------
+  // A mapping reads an attribute by name and the type ONNX declares for it; one of another
+  // type (Softmax's axis as a string or a float) is refused, exit 2, naming the node, the
+  // operator and the attribute, rather than read as the default. (An attribute given twice on
+  // a node is refused when the file is parsed.) ai, af, as and aints are attr() for int,
+  // float, string and ints.
+  enum AttrType : int { kAttrFloat = 1, kAttrInt = 2, kAttrString = 3, kAttrTensor = 4, kAttrGraph = 5,
+                        kAttrFloats = 6, kAttrInts = 7, kAttrStrings = 8 };
+  static const char* attr_type_name(int t) {
+    switch (t) {
+      case kAttrFloat: return "a float";
+      case kAttrInt: return "an int";
+      case kAttrString: return "a string";
+      case kAttrTensor: return "a tensor";
+      case kAttrGraph: return "a graph";
+      case kAttrFloats: return "a list of floats";
+      case kAttrInts: return "a list of ints";
+      case kAttrStrings: return "a list of strings";
+      case 9: return "a list of tensors";
+      case 10: return "a list of graphs";
+      case 11: return "a sparse tensor";
+      case 12: return "a list of sparse tensors";
+      case 13: return "a type";
+      case 14: return "a list of types";
+    }
+    return "of an unknown type";
+  }
+  // The attribute `n` of the current node, or null; of another type than `type`: refused.
+  const Attribute* attr(const char* n, AttrType type) const {
+    const Attribute* a = cur_->attr(n);
+    if (a && a->type != 0 && a->type != type)  // 0: a writer that left the type unset and no value set
+      fail(std::string("attribute '") + n + "' must be " + attr_type_name(type) + ", it is " + attr_type_name(a->type));
+    return a;
+  }
   int64_t ai(const char* n, int64_t def) const {
-    auto a = attr(n);
+    auto a = attr(n, kAttrInt);
     return a ? a->i : def;
   }
   double af(const char* n, double def) const {
-    auto a = attr(n);
+    auto a = attr(n, kAttrFloat);
     return a ? a->f : def;
   }
   std::string as(const char* n, const std::string& def) const {
-    auto a = attr(n);
+    auto a = attr(n, kAttrString);
     return a ? a->s : def;
   }
   std::optional<std::vector<int64_t>> aints(const char* n) const {
-    auto a = attr(n);
+    auto a = attr(n, kAttrInts);
     if (!a) return std::nullopt;
     return a->ints;
   }

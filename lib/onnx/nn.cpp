@@ -177,7 +177,7 @@ struct Nn : Importer {
     std::vector<double> scales;
     std::vector<int64_t> sizes;
     size_t si = op == "Upsample" ? 1 : opset < 11 ? 1 : 2, zi = 3;
-    if (op == "Upsample" && opset < 9) { for (double v : attr("scales") ? attr("scales")->floats : std::vector<double>{}) scales.push_back(v); }
+    if (op == "Upsample" && opset < 9) { for (double v : attr("scales", kAttrFloats) ? attr("scales", kAttrFloats)->floats : std::vector<double>{}) scales.push_back(v); }
     else if (has_in(si) && shape_numel(in(si).shape) > 0) { auto h = need_host(si, "scales"); for (size_t k = 0; k < h->size(); ++k) scales.push_back(h->d(k)); }
     if (op == "Resize" && opset >= 11 && has_in(zi) && shape_numel(in(zi).shape) > 0) sizes = need_ints(zi, "sizes");
     if (sizes.empty()) {

@@ -120,7 +120,7 @@ struct ReduceNorm : Importer {
     if (sce) logp = log_softmax(x, 1);
     t = cast(t, DType::i64);
     int valid = -1;
-    if (auto ig = attr("ignore_index")) {
+    if (auto ig = attr("ignore_index", kAttrInt)) {
       valid = emit("logical_not", {emit("equal", {t, scalar((double)ig->i, DType::i64)})});
       t = emit("where", {valid, t, scalar(0, DType::i64)});
     }

@@ -48,13 +48,13 @@ void Rnn::recurrent() {
   const size_t per = defaults.size();
   std::vector<std::string> acts;
   std::vector<double> alphas, betas;
-  if (auto a = attr("activations")) acts = a->strings;
-  if (auto a = attr("activation_alpha")) alphas = a->floats;
-  if (auto a = attr("activation_beta")) betas = a->floats;
+  if (auto a = attr("activations", kAttrStrings)) acts = a->strings;
+  if (auto a = attr("activation_alpha", kAttrFloats)) alphas = a->floats;
+  if (auto a = attr("activation_beta", kAttrFloats)) betas = a->floats;
   if (acts.empty()) for (int d = 0; d < D; ++d) acts.insert(acts.end(), defaults.begin(), defaults.end());
   if (acts.size() != per * D)
     fail("activations lists " + std::to_string(acts.size()) + " functions, expected " + std::to_string(per * D));
-  auto clip = attr("clip");
+  auto clip = attr("clip", kAttrFloat);
   const DType dt = ts_.dtypes[X];
   auto act = [&](size_t k, int x) {
     if (clip) x = clamp(x, -clip->f, clip->f);

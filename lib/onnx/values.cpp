@@ -42,7 +42,7 @@ struct Values : Importer {
   }
   bool fold_Constant() {
     Host h;
-    if (auto a = attr("value")) {
+    if (auto a = attr("value", kAttrTensor)) {
       if (!a->t) fail("attribute 'value' holds no tensor");
       Val v;
       v.init = a->t;
@@ -56,10 +56,10 @@ struct Values : Importer {
         return true;
       }
       set_host(0, a->t->shape, a->t->elem_type, *hv);
-    } else if (auto a = attr("value_float")) { h.f = {a->f}; set_host(0, {}, kFloat, h); }
-    else if (auto a = attr("value_floats")) { h.f = a->floats; set_host(0, {(int64_t)a->floats.size()}, kFloat, h); }
-    else if (auto a = attr("value_int")) { h.i = {a->i}; set_host(0, {}, kInt64, h); }
-    else if (auto a = attr("value_ints")) { h.i = a->ints; set_host(0, {(int64_t)a->ints.size()}, kInt64, h); }
+    } else if (auto a = attr("value_float", kAttrFloat)) { h.f = {a->f}; set_host(0, {}, kFloat, h); }
+    else if (auto a = attr("value_floats", kAttrFloats)) { h.f = a->floats; set_host(0, {(int64_t)a->floats.size()}, kFloat, h); }
+    else if (auto a = attr("value_int", kAttrInt)) { h.i = {a->i}; set_host(0, {}, kInt64, h); }
+    else if (auto a = attr("value_ints", kAttrInts)) { h.i = a->ints; set_host(0, {(int64_t)a->ints.size()}, kInt64, h); }
     else unsupported("Constant without value, value_float(s) or value_int(s) (attribute '" + (cur_->attrs.empty() ? std::string("?") : cur_->attrs[0].name) + "')");
     return true;
   }
@@ -72,7 +72,7 @@ struct Values : Importer {
     Host h;
     int et = kFloat;
     double v = 0;
-    if (auto a = attr("value")) {
+    if (auto a = attr("value", kAttrTensor)) {
       if (!a->t || a->t->numel != 1) fail("attribute 'value' must be a one-element tensor");
       Val tv;
       tv.init = a->t;
