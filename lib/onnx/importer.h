@@ -143,32 +143,9 @@ class Importer {
   // float, string and ints.
   enum AttrType : int { kAttrFloat = 1, kAttrInt = 2, kAttrString = 3, kAttrTensor = 4, kAttrGraph = 5,
                         kAttrFloats = 6, kAttrInts = 7, kAttrStrings = 8 };
-  static const char* attr_type_name(int t) {
-    switch (t) {
-      case kAttrFloat: return "a float";
-      case kAttrInt: return "an int";
-      case kAttrString: return "a string";
-      case kAttrTensor: return "a tensor";
-      case kAttrGraph: return "a graph";
-      case kAttrFloats: return "a list of floats";
-      case kAttrInts: return "a list of ints";
-      case kAttrStrings: return "a list of strings";
-      case 9: return "a list of tensors";
-      case 10: return "a list of graphs";
-      case 11: return "a sparse tensor";
-      case 12: return "a list of sparse tensors";
-      case 13: return "a type";
-      case 14: return "a list of types";
-    }
-    return "of an unknown type";
-  }
+  static const char* attr_type_name(int t);
   // The attribute `n` of the current node, or null; of another type than `type`: refused.
-  const Attribute* attr(const char* n, AttrType type) const {
-    const Attribute* a = cur_->attr(n);
-    if (a && a->type != 0 && a->type != type)  // 0: a writer that left the type unset and no value set
-      fail(std::string("attribute '") + n + "' must be " + attr_type_name(type) + ", it is " + attr_type_name(a->type));
-    return a;
-  }
+  const Attribute* attr(const char* n, AttrType type) const;
   int64_t ai(const char* n, int64_t def) const {
     auto a = attr(n, kAttrInt);
     return a ? a->i : def;
@@ -198,39 +175,7 @@ class Importer {
   }
   size_t rank(size_t k) { return in(k).shape.size(); }
 
-  std::shared_ptr<const Host> host_of(Val& v, int64_t limit) {
-    if (v.host) return v.host;
-    if (!v.init || v.init->numel > limit) return nullptr;
-    const TensorData& t = *v.init;
-    auto h = std::make_shared<Host>();
-    h->is_float = float_et(t.elem_type);
-    if (t.raw) {
-      const uint8_t* p = t.raw;
-      for (int64_t k = 0; k < t.numel; ++k) {
-        switch (t.elem_type) {
-          case kFloat: { float x; std::memcpy(&x, p + 4 * k, 4); h->f.push_back(x); break; }
-          case kDouble: { double x; std::memcpy(&x, p + 8 * k, 8); h->f.push_back(x); break; }
-          case kFloat16: { uint16_t x; std::memcpy(&x, p + 2 * k, 2); h->f.push_back(f16_to_f32(x)); break; }
-          case kBfloat16: { uint16_t x; std::memcpy(&x, p + 2 * k, 2); h->f.push_back(bf16_to_f32(x)); break; }
-          case kInt64: case kUint64: { int64_t x; std::memcpy(&x, p + 8 * k, 8); h->i.push_back(x); break; }
-          case kInt32: { int32_t x; std::memcpy(&x, p + 4 * k, 4); h->i.push_back(x); break; }
-          case kUint32: { uint32_t x; std::memcpy(&x, p + 4 * k, 4); h->i.push_back(x); break; }
-          case kInt16: { int16_t x; std::memcpy(&x, p + 2 * k, 2); h->i.push_back(x); break; }
-          case kUint16: { uint16_t x; std::memcpy(&x, p + 2 * k, 2); h->i.push_back(x); break; }
-          case kInt8: h->i.push_back((int8_t)p[k]); break;
-          case kUint8: h->i.push_back(p[k]); break;
-          case kBool: h->i.push_back(p[k] != 0); break;
-          default: return nullptr;
-        }
-      }
-    } else if (h->is_float) {
-      h->f = t.floats;
-    } else {
-      h->i = t.ints;
-    }
-    v.host = h;
-    return v.host;
-  }
+  std::shared_ptr<const Host> host_of(Val& v, int64_t limit);
   // The host value of input k (a constant, an initializer or folded shape arithmetic), or null.
   std::shared_ptr<const Host> host(size_t k, int64_t limit = int64_t(1) << 16) {
     if (!has_in(k)) return nullptr;
@@ -249,17 +194,7 @@ class Importer {
     return h;
   }
   // The known value of input k: folded/constant, or a small graph input bound by value.
-  std::shared_ptr<const Host> value_of(size_t k) {
-    if (!has_in(k)) return nullptr;
-    auto h = host(k, L_.max_folded_elements);
-    if (!h && in(k).input_value) {  // a graph input given by value: bind it (the cache keys on it)
-      h = in(k).input_value;
-      auto& dep = value_deps_[cur_->inputs[k]];
-      dep.clear();
-      for (size_t j = 0; j < h->size(); ++j) dep.push_back(h->d(j));
-    }
-    return h;
-  }
+  std::shared_ptr<const Host> value_of(size_t k);
   std::vector<int64_t> need_ints(size_t k, const char* what) {
     auto h = need_host(k, what);
     std::vector<int64_t> r;
@@ -285,25 +220,7 @@ class Importer {
     v.et = dtype_et(ts_.dtypes[node]);
     set_out(k, v);
   }
-  void set_host(size_t k, Shape s, int et, Host h) {
-    if (shape_numel(s) > L_.max_folded_elements) unsupported("a folded constant of shape " + shape_str(s) + " is too large");
-    Val v;
-    v.shape = std::move(s);
-    v.et = et;
-    h.is_float = float_et(et);
-    if (h.is_float) {
-      if (h.f.empty() && !h.i.empty()) for (auto x : h.i) h.f.push_back((double)x);
-      h.i.clear();
-      if (et == kFloat) for (auto& x : h.f) x = (double)(float)x;
-    } else {
-      if (h.i.empty() && !h.f.empty()) for (auto x : h.f) h.i.push_back(sat_i64(x));
-      h.f.clear();
-      if (et == kInt32) for (auto& x : h.i) x = (int32_t)x;
-      if (et == kBool) for (auto& x : h.i) x = x != 0;
-    }
-    v.host = std::make_shared<Host>(std::move(h));
-    set_out(k, v);
-  }
+  void set_host(size_t k, Shape s, int et, Host h);
 
   std::string fresh(const std::string& base) {
     std::string id = base;
@@ -314,38 +231,9 @@ class Importer {
     return k < cur_->outputs.size() && !cur_->outputs[k].empty() ? cur_->outputs[k] : cur_->name + "/out";
   }
 
-  int add_leaf(ir::Op op, const std::string& id_base, const Shape& s, DType dt) {
-    ir::Node n;
-    n.id = fresh(id_base);
-    n.op = op;
-    n.dtype = dt;
-    n.has_decl_shape = true;
-    for (auto d : s) n.decl_shape.push_back(ir::Dim{d, ""});
-    n.param_name = n.id;
-    int idx = (int)g_->nodes.size();
-    g_->index[n.id] = idx;
-    g_->nodes.push_back(std::move(n));
-    ts_.shapes.push_back(s);
-    ts_.dtypes.push_back(dt);
-    return idx;
-  }
+  int add_leaf(ir::Op op, const std::string& id_base, const Shape& s, DType dt);
 
-  int materialize(Val& v, const std::string& name) {
-    if (v.node >= 0) return v.node;
-    if (v.init && !v.host) {
-      DType dt = to_dtype(v.init->elem_type, where() + ": initializer '" + name + "'");
-      int idx = add_leaf(ir::Op::Param, name, v.shape, dt);
-      params_[g_->nodes[idx].id] = to_tensor(*v.init, m_.file() + ": initializer '" + name + "'");
-      v.node = idx;
-      return idx;
-    }
-    if (!v.host) fail("internal: value '" + name + "' has no definition");
-    DType dt = to_dtype(v.et, where() + ": value '" + name + "'");
-    int idx = add_leaf(ir::Op::Constant, name, v.shape, dt);
-    g_->nodes[idx].constant = host_tensor(v.shape, *v.host, dt);
-    v.node = idx;
-    return idx;
-  }
+  int materialize(Val& v, const std::string& name);
   int node(size_t k) { return materialize(in(k), cur_->inputs[k]); }
   int constant(const Shape& s, std::vector<double> vals, DType dt) {
     int idx = add_leaf(ir::Op::Constant, out_name() + "/const", s, dt);
@@ -356,55 +244,13 @@ class Importer {
     return idx;
   }
   // A host value as a tensor of dt: integers stay exact (int64 beyond 2^24 included).
-  static Tensor host_tensor(const Shape& s, const Host& h, DType dt) {
-    if (is_float(dt)) {
-      std::vector<float> fv(h.size());
-      for (size_t k = 0; k < fv.size(); ++k) fv[k] = (float)h.d(k);
-      return Tensor::from_vector(s, fv, dt);
-    }
-    std::vector<int64_t> iv(h.size());
-    for (size_t k = 0; k < iv.size(); ++k) iv[k] = h.n(k);
-    return Tensor::from_ints(s, iv, dt);
-  }
+  static Tensor host_tensor(const Shape& s, const Host& h, DType dt);
   int scalar(double x, DType dt = DType::f32) { return constant({}, {x}, dt); }
   int scalar_like(double x, int node) { return scalar(x, is_float(ts_.dtypes[node]) ? ts_.dtypes[node] : DType::f32); }
 
   // Adds a registry op by name. Attributes are checked against the registry and defaults filled.
   int emit(const std::string& opname, std::vector<int> inputs, std::map<std::string, ir::AttrValue> attrs = {},
-           const std::string& id = "") {
-    auto op = ir::op_from_name(opname);
-    if (!op) unsupported("needs the registry op '" + opname + "', which this build of rlx does not have yet");
-    const ir::OpInfo& info = ir::op_info(*op);
-    ir::Node n;
-    n.id = fresh(id.empty() ? out_name() + "/" + opname : id);
-    n.op = *op;
-    n.inputs = std::move(inputs);
-    if ((int)n.inputs.size() < info.min_inputs || (int)n.inputs.size() > info.max_inputs)
-      fail("internal: registry op '" + opname + "' takes " + std::to_string(info.min_inputs) + ".." + std::to_string(info.max_inputs) + " inputs");
-    for (auto& kv : attrs) {
-      const std::string& k = kv.first;
-      const ir::AttrValue& v = kv.second;
-      auto spec = std::find_if(info.attrs.begin(), info.attrs.end(), [&k](const ir::AttrSpec& s) { return s.name == k; });
-      if (spec == info.attrs.end()) unsupported("the registry op '" + opname + "' of this build has no attribute '" + k + "'");
-      n.attrs.values[k] = v;
-    }
-    for (const auto& spec : info.attrs) {
-      if (n.attrs.has(spec.name)) continue;
-      if (spec.required) fail("internal: registry op '" + opname + "' needs attribute '" + spec.name + "'");
-      if (spec.default_value) n.attrs.values[spec.name] = *spec.default_value;
-    }
-    int idx = (int)g_->nodes.size();
-    g_->index[n.id] = idx;
-    g_->nodes.push_back(std::move(n));
-    ts_.shapes.emplace_back();
-    ts_.dtypes.emplace_back();
-    try {
-      ir::infer_node(*g_, idx, ts_);
-    } catch (const InputError& e) {
-      fail(e.what());
-    }
-    return idx;
-  }
+           const std::string& id = "");
   int reshape(int x, const Shape& s) {
     if (ts_.shapes[x] == s) return x;
     return emit("reshape", {x}, {{"shape", std::vector<int64_t>(s.begin(), s.end())}});
@@ -449,17 +295,7 @@ class Importer {
     return emit("sub", {s, emit("log", {emit("sum", {emit("exp", {s})}, along)})});
   }
   // Concatenation of any number of nodes (the registry op takes at most 64 inputs).
-  int concat_many(std::vector<int> xs, int64_t axis) {
-    while (xs.size() > 1) {
-      std::vector<int> next;
-      for (size_t k = 0; k < xs.size(); k += 64) {
-        std::vector<int> part(xs.begin() + k, xs.begin() + std::min(xs.size(), k + 64));
-        next.push_back(part.size() == 1 ? part[0] : emit("concat", part, {{"axis", axis}}));
-      }
-      xs = std::move(next);
-    }
-    return xs.at(0);
-  }
+  int concat_many(std::vector<int> xs, int64_t axis);
   int cast(int x, DType dt) {
     if (ts_.dtypes[x] == dt) return x;
     return emit("cast", {x}, {{"dtype", std::string(dtype_name(dt))}});
@@ -473,55 +309,12 @@ class Importer {
   }
 
   // ---------- host folding helpers ----------
-  static Shape bcast(const Shape& a, const Shape& b, bool& ok) {
-    size_t r = std::max(a.size(), b.size());
-    Shape o(r);
-    ok = true;
-    for (size_t i = 0; i < r; ++i) {
-      int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
-      int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-      if (da != db && da != 1 && db != 1) ok = false;
-      o[i] = da == 1 ? db : da;
-    }
-    return o;
-  }
+  static Shape bcast(const Shape& a, const Shape& b, bool& ok);
   // Index into a tensor of shape `s` broadcast to `o` for flat output index `flat`.
-  static int64_t bidx(const Shape& s, const Shape& o, int64_t flat) {
-    auto st = broadcast_strides(s, o);
-    int64_t r = 0;
-    for (size_t k = o.size(); k-- > 0;) {
-      int64_t c = o[k] ? flat % o[k] : 0;
-      flat = o[k] ? flat / o[k] : 0;
-      r += c * st[k];
-    }
-    return r;
-  }
+  static int64_t bidx(const Shape& s, const Shape& o, int64_t flat);
   // Elementwise over broadcast host inputs.
   // Folds an elementwise node whose formula `f` reads its first `arity` inputs (at least).
-  void fold_elementwise(int out_et, size_t arity, const std::function<void(const std::vector<const Host*>&, const std::vector<int64_t>&, Host&)>& f) {
-    for (size_t k = 0; k < arity; ++k) in(k);  // "input k is required" rather than a read past the inputs
-    std::vector<Val*> vs;
-    std::vector<std::shared_ptr<const Host>> hs;
-    Shape o;
-    for (size_t k = 0; k < cur_->inputs.size(); ++k) {
-      vs.push_back(&in(k));
-      hs.push_back(host(k));
-      bool ok;
-      o = bcast(o, vs.back()->shape, ok);
-      if (!ok) fail("cannot broadcast the input shapes");
-    }
-    int64_t n = shape_numel(o);
-    if (n > L_.max_folded_elements) unsupported("folded result too large");
-    Host h;
-    std::vector<const Host*> hp;
-    for (auto& x : hs) hp.push_back(x.get());
-    std::vector<int64_t> idx(vs.size());
-    for (int64_t j = 0; j < n; ++j) {
-      for (size_t k = 0; k < vs.size(); ++k) idx[k] = bidx(vs[k]->shape, o, j);
-      f(hp, idx, h);
-    }
-    set_host(0, o, out_et, std::move(h));
-  }
+  void fold_elementwise(int out_et, size_t arity, const std::function<void(const std::vector<const Host*>&, const std::vector<int64_t>&, Host&)>& f);
 
   // mapping helpers
   void unary(const char* op) { set_node(0, emit(op, {node(0)}, {}, out_name())); }
@@ -545,7 +338,8 @@ class Importer {
 
 // ---------- the operator table ----------
 // One row per ONNX operator (and domain, and first opset handled). A node is imported by the
-// row of its op_type and domain with the highest since_version not above the model's opset:
+// row of its op_type and domain with the highest since_version not above the version the
+// model imports of that domain (Model::opset(domain)):
 // `fold` first, if any (true: its outputs are set as host values), else `map`. A row without
 // `map` refuses what it cannot fold as an unknown operator would be. maps_to/required/notes are
 // the row of docs/onnx.md (`rlx onnx-ops`); a later row for another opset may leave them null.

@@ -267,6 +267,7 @@ struct ModelParser {
     m.opset_ = -1;
     for (const auto& o : mp.opset_import()) {
       if (o.domain().empty() || o.domain() == "ai.onnx") m.opset_ = o.version();
+      else m.domain_opsets_[o.domain()] = o.version();
     }
     if (m.opset_ < 0) m.opset_ = mp.opset_import().empty() ? 1 : -1;
     if (m.opset_ < 0) fail("the model imports no default-domain (ai.onnx) opset");
