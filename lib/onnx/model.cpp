@@ -267,6 +267,7 @@ struct ModelParser {
     m.opset_ = -1;
     for (const auto& o : mp.opset_import()) {
       if (o.domain().empty() || o.domain() == "ai.onnx") m.opset_ = o.version();
+      else m.domain_opsets_[o.domain()] = o.version();
     }
     if (m.opset_ < 0) m.opset_ = mp.opset_import().empty() ? 1 : -1;
     if (m.opset_ < 0) fail("the model imports no default-domain (ai.onnx) opset");
@@ -298,6 +299,9 @@ struct ModelParser {
     for (const auto& v : g.output()) m.outputs_.push_back(value_info(v, "output"));
     if (m.outputs_.empty()) fail("the graph has no outputs");
     int idx = 0;
+    // Every value is defined once: by a node (one node), or as an initializer. A second
+    // definition would otherwise be resolved silently (the later one wins).
+    std::map<std::string, std::string> producer;  // value name -> the node that writes it
     for (const auto& n : g.node()) {
       NodeDef d;
       d.op_type = n.op_type();
@@ -307,7 +311,15 @@ struct ModelParser {
       std::string where = "node " + (d.name.empty() ? "#" + std::to_string(d.index) : "'" + d.name + "'") + " (" + d.op_type + ")";
       d.inputs.assign(n.input().begin(), n.input().end());
       d.outputs.assign(n.output().begin(), n.output().end());
+      for (const auto& o : d.outputs) {
+        if (o.empty()) continue;
+        if (m.inits_.count(o)) fail(where + ": output '" + o + "' has the name of an initializer (a value is defined once)");
+        auto [p, fresh] = producer.emplace(o, where);
+        if (!fresh) fail(where + ": output '" + o + "' is also produced by " + p->second + " (a value is defined once)");
+      }
+      std::set<std::string> attr_names;
       for (const auto& a : n.attribute()) {
+        if (!attr_names.insert(a.name()).second) fail(where + ": attribute '" + a.name() + "' is given twice");
         if (a.has_g() || a.graphs_size() > 0)
           fail(where + ": attribute '" + a.name() + "' holds a subgraph; control flow (If, Loop, Scan) is not supported");
         d.attrs.push_back(attribute(a, where));

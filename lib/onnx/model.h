@@ -106,7 +106,14 @@ class Model {
                                       const std::string& dir, const Limits& limits = {});
 
   const std::string& file() const { return file_; }
-  int64_t opset() const { return opset_; }
+  int64_t opset() const { return opset_; }  // of the default domain (ai.onnx)
+  // The version the model imports of an operator domain ("" or "ai.onnx": the default
+  // domain, as opset()); 0 where it imports none.
+  int64_t opset(const std::string& domain) const {
+    if (domain.empty() || domain == "ai.onnx") return opset_;
+    auto it = domain_opsets_.find(domain);
+    return it == domain_opsets_.end() ? 0 : it->second;
+  }
   int64_t ir_version() const { return ir_version_; }
   const std::string& producer() const { return producer_; }
   // Graph inputs that have no initializer (they must be given), then those that do
@@ -135,6 +142,7 @@ class Model {
   Model() = default;
   std::string file_, dir_, producer_;
   int64_t opset_ = 0, ir_version_ = 0;
+  std::map<std::string, int64_t> domain_opsets_;  // the other domains' imported versions
   Limits limits_;
   std::vector<ValueInfo> inputs_, outputs_;
   std::vector<NodeDef> nodes_;

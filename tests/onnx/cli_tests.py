@@ -550,6 +550,41 @@ def test_refusals():
     check("hostile/truncated", bad_rcs == {2}, f"  exit codes {bad_rcs}")
 
 
+def test_attribute_binder_and_definitions():
+    # Attributes are read as the type ONNX declares: another type is refused, not read as the
+    # default (Softmax's axis as a string or a float was silently ignored).
+    def softmax(**attrs):
+        n = helper.make_node("Softmax", ["x"], ["y"], name="sm")
+        for k, v in attrs.items():
+            n.attribute.append(helper.make_attribute(k, v))
+        return model([n], [vi("x", [2, 3])], [vi("y", [2, 3])])
+    expect_rc("binder/axis-as-string", ["run", save(model_with_ir(softmax(axis="0")), "axis_str.onnx"), "--input", "x=random"], 2,
+              "node 'sm' (Softmax): attribute 'axis' must be an int, it is a string")
+    expect_rc("binder/axis-as-float", ["run", save(model_with_ir(softmax(axis=0.0)), "axis_float.onnx"), "--input", "x=random"], 2,
+              "node 'sm' (Softmax): attribute 'axis' must be an int, it is a float")
+    expect_rc("binder/axis-as-int", ["run", save(model_with_ir(softmax(axis=0)), "axis_int.onnx"), "--input", "x=random"], 0)
+    m = model([helper.make_node("LeakyRelu", ["x"], ["y"], name="lr", alpha=1)], [vi("x", [2])], [vi("y", [2])])
+    expect_rc("binder/alpha-as-int", ["run", save(model_with_ir(m), "alpha_int.onnx"), "--input", "x=random"], 2,
+              "node 'lr' (LeakyRelu): attribute 'alpha' must be a float, it is an int")
+    m = model([helper.make_node("Transpose", ["x"], ["y"], name="tr", perm=[1.0, 0.0])], [vi("x", [2, 3])], [vi("y", [3, 2])])
+    expect_rc("binder/perm-as-floats", ["run", save(model_with_ir(m), "perm_floats.onnx"), "--input", "x=random"], 2,
+              "node 'tr' (Transpose): attribute 'perm' must be a list of ints, it is a list of floats")
+    # An attribute given twice on one node.
+    m = softmax(axis=0)
+    m.graph.node[0].attribute.append(helper.make_attribute("axis", 1))
+    expect_rc("hostile/attribute-twice", ["run", save(model_with_ir(m), "attr_twice.onnx"), "--input", "x=random"], 2,
+              "node 'sm' (Softmax): attribute 'axis' is given twice")
+    # A value defined twice: by two nodes, or by a node and an initializer (the later one won).
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="a"), helper.make_node("Neg", ["x"], ["y"], name="b")],
+              [vi("x", [2])], [vi("y", [2])])
+    expect_rc("hostile/output-twice", ["run", save(model_with_ir(m), "out_twice.onnx"), "--input", "x=random"], 2,
+              "node 'b' (Neg): output 'y' is also produced by node 'a' (Relu)")
+    m = model([helper.make_node("Relu", ["x"], ["w"], name="r"), helper.make_node("Add", ["x", "w"], ["y"])],
+              [vi("x", [2])], [vi("y", [2])], [numpy_helper.from_array(np.ones(2, np.float32), "w")])
+    expect_rc("hostile/output-is-an-initializer", ["run", save(model_with_ir(m), "out_init.onnx"), "--input", "x=random"], 2,
+              "node 'r' (Relu): output 'w' has the name of an initializer")
+
+
 def external_model(location, offset=None, length=None, nbytes=16):
     t = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[4])
     t.data_location = TensorProto.EXTERNAL

@@ -1,0 +1,449 @@
+// ONNX -> rlx IR, for concrete input shapes. Every ONNX node either folds on the host
+// (exact int64/double values: shape arithmetic, constants) or is mapped onto registry ops by
+// name, with shapes and dtypes checked by the registry's own inference as each node is added.
+// This file drives the import (inputs, the node loop, outputs) and dispatches each node
+// through the operator table, which the family files (elementwise.cpp, layout.cpp, ...) fill.
+#include "onnx/importer.h"
+
+namespace rlx::onnx {
+
+// ---------- the helpers of importer.h too long to read inline ----------
+const char* Importer::attr_type_name(int t) {
+  switch (t) {
+    case kAttrFloat: return "a float";
+    case kAttrInt: return "an int";
+    case kAttrString: return "a string";
+    case kAttrTensor: return "a tensor";
+    case kAttrGraph: return "a graph";
+    case kAttrFloats: return "a list of floats";
+    case kAttrInts: return "a list of ints";
+    case kAttrStrings: return "a list of strings";
+    case 9: return "a list of tensors";
+    case 10: return "a list of graphs";
+    case 11: return "a sparse tensor";
+    case 12: return "a list of sparse tensors";
+    case 13: return "a type";
+    case 14: return "a list of types";
+  }
+  return "of an unknown type";
+}
+
+const Attribute* Importer::attr(const char* n, AttrType type) const {
+  const Attribute* a = cur_->attr(n);
+  if (a && a->type != 0 && a->type != type)  // 0: a writer that left the type unset and no value set
+    fail(std::string("attribute '") + n + "' must be " + attr_type_name(type) + ", it is " + attr_type_name(a->type));
+  return a;
+}
+
+std::shared_ptr<const Host> Importer::host_of(Val& v, int64_t limit) {
+  if (v.host) return v.host;
+  if (!v.init || v.init->numel > limit) return nullptr;
+  const TensorData& t = *v.init;
+  auto h = std::make_shared<Host>();
+  h->is_float = float_et(t.elem_type);
+  if (t.raw) {
+    const uint8_t* p = t.raw;
+    for (int64_t k = 0; k < t.numel; ++k) {
+      switch (t.elem_type) {
+        case kFloat: { float x; std::memcpy(&x, p + 4 * k, 4); h->f.push_back(x); break; }
+        case kDouble: { double x; std::memcpy(&x, p + 8 * k, 8); h->f.push_back(x); break; }
+        case kFloat16: { uint16_t x; std::memcpy(&x, p + 2 * k, 2); h->f.push_back(f16_to_f32(x)); break; }
+        case kBfloat16: { uint16_t x; std::memcpy(&x, p + 2 * k, 2); h->f.push_back(bf16_to_f32(x)); break; }
+        case kInt64: case kUint64: { int64_t x; std::memcpy(&x, p + 8 * k, 8); h->i.push_back(x); break; }
+        case kInt32: { int32_t x; std::memcpy(&x, p + 4 * k, 4); h->i.push_back(x); break; }
+        case kUint32: { uint32_t x; std::memcpy(&x, p + 4 * k, 4); h->i.push_back(x); break; }
+        case kInt16: { int16_t x; std::memcpy(&x, p + 2 * k, 2); h->i.push_back(x); break; }
+        case kUint16: { uint16_t x; std::memcpy(&x, p + 2 * k, 2); h->i.push_back(x); break; }
+        case kInt8: h->i.push_back((int8_t)p[k]); break;
+        case kUint8: h->i.push_back(p[k]); break;
+        case kBool: h->i.push_back(p[k] != 0); break;
+        default: return nullptr;
+      }
+    }
+  } else if (h->is_float) {
+    h->f = t.floats;
+  } else {
+    h->i = t.ints;
+  }
+  v.host = h;
+  return v.host;
+}
+
+std::shared_ptr<const Host> Importer::value_of(size_t k) {
+  if (!has_in(k)) return nullptr;
+  auto h = host(k, L_.max_folded_elements);
+  if (!h && in(k).input_value) {  // a graph input given by value: bind it (the cache keys on it)
+    h = in(k).input_value;
+    auto& dep = value_deps_[cur_->inputs[k]];
+    dep.clear();
+    for (size_t j = 0; j < h->size(); ++j) dep.push_back(h->d(j));
+  }
+  return h;
+}
+
+void Importer::set_host(size_t k, Shape s, int et, Host h) {
+  if (shape_numel(s) > L_.max_folded_elements) unsupported("a folded constant of shape " + shape_str(s) + " is too large");
+  Val v;
+  v.shape = std::move(s);
+  v.et = et;
+  h.is_float = float_et(et);
+  if (h.is_float) {
+    if (h.f.empty() && !h.i.empty()) for (auto x : h.i) h.f.push_back((double)x);
+    h.i.clear();
+    if (et == kFloat) for (auto& x : h.f) x = (double)(float)x;
+  } else {
+    if (h.i.empty() && !h.f.empty()) for (auto x : h.f) h.i.push_back(sat_i64(x));
+    h.f.clear();
+    if (et == kInt32) for (auto& x : h.i) x = (int32_t)x;
+    if (et == kBool) for (auto& x : h.i) x = x != 0;
+  }
+  v.host = std::make_shared<Host>(std::move(h));
+  set_out(k, v);
+}
+
+int Importer::add_leaf(ir::Op op, const std::string& id_base, const Shape& s, DType dt) {
+  ir::Node n;
+  n.id = fresh(id_base);
+  n.op = op;
+  n.dtype = dt;
+  n.has_decl_shape = true;
+  for (auto d : s) n.decl_shape.push_back(ir::Dim{d, ""});
+  n.param_name = n.id;
+  int idx = (int)g_->nodes.size();
+  g_->index[n.id] = idx;
+  g_->nodes.push_back(std::move(n));
+  ts_.shapes.push_back(s);
+  ts_.dtypes.push_back(dt);
+  return idx;
+}
+
+int Importer::materialize(Val& v, const std::string& name) {
+  if (v.node >= 0) return v.node;
+  if (v.init && !v.host) {
+    DType dt = to_dtype(v.init->elem_type, where() + ": initializer '" + name + "'");
+    int idx = add_leaf(ir::Op::Param, name, v.shape, dt);
+    params_[g_->nodes[idx].id] = to_tensor(*v.init, m_.file() + ": initializer '" + name + "'");
+    v.node = idx;
+    return idx;
+  }
+  if (!v.host) fail("internal: value '" + name + "' has no definition");
+  DType dt = to_dtype(v.et, where() + ": value '" + name + "'");
+  int idx = add_leaf(ir::Op::Constant, name, v.shape, dt);
+  g_->nodes[idx].constant = host_tensor(v.shape, *v.host, dt);
+  v.node = idx;
+  return idx;
+}
+
+Tensor Importer::host_tensor(const Shape& s, const Host& h, DType dt) {
+  if (is_float(dt)) {
+    std::vector<float> fv(h.size());
+    for (size_t k = 0; k < fv.size(); ++k) fv[k] = (float)h.d(k);
+    return Tensor::from_vector(s, fv, dt);
+  }
+  std::vector<int64_t> iv(h.size());
+  for (size_t k = 0; k < iv.size(); ++k) iv[k] = h.n(k);
+  return Tensor::from_ints(s, iv, dt);
+}
+
+int Importer::emit(const std::string& opname, std::vector<int> inputs, std::map<std::string, ir::AttrValue> attrs,
+    const std::string& id) {
+  auto op = ir::op_from_name(opname);
+  if (!op) unsupported("needs the registry op '" + opname + "', which this build of rlx does not have yet");
+  const ir::OpInfo& info = ir::op_info(*op);
+  ir::Node n;
+  n.id = fresh(id.empty() ? out_name() + "/" + opname : id);
+  n.op = *op;
+  n.inputs = std::move(inputs);
+  if ((int)n.inputs.size() < info.min_inputs || (int)n.inputs.size() > info.max_inputs)
+    fail("internal: registry op '" + opname + "' takes " + std::to_string(info.min_inputs) + ".." + std::to_string(info.max_inputs) + " inputs");
+  for (auto& kv : attrs) {
+    const std::string& k = kv.first;
+    const ir::AttrValue& v = kv.second;
+    auto spec = std::find_if(info.attrs.begin(), info.attrs.end(), [&k](const ir::AttrSpec& s) { return s.name == k; });
+    if (spec == info.attrs.end()) unsupported("the registry op '" + opname + "' of this build has no attribute '" + k + "'");
+    n.attrs.values[k] = v;
+  }
+  for (const auto& spec : info.attrs) {
+    if (n.attrs.has(spec.name)) continue;
+    if (spec.required) fail("internal: registry op '" + opname + "' needs attribute '" + spec.name + "'");
+    if (spec.default_value) n.attrs.values[spec.name] = *spec.default_value;
+  }
+  int idx = (int)g_->nodes.size();
+  g_->index[n.id] = idx;
+  g_->nodes.push_back(std::move(n));
+  ts_.shapes.emplace_back();
+  ts_.dtypes.emplace_back();
+  try {
+    ir::infer_node(*g_, idx, ts_);
+  } catch (const InputError& e) {
+    fail(e.what());
+  }
+  return idx;
+}
+
+int Importer::concat_many(std::vector<int> xs, int64_t axis) {
+  while (xs.size() > 1) {
+    std::vector<int> next;
+    for (size_t k = 0; k < xs.size(); k += 64) {
+      std::vector<int> part(xs.begin() + k, xs.begin() + std::min(xs.size(), k + 64));
+      next.push_back(part.size() == 1 ? part[0] : emit("concat", part, {{"axis", axis}}));
+    }
+    xs = std::move(next);
+  }
+  return xs.at(0);
+}
+
+Shape Importer::bcast(const Shape& a, const Shape& b, bool& ok) {
+  size_t r = std::max(a.size(), b.size());
+  Shape o(r);
+  ok = true;
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (da != db && da != 1 && db != 1) ok = false;
+    o[i] = da == 1 ? db : da;
+  }
+  return o;
+}
+
+int64_t Importer::bidx(const Shape& s, const Shape& o, int64_t flat) {
+  auto st = broadcast_strides(s, o);
+  int64_t r = 0;
+  for (size_t k = o.size(); k-- > 0;) {
+    int64_t c = o[k] ? flat % o[k] : 0;
+    flat = o[k] ? flat / o[k] : 0;
+    r += c * st[k];
+  }
+  return r;
+}
+
+void Importer::fold_elementwise(int out_et, size_t arity, const std::function<void(const std::vector<const Host*>&, const std::vector<int64_t>&, Host&)>& f) {
+  for (size_t k = 0; k < arity; ++k) in(k);  // "input k is required" rather than a read past the inputs
+  std::vector<Val*> vs;
+  std::vector<std::shared_ptr<const Host>> hs;
+  Shape o;
+  for (size_t k = 0; k < cur_->inputs.size(); ++k) {
+    vs.push_back(&in(k));
+    hs.push_back(host(k));
+    bool ok;
+    o = bcast(o, vs.back()->shape, ok);
+    if (!ok) fail("cannot broadcast the input shapes");
+  }
+  int64_t n = shape_numel(o);
+  if (n > L_.max_folded_elements) unsupported("folded result too large");
+  Host h;
+  std::vector<const Host*> hp;
+  for (auto& x : hs) hp.push_back(x.get());
+  std::vector<int64_t> idx(vs.size());
+  for (int64_t j = 0; j < n; ++j) {
+    for (size_t k = 0; k < vs.size(); ++k) idx[k] = bidx(vs[k]->shape, o, j);
+    f(hp, idx, h);
+  }
+  set_host(0, o, out_et, std::move(h));
+}
+// ---------- the operator table and the dispatch ----------
+const std::vector<OpDef>& op_table() {
+  static const std::vector<OpDef> table = [] {
+    std::vector<OpDef> t;
+    elementwise_ops(t);
+    reduce_norm_ops(t);
+    index_ops(t);
+    linalg_ops(t);
+    rnn_ops(t);
+    layout_ops(t);
+    values_ops(t);
+    signal_ops(t);
+    nn_ops(t);
+    std::set<std::tuple<std::string, std::string, int>> seen;
+    for (const auto& d : t)
+      if (!seen.emplace(d.op_type, d.domain, d.since_version).second)
+        throw std::logic_error(std::string("onnx operator table: ") + d.op_type + " (since " + std::to_string(d.since_version) + ") is registered twice");
+    return t;
+  }();
+  return table;
+}
+
+namespace {
+bool default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+}  // namespace
+
+void Importer::import_node() {
+  const NodeDef& n = *cur_;
+  const std::string domain = default_domain(n.domain) ? "" : n.domain;
+  const int64_t version = m_.opset(domain);  // 0: the model imports no such domain
+  const OpDef* def = nullptr;
+  for (const auto& d : op_table())
+    if (d.op_type == n.op_type && d.domain == domain && d.since_version <= version &&
+        (!def || d.since_version > def->since_version))
+      def = &d;
+  if (!domain.empty() && !def)
+    unsupported("operator domain '" + n.domain + "' (only the default ONNX domain is supported)");
+  if (def && def->fold && def->fold(*this)) return;
+  if (!def || !def->map) unsupported("operator " + n.op_type + " (see docs/onnx.md for the supported set)");
+  def->map(*this);
+}
+
+
+void Importer::finish_outputs() {
+  cur_ = nullptr;
+  std::set<int> used;
+  for (const auto& o : m_.outputs()) {
+    auto it = vals_.find(o.name);
+    if (it == vals_.end() || !it->second.defined) fail("graph output '" + o.name + "' is not produced by any node");
+    Val& v = it->second;
+    int idx = materialize(v, o.name);
+    if (g_->nodes[idx].id != o.name || used.count(idx)) {
+      // An alias (Identity, a folded value materialised under another name, a repeated output):
+      // give the output its own node under its ONNX name.
+      if (g_->index.count(o.name)) {
+        // the name belongs to another node: rename that node out of the way first
+        int other = g_->index[o.name];
+        std::string nid = fresh(o.name + "/alias");
+        g_->index.erase(o.name);
+        g_->nodes[other].id = nid;
+        g_->index[nid] = other;
+        if (params_.count(o.name)) { params_[nid] = params_[o.name]; params_.erase(o.name); g_->nodes[other].param_name = nid; }
+      }
+      std::map<std::string, ir::AttrValue> a{{"shape", std::vector<int64_t>(ts_.shapes[idx].begin(), ts_.shapes[idx].end())}};
+      ir::Node nd;
+      nd.id = o.name;
+      nd.op = ir::Op::Reshape;
+      nd.inputs = {idx};
+      nd.attrs.values["shape"] = std::get<std::vector<int64_t>>(a["shape"]);
+      int k = (int)g_->nodes.size();
+      g_->index[nd.id] = k;
+      g_->nodes.push_back(std::move(nd));
+      ts_.shapes.push_back(ts_.shapes[idx]);
+      ts_.dtypes.push_back(ts_.dtypes[idx]);
+      idx = k;
+    }
+    used.insert(idx);
+    g_->outputs.push_back(idx);
+  }
+}
+
+std::shared_ptr<Specialized> Importer::run() {
+  g_ = std::make_shared<ir::Graph>();
+  g_->file = m_.file();
+  g_->name = m_.producer().empty() ? "onnx" : m_.producer();
+  // Initializers first (as not-yet-materialised values), then inputs (which may override them).
+  for (const auto& [name, td] : m_.initializers()) {
+    Val v;
+    v.defined = true;
+    v.init = td;
+    v.shape = td->shape;
+    v.et = td->elem_type;
+    vals_[name] = v;
+  }
+  // The given inputs bind their symbolic dimensions first, whatever their order in the model.
+  for (const auto& vi : m_.inputs()) {
+    auto it = in_shapes_.find(vi.name);
+    if (it == in_shapes_.end() || !vi.has_shape) continue;
+    const Shape& s = it->second;
+    if (s.size() != vi.dims.size())
+      throw InputError(m_.file() + ": input '" + vi.name + "' has rank " + std::to_string(vi.dims.size()) + ", got a tensor of shape " + shape_str(s));
+    for (size_t k = 0; k < s.size(); ++k) {
+      const auto& d = vi.dims[k];
+      if (d.symbol.empty()) {
+        if (d.value != s[k])
+          throw InputError(m_.file() + ": input '" + vi.name + "' needs dimension " + std::to_string(k) + " = " + std::to_string(d.value) + ", got a tensor of shape " + shape_str(s));
+      } else {
+        auto [p, fresh] = dims_.emplace(d.symbol, s[k]);
+        if (!fresh && p->second != s[k])
+          throw InputError(m_.file() + ": input '" + vi.name + "': dimension '" + d.symbol + "' is " + std::to_string(s[k]) + " here but " + std::to_string(p->second) + " elsewhere");
+      }
+    }
+  }
+  // Every dimension still unknown is named in one error (ir::bind_dims), so a model with
+  // several (batch, sequence, past length) needs one more try, not one per dimension.
+  std::vector<ir::Dim> unbound;
+  std::string names;
+  int n_unbound = 0;
+  for (const auto& vi : m_.inputs()) {
+    if (in_shapes_.count(vi.name) || m_.is_default_input(vi.name)) continue;
+    if (std::none_of(vi.dims.begin(), vi.dims.end(), [&](const ir::Dim& d) { return !d.symbol.empty() && !dims_.count(d.symbol); }))
+      continue;
+    unbound.insert(unbound.end(), vi.dims.begin(), vi.dims.end());
+    names += (n_unbound++ ? ", '" : "'") + vi.name + "'";
+  }
+  if (n_unbound) ir::bind_dims(unbound, dims_, m_.file() + (n_unbound > 1 ? ": inputs " : ": input ") + names);
+  for (const auto& vi : m_.inputs()) {
+    auto it = in_shapes_.find(vi.name);
+    bool is_default = m_.is_default_input(vi.name);
+    if (is_default && it == in_shapes_.end()) continue;  // the initializer's value stands
+    Shape s;
+    if (it != in_shapes_.end()) {
+      s = it->second;
+    } else {
+      s = ir::bind_dims(vi.dims, dims_, m_.file());  // every symbol is bound by now
+    }
+    DType dt = to_dtype(vi.elem_type, m_.file() + ": input '" + vi.name + "'");
+    int idx = add_leaf(ir::Op::Input, vi.name, s, dt);
+    if (g_->nodes[idx].id != vi.name) throw InputError(m_.file() + ": input name '" + vi.name + "' is used twice");
+    Val v;
+    v.defined = true;
+    v.node = idx;
+    v.shape = s;
+    v.et = vi.elem_type;
+    if (auto iv = in_values_.find(vi.name); iv != in_values_.end() && iv->second.numel() <= Model::kMaxValueBoundElements &&
+                                            iv->second.shape() == s)
+      v.input_value = host_from_tensor(iv->second);
+    vals_[vi.name] = v;
+  }
+  for (const auto& n : m_.nodes()) {
+    cur_ = &n;
+    for (size_t k = 0; k < n.inputs.size(); ++k) if (has_in(k)) in(k);  // defined before use (cycles, order)
+    import_node();
+    for (const auto& o : n.outputs)
+      if (!o.empty() && !vals_.count(o)) {
+        // an optional output this mapping does not produce: poison it so a use is reported
+      }
+  }
+  finish_outputs();
+  auto sp = std::make_shared<Specialized>();
+  sp->graph = g_;
+  sp->params = std::move(params_);
+  sp->dims = dims_;
+  sp->value_deps = value_deps_;
+  return sp;
+}
+
+std::shared_ptr<const Specialized> Model::specialize(const std::map<std::string, Shape>& input_shapes,
+                                                     const std::map<std::string, int64_t>& dims,
+                                                     const std::map<std::string, Tensor>& values) {
+  std::string key;
+  for (const auto& [k, s] : input_shapes) key += k + "=" + shape_str(s) + ";";
+  key += "|";
+  for (const auto& [k, v] : dims) key += k + "=" + std::to_string(v) + ";";
+  std::lock_guard<std::mutex> lock(mu_);
+  auto value_matches = [&](const Specialized& sp) {
+    for (const auto& [name, want] : sp.value_deps) {
+      auto v = values.find(name);
+      if (v == values.end()) return false;
+      auto h = host_from_tensor(v->second);
+      if (h->size() != want.size()) return false;
+      for (size_t k = 0; k < want.size(); ++k)
+        if (h->d(k) != want[k]) return false;
+    }
+    return true;
+  };
+  if (auto it = cache_.find(key); it != cache_.end())
+    for (const auto& sp : it->second)
+      if (value_matches(*sp)) return sp;
+  for (const auto& [name, s] : input_shapes) {
+    bool known = false;
+    for (const auto& vi : inputs_) known = known || vi.name == name;
+    if (!known) {
+      std::string names;
+      for (const auto& vi : inputs_) if (!is_default_input(vi.name)) names += (names.empty() ? "" : ", ") + vi.name;
+      throw InputError(file_ + ": the model has no input '" + name + "' (its inputs: " + names + ")");
+    }
+  }
+  ImportState st(*this, input_shapes, dims, values);
+  std::shared_ptr<const Specialized> sp = Importer(st).run();
+  cache_[key].push_back(sp);
+  specializations_++;
+  return sp;
+}
+
+}  // namespace rlx::onnx

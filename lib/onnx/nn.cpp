@@ -1,0 +1,307 @@
+// Neural-network layers: convolutions, pooling, resizing, grid sampling, LRN, batch
+// normalisation and Dropout (inference only).
+#include <cmath>
+#include <type_traits>
+#include "onnx/importer.h"
+
+namespace rlx::onnx {
+
+namespace {
+
+// The registry's list-of-doubles attribute type ('floats') arrives with the conv branch; until
+// then AttrValue cannot hold one and the attribute is left out (resize then uses its sizes).
+template <class V = ir::AttrValue>
+void set_floats_attr(std::map<std::string, ir::AttrValue>& a, const char* op, const char* name, const std::vector<double>& v) {
+  if constexpr (std::is_constructible_v<V, std::vector<double>>) {
+    auto rop = ir::op_from_name(op);
+    if (!rop) return;
+    for (const auto& sp : ir::op_info(*rop).attrs)
+      if (sp.name == name) a[name] = V(v);
+  }
+}
+
+struct Nn : Importer {
+  using Importer::Importer;
+
+  // Dropout is the identity only in inference: training_mode (opset 12+, an input) must be
+  // absent or a known false; a random mask cannot be reproduced, so it is refused.
+  void check_dropout_inference() {
+    if (!has_in(2)) return;
+    auto h = value_of(2);
+    if (!h) unsupported("Dropout's training_mode (input 2) must be a constant false (inference only)");
+    bool training = false;
+    for (size_t k = 0; k < h->size(); ++k) training = training || h->n(k);
+    if (!training) return;
+    auto r = value_of(1);  // ratio 0 keeps every element even in training
+    bool zero = r && r->size() == 1 && r->d(0) == 0;
+    if (!zero) unsupported("Dropout with training_mode = true (inference only: the random mask cannot be reproduced)");
+  }
+
+  bool try_fold();
+  void map_node();
+  void recurrent();
+  // Dropout is the identity in inference; its mask output, if used, is all true.
+  bool fold_Dropout() {
+    if (!inputs_known()) return false;
+    Val& x = in(0);
+    auto hx = host(0);
+    check_dropout_inference();
+    set_host(0, x.shape, x.et, *hx);
+    return true;
+  }
+  void map_Dropout() {
+    const NodeDef& n = *cur_;
+    check_dropout_inference();
+    if (n.outputs.size() > 1 && !n.outputs[1].empty()) {
+      // Dropout's mask in inference: all true.
+      Host h;
+      h.i.assign(shape_numel(in(0).shape), 1);
+      set_host(1, in(0).shape, kBool, h);
+    }
+    Val v = in(0);
+    return set_out(0, v);
+  }
+
+  void map_conv_pool() {
+    const NodeDef& n = *cur_;
+    const std::string& op = n.op_type;
+    int x = node(0);
+    Shape s = shp(x);
+    size_t sd = s.size() >= 2 ? s.size() - 2 : 0;
+    if (sd != 1 && sd != 2) unsupported(op + " on " + std::to_string(sd) + "-D data (1-D and 2-D are supported)");
+    if (op == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty()) unsupported("MaxPool's Indices output");
+    if (ai("storage_order", 0)) unsupported("MaxPool attribute 'storage_order' = 1");
+    bool conv = op == "Conv" || op == "ConvTranspose";
+    int w = conv ? node(1) : -1;
+    Shape ksz;
+    if (conv) { Shape ws = shp(w); ksz.assign(ws.begin() + 2, ws.end()); }
+    else ksz = Shape(aints("kernel_shape").value_or(std::vector<int64_t>{}));
+    if (auto k = aints("kernel_shape")) ksz = Shape(k->begin(), k->end());
+    if (ksz.size() != sd) fail("kernel_shape has " + std::to_string(ksz.size()) + " entries for " + std::to_string(sd) + "-D data");
+    auto get = [&](const char* nm, int64_t def, size_t cnt) {
+      auto v = aints(nm).value_or(std::vector<int64_t>(cnt, def));
+      if (v.size() != cnt) fail(std::string("attribute '") + nm + "' has " + std::to_string(v.size()) + " entries, expected " + std::to_string(cnt));
+      return v;
+    };
+    auto strides = get("strides", 1, sd), dil = get("dilations", 1, sd), pads = get("pads", 0, 2 * sd);
+    std::string ap = as("auto_pad", "NOTSET");
+    if (ap == "VALID") std::fill(pads.begin(), pads.end(), 0);
+    else if ((ap == "SAME_UPPER" || ap == "SAME_LOWER") && op != "ConvTranspose") {
+      for (size_t k = 0; k < sd; ++k) {
+        int64_t in_d = s[2 + k], out_d = (in_d + strides[k] - 1) / strides[k];
+        int64_t total = std::max<int64_t>(0, (out_d - 1) * strides[k] + (ksz[k] - 1) * dil[k] + 1 - in_d);
+        pads[k] = ap == "SAME_UPPER" ? total / 2 : total - total / 2;
+        pads[k + sd] = total - pads[k];
+      }
+    } else if (ap != "NOTSET" && !(op == "ConvTranspose" && (ap == "SAME_UPPER" || ap == "SAME_LOWER"))) {
+      unsupported(op + " attribute 'auto_pad' = \"" + ap + "\"");
+    }
+    std::vector<int64_t> op_pad;
+    if (op == "ConvTranspose") {
+      op_pad = get("output_padding", 0, sd);
+      // output_shape or auto_pad SAME_*: pads generated as the ONNX spec says; a negative end
+      // pad (an output longer than the full transposed convolution) is output padding.
+      auto osh = aints("output_shape");
+      if (osh || ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+        std::vector<int64_t> want(sd);
+        if (osh && osh->size() != sd && osh->size() != sd + 2)
+          fail("attribute 'output_shape' has " + std::to_string(osh->size()) + " entries for " + std::to_string(sd) + "-D data");
+        for (size_t k = 0; k < sd; ++k) {
+          want[k] = osh ? (*osh)[osh->size() - sd + k] : s[2 + k] * strides[k];
+          int64_t full = strides[k] * (s[2 + k] - 1) + op_pad[k] + (ksz[k] - 1) * dil[k] + 1, total = full - want[k];
+          int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);  // floor(total / 2)
+          int64_t start = ap == "SAME_UPPER" ? half : total - half, end = total - start;
+          if (end < 0) {
+            op_pad[k] -= end;
+            end = 0;
+          }
+          if (start < 0 || want[k] <= 0)
+            unsupported("ConvTranspose attribute 'output_shape' = " + std::to_string(want[k]) + " on axis " + std::to_string(k) +
+                        " (the transposed convolution gives " + std::to_string(full) + ")");
+          pads[k] = start;
+          pads[k + sd] = end;
+        }
+      }
+    }
+    // 1-D data as 2-D with H = 1.
+    if (sd == 1) {
+      x = reshape(x, {s[0], s[1], 1, s[2]});
+      if (conv) { Shape ws = shp(w); w = reshape(w, {ws[0], ws[1], 1, ws[2]}); }
+      ksz.insert(ksz.begin(), 1);
+      strides.insert(strides.begin(), 1);
+      dil.insert(dil.begin(), 1);
+      pads = {0, pads[0], 0, pads[1]};
+    }
+    std::vector<int64_t> p4{pads[0], pads[1], pads[2], pads[3]};  // [top, left, bottom, right]
+    int y;
+    std::string id = sd == 1 ? "" : out_name();
+    if (op == "Conv") {
+      std::vector<int> ins{x, w};
+      if (has_in(2)) ins.push_back(node(2));
+      y = emit("conv2d", ins, {{"strides", strides}, {"pads", p4}, {"dilations", dil}, {"groups", ai("group", 1)}}, id);
+    } else if (op == "ConvTranspose") {
+      if (sd == 1) op_pad.insert(op_pad.begin(), 0);
+      std::vector<int> ins{x, w};
+      if (has_in(2)) ins.push_back(node(2));
+      y = emit("conv_transpose2d", ins, {{"strides", strides}, {"pads", p4}, {"dilations", dil}, {"groups", ai("group", 1)}, {"output_padding", op_pad}}, id);
+    } else if (op == "MaxPool") {
+      y = emit("max_pool2d", {x}, {{"kernel", std::vector<int64_t>(ksz.begin(), ksz.end())}, {"strides", strides}, {"pads", p4}, {"dilations", dil}, {"ceil_mode", (bool)ai("ceil_mode", 0)}}, id);
+    } else {
+      if (std::any_of(dil.begin(), dil.end(), [](int64_t d) { return d != 1; })) unsupported("AveragePool attribute 'dilations' != 1");
+      y = emit("avg_pool2d", {x}, {{"kernel", std::vector<int64_t>(ksz.begin(), ksz.end())}, {"strides", strides}, {"pads", p4}, {"ceil_mode", (bool)ai("ceil_mode", 0)}, {"count_include_pad", (bool)ai("count_include_pad", 0)}}, id);
+    }
+    if (sd == 1) {
+      Shape o = shp(y);
+      y = emit("reshape", {y}, {{"shape", std::vector<int64_t>{o[0], o[1], o[3]}}}, out_name());
+    }
+    return set_node(0, y);
+  }
+  void map_global_pool() {
+    const std::string& op = cur_->op_type;
+    std::vector<int64_t> axes;
+    for (size_t k = 2; k < rank(0); ++k) axes.push_back((int64_t)k);
+    return set_node(0, reduce_node(op == "GlobalAveragePool" ? "mean" : "max", node(0), axes, true, out_name()));
+  }
+  void map_Resize_Upsample() {
+    const std::string& op = cur_->op_type;
+    const int64_t opset = m_.opset();
+    std::string mode = as("mode", "nearest");
+    if (mode != "nearest" && mode != "linear") unsupported(op + " attribute 'mode' = \"" + mode + "\"");
+    std::string ctm = as("coordinate_transformation_mode", op == "Upsample" || opset < 11 ? "asymmetric" : "half_pixel");
+    static const std::set<std::string> ctms = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nn"};
+    if (!ctms.count(ctm)) unsupported(op + " attribute 'coordinate_transformation_mode' = \"" + ctm + "\"");
+    std::string nm = as("nearest_mode", opset < 11 ? "floor" : "round_prefer_floor");
+    if (op == "Upsample" || opset < 11) nm = "floor";
+    if (ai("exclude_outside", 0)) unsupported(op + " attribute 'exclude_outside' = 1");
+    Shape s = in(0).shape;
+    std::vector<double> scales;
+    std::vector<int64_t> sizes;
+    size_t si = op == "Upsample" ? 1 : opset < 11 ? 1 : 2, zi = 3;
+    if (op == "Upsample" && opset < 9) { for (double v : attr("scales", kAttrFloats) ? attr("scales", kAttrFloats)->floats : std::vector<double>{}) scales.push_back(v); }
+    else if (has_in(si) && shape_numel(in(si).shape) > 0) { auto h = need_host(si, "scales"); for (size_t k = 0; k < h->size(); ++k) scales.push_back(h->d(k)); }
+    if (op == "Resize" && opset >= 11 && has_in(zi) && shape_numel(in(zi).shape) > 0) sizes = need_ints(zi, "sizes");
+    if (sizes.empty()) {
+      if (scales.size() != s.size()) fail("scales has " + std::to_string(scales.size()) + " entries for rank " + std::to_string(s.size()));
+      for (size_t k = 0; k < s.size(); ++k) sizes.push_back(sat_i64(std::floor((double)s[k] * (double)(float)scales[k])));
+    } else {
+      if (sizes.size() != s.size()) fail("sizes has the wrong length");
+      scales.clear();
+    }
+    std::map<std::string, ir::AttrValue> a{{"sizes", sizes}, {"mode", mode}, {"coordinate_transformation_mode", ctm}, {"nearest_mode", nm}};
+    if (!scales.empty()) set_floats_attr(a, "resize", "scales", scales);
+    return set_node(0, emit("resize", {node(0)}, a, out_name()));
+  }
+  void map_GridSample() {
+    // Sampling points from the grid, unnormalised per align_corners; each of the (1 or 4)
+    // neighbours is a gather_elements over the flattened H*W axis, masked to zero outside the
+    // image (padding zeros) or taken from clamped points (padding border).
+    int x = node(0), grid = node(1);
+    const Shape xs = shp(x), gs = shp(grid);
+    if (xs.size() != 4) fail("X must be 4-D [N, C, H, W], got " + shape_str(xs));
+    if (gs.size() != 4 || gs[0] != xs[0] || gs[3] != 2) fail("grid must be [N, H_out, W_out, 2], got " + shape_str(gs));
+    const std::string mode = as("mode", "bilinear"), pad = as("padding_mode", "zeros");
+    if (mode != "bilinear" && mode != "nearest") unsupported("GridSample mode \"" + mode + "\"");
+    if (pad != "zeros" && pad != "border") unsupported("GridSample padding_mode \"" + pad + "\"");
+    const bool ac = ai("align_corners", 0) != 0;
+    const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], P = gs[1] * gs[2];
+    int xf = reshape(x, {N, C, H * W});
+    auto coord = [&](int64_t k, int64_t D) {  // grid component k, in pixels
+      int g = reshape(narrow(grid, 3, k, 1), {N, P});
+      int u = ac ? emit("mul", {emit("add", {g, scalar_like(1, g)}), scalar_like((double)(D - 1) / 2, g)})
+                 : emit("mul", {emit("sub", {emit("mul", {emit("add", {g, scalar_like(1, g)}), scalar_like((double)D, g)}), scalar_like(1, g)}), scalar_like(0.5, g)});
+      return pad == "border" ? clamp(u, 0, (double)(D - 1)) : u;
+    };
+    auto sample = [&](int xi, int yi) {  // whole-pixel positions [N, P] -> values [N, C, P]
+      int valid = emit("logical_and", {emit("logical_and", {emit("greater_equal", {xi, scalar_like(0, xi)}), emit("less_equal", {xi, scalar_like((double)(W - 1), xi)})}),
+                                       emit("logical_and", {emit("greater_equal", {yi, scalar_like(0, yi)}), emit("less_equal", {yi, scalar_like((double)(H - 1), yi)})})});
+      int lin = cast(emit("add", {emit("mul", {clamp(yi, 0, (double)(H - 1)), scalar_like((double)W, yi)}), clamp(xi, 0, (double)(W - 1))}), DType::i64);
+      lin = emit("broadcast_to", {reshape(lin, {N, 1, P})}, {{"shape", std::vector<int64_t>{N, C, P}}});
+      int v = emit("gather_elements", {xf, lin}, {{"axis", (int64_t)2}});
+      return emit("where", {reshape(valid, {N, 1, P}), v, scalar_like(0, v)});
+    };
+    int ux = coord(0, W), uy = coord(1, H);
+    int y;
+    if (mode == "nearest") {
+      y = sample(emit("round", {ux}), emit("round", {uy}));
+    } else {
+      int x0 = emit("floor", {ux}), y0 = emit("floor", {uy});
+      int x1 = emit("add", {x0, scalar_like(1, x0)}), y1 = emit("add", {y0, scalar_like(1, y0)});
+      int wx1 = emit("sub", {ux, x0}), wy1 = emit("sub", {uy, y0});
+      int wx0 = emit("sub", {scalar_like(1, wx1), wx1}), wy0 = emit("sub", {scalar_like(1, wy1), wy1});
+      auto term = [&](int xi, int yi, int wx, int wy) { return emit("mul", {sample(xi, yi), reshape(emit("mul", {wx, wy}), {N, 1, P})}); };
+      y = emit("add", {emit("add", {term(x0, y0, wx0, wy0), term(x1, y0, wx1, wy0)}), emit("add", {term(x0, y1, wx0, wy1), term(x1, y1, wx1, wy1)})});
+    }
+    return set_node(0, reshape_out(y, {N, C, gs[1], gs[2]}));
+  }
+  void map_LRN() {
+    // y = x / (bias + alpha / size * (sum of x^2 over the `size` channels around c))^beta; the
+    // channel window sum as an average pool over [C, H*W] that counts the zero padding.
+    int x = node(0);
+    const Shape s = shp(x);
+    if (s.size() < 3) fail("input must be at least 3-D [N, C, ...], got " + shape_str(s));
+    const int64_t size = ai("size", 0);
+    if (size < 1) fail("size must be a positive integer, got " + std::to_string(size));
+    const double alpha = af("alpha", 1e-4), beta = af("beta", 0.75), bias = af("bias", 1.0);
+    int64_t rest = 1;
+    for (size_t k = 2; k < s.size(); ++k) rest *= s[k];
+    const int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+    int sq = reshape(emit("square", {x}), {s[0], 1, s[1], rest});
+    int avg = emit("avg_pool2d", {sq}, {{"kernel", std::vector<int64_t>{size, 1}}, {"pads", std::vector<int64_t>{lo, 0, hi, 0}},
+                                        {"count_include_pad", true}});
+    int den = emit("add", {emit("mul", {reshape(avg, s), scalar_like(alpha, x)}), scalar_like(bias, x)});
+    return set_node(0, emit("div", {x, emit("pow", {den, scalar_like(beta, x)})}, {}, out_name()));
+  }
+  void map_BatchNormalization() {
+    const NodeDef& n = *cur_;
+    if (ai("training_mode", 0)) unsupported("BatchNormalization attribute 'training_mode' = 1 (inference only)");
+    for (size_t k = 1; k < n.outputs.size(); ++k)
+      if (!n.outputs[k].empty()) unsupported("BatchNormalization's running mean/var outputs (training only)");
+    int x = node(0);
+    Shape s = shp(x);
+    if (s.size() < 2) fail("X must have rank >= 2");
+    int64_t C = s[1];
+    double eps = af("epsilon", 1e-5);
+    Shape cs{C};
+    for (size_t k = 2; k < s.size(); ++k) cs.push_back(1);
+    auto hs = host(1, L_.max_folded_elements), hb = host(2, L_.max_folded_elements), hm = host(3, L_.max_folded_elements),
+         hv = host(4, L_.max_folded_elements);
+    if (hs && hb && hm && hv) {  // fold into one scale and shift per channel
+      const std::pair<const Host*, const char*> params[] = {{hs.get(), "scale"}, {hb.get(), "B"}, {hm.get(), "input_mean"}, {hv.get(), "input_var"}};
+      for (const auto& [h, name] : params)
+        if ((int64_t)h->size() != C)
+          fail(std::string(name) + " has " + std::to_string(h->size()) + " elements; X has " + std::to_string(C) + " channels");
+      std::vector<double> sc(C), sh(C);
+      for (int64_t c = 0; c < C; ++c) {
+        sc[c] = (double)(float)(hs->d(c) / std::sqrt(hv->d(c) + eps));
+        sh[c] = hb->d(c) - hm->d(c) * sc[c];
+      }
+      int y = emit("mul", {x, constant(cs, sc, DType::f32)});
+      return set_node(0, emit("add", {y, constant(cs, sh, DType::f32)}, {}, out_name()));
+    }
+    int sc = emit("div", {reshape(node(1), cs), emit("sqrt", {emit("add", {reshape(node(4), cs), scalar(eps)})})});
+    int y = emit("mul", {emit("sub", {x, reshape(node(3), cs)}), sc});
+    return set_node(0, emit("add", {y, reshape(node(2), cs)}, {}, out_name()));
+  }
+};
+
+}  // namespace
+
+void nn_ops(std::vector<OpDef>& t) {
+  using F = Nn;
+  t.insert(t.end(), {
+      {"BatchNormalization", "", 1, map<&F::map_BatchNormalization>, nullptr, "mul, add (scale and shift folded per channel)", "mul add", "inference only"},
+      {"Dropout", "", 1, map<&F::map_Dropout>, fold<&F::fold_Dropout>, "alias (inference)", "", "mask output: all true; training_mode = true refused unless ratio = 0"},
+      {"Conv", "", 1, map<&F::map_conv_pool>, nullptr, "conv2d (1-D as 2-D)", "conv2d", "groups, dilations, pads, strides, auto_pad"},
+      {"ConvTranspose", "", 1, map<&F::map_conv_pool>, nullptr, "conv_transpose2d", "conv_transpose2d", "output_shape and auto_pad: pads generated as the spec says"},
+      {"MaxPool", "", 1, map<&F::map_conv_pool>, nullptr, "max_pool2d", "max_pool2d", "Indices output refused"},
+      {"AveragePool", "", 1, map<&F::map_conv_pool>, nullptr, "avg_pool2d", "avg_pool2d", ""},
+      {"GlobalAveragePool", "", 1, map<&F::map_global_pool>, nullptr, "mean over the spatial axes", "mean", ""},
+      {"GlobalMaxPool", "", 1, map<&F::map_global_pool>, nullptr, "max over the spatial axes", "max", ""},
+      {"Resize", "", 1, map<&F::map_Resize_Upsample>, nullptr, "resize", "resize", "modes nearest and linear"},
+      {"GridSample", "", 1, map<&F::map_GridSample>, nullptr, "gather_elements per neighbour, weights, where", "gather_elements where floor round", "modes bilinear and nearest; padding zeros and border; align_corners"},
+      {"Upsample", "", 1, map<&F::map_Resize_Upsample>, nullptr, "resize", "resize", "opsets 7 to 9: scales from the attribute or input; modes nearest and linear"},
+      {"LRN", "", 1, map<&F::map_LRN>, nullptr, "square, avg_pool2d, mul, add, pow, div", "square avg_pool2d pow", "the channel window as a zero-padded average pool"},
+  });
+}
+
+}  // namespace rlx::onnx
