@@ -477,7 +477,9 @@ TEST(Regression, IntegerRoundingOfHugeFloatsIsDefined) {
   Tensor t = rlx::io::load_tensor_spec(rlx::io::parse_tensor_spec("3xi64=+9223372036851325808,1,2"));
   // Integers are stored exactly: the decimal text, not its nearest double or float.
   EXPECT_EQ(t.int_at(0), INT64_C(9223372036851325808));
-  EXPECT_NO_THROW(load_and_infer(graph_with(R"({"id": "y", "op": "constant", "shape": [2], "dtype": "i64", "value": [1e19, -1e30]})")));
+  // An integer constant that does not fit its dtype is refused (never saturated silently).
+  EXPECT_THROW(load_and_infer(graph_with(R"({"id": "y", "op": "constant", "shape": [2], "dtype": "i64", "value": [1e19, -1e30]})")),
+               rlx::InputError);
 }
 
 // ================================================================ command level
