@@ -906,7 +906,7 @@ std::vector<Dispatch> Lowering::run() {
     case Op::Input: case Op::Param: case Op::Constant:
       fail(std::string("leaf op '") + ir::op_name(op) + "' cannot be launched");
     default:
-      if (!lower_index_op(*this)) fail(std::string("the Vulkan executor cannot run op ") + ir::op_name(op));
+      if (!lower_index_op(*this) && !lower_quant_op(*this)) fail(std::string("the Vulkan executor cannot run op ") + ir::op_name(op));
   }
   return std::move(ds_);
 }
