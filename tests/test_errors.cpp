@@ -307,7 +307,7 @@ TEST(FileLimits, WrongDtypeStrings) {
   EXPECT_HAS(error_of([&] { rlx::io::SafetensorsFile::from_memory(st, "f.safetensors"); }), "found dtype \"F64\"");
   EXPECT_HAS(error_of([] { rlx::io::parse_tensor_spec("2xf64=1,2"); }), "unknown dtype 'f64'");
   EXPECT_HAS(error_of([] { load_and_infer(graph_with(R"({"id": "y", "op": "input", "shape": [1], "dtype": "float"})")); }),
-             "dtype must be one of f32, f16, bf16, i32, i64, bool; got \"float\"");
+             "dtype must be one of f32, f16, bf16, i32, i64, bool, i8, u8; got \"float\"");
 }
 
 TEST(FileLimits, InlineSpecShapes) {
@@ -597,7 +597,7 @@ TEST_F(Cli, HostileSafetensorsParams) {
 TEST_F(Cli, WrongDtypeStrings) {
   write("g.json", kEmbGraph);
   expect_fail({"run", path("g.json"), "--random-params", "--input", "idx=3xf64=0,1,2"}, 2,
-              {"bad tensor spec '3xf64=0,1,2': unknown dtype 'f64' (supported: f32, f16, bf16, i32, i64, bool)"});
+              {"bad tensor spec '3xf64=0,1,2': unknown dtype 'f64' (supported: f32, f16, bf16, i32, i64, bool, i8, u8)"});
   Bytes f8 = raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", Bytes(24, 0));
   std::string f = write("f8.npy", f8);
   expect_fail({"run", path("g.json"), "--random-params", "--input", "idx=@" + f}, 2, {f + ": unsupported dtype '<f8'"});
@@ -1058,3 +1058,75 @@ TEST(BadGoldenList, CoversEveryFileInTheDirectory) {
 }
 
 }  // namespace
+
+// ================================================================ i8/u8 and the quantization ops
+// i8/u8 are storage types (docs/graph-format.md): arithmetic refuses them naming the node;
+// integers that do not fit are refused where they enter; quantization attributes are checked.
+TEST(Quant, InferenceRefusesWhatItCannotCompute) {
+  auto in = [](const char* id, const char* shape, const char* dt) {
+    return std::string(R"({"id": ")") + id + R"(", "op": "input", "shape": )" + shape + R"(, "dtype": ")" + dt + "\"}";
+  };
+  const std::string u = in("u", "[2, 4]", "u8"), x = in("x", "[2, 4]", "f32");
+  const std::pair<std::string, const char*> cases[] = {
+      {u + R"(, {"id": "y", "op": "add", "inputs": ["u", "u"]})", "input 0 is u8, a storage type that add does not compute on; cast first"},
+      {u + R"(, {"id": "y", "op": "sum", "inputs": ["u"]})", "cast first"},
+      {u + R"(, {"id": "y", "op": "matmul", "inputs": ["u", "u"], "attrs": {"transpose_b": true}})", "cast first"},
+      {x + R"(, {"id": "s", "op": "constant", "shape": [3], "value": 1}, {"id": "y", "op": "quantize", "inputs": ["x", "s"]})",
+       "scale [3] must be a scalar (per tensor) or [4] (per axis 1 of [2, 4])"},
+      {x + R"(, {"id": "s", "op": "constant", "shape": [2, 3], "value": 1}, {"id": "y", "op": "quantize", "inputs": ["x", "s"], "attrs": {"block_size": 3}})",
+       "blocked scale must be [2, 2]"},
+      {x + R"(, {"id": "s", "op": "constant", "shape": [], "value": 1}, {"id": "y", "op": "quantize", "inputs": ["x", "s"], "attrs": {"block_size": -1}})",
+       "block_size must be >= 0"},
+      {x + R"(, {"id": "s", "op": "constant", "shape": [], "value": 1}, {"id": "z", "op": "constant", "shape": [], "dtype": "i8", "value": 0},
+          {"id": "y", "op": "quantize", "inputs": ["x", "s", "z"], "attrs": {"dtype": "u8"}})",
+       "dtype u8 differs from zero_point's i8"},
+      {x + R"(, {"id": "s", "op": "constant", "shape": [], "value": 1}, {"id": "z", "op": "constant", "shape": [], "dtype": "i32", "value": 0},
+          {"id": "y", "op": "quantize", "inputs": ["x", "s", "z"]})",
+       "zero_point must be i8 or u8, got i32"},
+      {x + R"(, {"id": "s", "op": "constant", "shape": [], "value": 1}, {"id": "y", "op": "dequantize", "inputs": ["x", "s"]})",
+       "q must be i8, u8 or i32, got f32"},
+      {u + R"(, {"id": "s", "op": "constant", "shape": [4], "value": 1}, {"id": "z", "op": "constant", "shape": [], "dtype": "u8", "value": 0},
+          {"id": "y", "op": "dequantize", "inputs": ["u", "s", "z"]})",
+       "zero_point has shape []; it must have the scale's shape [4]"},
+      {u + "," + in("v", "[4, 3]", "i8") + R"(, {"id": "z", "op": "constant", "shape": [], "dtype": "u8", "value": 0},
+          {"id": "y", "op": "matmul_integer", "inputs": ["u", "v", "z", "z"]})",
+       "b_zero_point is u8; it must be i8 like b"},
+      {u + "," + in("v", "[4, 3]", "u8") + R"(, {"id": "z", "op": "constant", "shape": [3], "dtype": "u8", "value": 0},
+          {"id": "y", "op": "matmul_integer", "inputs": ["u", "v", "z"]})",
+       "a_zero_point has shape [3]; it must be a scalar, [2] or [2, 1] (per row of a)"},
+      {x + "," + in("v", "[4, 3]", "u8") + R"(, {"id": "y", "op": "matmul_integer", "inputs": ["x", "v"]})", "a must be i8 or u8, got f32"},
+      {u + R"(, {"id": "y", "op": "pad", "inputs": ["u"], "attrs": {"pads": [0, 1, 0, 0], "value": 256}})",
+       "pad value 256.000000 is not a u8 integer in [0, 255]"},
+      {R"({"id": "y", "op": "constant", "shape": [2], "dtype": "u8", "value": [1, 256]})", "value 256.0 (element 1) is not a u8 integer in [0, 255]"},
+      {R"({"id": "y", "op": "constant", "shape": [1], "dtype": "i8", "value": [1.5]})", "is not a i8 integer"},
+  };
+  for (const auto& [nodes, phrase] : cases) {
+    SCOPED_TRACE(nodes);
+    EXPECT_HAS(error_of([&] { load_and_infer(graph_with(nodes)); }), phrase);
+  }
+}
+
+TEST_F(Cli, QuantizedValuesRunExactlyAndBadOnesExit2) {
+  write("q.json", graph_with(R"({"id": "x", "op": "input", "shape": [4], "dtype": "u8"},
+      {"id": "s", "op": "constant", "shape": [], "value": 0.5},
+      {"id": "z", "op": "constant", "shape": [], "dtype": "u8", "value": 128},
+      {"id": "d", "op": "dequantize", "inputs": ["x", "s", "z"]},
+      {"id": "y", "op": "quantize", "inputs": ["d", "s", "z"], "attrs": {"dtype": "u8"}})", R"(["y", "d"])"));
+  for (const char* backend : {"cpu", "vulkan"})
+    for (const char* mode : {"eager", "lazy", "compiled"}) {
+      SCOPED_TRACE(std::string(backend) + " " + mode);
+      Proc p = run_rlx({"run", path("q.json"), "--backend", backend, "--mode", mode, "--input", "x=4xu8=0,255,128,3", "--json"});
+      ASSERT_EQ(p.code, 0) << show(p);
+      json j = json::parse(p.out);
+      EXPECT_EQ(j["outputs"][0]["dtype"], "u8");
+      EXPECT_EQ(j["outputs"][0]["values"], json::parse("[0, 255, 128, 3]"));  // a round trip is exact
+      EXPECT_EQ(j["outputs"][1]["values"], json::parse("[-64.0, 63.5, 0.0, -62.5]"));  // (q - 128) * 0.5
+    }
+  expect_fail({"run", path("q.json"), "--input", "x=4xu8=0,256,1,2"}, 2, {"u8 value '256' is not an integer in range [0, 255]"});
+  // an i32 tensor for a u8 input is taken when its values fit, refused when one does not
+  EXPECT_EQ(run_rlx({"run", path("q.json"), "--input", "x=4xi32=0,1,1,2"}).code, 0);
+  expect_fail({"run", path("q.json"), "--input", "x=4xi32=0,1,300,2"}, 2, {"value 300 at element 2 of the i32 tensor does not fit the declared u8 [0, 255]"});
+  write("add.json", graph_with(R"({"id": "x", "op": "input", "shape": [4], "dtype": "i8"},
+      {"id": "y", "op": "mul", "inputs": ["x", "x"]})"));
+  expect_fail({"run", path("add.json"), "--input", "x=4xi8=1,2,3,4"}, 2, {"node 'y' (mul)", "cast first"});
+}
