@@ -1130,3 +1130,23 @@ TEST_F(Cli, QuantizedValuesRunExactlyAndBadOnesExit2) {
       {"id": "y", "op": "mul", "inputs": ["x", "x"]})"));
   expect_fail({"run", path("add.json"), "--input", "x=4xi8=1,2,3,4"}, 2, {"node 'y' (mul)", "cast first"});
 }
+
+// Integers travel as f32 on the Vulkan device (exact to 2^24): a matmul_integer result beyond
+// that is a run-time error naming the node, never a rounded value; the CPU gives it exactly.
+TEST_F(Cli, VulkanIntegerProductBeyond2To24IsAnError) {
+  write("big.json", graph_with(R"({"id": "a", "op": "input", "shape": [1, 300], "dtype": "u8"},
+      {"id": "b", "op": "input", "shape": [300, 1], "dtype": "u8"},
+      {"id": "y", "op": "matmul_integer", "inputs": ["a", "b"]})"));
+  std::string a = "1x300xu8=", b = "300x1xu8=";
+  for (int k = 0; k < 300; ++k) a += k ? ",255" : "255", b += k ? ",255" : "255";
+  Proc cpu = run_rlx({"run", path("big.json"), "--backend", "cpu", "--input", "a=" + a, "--input", "b=" + b, "--json"});
+  ASSERT_EQ(cpu.code, 0) << show(cpu);
+  EXPECT_EQ(json::parse(cpu.out)["outputs"][0]["values"][0].get<int64_t>(), 255 * 255 * 300);
+  Proc probe = run_rlx({"devices"});
+  if (!has(probe.out + probe.err, "vulkan")) GTEST_SKIP() << "no Vulkan";
+  Proc p = run_rlx({"run", path("big.json"), "--backend", "vulkan", "--input", "a=" + a, "--input", "b=" + b});
+  if (has(p.err, "no Vulkan") || has(p.err, "Vulkan is not available")) GTEST_SKIP() << p.err;
+  EXPECT_EQ(p.code, 3) << show(p);
+  EXPECT_HAS(p.err, "node 'y' (matmul_integer)");
+  EXPECT_HAS(p.err, "integer result 19507500 does not fit exactly in the Vulkan backend's f32 storage");
+}
