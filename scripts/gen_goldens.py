@@ -1147,6 +1147,34 @@ def build_quant_cases():
     single("cast_i8_to_i32", "cast", [("x", di, "input")], {"dtype": "i32"}, family="exact", desc="cast i8 -> i32")
     single("cast_u8_to_i8", "cast", [("x", dq, "input")], {"dtype": "i8"}, family="exact", desc="cast u8 -> i8 (wraps)")
 
+    # matmul_nbits (ONNX Runtime's MatMulNBits): 4-bit weights, blocks of 16/32, a short last
+    # block, packed zero points or the default 8, and an 8-bit variant
+    def nbits(name, M, K, N, bits, bs, with_zp, lead=()):
+        rr = rng_for(name)
+        kb = -(-K // bs)
+        blob = bs * bits // 8
+        gb = GB(name)
+        a = f32(rr.standard_normal(lead + (M, K)))
+        bq = u8(rr.integers(0, 256, (N, kb, blob)))
+        sc = f32(rr.uniform(0.01, 0.1, (N, kb)))
+        gb.input("a", a.shape)
+        gb.param("b", bq.shape, dtype="u8")
+        gb.param("scales", sc.shape)
+        ins = ["a", "b", "scales"]
+        params = {"b": (bq, "u8"), "scales": (sc, "f32")}
+        if with_zp:
+            zp = u8(rr.integers(0, 256, (N, -(-kb * bits // 8))))
+            gb.param("zp", zp.shape, dtype="u8")
+            params["zp"] = (zp, "u8")
+            ins.append("zp")
+        gb.op("y", "matmul_nbits", ins, k=K, n=N, bits=bits, block_size=bs)
+        gb.output("y")
+        add(Case(name, gb, {"a": a}, params, "accumulate", True,
+                 f"matmul_nbits {bits}-bit, K {K} in blocks of {bs}, N {N}, " + ("packed zero points" if with_zp else "default zero point")))
+    nbits("matmul_nbits_4bit_zp", 3, 40, 5, 4, 16, True)
+    nbits("matmul_nbits_4bit_default_zp", 2, 64, 3, 4, 32, False, (2,))
+    nbits("matmul_nbits_8bit_zp", 2, 20, 4, 8, 16, True)
+
     # quantize -> matmul_integer -> dequantize (the QLinearMatMul composition), one graph
     gb = GB("quant_chain")
     x = f32(r.standard_normal((3, 8)))

@@ -124,10 +124,11 @@ OPS.update({
     "quantize": (2, 3, {"axis": ("int", 1), "block_size": ("int", 0), "dtype": ("enum:i8,u8", NONE)}),
     "dequantize": (2, 3, {"axis": ("int", 1), "block_size": ("int", 0)}),
     "matmul_integer": (2, 4, {}),
+    "matmul_nbits": (3, 4, {"k": ("int", REQ), "n": ("int", REQ), "bits": ("int", 4), "block_size": ("int", REQ)}),
 })
 # Ops that take i8/u8 operands (data movement, cast, quantization); every other op refuses them.
 QUANT_OK = {"reshape", "transpose", "broadcast_to", "narrow", "concat", "cast", "slice", "pad", "gather",
-            "gather_elements", "where", "quantize", "dequantize", "matmul_integer"}
+            "gather_elements", "where", "quantize", "dequantize", "matmul_integer", "matmul_nbits"}
 # Ops whose float results are exact (selection, data movement, rounding): no f32-model noise.
 EXACT_OPS = {"where", "min", "argmax", "argmin", "topk", "gather", "gather_elements", "slice", "pad", "trilu",
              "floor", "ceil", "round", "sign", "dequantize"}
@@ -864,6 +865,40 @@ def eval_quant(n, X, T, err):
     return y, "i32"
 
 
+def unpack_bits(packed, bits, count):
+    """Values packed along the last axis of a uint8 array, `8 // bits` per byte from the low bits
+    up (ONNX Runtime's MatMulNBits layout); the first `count` of them."""
+    p = np.asarray(packed, dtype=np.int64)
+    per = 8 // bits
+    parts = [(p >> (bits * j)) & ((1 << bits) - 1) for j in range(per)]
+    v = np.stack(parts, axis=-1).reshape(p.shape[:-1] + (p.shape[-1] * per,))
+    return v[..., :count]
+
+
+def eval_matmul_nbits(c, n, X, T, err):
+    """ONNX Runtime's com.microsoft MatMulNBits: y = a . dequant(b)^T."""
+    A = n.attrs
+    K, N, bits, bs = A["k"], A["n"], A["bits"], A["block_size"]
+    if bits not in (4, 8) or bs < 16 or bs & (bs - 1):
+        err("bits must be 4 or 8 and block_size a power of 2 >= 16")
+    kb = -(-K // bs)
+    if T[0] not in FLOAT_DTYPES or X[0].shape[-1] != K:
+        err("a must be float with last dim k")
+    if T[1] != "u8" or X[1].shape != (N, kb, bs * bits // 8):
+        err(f"b must be u8 [{N}, {kb}, {bs * bits // 8}]")
+    scale = np.asarray(X[2], dtype=np.float64).reshape(N, kb)
+    q = unpack_bits(X[1], bits, bs).reshape(N, kb * bs)                 # [N, kb * bs]
+    if len(X) == 4:
+        zp = unpack_bits(np.asarray(X[3]).reshape(N, -1), bits, kb)     # [N, kb]
+    else:
+        zp = np.full((N, kb), 1 << (bits - 1))
+    w = (q - np.repeat(zp, bs, axis=1)) * np.repeat(scale, bs, axis=1)
+    w = w[:, :K]                                                          # a short last block
+    y = np.matmul(c.f(X[0]), c.f(w).T)
+    t = T[0]
+    return (c.f(y), "f32") if t == "f32" else (c.f(round_to(y, t)), t)
+
+
 def eval_node(c, g, n, vals):
     """Computes node n from input values; returns (array, dtype)."""
     file, nid, A = g.file, n.id, n.attrs
@@ -880,6 +915,8 @@ def eval_node(c, g, n, vals):
             err(f"input {i} is {t}: {op} does not compute on 8-bit integers (cast first)")
     if op in ("quantize", "dequantize", "matmul_integer"):
         return eval_quant(n, X, T, err)
+    if op == "matmul_nbits":
+        return eval_matmul_nbits(c, n, X, T, err)
 
     def need_float(i):
         if T[i] not in FLOAT_DTYPES:

@@ -1095,6 +1095,18 @@ TEST(Quant, InferenceRefusesWhatItCannotCompute) {
           {"id": "y", "op": "matmul_integer", "inputs": ["u", "v", "z"]})",
        "a_zero_point has shape [3]; it must be a scalar, [2] or [2, 1] (per row of a)"},
       {x + "," + in("v", "[4, 3]", "u8") + R"(, {"id": "y", "op": "matmul_integer", "inputs": ["x", "v"]})", "a must be i8 or u8, got f32"},
+      {x + R"(, {"id": "b", "op": "constant", "shape": [3, 2, 8], "dtype": "u8", "value": 0}, {"id": "s", "op": "constant", "shape": [3, 1], "value": 1},
+          {"id": "y", "op": "matmul_nbits", "inputs": ["x", "b", "s"], "attrs": {"k": 4, "n": 3, "block_size": 16}})",
+       "b must be [3, 1, 8] ([n, k_blocks, block_size * bits / 8]), got [3, 2, 8]"},
+      {x + R"(, {"id": "b", "op": "constant", "shape": [3, 1, 8], "dtype": "u8", "value": 0}, {"id": "s", "op": "constant", "shape": [3, 2], "value": 1},
+          {"id": "y", "op": "matmul_nbits", "inputs": ["x", "b", "s"], "attrs": {"k": 4, "n": 3, "block_size": 16}})",
+       "scales must be [3, 1] (or [3]), got [3, 2]"},
+      {x + R"(, {"id": "b", "op": "constant", "shape": [3, 1, 8], "dtype": "u8", "value": 0}, {"id": "s", "op": "constant", "shape": [3, 1], "value": 1},
+          {"id": "y", "op": "matmul_nbits", "inputs": ["x", "b", "s"], "attrs": {"k": 4, "n": 3, "block_size": 12}})",
+       "block_size must be a power of 2 >= 16, got 12"},
+      {x + R"(, {"id": "b", "op": "constant", "shape": [3, 1, 8], "dtype": "u8", "value": 0}, {"id": "s", "op": "constant", "shape": [3, 1], "value": 1},
+          {"id": "y", "op": "matmul_nbits", "inputs": ["x", "b", "s"], "attrs": {"k": 4, "n": 3, "bits": 3, "block_size": 16}})",
+       "bits must be 4 or 8, got 3"},
       {u + R"(, {"id": "y", "op": "pad", "inputs": ["u"], "attrs": {"pads": [0, 1, 0, 0], "value": 256}})",
        "pad value 256.000000 is not a u8 integer in [0, 255]"},
       {R"({"id": "y", "op": "constant", "shape": [2], "dtype": "u8", "value": [1, 256]})", "value 256.0 (element 1) is not a u8 integer in [0, 255]"},
@@ -1149,4 +1161,35 @@ TEST_F(Cli, VulkanIntegerProductBeyond2To24IsAnError) {
   EXPECT_EQ(p.code, 3) << show(p);
   EXPECT_HAS(p.err, "node 'y' (matmul_integer)");
   EXPECT_HAS(p.err, "integer result 19507500 does not fit exactly in the Vulkan backend's f32 storage");
+}
+
+// matmul_nbits reads ONNX Runtime's layout: consecutive K values in a byte, low nibble first;
+// zero points packed the same way, default 8. One byte 0x21 holds k = 0 -> 1 and k = 1 -> 2.
+TEST_F(Cli, MatmulNbitsNibbleOrder) {
+  write("nb.json", graph_with(R"({"id": "a", "op": "input", "shape": [2, 16]},
+      {"id": "b", "op": "constant", "shape": [2, 1, 8], "dtype": "u8", "value": [33, 0, 0, 0, 0, 0, 0, 240, 18, 0, 0, 0, 0, 0, 0, 0]},
+      {"id": "s", "op": "constant", "shape": [2, 1], "value": [1.0, 0.5]},
+      {"id": "z", "op": "constant", "shape": [2, 1], "dtype": "u8", "value": [8, 3]},
+      {"id": "y", "op": "matmul_nbits", "inputs": ["a", "b", "s", "z"], "attrs": {"k": 16, "n": 2, "block_size": 16}},
+      {"id": "y8", "op": "matmul_nbits", "inputs": ["a", "b", "s"], "attrs": {"k": 16, "n": 2, "block_size": 16}})",
+                              R"(["y", "y8"])"));
+  // a row 0 picks k = 0, row 1 picks k = 1 and k = 15.
+  std::string a = "2x16xf32=1";
+  for (int k = 1; k < 16; ++k) a += ",0";
+  a += ",0,1";
+  for (int k = 2; k < 15; ++k) a += ",0";
+  a += ",1";
+  // w[n=0]: q = [1, 2, 0 ... 0, 15] (0x21, ..., 0xf0), zp 8, scale 1 -> [-7, -6, -8 ..., 7]
+  // w[n=1]: q = [2, 1, 0 ...] (0x12), zp 3 (low nibble of 3), scale 0.5 -> [-0.5, -1, -1.5 ...]
+  // y[0] = [w0[0], w1[0]] = [-7, -0.5]; y[1] = [w0[1] + w0[15], w1[1] + w1[15]] = [-6 + 7, -1 - 1.5]
+  // with the default zero point 8: w1 = ([2, 1, 0 ..., 0] - 8) * 0.5 -> y8 = [[-7, -3], [1, -3.5 - 4]]
+  for (const char* backend : {"cpu", "vulkan"})
+    for (const char* mode : {"eager", "compiled"}) {
+      SCOPED_TRACE(std::string(backend) + " " + mode);
+      Proc p = run_rlx({"run", path("nb.json"), "--backend", backend, "--mode", mode, "--input", "a=" + a, "--json"});
+      ASSERT_EQ(p.code, 0) << show(p);
+      json j = json::parse(p.out);
+      EXPECT_EQ(j["outputs"][0]["values"], json::parse("[-7.0, -0.5, 1.0, -2.5]"));
+      EXPECT_EQ(j["outputs"][1]["values"], json::parse("[-7.0, -3.0, 1.0, -7.5]"));
+    }
 }

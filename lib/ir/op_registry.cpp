@@ -123,6 +123,7 @@ std::vector<AttrSpec> attrs_for(Op op) {
     case Op::Quantize:
       return {opt_int("axis", 1), opt_int("block_size", 0), {"dtype", AttrType::Dtype, std::nullopt, false, {}}};
     case Op::Dequantize: return {opt_int("axis", 1), opt_int("block_size", 0)};
+    case Op::MatmulNbits: return {req_int("k"), req_int("n"), opt_int("bits", 4), req_int("block_size")};
     default: return {};
   }
 }
@@ -204,6 +205,11 @@ OpDoc doc_for(Op op) {
               "i32 (a − a_zp)·(b − b_zp), exact, ONNX MatMulInteger; zero points: scalar, per row of a ([M] or "
               "[..., M, 1]) / per column of b ([N] or [..., 1, N]); batch dims broadcast",
               {}};
+    case Op::MatmulNbits:
+      return {"a [..., K] (float), b [N, k_blocks, block_size·bits/8] (u8), scales [N, k_blocks] (float), zero_points [N, ceil(k_blocks·bits/8)] (u8)?",
+              "a · dequant(b)ᵀ [..., N] in a's float dtype (f32 accumulation), ONNX Runtime's MatMulNBits layout: consecutive "
+              "K values in a byte, low bits first; w = (q − zp) × scale per block; zero points packed the same way, default 2^(bits−1)",
+              {{"bits", "4 (or 8)"}, {"block_size", "required, a power of 2 >= 16"}}};
     default: return {};  // an op without a doc: OpsDocs tests refuse it
   }
 }
@@ -476,6 +482,7 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
       case Op::Slice: case Op::Pad: case Op::Gather: case Op::GatherElements: case Op::Where:
       case Op::Dequantize: case Op::MatmulInteger:
         return true;
+      case Op::MatmulNbits: return k == 1 || k == 3;
       case Op::Embedding: return k == 0;
       case Op::Quantize: return k == 2;
       default: return false;
@@ -847,6 +854,35 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
         ts.dtypes[idx] = dt;
         return;
       }
+      if (n.op == Op::MatmulNbits) {
+        const int64_t K = n.attrs.i("k"), N = n.attrs.i("n"), bits = n.attrs.i("bits"), bs = n.attrs.i("block_size");
+        if (bits != 4 && bits != 8) fail(g, n, "bits must be 4 or 8, got " + std::to_string(bits));
+        if (bs < 16 || (bs & (bs - 1))) fail(g, n, "block_size must be a power of 2 >= 16, got " + std::to_string(bs));
+        if (K <= 0 || N <= 0 || K > ((int64_t)1 << 40) || N > ((int64_t)1 << 40))
+          fail(g, n, "k and n must be positive, got k = " + std::to_string(K) + ", n = " + std::to_string(N));
+        require_rank_at_least(0, 1, "a");
+        if (!is_float(in_dt(0))) fail(g, n, std::string("a must be a float tensor, got ") + dtype_name(in_dt(0)));
+        if (x.back() != K) fail(g, n, "a's last dimension " + std::to_string(x.back()) + " differs from k = " + std::to_string(K));
+        const int64_t kb = (K + bs - 1) / bs, blob = bs * bits / 8, zcols = (kb * bits + 7) / 8;
+        if (in_dt(1) != DType::u8) fail(g, n, std::string("b must be u8 (packed), got ") + dtype_name(in_dt(1)));
+        if (in(1) != Shape{N, kb, blob})
+          fail(g, n, "b must be " + shape_str(Shape{N, kb, blob}) + " ([n, k_blocks, block_size * bits / 8]), got " + shape_str(in(1)));
+        if (!is_float(in_dt(2))) fail(g, n, std::string("scales must be a float tensor, got ") + dtype_name(in_dt(2)));
+        if (in(2) != Shape{N, kb} && in(2) != Shape{N * kb})
+          fail(g, n, "scales must be " + shape_str(Shape{N, kb}) + " (or " + shape_str(Shape{N * kb}) + "), got " + shape_str(in(2)));
+        if (n.inputs.size() == 4) {
+          if (in_dt(3) != DType::u8)
+            fail(g, n, std::string("zero_points must be u8 (packed like b), got ") + dtype_name(in_dt(3)));
+          if (in(3) != Shape{N, zcols} && in(3) != Shape{N * zcols})
+            fail(g, n, "zero_points must be " + shape_str(Shape{N, zcols}) + " (or " + shape_str(Shape{N * zcols}) + "), got " + shape_str(in(3)));
+        }
+        out = x;
+        out.back() = N;
+        ts.shapes[idx] = out;
+        ts.dtypes[idx] = in_dt(0);
+        if (shape_numel(out) < 0) fail(g, n, "result shape " + shape_str(out) + " overflows");
+        return;
+      }
       // matmul_integer
       require_rank_at_least(0, 2, "a");
       require_rank_at_least(1, 2, "b");
@@ -979,7 +1015,7 @@ double node_flops(const Graph& g, int idx, const TypedShapes& ts) {
       return 2 * out * K;
     }
     case Category::Quant:
-      if (n.op == Op::MatmulInteger) return 2 * out * (double)ts.shapes[n.inputs[0]].back();
+      if (n.op == Op::MatmulInteger || n.op == Op::MatmulNbits) return 2 * out * (double)ts.shapes[n.inputs[0]].back();
       return 2 * out;
     case Category::Spatial: {
       std::vector<Shape> ins;

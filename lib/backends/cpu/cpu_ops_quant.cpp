@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/access.h"
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/thread_pool.h"
 #include "ir/op_registry.h"
 
@@ -142,11 +143,42 @@ void run_matmul_integer(const Kernel& k) {
   });
 }
 
+// ONNX Runtime's MatMulNBits: B [N, k_blocks, block_size * bits / 8] u8, consecutive K values
+// in a byte from the low bits up; w[n, k] = (q - zp) * scale[n, k / block_size]; zero points
+// packed the same way per row, default 2^(bits - 1). The reference: B dequantized into an f32
+// [N, K] panel, then one product (speed comes with the fused kernels).
+void run_matmul_nbits(const Kernel& k) {
+  const auto& at = k.node->attrs;
+  const int64_t K = at.i("k"), N = at.i("n"), bits = at.i("bits"), bs = at.i("block_size");
+  const int64_t kb = (K + bs - 1) / bs, blob = bs * bits / 8, zcols = (kb * bits + 7) / 8;
+  const int64_t per_byte = 8 / bits;
+  const uint32_t mask = (1u << bits) - 1;
+  const uint8_t* b = bytes(k.inputs[1]);
+  const std::vector<float> sc = floats_of(k.inputs[2]);
+  const uint8_t* zp = k.inputs.size() == 4 ? bytes(k.inputs[3]) : nullptr;
+  std::vector<float> w((size_t)(N * K));
+  parallel(N, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; ++n)
+      for (int64_t kk = 0; kk < K; ++kk) {
+        const int64_t blk = kk / bs, j = kk % bs;
+        const uint32_t q = (b[(n * kb + blk) * blob + j / per_byte] >> ((j % per_byte) * bits)) & mask;
+        const uint32_t z = zp ? (zp[n * zcols + blk / per_byte] >> ((blk % per_byte) * bits)) & mask : 1u << (bits - 1);
+        w[n * K + kk] = ((float)q - (float)z) * sc[n * kb + blk];
+      }
+  });
+  const std::vector<float> a = floats_of(k.inputs[0]);
+  const int64_t M = K ? (int64_t)a.size() / K : 0;
+  std::vector<float> y((size_t)(M * N));
+  gemm(false, true, M, N, K, 1.f, a.data(), K, w.data(), K, y.data(), N);
+  convert_elements(y.data(), DType::f32, bytes(k.output), k.output.dtype, (int64_t)y.size());
+}
+
 }  // namespace
 
 bool is_quant_op(const Kernel& k) {
   if (k.fused || !k.node) return false;
-  return k.node->op == Op::Quantize || k.node->op == Op::Dequantize || k.node->op == Op::MatmulInteger;
+  return k.node->op == Op::Quantize || k.node->op == Op::Dequantize || k.node->op == Op::MatmulInteger ||
+         k.node->op == Op::MatmulNbits;
 }
 
 bool run_quant_op(const Kernel& k) {
@@ -154,6 +186,7 @@ bool run_quant_op(const Kernel& k) {
   switch (k.node->op) {
     case Op::Quantize: run_quantize(k); return true;
     case Op::Dequantize: run_dequantize(k); return true;
+    case Op::MatmulNbits: run_matmul_nbits(k); return true;
     default: run_matmul_integer(k); return true;
   }
 }

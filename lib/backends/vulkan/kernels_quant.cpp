@@ -90,6 +90,23 @@ void matmul_integer(LowerCtx& L) {
   L.grid(d, n, 64);
 }
 
+void matmul_nbits(LowerCtx& L) {
+  const Kernel& k = L.kernel();
+  const auto& at = k.node->attrs;
+  const int64_t K = at.i("k"), N = at.i("n"), bits = at.i("bits"), bs = at.i("block_size");
+  const int64_t kb = (K + bs - 1) / bs, blob = bs * bits / 8, zcols = (kb * bits + 7) / 8;
+  const int64_t n = k.output.numel();
+  if (n >= ((int64_t)1 << 32) || k.inputs[0].numel() >= ((int64_t)1 << 32) || k.inputs[1].numel() >= ((int64_t)1 << 32))
+    L.fail("tensors too large for 32-bit indexing");
+  const bool has_zp = k.inputs.size() == 4;
+  Dispatch& d = L.add("matmul_nbits", {(uint32_t)bits, has_zp ? 1u : 0u});
+  const uint32_t ao = L.read(d, k.inputs[0]), bo = L.read(d, k.inputs[1]), so = L.read(d, k.inputs[2]);
+  const uint32_t zo = has_zp ? L.read(d, k.inputs[3]) : (L.read(d, k.inputs[2]), 0u);
+  const uint32_t yo = L.write(d, k.output);
+  d.push = {(uint32_t)n, (uint32_t)N, (uint32_t)K, (uint32_t)bs, (uint32_t)kb, (uint32_t)blob, (uint32_t)zcols, ao, bo, so, zo, yo};
+  L.grid(d, n, 64);
+}
+
 }  // namespace
 
 bool lower_quant_op(LowerCtx& L) {
@@ -99,6 +116,7 @@ bool lower_quant_op(LowerCtx& L) {
     case Op::Quantize: quant(L, true); return true;
     case Op::Dequantize: quant(L, false); return true;
     case Op::MatmulInteger: matmul_integer(L); return true;
+    case Op::MatmulNbits: matmul_nbits(L); return true;
     default: return false;
   }
 }
