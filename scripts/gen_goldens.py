@@ -1064,6 +1064,14 @@ def build_quant_cases():
            desc="quantize without zero point: u8, negatives saturate to 0")
     single("quant_no_zp_i8", "quantize", [("x", xt, "input"), ("scale", f32(0.5), "const")], {"dtype": "i8"},
            family="exact", desc="quantize without zero point, dtype i8")
+    xn = f32([np.nan, np.inf, -np.inf, -np.nan, 0.125, -0.125, 0.375, 1e30])
+    single("quant_nan_inf_u8", "quantize", [("x", xn, "input"), ("scale", f32(0.25), "const"), ("zp", u8(10), "const")],
+           family="exact", desc="quantize NaN (-> the zero point, rlx's rule), +-inf and 1e30 (saturate), ties at 0.5, 1.5")
+    xh = np.asarray(np.clip(xt, -60000, 60000), dtype=np.float16)
+    single("quant_f16_input_i8", "quantize", [("x", xh, "input"), ("scale", np.float16(0.25), "const"), ("zp", i8(1), "const")],
+           family="exact", desc="quantize f16 x with an f16 scale (widened to f32, then as f32)")
+    single("dequant_f16_scale", "dequantize", [("q", i8([[-128, -1, 0, 1, 127]]), "input"), ("scale", np.float16(0.0999), "const")],
+           family="exact", desc="dequantize with an f16 scale: the product in f32, rounded to f16")
     xa = f32(r.standard_normal((2, 3, 4)) * 40)
     xa[0, 0, :] = [0.25, 0.75, -0.25, -0.75]  # ties at scale 0.5
     single("quant_per_axis_i8", "quantize",

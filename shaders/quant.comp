@@ -36,9 +36,13 @@ void main() {
   if (MODE == 0u) {
     // x / scale rounded as IEEE f32 division: a device's division may be off by an ulp or two,
     // so one residual step (exact with fma) brings the quotient to the correctly rounded one.
+    // (Skipped where q is inf or NaN, or 1 / scale overflows: the step would make a NaN.)
     precise float q = v / sc;
-    precise float r = fma(-q, sc, v);
-    q = fma(r, 1.0 / sc, q);
+    if (!isinf(q) && !isnan(q)) {
+      precise float r = fma(-q, sc, v);
+      precise float inv = 1.0 / sc;
+      if (r != 0.0 && !isinf(inv)) q = fma(r, inv, q);
+    }
     if (isnan(q)) {
       y[pc.yoff + i] = zp;
       return;
