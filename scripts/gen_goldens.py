@@ -1140,6 +1140,9 @@ def build_quant_cases():
            family="exact", desc="concat of i8 input and i8 constant")
     single("i8_broadcast_to", "broadcast_to", [("x", i8([[1], [-128], [127]]), "input")], {"shape": [2, 3, 4]}, family="exact",
            desc="broadcast_to of i8")
+    single("u8_embedding", "embedding", [("table", u8(r.integers(0, 256, (5, 3))), "param"),
+                                         ("idx", np.asarray([[4, 0], [2, 2]], dtype=np.int32), "input")],
+           family="exact", desc="embedding rows of a u8 table")
     single("u8_reshape_narrow", "narrow", [("x", dq, "input")], {"axis": 2, "start": 1, "length": 2}, family="exact",
            desc="narrow of u8")
     cv = f32([-300.0, -128.9, -128.0, -1.7, -0.5, 0.0, 0.99, 1.5, 127.9, 128.0, 255.5, 256.0, 1e9, -1e9, 3.0, -3.0])
