@@ -1045,6 +1045,165 @@ def bad_readme(bad):
 
 
 
+def build_quant_cases():
+    """i8/u8 storage and the quantization ops (issue 19). Integer outputs are exact; dequantize is
+    one f32 subtraction and one f32 product, correctly rounded everywhere: exact too."""
+    u8 = lambda a: np.asarray(a, dtype=np.uint8)  # noqa: E731
+    i8 = lambda a: np.asarray(a, dtype=np.int8)  # noqa: E731
+    r = rng_for("quant")
+    # x / scale lands exactly on ties (.5), both saturation ends, and ordinary values.
+    ties = [-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, -3.5, 0.0, -0.0, 1e6, -1e6]
+    s0 = 0.25
+    xt = f32(np.concatenate([np.array(ties) * s0, r.standard_normal(12) * 20])).reshape(3, 8)
+    single("quant_per_tensor_u8", "quantize", [("x", xt, "input"), ("scale", f32(s0), "const"), ("zp", u8(128), "const")],
+           family="exact", desc="quantize per tensor to u8, zp 128: ties to even, both saturation ends")
+    single("quant_per_tensor_i8_scalar_param", "quantize",
+           [("x", xt, "input"), ("scale", f32(0.1), "param"), ("zp", i8(-3), "param")],
+           family="exact", desc="quantize per tensor to i8 (scale 0.1: ties decided by the f32 quotient), params")
+    single("quant_no_zp_u8", "quantize", [("x", xt, "input"), ("scale", f32(0.5), "const")], family="exact",
+           desc="quantize without zero point: u8, negatives saturate to 0")
+    single("quant_no_zp_i8", "quantize", [("x", xt, "input"), ("scale", f32(0.5), "const")], {"dtype": "i8"},
+           family="exact", desc="quantize without zero point, dtype i8")
+    xn = f32([np.nan, np.inf, -np.inf, -np.nan, 0.125, -0.125, 0.375, 1e30])
+    single("quant_nan_inf_u8", "quantize", [("x", xn, "input"), ("scale", f32(0.25), "const"), ("zp", u8(10), "const")],
+           family="exact", desc="quantize NaN (-> the zero point, rlx's rule), +-inf and 1e30 (saturate), ties at 0.5, 1.5")
+    xh = np.asarray(np.clip(xt, -60000, 60000), dtype=np.float16)
+    single("quant_f16_input_i8", "quantize", [("x", xh, "input"), ("scale", np.float16(0.25), "const"), ("zp", i8(1), "const")],
+           family="exact", desc="quantize f16 x with an f16 scale (widened to f32, then as f32)")
+    single("dequant_f16_scale", "dequantize", [("q", i8([[-128, -1, 0, 1, 127]]), "input"), ("scale", np.float16(0.0999), "const")],
+           family="exact", desc="dequantize with an f16 scale: the product in f32, rounded to f16")
+    xa = f32(r.standard_normal((2, 3, 4)) * 40)
+    xa[0, 0, :] = [0.25, 0.75, -0.25, -0.75]  # ties at scale 0.5
+    single("quant_per_axis_i8", "quantize",
+           [("x", xa, "input"), ("scale", f32([0.5, 0.2, 3.0]), "input"), ("zp", i8([0, -100, 50]), "input")],
+           family="exact", desc="quantize per axis 1 to i8, zero points from inputs (saturating at both ends)")
+    single("quant_per_axis_last_u8", "quantize",
+           [("x", xa, "input"), ("scale", f32([0.5, 1.0, 0.3, 2.0]), "const"), ("zp", u8([0, 10, 128, 255]), "const")],
+           {"axis": -1}, family="exact", desc="quantize per axis -1 to u8")
+    xb = f32(r.standard_normal((4, 6)) * 10)
+    sb = f32(r.uniform(0.05, 0.5, (4, 2)))
+    single("quant_blocked_i8", "quantize",
+           [("x", xb, "input"), ("scale", sb, "const"), ("zp", i8(r.integers(-5, 6, (4, 2))), "const")],
+           {"axis": 1, "block_size": 4}, family="exact",
+           desc="blocked quantize, axis 1, block 4 over 6 columns (last block short)")
+    single("quant_blocked_axis0_u8", "quantize",
+           [("x", xb, "input"), ("scale", f32(r.uniform(0.05, 0.5, (2, 6))), "const")],
+           {"axis": 0, "block_size": 2}, family="exact", desc="blocked quantize, axis 0, block 2, no zero point")
+
+    qa = u8(r.integers(0, 256, (3, 8)))
+    qa[0, :4] = [0, 255, 128, 127]
+    single("dequant_per_tensor_u8", "dequantize", [("q", qa, "input"), ("scale", f32(0.0123), "const"), ("zp", u8(128), "const")],
+           family="exact", desc="dequantize u8 per tensor")
+    qi = i8(r.integers(-128, 128, (3, 5)))
+    qi[0, :2] = [-128, 127]
+    single("dequant_per_axis0_i8", "dequantize",
+           [("q", qi, "input"), ("scale", f32([0.5, 0.01, 3.0]), "input"), ("zp", i8([0, -7, 100]), "input")],
+           {"axis": 0}, family="exact", desc="dequantize i8 per axis 0, zero points from an input")
+    qw = i8(r.integers(-128, 128, (4, 6)))
+    single("dequant_blocked_param_i8", "dequantize",
+           [("q", qw, "param"), ("scale", f32(r.uniform(0.01, 0.1, (4, 2))), "param"), ("zp", i8(r.integers(-3, 4, (4, 2))), "param")],
+           {"axis": -1, "block_size": 4}, family="exact",
+           desc="dequantize an i8 weight param, blocked along the last axis (block 4 over 6)")
+    single("dequant_i32_no_zp", "dequantize", [("q", np.asarray([[-70000, 3, 0], [12345, -1, 65536]], dtype=np.int32), "input"),
+                                               ("scale", f32(0.001), "const")],
+           family="exact", desc="dequantize i32 without zero point (the MatMulInteger result scale)")
+
+    ma = u8(r.integers(0, 256, (3, 7)))
+    mb = u8(r.integers(0, 256, (7, 5)))
+    single("matmul_integer_u8", "matmul_integer", [("a", ma, "input"), ("b", mb, "param"), ("az", u8(131), "const"), ("bz", u8(7), "const")],
+           family="exact", desc="matmul_integer u8 x u8 with scalar zero points")
+    single("matmul_integer_i8_u8_rows_cols", "matmul_integer",
+           [("a", i8(r.integers(-128, 128, (2, 3, 6))), "input"), ("b", u8(r.integers(0, 256, (6, 4))), "input"),
+            ("az", i8(r.integers(-20, 20, (3,))), "const"), ("bz", u8(r.integers(0, 256, (4,))), "const")],
+           family="exact", desc="matmul_integer i8 [2,3,6] x u8 [6,4], zero point per row of a and per column of b")
+    single("matmul_integer_batched_no_zp", "matmul_integer",
+           [("a", i8(r.integers(-128, 128, (2, 1, 3, 5))), "input"), ("b", i8(r.integers(-128, 128, (4, 5, 2))), "input")],
+           family="exact", desc="matmul_integer i8, no zero points, batch dims broadcast [2,1] x [4]")
+    single("matmul_integer_full_zp", "matmul_integer",
+           [("a", u8(r.integers(0, 256, (2, 3, 4))), "input"), ("b", u8(r.integers(0, 256, (2, 4, 3))), "input"),
+            ("az", u8(r.integers(0, 256, (2, 3, 1))), "input"), ("bz", u8(r.integers(0, 256, (2, 1, 3))), "input")],
+           family="exact", desc="matmul_integer u8, zero points [2,3,1] and [2,1,3] (per batch row / column)")
+
+    # i8/u8 through the data-movement ops and cast
+    dq = u8(r.integers(0, 256, (2, 3, 4)))
+    di = i8(r.integers(-128, 128, (2, 3, 4)))
+    single("u8_transpose", "transpose", [("x", dq, "input")], {"perm": [2, 0, 1]}, family="exact", desc="transpose of u8")
+    single("i8_slice", "slice", [("x", di, "input")], {"starts": [2, 0], "ends": [-100, 3], "axes": [2, 1], "steps": [-1, 2]},
+           family="exact", desc="slice of i8 with negative steps")
+    single("u8_pad", "pad", [("x", dq, "input")], {"pads": [0, 1, 0, 0, 0, 2], "value": 255.0}, family="exact",
+           desc="constant pad of u8 with 255")
+    single("i8_gather", "gather", [("x", di, "input"), ("idx", np.asarray([[2, 0], [-1, 1]], dtype=np.int64), "input")], {"axis": 1},
+           family="exact", desc="gather of i8 along axis 1 (negative index)")
+    single("u8_where", "where", [("c", r.integers(0, 2, (3, 1)).astype(bool), "input"), ("x", dq, "input"),
+                                 ("z", u8(r.integers(0, 256, (4,))), "input")], family="exact", desc="where over u8, broadcast")
+    single("i8_concat", "concat", [("a", di, "input"), ("b", i8(r.integers(-128, 128, (2, 1, 4))), "const")], {"axis": 1},
+           family="exact", desc="concat of i8 input and i8 constant")
+    single("i8_broadcast_to", "broadcast_to", [("x", i8([[1], [-128], [127]]), "input")], {"shape": [2, 3, 4]}, family="exact",
+           desc="broadcast_to of i8")
+    single("u8_embedding", "embedding", [("table", u8(r.integers(0, 256, (5, 3))), "param"),
+                                         ("idx", np.asarray([[4, 0], [2, 2]], dtype=np.int32), "input")],
+           family="exact", desc="embedding rows of a u8 table")
+    single("u8_reshape_narrow", "narrow", [("x", dq, "input")], {"axis": 2, "start": 1, "length": 2}, family="exact",
+           desc="narrow of u8")
+    cv = f32([-300.0, -128.9, -128.0, -1.7, -0.5, 0.0, 0.99, 1.5, 127.9, 128.0, 255.5, 256.0, 1e9, -1e9, 3.0, -3.0])
+    single("cast_f32_to_u8", "cast", [("x", cv.reshape(4, 4), "input")], {"dtype": "u8"}, family="exact",
+           desc="cast f32 -> u8: truncation toward zero, saturated")
+    single("cast_f32_to_i8", "cast", [("x", cv.reshape(4, 4), "input")], {"dtype": "i8"}, family="exact",
+           desc="cast f32 -> i8: truncation toward zero, saturated")
+    ci = np.asarray([[-300, -129, -128, -1], [0, 127, 128, 255], [256, 257, 511, -257]], dtype=np.int32)
+    single("cast_i32_to_u8", "cast", [("x", ci, "input")], {"dtype": "u8"}, family="exact",
+           desc="cast i32 -> u8: the low 8 bits (as i64 -> i32 keeps the low 32)")
+    single("cast_i32_to_i8", "cast", [("x", ci, "input")], {"dtype": "i8"}, family="exact", desc="cast i32 -> i8: the low 8 bits")
+    single("cast_u8_to_f32", "cast", [("x", dq, "input")], {"dtype": "f32"}, family="exact", desc="cast u8 -> f32")
+    single("cast_i8_to_i32", "cast", [("x", di, "input")], {"dtype": "i32"}, family="exact", desc="cast i8 -> i32")
+    single("cast_u8_to_i8", "cast", [("x", dq, "input")], {"dtype": "i8"}, family="exact", desc="cast u8 -> i8 (wraps)")
+
+    # matmul_nbits (ONNX Runtime's MatMulNBits): 4-bit weights, blocks of 16/32, a short last
+    # block, packed zero points or the default 8, and an 8-bit variant
+    def nbits(name, M, K, N, bits, bs, with_zp, lead=()):
+        rr = rng_for(name)
+        kb = -(-K // bs)
+        blob = bs * bits // 8
+        gb = GB(name)
+        a = f32(rr.standard_normal(lead + (M, K)))
+        bq = u8(rr.integers(0, 256, (N, kb, blob)))
+        sc = f32(rr.uniform(0.01, 0.1, (N, kb)))
+        gb.input("a", a.shape)
+        gb.param("b", bq.shape, dtype="u8")
+        gb.param("scales", sc.shape)
+        ins = ["a", "b", "scales"]
+        params = {"b": (bq, "u8"), "scales": (sc, "f32")}
+        if with_zp:
+            zp = u8(rr.integers(0, 256, (N, -(-kb * bits // 8))))
+            gb.param("zp", zp.shape, dtype="u8")
+            params["zp"] = (zp, "u8")
+            ins.append("zp")
+        gb.op("y", "matmul_nbits", ins, k=K, n=N, bits=bits, block_size=bs)
+        gb.output("y")
+        add(Case(name, gb, {"a": a}, params, "accumulate", True,
+                 f"matmul_nbits {bits}-bit, K {K} in blocks of {bs}, N {N}, " + ("packed zero points" if with_zp else "default zero point")))
+    nbits("matmul_nbits_4bit_zp", 3, 40, 5, 4, 16, True)
+    nbits("matmul_nbits_4bit_default_zp", 2, 64, 3, 4, 32, False, (2,))
+    nbits("matmul_nbits_8bit_zp", 2, 20, 4, 8, 16, True)
+
+    # quantize -> matmul_integer -> dequantize (the QLinearMatMul composition), one graph
+    gb = GB("quant_chain")
+    x = f32(r.standard_normal((3, 8)))
+    w = i8(r.integers(-127, 128, (8, 4)))
+    gb.input("x", x.shape)
+    gb.param("w", w.shape, dtype="i8")
+    gb.const("sx", 0.02)
+    gb.const("zx", 128, dtype="u8")
+    gb.const("sy", 0.003)
+    gb.op("q", "quantize", ["x", "sx", "zx"])
+    gb.op("acc", "matmul_integer", ["q", "w", "zx"])
+    gb.op("y", "dequantize", ["acc", "sy"])
+    gb.op("wt", "transpose", ["w"])
+    gb.output("q", "acc", "y", "wt")
+    add(Case("quant_chain", gb, {"x": x}, {"w": (w, "i8")}, "exact", True,
+             "quantize -> matmul_integer (u8 x i8 param) -> dequantize, and an i8 param transposed"))
+
+
 def build_onnx_op_cases():
     """Cases of the ONNX-style ops (issue 12). Selection, indexing, rounding, compares and integer
     results are bit-exact in a correct implementation: they use the exact family."""
@@ -1483,6 +1642,7 @@ def main():
     goldens_conv.self_checks()
     build_op_cases()
     build_onnx_op_cases()
+    build_quant_cases()
     goldens_conv.build(sys.modules[__name__])
     build_examples()
     build_gemm_epilogue_cases()

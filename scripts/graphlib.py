@@ -33,8 +33,12 @@ import graphlib_conv  # noqa: E402  (the convolution family)
 
 FLOAT_DTYPES = ("f32", "f16", "bf16")
 INT_DTYPES = ("i32", "i64")
-ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
-NP_STORAGE = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "bool": np.bool_}
+# The quantized storage types: moved, cast and (de)quantized, never computed on.
+QUANT_DTYPES = ("i8", "u8")
+QUANT_RANGE = {"i8": (-128, 127), "u8": (0, 255)}
+ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",) + QUANT_DTYPES
+NP_STORAGE = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "bool": np.bool_,
+              "i8": np.int8, "u8": np.uint8}
 
 
 class GraphError(Exception):
@@ -115,9 +119,19 @@ OPS.update({
     "pad": (1, 1, {"pads": ("ints", REQ), "mode": ("enum:constant,reflect,edge", "constant"), "value": ("float", 0.0)}),
     "trilu": (1, 1, {"upper": ("bool", True), "k": ("int", 0)}),
 })
+# Quantization (issue 19), ONNX QuantizeLinear / DequantizeLinear / MatMulInteger.
+OPS.update({
+    "quantize": (2, 3, {"axis": ("int", 1), "block_size": ("int", 0), "dtype": ("enum:i8,u8", NONE)}),
+    "dequantize": (2, 3, {"axis": ("int", 1), "block_size": ("int", 0)}),
+    "matmul_integer": (2, 4, {}),
+    "matmul_nbits": (3, 4, {"k": ("int", REQ), "n": ("int", REQ), "bits": ("int", 4), "block_size": ("int", REQ)}),
+})
+# Ops that take i8/u8 operands (data movement, cast, quantization); every other op refuses them.
+QUANT_OK = {"reshape", "transpose", "broadcast_to", "narrow", "concat", "cast", "slice", "pad", "gather",
+            "gather_elements", "where", "quantize", "dequantize", "matmul_integer", "matmul_nbits"}
 # Ops whose float results are exact (selection, data movement, rounding): no f32-model noise.
 EXACT_OPS = {"where", "min", "argmax", "argmin", "topk", "gather", "gather_elements", "slice", "pad", "trilu",
-             "floor", "ceil", "round", "sign"}
+             "floor", "ceil", "round", "sign", "dequantize"}
 for _o, (_lo, _hi, _schema) in graphlib_conv.SPATIAL_OPS.items():
     OPS[_o] = (_lo, _hi, {k: (kind, REQ if (_o, k) in graphlib_conv.REQUIRED else d) for k, (kind, d) in _schema.items()})
 LEAVES = {"input", "param", "constant"}
@@ -243,6 +257,11 @@ def load_graph(path=None, text=None, file_label=None):
                 if "value" not in nj:
                     raise GraphError(file, nid, "constant needs 'value'")
                 n.value = _constant_value(file, n)
+                if n.dtype in QUANT_DTYPES:
+                    lo, hi = QUANT_RANGE[n.dtype]
+                    v = np.asarray(n.value, dtype=np.float64)
+                    if np.any((v != np.trunc(v)) | (v < lo) | (v > hi)):
+                        raise GraphError(file, nid, f"{n.dtype} constant value outside the integers [{lo}, {hi}]")
         else:
             ins = nj.get("inputs", [])
             if not isinstance(ins, list) or not all(isinstance(s, str) for s in ins):
@@ -747,6 +766,10 @@ def eval_onnx_op(c, n, X, T, err):
                 err("reflect pad larger than size - 1")
             if x.shape[d] + pads[d] + pads[d + r] < 0:
                 err("pads crop more than the axis")
+        if mode == "constant" and T[0] in QUANT_DTYPES:
+            lo, hi = QUANT_RANGE[T[0]]
+            if A["value"] != math.trunc(A["value"]) or not lo <= A["value"] <= hi:
+                err(f"pad value {A['value']} is not a {T[0]} integer")
         if mode == "constant":
             y = np.pad(x, grow, mode="constant", constant_values=A["value"])
         else:
@@ -763,6 +786,119 @@ def eval_onnx_op(c, n, X, T, err):
     return None
 
 
+def _quant_scale(x_shape, A, s, err):
+    """The scale (or zero point) broadcast against x: per tensor, per axis or blocked (ONNX)."""
+    r, bs = len(x_shape), A["block_size"]
+    if bs < 0:
+        err("block_size must be >= 0")
+    if bs == 0 and s.size == 1 and s.ndim <= 1:
+        return s.reshape(())
+    ax = A["axis"]
+    if not -r <= ax < r:
+        err(f"axis {ax} out of range")
+    ax %= r
+    if bs == 0:
+        if s.shape != (x_shape[ax],):
+            err(f"per-axis scale must be [{x_shape[ax]}], got {list(s.shape)}")
+        return s.reshape([x_shape[ax] if d == ax else 1 for d in range(r)])
+    want = list(x_shape)
+    want[ax] = -(-x_shape[ax] // bs)
+    if list(s.shape) != want:
+        err(f"blocked scale must be {want}, got {list(s.shape)}")
+    return np.take(np.repeat(s, bs, axis=ax), np.arange(x_shape[ax]), axis=ax)
+
+
+def eval_quant(n, X, T, err):
+    """quantize / dequantize / matmul_integer, written from the ONNX operator text."""
+    op, A = n.op, n.attrs
+    if op == "quantize":
+        if T[0] not in FLOAT_DTYPES or T[1] not in FLOAT_DTYPES:
+            err("quantize needs float x and scale")
+        out = A["dtype"] or "u8"
+        if len(X) == 3:
+            if T[2] not in QUANT_DTYPES or (A["dtype"] is not None and A["dtype"] != T[2]):
+                err("zero_point must be i8/u8 and agree with dtype")
+            if X[2].shape != X[1].shape:
+                err("zero_point and scale shapes differ")
+            out = T[2]
+        lo, hi = QUANT_RANGE[out]
+        # ONNX's reference: x / y_scale in x's dtype (float32 here; NumPy's division is IEEE,
+        # correctly rounded), np.rint (half to even), + zero point, clipped. NaN -> the zero point.
+        x32 = np.asarray(X[0], dtype=np.float32)
+        s32 = _quant_scale(x32.shape, A, np.asarray(X[1], dtype=np.float32), err)
+        zp = _quant_scale(x32.shape, A, np.asarray(X[2], dtype=np.int64), err) if len(X) == 3 else np.int64(0)
+        q = np.rint(np.divide(x32, s32, dtype=np.float32)).astype(np.float64)
+        y = np.clip(q + zp, lo, hi)
+        y = np.where(np.isnan(y), np.broadcast_to(zp, y.shape), y)
+        return y.astype(np.int64), out
+    if op == "dequantize":
+        if T[0] not in QUANT_DTYPES + ("i32",) or T[1] not in FLOAT_DTYPES:
+            err("dequantize needs q of i8/u8/i32 and a float scale")
+        if len(X) == 3 and (T[2] != T[0] or X[2].shape != X[1].shape):
+            err("zero_point must have q's dtype and the scale's shape")
+        q = np.asarray(X[0])
+        s32 = _quant_scale(q.shape, A, np.asarray(X[1], dtype=np.float32), err)
+        zp = _quant_scale(q.shape, A, np.asarray(X[2]), err) if len(X) == 3 else 0
+        # ONNX's reference: (x.astype(float32) - zero_point.astype(float32)) * scale, in float32
+        y = (q.astype(np.float32) - np.asarray(zp, dtype=np.float32)) * s32
+        y = np.asarray(y, dtype=np.float32).astype(np.float64)
+        t = T[1]
+        return (round_to(y, t) if t != "f32" else y), t
+    # matmul_integer
+    a, b = np.asarray(X[0], dtype=np.int64), np.asarray(X[1], dtype=np.int64)
+    if T[0] not in QUANT_DTYPES or T[1] not in QUANT_DTYPES:
+        err("matmul_integer needs i8/u8 a and b")
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
+        err(f"matmul_integer shapes {list(a.shape)} x {list(b.shape)}")
+    if len(X) > 2:
+        za = np.asarray(X[2], dtype=np.int64)
+        if T[2] != T[0]:
+            err("a_zero_point must have a's dtype")
+        a = a - (za.reshape(-1, 1) if za.ndim == 1 and za.size == a.shape[-2] and za.size > 1 else za)
+    if len(X) > 3:
+        zb = np.asarray(X[3], dtype=np.int64)
+        if T[3] != T[1]:
+            err("b_zero_point must have b's dtype")
+        b = b - zb
+    y = np.matmul(a, b)
+    assert np.all(np.abs(y) < 2 ** 31), "i32 overflow"
+    return y, "i32"
+
+
+def unpack_bits(packed, bits, count):
+    """Values packed along the last axis of a uint8 array, `8 // bits` per byte from the low bits
+    up (ONNX Runtime's MatMulNBits layout); the first `count` of them."""
+    p = np.asarray(packed, dtype=np.int64)
+    per = 8 // bits
+    parts = [(p >> (bits * j)) & ((1 << bits) - 1) for j in range(per)]
+    v = np.stack(parts, axis=-1).reshape(p.shape[:-1] + (p.shape[-1] * per,))
+    return v[..., :count]
+
+
+def eval_matmul_nbits(c, n, X, T, err):
+    """ONNX Runtime's com.microsoft MatMulNBits: y = a . dequant(b)^T."""
+    A = n.attrs
+    K, N, bits, bs = A["k"], A["n"], A["bits"], A["block_size"]
+    if bits not in (4, 8) or bs < 16 or bs & (bs - 1):
+        err("bits must be 4 or 8 and block_size a power of 2 >= 16")
+    kb = -(-K // bs)
+    if T[0] not in FLOAT_DTYPES or X[0].shape[-1] != K:
+        err("a must be float with last dim k")
+    if T[1] != "u8" or X[1].shape != (N, kb, bs * bits // 8):
+        err(f"b must be u8 [{N}, {kb}, {bs * bits // 8}]")
+    scale = np.asarray(X[2], dtype=np.float64).reshape(N, kb)
+    q = unpack_bits(X[1], bits, bs).reshape(N, kb * bs)                 # [N, kb * bs]
+    if len(X) == 4:
+        zp = unpack_bits(np.asarray(X[3]).reshape(N, -1), bits, kb)     # [N, kb]
+    else:
+        zp = np.full((N, kb), 1 << (bits - 1))
+    w = (q - np.repeat(zp, bs, axis=1)) * np.repeat(scale, bs, axis=1)
+    w = w[:, :K]                                                          # a short last block
+    y = np.matmul(c.f(X[0]), c.f(w).T)
+    t = T[0]
+    return (c.f(y), "f32") if t == "f32" else (c.f(round_to(y, t)), t)
+
+
 def eval_node(c, g, n, vals):
     """Computes node n from input values; returns (array, dtype)."""
     file, nid, A = g.file, n.id, n.attrs
@@ -773,6 +909,14 @@ def eval_node(c, g, n, vals):
 
     def err(msg):
         raise GraphError(file, nid, msg)
+
+    for i, t in enumerate(T):
+        if t in QUANT_DTYPES and op not in QUANT_OK and not (op == "embedding" and i == 0):
+            err(f"input {i} is {t}: {op} does not compute on 8-bit integers (cast first)")
+    if op in ("quantize", "dequantize", "matmul_integer"):
+        return eval_quant(n, X, T, err)
+    if op == "matmul_nbits":
+        return eval_matmul_nbits(c, n, X, T, err)
 
     def need_float(i):
         if T[i] not in FLOAT_DTYPES:
@@ -915,6 +1059,13 @@ def eval_node(c, g, n, vals):
             if T[0] in FLOAT_DTYPES:
                 return np.trunc(np.asarray(x, dtype=np.float64)).astype(np.int64), to
             return np.asarray(x).astype(np.int64), to
+        if to in QUANT_DTYPES:
+            lo, hi = QUANT_RANGE[to]
+            if T[0] in FLOAT_DTYPES:  # truncation toward zero, saturated, NaN -> 0
+                y = np.nan_to_num(np.trunc(np.asarray(x, dtype=np.float64)), nan=0.0)
+                return np.clip(y, lo, hi).astype(np.int64), to
+            y = np.asarray(x).astype(np.int64) & 0xFF  # integers: the low 8 bits
+            return (y - 256 * (y > hi)).astype(np.int64), to
         return np.asarray(x) != 0, "bool"
     if op == "layer_norm":
         for i in range(len(X)):
@@ -1015,14 +1166,15 @@ def leaf_value(c, dtype, arr):
     """A leaf's value as the interpreter holds it."""
     if dtype in FLOAT_DTYPES:
         return c.f(round_to(np.asarray(arr, dtype=np.float64), dtype)), dtype
-    if dtype in INT_DTYPES:
+    if dtype in INT_DTYPES or dtype in QUANT_DTYPES:
         return np.asarray(arr).astype(np.int64), dtype
     return np.asarray(arr).astype(bool), "bool"
 
 
 def npy_dtype_name(a):
     m = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.int32): "i32",
-         np.dtype(np.int64): "i64", np.dtype(np.bool_): "bool", np.dtype(np.float64): "f64"}
+         np.dtype(np.int64): "i64", np.dtype(np.bool_): "bool", np.dtype(np.float64): "f64",
+         np.dtype(np.int8): "i8", np.dtype(np.uint8): "u8"}
     return m.get(a.dtype, str(a.dtype))
 
 
@@ -1099,8 +1251,10 @@ def check_static(g):
 # safetensors (hand-coded, tiny)
 
 ST_DTYPES = {"F32": ("f32", np.float32, 4), "F16": ("f16", np.float16, 2), "BF16": ("bf16", None, 2),
-             "I32": ("i32", np.int32, 4), "I64": ("i64", np.int64, 8), "BOOL": ("bool", np.bool_, 1)}
-ST_NAMES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "i32": "I32", "i64": "I64", "bool": "BOOL"}
+             "I32": ("i32", np.int32, 4), "I64": ("i64", np.int64, 8), "BOOL": ("bool", np.bool_, 1),
+             "I8": ("i8", np.int8, 1), "U8": ("u8", np.uint8, 1)}
+ST_NAMES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "i32": "I32", "i64": "I64", "bool": "BOOL",
+            "i8": "I8", "u8": "U8"}
 
 
 def encode_safetensors(tensors):

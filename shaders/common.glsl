@@ -136,7 +136,8 @@ float rlx_gelu_tanh_vjp(float dy, float x) {
   return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * c * x * x));
 }
 
-// Rounding of `cast` (core/dtype.h round_to_dtype): 0 f32, 1 f16, 2 bf16, 3 integer, 4 bool.
+// Rounding of `cast` (core/dtype.h round_to_dtype): 0 f32, 1 f16, 2 bf16, 3 integer, 4 bool,
+// 5 i8, 6 u8 (from floats), 7 i8, 8 u8 (from integers).
 float rlx_round_f16(float f) {
   uint x = floatBitsToUint(f);
   uint sgn = x & 0x80000000u, ax = x & 0x7fffffffu;
@@ -162,6 +163,11 @@ float rlx_round(float v, uint mode) {
   // integer: truncation toward zero (floats >= 2^23 and inf are already integral); NaN -> 0
   if (mode == 3u) return isnan(v) ? 0.0 : trunc(v);
   if (mode == 4u) return v != 0.0 ? 1.0 : 0.0;
+  // i8 / u8 from a float: truncated, saturated (5, 6); from an integer: the low 8 bits (7, 8)
+  if (mode == 5u) return isnan(v) ? 0.0 : clamp(trunc(v), -128.0, 127.0);
+  if (mode == 6u) return isnan(v) ? 0.0 : clamp(trunc(v), 0.0, 255.0);
+  if (mode == 7u) { float w = v - 256.0 * floor(v / 256.0); return w >= 128.0 ? w - 256.0 : w; }
+  if (mode == 8u) return v - 256.0 * floor(v / 256.0);
   return v;
 }
 

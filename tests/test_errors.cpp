@@ -307,7 +307,7 @@ TEST(FileLimits, WrongDtypeStrings) {
   EXPECT_HAS(error_of([&] { rlx::io::SafetensorsFile::from_memory(st, "f.safetensors"); }), "found dtype \"F64\"");
   EXPECT_HAS(error_of([] { rlx::io::parse_tensor_spec("2xf64=1,2"); }), "unknown dtype 'f64'");
   EXPECT_HAS(error_of([] { load_and_infer(graph_with(R"({"id": "y", "op": "input", "shape": [1], "dtype": "float"})")); }),
-             "dtype must be one of f32, f16, bf16, i32, i64, bool; got \"float\"");
+             "dtype must be one of f32, f16, bf16, i32, i64, bool, i8, u8; got \"float\"");
 }
 
 TEST(FileLimits, InlineSpecShapes) {
@@ -477,7 +477,9 @@ TEST(Regression, IntegerRoundingOfHugeFloatsIsDefined) {
   Tensor t = rlx::io::load_tensor_spec(rlx::io::parse_tensor_spec("3xi64=+9223372036851325808,1,2"));
   // Integers are stored exactly: the decimal text, not its nearest double or float.
   EXPECT_EQ(t.int_at(0), INT64_C(9223372036851325808));
-  EXPECT_NO_THROW(load_and_infer(graph_with(R"({"id": "y", "op": "constant", "shape": [2], "dtype": "i64", "value": [1e19, -1e30]})")));
+  // An integer constant that does not fit its dtype is refused (never saturated silently).
+  EXPECT_THROW(load_and_infer(graph_with(R"({"id": "y", "op": "constant", "shape": [2], "dtype": "i64", "value": [1e19, -1e30]})")),
+               rlx::InputError);
 }
 
 // ================================================================ command level
@@ -595,7 +597,7 @@ TEST_F(Cli, HostileSafetensorsParams) {
 TEST_F(Cli, WrongDtypeStrings) {
   write("g.json", kEmbGraph);
   expect_fail({"run", path("g.json"), "--random-params", "--input", "idx=3xf64=0,1,2"}, 2,
-              {"bad tensor spec '3xf64=0,1,2': unknown dtype 'f64' (supported: f32, f16, bf16, i32, i64, bool)"});
+              {"bad tensor spec '3xf64=0,1,2': unknown dtype 'f64' (supported: f32, f16, bf16, i32, i64, bool, i8, u8)"});
   Bytes f8 = raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", Bytes(24, 0));
   std::string f = write("f8.npy", f8);
   expect_fail({"run", path("g.json"), "--random-params", "--input", "idx=@" + f}, 2, {f + ": unsupported dtype '<f8'"});
@@ -1056,3 +1058,138 @@ TEST(BadGoldenList, CoversEveryFileInTheDirectory) {
 }
 
 }  // namespace
+
+// ================================================================ i8/u8 and the quantization ops
+// i8/u8 are storage types (docs/graph-format.md): arithmetic refuses them naming the node;
+// integers that do not fit are refused where they enter; quantization attributes are checked.
+TEST(Quant, InferenceRefusesWhatItCannotCompute) {
+  auto in = [](const char* id, const char* shape, const char* dt) {
+    return std::string(R"({"id": ")") + id + R"(", "op": "input", "shape": )" + shape + R"(, "dtype": ")" + dt + "\"}";
+  };
+  const std::string u = in("u", "[2, 4]", "u8"), x = in("x", "[2, 4]", "f32");
+  const std::pair<std::string, const char*> cases[] = {
+      {u + R"(, {"id": "y", "op": "add", "inputs": ["u", "u"]})", "input 0 is u8, a storage type that add does not compute on; cast first"},
+      {u + R"(, {"id": "y", "op": "sum", "inputs": ["u"]})", "cast first"},
+      {u + R"(, {"id": "y", "op": "matmul", "inputs": ["u", "u"], "attrs": {"transpose_b": true}})", "cast first"},
+      {x + R"(, {"id": "s", "op": "constant", "shape": [3], "value": 1}, {"id": "y", "op": "quantize", "inputs": ["x", "s"]})",
+       "scale [3] must be a scalar (per tensor) or [4] (per axis 1 of [2, 4])"},
+      {x + R"(, {"id": "s", "op": "constant", "shape": [2, 3], "value": 1}, {"id": "y", "op": "quantize", "inputs": ["x", "s"], "attrs": {"block_size": 3}})",
+       "blocked scale must be [2, 2]"},
+      {x + R"(, {"id": "s", "op": "constant", "shape": [], "value": 1}, {"id": "y", "op": "quantize", "inputs": ["x", "s"], "attrs": {"block_size": -1}})",
+       "block_size must be >= 0"},
+      {x + R"(, {"id": "s", "op": "constant", "shape": [], "value": 1}, {"id": "z", "op": "constant", "shape": [], "dtype": "i8", "value": 0},
+          {"id": "y", "op": "quantize", "inputs": ["x", "s", "z"], "attrs": {"dtype": "u8"}})",
+       "dtype u8 differs from zero_point's i8"},
+      {x + R"(, {"id": "s", "op": "constant", "shape": [], "value": 1}, {"id": "z", "op": "constant", "shape": [], "dtype": "i32", "value": 0},
+          {"id": "y", "op": "quantize", "inputs": ["x", "s", "z"]})",
+       "zero_point must be i8 or u8, got i32"},
+      {x + R"(, {"id": "s", "op": "constant", "shape": [], "value": 1}, {"id": "y", "op": "dequantize", "inputs": ["x", "s"]})",
+       "q must be i8, u8 or i32, got f32"},
+      {u + R"(, {"id": "s", "op": "constant", "shape": [4], "value": 1}, {"id": "z", "op": "constant", "shape": [], "dtype": "u8", "value": 0},
+          {"id": "y", "op": "dequantize", "inputs": ["u", "s", "z"]})",
+       "zero_point has shape []; it must have the scale's shape [4]"},
+      {u + "," + in("v", "[4, 3]", "i8") + R"(, {"id": "z", "op": "constant", "shape": [], "dtype": "u8", "value": 0},
+          {"id": "y", "op": "matmul_integer", "inputs": ["u", "v", "z", "z"]})",
+       "b_zero_point is u8; it must be i8 like b"},
+      {u + "," + in("v", "[4, 3]", "u8") + R"(, {"id": "z", "op": "constant", "shape": [3], "dtype": "u8", "value": 0},
+          {"id": "y", "op": "matmul_integer", "inputs": ["u", "v", "z"]})",
+       "a_zero_point has shape [3]; it must be a scalar, [2] or [2, 1] (per row of a)"},
+      {x + "," + in("v", "[4, 3]", "u8") + R"(, {"id": "y", "op": "matmul_integer", "inputs": ["x", "v"]})", "a must be i8 or u8, got f32"},
+      {x + R"(, {"id": "b", "op": "constant", "shape": [3, 2, 8], "dtype": "u8", "value": 0}, {"id": "s", "op": "constant", "shape": [3, 1], "value": 1},
+          {"id": "y", "op": "matmul_nbits", "inputs": ["x", "b", "s"], "attrs": {"k": 4, "n": 3, "block_size": 16}})",
+       "b must be [3, 1, 8] ([n, k_blocks, block_size * bits / 8]), got [3, 2, 8]"},
+      {x + R"(, {"id": "b", "op": "constant", "shape": [3, 1, 8], "dtype": "u8", "value": 0}, {"id": "s", "op": "constant", "shape": [3, 2], "value": 1},
+          {"id": "y", "op": "matmul_nbits", "inputs": ["x", "b", "s"], "attrs": {"k": 4, "n": 3, "block_size": 16}})",
+       "scales must be [3, 1] (or [3]), got [3, 2]"},
+      {x + R"(, {"id": "b", "op": "constant", "shape": [3, 1, 8], "dtype": "u8", "value": 0}, {"id": "s", "op": "constant", "shape": [3, 1], "value": 1},
+          {"id": "y", "op": "matmul_nbits", "inputs": ["x", "b", "s"], "attrs": {"k": 4, "n": 3, "block_size": 12}})",
+       "block_size must be a power of 2 >= 16, got 12"},
+      {x + R"(, {"id": "b", "op": "constant", "shape": [3, 1, 8], "dtype": "u8", "value": 0}, {"id": "s", "op": "constant", "shape": [3, 1], "value": 1},
+          {"id": "y", "op": "matmul_nbits", "inputs": ["x", "b", "s"], "attrs": {"k": 4, "n": 3, "bits": 3, "block_size": 16}})",
+       "bits must be 4 or 8, got 3"},
+      {u + R"(, {"id": "y", "op": "pad", "inputs": ["u"], "attrs": {"pads": [0, 1, 0, 0], "value": 256}})",
+       "pad value 256.000000 is not a u8 integer in [0, 255]"},
+      {R"({"id": "y", "op": "constant", "shape": [2], "dtype": "u8", "value": [1, 256]})", "value 256.0 (element 1) is not a u8 integer in [0, 255]"},
+      {R"({"id": "y", "op": "constant", "shape": [1], "dtype": "i8", "value": [1.5]})", "is not a i8 integer"},
+  };
+  for (const auto& [nodes, phrase] : cases) {
+    SCOPED_TRACE(nodes);
+    EXPECT_HAS(error_of([&] { load_and_infer(graph_with(nodes)); }), phrase);
+  }
+}
+
+TEST_F(Cli, QuantizedValuesRunExactlyAndBadOnesExit2) {
+  write("q.json", graph_with(R"({"id": "x", "op": "input", "shape": [4], "dtype": "u8"},
+      {"id": "s", "op": "constant", "shape": [], "value": 0.5},
+      {"id": "z", "op": "constant", "shape": [], "dtype": "u8", "value": 128},
+      {"id": "d", "op": "dequantize", "inputs": ["x", "s", "z"]},
+      {"id": "y", "op": "quantize", "inputs": ["d", "s", "z"], "attrs": {"dtype": "u8"}})", R"(["y", "d"])"));
+  for (const char* backend : {"cpu", "vulkan"})
+    for (const char* mode : {"eager", "lazy", "compiled"}) {
+      SCOPED_TRACE(std::string(backend) + " " + mode);
+      Proc p = run_rlx({"run", path("q.json"), "--backend", backend, "--mode", mode, "--input", "x=4xu8=0,255,128,3", "--json"});
+      ASSERT_EQ(p.code, 0) << show(p);
+      json j = json::parse(p.out);
+      EXPECT_EQ(j["outputs"][0]["dtype"], "u8");
+      EXPECT_EQ(j["outputs"][0]["values"], json::parse("[0, 255, 128, 3]"));  // a round trip is exact
+      EXPECT_EQ(j["outputs"][1]["values"], json::parse("[-64.0, 63.5, 0.0, -62.5]"));  // (q - 128) * 0.5
+    }
+  expect_fail({"run", path("q.json"), "--input", "x=4xu8=0,256,1,2"}, 2, {"u8 value '256' is not an integer in range [0, 255]"});
+  // an i32 tensor for a u8 input is taken when its values fit, refused when one does not
+  EXPECT_EQ(run_rlx({"run", path("q.json"), "--input", "x=4xi32=0,1,1,2"}).code, 0);
+  expect_fail({"run", path("q.json"), "--input", "x=4xi32=0,1,300,2"}, 2, {"value 300 at element 2 of the i32 tensor does not fit the declared u8 [0, 255]"});
+  write("add.json", graph_with(R"({"id": "x", "op": "input", "shape": [4], "dtype": "i8"},
+      {"id": "y", "op": "mul", "inputs": ["x", "x"]})"));
+  expect_fail({"run", path("add.json"), "--input", "x=4xi8=1,2,3,4"}, 2, {"node 'y' (mul)", "cast first"});
+}
+
+// Integers travel as f32 on the Vulkan device (exact to 2^24): a matmul_integer result beyond
+// that is a run-time error naming the node, never a rounded value; the CPU gives it exactly.
+TEST_F(Cli, VulkanIntegerProductBeyond2To24IsAnError) {
+  write("big.json", graph_with(R"({"id": "a", "op": "input", "shape": [1, 300], "dtype": "u8"},
+      {"id": "b", "op": "input", "shape": [300, 1], "dtype": "u8"},
+      {"id": "y", "op": "matmul_integer", "inputs": ["a", "b"]})"));
+  std::string a = "1x300xu8=", b = "300x1xu8=";
+  for (int k = 0; k < 300; ++k) a += k ? ",255" : "255", b += k ? ",255" : "255";
+  Proc cpu = run_rlx({"run", path("big.json"), "--backend", "cpu", "--input", "a=" + a, "--input", "b=" + b, "--json"});
+  ASSERT_EQ(cpu.code, 0) << show(cpu);
+  EXPECT_EQ(json::parse(cpu.out)["outputs"][0]["values"][0].get<int64_t>(), 255 * 255 * 300);
+  Proc probe = run_rlx({"devices"});
+  if (!has(probe.out + probe.err, "vulkan")) GTEST_SKIP() << "no Vulkan";
+  Proc p = run_rlx({"run", path("big.json"), "--backend", "vulkan", "--input", "a=" + a, "--input", "b=" + b});
+  if (has(p.err, "no Vulkan") || has(p.err, "Vulkan is not available")) GTEST_SKIP() << p.err;
+  EXPECT_EQ(p.code, 3) << show(p);
+  EXPECT_HAS(p.err, "node 'y' (matmul_integer)");
+  EXPECT_HAS(p.err, "integer result 19507500 does not fit exactly in the Vulkan backend's f32 storage");
+}
+
+// matmul_nbits reads ONNX Runtime's layout: consecutive K values in a byte, low nibble first;
+// zero points packed the same way, default 8. One byte 0x21 holds k = 0 -> 1 and k = 1 -> 2.
+TEST_F(Cli, MatmulNbitsNibbleOrder) {
+  write("nb.json", graph_with(R"({"id": "a", "op": "input", "shape": [2, 16]},
+      {"id": "b", "op": "constant", "shape": [2, 1, 8], "dtype": "u8", "value": [33, 0, 0, 0, 0, 0, 0, 240, 18, 0, 0, 0, 0, 0, 0, 0]},
+      {"id": "s", "op": "constant", "shape": [2, 1], "value": [1.0, 0.5]},
+      {"id": "z", "op": "constant", "shape": [2, 1], "dtype": "u8", "value": [8, 3]},
+      {"id": "y", "op": "matmul_nbits", "inputs": ["a", "b", "s", "z"], "attrs": {"k": 16, "n": 2, "block_size": 16}},
+      {"id": "y8", "op": "matmul_nbits", "inputs": ["a", "b", "s"], "attrs": {"k": 16, "n": 2, "block_size": 16}})",
+                              R"(["y", "y8"])"));
+  // a row 0 picks k = 0, row 1 picks k = 1 and k = 15.
+  std::string a = "2x16xf32=1";
+  for (int k = 1; k < 16; ++k) a += ",0";
+  a += ",0,1";
+  for (int k = 2; k < 15; ++k) a += ",0";
+  a += ",1";
+  // w[n=0]: q = [1, 2, 0 ... 0, 15] (0x21, ..., 0xf0), zp 8, scale 1 -> [-7, -6, -8 ..., 7]
+  // w[n=1]: q = [2, 1, 0 ...] (0x12), zp 3 (low nibble of 3), scale 0.5 -> [-0.5, -1, -1.5 ...]
+  // y[0] = [w0[0], w1[0]] = [-7, -0.5]; y[1] = [w0[1] + w0[15], w1[1] + w1[15]] = [-6 + 7, -1 - 1.5]
+  // with the default zero point 8: w1 = ([2, 1, 0 ..., 0] - 8) * 0.5 -> y8 = [[-7, -3], [1, -3.5 - 4]]
+  for (const char* backend : {"cpu", "vulkan"})
+    for (const char* mode : {"eager", "compiled"}) {
+      SCOPED_TRACE(std::string(backend) + " " + mode);
+      Proc p = run_rlx({"run", path("nb.json"), "--backend", backend, "--mode", mode, "--input", "a=" + a, "--json"});
+      ASSERT_EQ(p.code, 0) << show(p);
+      json j = json::parse(p.out);
+      EXPECT_EQ(j["outputs"][0]["values"], json::parse("[-7.0, -0.5, 1.0, -2.5]"));
+      EXPECT_EQ(j["outputs"][1]["values"], json::parse("[-7.0, -3.0, 1.0, -7.5]"));
+    }
+}

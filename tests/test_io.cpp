@@ -152,6 +152,8 @@ std::vector<std::pair<std::string, Tensor>> one_of_each_dtype() {
       {"i32", Tensor::from_vector({3}, {-2147483648.f, 0.f, 16777216.f}, DType::i32)},
       {"i64", Tensor::from_vector({1, 2}, {0x1p62f, -5.f}, DType::i64)},
       {"bool", Tensor::from_vector({2}, {1.f, 0.f}, DType::boolean)},
+      {"i8", Tensor::from_ints({3}, {-128, 127, -1}, DType::i8)},
+      {"u8", Tensor::from_ints({2, 2}, {0, 255, 128, 7}, DType::u8)},
       {"scalar", Tensor::from_vector({}, {7.f}, DType::f32)},
       {"empty", Tensor({0, 4}, DType::i32)},
   };
@@ -211,6 +213,42 @@ TEST(Npy, RoundTripsEveryDtype) {
   }
 }
 
+// The exact bytes NumPy 1.24 writes for np.save(np.array([0, 255, 7, 128], np.uint8)) and
+// np.array([[-128, 127], [0, -1]], np.int8): rlx reads them and writes the same bytes.
+TEST(Npy, I8AndU8MatchNumPy) {
+  auto numpy_file = [](const std::string& dict, const Bytes& data) {
+    Bytes b = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 118, 0};
+    std::string h = dict;
+    h.resize(117, ' ');
+    h += '\n';
+    b.insert(b.end(), h.begin(), h.end());
+    b.insert(b.end(), data.begin(), data.end());
+    return b;
+  };
+  const Bytes u = numpy_file("{'descr': '|u1', 'fortran_order': False, 'shape': (4,), }", {0x00, 0xff, 0x07, 0x80});
+  const Bytes i = numpy_file("{'descr': '|i1', 'fortran_order': False, 'shape': (2, 2), }", {0x80, 0x7f, 0x00, 0xff});
+  ASSERT_EQ(u.size(), 132u);
+  Tensor tu = parse_npy_bytes(u), ti = parse_npy_bytes(i);
+  ASSERT_EQ(tu.dtype(), DType::u8);
+  ASSERT_EQ(ti.dtype(), DType::i8);
+  EXPECT_EQ(ti.shape(), (Shape{2, 2}));
+  const std::vector<int64_t> wu = {0, 255, 7, 128}, wi = {-128, 127, 0, -1};
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(tu.int_at(k), wu[k]) << k;
+    EXPECT_EQ(ti.int_at(k), wi[k]) << k;
+  }
+  EXPECT_EQ(encode_npy(Tensor::from_ints({4}, wu, DType::u8)), u);
+  EXPECT_EQ(encode_npy(Tensor::from_ints({2, 2}, wi, DType::i8)), i);
+}
+
+TEST(Tensor, FromIntsRefusesValuesOutsideTheDtype) {
+  EXPECT_THROW(Tensor::from_ints({1}, {256}, DType::u8), InputError);
+  EXPECT_THROW(Tensor::from_ints({1}, {-1}, DType::u8), InputError);
+  EXPECT_THROW(Tensor::from_ints({1}, {-129}, DType::i8), InputError);
+  EXPECT_THROW(Tensor::from_ints({1}, {INT64_C(1) << 31}, DType::i32), InputError);
+  EXPECT_EQ(Tensor::from_ints({1}, {-128}, DType::i8).int_at(0), -128);
+}
+
 TEST(Npy, Bf16IsWrittenAsF32) {
   Tensor t = Tensor::from_vector({2}, {1.5f, -0x1.fep100f}, DType::bf16);
   Tensor back = parse_npy_bytes(encode_npy(t));
@@ -263,7 +301,7 @@ TEST(Npy, RefusesUnknownDtypesListingTheSupportedOnes) {
   std::string msg = input_error([] { read_npy(kData + "f64.npy"); });
   EXPECT_TRUE(Contains(msg, "f64.npy: unsupported dtype '<f8'"));
   EXPECT_TRUE(Contains(msg, "'<f4' f32, '<f2' f16, '<i4' i32, '<i8' i64, '|b1' bool"));
-  for (const char* d : {"|u1", "<u4", "<c8", "<f16", "S3", ""})
+  for (const char* d : {"<u2", "<u4", "<c8", "<f16", "S3", ""})
     EXPECT_TRUE(Contains(npy_error(std::string("{'descr': '") + d + "', 'fortran_order': False, 'shape': (1,), }",
                                    Bytes(16)),
                          "unsupported dtype")) << d;
@@ -389,6 +427,26 @@ TEST(Safetensors, BorrowedTensorOutlivesTheFileObject) {
   expect_matches(t, expected()["safetensors"]["all.safetensors"]["tensors"]["f32"], "f32");
 }
 
+// A file written by hand as the safetensors format describes I8 and U8 (one byte each).
+TEST(Safetensors, ReadsI8AndU8) {
+  const std::string header = R"({"q":{"dtype":"I8","shape":[3],"data_offsets":[0,3]},"u":{"dtype":"U8","shape":[2],"data_offsets":[3,5]}})";
+  std::string h = header;
+  h.resize((h.size() + 7) / 8 * 8, ' ');
+  Bytes b(8, 0);
+  b[0] = (uint8_t)h.size();
+  b.insert(b.end(), h.begin(), h.end());
+  for (uint8_t v : {0x80, 0x05, 0xff, 0xfe, 0x01}) b.push_back(v);
+  SafetensorsFile f = st_from(b);
+  Tensor q = f.get("q"), u = f.get("u");
+  ASSERT_EQ(q.dtype(), DType::i8);
+  ASSERT_EQ(u.dtype(), DType::u8);
+  EXPECT_EQ(q.int_at(0), -128);
+  EXPECT_EQ(q.int_at(1), 5);
+  EXPECT_EQ(q.int_at(2), -1);
+  EXPECT_EQ(u.int_at(0), 254);
+  EXPECT_EQ(u.int_at(1), 1);
+}
+
 TEST(Safetensors, RoundTripsEveryDtype) {
   const auto tensors = one_of_each_dtype();
   Bytes b = encode_safetensors(tensors);
@@ -453,10 +511,10 @@ TEST(Safetensors, RefusesBadEntries) {
   EXPECT_TRUE(Contains(st_error("{\"a\": {\"dtype\": \"F32\", \"shape\": [1]}}", 4), "field 'data_offsets'"));
   EXPECT_TRUE(Contains(st_error("{\"a\": " + entry("F32", "[1]", "[0, 4]").replace(1, 0, "\"x\": 1, ") + "}", 4),
                        "field 'x'"));
-  for (const char* dt : {"F64", "U8", "I8", "F8_E4M3", "f32"}) {
+  for (const char* dt : {"F64", "U16", "I16", "F8_E4M3", "f32"}) {
     std::string msg = st_error("{\"a\": " + entry(dt, "[1]", "[0, 1]") + "}", 1);
     EXPECT_TRUE(Contains(msg, std::string("dtype \"") + dt + "\""));
-    EXPECT_TRUE(Contains(msg, "supported: F32, F16, BF16, I32, I64, BOOL"));
+    EXPECT_TRUE(Contains(msg, "supported: F32, F16, BF16, I32, I64, BOOL, I8, U8"));
   }
   EXPECT_TRUE(Contains(st_error("{\"a\": " + entry("F32", "[-1]", "[0, 4]") + "}", 4), "non-negative integer"));
   EXPECT_TRUE(Contains(st_error("{\"a\": " + entry("F32", "[1.5]", "[0, 4]") + "}", 4), "non-negative integer"));
@@ -618,6 +676,20 @@ TEST(Spec, ParsesEveryForm) {
   EXPECT_EQ(parse_tensor_spec("2x2xf32=1,2,3,4").text, "2x2xf32=1,2,3,4");
 }
 
+TEST(Spec, I8AndU8Values) {
+  Tensor u = load_tensor_spec(parse_tensor_spec("4xu8=0,1,254,255"));
+  ASSERT_EQ(u.dtype(), DType::u8);
+  EXPECT_EQ(u.int_at(2), 254);
+  EXPECT_EQ(u.int_at(3), 255);
+  Tensor i = load_tensor_spec(parse_tensor_spec("2xi8=-128,127"));
+  ASSERT_EQ(i.dtype(), DType::i8);
+  EXPECT_EQ(i.int_at(0), -128);
+  EXPECT_EQ(i.int_at(1), 127);
+  // random u8 values stay in range whatever the integer bound asks
+  Tensor r = random_tensor({64}, DType::u8, 3, -1.f, 1.f, 1000);
+  for (int64_t k = 0; k < 64; ++k) EXPECT_TRUE(r.int_at(k) >= 0 && r.int_at(k) <= 255) << k;
+}
+
 TEST(Spec, MalformedFormsAreInputErrors) {
   const std::pair<const char*, const char*> cases[] = {
       {"", "empty spec"},
@@ -635,6 +707,10 @@ TEST(Spec, MalformedFormsAreInputErrors) {
       {"f32=1e39", "out of range for f32"},
       {"i32=1.5", "i32 value '1.5' is not an integer"},
       {"i32=2147483648", "not an integer in range"},
+      {"2xu8=1,256", "u8 value '256' is not an integer in range [0, 255]"},
+      {"2xu8=-1,0", "u8 value '-1' is not an integer in range [0, 255]"},
+      {"i8=-129", "i8 value '-129' is not an integer in range [-128, 127]"},
+      {"u8=1.5", "u8 value '1.5' is not an integer"},
       {"i64=nan", "not an integer"},
       {"bool=2", "must be true, false, 1 or 0"},
       {"4294967296x4294967296x4294967296xf32=1", "overflows"},

@@ -143,8 +143,12 @@ TEST(Registry, EveryOpOfTheSpecIsRegistered) {
                             "where", "mod", "min", "prod", "argmax", "argmin", "cumsum", "topk", "gather",
                             "gather_elements", "slice", "pad", "trilu", "conv2d", "conv_transpose2d", "max_pool2d",
                             "avg_pool2d", "resize"};
+  // The quantization ops of docs/ir-design.md section 2 (issue 19).
+  const char* quant_ops[] = {"quantize", "dequantize", "matmul_integer", "matmul_nbits"};
+  for (const char* op : quant_ops) EXPECT_TRUE(ir::op_from_name(op).has_value()) << op;
   std::set<std::string> known(std::begin(spec_ops), std::end(spec_ops));
   known.insert(std::begin(onnx_ops), std::end(onnx_ops));
+  known.insert(std::begin(quant_ops), std::end(quant_ops));
   for (const auto& name : ir::all_op_names()) EXPECT_TRUE(known.count(name)) << "op " << name << " is in no spec";
 }
 

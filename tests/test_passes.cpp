@@ -676,3 +676,36 @@ TEST(PassesFusion, LongChainFusesIntoOneBoundedKernel) {
     EXPECT_NEAR(y[0].data()[j], r, 1e-4f) << j;
   }
 }
+
+// ---------------------------------------------------------------- quantized weights
+// Constant folding leaves a dequantize of constant weights alone (the weights stay i8), while
+// folding the float arithmetic around it as before; the answer is a reference loop's.
+TEST(Folding, DequantizeOfConstantWeightsIsNotFolded) {
+  auto g = graph_text(R"(
+      {"id": "x", "op": "input", "shape": [2, 3]},
+      {"id": "w", "op": "constant", "shape": [3, 2], "dtype": "i8", "value": [[-128, 5], [127, 0], [-1, 64]]},
+      {"id": "s", "op": "constant", "shape": [2], "value": [0.5, 0.25]},
+      {"id": "z", "op": "constant", "shape": [2], "dtype": "i8", "value": [3, -4]},
+      {"id": "two", "op": "constant", "shape": [], "value": 2.0},
+      {"id": "s2", "op": "mul", "inputs": ["s", "two"]},
+      {"id": "wd", "op": "dequantize", "inputs": ["w", "s2", "z"]},
+      {"id": "y", "op": "matmul", "inputs": ["x", "wd"]})",
+                      R"(["y"])");
+  auto og = optimize(*g, {{"x", {2, 3}}});
+  EXPECT_EQ(count_op(og, ir::Op::Dequantize), 1);   // kept
+  EXPECT_GE(og.stats.folded, 1);                    // s2 = s * 2 was folded
+  EXPECT_EQ(count_op(og, ir::Op::Mul), 0);
+  const float xv[6] = {1, -2, 0.5f, 3, 0.25f, -1};
+  Tensor x = Tensor::from_vector({2, 3}, std::vector<float>(xv, xv + 6));
+  const int w[3][2] = {{-128, 5}, {127, 0}, {-1, 64}};
+  const int z[2] = {3, -4};
+  const double s[2] = {1.0, 0.5};
+  std::vector<double> want;
+  for (int m = 0; m < 2; ++m)
+    for (int n = 0; n < 2; ++n) {
+      double acc = 0;
+      for (int k = 0; k < 3; ++k) acc += xv[m * 3 + k] * (w[k][n] - z[n]) * s[n];
+      want.push_back(acc);
+    }
+  expect_near(run_compiled(g, {{"x", x}}), want, 1e-6);
+}

@@ -48,6 +48,19 @@ template <> struct El<DType::boolean> {
   static T put(int64_t v) { return v != 0; }
 };
 
+template <> struct El<DType::i8> {
+  using T = int8_t;
+  static constexpr bool integral = true;
+  static int64_t get(T v) { return v; }
+  static T put(int64_t v) { return (int8_t)(uint8_t)(uint64_t)v; }  // low 8 bits
+};
+template <> struct El<DType::u8> {
+  using T = uint8_t;
+  static constexpr bool integral = true;
+  static int64_t get(T v) { return v; }
+  static T put(int64_t v) { return (uint8_t)(uint64_t)v; }  // low 8 bits
+};
+
 template <class I>
 I float_to_int(float f) {
   if (f != f) return 0;
@@ -88,6 +101,8 @@ void convert_from(const void* src, void* dst, DType to, int64_t n) {
     case DType::i32: return convert_loop<F, DType::i32>(src, dst, n);
     case DType::i64: return convert_loop<F, DType::i64>(src, dst, n);
     case DType::boolean: return convert_loop<F, DType::boolean>(src, dst, n);
+    case DType::i8: return convert_loop<F, DType::i8>(src, dst, n);
+    case DType::u8: return convert_loop<F, DType::u8>(src, dst, n);
   }
 }
 
@@ -106,6 +121,8 @@ void convert_elements(const void* src, DType from, void* dst, DType to, int64_t 
     case DType::i32: return convert_from<DType::i32>(src, dst, to, n);
     case DType::i64: return convert_from<DType::i64>(src, dst, to, n);
     case DType::boolean: return convert_from<DType::boolean>(src, dst, to, n);
+    case DType::i8: return convert_from<DType::i8>(src, dst, to, n);
+    case DType::u8: return convert_from<DType::u8>(src, dst, to, n);
   }
 }
 
@@ -118,6 +135,8 @@ double element_as_double(const void* data, DType t, int64_t i) {
     case DType::i32: { int32_t v; std::memcpy(&v, p, 4); return v; }
     case DType::i64: { int64_t v; std::memcpy(&v, p, 8); return (double)v; }
     case DType::boolean: return *p != 0;
+    case DType::i8: return (int8_t)*p;
+    case DType::u8: return *p;
   }
   return 0;
 }
@@ -128,6 +147,8 @@ int64_t element_as_i64(const void* data, DType t, int64_t i) {
     case DType::i32: { int32_t v; std::memcpy(&v, p, 4); return v; }
     case DType::i64: { int64_t v; std::memcpy(&v, p, 8); return v; }
     case DType::boolean: return *p != 0;
+    case DType::i8: return (int8_t)*p;
+    case DType::u8: return *p;
     default: return float_to_int<int64_t>((float)element_as_double(data, t, i));
   }
 }

@@ -1,7 +1,9 @@
 #pragma once
 // Element types of the graph format. A tensor holds its values in its dtype:
-// f32 4 bytes, f16/bf16 2 (IEEE half / bfloat16 bits), i32 4, i64 8, bool 1 (0 or 1).
+// f32 4 bytes, f16/bf16 2 (IEEE half / bfloat16 bits), i32 4, i64 8, bool 1 (0 or 1),
+// i8/u8 1 (quantized values).
 // Every conversion between dtypes goes through convert_elements (core/dtype.cpp).
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -10,43 +12,81 @@
 
 namespace rlx {
 
-enum class DType : uint8_t { f32, f16, bf16, i32, i64, boolean };
+enum class DType : uint8_t { f32, f16, bf16, i32, i64, boolean, i8, u8 };
 
-inline const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::f32: return "f32";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::boolean: return "bool";
-  }
-  return "?";
-}
+// What kind of number a dtype holds.
+enum class DClass : uint8_t { Float, Signed, Unsigned, Bool };
+
+// One row per dtype: everything the graph format, the file readers and writers, the `--input`
+// spec parser and the importers need to know about it. Adding a dtype is adding a row (plus
+// its kernels). i8/u8 are storage types for quantized values: data-movement ops, cast and the
+// quantization ops take them; arithmetic refuses them (docs/graph-format.md, compute rules).
+struct DTypeTraits {
+  DType dtype;
+  const char* name;         // in the graph format and in messages
+  uint8_t bytes;            // per element
+  DClass cls;
+  int64_t min, max;         // the integer range (bool: 0..1; floats: unused, 0..0)
+  const char* safetensors;  // the safetensors dtype code
+  const char* npy;          // the npy descr (little-endian)
+  int onnx;                 // the ONNX TensorProto element type
+};
+
+inline constexpr DTypeTraits kDTypeTable[] = {
+    {DType::f32, "f32", 4, DClass::Float, 0, 0, "F32", "<f4", 1},
+    {DType::f16, "f16", 2, DClass::Float, 0, 0, "F16", "<f2", 10},
+    {DType::bf16, "bf16", 2, DClass::Float, 0, 0, "BF16", "", 16},  // npy has no bfloat16
+    {DType::i32, "i32", 4, DClass::Signed, INT32_MIN, INT32_MAX, "I32", "<i4", 6},
+    {DType::i64, "i64", 8, DClass::Signed, INT64_MIN, INT64_MAX, "I64", "<i8", 7},
+    {DType::boolean, "bool", 1, DClass::Bool, 0, 1, "BOOL", "|b1", 9},
+    {DType::i8, "i8", 1, DClass::Signed, -128, 127, "I8", "|i1", 3},
+    {DType::u8, "u8", 1, DClass::Unsigned, 0, 255, "U8", "|u1", 2},
+};
+inline constexpr int kNumDTypes = (int)(sizeof(kDTypeTable) / sizeof(kDTypeTable[0]));
+
+inline const DTypeTraits& dtype_traits(DType t) { return kDTypeTable[(int)t]; }
+
+inline const char* dtype_name(DType t) { return (int)t < kNumDTypes ? kDTypeTable[(int)t].name : "?"; }
 
 inline std::optional<DType> parse_dtype(std::string_view s) {
-  if (s == "f32") return DType::f32;
-  if (s == "f16") return DType::f16;
-  if (s == "bf16") return DType::bf16;
-  if (s == "i32") return DType::i32;
-  if (s == "i64") return DType::i64;
-  if (s == "bool") return DType::boolean;
+  for (const auto& r : kDTypeTable)
+    if (s == r.name) return r.dtype;
   return std::nullopt;
 }
-
-inline bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
-inline bool is_integer(DType t) { return t == DType::i32 || t == DType::i64; }
-inline bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
-
-inline size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::f32: case DType::i32: return 4;
-    case DType::f16: case DType::bf16: return 2;
-    case DType::i64: return 8;
-    case DType::boolean: return 1;
-  }
-  return 4;
+// The dtype of a safetensors code / npy descr / ONNX element type, if rlx has one.
+inline std::optional<DType> dtype_from_safetensors(std::string_view s) {
+  for (const auto& r : kDTypeTable)
+    if (s == r.safetensors) return r.dtype;
+  return std::nullopt;
 }
+inline std::optional<DType> dtype_from_onnx(int code) {
+  for (const auto& r : kDTypeTable)
+    if (code == r.onnx) return r.dtype;
+  return std::nullopt;
+}
+// All dtype names, "f32, f16, ..." (for messages and docs).
+inline std::string dtype_names() {
+  std::string r;
+  for (const auto& d : kDTypeTable) r += (r.empty() ? "" : ", ") + std::string(d.name);
+  return r;
+}
+
+inline bool is_float(DType t) { return dtype_traits(t).cls == DClass::Float; }
+// Signed or unsigned integers (i8, u8, i32, i64), not bool.
+inline bool is_integer(DType t) {
+  const DClass c = dtype_traits(t).cls;
+  return c == DClass::Signed || c == DClass::Unsigned;
+}
+inline bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
+// The 8-bit quantized storage types: moved, cast and (de)quantized, never computed on.
+inline bool is_quant_storage(DType t) { return t == DType::i8 || t == DType::u8; }
+// Whether the integer value v fits dtype t's range (floats: always).
+inline bool fits_dtype(int64_t v, DType t) {
+  const auto& r = dtype_traits(t);
+  return r.cls == DClass::Float || (v >= r.min && v <= r.max);
+}
+
+inline size_t dtype_size(DType t) { return dtype_traits(t).bytes; }
 
 // ---- half-precision conversions (round to nearest even) ----
 inline float f16_to_f32(uint16_t h) {
@@ -122,6 +162,13 @@ inline float round_to_dtype(float v, DType t) {
       return (float)(int64_t)v;  // truncation toward zero, as NumPy's astype
     }
     case DType::boolean: return v != 0.f ? 1.f : 0.f;
+    case DType::i8: case DType::u8: {  // truncation toward zero, saturated to the range
+      if (v != v) return 0.f;
+      const auto& r = dtype_traits(t);
+      if (v <= (float)r.min) return (float)r.min;
+      if (v >= (float)r.max) return (float)r.max;
+      return (float)(int64_t)v;
+    }
   }
   return v;
 }
@@ -133,6 +180,7 @@ inline float round_to_dtype(float v, DType t) {
 //   float -> integer  truncation toward zero, NaN -> 0, saturated to the integer's range
 //   integer -> float  nearest representable value (exact for |v| <= 2^24 in f32)
 //   i64 -> i32        keeps the low 32 bits (two's complement wrap, as NumPy and ONNX Runtime)
+//   integer -> i8/u8  keeps the low 8 bits (the same wrap; float -> i8/u8 saturates, above)
 //   any -> bool       value != 0 (NaN -> true);  bool -> any: 0 or 1
 void convert_elements(const void* src, DType from, void* dst, DType to, int64_t n);
 // Element `i` of an array of dtype `t`, as double (exact for every dtype but i64 beyond 2^53)

@@ -48,6 +48,11 @@ Tensor Tensor::from_vector(Shape shape, const std::vector<float>& values, DType 
 Tensor Tensor::from_ints(Shape shape, const std::vector<int64_t>& values, DType dtype) {
   Tensor t(std::move(shape), dtype);
   if ((int64_t)values.size() != t.numel_) throw InputError("value count does not match shape");
+  if (dtype != DType::i64 && dtype != DType::boolean)  // never wrapped silently
+    for (int64_t v : values)
+      if (!fits_dtype(v, dtype))
+        throw InputError("integer value " + std::to_string(v) + " does not fit " + dtype_name(dtype) + " [" +
+                         std::to_string(dtype_traits(dtype).min) + ", " + std::to_string(dtype_traits(dtype).max) + "]");
   convert_elements(values.data(), DType::i64, t.data_, dtype, t.numel_);
   return t;
 }

@@ -20,7 +20,8 @@ bool storage_type_matches(DType t) {
   else if constexpr (std::is_same_v<T, uint16_t>) return t == DType::f16 || t == DType::bf16;
   else if constexpr (std::is_same_v<T, int32_t>) return t == DType::i32;
   else if constexpr (std::is_same_v<T, int64_t>) return t == DType::i64;
-  else if constexpr (std::is_same_v<T, uint8_t>) return t == DType::boolean;
+  else if constexpr (std::is_same_v<T, uint8_t>) return t == DType::boolean || t == DType::u8;
+  else if constexpr (std::is_same_v<T, int8_t>) return t == DType::i8;
   else return false;
 }
 

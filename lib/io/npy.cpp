@@ -15,14 +15,8 @@ constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicLen = 6;
 constexpr size_t kAlign = 64;             // NumPy's ARRAY_ALIGN
 constexpr size_t kGrowthAxisDigits = 21;  // NumPy's GROWTH_AXIS_MAX_DIGITS
-constexpr char kSupported[] = "supported: '<f4' f32, '<f2' f16, '<i4' i32, '<i8' i64, '|b1' bool";
+constexpr char kSupported[] = "supported: '<f4' f32, '<f2' f16, '<i4' i32, '<i8' i64, '|b1' bool, '|i1' i8, '|u1' u8";
 
-struct Descr {
-  const char* descr;
-  DType dtype;
-};
-constexpr Descr kDescrs[] = {{"<f4", DType::f32}, {"<f2", DType::f16}, {"<i4", DType::i32},
-                             {"<i8", DType::i64}, {"|b1", DType::boolean}};
 
 struct NpyHeader {
   std::string descr;
@@ -147,8 +141,8 @@ class HeaderParser {
 };
 
 DType npy_dtype(const std::string& descr, const std::string& what) {
-  for (const Descr& d : kDescrs)
-    if (descr == d.descr) return d.dtype;
+  for (const auto& d : kDTypeTable)  // core/dtype.h's table
+    if (*d.npy && descr == d.npy) return d.dtype;
   const std::string found = " (dtype '" + descr + "')";
   if (descr.find('O') != std::string::npos)
     throw InputError(what + ": object arrays" + found + " are not supported: they hold pickled Python objects; " +
@@ -161,9 +155,7 @@ DType npy_dtype(const std::string& descr, const std::string& what) {
 
 const char* npy_descr(DType t) {
   if (t == DType::bf16) return "<f4";  // NumPy has no bfloat16
-  for (const Descr& d : kDescrs)
-    if (d.dtype == t) return d.descr;
-  return "<f4";
+  return *dtype_traits(t).npy ? dtype_traits(t).npy : "<f4";
 }
 
 std::string python_tuple(const Shape& s) {

@@ -15,26 +15,11 @@ namespace {
 using json = nlohmann::json;
 
 constexpr uint64_t kMaxHeader = 100u << 20;  // 100 MB, as the reference implementation
-constexpr char kSupported[] = "supported: F32, F16, BF16, I32, I64, BOOL";
+constexpr char kSupported[] = "supported: F32, F16, BF16, I32, I64, BOOL, I8, U8";
 
-struct DtypeName {
-  const char* name;
-  DType dtype;
-};
-constexpr DtypeName kDtypes[] = {{"F32", DType::f32}, {"F16", DType::f16}, {"BF16", DType::bf16},
-                                 {"I32", DType::i32}, {"I64", DType::i64}, {"BOOL", DType::boolean}};
-
-std::optional<DType> st_dtype(const std::string& s) {
-  for (const DtypeName& d : kDtypes)
-    if (s == d.name) return d.dtype;
-  return std::nullopt;
-}
-
-const char* st_name(DType t) {
-  for (const DtypeName& d : kDtypes)
-    if (d.dtype == t) return d.name;
-  return "F32";
-}
+// The codes come from core/dtype.h's table.
+std::optional<DType> st_dtype(const std::string& s) { return dtype_from_safetensors(s); }
+const char* st_name(DType t) { return dtype_traits(t).safetensors; }
 
 std::string range_str(uint64_t b, uint64_t e) { return "[" + std::to_string(b) + ", " + std::to_string(e) + "]"; }
 

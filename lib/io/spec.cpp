@@ -76,9 +76,12 @@ double parse_value(const std::string& text, std::string_view tok, DType dtype) {
   if (tok.empty() || ec != std::errc() || end != tok.data() + tok.size())
     bad_spec(text, "value " + shown + " is not a number");
   if (is_integer(dtype)) {
-    const double limit = dtype == DType::i32 ? 0x1p31 : 0x1p63;
-    if (!std::isfinite(v) || v != std::trunc(v) || v < -limit || v >= limit)
-      bad_spec(text, std::string(dtype_name(dtype)) + " value " + shown + " is not an integer in range");
+    const auto& r = dtype_traits(dtype);
+    // [min, max + 1) as doubles: exact for every integer dtype (i64's max + 1 is 2^63)
+    const double lo = (double)r.min, hi = r.max == INT64_MAX ? 0x1p63 : (double)r.max + 1;
+    if (!std::isfinite(v) || v != std::trunc(v) || v < lo || v >= hi)
+      bad_spec(text, std::string(dtype_name(dtype)) + " value " + shown + " is not an integer in range [" +
+                         std::to_string(r.min) + ", " + std::to_string(r.max) + "]");
   } else if (std::fabs(v) >= kF32Overflow && std::isfinite(v)) {
     bad_spec(text, "value " + shown + " is out of range for f32");
   }
@@ -92,7 +95,7 @@ void parse_inline(TensorSpec& spec, std::string_view lhs, std::string_view rhs) 
   parts.pop_back();
   std::optional<DType> dtype = parse_dtype(dtype_text);
   if (!dtype)
-    bad_spec(text, "unknown dtype '" + std::string(dtype_text) + "' (supported: f32, f16, bf16, i32, i64, bool)");
+    bad_spec(text, "unknown dtype '" + std::string(dtype_text) + "' (supported: " + dtype_names() + ")");
   spec.kind = TensorSpec::Inline;
   spec.dtype = *dtype;
   for (std::string_view d : parts) {
@@ -184,7 +187,12 @@ Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, float lo, f
     std::vector<int64_t> v((size_t)n);
     for (int64_t i = 0; i < n; ++i) {
       const uint64_t x = splitmix64(state);
-      v[i] = dtype == DType::boolean ? (int64_t)(x >> 63) : (int64_t)(x % (uint64_t)int_high);
+      if (dtype == DType::boolean) {
+        v[i] = (int64_t)(x >> 63);
+      } else {  // [0, int_high), clipped to the dtype's range (u8: at most 255)
+        const uint64_t span = (uint64_t)std::min<int64_t>(int_high - 1, dtype_traits(dtype).max) + 1;
+        v[i] = (int64_t)(x % span);
+      }
     }
     return Tensor::from_ints(shape, v, dtype);
   }

@@ -68,7 +68,7 @@ bool json_int(const json& v, int64_t& out) {
 }
 
 AttrValue parse_attr(const Ctx& c, const std::string& where, const AttrSpec& spec, const json& v) {
-  auto bad = [&](const char* expected) -> AttrValue {
+  auto bad = [&](const std::string& expected) -> AttrValue {
     c.fail(where, "attribute '" + spec.name + "' must be " + expected + ", got " + json_type(v) + " " + v.dump());
   };
   int64_t iv;
@@ -96,7 +96,7 @@ AttrValue parse_attr(const Ctx& c, const std::string& where, const AttrSpec& spe
     }
     case AttrType::Dtype: {
       if (!v.is_string() || !parse_dtype(v.get<std::string>()))
-        return bad("a dtype (f32, f16, bf16, i32, i64, bool)");
+        return bad("a dtype (" + dtype_names() + ")");
       return v.get<std::string>();
     }
     case AttrType::Floats: {
@@ -184,7 +184,7 @@ Node parse_node(const Ctx& c, size_t idx, const json& jn) {
   bool leaf = info.category == Category::Leaf;
   if (jn.contains("dtype")) {
     if (!jn["dtype"].is_string() || !parse_dtype(jn["dtype"].get<std::string>()))
-      c.fail(where, "dtype must be one of f32, f16, bf16, i32, i64, bool; got " + jn["dtype"].dump());
+      c.fail(where, "dtype must be one of " + dtype_names() + "; got " + jn["dtype"].dump());
     n.dtype = *parse_dtype(jn["dtype"].get<std::string>());
   }
   if (jn.contains("shape")) parse_shape(c, where, jn["shape"], n.op == Op::Input, n);
@@ -212,6 +212,14 @@ Node parse_node(const Ctx& c, size_t idx, const json& jn) {
       flatten_value(c, where, v, Shape{count}, 0, vals);  // a flat row-major list is accepted too
     } else {
       flatten_value(c, where, v, s, 0, vals);
+    }
+    if (is_integer(n.dtype)) {  // an integer constant holds integers of its range: never rounded or saturated
+      const auto& r = dtype_traits(n.dtype);
+      const double lo = (double)r.min, hi = r.max == INT64_MAX ? 0x1p63 : (double)r.max + 1;
+      for (size_t k = 0; k < vals.size(); ++k)
+        if (!(vals[k] >= lo && vals[k] < hi) || vals[k] != std::trunc(vals[k]))
+          c.fail(where, "value " + json(vals[k]).dump() + " (element " + std::to_string(k) + ") is not a " +
+                            dtype_name(n.dtype) + " integer in [" + std::to_string(r.min) + ", " + std::to_string(r.max) + "]");
     }
     n.constant = Tensor::from_vector(s, vals, n.dtype);  // stored in the node's dtype (as `cast` rounds)
   }

@@ -105,7 +105,9 @@ nlohmann::ordered_json graph_schema() {
   s["properties"]["outputs"] = {{"type", "array"}, {"minItems", 1}, {"uniqueItems", true}, {"items", {{"type", "string"}}}};
   oj& defs = s["$defs"];
   defs["ints"] = {{"type", "array"}, {"items", {{"type", "integer"}}}};
-  defs["dtype"] = {{"enum", {"f32", "f16", "bf16", "i32", "i64", "bool"}}};
+  oj dtypes = oj::array();
+  for (const auto& d : kDTypeTable) dtypes.push_back(d.name);  // core/dtype.h's table
+  defs["dtype"] = {{"enum", dtypes}};
   defs["dim"] = {{"oneOf", {{{"type", "integer"}, {"minimum", 0}}, {{"type", "string"}, {"minLength", 1}}}}};
   defs["value"] = {{"oneOf", {{{"type", "number"}}, {{"type", "boolean"}}, {{"type", "array"}, {"items", {{"$ref", "#/$defs/value"}}}}}}};
   oj& node = defs["node"];

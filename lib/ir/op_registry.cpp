@@ -120,6 +120,10 @@ std::vector<AttrSpec> attrs_for(Op op) {
               opt_string("coordinate_transformation_mode", "half_pixel",
                          {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nn"}),
               opt_string("nearest_mode", "round_prefer_floor", {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"})};
+    case Op::Quantize:
+      return {opt_int("axis", 1), opt_int("block_size", 0), {"dtype", AttrType::Dtype, std::nullopt, false, {}}};
+    case Op::Dequantize: return {opt_int("axis", 1), opt_int("block_size", 0)};
+    case Op::MatmulNbits: return {req_int("k"), req_int("n"), opt_int("bits", 4), req_int("block_size")};
     default: return {};
   }
 }
@@ -187,6 +191,25 @@ OpDoc doc_for(Op op) {
     case Op::MaxPool2d: return {"x [N, C, H, W]", "window maxima; padding never wins", {}};
     case Op::AvgPool2d: return {"x [N, C, H, W]", "window means", {}};
     case Op::Resize: return {"x (any rank)", "below", {{"sizes", "required, the full output shape"}, {"scales", "optional"}}};
+    case Op::Quantize:
+      return {"x (float), scale (float), zero_point (i8/u8)?",
+              "saturate(round_half_even(x / scale) + zero_point), ONNX QuantizeLinear; NaN gives the zero point; "
+              "scale: scalar (per tensor), 1-D (per `axis`) or x's rank with dim `axis` = ceil(dim / block_size) (blocked)",
+              {{"dtype", "zero_point's, else u8 (i8 or u8)"}, {"block_size", "0 = not blocked"}}};
+    case Op::Dequantize:
+      return {"q (i8/u8/i32), scale (float), zero_point (q's dtype)?",
+              "(q − zero_point) × scale in f32, in scale's dtype, ONNX DequantizeLinear; granularity as `quantize`",
+              {{"block_size", "0 = not blocked"}}};
+    case Op::MatmulInteger:
+      return {"a [..., M, K], b [..., K, N] (i8/u8), a_zero_point?, b_zero_point?",
+              "i32 (a − a_zp)·(b − b_zp), exact, ONNX MatMulInteger; zero points: scalar, per row of a ([M] or "
+              "[..., M, 1]) / per column of b ([N] or [..., 1, N]); batch dims broadcast",
+              {}};
+    case Op::MatmulNbits:
+      return {"a [..., K] (float), b [N, k_blocks, block_size·bits/8] (u8), scales [N, k_blocks] (float), zero_points [N, ceil(k_blocks·bits/8)] (u8)?",
+              "a · dequant(b)ᵀ [..., N] in a's float dtype (f32 accumulation), ONNX Runtime's MatMulNBits layout: consecutive "
+              "K values in a byte, low bits first; w = (q − zp) × scale per block; zero points packed the same way, default 2^(bits−1)",
+              {{"bits", "4 (or 8)"}, {"block_size", "required, a power of 2 >= 16"}}};
     default: return {};  // an op without a doc: OpsDocs tests refuse it
   }
 }
@@ -404,6 +427,37 @@ std::vector<SliceAxis> slice_plan(const Attrs& a, const Shape& x, std::string* e
   return plan;
 }
 
+QuantParams quant_params(const Attrs& a, const Shape& x, const Shape& scale, std::string* error) {
+  QuantParams q;
+  const int r = (int)x.size();
+  const int64_t bs = a.i("block_size");
+  auto bad = [&](const std::string& m) {
+    *error = m;
+    return q;
+  };
+  if (bs < 0) return bad("block_size must be >= 0, got " + std::to_string(bs));
+  if (bs == 0 && shape_numel(scale) == 1 && scale.size() <= 1) return q;  // per tensor
+  const int64_t ax = a.i("axis");
+  if (r == 0) return bad("scale " + shape_str(scale) + " must be a scalar for a scalar input");
+  if (ax < -r || ax >= r) return bad("axis " + std::to_string(ax) + " is out of range for a rank-" + std::to_string(r) + " input");
+  q.axis = (int)(ax < 0 ? ax + r : ax);
+  if (bs == 0) {
+    if (scale.size() != 1 || scale[0] != x[q.axis])
+      return bad("scale " + shape_str(scale) + " must be a scalar (per tensor) or [" + std::to_string(x[q.axis]) +
+                 "] (per axis " + std::to_string(q.axis) + " of " + shape_str(x) + ")");
+    q.kind = QuantParams::PerAxis;
+    return q;
+  }
+  Shape want = x;
+  want[q.axis] = (x[q.axis] + bs - 1) / bs;
+  if (scale != want)
+    return bad("blocked scale must be " + shape_str(want) + " (x " + shape_str(x) + " with axis " + std::to_string(q.axis) +
+               " in blocks of " + std::to_string(bs) + "), got " + shape_str(scale));
+  q.kind = QuantParams::Blocked;
+  q.block_size = bs;
+  return q;
+}
+
 void infer_node(const Graph& g, int idx, TypedShapes& ts) {
   const Node& n = g.nodes[idx];
   auto in = [&](int k) -> const Shape& { return ts.shapes[n.inputs[k]]; };
@@ -419,6 +473,25 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
     if (in(k).size() != 1 || in(k)[0] != d)
       fail(g, n, std::string(what) + " must have shape [" + std::to_string(d) + "], got " + shape_str(in(k)));
   };
+
+  // i8/u8 are storage types (docs/graph-format.md, compute rules): ops that move data, cast and
+  // the quantization ops take them; an op that would compute on them refuses them here.
+  auto takes_quant_storage = [&](size_t k) {
+    switch (n.op) {
+      case Op::Reshape: case Op::Transpose: case Op::BroadcastTo: case Op::Narrow: case Op::Concat: case Op::Cast:
+      case Op::Slice: case Op::Pad: case Op::Gather: case Op::GatherElements: case Op::Where:
+      case Op::Dequantize: case Op::MatmulInteger:
+        return true;
+      case Op::MatmulNbits: return k == 1 || k == 3;
+      case Op::Embedding: return k == 0;
+      case Op::Quantize: return k == 2;
+      default: return false;
+    }
+  };
+  for (size_t k = 0; k < n.inputs.size(); ++k)
+    if (is_quant_storage(in_dt((int)k)) && !takes_quant_storage(k))
+      fail(g, n, "input " + std::to_string(k) + " is " + dtype_name(in_dt((int)k)) + ", a storage type that " +
+                     op_name(n.op) + " does not compute on; cast first (e.g. to f32 or i32) or dequantize");
 
   switch (info.category) {
     case Category::Leaf:
@@ -673,6 +746,13 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
           if ((int)pads.size() != 2 * r)
             fail(g, n, "pads has " + std::to_string(pads.size()) + " entries; a rank-" + std::to_string(r) + " input needs " + std::to_string(2 * r) + " ([begin_0.., end_0..])");
           const std::string& mode = n.attrs.s("mode");
+          if (is_quant_storage(in_dt(0)) && mode == "constant") {  // the pad value must be one of x's values
+            const double v = n.attrs.f("value");
+            const auto& tr = dtype_traits(in_dt(0));
+            if (!(v >= (double)tr.min && v <= (double)tr.max) || v != std::trunc(v))
+              fail(g, n, "pad value " + std::to_string(v) + " is not a " + dtype_name(in_dt(0)) + " integer in [" +
+                             std::to_string(tr.min) + ", " + std::to_string(tr.max) + "]");
+          }
           for (int d = 0; d < r; ++d) {
             int64_t b = pads[d], e = pads[d + r];
             if (std::abs(b) > (int64_t)1 << 40 || std::abs(e) > (int64_t)1 << 40) fail(g, n, "pads are too large");
@@ -731,6 +811,115 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
           fail(g, n, "mask " + shape_str(in(3)) + " does not broadcast to the scores " + shape_str(sc));
       }
       break;
+    }
+    case Category::Quant: {
+      const Shape& x = in(0);
+      auto zp_check = [&](int k, DType want, const Shape& shape_want, const char* what) {
+        if (in_dt(k) != want)
+          fail(g, n, std::string(what) + " is " + dtype_name(in_dt(k)) + "; it must be " + dtype_name(want));
+        if (in(k) != shape_want)
+          fail(g, n, std::string(what) + " has shape " + shape_str(in(k)) + "; it must have the scale's shape " + shape_str(shape_want));
+      };
+      if (n.op == Op::Quantize || n.op == Op::Dequantize) {
+        const bool q = n.op == Op::Quantize;
+        if (q && !is_float(in_dt(0))) fail(g, n, std::string("x must be a float tensor, got ") + dtype_name(in_dt(0)));
+        if (!q && !is_quant_storage(in_dt(0)) && in_dt(0) != DType::i32)
+          fail(g, n, std::string("q must be i8, u8 or i32, got ") + dtype_name(in_dt(0)));
+        if (!is_float(in_dt(1))) fail(g, n, std::string("scale must be a float tensor, got ") + dtype_name(in_dt(1)));
+        std::string err;
+        quant_params(n.attrs, x, in(1), &err);
+        if (!err.empty()) fail(g, n, err);
+        out = x;
+        if (q) {
+          std::optional<DType> want;
+          if (n.attrs.has("dtype")) {
+            want = parse_dtype(n.attrs.s("dtype"));
+            if (!want || !is_quant_storage(*want)) fail(g, n, "dtype must be i8 or u8, got " + n.attrs.s("dtype"));
+          }
+          if (n.inputs.size() == 3) {
+            if (!is_quant_storage(in_dt(2)))
+              fail(g, n, std::string("zero_point must be i8 or u8, got ") + dtype_name(in_dt(2)));
+            if (want && *want != in_dt(2))
+              fail(g, n, std::string("dtype ") + dtype_name(*want) + " differs from zero_point's " + dtype_name(in_dt(2)));
+            zp_check(2, in_dt(2), in(1), "zero_point");
+            want = in_dt(2);
+          }
+          dt = want.value_or(DType::u8);
+        } else {
+          if (n.inputs.size() == 3) zp_check(2, in_dt(0), in(1), "zero_point");
+          dt = in_dt(1);
+          if (!is_float(dt)) dt = DType::f32;
+        }
+        ts.shapes[idx] = out;
+        ts.dtypes[idx] = dt;
+        return;
+      }
+      if (n.op == Op::MatmulNbits) {
+        const int64_t K = n.attrs.i("k"), N = n.attrs.i("n"), bits = n.attrs.i("bits"), bs = n.attrs.i("block_size");
+        if (bits != 4 && bits != 8) fail(g, n, "bits must be 4 or 8, got " + std::to_string(bits));
+        if (bs < 16 || (bs & (bs - 1))) fail(g, n, "block_size must be a power of 2 >= 16, got " + std::to_string(bs));
+        if (K <= 0 || N <= 0 || K > ((int64_t)1 << 40) || N > ((int64_t)1 << 40))
+          fail(g, n, "k and n must be positive, got k = " + std::to_string(K) + ", n = " + std::to_string(N));
+        require_rank_at_least(0, 1, "a");
+        if (!is_float(in_dt(0))) fail(g, n, std::string("a must be a float tensor, got ") + dtype_name(in_dt(0)));
+        if (x.back() != K) fail(g, n, "a's last dimension " + std::to_string(x.back()) + " differs from k = " + std::to_string(K));
+        const int64_t kb = (K + bs - 1) / bs, blob = bs * bits / 8, zcols = (kb * bits + 7) / 8;
+        if (in_dt(1) != DType::u8) fail(g, n, std::string("b must be u8 (packed), got ") + dtype_name(in_dt(1)));
+        if (in(1) != Shape{N, kb, blob})
+          fail(g, n, "b must be " + shape_str(Shape{N, kb, blob}) + " ([n, k_blocks, block_size * bits / 8]), got " + shape_str(in(1)));
+        if (!is_float(in_dt(2))) fail(g, n, std::string("scales must be a float tensor, got ") + dtype_name(in_dt(2)));
+        if (in(2) != Shape{N, kb} && in(2) != Shape{N * kb})
+          fail(g, n, "scales must be " + shape_str(Shape{N, kb}) + " (or " + shape_str(Shape{N * kb}) + "), got " + shape_str(in(2)));
+        if (n.inputs.size() == 4) {
+          if (in_dt(3) != DType::u8)
+            fail(g, n, std::string("zero_points must be u8 (packed like b), got ") + dtype_name(in_dt(3)));
+          if (in(3) != Shape{N, zcols} && in(3) != Shape{N * zcols})
+            fail(g, n, "zero_points must be " + shape_str(Shape{N, zcols}) + " (or " + shape_str(Shape{N * zcols}) + "), got " + shape_str(in(3)));
+        }
+        out = x;
+        out.back() = N;
+        ts.shapes[idx] = out;
+        ts.dtypes[idx] = in_dt(0);
+        if (shape_numel(out) < 0) fail(g, n, "result shape " + shape_str(out) + " overflows");
+        return;
+      }
+      // matmul_integer
+      require_rank_at_least(0, 2, "a");
+      require_rank_at_least(1, 2, "b");
+      const Shape &a = in(0), &b = in(1);
+      for (int k = 0; k < 2; ++k)
+        if (!is_quant_storage(in_dt(k)))
+          fail(g, n, std::string(k ? "b" : "a") + " must be i8 or u8, got " + dtype_name(in_dt(k)));
+      const int64_t M = a[a.size() - 2], K = a.back(), K2 = b[b.size() - 2], N = b.back();
+      if (K != K2)
+        fail(g, n, "inner dimensions differ: a " + shape_str(a) + " and b " + shape_str(b) + " give K = " +
+                       std::to_string(K) + " vs " + std::to_string(K2));
+      // Every product is at most 255 * 255 in magnitude: beyond this K an i32 sum could overflow.
+      if (K > INT32_MAX / (255 * 255))
+        fail(g, n, "K = " + std::to_string(K) + " could overflow the i32 accumulator (at most " +
+                       std::to_string(INT32_MAX / (255 * 255)) + ")");
+      for (int k = 2; k < (int)n.inputs.size(); ++k) {
+        const Shape& z = in(k);
+        const Shape& m = k == 2 ? a : b;
+        const char* what = k == 2 ? "a_zero_point" : "b_zero_point";
+        if (in_dt(k) != in_dt(k - 2))
+          fail(g, n, std::string(what) + " is " + dtype_name(in_dt(k)) + "; it must be " + dtype_name(in_dt(k - 2)) + " like " + (k == 2 ? "a" : "b"));
+        Shape full = m;  // [..., M, 1] for a, [..., 1, N] for b
+        full[k == 2 ? m.size() - 1 : m.size() - 2] = 1;
+        const int64_t vec = k == 2 ? M : N;
+        const bool ok = (shape_numel(z) == 1 && z.size() <= 1) || (z.size() == 1 && z[0] == vec) || z == full;
+        if (!ok)
+          fail(g, n, std::string(what) + " has shape " + shape_str(z) + "; it must be a scalar, [" + std::to_string(vec) +
+                         "] or " + shape_str(full) + (k == 2 ? " (per row of a)" : " (per column of b)"));
+      }
+      Shape ba(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+      out = broadcast_shapes(ba, bb, n, g);
+      out.push_back(M);
+      out.push_back(N);
+      ts.shapes[idx] = out;
+      ts.dtypes[idx] = DType::i32;
+      if (shape_numel(out) < 0) fail(g, n, "result shape " + shape_str(out) + " overflows");
+      return;
     }
     case Category::Spatial: {
       std::vector<Shape> ins;
@@ -825,6 +1014,9 @@ double node_flops(const Graph& g, int idx, const TypedShapes& ts) {
       double K = (double)(n.op == Op::Matmul && n.attrs.b("transpose_a") ? a[a.size() - 2] : a.back());
       return 2 * out * K;
     }
+    case Category::Quant:
+      if (n.op == Op::MatmulInteger || n.op == Op::MatmulNbits) return 2 * out * (double)ts.shapes[n.inputs[0]].back();
+      return 2 * out;
     case Category::Spatial: {
       std::vector<Shape> ins;
       for (int i : n.inputs) ins.push_back(ts.shapes[i]);

@@ -14,7 +14,7 @@ namespace rlx::ir {
 
 // Index: the ONNX-style indexing and selection ops (where, argmax/argmin, cumsum, topk, gather,
 // gather_elements, slice, pad, trilu); kernels in cpu_ops_index.cpp and vulkan/kernels_index.cpp.
-enum class Category : uint8_t { Leaf, Binary, Unary, Reduce, Row, Matmul, Shape, Gather, Rope, Attention, Index, Spatial };
+enum class Category : uint8_t { Leaf, Binary, Unary, Reduce, Row, Matmul, Shape, Gather, Rope, Attention, Index, Spatial, Quant };
 
 enum class AttrType : uint8_t { Int, Float, Bool, String, Ints, Dtype, Floats };
 
@@ -74,6 +74,17 @@ struct SliceAxis {
   int64_t start = 0, step = 1, len = 0;
 };
 std::vector<SliceAxis> slice_plan(const Attrs& a, const Shape& x, std::string* error);
+
+// The quantization parameters of a quantize/dequantize node resolved against its input shape:
+// element i of x uses scale (and zero point) element scale_index(i). Per tensor: one value;
+// per axis: the coordinate along `axis`; blocked: x's coordinates with the `axis` one divided
+// by block_size (the scale has x's rank).
+struct QuantParams {
+  enum Kind : uint8_t { PerTensor, PerAxis, Blocked } kind = PerTensor;
+  int axis = 0;
+  int64_t block_size = 0;
+};
+QuantParams quant_params(const Attrs& a, const Shape& x, const Shape& scale, std::string* error);
 
 // Elementwise formula for a Unary/Binary-category node (gelu picks erf/tanh; vjps too).
 EwOp node_ew_op(const Node& n);

@@ -26,17 +26,7 @@ namespace rlx::onnx {
 
 inline bool float_et(int et) { return et == kFloat || et == kDouble || et == kFloat16 || et == kBfloat16; }
 
-inline int dtype_et(DType d) {
-  switch (d) {
-    case DType::f32: return kFloat;
-    case DType::f16: return kFloat16;
-    case DType::bf16: return kBfloat16;
-    case DType::i32: return kInt32;
-    case DType::i64: return kInt64;
-    case DType::boolean: return kBool;
-  }
-  return kFloat;
-}
+inline int dtype_et(DType d) { return dtype_traits(d).onnx; }
 
 // double -> int64, truncating, saturating, NaN -> 0: no undefined float-to-int conversion.
 inline int64_t sat_i64(double x) {

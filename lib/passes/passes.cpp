@@ -187,7 +187,9 @@ OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const Opt
       auto [it, fresh] = seen.emplace(key.str(), (int)i);
       if (!fresh) { repl[i] = it->second; st.cse_merged++; continue; }
     }
-    if (o.fold) {
+    // A dequantize of constant weights is never folded: the weights stay i8/u8 (a quarter of
+    // the f32 bytes) until the fused integer kernels read them (docs/ir-design.md section 2).
+    if (o.fold && w.nodes[i].op != Op::Dequantize) {
       bool all_const = !w.nodes[i].inputs.empty();
       for (int in : w.nodes[i].inputs) all_const = all_const && w.nodes[in].op == Op::Constant;
       if (all_const && shape_numel(w.shapes[i]) <= o.max_fold_elements) {

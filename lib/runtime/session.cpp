@@ -150,6 +150,12 @@ void Session::set_input(const std::string& id, const Tensor& value) {
   bool ok = have == want || (is_float(have) && is_float(want)) || (is_integer(have) && is_integer(want));
   if (!ok)
     throw InputError("--input " + id + ": got a " + dtype_name(have) + " tensor, the graph declares " + dtype_name(want));
+  if (have != want && is_integer(want))  // another integer dtype: every value must fit, never wrapped
+    for (int64_t k = 0; k < value.numel(); ++k)
+      if (!fits_dtype(value.int_at(k), want))
+        throw InputError("--input " + id + ": value " + std::to_string(value.int_at(k)) + " at element " + std::to_string(k) +
+                         " of the " + dtype_name(have) + " tensor does not fit the declared " + dtype_name(want) + " [" +
+                         std::to_string(dtype_traits(want).min) + ", " + std::to_string(dtype_traits(want).max) + "]");
   auto p = std::make_unique<PendingInput>();
   p->dtype = want;
   p->host = value.astype(want);  // the declared dtype (integers exact, floats rounded to nearest even)

@@ -23,6 +23,7 @@
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/ops_index.h"
+#include "backends/cpu/ops_quant.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
@@ -204,6 +205,7 @@ void run_int_elementwise_t(const Kernel& k) {
 bool is_native(const Kernel& k) {
   if (k.fused) return false;
   if (cpu::index_op_native(k)) return true;  // the ONNX-style ops (cpu_ops_index.cpp)
+  if (cpu::is_quant_op(k)) return true;      // quantize, dequantize, matmul_integer (cpu_ops_quant.cpp)
   switch (k.node->op) {
     case Op::Reshape: case Op::Transpose: case Op::Narrow: case Op::Concat: case Op::BroadcastTo: case Op::Cast:
     case Op::Embedding:
@@ -729,6 +731,7 @@ void run_attention(const Kernel& k) {
 
 // ---------------- dispatch ----------------
 void run_node(const Kernel& k) {
+  if (cpu::run_quant_op(k)) return;
   if (cpu::run_index_op(k)) return;  // min/prod, the Index ops, integer compares (cpu_ops_index.cpp)
   switch (ir::op_info(k.node->op).category) {
     case ir::Category::Binary: case ir::Category::Unary:
@@ -761,7 +764,7 @@ void run_node(const Kernel& k) {
         default: break;
       }
       break;
-    case ir::Category::Leaf: case ir::Category::Index: break;
+    case ir::Category::Leaf: case ir::Category::Index: case ir::Category::Quant: break;
   }
   throw RuntimeError(k.label + ": the CPU executor cannot run op " + ir::op_name(k.node->op));
 }

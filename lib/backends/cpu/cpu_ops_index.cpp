@@ -358,6 +358,11 @@ U pad_value(DType t, double v) {
       break;
     }
     case DType::boolean: u = (U)(v != 0); break;
+    case DType::i8: case DType::u8: {  // checked to fit by the registry
+      const uint8_t b = (uint8_t)(int64_t)v;
+      std::memcpy(&u, &b, 1);
+      break;
+    }
   }
   return u;
 }

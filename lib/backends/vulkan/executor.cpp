@@ -480,7 +480,8 @@ class VulkanExecutor final : public Executor {
       float bad;
       std::memcpy(&bad, &err[1], 4);
       uint32_t vocab = err[2];
-      bool signed_range = err[3] != 0;  // gather/gather_elements: negative indices count from the end
+      bool signed_range = err[3] == 1;  // gather/gather_elements: negative indices count from the end
+      const bool inexact = err[3] == 2;  // an integer result beyond the f32 storage's exact range
       std::memset(err, 0, 16);
       char value[32];
       std::snprintf(value, sizeof value, "%.9g", bad);
@@ -488,6 +489,9 @@ class VulkanExecutor final : public Executor {
       // Kernel labels of graph nodes already read "file: node 'id' (op) at nodes[k]".
       const std::string& label = s.label(id);
       std::string who = label.find("node '") != std::string::npos ? label : "node '" + label + "' (" + s.op(id) + ")";
+      if (inexact)
+        throw RuntimeError(who + ": integer result " + value + " does not fit exactly in the Vulkan backend's f32 storage (|v| <= 2^24 = " +
+                           std::to_string(vocab) + "); run on the CPU (--backend cpu) for integers of this size");
       throw RuntimeError(who + ": index " + value + " is outside [" + lo + ", " + std::to_string(vocab) + ")");
     }
     dev_.check_validation("while running kernels");

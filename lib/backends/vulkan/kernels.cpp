@@ -90,8 +90,16 @@ uint32_t round_mode(DType t) {
     case DType::bf16: return 2;
     case DType::i32: case DType::i64: return 3;
     case DType::boolean: return 4;
+    case DType::i8: return 5;
+    case DType::u8: return 6;
   }
   return 0;
+}
+// A cast from an integer dtype into i8/u8 keeps the low 8 bits (core/dtype.h), from a float it
+// truncates and saturates.
+uint32_t cast_mode(DType from, DType to) {
+  const uint32_t m = round_mode(to);
+  return (m == 5 || m == 6) && !is_float(from) ? m + 2 : m;
 }
 
 std::vector<uint32_t> with_wg(std::vector<uint32_t> spec, uint32_t wg) {
@@ -864,7 +872,7 @@ std::vector<Dispatch> Lowering::run() {
     case Op::Cast: {
       auto t = parse_dtype(attrs().s("dtype"));
       if (!t) fail("unknown dtype " + attrs().s("dtype"));
-      unary(kEwIdentity, round_mode(*t));
+      unary(kEwIdentity, cast_mode(in(0).dtype, *t));
       break;
     }
     case Op::Reshape: unary(kEwIdentity, 0); break;
@@ -898,7 +906,7 @@ std::vector<Dispatch> Lowering::run() {
     case Op::Input: case Op::Param: case Op::Constant:
       fail(std::string("leaf op '") + ir::op_name(op) + "' cannot be launched");
     default:
-      if (!lower_index_op(*this)) fail(std::string("the Vulkan executor cannot run op ") + ir::op_name(op));
+      if (!lower_index_op(*this) && !lower_quant_op(*this)) fail(std::string("the Vulkan executor cannot run op ") + ir::op_name(op));
   }
   return std::move(ds_);
 }

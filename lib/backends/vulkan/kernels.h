@@ -100,6 +100,8 @@ ReduceGroups reduce_groups(const Shape& xs, const ir::Attrs& attrs);
 
 // Lowers min/prod and the Index-category ops; false for any other op.
 bool lower_index_op(LowerCtx& L);
+// Lowers quantize, dequantize and matmul_integer (kernels_quant.cpp); false for any other op.
+bool lower_quant_op(LowerCtx& L);
 
 // Throws RuntimeError naming k.label for what cannot run (e.g. a tensor larger
 // than the device's maxStorageBufferRange).

@@ -1,0 +1,194 @@
+// CPU reference kernels of quantize, dequantize and matmul_integer (ONNX QuantizeLinear,
+// DequantizeLinear and MatMulInteger; docs/graph-format.md). Plain loops: the fused integer
+// kernels of compiled mode come later (docs/ir-design.md section 2).
+#include "backends/cpu/ops_quant.h"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "backends/cpu/access.h"
+#include "backends/cpu/gemm.h"
+#include "backends/cpu/thread_pool.h"
+#include "ir/op_registry.h"
+
+namespace rlx::cpu {
+namespace {
+
+using ir::Op;
+
+void parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  ThreadPool::global().parallel_for(n, grain, fn);
+}
+
+// The scale element of each x element (ir::QuantParams).
+struct ScaleIndex {
+  ir::QuantParams q;
+  int64_t dim = 1, inner = 1, sdim = 1;
+  ScaleIndex(const Kernel& k) {
+    std::string err;
+    q = ir::quant_params(k.node->attrs, k.inputs[0].shape, k.inputs[1].shape, &err);
+    if (!err.empty()) throw RuntimeError(k.label + ": " + err);
+    const Shape& x = k.inputs[0].shape;
+    if (q.kind != ir::QuantParams::PerTensor) {
+      dim = x[q.axis];
+      for (size_t d = q.axis + 1; d < x.size(); ++d) inner *= x[d];
+      sdim = q.kind == ir::QuantParams::Blocked ? (dim + q.block_size - 1) / q.block_size : dim;
+    }
+  }
+  int64_t operator()(int64_t i) const {
+    switch (q.kind) {
+      case ir::QuantParams::PerTensor: return 0;
+      case ir::QuantParams::PerAxis: return (i / inner) % dim;
+      case ir::QuantParams::Blocked: {
+        const int64_t in = i % inner, c = (i / inner) % dim, outer = i / (inner * dim);
+        return (outer * sdim + c / q.block_size) * inner + in;
+      }
+    }
+    return 0;
+  }
+};
+
+// f32 values of a float tensor (any float dtype, or an adapter's f32 copy).
+std::vector<float> floats_of(const TensorRef& t) {
+  std::vector<float> v((size_t)std::max<int64_t>(t.numel(), 0));
+  convert_elements(bytes(t), stored_dtype(t), v.data(), DType::f32, t.numel());
+  return v;
+}
+std::vector<int32_t> ints_of(const TensorRef& t) {
+  std::vector<int32_t> v((size_t)std::max<int64_t>(t.numel(), 0));
+  convert_elements(bytes(t), stored_dtype(t), v.data(), DType::i32, t.numel());
+  return v;
+}
+
+void run_quantize(const Kernel& k) {
+  const ScaleIndex si(k);
+  const std::vector<float> x = floats_of(k.inputs[0]), s = floats_of(k.inputs[1]);
+  std::vector<int32_t> zp(s.size(), 0);
+  if (k.inputs.size() == 3) zp = ints_of(k.inputs[2]);
+  const DType out = k.output.dtype;
+  const float lo = (float)dtype_traits(out).min, hi = (float)dtype_traits(out).max;
+  uint8_t* y = bytes(k.output);
+  parallel((int64_t)x.size(), 4096, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t j = si(i);
+      // x / scale in f32, rounded half to even (the default rounding mode), plus the zero
+      // point, saturated; NaN quantizes as 0 does (to the zero point).
+      float v = std::nearbyint(x[i] / s[j]);
+      v = v != v ? (float)zp[j] : std::fmin(std::fmax(v + (float)zp[j], lo), hi);
+      y[i] = (uint8_t)(int32_t)v;  // the u8, or the two's complement byte of the i8
+    }
+  });
+}
+
+void run_dequantize(const Kernel& k) {
+  const ScaleIndex si(k);
+  const std::vector<int32_t> q = ints_of(k.inputs[0]);
+  const std::vector<float> s = floats_of(k.inputs[1]);
+  std::vector<int32_t> zp(s.size(), 0);
+  if (k.inputs.size() == 3) zp = ints_of(k.inputs[2]);
+  std::vector<float> y(q.size());
+  parallel((int64_t)q.size(), 4096, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t j = si(i);
+      y[i] = ((float)q[i] - (float)zp[j]) * s[j];  // as ONNX's reference: in f32
+    }
+  });
+  convert_elements(y.data(), DType::f32, bytes(k.output), k.output.dtype, (int64_t)y.size());
+}
+
+void run_matmul_integer(const Kernel& k) {
+  const Shape &as = k.inputs[0].shape, &bs = k.inputs[1].shape, &os = k.output.shape;
+  const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  const std::vector<int32_t> a = ints_of(k.inputs[0]), b = ints_of(k.inputs[1]);
+  std::vector<int32_t> azp{0}, bzp{0};
+  if (k.inputs.size() > 2) azp = ints_of(k.inputs[2]);
+  if (k.inputs.size() > 3) bzp = ints_of(k.inputs[3]);
+  // Batch index of a and b for each output batch (NumPy broadcasting of the leading dims).
+  const size_t rb = os.size() - 2;
+  const Shape ob(os.begin(), os.end() - 2);
+  const int64_t batches = shape_numel(ob);
+  auto batch_of = [&](const Shape& m, int64_t ob_index) {
+    const size_t r = m.size() - 2;
+    int64_t idx = 0, rem = ob_index, mul = 1;
+    for (size_t d = rb; d-- > 0;) {
+      const int64_t c = rem % ob[d];
+      rem /= ob[d];
+      if (d + r >= rb) {
+        const int64_t md = m[d + r - rb];
+        idx += (md == 1 ? 0 : c) * mul;
+        mul *= md;
+      }
+    }
+    return idx;
+  };
+  int32_t* y = reinterpret_cast<int32_t*>(bytes(k.output));
+  parallel(batches * M, 4, [&](int64_t lo, int64_t hi) {
+    std::vector<int32_t> col((size_t)K);
+    for (int64_t row = lo; row < hi; ++row) {
+      const int64_t bt = row / M, m = row % M;
+      const int64_t ab = batch_of(as, bt), bb = batch_of(bs, bt);
+      const int32_t* ar = a.data() + (ab * M + m) * K;
+      const int32_t* bm = b.data() + bb * K * N;
+      // a's zero point: scalar, per row [M], or [..., M, 1] (a's batch)
+      const int32_t za = azp.size() == 1 ? azp[0] : azp[(azp.size() == (size_t)M ? 0 : ab * M) + m];
+      for (int64_t n = 0; n < N; ++n) {
+        const int32_t zb = bzp.size() == 1 ? bzp[0] : bzp[(bzp.size() == (size_t)N ? 0 : bb * N) + n];
+        int32_t acc = 0;  // |terms| <= 255^2 and K <= 33025 (the registry): no overflow
+        for (int64_t kk = 0; kk < K; ++kk) acc += (ar[kk] - za) * (bm[kk * N + n] - zb);
+        y[row * N + n] = acc;
+      }
+    }
+  });
+}
+
+// ONNX Runtime's MatMulNBits: B [N, k_blocks, block_size * bits / 8] u8, consecutive K values
+// in a byte from the low bits up; w[n, k] = (q - zp) * scale[n, k / block_size]; zero points
+// packed the same way per row, default 2^(bits - 1). The reference: B dequantized into an f32
+// [N, K] panel, then one product (speed comes with the fused kernels).
+void run_matmul_nbits(const Kernel& k) {
+  const auto& at = k.node->attrs;
+  const int64_t K = at.i("k"), N = at.i("n"), bits = at.i("bits"), bs = at.i("block_size");
+  const int64_t kb = (K + bs - 1) / bs, blob = bs * bits / 8, zcols = (kb * bits + 7) / 8;
+  const int64_t per_byte = 8 / bits;
+  const uint32_t mask = (1u << bits) - 1;
+  const uint8_t* b = bytes(k.inputs[1]);
+  const std::vector<float> sc = floats_of(k.inputs[2]);
+  const uint8_t* zp = k.inputs.size() == 4 ? bytes(k.inputs[3]) : nullptr;
+  std::vector<float> w((size_t)(N * K));
+  parallel(N, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; ++n)
+      for (int64_t kk = 0; kk < K; ++kk) {
+        const int64_t blk = kk / bs, j = kk % bs;
+        const uint32_t q = (b[(n * kb + blk) * blob + j / per_byte] >> ((j % per_byte) * bits)) & mask;
+        const uint32_t z = zp ? (zp[n * zcols + blk / per_byte] >> ((blk % per_byte) * bits)) & mask : 1u << (bits - 1);
+        w[n * K + kk] = ((float)q - (float)z) * sc[n * kb + blk];
+      }
+  });
+  const std::vector<float> a = floats_of(k.inputs[0]);
+  const int64_t M = K ? (int64_t)a.size() / K : 0;
+  std::vector<float> y((size_t)(M * N));
+  gemm(false, true, M, N, K, 1.f, a.data(), K, w.data(), K, y.data(), N);
+  convert_elements(y.data(), DType::f32, bytes(k.output), k.output.dtype, (int64_t)y.size());
+}
+
+}  // namespace
+
+bool is_quant_op(const Kernel& k) {
+  if (k.fused || !k.node) return false;
+  return k.node->op == Op::Quantize || k.node->op == Op::Dequantize || k.node->op == Op::MatmulInteger ||
+         k.node->op == Op::MatmulNbits;
+}
+
+bool run_quant_op(const Kernel& k) {
+  if (!is_quant_op(k)) return false;
+  switch (k.node->op) {
+    case Op::Quantize: run_quantize(k); return true;
+    case Op::Dequantize: run_dequantize(k); return true;
+    case Op::MatmulNbits: run_matmul_nbits(k); return true;
+    default: run_matmul_integer(k); return true;
+  }
+}
+
+}  // namespace rlx::cpu

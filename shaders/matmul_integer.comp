@@ -1,0 +1,57 @@
+#version 450
+// y[b, m, n] = sum_k (a[ab, m, k] - za) * (b[bb, k, n] - zb) in exact 32-bit integers (ONNX
+// MatMulInteger). Batch dims broadcast (ab, bb from the output batch through per-dim
+// strides). Zero points: ZA/ZB 0 none, 1 scalar, 2 per row of a [M] / per column of b [N],
+// 3 per row [..., M, 1] / column [..., 1, N] with a's / b's batch. Integers travel as f32: a
+// result beyond 2^24 cannot be stored exactly, so it writes 0 and reports itself through the
+// error buffer (kernel id + 1, value, 2^24, kind 2), which flush() turns into an error.
+#extension GL_GOOGLE_include_directive : require
+layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint ZA = 0;
+layout(constant_id = 1) const uint ZB = 0;
+layout(constant_id = 2) const uint NB = 0;  // batch dims (<= 4)
+#include "common.glsl"
+
+layout(std430, binding = 0) restrict readonly buffer A { float a[]; };
+layout(std430, binding = 1) restrict readonly buffer B { float b[]; };
+layout(std430, binding = 2) restrict readonly buffer ZAB { float za[]; };
+layout(std430, binding = 3) restrict readonly buffer ZBB { float zb[]; };
+layout(std430, binding = 4) buffer E { uint err[]; };
+layout(std430, binding = 5) restrict writeonly buffer Y { float y[]; };
+layout(push_constant) uniform PC {
+  uint n, M, N, K, aoff, boff, zaoff, zboff, yoff, kernel_id;
+  uint bdims[4], astr[4], bstr[4];
+} pc;
+
+void main() {
+  uint i = rlx_global_index();
+  if (i >= pc.n) return;
+  uint col = i % pc.N, row = (i / pc.N) % pc.M, bt = i / (pc.N * pc.M);
+  uint ab = 0u, bb = 0u, r = bt;
+  for (int d = int(NB) - 1; d >= 0; --d) {
+    uint c = r % pc.bdims[d];
+    r /= pc.bdims[d];
+    ab += c * pc.astr[d];
+    bb += c * pc.bstr[d];
+  }
+  int zav = 0, zbv = 0;
+  if (ZA == 1u) zav = int(za[pc.zaoff]);
+  if (ZA == 2u) zav = int(za[pc.zaoff + row]);
+  if (ZA == 3u) zav = int(za[pc.zaoff + ab * pc.M + row]);
+  if (ZB == 1u) zbv = int(zb[pc.zboff]);
+  if (ZB == 2u) zbv = int(zb[pc.zboff + col]);
+  if (ZB == 3u) zbv = int(zb[pc.zboff + bb * pc.N + col]);
+  uint ai = pc.aoff + (ab * pc.M + row) * pc.K, bi = pc.boff + bb * pc.K * pc.N + col;
+  int acc = 0;
+  for (uint k = 0u; k < pc.K; ++k) acc += (int(a[ai + k]) - zav) * (int(b[bi + k * pc.N]) - zbv);
+  if (abs(acc) > 16777216) {
+    if (atomicCompSwap(err[0], 0u, pc.kernel_id + 1u) == 0u) {
+      err[1] = floatBitsToUint(float(acc));
+      err[2] = 16777216u;
+      err[3] = 2u;
+    }
+    y[pc.yoff + i] = 0.0;
+    return;
+  }
+  y[pc.yoff + i] = float(acc);
+}
