@@ -1055,4 +1055,62 @@ TEST(BadGoldenList, CoversEveryFileInTheDirectory) {
   EXPECT_EQ(files, listed.size());
 }
 
+// ================================================================ untrusted files (issue 24)
+// A model names its outputs; a file names its sizes. Neither may write outside --out-dir,
+// crash the parser, or make rlx block or read without end.
+
+// neg of x: y = -x, so the values are known without running rlx.
+std::string neg_graph(const std::string& out_id) {
+  const std::string id = json(out_id).dump();
+  return graph_with(R"({"id": "x", "op": "input", "shape": [2]}, {"id": )" + id + R"(, "op": "neg", "inputs": ["x"]})",
+                    "[" + id + "]");
+}
+
+TEST_F(Cli, OutDirRefusesOutputIdsThatAreNotPlainFileNames) {
+  fs::create_directories(path("work/out"));
+  const std::string out = path("work/out");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"../escaped", "it contains a path separator"},
+      {"/tmp/rlx_issue24_abs", "it contains a path separator"},
+      {"a\\b", "it contains a path separator"},
+      {"..", "it starts with '.'"},
+      {".hidden", "it starts with '.'"},
+      {"tab\there", "it contains a control character"},
+  };
+  for (const auto& [id, why] : cases) {
+    SCOPED_TRACE(id);
+    write("work/g.json", neg_graph(id));
+    Proc p = expect_fail({"run", path("work/g.json"), "--input", "x=2xf32=1,2", "--out-dir", out}, 2,
+                         {"--out-dir " + out + ": output '", "' cannot be a file name (" + why + ")",
+                          "name its file with --output '"});
+    EXPECT_EQ(p.out, "") << "refused before running";
+  }
+  EXPECT_TRUE(fs::is_empty(out));
+  EXPECT_FALSE(fs::exists(path("work/escaped.npy")));
+  EXPECT_FALSE(fs::exists("/tmp/rlx_issue24_abs.npy"));
+  EXPECT_TRUE(temporaries(path("work")).empty());
+  // The way out the message names: --output gives that output its file; --out-dir skips it.
+  write("work/g.json", neg_graph("../escaped"));
+  Proc p = run_rlx({"run", path("work/g.json"), "--input", "x=2xf32=1,2", "--out-dir", out, "--output",
+                    "../escaped=" + path("work/out/e.npy")});
+  ASSERT_EQ(p.code, 0) << show(p);
+  EXPECT_EQ(rlx::io::read_npy(path("work/out/e.npy")).to_vector(), (std::vector<float>{-1, -2}));
+  EXPECT_EQ(std::distance(fs::directory_iterator(out), {}), 1) << "only the file --output named";
+}
+
+TEST_F(Cli, OutDirReplacesAPlantedSymlinkInsteadOfFollowingIt) {
+  // out/y.npy is a symlink to a file outside out/: the output replaces the link (a temporary in
+  // out/, then a rename), and the file it pointed to is untouched.
+  fs::create_directories(path("out"));
+  write("g.json", neg_graph("y"));
+  write("victim.npy", "do not overwrite");
+  fs::create_symlink(path("victim.npy"), path("out/y.npy"));
+  Proc p = run_rlx({"run", path("g.json"), "--input", "x=2xf32=1,2", "--out-dir", path("out")});
+  ASSERT_EQ(p.code, 0) << show(p);
+  EXPECT_EQ(slurp(path("victim.npy")), Bytes({'d', 'o', ' ', 'n', 'o', 't', ' ', 'o', 'v', 'e', 'r', 'w', 'r', 'i', 't', 'e'}));
+  EXPECT_FALSE(fs::is_symlink(path("out/y.npy")));
+  EXPECT_EQ(rlx::io::read_npy(path("out/y.npy")).to_vector(), (std::vector<float>{-1, -2}));
+  EXPECT_TRUE(temporaries(path("out")).empty());
+}
+
 }  // namespace
