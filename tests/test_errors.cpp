@@ -24,6 +24,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <atomic>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -1111,6 +1113,54 @@ TEST_F(Cli, OutDirReplacesAPlantedSymlinkInsteadOfFollowingIt) {
   EXPECT_FALSE(fs::is_symlink(path("out/y.npy")));
   EXPECT_EQ(rlx::io::read_npy(path("out/y.npy")).to_vector(), (std::vector<float>{-1, -2}));
   EXPECT_TRUE(temporaries(path("out")).empty());
+}
+
+// Unblocks a reader stuck in open(2) on a FIFO (the behaviour before issue 24) after a few
+// seconds, so a regression fails on its message instead of hanging the test.
+class FifoWatchdog {
+ public:
+  explicit FifoWatchdog(std::string fifo) : fifo_(std::move(fifo)), t_([this] {
+    for (int i = 0; i < 50 && !done_; ++i) ::usleep(100000);
+    int fd = ::open(fifo_.c_str(), O_WRONLY | O_NONBLOCK);  // ENXIO unless someone is blocked reading
+    if (fd >= 0) ::close(fd);
+  }) {}
+  ~FifoWatchdog() {
+    done_ = true;
+    t_.join();
+  }
+
+ private:
+  std::string fifo_;
+  std::atomic<bool> done_{false};
+  std::thread t_;
+};
+
+TEST_F(Cli, SpecialFilesAreRefusedAsGraphInputParamsAndExpectations) {
+  write("g.json", neg_graph("y"));
+  ASSERT_EQ(::mkfifo(path("fifo.npy").c_str(), 0600), 0);
+  fs::create_symlink("/dev/zero", path("zero.npy"));
+  fs::create_symlink("/dev/zero", path("zero.json"));
+  fs::create_symlink("/dev/zero", path("zero.safetensors"));
+  FifoWatchdog watchdog(path("fifo.npy"));
+  const std::string fifo = "it is a FIFO (named pipe), expected a regular file";
+  const std::string chr = "it is a character device, expected a regular file";
+  const std::string g = path("g.json"), x = "x=2xf32=1,2";
+  expect_fail({"run", g, "--input", "x=@" + path("fifo.npy")}, 2, {"cannot read " + path("fifo.npy") + ": " + fifo});
+  expect_fail({"run", g, "--input", "x=@" + path("zero.npy")}, 2, {"cannot read " + path("zero.npy") + ": " + chr});
+  expect_fail({"run", g, "--input", "x=" + path("zero.safetensors") + ":x"}, 2, {chr});
+  expect_fail({"run", g, "--input", x, "--expect", "y=@" + path("fifo.npy")}, 2, {fifo});
+  expect_fail({"run", g, "--input", x, "--expect", "y=@" + path("zero.npy")}, 2, {chr});
+  expect_fail({"run", path("fifo.npy")}, 2, {fifo});
+  expect_fail({"inspect", path("zero.json")}, 2, {chr});
+  const std::string pg = write("p.json", graph_with(R"({"id": "zero", "op": "param", "shape": [2]}, {"id": "y", "op": "neg", "inputs": ["zero"]})"));
+  expect_fail({"run", pg, "--params", path("zero.safetensors")}, 2, {chr});
+  expect_fail({"run", pg, "--params", path("zero.npy")}, 2, {chr});
+  // A symlink to a regular file is fine: -(1, 2) = (-1, -2).
+  write("x.npy", raw_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", Bytes{0, 0, 0x80, 0x3f, 0, 0, 0, 0x40}));
+  fs::create_symlink(path("x.npy"), path("link.npy"));
+  Proc p = run_rlx({"run", g, "--input", "x=@" + path("link.npy"), "--output", "y=" + path("y.npy")});
+  ASSERT_EQ(p.code, 0) << show(p);
+  EXPECT_EQ(rlx::io::read_npy(path("y.npy")).to_vector(), (std::vector<float>{-1, -2}));
 }
 
 }  // namespace

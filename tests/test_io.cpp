@@ -571,6 +571,33 @@ TEST(File, ReadFileErrorsNameThePath) {
   EXPECT_EQ(map_file(dir / "empty").size, 0u);
 }
 
+// Issue 24: a FIFO, a device or a socket is refused before it is opened in a way that could
+// block (a FIFO without a writer blocks open(2) forever) or read (/dev/zero never ends); a
+// symlink is followed only to a regular file.
+TEST(File, SpecialFilesAreRefusedBeforeReading) {
+  TmpDir dir;
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  fs::create_symlink("/dev/zero", dir / "zero.npy");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {dir / "fifo", "it is a FIFO (named pipe), expected a regular file"},
+      {dir / "zero.npy", "it is a character device, expected a regular file"},
+      {"/dev/null", "it is a character device, expected a regular file"},
+  };
+  for (const auto& [path, phrase] : cases) {
+    SCOPED_TRACE(path);
+    EXPECT_EQ(input_error([&] { read_file(path); }).rfind("cannot read " + path + ": " + phrase, 0), 0u);
+    EXPECT_TRUE(Contains(input_error([&] { map_file(path); }), phrase));
+    EXPECT_TRUE(Contains(input_error([&] { read_file_prefix(path, 16); }), phrase));
+  }
+  // A symlink to a regular file is read through.
+  spit(dir / "real", "abcdef");
+  fs::create_symlink(dir / "real", dir / "link");
+  EXPECT_EQ(read_file(dir / "link"), (Bytes{'a', 'b', 'c', 'd', 'e', 'f'}));
+  EXPECT_EQ(map_file(dir / "link").size, 6u);
+  EXPECT_EQ(read_file_prefix(dir / "link", 2), (Bytes{'a', 'b'}));
+  EXPECT_EQ(read_file_prefix(dir / "link", 100).size(), 6u);
+}
+
 // ---- SPECs ----
 
 TEST(Spec, ParsesEveryForm) {
