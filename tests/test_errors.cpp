@@ -1163,4 +1163,43 @@ TEST_F(Cli, SpecialFilesAreRefusedAsGraphInputParamsAndExpectations) {
   EXPECT_EQ(rlx::io::read_npy(path("y.npy")).to_vector(), (std::vector<float>{-1, -2}));
 }
 
+TEST_F(Cli, DeeplyNestedJsonIsRefusedWithABoundedMessage) {
+  // "format" holding a list nested 100,000 deep (200 KB, valid JSON) crashed the error path
+  // that printed it; now the nesting is refused while parsing (limit 64 levels).
+  const std::string deep = R"({"format": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  write("deep.json", deep);
+  for (const char* cmd : {"inspect", "run"}) {
+    Proc p = expect_fail({cmd, path("deep.json")}, 2, {path("deep.json") + ": JSON nested deeper than 64 levels"});
+    EXPECT_LT(p.err.size(), 400u) << "one short message";
+  }
+  // Deep nesting anywhere else (an attribute, a constant's value) is refused the same way.
+  write("deep_attr.json", graph_with(R"({"id": "x", "op": "input", "shape": [2]},
+    {"id": "y", "op": "transpose", "inputs": ["x"], "attrs": {"perm": )" + std::string(70, '[') + std::string(70, ']') + "}}"));
+  expect_fail({"run", path("deep_attr.json"), "--input", "x=2xf32=1,2"}, 2, {"nested deeper than 64 levels"});
+  // A long but shallow value is quoted in at most 200 characters.
+  std::string list = "[0";
+  for (int i = 1; i < 100000; ++i) list += "," + std::to_string(i);
+  write("long.json", R"({"format": )" + list + "]}");
+  Proc p = expect_fail({"inspect", path("long.json")}, 2, {"format: expected \"format\": \"rlx.graph\", got [0,1,2,3,"});
+  EXPECT_LT(p.err.size(), 400u) << p.err.substr(0, 400);
+}
+
+TEST_F(Cli, DuplicateJsonKeysAreRefusedNamingTheKey) {
+  // {"op": "neg", "op": "exp"} ran exp: JSON leaves the meaning of a repeated key open.
+  write("dup_op.json", graph_with(R"({"id": "x", "op": "input", "shape": [1]}, {"id": "y", "op": "neg", "op": "exp", "inputs": ["x"]})"));
+  Proc p = expect_fail({"run", path("dup_op.json"), "--input", "x=1xf32=1"}, 2,
+                       {path("dup_op.json") + ": duplicate key \"op\" (in an object under \"nodes\")"});
+  EXPECT_EQ(p.out, "");
+  write("dup_attr.json", graph_with(R"({"id": "x", "op": "input", "shape": [2, 3]},
+    {"id": "y", "op": "softmax", "inputs": ["x"], "attrs": {"axis": 0, "axis": 1}})"));
+  expect_fail({"run", path("dup_attr.json"), "--input", "x=random"}, 2, {"duplicate key \"axis\" (in an object under \"attrs\")"});
+  write("dup_top.json", R"({"format": "rlx.graph", "version": 1, "version": 2, "nodes": [], "outputs": []})");
+  expect_fail({"inspect", path("dup_top.json")}, 2, {"duplicate key \"version\" (in the top-level object)"});
+  // A safetensors header is JSON from a file too.
+  const std::string t = R"({"dtype": "F32", "shape": [2], "data_offsets": [0, 8]})";
+  write("dup.safetensors", raw_safetensors(R"({"w": )" + t + R"(, "w": )" + t + "}", Bytes(8, 0)));
+  write("pg.json", graph_with(R"({"id": "w", "op": "param", "shape": [2]}, {"id": "y", "op": "neg", "inputs": ["w"]})"));
+  expect_fail({"run", path("pg.json"), "--params", path("dup.safetensors")}, 2, {"dup.safetensors: header: duplicate key \"w\""});
+}
+
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "io/file.h"
+#include "io/json.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "io/spec.h"
@@ -596,6 +597,57 @@ TEST(File, SpecialFilesAreRefusedBeforeReading) {
   EXPECT_EQ(map_file(dir / "link").size, 6u);
   EXPECT_EQ(read_file_prefix(dir / "link", 2), (Bytes{'a', 'b'}));
   EXPECT_EQ(read_file_prefix(dir / "link", 100).size(), 6u);
+}
+
+// ---- untrusted JSON (issue 24) ----
+
+std::string nested(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+TEST(Json, NestingIsLimitedWhileParsing) {
+  EXPECT_EQ(parse_untrusted_json(nested(kMaxJsonDepth), "t.json").size(), 1u);
+  EXPECT_EQ(input_error([&] { parse_untrusted_json(nested(kMaxJsonDepth + 1), "t.json"); }),
+            "t.json: JSON nested deeper than 64 levels (objects and lists); refused");
+  // 100,000 levels (200 KB, valid JSON): refused at level 65, nothing deep is ever built.
+  EXPECT_TRUE(Contains(input_error([&] { parse_untrusted_json("{\"a\": " + nested(100000) + "}", "t.json"); }),
+                       "nested deeper than 64 levels"));
+  EXPECT_TRUE(Contains(input_error([&] { parse_untrusted_json(std::string(100000, '['), "t.json"); }), "nested deeper"));
+}
+
+TEST(Json, DuplicateKeysAreRefusedNamingTheKey) {
+  EXPECT_EQ(input_error([&] { parse_untrusted_json(R"({"a": 1, "b": 2, "a": 3})", "t.json"); }),
+            "t.json: duplicate key \"a\" (in the top-level object); each key may appear once");
+  EXPECT_EQ(input_error([&] { parse_untrusted_json(R"({"nodes": [{"id": "y", "op": "neg", "op": "exp"}]})", "t.json"); }),
+            "t.json: duplicate key \"op\" (in an object under \"nodes\"); each key may appear once");
+  // The same key in different objects, or in an object and its parent, is fine.
+  EXPECT_NO_THROW(parse_untrusted_json(R"({"a": {"a": 1}, "b": [{"a": 1}, {"a": 2}]})", "t.json"));
+  // Syntax errors still come from nlohmann, with their position.
+  EXPECT_THROW(parse_untrusted_json(R"({"a": })", "t.json"), nlohmann::json::parse_error);
+}
+
+TEST(Json, ExcerptsAreBounded) {
+  json big = json::array();
+  for (int i = 0; i < 100000; ++i) big.push_back(i);
+  std::string e = json_excerpt(big);
+  EXPECT_LE(e.size(), kMaxJsonExcerpt + 3);
+  EXPECT_EQ(e.rfind("[0,1,2,3,", 0), 0u);
+  EXPECT_EQ(e.substr(e.size() - 3), "...");
+  EXPECT_LE(json_excerpt(json(std::string(100000, 'a'))).size(), kMaxJsonExcerpt + 3);
+  EXPECT_EQ(json_excerpt(json::parse(R"({"k": [1, "x"]})")), R"({"k":[1,"x"]})");
+  EXPECT_EQ(json_excerpt(json("short")), "\"short\"");
+}
+
+TEST(Safetensors, HeaderNestingAndDuplicateKeysAreRefused) {
+  auto header = [](const std::string& h) {
+    auto b = std::make_shared<std::vector<uint8_t>>();
+    for (int i = 0; i < 8; ++i) b->push_back((uint8_t)(h.size() >> (8 * i)));
+    b->insert(b->end(), h.begin(), h.end());
+    return b;
+  };
+  EXPECT_TRUE(Contains(input_error([&] { SafetensorsFile::from_memory(header("{\"__metadata__\": " + nested(100000) + "}"), "s.safetensors"); }),
+                       "s.safetensors: header: JSON nested deeper than 64 levels"));
+  const std::string t = R"({"dtype": "F32", "shape": [1], "data_offsets": [0, 4]})";
+  EXPECT_TRUE(Contains(input_error([&] { SafetensorsFile::from_memory(header("{\"t\": " + t + ", \"t\": " + t + "}"), "s.safetensors"); }),
+                       "s.safetensors: header: duplicate key \"t\""));
 }
 
 // ---- SPECs ----

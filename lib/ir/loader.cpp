@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "io/file.h"
+#include "io/json.h"
 #include "ir/op_registry.h"
 
 namespace rlx::ir {
@@ -69,7 +70,7 @@ bool json_int(const json& v, int64_t& out) {
 
 AttrValue parse_attr(const Ctx& c, const std::string& where, const AttrSpec& spec, const json& v) {
   auto bad = [&](const char* expected) -> AttrValue {
-    c.fail(where, "attribute '" + spec.name + "' must be " + expected + ", got " + json_type(v) + " " + v.dump());
+    c.fail(where, "attribute '" + spec.name + "' must be " + expected + ", got " + json_type(v) + " " + io::json_excerpt(v));
   };
   int64_t iv;
   switch (spec.type) {
@@ -153,7 +154,7 @@ void parse_shape(const Ctx& c, const std::string& where, const json& js, bool al
       if (v < 0) c.fail(where, "shape has a negative dimension " + std::to_string(v));
       dim.value = v;
     } else {
-      c.fail(where, "shape entries must be non-negative integers or symbol names, got " + d.dump());
+      c.fail(where, "shape entries must be non-negative integers or symbol names, got " + io::json_excerpt(d));
     }
     n.decl_shape.push_back(dim);
   }
@@ -184,7 +185,7 @@ Node parse_node(const Ctx& c, size_t idx, const json& jn) {
   bool leaf = info.category == Category::Leaf;
   if (jn.contains("dtype")) {
     if (!jn["dtype"].is_string() || !parse_dtype(jn["dtype"].get<std::string>()))
-      c.fail(where, "dtype must be one of f32, f16, bf16, i32, i64, bool; got " + jn["dtype"].dump());
+      c.fail(where, "dtype must be one of f32, f16, bf16, i32, i64, bool; got " + io::json_excerpt(jn["dtype"]));
     n.dtype = *parse_dtype(jn["dtype"].get<std::string>());
   }
   if (jn.contains("shape")) parse_shape(c, where, jn["shape"], n.op == Op::Input, n);
@@ -220,7 +221,7 @@ Node parse_node(const Ctx& c, size_t idx, const json& jn) {
     const json& ins = jn["inputs"];
     if (!ins.is_array()) c.fail(where, "\"inputs\" must be a list of node ids");
     for (const auto& e : ins)
-      if (!e.is_string()) c.fail(where, "\"inputs\" must be a list of node ids, found " + e.dump());
+      if (!e.is_string()) c.fail(where, "\"inputs\" must be a list of node ids, found " + io::json_excerpt(e));
   }
   size_t nin = jn.contains("inputs") ? jn["inputs"].size() : 0;
   if ((int)nin < info.min_inputs || (int)nin > info.max_inputs) {
@@ -287,7 +288,7 @@ Graph load_graph_text(const std::string& text, const std::string& file_name, con
                "(rlx run model.onnx) or convert it (rlx convert model.onnx -o graph.json)");
   json root;
   try {
-    root = json::parse(text);
+    root = io::parse_untrusted_json(text, file_name);
   } catch (const json::parse_error& e) {
     // e.byte is the 1-based byte offset; report a line and column.
     size_t line = 1, col = 1;
@@ -301,7 +302,7 @@ Graph load_graph_text(const std::string& text, const std::string& file_name, con
   }
   if (!root.is_object()) c.fail("", "the top level must be an object with \"format\", \"version\", \"nodes\", \"outputs\"");
   if (!root.contains("format") || root["format"] != "rlx.graph")
-    c.fail("format", "expected \"format\": \"rlx.graph\"" + (root.contains("format") ? ", got " + root["format"].dump() : std::string()));
+    c.fail("format", "expected \"format\": \"rlx.graph\"" + (root.contains("format") ? ", got " + io::json_excerpt(root["format"]) : std::string()));
   int64_t version = 0;
   if (!root.contains("version") || !json_int(root["version"], version))
     c.fail("version", "\"version\" is required (an integer)");
@@ -378,7 +379,7 @@ Graph load_graph_text(const std::string& text, const std::string& file_name, con
   }
   std::set<std::string> outs;
   for (const auto& o : root["outputs"]) {
-    if (!o.is_string()) c.fail("outputs", "entries must be node ids, got " + o.dump());
+    if (!o.is_string()) c.fail("outputs", "entries must be node ids, got " + io::json_excerpt(o));
     int k = g.find(o.get<std::string>());
     if (k < 0) c.fail("outputs", "\"" + o.get<std::string>() + "\" is not a node of this graph");
     if (!outs.insert(o.get<std::string>()).second) c.fail("outputs", "\"" + o.get<std::string>() + "\" is listed twice");
