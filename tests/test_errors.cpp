@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <atomic>
 #include <vector>
 
@@ -479,7 +480,9 @@ TEST(Regression, IntegerRoundingOfHugeFloatsIsDefined) {
   Tensor t = rlx::io::load_tensor_spec(rlx::io::parse_tensor_spec("3xi64=+9223372036851325808,1,2"));
   // Integers are stored exactly: the decimal text, not its nearest double or float.
   EXPECT_EQ(t.int_at(0), INT64_C(9223372036851325808));
-  EXPECT_NO_THROW(load_and_infer(graph_with(R"({"id": "y", "op": "constant", "shape": [2], "dtype": "i64", "value": [1e19, -1e30]})")));
+  // A graph constant beyond the dtype's range is refused (issue 24), no longer saturated.
+  EXPECT_HAS(error_of([] { load_and_infer(graph_with(R"({"id": "y", "op": "constant", "shape": [2], "dtype": "i64", "value": [1e19, -1e30]})")); }),
+             "i64 value 1e+19 is not an integer in range");
 }
 
 // ================================================================ command level
@@ -1200,6 +1203,54 @@ TEST_F(Cli, DuplicateJsonKeysAreRefusedNamingTheKey) {
   write("dup.safetensors", raw_safetensors(R"({"w": )" + t + R"(, "w": )" + t + "}", Bytes(8, 0)));
   write("pg.json", graph_with(R"({"id": "w", "op": "param", "shape": [2]}, {"id": "y", "op": "neg", "inputs": ["w"]})"));
   expect_fail({"run", path("pg.json"), "--params", path("dup.safetensors")}, 2, {"dup.safetensors: header: duplicate key \"w\""});
+}
+
+// A constant's value must fit its dtype, by the inline --input rule: 3e9 as i32 was saturated
+// to 2147483647 while `--input x=i32=3000000000` is refused.
+TEST(ConstantRange, ValuesThatDoNotFitTheDtypeAreRefusedNamingTheNode) {
+  auto constant = [](const std::string& dtype, const std::string& shape, const std::string& value) {
+    return graph_with(R"({"id": "y", "op": "constant", "dtype": ")" + dtype + R"(", "shape": )" + shape +
+                      R"(, "value": )" + value + "}");
+  };
+  const std::vector<std::tuple<std::string, std::string, std::string, std::string>> refused = {
+      {"i32", "[1]", "3e9", "i32 value 3000000000.0 is not an integer in range"},
+      {"i32", "[2]", "[1, 2147483648]", "i32 value 2147483648 is not an integer in range"},
+      {"i32", "[1]", "[-2147483649]", "i32 value -2147483649 is not an integer in range"},
+      {"i32", "[1]", "2.5", "i32 value 2.5 is not an integer in range"},
+      {"i64", "[1]", "[9223372036854775808]", "i64 value 9223372036854775808 is not an integer in range"},
+      {"i64", "[1]", "[1e19]", "i64 value 1e+19 is not an integer in range"},
+      {"f32", "[1]", "[1e39]", "value 1e+39 is out of range for f32"},
+      {"f16", "[1]", "-1e39", "value -1e+39 is out of range for f32"},
+      {"bool", "[1]", "[2]", "value 2 is not 0, 1, true or false"},
+  };
+  for (const auto& [dtype, shape, value, phrase] : refused) {
+    SCOPED_TRACE(dtype + " " + value);
+    std::string msg = error_of([&] { load_and_infer(constant(dtype, shape, value)); });
+    EXPECT_HAS(msg, "t.json: node 'y' (constant) at nodes[0]: " + phrase);
+  }
+  // The ends of each range are accepted, and integers are kept exactly (not rounded through f32).
+  auto values = [&](const std::string& dtype, const std::string& shape, const std::string& value) {
+    return rlx::ir::load_graph_text(constant(dtype, shape, value), "t.json").nodes.at(0).constant;
+  };
+  Tensor i32 = values("i32", "[3]", "[-2147483648, 2147483647, 2e9]");
+  EXPECT_EQ(i32.int_at(0), INT32_MIN);
+  EXPECT_EQ(i32.int_at(1), INT32_MAX);
+  EXPECT_EQ(i32.int_at(2), 2000000000);
+  Tensor i64 = values("i64", "[3]", "[9007199254740993, -9223372036854775808, 9223372036854775807]");
+  EXPECT_EQ(i64.int_at(0), 9007199254740993LL);
+  EXPECT_EQ(i64.int_at(1), INT64_MIN);
+  EXPECT_EQ(i64.int_at(2), INT64_MAX);
+  EXPECT_EQ(values("i32", "[2, 2]", "7").int_at(3), 7);
+  EXPECT_EQ(values("i32", "[0]", "7").numel(), 0);
+  EXPECT_EQ(values("bool", "[2]", "[true, 0]").int_at(0), 1);
+}
+
+TEST_F(Cli, ConstantOutOfItsDtypeRangeIsRefusedAsTheInlineSpecIs) {
+  write("c.json", graph_with(R"({"id": "y", "op": "constant", "dtype": "i32", "shape": [1], "value": 3e9})"));
+  Proc p = expect_fail({"run", path("c.json")}, 2, {"node 'y' (constant) at nodes[0]: i32 value 3000000000.0 is not an integer in range"});
+  EXPECT_EQ(p.out, "");
+  write("x.json", graph_with(R"({"id": "y", "op": "input", "dtype": "i32", "shape": [1]})"));
+  expect_fail({"run", path("x.json"), "--input", "y=1xi32=3e9"}, 2, {"i32 value '3e9' is not an integer in range"});
 }
 
 }  // namespace

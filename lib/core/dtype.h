@@ -2,6 +2,7 @@
 // Element types of the graph format. A tensor holds its values in its dtype:
 // f32 4 bytes, f16/bf16 2 (IEEE half / bfloat16 bits), i32 4, i64 8, bool 1 (0 or 1).
 // Every conversion between dtypes goes through convert_elements (core/dtype.cpp).
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -124,6 +125,22 @@ inline float round_to_dtype(float v, DType t) {
     case DType::boolean: return v != 0.f ? 1.f : 0.f;
   }
   return v;
+}
+
+// The rule for a value written as text (an inline --input SPEC, a graph constant's value):
+// integer dtypes take integers in their range (i32 [-2^31, 2^31), i64 [-2^63, 2^63)), float
+// dtypes any value that does not overflow f32 (infinities and NaN as such). Nothing is
+// saturated or rounded into range. Returns "" or why `v` does not fit, e.g. "is not an
+// integer in range" (the message's subject is the caller's: "i32 value '3e9' ...").
+inline std::string literal_value_problem(double v, DType t) {
+  if (is_integer(t)) {
+    const double limit = t == DType::i32 ? 0x1p31 : 0x1p63;
+    if (!std::isfinite(v) || v != std::trunc(v) || v < -limit || v >= limit) return "is not an integer in range";
+    return "";
+  }
+  // 0x1.ffffffp127 is where rounding to f32 gives infinity.
+  if (std::isfinite(v) && std::fabs(v) >= 0x1.ffffffp127) return "is out of range for f32";
+  return "";
 }
 
 // Converts `n` elements of dtype `from` at `src` into dtype `to` at `dst` (host memory,

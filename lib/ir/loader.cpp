@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -126,17 +127,53 @@ AttrValue parse_attr(const Ctx& c, const std::string& where, const AttrSpec& spe
 
 // Flattens a (nested) constant value in row-major order, checking it matches `shape`.
 void flatten_value(const Ctx& c, const std::string& where, const json& v, const Shape& shape, size_t depth,
-                   std::vector<float>& out) {
+                   std::vector<const json*>& out) {
   if (depth == shape.size()) {
-    if (v.is_boolean()) out.push_back(v.get<bool>() ? 1.f : 0.f);
-    else if (v.is_number()) out.push_back(v.get<float>());
-    else c.fail(where, "value entries must be numbers, got " + std::string(json_type(v)));
+    if (!v.is_boolean() && !v.is_number()) c.fail(where, "value entries must be numbers, got " + std::string(json_type(v)));
+    out.push_back(&v);
     return;
   }
   if (!v.is_array() || (int64_t)v.size() != shape[depth])
     c.fail(where, "value does not match shape " + shape_str(shape) + " at nesting level " + std::to_string(depth) +
                       " (expected a list of " + std::to_string(shape[depth]) + ")");
   for (const auto& e : v) flatten_value(c, where, e, shape, depth + 1, out);
+}
+
+// A constant's values in its dtype, by the rule of inline --input values
+// (literal_value_problem): an integer that does not fit i32/i64 or a float that overflows f32
+// is refused, never saturated. Integers are kept exactly (an i64 beyond 2^24 is not rounded
+// through f32); true/false are 1/0.
+Tensor constant_tensor(const Ctx& c, const std::string& where, const Shape& s, DType dt,
+                       const std::vector<const json*>& leaves, bool fill) {
+  auto problem = [&](const json& e, const std::string& why) {
+    c.fail(where, (is_integer(dt) ? std::string(dtype_name(dt)) + " value " : std::string("value ")) + io::json_excerpt(e) + " " + why);
+  };
+  if (is_integer(dt)) {
+    std::vector<int64_t> ints;
+    ints.reserve(leaves.size());
+    for (const json* e : leaves) {
+      int64_t iv = 0;
+      if (e->is_boolean()) iv = e->get<bool>();
+      else if (e->is_number_integer() && json_int(*e, iv)) {  // exact, also beyond 2^53
+        if (dt == DType::i32 && (iv < INT32_MIN || iv > INT32_MAX)) problem(*e, "is not an integer in range");
+      } else if (std::string why = literal_value_problem(e->get<double>(), dt); !why.empty()) problem(*e, why);
+      else iv = (int64_t)e->get<double>();
+      ints.push_back(iv);
+    }
+    if (fill) ints.assign((size_t)shape_numel(s), ints.at(0));
+    return Tensor::from_ints(s, ints, dt);
+  }
+  std::vector<float> vals;
+  vals.reserve(leaves.size());
+  for (const json* e : leaves) {
+    if (e->is_boolean()) { vals.push_back(e->get<bool>() ? 1.f : 0.f); continue; }
+    const double v = e->get<double>();
+    if (std::string why = literal_value_problem(v, dt); !why.empty()) problem(*e, why);
+    if (dt == DType::boolean && v != 0 && v != 1) problem(*e, "is not 0, 1, true or false (the dtype is bool)");
+    vals.push_back((float)v);
+  }
+  if (fill) vals.assign((size_t)shape_numel(s), vals.at(0));
+  return Tensor::from_vector(s, vals, dt);  // stored in the node's dtype (as `cast` rounds)
 }
 
 void parse_shape(const Ctx& c, const std::string& where, const json& js, bool allow_symbols, Node& n) {
@@ -203,18 +240,19 @@ Node parse_node(const Ctx& c, size_t idx, const json& jn) {
     int64_t count = shape_numel(s);
     if (count < 0 || (size_t)count > c.limits.max_constant_elements)
       c.fail(where, "constant has " + std::to_string(count) + " elements; at most " + std::to_string(c.limits.max_constant_elements) + " are supported inline (use a param)");
-    std::vector<float> vals;
+    std::vector<const json*> leaves;
     const json& v = jn["value"];
+    bool fill = false;
     if (v.is_number() || v.is_boolean()) {
-      float x = v.is_boolean() ? (v.get<bool>() ? 1.f : 0.f) : v.get<float>();
-      vals.assign((size_t)count, x);  // a scalar fills the shape
+      leaves.push_back(&v);  // a scalar fills the shape
+      fill = true;
     } else if (v.is_array() && s.size() > 1 && (int64_t)v.size() == count &&
                std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_number() || e.is_boolean(); })) {
-      flatten_value(c, where, v, Shape{count}, 0, vals);  // a flat row-major list is accepted too
+      flatten_value(c, where, v, Shape{count}, 0, leaves);  // a flat row-major list is accepted too
     } else {
-      flatten_value(c, where, v, s, 0, vals);
+      flatten_value(c, where, v, s, 0, leaves);
     }
-    n.constant = Tensor::from_vector(s, vals, n.dtype);  // stored in the node's dtype (as `cast` rounds)
+    n.constant = constant_tensor(c, where, s, n.dtype, leaves, fill);
   }
 
   if (jn.contains("inputs")) {
