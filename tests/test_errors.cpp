@@ -37,6 +37,7 @@
 #include "io/spec.h"
 #include "ir/loader.h"
 #include "ir/op_registry.h"
+#include "passes/memory_plan.h"
 #include "proc_util.h"
 
 namespace {
@@ -1251,6 +1252,64 @@ TEST_F(Cli, ConstantOutOfItsDtypeRangeIsRefusedAsTheInlineSpecIs) {
   EXPECT_EQ(p.out, "");
   write("x.json", graph_with(R"({"id": "y", "op": "input", "dtype": "i32", "shape": [1]})"));
   expect_fail({"run", path("x.json"), "--input", "y=1xi32=3e9"}, 2, {"i32 value '3e9' is not an integer in range"});
+}
+
+// Sizes: element count x element size must fit int64, or the byte size wraps (broadcast_to
+// [2^62] of f32 is 2^64 bytes, which became a 0-byte buffer and crashed the kernel writing it).
+TEST(SizeOverflow, ByteSizesThatOverflowInt64AreRefusedNamingTheNode) {
+  const std::string two62 = "4611686018427387904", two61 = "2305843009213693952";
+  auto bcast = [&](const std::string& dtype, const std::string& to) {
+    return graph_with(R"({"id": "x", "op": "input", "shape": [1], "dtype": ")" + dtype + R"("},
+      {"id": "b", "op": "broadcast_to", "inputs": ["x"], "attrs": {"shape": [)" + to + R"(]}},
+      {"id": "y", "op": "sum", "inputs": ["b"]})");
+  };
+  // 2^62 f32 = 2^64 bytes; 2^61 i64 = 2^64 bytes; 2^62 bool = 2^62 bytes fits.
+  EXPECT_HAS(error_of([&] { load_and_infer(bcast("f32", two62)); }),
+             "t.json: node 'b' (broadcast_to) at nodes[1]: result shape [" + two62 + "] of f32 is more bytes than fit int64");
+  EXPECT_HAS(error_of([&] { load_and_infer(bcast("i64", two61)); }),
+             "node 'b' (broadcast_to) at nodes[1]: result shape [" + two61 + "] of i64 is more bytes than fit int64");
+  EXPECT_NO_THROW(load_and_infer(bcast("bool", two62)));
+  // An input, a param: the declared shape itself.
+  EXPECT_HAS(error_of([&] { load_and_infer(graph_with(R"({"id": "y", "op": "input", "shape": [)" + two62 + "]}")); }),
+             "node 'y' (input) at nodes[0]: result shape [" + two62 + "] of f32 is more bytes than fit int64");
+  EXPECT_HAS(error_of([&] { load_and_infer(graph_with(R"({"id": "y", "op": "param", "shape": [2, )" + two61 + "]}")); }),
+             "node 'y' (param) at nodes[0]: result shape [2, " + two61 + "] of f32 is more bytes than fit int64");
+  // A symbolic dimension bound at run time: the same check when shapes are inferred.
+  rlx::ir::Graph g = rlx::ir::load_graph_text(graph_with(R"({"id": "x", "op": "input", "shape": ["n"]}, {"id": "y", "op": "neg", "inputs": ["x"]})"), "t.json");
+  EXPECT_HAS(error_of([&] { rlx::ir::infer_shapes(g, {{"x", Shape{INT64_C(1) << 62}}}); }), "node 'x' (input) at nodes[0]: result shape");
+  // concat of three bool [2^62]: each fits, the sum of the axis does not (it wrapped before).
+  EXPECT_HAS(error_of([&] { load_and_infer(graph_with(R"({"id": "x", "op": "input", "shape": [1], "dtype": "bool"},
+      {"id": "b", "op": "broadcast_to", "inputs": ["x"], "attrs": {"shape": [)" + two62 + R"(]}},
+      {"id": "y", "op": "concat", "inputs": ["b", "b", "b"], "attrs": {"axis": 0}})")); }),
+             "node 'y' (concat) at nodes[2]: the concatenated axis 0 overflows");
+}
+
+TEST(SizeOverflow, AnArenaLargerThanInt64IsAMemoryError) {
+  // Two values of 2^62 + 2^61 bytes live at once: each fits int64, both together do not.
+  const int64_t big = (INT64_C(1) << 62) + (INT64_C(1) << 61);
+  std::vector<rlx::passes::Lifetime> life = {{big, 0, 1}, {big, 1, 2}};
+  EXPECT_HAS(error_of([&] { rlx::passes::plan_memory(life); }, rlx::kExitRuntime), "out of memory");
+  // Not at once: they share the memory, and the arena is one value (rounded to 64 bytes).
+  life[1].first = 2;
+  EXPECT_EQ(rlx::passes::plan_memory(life).arena_bytes, big);
+  EXPECT_HAS(error_of([&] { rlx::passes::plan_memory({{INT64_MAX - 1, 0, 0}}); }, rlx::kExitRuntime), "out of memory");
+}
+
+TEST_F(Cli, HugeShapesAreExit2AndUnallocatableOnesExit3InEveryMode) {
+  auto bcast = [&](const std::string& to) {
+    return graph_with(R"({"id": "x", "op": "input", "shape": [1]},
+      {"id": "b", "op": "broadcast_to", "inputs": ["x"], "attrs": {"shape": [)" + to + R"(]}},
+      {"id": "y", "op": "sum", "inputs": ["b"]})");
+  };
+  write("wrap.json", bcast("4611686018427387904"));  // 2^64 bytes: crashed with SIGSEGV in lazy mode
+  write("big.json", bcast("1099511627776"));         // 2^42 bytes (4 TiB): fits int64, no host has it
+  for (const char* mode : {"eager", "lazy", "compiled"}) {
+    SCOPED_TRACE(mode);
+    expect_fail({"run", path("wrap.json"), "--input", "x=1xf32=1", "--mode", mode}, 2,
+                {"node 'b' (broadcast_to) at nodes[1]: result shape [4611686018427387904] of f32 is more bytes than fit int64"});
+    expect_fail({"run", path("big.json"), "--input", "x=1xf32=1", "--mode", mode}, 3, {"out of host memory allocating"});
+  }
+  expect_fail({"inspect", path("wrap.json")}, 2, {"more bytes than fit int64"});
 }
 
 }  // namespace

@@ -404,6 +404,13 @@ std::vector<SliceAxis> slice_plan(const Attrs& a, const Shape& x, std::string* e
   return plan;
 }
 
+// A tensor's element count times its element size must fit int64 (issue 24: broadcast_to
+// [2^62] of f32 is 2^64 bytes, which wrapped to 0 and was allocated as such).
+void check_byte_size(const Graph& g, const Node& n, const Shape& s, DType dt) {
+  if (checked_nbytes(shape_numel(s), dtype_size(dt)) < 0)
+    fail(g, n, "result shape " + shape_str(s) + " of " + dtype_name(dt) + " is more bytes than fit int64");
+}
+
 void infer_node(const Graph& g, int idx, TypedShapes& ts) {
   const Node& n = g.nodes[idx];
   auto in = [&](int k) -> const Shape& { return ts.shapes[n.inputs[k]]; };
@@ -579,6 +586,7 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
             bool ok = y.size() == x.size();
             for (size_t d = 0; ok && d < y.size(); ++d) ok = (int)d == a || y[d] == x[d];
             if (!ok) fail(g, n, "input " + std::to_string(k) + " has shape " + shape_str(y) + ", incompatible with " + shape_str(x) + " along axes other than " + std::to_string(a));
+            if (y[a] > INT64_MAX - out[a]) fail(g, n, "the concatenated axis " + std::to_string(a) + " overflows");
             out[a] += y[a];
           }
           break;
@@ -762,6 +770,7 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
   ts.shapes[idx] = out;
   ts.dtypes[idx] = dt;
   if (shape_numel(out) < 0) fail(g, n, "result shape " + shape_str(out) + " overflows");
+  check_byte_size(g, n, out, dt);
   if (n.has_decl_shape) {
     Shape decl;
     for (const auto& d : n.decl_shape) decl.push_back(d.value);
@@ -798,11 +807,13 @@ TypedShapes infer_shapes(const Graph& g, const std::map<std::string, Shape>& inp
       }
       ts.shapes[i] = s;
       ts.dtypes[i] = n.dtype;
+      check_byte_size(g, n, s, n.dtype);
     } else if (n.op == Op::Param || n.op == Op::Constant) {
       Shape s;
       for (auto& d : n.decl_shape) s.push_back(d.value);
       ts.shapes[i] = s;
       ts.dtypes[i] = n.dtype;
+      check_byte_size(g, n, s, n.dtype);
     } else {
       infer_node(g, i, ts);
     }

@@ -3,9 +3,14 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/error.h"
+
 namespace rlx::passes {
 
 MemoryPlan plan_memory(const std::vector<Lifetime>& values, int64_t align) {
+  auto too_big = [] {
+    throw RuntimeError("out of memory: the graph's intermediate values need more bytes than fit int64");
+  };
   MemoryPlan p;
   p.offsets.assign(values.size(), -1);
   std::vector<size_t> order;
@@ -16,8 +21,11 @@ MemoryPlan plan_memory(const std::vector<Lifetime>& values, int64_t align) {
   std::vector<Placed> placed;
   for (size_t v : order) {
     const auto& L = values[v];
+    // Sizes fit int64 one by one (checked at load), but an arena holding several may not: that
+    // is memory no device has (RuntimeError, exit 3), never a wrapped offset.
+    if (L.size > INT64_MAX - align) too_big();
     int64_t size = (L.size + align - 1) / align * align;
-    p.sum_bytes += size;
+    p.sum_bytes = p.sum_bytes > INT64_MAX - size ? INT64_MAX : p.sum_bytes + size;
     // Intervals in use during v's lifetime, sorted by offset; take the smallest gap that fits.
     std::vector<std::pair<int64_t, int64_t>> busy;
     for (const auto& q : placed)
@@ -29,6 +37,7 @@ MemoryPlan plan_memory(const std::vector<Lifetime>& values, int64_t align) {
       cur = std::max(cur, e);
     }
     if (best < 0) best = cur;
+    if (best > INT64_MAX - size) too_big();
     p.offsets[v] = best;
     placed.push_back({best, best + size, L.first, L.last});
     p.arena_bytes = std::max(p.arena_bytes, best + size);
