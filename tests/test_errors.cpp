@@ -1244,6 +1244,15 @@ TEST(ConstantRange, ValuesThatDoNotFitTheDtypeAreRefusedNamingTheNode) {
   EXPECT_EQ(values("i32", "[2, 2]", "7").int_at(3), 7);
   EXPECT_EQ(values("i32", "[0]", "7").numel(), 0);
   EXPECT_EQ(values("bool", "[2]", "[true, 0]").int_at(0), 1);
+  // pad's `value` attribute becomes an element of x's dtype: the same rule.
+  auto pad = [](const std::string& value) {
+    return graph_with(R"({"id": "x", "op": "input", "shape": [2], "dtype": "i32"},
+      {"id": "y", "op": "pad", "inputs": ["x"], "attrs": {"pads": [1, 1], "value": )" + value + "}}");
+  };
+  EXPECT_HAS(error_of([&] { load_and_infer(pad("3e9")); }),
+             "node 'y' (pad) at nodes[1]: attribute 'value' 3000000000 is not an integer in range (x is i32)");
+  EXPECT_HAS(error_of([&] { load_and_infer(pad("2.5")); }), "attribute 'value' 2.5 is not an integer in range");
+  EXPECT_NO_THROW(load_and_infer(pad("-2147483648")));
 }
 
 TEST_F(Cli, ConstantOutOfItsDtypeRangeIsRefusedAsTheInlineSpecIs) {

@@ -1,6 +1,7 @@
 #include "ir/op_registry.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -681,6 +682,12 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
           if ((int)pads.size() != 2 * r)
             fail(g, n, "pads has " + std::to_string(pads.size()) + " entries; a rank-" + std::to_string(r) + " input needs " + std::to_string(2 * r) + " ([begin_0.., end_0..])");
           const std::string& mode = n.attrs.s("mode");
+          // The pad value becomes an element of x's dtype: it must fit, as a constant's value must.
+          if (std::string why = literal_value_problem(n.attrs.f("value"), in_dt(0)); !why.empty()) {
+            char shown[32];
+            std::snprintf(shown, sizeof shown, "%.17g", n.attrs.f("value"));
+            fail(g, n, std::string("attribute 'value' ") + shown + " " + why + " (x is " + dtype_name(in_dt(0)) + ")");
+          }
           for (int d = 0; d < r; ++d) {
             int64_t b = pads[d], e = pads[d + r];
             if (std::abs(b) > (int64_t)1 << 40 || std::abs(e) > (int64_t)1 << 40) fail(g, n, "pads are too large");
