@@ -1188,6 +1188,19 @@ TEST_F(Cli, DeeplyNestedJsonIsRefusedWithABoundedMessage) {
   EXPECT_LT(p.err.size(), 400u) << p.err.substr(0, 400);
 }
 
+TEST(MessageExcerpts, ModelGivenIdsAndKeysAreQuotedBoundedAndWithoutControlCharacters) {
+  // A 1000-byte id holding a terminal escape, with a 1000-byte unknown field.
+  const std::string id = "x\x1b[31m" + std::string(1000, 'a'), key = "shap" + std::string(1000, 'k');
+  std::string msg = error_of([&] {
+    load_and_infer(graph_with(R"({"id": )" + json(id).dump() + R"(, "op": "input", "shape": [1], )" + json(key).dump() + ": 1}",
+                              "[" + json(id).dump() + "]"));
+  });
+  EXPECT_HAS(msg, "t.json: node 'x\\x1b[31maaa");
+  EXPECT_HAS(msg, "...' (input) at nodes[0]: unknown field \"shapkkk");
+  EXPECT_EQ(msg.find('\x1b'), std::string::npos) << "no raw escape reaches the terminal";
+  EXPECT_LT(msg.size(), 500u);
+}
+
 TEST_F(Cli, DuplicateJsonKeysAreRefusedNamingTheKey) {
   // {"op": "neg", "op": "exp"} ran exp: JSON leaves the meaning of a repeated key open.
   write("dup_op.json", graph_with(R"({"id": "x", "op": "input", "shape": [1]}, {"id": "y", "op": "neg", "op": "exp", "inputs": ["x"]})"));

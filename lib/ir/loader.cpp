@@ -30,7 +30,7 @@ struct Ctx {
 
 std::string where_node(size_t idx, const std::string& id, const std::string& op = "") {
   std::string w = "nodes[" + std::to_string(idx) + "]";
-  if (!id.empty()) w = "node '" + id + "'" + (op.empty() ? "" : " (" + op + ")") + " at " + w;
+  if (!id.empty()) w = "node '" + printable(id) + "'" + (op.empty() ? "" : " (" + op + ")") + " at " + w;
   return w;
 }
 
@@ -211,13 +211,13 @@ Node parse_node(const Ctx& c, size_t idx, const json& jn) {
   if (!jn.contains("op") || !jn["op"].is_string()) c.fail(where_node(idx, n.id), "needs a string \"op\"");
   std::string opname = jn["op"].get<std::string>();
   auto op = op_from_name(opname);
-  if (!op) c.fail(where_node(idx, n.id), "unknown op \"" + opname + "\" (see docs/graph-format.md for the list)");
+  if (!op) c.fail(where_node(idx, n.id), "unknown op " + io::quoted_excerpt(opname) + " (see docs/graph-format.md for the list)");
   n.op = *op;
   const OpInfo& info = op_info(n.op);
   std::string where = where_node(idx, n.id, opname);
   static const std::set<std::string> keys = {"id", "op", "inputs", "attrs", "shape", "dtype", "name", "value", "doc", "comment"};
   for (auto it = jn.begin(); it != jn.end(); ++it)
-    if (!keys.count(it.key())) c.fail(where, "unknown field \"" + it.key() + "\"");
+    if (!keys.count(it.key())) c.fail(where, "unknown field " + io::quoted_excerpt(it.key()));
 
   bool leaf = info.category == Category::Leaf;
   if (jn.contains("dtype")) {
@@ -277,7 +277,7 @@ Node parse_node(const Ctx& c, size_t idx, const json& jn) {
       if (spec == info.attrs.end()) {
         std::string known;
         for (auto& s : info.attrs) known += (known.empty() ? "" : ", ") + s.name;
-        c.fail(where, "unknown attribute \"" + it.key() + "\"" + (known.empty() ? " (this op takes none)" : " (known: " + known + ")"));
+        c.fail(where, "unknown attribute " + io::quoted_excerpt(it.key()) + (known.empty() ? " (this op takes none)" : " (known: " + known + ")"));
       }
       n.attrs.values[spec->name] = parse_attr(c, where, *spec, it.value());
     }

@@ -242,7 +242,7 @@ const std::vector<std::string>& all_op_names() {
 std::string node_ref(const Graph& g, const Node& n) {
   std::string f = g.file.empty() ? std::string("graph") : g.file;
   std::string at = n.json_index >= 0 ? " at nodes[" + std::to_string(n.json_index) + "]" : "";
-  return f + ": node '" + n.id + "' (" + op_name(n.op) + ")" + at;
+  return f + ": node '" + printable(n.id) + "' (" + op_name(n.op) + ")" + at;
 }
 
 EwOp node_ew_op(const Node& n) {

@@ -287,15 +287,6 @@ std::string plain_file_name_problem(const std::string& id) {
   return "";
 }
 
-std::string printable(const std::string& s) {
-  std::string r;
-  for (unsigned char ch : s.substr(0, 200)) {
-    if (ch < 0x20 || ch == 0x7f) r += fmt::format("\\x{:02x}", ch);
-    else r += (char)ch;
-  }
-  return s.size() > 200 ? r + "..." : r;
-}
-
 OutputPlan plan_outputs(const ir::Graph& g, const std::vector<std::string>& output_specs, const std::string& out_dir) {
   OutputPlan plan;
   for (const auto& s : output_specs) {

@@ -83,8 +83,6 @@ std::string summarize(const std::string& name, const Tensor& t, int first = 8);
 // Why an output id cannot be used as a file name under --out-dir, or "" when it can: it must
 // be 1 to 200 bytes, not start with '.', and hold no '/', '\\' or control character.
 std::string plain_file_name_problem(const std::string& id);
-// `s` with control characters as \xNN, cut to 200 bytes (for naming model-given ids in messages).
-std::string printable(const std::string& s);
 
 // --output ID=FILE (.npy or .safetensors) and --out-dir DIR (ID.npy for each output that no
 // --output names; the id must be a plain file name, see plain_file_name_problem), checked
