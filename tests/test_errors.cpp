@@ -1104,6 +1104,19 @@ TEST_F(Cli, OutDirRefusesOutputIdsThatAreNotPlainFileNames) {
   EXPECT_EQ(std::distance(fs::directory_iterator(out), {}), 1) << "only the file --output named";
 }
 
+TEST_F(Cli, TwoOutputsOntoOneFileAreRefused) {
+  // --output a=out/b.npy with --out-dir out: b's file under --out-dir is out/b.npy too.
+  write("g.json", graph_with(R"({"id": "x", "op": "input", "shape": [2]}, {"id": "a", "op": "neg", "inputs": ["x"]},
+    {"id": "b", "op": "exp", "inputs": ["x"]})", R"(["a", "b"])"));
+  fs::create_directories(path("out"));
+  Proc p = expect_fail({"run", path("g.json"), "--input", "x=2xf32=1,2", "--out-dir", path("out"), "--output", "a=" + path("out/b.npy")},
+                       2, {"outputs 'a' and 'b' would both be written there"});
+  EXPECT_EQ(p.out, "");
+  expect_fail({"run", path("g.json"), "--input", "x=2xf32=1,2", "--output", "a=" + path("o.npy"), "--output", "b=" + path("out/../o.npy")},
+              2, {"outputs 'a' and 'b' would both be written there"});
+  EXPECT_TRUE(fs::is_empty(path("out")));
+}
+
 TEST_F(Cli, OutDirReplacesAPlantedSymlinkInsteadOfFollowingIt) {
   // out/y.npy is a symlink to a file outside out/: the output replaces the link (a temporary in
   // out/, then a rename), and the file it pointed to is untouched.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -335,6 +336,18 @@ OutputPlan plan_outputs(const ir::Graph& g, const std::vector<std::string>& outp
       throw InputError("cannot write " + file + ": " +
                        (fs::exists(dir, ec) ? dir.string() + " is not a directory" : "directory " + dir.string() + " does not exist"));
     if (fs::is_directory(file, ec)) throw InputError("cannot write " + file + ": it is a directory, expected a file name");
+  }
+  // Two outputs onto one file would leave only the last: refused (the directory exists now,
+  // so the parent resolves; the file name is compared as given).
+  std::map<fs::path, int> by_file;
+  for (const auto& [k, file] : plan) {
+    std::error_code ec;
+    fs::path p = fs::path(file);
+    fs::path key = fs::weakly_canonical(p.has_parent_path() ? p.parent_path() : fs::path("."), ec) / p.filename();
+    auto [it, fresh] = by_file.emplace(key, k);
+    if (!fresh && it->second != k)
+      throw InputError("cannot write " + file + ": outputs '" + printable(g.nodes[g.outputs[it->second]].id) + "' and '" +
+                       printable(g.nodes[g.outputs[k]].id) + "' would both be written there");
   }
   return plan;
 }
