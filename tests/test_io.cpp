@@ -1,7 +1,9 @@
 // Tests for lib/io. Expected values come from tests/data/io/expected.json, written
 // by NumPy alongside the fixtures (scripts/make_io_fixtures.py).
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -579,10 +581,20 @@ TEST(File, SpecialFilesAreRefusedBeforeReading) {
   TmpDir dir;
   ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
   fs::create_symlink("/dev/zero", dir / "zero.npy");
+  // A listening unix socket.
+  const std::string sock_path = dir / "sock";
+  int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(sock, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(sock_path.size(), sizeof addr.sun_path);
+  std::strcpy(addr.sun_path, sock_path.c_str());
+  ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {dir / "fifo", "it is a FIFO (named pipe), expected a regular file"},
       {dir / "zero.npy", "it is a character device, expected a regular file"},
       {"/dev/null", "it is a character device, expected a regular file"},
+      {sock_path, "it is a socket, expected a regular file"},
   };
   for (const auto& [path, phrase] : cases) {
     SCOPED_TRACE(path);
@@ -597,6 +609,7 @@ TEST(File, SpecialFilesAreRefusedBeforeReading) {
   EXPECT_EQ(map_file(dir / "link").size, 6u);
   EXPECT_EQ(read_file_prefix(dir / "link", 2), (Bytes{'a', 'b'}));
   EXPECT_EQ(read_file_prefix(dir / "link", 100).size(), 6u);
+  ::close(sock);
 }
 
 // ---- untrusted JSON (issue 24) ----
