@@ -1,7 +1,9 @@
 // Tests for lib/io. Expected values come from tests/data/io/expected.json, written
 // by NumPy alongside the fixtures (scripts/make_io_fixtures.py).
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 
 #include "core/error.h"
 #include "io/file.h"
+#include "io/json.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "io/spec.h"
@@ -627,6 +630,95 @@ TEST(File, ReadFileErrorsNameThePath) {
   spit(dir / "empty", "");
   EXPECT_TRUE(read_file(dir / "empty").empty());
   EXPECT_EQ(map_file(dir / "empty").size, 0u);
+}
+
+// Issue 24: a FIFO, a device or a socket is refused before it is opened in a way that could
+// block (a FIFO without a writer blocks open(2) forever) or read (/dev/zero never ends); a
+// symlink is followed only to a regular file.
+TEST(File, SpecialFilesAreRefusedBeforeReading) {
+  TmpDir dir;
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  fs::create_symlink("/dev/zero", dir / "zero.npy");
+  // A listening unix socket.
+  const std::string sock_path = dir / "sock";
+  int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(sock, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(sock_path.size(), sizeof addr.sun_path);
+  std::strcpy(addr.sun_path, sock_path.c_str());
+  ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {dir / "fifo", "it is a FIFO (named pipe), expected a regular file"},
+      {dir / "zero.npy", "it is a character device, expected a regular file"},
+      {"/dev/null", "it is a character device, expected a regular file"},
+      {sock_path, "it is a socket, expected a regular file"},
+  };
+  for (const auto& [path, phrase] : cases) {
+    SCOPED_TRACE(path);
+    EXPECT_EQ(input_error([&] { read_file(path); }).rfind("cannot read " + path + ": " + phrase, 0), 0u);
+    EXPECT_TRUE(Contains(input_error([&] { map_file(path); }), phrase));
+    EXPECT_TRUE(Contains(input_error([&] { read_file_prefix(path, 16); }), phrase));
+  }
+  // A symlink to a regular file is read through.
+  spit(dir / "real", "abcdef");
+  fs::create_symlink(dir / "real", dir / "link");
+  EXPECT_EQ(read_file(dir / "link"), (Bytes{'a', 'b', 'c', 'd', 'e', 'f'}));
+  EXPECT_EQ(map_file(dir / "link").size, 6u);
+  EXPECT_EQ(read_file_prefix(dir / "link", 2), (Bytes{'a', 'b'}));
+  EXPECT_EQ(read_file_prefix(dir / "link", 100).size(), 6u);
+  ::close(sock);
+}
+
+// ---- untrusted JSON (issue 24) ----
+
+std::string nested(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+TEST(Json, NestingIsLimitedWhileParsing) {
+  EXPECT_EQ(parse_untrusted_json(nested(kMaxJsonDepth), "t.json").size(), 1u);
+  EXPECT_EQ(input_error([&] { parse_untrusted_json(nested(kMaxJsonDepth + 1), "t.json"); }),
+            "t.json: JSON nested deeper than 64 levels (objects and lists); refused");
+  // 100,000 levels (200 KB, valid JSON): refused at level 65, nothing deep is ever built.
+  EXPECT_TRUE(Contains(input_error([&] { parse_untrusted_json("{\"a\": " + nested(100000) + "}", "t.json"); }),
+                       "nested deeper than 64 levels"));
+  EXPECT_TRUE(Contains(input_error([&] { parse_untrusted_json(std::string(100000, '['), "t.json"); }), "nested deeper"));
+}
+
+TEST(Json, DuplicateKeysAreRefusedNamingTheKey) {
+  EXPECT_EQ(input_error([&] { parse_untrusted_json(R"({"a": 1, "b": 2, "a": 3})", "t.json"); }),
+            "t.json: duplicate key \"a\" (in the top-level object); each key may appear once");
+  EXPECT_EQ(input_error([&] { parse_untrusted_json(R"({"nodes": [{"id": "y", "op": "neg", "op": "exp"}]})", "t.json"); }),
+            "t.json: duplicate key \"op\" (in an object under \"nodes\"); each key may appear once");
+  // The same key in different objects, or in an object and its parent, is fine.
+  EXPECT_NO_THROW(parse_untrusted_json(R"({"a": {"a": 1}, "b": [{"a": 1}, {"a": 2}]})", "t.json"));
+  // Syntax errors still come from nlohmann, with their position.
+  EXPECT_THROW(parse_untrusted_json(R"({"a": })", "t.json"), nlohmann::json::parse_error);
+}
+
+TEST(Json, ExcerptsAreBounded) {
+  json big = json::array();
+  for (int i = 0; i < 100000; ++i) big.push_back(i);
+  std::string e = json_excerpt(big);
+  EXPECT_LE(e.size(), kMaxJsonExcerpt + 3);
+  EXPECT_EQ(e.rfind("[0,1,2,3,", 0), 0u);
+  EXPECT_EQ(e.substr(e.size() - 3), "...");
+  EXPECT_LE(json_excerpt(json(std::string(100000, 'a'))).size(), kMaxJsonExcerpt + 3);
+  EXPECT_EQ(json_excerpt(json::parse(R"({"k": [1, "x"]})")), R"({"k":[1,"x"]})");
+  EXPECT_EQ(json_excerpt(json("short")), "\"short\"");
+}
+
+TEST(Safetensors, HeaderNestingAndDuplicateKeysAreRefused) {
+  auto header = [](const std::string& h) {
+    auto b = std::make_shared<std::vector<uint8_t>>();
+    for (int i = 0; i < 8; ++i) b->push_back((uint8_t)(h.size() >> (8 * i)));
+    b->insert(b->end(), h.begin(), h.end());
+    return b;
+  };
+  EXPECT_TRUE(Contains(input_error([&] { SafetensorsFile::from_memory(header("{\"__metadata__\": " + nested(100000) + "}"), "s.safetensors"); }),
+                       "s.safetensors: header: JSON nested deeper than 64 levels"));
+  const std::string t = R"({"dtype": "F32", "shape": [1], "data_offsets": [0, 4]})";
+  EXPECT_TRUE(Contains(input_error([&] { SafetensorsFile::from_memory(header("{\"t\": " + t + ", \"t\": " + t + "}"), "s.safetensors"); }),
+                       "s.safetensors: header: duplicate key \"t\""));
 }
 
 // ---- SPECs ----

@@ -4,6 +4,7 @@
 // i8/u8 1 (quantized values).
 // Every conversion between dtypes goes through convert_elements (core/dtype.cpp).
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -171,6 +172,24 @@ inline float round_to_dtype(float v, DType t) {
     }
   }
   return v;
+}
+
+// The rule for a value written as text (an inline --input SPEC, a graph constant's value):
+// integer dtypes take integers in their range (i32 [-2^31, 2^31), i64 [-2^63, 2^63)), float
+// dtypes any value that does not overflow f32 (infinities and NaN as such). Nothing is
+// saturated or rounded into range. Returns "" or why `v` does not fit, e.g. "is not an
+// integer in range" (the message's subject is the caller's: "i32 value '3e9' ...").
+inline std::string literal_value_problem(double v, DType t) {
+  if (is_integer(t)) {
+    // The range from the traits table; max + 1 is a power of two (2^63 for i64, exact in double).
+    const auto& r = dtype_traits(t);
+    if (!std::isfinite(v) || v != std::trunc(v) || v < (double)r.min || v >= (double)r.max + 1.0)
+      return "is not an integer in range [" + std::to_string(r.min) + ", " + std::to_string(r.max) + "]";
+    return "";
+  }
+  // 0x1.ffffffp127 is where rounding to f32 gives infinity.
+  if (std::isfinite(v) && std::fabs(v) >= 0x1.ffffffp127) return "is out of range for f32";
+  return "";
 }
 
 // Converts `n` elements of dtype `from` at `src` into dtype `to` at `dst` (host memory,

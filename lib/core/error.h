@@ -34,4 +34,17 @@ class RuntimeError : public Error {
   explicit RuntimeError(const std::string& msg) : Error(kExitRuntime, msg) {}
 };
 
+// Model-given text (a node id, an output name) as a message quotes it: control characters as
+// \xNN (no terminal escapes from a file), cut to `max` bytes with "..." after.
+inline std::string printable(const std::string& s, size_t max = 200) {
+  static const char hex[] = "0123456789abcdef";
+  std::string r;
+  for (size_t i = 0; i < s.size() && i < max; ++i) {
+    const unsigned char ch = (unsigned char)s[i];
+    if (ch < 0x20 || ch == 0x7f) r += std::string("\\x") + hex[ch >> 4] + hex[ch & 15];
+    else r += (char)ch;
+  }
+  return s.size() > max ? r + "..." : r;
+}
+
 }  // namespace rlx

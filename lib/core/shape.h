@@ -25,6 +25,14 @@ inline int64_t shape_numel(const Shape& s) {
   return empty ? 0 : n;
 }
 
+// Bytes of `numel` elements of `elem_size` bytes each, or -1 when numel is negative or the
+// product overflows int64. Every buffer size derived from a file goes through this.
+inline int64_t checked_nbytes(int64_t numel, size_t elem_size) {
+  if (numel < 0 || elem_size == 0) return numel < 0 ? -1 : 0;
+  if (numel > INT64_MAX / (int64_t)elem_size) return -1;
+  return numel * (int64_t)elem_size;
+}
+
 inline std::string shape_str(const Shape& s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <bit>
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -64,7 +65,8 @@ mode_t current_umask() {
 // Mode for the new file: the existing target's mode, else what open(2) would give.
 mode_t target_mode(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return st.st_mode & 07777;
+  // lstat: a symlink in the target's place is replaced by the rename, never followed.
+  if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return st.st_mode & 07777;
   return 0666 & ~current_umask();
 }
 
@@ -105,36 +107,55 @@ struct TempFile {
   }
 }
 
-// Opens `path` for reading; fills `st`. Refuses directories.
+const char* file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+[[noreturn]] void throw_not_regular(const std::string& path, mode_t m) {
+  if (S_ISDIR(m)) throw InputError("cannot read " + path + ": it is a directory, expected a file");
+  throw InputError("cannot read " + path + ": it is " + std::string(file_kind(m)) +
+                   ", expected a regular file (special files are refused: they can block or never end)");
+}
+
+// Opens `path` for reading; fills `st`. Only regular files (or symlinks to them) are opened:
+// the path is stat'ed first, so a FIFO is never opened (open would block until a writer comes)
+// and a device such as /dev/zero never read (it never ends). The open itself is non-blocking
+// and the opened file is checked again, in case the path was replaced in between.
 int open_for_read(const std::string& path, struct stat* st) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (::stat(path.c_str(), st) != 0) throw_read_error(path, errno);
+  if (!S_ISREG(st->st_mode)) throw_not_regular(path, st->st_mode);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) throw_read_error(path, errno);
-  if (::fstat(fd, st) != 0) {
-    int err = errno;
-    ::close(fd);
-    throw_read_error(path, err);
-  }
-  if (S_ISDIR(st->st_mode)) {
-    ::close(fd);
-    throw InputError("cannot read " + path + ": it is a directory, expected a file");
-  }
+  FdGuard guard{fd};
+  if (::fstat(fd, st) != 0) throw_read_error(path, errno);
+  if (!S_ISREG(st->st_mode)) throw_not_regular(path, st->st_mode);
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) throw_read_error(path, errno);
+  guard.fd = -1;
   return fd;
 }
 
-// Reads until end of file (works for pipes too; `hint` is the expected size).
-std::vector<uint8_t> read_all(int fd, const std::string& path, size_t hint) {
-  std::vector<uint8_t> out;
-  out.reserve(hint);
-  uint8_t buf[1 << 16];
-  for (;;) {
-    ssize_t r = ::read(fd, buf, sizeof buf);
+// Reads at most `size` bytes (the regular file's size at open): a file that grows while it is
+// read is not followed, one that shrinks gives what is there.
+std::vector<uint8_t> read_at_most(int fd, const std::string& path, size_t size) {
+  std::vector<uint8_t> out(size);
+  size_t got = 0;
+  while (got < size) {
+    ssize_t r = ::read(fd, out.data() + got, size - got);
     if (r < 0) {
       if (errno == EINTR) continue;
       throw_read_error(path, errno);
     }
-    if (r == 0) return out;
-    out.insert(out.end(), buf, buf + r);
+    if (r == 0) break;
+    got += (size_t)r;
   }
+  out.resize(got);
+  return out;
 }
 
 template <class T>
@@ -175,23 +196,22 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
   if (dfd.fd >= 0) ::fsync(dfd.fd);
 }
 
+std::vector<uint8_t> read_file_prefix(const std::string& path, size_t n) {
+  struct stat st;
+  FdGuard fd{open_for_read(path, &st)};
+  return read_at_most(fd.fd, path, std::min(n, (size_t)st.st_size));
+}
+
 std::vector<uint8_t> read_file(const std::string& path) {
   struct stat st;
   FdGuard fd{open_for_read(path, &st)};
-  return read_all(fd.fd, path, S_ISREG(st.st_mode) ? (size_t)st.st_size : 0);
+  return read_at_most(fd.fd, path, (size_t)st.st_size);
 }
 
 MappedFile map_file(const std::string& path) {
   struct stat st;
   FdGuard fd{open_for_read(path, &st)};
   MappedFile m;
-  if (!S_ISREG(st.st_mode)) {  // a pipe or device: read it into memory instead
-    auto bytes = std::make_shared<const std::vector<uint8_t>>(read_all(fd.fd, path, 0));
-    m.data = bytes->empty() ? nullptr : bytes->data();
-    m.size = bytes->size();
-    m.keep = std::move(bytes);
-    return m;
-  }
   m.size = (size_t)st.st_size;
   if (m.size == 0) return m;  // mmap refuses empty mappings
   void* p = ::mmap(nullptr, m.size, PROT_READ, MAP_PRIVATE, fd.fd, 0);

@@ -16,8 +16,13 @@ namespace rlx::io {
 // is removed and the target is untouched; throws InputError (missing directory,
 // read-only location) or RuntimeError (disk full) naming the path.
 void write_file_atomic(const std::string& path, const void* data, size_t size);
-// Reads a whole file; throws InputError naming the path.
+// Reads a whole file; throws InputError naming the path. Every read of an untrusted file goes
+// through read_file or map_file: only regular files (or symlinks to them) are read, and never
+// more than their size; a FIFO, a device, a socket or a directory is refused (exit 2) before
+// anything could block on it.
 std::vector<uint8_t> read_file(const std::string& path);
+// The first `n` bytes of a file (fewer when it is shorter), with read_file's checks.
+std::vector<uint8_t> read_file_prefix(const std::string& path, size_t n);
 
 // A read-only, private memory mapping of a whole file. `keep` owns the mapping
 // (unmapped when the last copy goes); `data` is null for an empty file.
@@ -26,7 +31,7 @@ struct MappedFile {
   const uint8_t* data = nullptr;
   size_t size = 0;
 };
-// Maps `path`; throws InputError naming the path (missing, a directory, unreadable).
+// Maps `path`; throws InputError naming the path (missing, not a regular file, unreadable).
 MappedFile map_file(const std::string& path);
 
 // A bounds-checked cursor over bytes in memory. Every read checks the remaining

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "io/file.h"
+#include "io/json.h"
 
 namespace rlx::io {
 
@@ -56,7 +57,7 @@ class HeaderChecker {
   }
 
   uint64_t non_negative(const json& v, const std::string& where) const {
-    if (!v.is_number_unsigned()) fail(where, "a non-negative integer", v.dump());
+    if (!v.is_number_unsigned()) fail(where, "a non-negative integer", json_excerpt(v));
     return v.get<uint64_t>();
   }
 
@@ -71,21 +72,21 @@ class HeaderChecker {
 
     TensorInfo info;
     const json& dt = v["dtype"];
-    if (!dt.is_string()) fail(where + " dtype", "a string", dt.dump());
+    if (!dt.is_string()) fail(where + " dtype", "a string", json_excerpt(dt));
     std::optional<DType> dtype = st_dtype(dt.get<std::string>());
-    if (!dtype) fail(where, std::string("a known dtype (") + kSupported + ")", "dtype " + dt.dump());
+    if (!dtype) fail(where, std::string("a known dtype (") + kSupported + ")", "dtype " + json_excerpt(dt));
     info.dtype = *dtype;
 
     const json& shape = v["shape"];
-    if (!shape.is_array()) fail(where + " shape", "an array", shape.dump());
+    if (!shape.is_array()) fail(where + " shape", "an array", json_excerpt(shape));
     for (const json& d : shape) {
       uint64_t dim = non_negative(d, where + " shape");
-      if (dim > (uint64_t)INT64_MAX) fail(where + " shape", "dimensions below 2^63", d.dump());
+      if (dim > (uint64_t)INT64_MAX) fail(where + " shape", "dimensions below 2^63", json_excerpt(d));
       info.shape.push_back((int64_t)dim);
     }
 
     const json& off = v["data_offsets"];
-    if (!off.is_array() || off.size() != 2) fail(where + " data_offsets", "[begin, end]", off.dump());
+    if (!off.is_array() || off.size() != 2) fail(where + " data_offsets", "[begin, end]", json_excerpt(off));
     info.begin = non_negative(off[0], where + " data_offsets");
     info.end = non_negative(off[1], where + " data_offsets");
     const std::string offsets = "data_offsets " + range_str(info.begin, info.end);
@@ -139,8 +140,12 @@ SafetensorsFile SafetensorsFile::from_bytes(std::shared_ptr<const void> keep, co
     throw InputError(what + ": header length " + std::to_string(header_len) + " exceeds the limit of " +
                      std::to_string(kMaxHeader) + " bytes (file has " + std::to_string(size) + " bytes)");
   const uint8_t* text = r.take(header_len, "header");
-  json header = json::parse(text, text + header_len, nullptr, /*allow_exceptions=*/false);
-  if (header.is_discarded()) throw InputError(what + ": header is not valid JSON");
+  json header;
+  try {
+    header = parse_untrusted_json(std::string_view(reinterpret_cast<const char*>(text), header_len), what + ": header");
+  } catch (const json::exception&) {
+    throw InputError(what + ": header is not valid JSON");
+  }
 
   SafetensorsFile f;
   f.path_ = what;

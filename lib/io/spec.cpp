@@ -16,8 +16,6 @@ namespace {
 constexpr char kForms[] =
     "expected @file.npy, file.npy, file.safetensors:NAME, 2x3xf32=1,2,3,4,5,6, f32=3.5, random or random:SEED";
 constexpr std::string_view kSafetensors = ".safetensors";
-// Smallest magnitude that rounds to infinity as f32 (FLT_MAX plus half an ulp).
-constexpr double kF32Overflow = 0x1.ffffffp127;
 
 [[noreturn]] void bad_spec(const std::string& text, const std::string& why) {
   throw InputError("bad tensor spec '" + text + "': " + why + " (" + kForms + ")");
@@ -75,16 +73,8 @@ double parse_value(const std::string& text, std::string_view tok, DType dtype) {
   auto [end, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
   if (tok.empty() || ec != std::errc() || end != tok.data() + tok.size())
     bad_spec(text, "value " + shown + " is not a number");
-  if (is_integer(dtype)) {
-    const auto& r = dtype_traits(dtype);
-    // [min, max + 1) as doubles: exact for every integer dtype (i64's max + 1 is 2^63)
-    const double lo = (double)r.min, hi = r.max == INT64_MAX ? 0x1p63 : (double)r.max + 1;
-    if (!std::isfinite(v) || v != std::trunc(v) || v < lo || v >= hi)
-      bad_spec(text, std::string(dtype_name(dtype)) + " value " + shown + " is not an integer in range [" +
-                         std::to_string(r.min) + ", " + std::to_string(r.max) + "]");
-  } else if (std::fabs(v) >= kF32Overflow && std::isfinite(v)) {
-    bad_spec(text, "value " + shown + " is out of range for f32");
-  }
+  if (std::string why = literal_value_problem(v, dtype); !why.empty())
+    bad_spec(text, (is_integer(dtype) ? std::string(dtype_name(dtype)) + " value " : std::string("value ")) + shown + " " + why);
   return v;
 }
 

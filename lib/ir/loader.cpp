@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -10,6 +11,7 @@
 
 #include "core/error.h"
 #include "io/file.h"
+#include "io/json.h"
 #include "ir/op_registry.h"
 
 namespace rlx::ir {
@@ -28,7 +30,7 @@ struct Ctx {
 
 std::string where_node(size_t idx, const std::string& id, const std::string& op = "") {
   std::string w = "nodes[" + std::to_string(idx) + "]";
-  if (!id.empty()) w = "node '" + id + "'" + (op.empty() ? "" : " (" + op + ")") + " at " + w;
+  if (!id.empty()) w = "node '" + printable(id) + "'" + (op.empty() ? "" : " (" + op + ")") + " at " + w;
   return w;
 }
 
@@ -69,7 +71,7 @@ bool json_int(const json& v, int64_t& out) {
 
 AttrValue parse_attr(const Ctx& c, const std::string& where, const AttrSpec& spec, const json& v) {
   auto bad = [&](const std::string& expected) -> AttrValue {
-    c.fail(where, "attribute '" + spec.name + "' must be " + expected + ", got " + json_type(v) + " " + v.dump());
+    c.fail(where, "attribute '" + spec.name + "' must be " + expected + ", got " + json_type(v) + " " + io::json_excerpt(v));
   };
   int64_t iv;
   switch (spec.type) {
@@ -125,17 +127,53 @@ AttrValue parse_attr(const Ctx& c, const std::string& where, const AttrSpec& spe
 
 // Flattens a (nested) constant value in row-major order, checking it matches `shape`.
 void flatten_value(const Ctx& c, const std::string& where, const json& v, const Shape& shape, size_t depth,
-                   std::vector<float>& out) {
+                   std::vector<const json*>& out) {
   if (depth == shape.size()) {
-    if (v.is_boolean()) out.push_back(v.get<bool>() ? 1.f : 0.f);
-    else if (v.is_number()) out.push_back(v.get<float>());
-    else c.fail(where, "value entries must be numbers, got " + std::string(json_type(v)));
+    if (!v.is_boolean() && !v.is_number()) c.fail(where, "value entries must be numbers, got " + std::string(json_type(v)));
+    out.push_back(&v);
     return;
   }
   if (!v.is_array() || (int64_t)v.size() != shape[depth])
     c.fail(where, "value does not match shape " + shape_str(shape) + " at nesting level " + std::to_string(depth) +
                       " (expected a list of " + std::to_string(shape[depth]) + ")");
   for (const auto& e : v) flatten_value(c, where, e, shape, depth + 1, out);
+}
+
+// A constant's values in its dtype, by the rule of inline --input values
+// (literal_value_problem): an integer that does not fit i32/i64 or a float that overflows f32
+// is refused, never saturated. Integers are kept exactly (an i64 beyond 2^24 is not rounded
+// through f32); true/false are 1/0.
+Tensor constant_tensor(const Ctx& c, const std::string& where, const Shape& s, DType dt,
+                       const std::vector<const json*>& leaves, bool fill) {
+  auto problem = [&](const json& e, const std::string& why) {
+    c.fail(where, (is_integer(dt) ? std::string(dtype_name(dt)) + " value " : std::string("value ")) + io::json_excerpt(e) + " " + why);
+  };
+  if (is_integer(dt)) {
+    std::vector<int64_t> ints;
+    ints.reserve(leaves.size());
+    for (const json* e : leaves) {
+      int64_t iv = 0;
+      if (e->is_boolean()) iv = e->get<bool>();
+      else if (e->is_number_integer() && json_int(*e, iv)) {  // exact, also beyond 2^53
+        if (!fits_dtype(iv, dt)) problem(*e, literal_value_problem((double)iv, dt));
+      } else if (std::string why = literal_value_problem(e->get<double>(), dt); !why.empty()) problem(*e, why);
+      else iv = (int64_t)e->get<double>();
+      ints.push_back(iv);
+    }
+    if (fill) ints.assign((size_t)shape_numel(s), ints.at(0));
+    return Tensor::from_ints(s, ints, dt);
+  }
+  std::vector<float> vals;
+  vals.reserve(leaves.size());
+  for (const json* e : leaves) {
+    if (e->is_boolean()) { vals.push_back(e->get<bool>() ? 1.f : 0.f); continue; }
+    const double v = e->get<double>();
+    if (std::string why = literal_value_problem(v, dt); !why.empty()) problem(*e, why);
+    if (dt == DType::boolean && v != 0 && v != 1) problem(*e, "is not 0, 1, true or false (the dtype is bool)");
+    vals.push_back((float)v);
+  }
+  if (fill) vals.assign((size_t)shape_numel(s), vals.at(0));
+  return Tensor::from_vector(s, vals, dt);  // stored in the node's dtype (as `cast` rounds)
 }
 
 void parse_shape(const Ctx& c, const std::string& where, const json& js, bool allow_symbols, Node& n) {
@@ -153,7 +191,7 @@ void parse_shape(const Ctx& c, const std::string& where, const json& js, bool al
       if (v < 0) c.fail(where, "shape has a negative dimension " + std::to_string(v));
       dim.value = v;
     } else {
-      c.fail(where, "shape entries must be non-negative integers or symbol names, got " + d.dump());
+      c.fail(where, "shape entries must be non-negative integers or symbol names, got " + io::json_excerpt(d));
     }
     n.decl_shape.push_back(dim);
   }
@@ -173,18 +211,18 @@ Node parse_node(const Ctx& c, size_t idx, const json& jn) {
   if (!jn.contains("op") || !jn["op"].is_string()) c.fail(where_node(idx, n.id), "needs a string \"op\"");
   std::string opname = jn["op"].get<std::string>();
   auto op = op_from_name(opname);
-  if (!op) c.fail(where_node(idx, n.id), "unknown op \"" + opname + "\" (see docs/graph-format.md for the list)");
+  if (!op) c.fail(where_node(idx, n.id), "unknown op " + io::quoted_excerpt(opname) + " (see docs/graph-format.md for the list)");
   n.op = *op;
   const OpInfo& info = op_info(n.op);
   std::string where = where_node(idx, n.id, opname);
   static const std::set<std::string> keys = {"id", "op", "inputs", "attrs", "shape", "dtype", "name", "value", "doc", "comment"};
   for (auto it = jn.begin(); it != jn.end(); ++it)
-    if (!keys.count(it.key())) c.fail(where, "unknown field \"" + it.key() + "\"");
+    if (!keys.count(it.key())) c.fail(where, "unknown field " + io::quoted_excerpt(it.key()));
 
   bool leaf = info.category == Category::Leaf;
   if (jn.contains("dtype")) {
     if (!jn["dtype"].is_string() || !parse_dtype(jn["dtype"].get<std::string>()))
-      c.fail(where, "dtype must be one of " + dtype_names() + "; got " + jn["dtype"].dump());
+      c.fail(where, "dtype must be one of " + dtype_names() + "; got " + io::json_excerpt(jn["dtype"]));
     n.dtype = *parse_dtype(jn["dtype"].get<std::string>());
   }
   if (jn.contains("shape")) parse_shape(c, where, jn["shape"], n.op == Op::Input, n);
@@ -202,33 +240,26 @@ Node parse_node(const Ctx& c, size_t idx, const json& jn) {
     int64_t count = shape_numel(s);
     if (count < 0 || (size_t)count > c.limits.max_constant_elements)
       c.fail(where, "constant has " + std::to_string(count) + " elements; at most " + std::to_string(c.limits.max_constant_elements) + " are supported inline (use a param)");
-    std::vector<float> vals;
+    std::vector<const json*> leaves;
     const json& v = jn["value"];
+    bool fill = false;
     if (v.is_number() || v.is_boolean()) {
-      float x = v.is_boolean() ? (v.get<bool>() ? 1.f : 0.f) : v.get<float>();
-      vals.assign((size_t)count, x);  // a scalar fills the shape
+      leaves.push_back(&v);  // a scalar fills the shape
+      fill = true;
     } else if (v.is_array() && s.size() > 1 && (int64_t)v.size() == count &&
                std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_number() || e.is_boolean(); })) {
-      flatten_value(c, where, v, Shape{count}, 0, vals);  // a flat row-major list is accepted too
+      flatten_value(c, where, v, Shape{count}, 0, leaves);  // a flat row-major list is accepted too
     } else {
-      flatten_value(c, where, v, s, 0, vals);
+      flatten_value(c, where, v, s, 0, leaves);
     }
-    if (is_integer(n.dtype)) {  // an integer constant holds integers of its range: never rounded or saturated
-      const auto& r = dtype_traits(n.dtype);
-      const double lo = (double)r.min, hi = r.max == INT64_MAX ? 0x1p63 : (double)r.max + 1;
-      for (size_t k = 0; k < vals.size(); ++k)
-        if (!(vals[k] >= lo && vals[k] < hi) || vals[k] != std::trunc(vals[k]))
-          c.fail(where, "value " + json(vals[k]).dump() + " (element " + std::to_string(k) + ") is not a " +
-                            dtype_name(n.dtype) + " integer in [" + std::to_string(r.min) + ", " + std::to_string(r.max) + "]");
-    }
-    n.constant = Tensor::from_vector(s, vals, n.dtype);  // stored in the node's dtype (as `cast` rounds)
+    n.constant = constant_tensor(c, where, s, n.dtype, leaves, fill);
   }
 
   if (jn.contains("inputs")) {
     const json& ins = jn["inputs"];
     if (!ins.is_array()) c.fail(where, "\"inputs\" must be a list of node ids");
     for (const auto& e : ins)
-      if (!e.is_string()) c.fail(where, "\"inputs\" must be a list of node ids, found " + e.dump());
+      if (!e.is_string()) c.fail(where, "\"inputs\" must be a list of node ids, found " + io::json_excerpt(e));
   }
   size_t nin = jn.contains("inputs") ? jn["inputs"].size() : 0;
   if ((int)nin < info.min_inputs || (int)nin > info.max_inputs) {
@@ -246,7 +277,7 @@ Node parse_node(const Ctx& c, size_t idx, const json& jn) {
       if (spec == info.attrs.end()) {
         std::string known;
         for (auto& s : info.attrs) known += (known.empty() ? "" : ", ") + s.name;
-        c.fail(where, "unknown attribute \"" + it.key() + "\"" + (known.empty() ? " (this op takes none)" : " (known: " + known + ")"));
+        c.fail(where, "unknown attribute " + io::quoted_excerpt(it.key()) + (known.empty() ? " (this op takes none)" : " (known: " + known + ")"));
       }
       n.attrs.values[spec->name] = parse_attr(c, where, *spec, it.value());
     }
@@ -295,7 +326,7 @@ Graph load_graph_text(const std::string& text, const std::string& file_name, con
                "(rlx run model.onnx) or convert it (rlx convert model.onnx -o graph.json)");
   json root;
   try {
-    root = json::parse(text);
+    root = io::parse_untrusted_json(text, file_name);
   } catch (const json::parse_error& e) {
     // e.byte is the 1-based byte offset; report a line and column.
     size_t line = 1, col = 1;
@@ -309,7 +340,7 @@ Graph load_graph_text(const std::string& text, const std::string& file_name, con
   }
   if (!root.is_object()) c.fail("", "the top level must be an object with \"format\", \"version\", \"nodes\", \"outputs\"");
   if (!root.contains("format") || root["format"] != "rlx.graph")
-    c.fail("format", "expected \"format\": \"rlx.graph\"" + (root.contains("format") ? ", got " + root["format"].dump() : std::string()));
+    c.fail("format", "expected \"format\": \"rlx.graph\"" + (root.contains("format") ? ", got " + io::json_excerpt(root["format"]) : std::string()));
   int64_t version = 0;
   if (!root.contains("version") || !json_int(root["version"], version))
     c.fail("version", "\"version\" is required (an integer)");
@@ -386,7 +417,7 @@ Graph load_graph_text(const std::string& text, const std::string& file_name, con
   }
   std::set<std::string> outs;
   for (const auto& o : root["outputs"]) {
-    if (!o.is_string()) c.fail("outputs", "entries must be node ids, got " + o.dump());
+    if (!o.is_string()) c.fail("outputs", "entries must be node ids, got " + io::json_excerpt(o));
     int k = g.find(o.get<std::string>());
     if (k < 0) c.fail("outputs", "\"" + o.get<std::string>() + "\" is not a node of this graph");
     if (!outs.insert(o.get<std::string>()).second) c.fail("outputs", "\"" + o.get<std::string>() + "\" is listed twice");

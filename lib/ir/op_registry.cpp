@@ -1,6 +1,7 @@
 #include "ir/op_registry.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -264,7 +265,7 @@ const std::vector<std::string>& all_op_names() {
 std::string node_ref(const Graph& g, const Node& n) {
   std::string f = g.file.empty() ? std::string("graph") : g.file;
   std::string at = n.json_index >= 0 ? " at nodes[" + std::to_string(n.json_index) + "]" : "";
-  return f + ": node '" + n.id + "' (" + op_name(n.op) + ")" + at;
+  return f + ": node '" + printable(n.id) + "' (" + op_name(n.op) + ")" + at;
 }
 
 EwOp node_ew_op(const Node& n) {
@@ -456,6 +457,13 @@ QuantParams quant_params(const Attrs& a, const Shape& x, const Shape& scale, std
   q.kind = QuantParams::Blocked;
   q.block_size = bs;
   return q;
+}
+
+// A tensor's element count times its element size must fit int64 (issue 24: broadcast_to
+// [2^62] of f32 is 2^64 bytes, which wrapped to 0 and was allocated as such).
+void check_byte_size(const Graph& g, const Node& n, const Shape& s, DType dt) {
+  if (checked_nbytes(shape_numel(s), dtype_size(dt)) < 0)
+    fail(g, n, "result shape " + shape_str(s) + " of " + dtype_name(dt) + " is more bytes than fit int64");
 }
 
 void infer_node(const Graph& g, int idx, TypedShapes& ts) {
@@ -652,6 +660,7 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
             bool ok = y.size() == x.size();
             for (size_t d = 0; ok && d < y.size(); ++d) ok = (int)d == a || y[d] == x[d];
             if (!ok) fail(g, n, "input " + std::to_string(k) + " has shape " + shape_str(y) + ", incompatible with " + shape_str(x) + " along axes other than " + std::to_string(a));
+            if (y[a] > INT64_MAX - out[a]) fail(g, n, "the concatenated axis " + std::to_string(a) + " overflows");
             out[a] += y[a];
           }
           break;
@@ -746,12 +755,11 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
           if ((int)pads.size() != 2 * r)
             fail(g, n, "pads has " + std::to_string(pads.size()) + " entries; a rank-" + std::to_string(r) + " input needs " + std::to_string(2 * r) + " ([begin_0.., end_0..])");
           const std::string& mode = n.attrs.s("mode");
-          if (is_quant_storage(in_dt(0)) && mode == "constant") {  // the pad value must be one of x's values
-            const double v = n.attrs.f("value");
-            const auto& tr = dtype_traits(in_dt(0));
-            if (!(v >= (double)tr.min && v <= (double)tr.max) || v != std::trunc(v))
-              fail(g, n, "pad value " + std::to_string(v) + " is not a " + dtype_name(in_dt(0)) + " integer in [" +
-                             std::to_string(tr.min) + ", " + std::to_string(tr.max) + "]");
+          // The pad value becomes an element of x's dtype: it must fit, as a constant's value must.
+          if (std::string why = literal_value_problem(n.attrs.f("value"), in_dt(0)); !why.empty()) {
+            char shown[32];
+            std::snprintf(shown, sizeof shown, "%.17g", n.attrs.f("value"));
+            fail(g, n, std::string("attribute 'value' ") + shown + " " + why + " (x is " + dtype_name(in_dt(0)) + ")");
           }
           for (int d = 0; d < r; ++d) {
             int64_t b = pads[d], e = pads[d + r];
@@ -951,6 +959,7 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
   ts.shapes[idx] = out;
   ts.dtypes[idx] = dt;
   if (shape_numel(out) < 0) fail(g, n, "result shape " + shape_str(out) + " overflows");
+  check_byte_size(g, n, out, dt);
   if (n.has_decl_shape) {
     Shape decl;
     for (const auto& d : n.decl_shape) decl.push_back(d.value);
@@ -987,11 +996,13 @@ TypedShapes infer_shapes(const Graph& g, const std::map<std::string, Shape>& inp
       }
       ts.shapes[i] = s;
       ts.dtypes[i] = n.dtype;
+      check_byte_size(g, n, s, n.dtype);
     } else if (n.op == Op::Param || n.op == Op::Constant) {
       Shape s;
       for (auto& d : n.decl_shape) s.push_back(d.value);
       ts.shapes[i] = s;
       ts.dtypes[i] = n.dtype;
+      check_byte_size(g, n, s, n.dtype);
     } else {
       infer_node(g, i, ts);
     }

@@ -359,14 +359,14 @@ bool looks_like_onnx(const uint8_t* d, size_t n) {
 }
 
 bool file_looks_like_onnx(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;
-  uint8_t b[16];
-  size_t n = std::fread(b, 1, sizeof b, f);
-  std::fclose(f);
-  return looks_like_onnx(b, n);
+  // Through io's checked reader (a FIFO or device is never opened); the loader that runs
+  // next reports why a file that could not be read is refused.
+  try {
+    const auto b = io::read_file_prefix(path, 16);
+    return looks_like_onnx(b.data(), b.size());
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 Tensor to_tensor(const TensorData& t, const std::string& where) {

@@ -6,11 +6,28 @@
 #include <numeric>
 #include <set>
 
+#include "core/error.h"
+
 namespace rlx::passes {
 
 namespace {
 
-int64_t aligned(int64_t size, int64_t align) { return (size + align - 1) / align * align; }
+// Sizes fit int64 one by one (checked at load), but an arena holding several may not: that is
+// memory no device has (RuntimeError, exit 3), never a wrapped offset.
+[[noreturn]] void too_big() {
+  throw RuntimeError("out of memory: the graph's intermediate values need more bytes than fit int64");
+}
+
+int64_t aligned(int64_t size, int64_t align) {
+  if (size > INT64_MAX - align) too_big();
+  return (size + align - 1) / align * align;
+}
+
+// off + size, or too_big() where that passes INT64_MAX.
+int64_t end_of(int64_t off, int64_t size) {
+  if (off > INT64_MAX - size) too_big();
+  return off + size;
+}
 
 // Best fit by decreasing size: each value takes the smallest gap among the values already placed
 // whose lifetimes overlap its own. The tightest packing of the two, but each value scans every
@@ -35,9 +52,10 @@ void plan_by_size(const std::vector<Lifetime>& values, const std::vector<size_t>
       cur = std::max(cur, e);
     }
     if (best < 0) best = cur;
+    const int64_t end = end_of(best, size);
     p.offsets[v] = best;
-    placed.push_back({best, best + size, L.first, L.last});
-    p.arena_bytes = std::max(p.arena_bytes, best + size);
+    placed.push_back({best, end, L.first, L.last});
+    p.arena_bytes = std::max(p.arena_bytes, end);
   }
 }
 
@@ -94,13 +112,13 @@ void plan_in_time_order(const std::vector<Lifetime>& values, const std::vector<s
       auto last = std::prev(free_at.end());
       off = last->first;
       take(last);
-      top = off + size;
+      top = end_of(off, size);
     } else {
       off = top;
-      top += size;
+      top = end_of(top, size);
     }
     p.offsets[v] = off;
-    p.arena_bytes = std::max(p.arena_bytes, off + size);
+    p.arena_bytes = std::max(p.arena_bytes, end_of(off, size));
   }
 }
 
@@ -113,7 +131,8 @@ MemoryPlan plan_memory(const std::vector<Lifetime>& values, int64_t align) {
   for (size_t i = 0; i < values.size(); ++i)
     if (values[i].size > 0) {
       sized.push_back(i);
-      p.sum_bytes += aligned(values[i].size, align);
+      const int64_t size = aligned(values[i].size, align);
+      p.sum_bytes = p.sum_bytes > INT64_MAX - size ? INT64_MAX : p.sum_bytes + size;
     }
   if (sized.size() <= kBySizeMaxValues) plan_by_size(values, sized, align, p);
   else plan_in_time_order(values, sized, align, p);

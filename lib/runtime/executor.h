@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/shape.h"
 #include "ir/elementwise.h"
 #include "ir/graph.h"
@@ -97,8 +98,14 @@ class Executor {
   // The dtype this backend keeps in memory for a tensor of logical dtype `logical`.
   virtual DType storage_dtype(DType logical) const { return logical; }
   // Bytes a tensor of `numel` elements of logical dtype `logical` occupies on the device.
+  // Shapes are checked to fit int64 bytes in their logical dtype at load; a wider storage
+  // dtype can still overflow: that is a tensor this device cannot hold (RuntimeError, exit 3).
   size_t storage_bytes(int64_t numel, DType logical) const {
-    return (size_t)std::max<int64_t>(numel, 0) * dtype_size(storage_dtype(logical));
+    const int64_t b = checked_nbytes(std::max<int64_t>(numel, 0), dtype_size(storage_dtype(logical)));
+    if (b < 0)
+      throw RuntimeError("out of device memory: " + std::to_string(numel) + " elements of " +
+                         dtype_name(storage_dtype(logical)) + " are more bytes than fit int64");
+    return (size_t)b;
   }
 
   // Buffers. Allocation failure throws RuntimeError ("out of device memory ...").

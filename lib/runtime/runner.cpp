@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -276,6 +277,17 @@ std::string summarize(const std::string& name, const Tensor& t, int first) {
   return fmt::format("{}: shape {} {}  {}\n  [{}]", name, shape_str(t.shape()), dtype_name(t.dtype()), stats, vals);
 }
 
+std::string plain_file_name_problem(const std::string& id) {
+  if (id.empty()) return "it is empty";
+  if (id.size() > 200) return "it is longer than 200 bytes";
+  for (unsigned char ch : id) {
+    if (ch == '/' || ch == '\\') return "it contains a path separator";
+    if (ch < 0x20 || ch == 0x7f) return "it contains a control character";
+  }
+  if (id[0] == '.') return "it starts with '.'";
+  return "";
+}
+
 OutputPlan plan_outputs(const ir::Graph& g, const std::vector<std::string>& output_specs, const std::string& out_dir) {
   OutputPlan plan;
   for (const auto& s : output_specs) {
@@ -297,8 +309,25 @@ OutputPlan plan_outputs(const ir::Graph& g, const std::vector<std::string>& outp
       if (ec || !fs::is_directory(out_dir))
         throw InputError("--out-dir " + out_dir + ": cannot create the directory" + (ec ? ": " + ec.message() : ""));
     }
-    for (size_t k = 0; k < g.outputs.size(); ++k)
-      plan.push_back({(int)k, (fs::path(out_dir) / (g.nodes[g.outputs[k]].id + ".npy")).string()});
+    // Each output not named by --output goes to DIR/ID.npy. The id comes from the model, so it
+    // becomes a file name only when it is a plain one (docs/errors.md, "Output file names"):
+    // anything else is refused, never rewritten, so two outputs can never map to one file.
+    std::set<int> named;
+    for (const auto& [k, file] : plan) named.insert(k);
+    const fs::path real_dir = fs::canonical(out_dir, ec);
+    if (ec) throw InputError("--out-dir " + out_dir + ": cannot resolve the directory: " + ec.message());
+    for (size_t k = 0; k < g.outputs.size(); ++k) {
+      if (named.count((int)k)) continue;
+      const std::string& id = g.nodes[g.outputs[k]].id;
+      if (std::string why = plain_file_name_problem(id); !why.empty())
+        throw InputError("--out-dir " + out_dir + ": output '" + printable(id) + "' cannot be a file name (" + why +
+                         "); name its file with --output '" + printable(id) + "=PATH.npy'");
+      const fs::path file = fs::path(out_dir) / (id + ".npy");
+      // The name has no separator, so its parent is DIR itself; checked after resolving symlinks anyway.
+      if (fs::canonical(file.parent_path(), ec) != real_dir)
+        throw InputError("--out-dir " + out_dir + ": output '" + id + "' would be written outside the directory");
+      plan.push_back({(int)k, file.string()});
+    }
   }
   for (const auto& [k, file] : plan) {
     fs::path dir = fs::path(file).parent_path();
@@ -307,6 +336,18 @@ OutputPlan plan_outputs(const ir::Graph& g, const std::vector<std::string>& outp
       throw InputError("cannot write " + file + ": " +
                        (fs::exists(dir, ec) ? dir.string() + " is not a directory" : "directory " + dir.string() + " does not exist"));
     if (fs::is_directory(file, ec)) throw InputError("cannot write " + file + ": it is a directory, expected a file name");
+  }
+  // Two outputs onto one file would leave only the last: refused (the directory exists now,
+  // so the parent resolves; the file name is compared as given).
+  std::map<fs::path, int> by_file;
+  for (const auto& [k, file] : plan) {
+    std::error_code ec;
+    fs::path p = fs::path(file);
+    fs::path key = fs::weakly_canonical(p.has_parent_path() ? p.parent_path() : fs::path("."), ec) / p.filename();
+    auto [it, fresh] = by_file.emplace(key, k);
+    if (!fresh && it->second != k)
+      throw InputError("cannot write " + file + ": outputs '" + printable(g.nodes[g.outputs[it->second]].id) + "' and '" +
+                       printable(g.nodes[g.outputs[k]].id) + "' would both be written there");
   }
   return plan;
 }

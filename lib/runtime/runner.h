@@ -80,7 +80,12 @@ std::string index_str(int64_t flat, const Shape& s);
 // Human summary: name, shape, dtype, min/max/mean, first values.
 std::string summarize(const std::string& name, const Tensor& t, int first = 8);
 
-// --output ID=FILE (.npy or .safetensors) and --out-dir DIR (ID.npy each), checked
+// Why an output id cannot be used as a file name under --out-dir, or "" when it can: it must
+// be 1 to 200 bytes, not start with '.', and hold no '/', '\\' or control character.
+std::string plain_file_name_problem(const std::string& id);
+
+// --output ID=FILE (.npy or .safetensors) and --out-dir DIR (ID.npy for each output that no
+// --output names; the id must be a plain file name, see plain_file_name_problem), checked
 // before anything runs: (output index, file) pairs. Writes are atomic.
 using OutputPlan = std::vector<std::pair<int, std::string>>;
 OutputPlan plan_outputs(const ir::Graph& g, const std::vector<std::string>& output_specs, const std::string& out_dir);

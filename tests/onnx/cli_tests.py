@@ -637,6 +637,28 @@ def test_external_data():
     expect_rc("external/negative-offset", ["run", os.path.join(d, "neg_offset.onnx"), "--input", xin], 2, "not a non-negative integer")
 
 
+def test_output_names_never_leave_out_dir():
+    # Issue 24: an ONNX output name is model-given; under --out-dir it becomes a file name only
+    # when it is a plain one, else exit 2 naming --output. Nothing is written outside the folder.
+    d = path("names")
+    os.makedirs(os.path.join(d, "out"))
+    m = model([helper.make_node("Neg", ["x"], ["../onnx_escaped"])], [vi("x", [2])], [vi("../onnx_escaped", [2])])
+    p = os.path.join(d, "m.onnx")
+    write(m, p)
+    out = os.path.join(d, "out")
+    expect_rc("names/dotdot-refused", ["run", p, "--input", "x=2xf32=1,2", "--out-dir", out], 2,
+              "output '../onnx_escaped' cannot be a file name (it contains a path separator); name its file with --output")
+    check("names/nothing-beside-out-dir", not os.path.exists(os.path.join(d, "onnx_escaped.npy")), f"  {os.listdir(d)}")
+    check("names/nothing-in-out-dir", os.listdir(out) == [], f"  {os.listdir(out)}")
+    # The way out the message names: --output gives the file, and --out-dir skips that output.
+    target = os.path.join(out, "named.npy")
+    got, _, err = rlx("run", p, "--input", "x=2xf32=1,2", "--out-dir", out, "--output", "../onnx_escaped=" + target)
+    check("names/output-flag-works", got == 0 and os.path.exists(target), f"  exit {got}: {err.strip()[:400]}")
+    if os.path.exists(target):
+        check("names/output-flag-values", np.array_equal(np.load(target), -np.array([1, 2], np.float32)))
+    check("names/only-the-named-file", sorted(os.listdir(out)) == ["named.npy"], f"  {os.listdir(out)}")
+
+
 def test_docs_table():
     # docs/onnx.md carries the operator table `rlx onnx-ops` prints; they must agree.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
