@@ -176,6 +176,9 @@ Node parse_node(const Ctx& c, size_t idx, const json& jn) {
   if (!op) c.fail(where_node(idx, n.id), "unknown op \"" + opname + "\" (see docs/graph-format.md for the list)");
   n.op = *op;
   const OpInfo& info = op_info(n.op);
+  if (info.category == Category::Control)
+    c.fail(where_node(idx, n.id, opname), "control-flow ops (if, loop, scan, result) cannot be written in the JSON format yet: "
+                                            "their bodies come from ONNX models only (docs/graph-format.md)");
   std::string where = where_node(idx, n.id, opname);
   static const std::set<std::string> keys = {"id", "op", "inputs", "attrs", "shape", "dtype", "name", "value", "doc", "comment"};
   for (auto it = jn.begin(); it != jn.end(); ++it)

@@ -18,6 +18,9 @@ std::string graph_to_json(const Graph& g, int indent) {
   if (!g.name.empty()) root["name"] = g.name;
   json nodes = json::array();
   for (const auto& n : g.nodes) {
+    if (op_info(n.op).category == Category::Control)
+      throw InputError((g.file.empty() ? std::string("graph") : g.file) + ": node '" + n.id + "' (" + op_name(n.op) +
+                       "): control flow cannot be written as an rlx graph yet (the JSON format has no bodies)");
     json jn;
     jn["id"] = n.id;
     jn["op"] = op_name(n.op);

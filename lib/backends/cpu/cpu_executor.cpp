@@ -761,7 +761,7 @@ void run_node(const Kernel& k) {
         default: break;
       }
       break;
-    case ir::Category::Leaf: case ir::Category::Index: break;
+    case ir::Category::Leaf: case ir::Category::Index: case ir::Category::Control: break;
   }
   throw RuntimeError(k.label + ": the CPU executor cannot run op " + ir::op_name(k.node->op));
 }
