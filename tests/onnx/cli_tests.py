@@ -651,6 +651,53 @@ def test_docs_table():
               "  docs/onnx.md's operator table differs from `rlx onnx-ops`: regenerate it")
 
 
+def test_subgraphs():
+    # Subgraph attributes (If/Loop/Scan bodies) get the main graph's checks; outer names are
+    # visible per ONNX's lexical scoping; a value-bound condition re-specialises when it changes.
+    x = vi("x", [3])
+    one = helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.array(True), "one_v"))
+
+    def if_model(then_nodes, then_out, else_nodes=None, else_out=None, extra=()):
+        tg = helper.make_graph(then_nodes, "then", [], [vi(then_out, None)])
+        eg = helper.make_graph(else_nodes or [helper.make_node("Identity", ["x"], ["e"])], "else", [], [vi(else_out or "e", None)])
+        return model([one] + list(extra) + [helper.make_node("If", ["one"], ["y"], then_branch=tg, else_branch=eg, name="the_if")],
+                     [x], [vi("y", None)])
+    xin = "x=3xf32=1,2,3"
+    p = save(if_model([helper.make_node("Neg", ["nowhere"], ["t"])], "t"), "sub_undefined.onnx")
+    expect_rc("subgraph/undefined-outer-name", ["run", p, "-i", xin], 2, "reads 'nowhere', which is not defined")
+    p = save(if_model([helper.make_node("Neg", ["x"], ["one"])], "one"), "sub_shadow.onnx")
+    expect_rc("subgraph/redefines-outer-name", ["run", p, "-i", xin], 2, "already defined in this graph or an enclosing one")
+    # nesting deeper than the limit (16)
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["d0"])], "leaf", [], [vi("d0", None)])
+    for k in range(1, 18):
+        g = helper.make_graph([helper.make_node("If", ["one"], [f"d{k}"], then_branch=g, else_branch=g)], f"level{k}", [], [vi(f"d{k}", None)])
+    p = save(model([one, helper.make_node("If", ["one"], ["y"], then_branch=g, else_branch=g)], [x], [vi("y", None)]), "sub_deep.onnx")
+    expect_rc("subgraph/too-deep", ["run", p, "-i", xin], 2, "above the limit of 16")
+    # an outer value produced after the node is not visible
+    late = helper.make_node("Neg", ["x"], ["late"])
+    tg = helper.make_graph([helper.make_node("Identity", ["late"], ["t"])], "then", [], [vi("t", None)])
+    eg = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [], [vi("e", None)])
+    p = save(model([one, helper.make_node("If", ["one"], ["y"], then_branch=tg, else_branch=eg), late], [x], [vi("y", None)]), "sub_late.onnx")
+    expect_rc("subgraph/outer-value-defined-later", ["run", p, "-i", xin], 2, "reads 'late'")
+    # a folded If reads outer values, and a branch's names do not leak out of it
+    p = save(if_model([helper.make_node("Mul", ["x", "x"], ["t"])], "t"), "sub_fold.onnx")
+    out, _ = expect_rc("subgraph/folded-if", ["run", p, "-i", xin, "--expect", "y=3xf32=1,4,9"], 0)
+    # the condition from a small input given by value: --steps with the value fed back
+    # specialises again (then: y = x, else: y = concat(x, x)), never reusing the first graph
+    tg = helper.make_graph([helper.make_node("Identity", ["x"], ["a"])], "t", [], [vi("a", None)])
+    eg = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["b"], axis=0)], "e", [], [vi("b", None)])
+    m = model([helper.make_node("Equal", ["sr", "k16"], ["c"]), helper.make_node("If", ["c"], ["y"], then_branch=tg, else_branch=eg),
+               helper.make_node("Sub", ["sr", "k8"], ["sr_next"])], [x, vi("sr", [], TensorProto.INT64)],
+              [vi("y", None), vi("sr_next", [], TensorProto.INT64)],
+              [numpy_helper.from_array(np.int64(16000), "k16"), numpy_helper.from_array(np.int64(8000), "k8")])
+    p = save(m, "sub_sr.onnx")
+    expect_rc("subgraph/value-bound-if-then", ["run", p, "-i", xin, "-i", "sr=i64=16000", "--expect", "y=3xf32=1,2,3"], 0)
+    expect_rc("subgraph/value-bound-if-else", ["run", p, "-i", xin, "-i", "sr=i64=8000", "--expect", "y=6xf32=1,2,3,1,2,3"], 0)
+    expect_rc("subgraph/value-bound-if-respecialised-on-feed",
+              ["run", p, "-i", xin, "-i", "sr=i64=16000", "--steps", "2", "--feed", "sr_next=sr", "--expect", "y=6xf32=1,2,3,1,2,3",
+               "--expect", "sr_next=i64=0"], 0)
+
+
 def main():
     global RLX, TMP
     ap = argparse.ArgumentParser()
