@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "ir/loader.h"
 #include "ir/op_registry.h"
+#include "ir/writer.h"
 #include "test_util.h"
 
 using namespace rlx;
@@ -153,16 +154,60 @@ TEST(Registry, EveryOpOfTheSpecIsRegistered) {
 
 }  // namespace
 
-TEST(Loader, ControlFlowOpsAreRefusedUntilTheFormatHasBodies) {
-  // if/loop/scan/result exist in the registry (ONNX models import them with bodies), but the
-  // JSON format cannot write bodies yet: a clear refusal naming the node, not a half-built node.
-  try {
-    ir::load_graph_text(R"({"format": "rlx.graph", "version": 1, "nodes": [
-        {"id": "c", "op": "input", "shape": [], "dtype": "bool"},
-        {"id": "t", "op": "if", "inputs": ["c"]}], "outputs": ["t"]})", "t.json");
-    FAIL() << "no error";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("'t'"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("control-flow ops"), std::string::npos) << e.what();
-  }
+// A control node with bodies, as docs/graph-format.md writes it: y = x * 2 if c else -x.
+std::string if_graph(const std::string& then_body, const std::string& extra = "", const std::string& result = "") {
+  return R"({"format": "rlx.graph", "version": 1, "nodes": [
+      {"id": "c", "op": "input", "shape": [], "dtype": "bool"},
+      {"id": "x", "op": "input", "shape": [3]},
+      {"id": "t", "op": "if", "inputs": ["c", "x"], "attrs": {"num_captures": 1}, "bodies": [)" + then_body + R"(,
+        {"nodes": [{"id": "x", "op": "input", "shape": [3]}, {"id": "n", "op": "neg", "inputs": ["x"]}], "outputs": ["n"]}]},
+      )" + (result.empty() ? R"({"id": "y", "op": "result", "inputs": ["t"], "attrs": {"index": 0}, "shape": [3], "dtype": "f32"})" : result) +
+         extra + R"(], "outputs": ["y"]})";
+}
+const char* kThen = R"({"nodes": [{"id": "x", "op": "input", "shape": [3]}, {"id": "two", "op": "constant", "shape": [], "value": 2},
+                                 {"id": "m", "op": "mul", "inputs": ["x", "two"]}], "outputs": ["m"]})";
+
+TEST(Loader, ControlNodesCarryBodiesAndRoundTrip) {
+  ir::Graph g = ir::load_graph_text(if_graph(kThen), "t.json");
+  int t = g.find("t");
+  ASSERT_GE(t, 0);
+  ASSERT_EQ(g.nodes[t].bodies.size(), 2u);
+  EXPECT_EQ(g.nodes[t].bodies[0]->nodes.size(), 3u);
+  EXPECT_EQ(g.nodes[g.find("y")].op, ir::Op::Result);
+  // written and read back: the same bodies
+  ir::Graph g2 = ir::load_graph_text(ir::graph_to_json(g), "t2.json");
+  EXPECT_EQ(ir::graph_to_json(g2), ir::graph_to_json(g));
+  EXPECT_EQ(g2.nodes[g2.find("t")].bodies[1]->nodes.size(), 2u);
+}
+
+TEST(Loader, ControlNodesAreCheckedAgainstTheirBodies) {
+  auto refused = [](const std::string& text, const std::string& phrase) {
+    try {
+      ir::load_graph_text(text, "t.json");
+      ADD_FAILURE() << "no error, want: " << phrase;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+    }
+  };
+  // a body reading what it does not declare: its own graph, isolated from above
+  refused(if_graph(R"({"nodes": [{"id": "m", "op": "neg", "inputs": ["c"]}], "outputs": ["m"]})"), "input \"c\" is not a node of this graph");
+  // body inputs = the captures (if)
+  refused(if_graph(R"({"nodes": [{"id": "two", "op": "constant", "shape": [], "value": 2}], "outputs": ["two"]})"), "has 0 inputs, the node gives it 1");
+  refused(if_graph(kThen, "", R"({"id": "y", "op": "result", "inputs": ["t"], "attrs": {"index": 3}, "shape": [3], "dtype": "f32"})"),
+          "index 3, but 't' has 1 results");
+  refused(if_graph(kThen, "", R"({"id": "y", "op": "result", "inputs": ["t"], "attrs": {"index": 0}})"), "declares its \"shape\" and \"dtype\"");
+  refused(if_graph(kThen, "", R"({"id": "y", "op": "result", "inputs": ["x"], "attrs": {"index": 0}, "shape": [3], "dtype": "f32"})"),
+          "a result reads an if, loop or scan node");
+  refused(R"({"format": "rlx.graph", "version": 1, "nodes": [{"id": "c", "op": "input", "shape": [], "dtype": "bool"},
+            {"id": "t", "op": "if", "inputs": ["c"]}], "outputs": ["t"]})", "needs \"bodies\"");
+  refused(R"({"format": "rlx.graph", "version": 1, "nodes": [{"id": "c", "op": "input", "shape": [3]},
+            {"id": "t", "op": "neg", "inputs": ["c"], "bodies": []}], "outputs": ["t"]})", "only allowed on if, loop and scan");
+  // nesting beyond the limit
+  const std::string leaf = R"({"nodes": [{"id": "x", "op": "input", "shape": [3]}], "outputs": ["x"]})";
+  std::string body = leaf;
+  for (int k = 0; k < 17; ++k)
+    body = R"({"nodes": [{"id": "x", "op": "input", "shape": [3]}, {"id": "c", "op": "constant", "shape": [], "dtype": "bool", "value": true},
+              {"id": "t", "op": "if", "inputs": ["c", "x"], "attrs": {"num_captures": 1}, "bodies": [)" + body + "," + leaf + R"(]},
+              {"id": "y", "op": "result", "inputs": ["t"], "attrs": {"index": 0}, "shape": [3], "dtype": "f32"}], "outputs": ["y"]})";
+  refused(if_graph(body), "above the limit of 16");
 }

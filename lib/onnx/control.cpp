@@ -121,6 +121,8 @@ struct Control : Importer {
       auto it = bs.vals.find(o.name);
       if (it == bs.vals.end() || !it->second.defined) fail("the body '" + sg.name + "': output '" + o.name + "' is not produced by any node");
       int idx = bi.materialize(it->second, o.name);
+      if (std::find(b.g->outputs.begin(), b.g->outputs.end(), idx) != b.g->outputs.end())  // one value output twice: an alias
+        idx = bi.emit("reshape", {idx}, {{"shape", std::vector<int64_t>(bs.ts.shapes[idx].begin(), bs.ts.shapes[idx].end())}}, o.name + "/again");
       b.g->outputs.push_back(idx);
       b.shapes.push_back(bs.ts.shapes[idx]);
       b.dtypes.push_back(bs.ts.dtypes[idx]);

@@ -12,7 +12,8 @@ time, checked against the same computation written in NumPy:
   * loop_scan: a Loop with M given by value, a carried sum and a scan output per iteration.
   * scan: Scan (opset 11) with two scan inputs (axis 1, one reversed), a carried state and two
     scan outputs (one along axis 1, one reversed).
-and a PyTorch model with a scripted loop and a data-dependent `if` (torch.jit.script, exported
+Each model is also converted (`rlx convert`) to an rlx JSON graph, control nodes with their
+bodies nested, and that graph is run the same way. And a PyTorch model with a scripted loop and a data-dependent `if` (torch.jit.script, exported
 by torch.onnx to Loop and If), checked against PyTorch's own forward pass. Every case runs in
 eager, lazy and compiled mode on the chosen backend. Also: the refusals (exit 2, naming the
 node) for a run-time If whose branches give different shapes and a loop with scan outputs that
@@ -200,7 +201,7 @@ def torch_model(out):
     return p, cases
 
 
-def run_cases(rlx, name, path, cases, out, backend, modes, fails, atol=ATOL):
+def run_cases(rlx, name, path, cases, out, backend, modes, fails, atol=ATOL, json_too=True):
     for k, (ins, exps) in enumerate(cases):
         args = []
         for n, v in ins.items():
@@ -211,12 +212,24 @@ def run_cases(rlx, name, path, cases, out, backend, modes, fails, atol=ATOL):
             f = os.path.join(out, f"{name}.{k}.exp.{n}.npy")
             np.save(f, v)
             args += ["--expect", f"{n}=@{f}"]
-        for mode in modes:
-            r = subprocess.run([rlx, "run", path, "-b", backend, "-m", mode, "--atol", str(atol), "--rtol", str(RTOL)] + args,
-                               capture_output=True, text=True, timeout=300)
+        graphs = [path]
+        if json_too:
+            # the same model written as an rlx graph (bodies nested in their nodes), then run
+            jp, wp = os.path.join(out, f"{name}.{k}.json"), os.path.join(out, f"{name}.{k}.safetensors")
+            conv = [rlx, "convert", path, "-o", jp, "--params-out", wp] + [x for n in ins for x in ("-i", f"{n}=@{os.path.join(out, f'{name}.{k}.in.{n}.npy')}")]
+            r = subprocess.run(conv, capture_output=True, text=True, timeout=300)
             if r.returncode != 0:
-                fails.append(f"{name} case {k} {backend}/{mode}: exit {r.returncode}: {r.stderr.strip()[-600:]}")
-    return len(cases) * len(modes)
+                fails.append(f"{name} case {k}: rlx convert: exit {r.returncode}: {r.stderr.strip()[-600:]}")
+            else:
+                graphs.append(jp)
+        for g in graphs:
+            extra = ["-p", g[:-5] + ".safetensors"] if g.endswith(".json") and os.path.exists(g[:-5] + ".safetensors") else []
+            for mode in modes:
+                r = subprocess.run([rlx, "run", g, "-b", backend, "-m", mode, "--atol", str(atol), "--rtol", str(RTOL)] + extra + args,
+                                   capture_output=True, text=True, timeout=300)
+                if r.returncode != 0:
+                    fails.append(f"{name} case {k} {os.path.basename(g)} {backend}/{mode}: exit {r.returncode}: {r.stderr.strip()[-600:]}")
+    return len(cases) * len(modes) * (2 if json_too else 1)
 
 
 def main():
@@ -276,7 +289,8 @@ def main():
             {"x": np.ones(2, np.float32), "M": np.int64(6)}, "'early/loop' (loop)")
     for f in fails:
         print("FAIL " + f)
-    print(f"onnx control flow ({a.backend}): {runs} runs (If, Loop, Scan, a scripted PyTorch loop and if) "
+    print(f"onnx control flow ({a.backend}): {runs} runs (If, Loop, Scan, a scripted PyTorch loop and if; each also "
+          f"converted to an rlx JSON graph with bodies) "
           f"{'all match' if not fails else 'with failures'}; 2 refusals checked")
     return 1 if fails else 0
 
