@@ -195,6 +195,9 @@ struct Control : Importer {
   void map_Loop() {
     const GraphDef& bg = body("body");
     const size_t nc = cur_->inputs.size() < 2 ? 0 : cur_->inputs.size() - 2;
+    for (size_t k = 0; k < 2; ++k)
+      if (has_in(k) && shape_numel(in(k).shape) != 1)
+        fail(std::string(k == 0 ? "the trip count M" : "the condition") + " must have one element, it has shape " + shape_str(in(k).shape));
     std::optional<int64_t> trips;
     int M;
     if (has_in(0)) {

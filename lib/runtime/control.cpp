@@ -285,6 +285,7 @@ std::vector<Tensor> ControlRunner::run_control(Mode mode, int c, const std::vect
   }
   if (nd.op == Op::Loop) {
     if (nd.bodies.size() != 1) throw InputError(who + ": needs one body");
+    if (ins[0].numel() != 1) throw InputError(who + ": the trip count M must have one element, it has " + std::to_string(ins[0].numel()));
     const int64_t M = ins[0].int_at(0);
     bool cond = truth(ins[1], who);
     const int64_t nc = nd.attrs.i("num_carried");

@@ -697,6 +697,37 @@ def test_subgraphs():
               ["run", p, "-i", xin, "-i", "sr=i64=16000", "--steps", "2", "--feed", "sr_next=sr", "--expect", "y=6xf32=1,2,3,1,2,3",
                "--expect", "sr_next=i64=0"], 0)
 
+    # malformed control flow: exit 2 naming the node, never a crash or a guess
+    x80, X = vi("x", [80]), ["-i", "x=random:1"]
+    zero = [numpy_helper.from_array(np.float32(0), "z")]
+    cond = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0), helper.make_node("Greater", ["s", "z"], ["c"])]
+    neg = helper.make_graph([helper.make_node("Neg", ["x"], ["t"])], "t", [], [vi("t", [80])])
+    body = lambda nodes, outs: helper.make_graph(nodes, "b", [vi("i", [], TensorProto.INT64), vi("cond", [], TensorProto.BOOL), vi("acc", [80])], outs)
+    add = helper.make_node("Add", ["acc", "x"], ["ao"])
+    bad = {
+        "if-without-else": (model(cond + [helper.make_node("If", ["c"], ["y"], then_branch=neg, name="n")], [x80], [vi("y", None)], zero),
+                            X, "'else_branch' (a graph) is required"),
+        "if-vector-condition": (model([helper.make_node("Greater", ["x", "z"], ["c"]), helper.make_node("If", ["c"], ["y"], then_branch=neg, else_branch=neg)],
+                                      [x80], [vi("y", None)], zero), X, "the condition must have one element"),
+        "loop-vector-trip-count": (model([helper.make_node("Cast", ["x"], ["M"], to=TensorProto.INT64),
+                                          helper.make_node("Loop", ["M", "", "x"], ["y"], body=body([helper.make_node("Identity", ["cond"], ["co"]), add],
+                                                                                                    [vi("co", [], TensorProto.BOOL), vi("ao", [80])]))],
+                                         [x80], [vi("y", None)]), X, "the trip count M must have one element"),
+        "loop-vector-body-condition": (model([helper.make_node("Loop", ["M", "", "x"], ["y"], body=body([helper.make_node("Greater", ["acc", "acc"], ["co"]), add],
+                                                                                                        [vi("co", [80], TensorProto.BOOL), vi("ao", [80])]))],
+                                             [x80, vi("M", [], TensorProto.INT64)], [vi("y", None)]), X + ["-i", "M=i64=3"],
+                                       "(the body's condition): the condition must have one element"),
+        "scan-axis-out-of-range": (model([helper.make_node("Scan", ["x"], ["y"], num_scan_inputs=1, scan_input_axes=[3],
+                                                           body=helper.make_graph([helper.make_node("Identity", ["a"], ["o"])], "b", [vi("a", [])], [vi("o", [])]))],
+                                         [x80], [vi("y", None)], opset=11), X, "axis 3 is out of range"),
+        "scan-body-inputs": (model([helper.make_node("Scan", ["x"], ["y"], num_scan_inputs=1,
+                                                     body=helper.make_graph([helper.make_node("Identity", ["a"], ["o"])], "b", [vi("a", []), vi("b", [])], [vi("o", [])]))],
+                                   [x80], [vi("y", None)], opset=11), X, "has 2 inputs, 1 expected"),
+    }
+    for name, (m, args, phrase) in bad.items():
+        p = save(m, f"bad_{name}.onnx")
+        expect_rc(f"subgraph/{name}", ["run", p] + args, 2, phrase)
+
 
 def main():
     global RLX, TMP
