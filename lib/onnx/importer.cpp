@@ -315,7 +315,7 @@ void Importer::propagate_input_values(const OpDef& def) {
     if (!v.host && v.input_value) vals_[name].host = v.input_value;
   try {
     folded = def.fold(*this);
-  } catch (const InputError&) {
+  } catch (const std::exception&) {  // a value the fold cannot take: the mapped node stands, without a known value
     folded = false;
   }
   std::map<std::string, Val> got;
