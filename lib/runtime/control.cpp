@@ -195,6 +195,7 @@ std::vector<Tensor> ControlRunner::run(Mode mode, const std::map<std::string, Te
   }
   kernels_ = 0;
   segments_run_ = 0;
+  peak_bytes_ = 0;
   std::vector<Tensor> val(g.nodes.size());
   std::vector<bool> have(g.nodes.size(), false);
   auto value = [&](int u) -> const Tensor& {
@@ -220,6 +221,7 @@ std::vector<Tensor> ControlRunner::run(Mode mode, const std::map<std::string, Te
       for (size_t k = 0; k < seg.in_src.size(); ++k) seg.s->set_input(g.nodes[seg.in_src[k]].id, value(seg.in_src[k]));
       std::vector<Tensor> outs = seg.s->run(mode);
       kernels_ += seg.s->last_stats().kernels;
+      peak_bytes_ = std::max(peak_bytes_, seg.s->last_stats().peak_bytes);
       segments_run_++;
       for (size_t k = 0; k < seg.out_src.size(); ++k) {
         val[seg.out_src[k]] = std::move(outs[k]);
@@ -265,6 +267,7 @@ std::vector<Tensor> ControlRunner::run_body(Mode mode, const ir::Node& ctl, int 
   for (size_t k = 0; k < ins.size(); ++k) m[b.nodes[in_nodes[k]].id] = ins[k];
   auto outs = it->second->run(mode, m);
   kernels_ += it->second->kernels();
+  peak_bytes_ = std::max(peak_bytes_, it->second->peak_bytes());
   return outs;
 }
 

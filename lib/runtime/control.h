@@ -31,6 +31,9 @@ class ControlRunner {
   std::vector<Tensor> run(Mode mode, const std::map<std::string, Tensor>& inputs);
   int kernels() const { return kernels_; }
   int segments_run() const { return segments_run_; }
+  // The largest device memory one segment (or body segment) held in the last run: segments run
+  // one at a time, their values between them are on the host.
+  int64_t peak_bytes() const { return peak_bytes_; }
   std::string plan_text() const;
 
   static bool has_control(const ir::Graph& g);
@@ -50,6 +53,7 @@ class ControlRunner {
   std::string plan_sig_;
   std::map<const ir::Graph*, std::unique_ptr<ControlRunner>> bodies_;
   int kernels_ = 0, segments_run_ = 0;
+  int64_t peak_bytes_ = 0;
 };
 
 }  // namespace rlx

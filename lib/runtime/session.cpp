@@ -618,6 +618,7 @@ std::vector<Tensor> Session::run(Mode mode) {
     for (const auto& [id, p] : inputs_) ins[id] = p->host;
     control_outputs_ = control_->run(mode, ins);
     stats_.kernels = control_->kernels();
+    stats_.peak_bytes = control_->peak_bytes();
     plan_text_ = control_->plan_text();
     stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return control_outputs_;
