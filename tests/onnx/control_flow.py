@@ -12,6 +12,8 @@ time, checked against the same computation written in NumPy:
   * loop_scan: a Loop with M given by value, a carried sum and a scan output per iteration.
   * scan: Scan (opset 11) with two scan inputs (axis 1, one reversed), a carried state and two
     scan outputs (one along axis 1, one reversed).
+  * loop_with_if: a Loop whose body holds a run-time If that reads the outer graph's input
+    (captured through two levels) and the iteration number.
 Each model is also converted (`rlx convert`) to an rlx JSON graph, control nodes with their
 bodies nested, and that graph is run the same way. And a PyTorch model with a scripted loop and a data-dependent `if` (torch.jit.script, exported
 by torch.onnx to Loop and If), checked against PyTorch's own forward pass. Every case runs in
@@ -169,6 +171,32 @@ def scan():
     return m, [({"st0": st0, "A": A, "Bm": Bm}, {"st": st, "O1": O1, "D": D})]
 
 
+def nested():
+    """A Loop whose body holds a run-time If (on the carried value's sum) reading the outer x
+    (a capture two levels down) and the iteration number: acc = acc + x if sum(acc) < 5 else acc * 0.5 - i."""
+    then_g = helper.make_graph([helper.make_node("Add", ["acc", "x"], ["t"])], "then", [], [vi("t", [70])])
+    else_g = helper.make_graph([helper.make_node("Mul", ["acc", "half"], ["h"]), helper.make_node("Cast", ["i"], ["fi"], to=F),
+                                helper.make_node("Sub", ["h", "fi"], ["e"])], "else", [], [vi("e", [70])])
+    body = helper.make_graph([
+        helper.make_node("ReduceSum", ["acc"], ["s"], keepdims=0),
+        helper.make_node("Less", ["s", "five"], ["c"]),
+        helper.make_node("If", ["c"], ["acc_out"], then_branch=then_g, else_branch=else_g),
+        helper.make_node("Identity", ["cond"], ["cond_out"]),
+        helper.make_node("ReduceMax", ["acc_out"], ["mx"], keepdims=0),
+    ], "body", [vi("i", [], I64), vi("cond", [], B), vi("acc", [70])], [vi("cond_out", [], B), vi("acc_out", [70]), vi("mx", [])])
+    m = model([helper.make_node("Loop", ["M", "", "acc0"], ["acc", "mxs"], body=body)], [vi("x", [70]), vi("acc0", [70])],
+              [vi("acc", [70]), vi("mxs", [6])],
+              [numpy_helper.from_array(np.int64(6), "M"), numpy_helper.from_array(np.float32(5), "five"),
+               numpy_helper.from_array(np.float32(0.5), "half")])
+    rs = np.random.RandomState(6)
+    x, acc0 = (rs.rand(70) * 0.05).astype(np.float32), (rs.rand(70) * 0.02).astype(np.float32)
+    acc, mxs = acc0.copy(), []
+    for i in range(6):
+        acc = (acc + x if acc.sum() < 5 else acc * np.float32(0.5) - np.float32(i)).astype(np.float32)
+        mxs.append(acc.max())
+    return m, [({"x": x, "acc0": acc0}, {"acc": acc, "mxs": np.array(mxs, np.float32)})]
+
+
 def torch_model(out):
     import torch
 
@@ -246,7 +274,7 @@ def main():
     fails, runs = [], 0
     (lc, lc_cases), (lc2, lc2_cases) = loop_cond()
     for name, (m, cases) in {"if_runtime": if_runtime(), "loop_cond": (lc, lc_cases), "loop_cond_runtime_M": (lc2, lc2_cases),
-                             "loop_scan": loop_scan(), "scan": scan()}.items():
+                             "loop_scan": loop_scan(), "scan": scan(), "loop_with_if": nested()}.items():
         p = os.path.join(out, name + ".onnx")
         with open(p, "wb") as f:
             f.write(m.SerializeToString())
