@@ -202,6 +202,8 @@ TEST(Loader, ControlNodesAreCheckedAgainstTheirBodies) {
             {"id": "t", "op": "if", "inputs": ["c"]}], "outputs": ["t"]})", "needs \"bodies\"");
   refused(R"({"format": "rlx.graph", "version": 1, "nodes": [{"id": "c", "op": "input", "shape": [3]},
             {"id": "t", "op": "neg", "inputs": ["c"], "bodies": []}], "outputs": ["t"]})", "only allowed on if, loop and scan");
+  refused(if_graph(R"({"nodes": [{"id": "x", "op": "input", "shape": [3]}, {"id": "w", "op": "param", "shape": [3]},
+                                 {"id": "m", "op": "mul", "inputs": ["x", "w"]}], "outputs": ["m"]})"), "a body holds no params");
   // nesting beyond the limit
   const std::string leaf = R"({"nodes": [{"id": "x", "op": "input", "shape": [3]}], "outputs": ["x"]})";
   std::string body = leaf;

@@ -413,7 +413,11 @@ Graph read_graph(const Ctx& c, const json& root, const std::string& where) {
     g.outputs.push_back(k);
   }
   if (root.contains("name") && root["name"].is_string()) g.name = root["name"].get<std::string>();
-  for (int i = 0; i < (int)g.nodes.size(); ++i) check_control(c, g, i, w);
+  for (int i = 0; i < (int)g.nodes.size(); ++i) {
+    if (!where.empty() && g.nodes[i].op == Op::Param)
+      c.fail(w + where_node(i, g.nodes[i].id, "param"), "a body holds no params: capture the weight (an input of the body), or make it a constant");
+    check_control(c, g, i, w);
+  }
   return g;
 }
 

@@ -157,7 +157,9 @@ void ControlRunner::build(const std::map<std::string, Tensor>& inputs) {
       if (src.op == Op::Param) {
         leaf.op = Op::Param;
         leaf.param_name = src.param_name;
-        seg_params[src.param_name] = params_.at(src.param_name);
+        auto p = params_.find(src.id);  // parameters are bound by node id
+        if (p == params_.end()) throw InputError(node_name(g, src) + ": no value bound for this parameter");
+        seg_params[src.id] = p->second;
       } else if (src.op == Op::Constant) {
         leaf.op = Op::Constant;
         leaf.constant = src.constant;
@@ -206,7 +208,9 @@ std::vector<Tensor> ControlRunner::run(Mode mode, const std::map<std::string, Te
       if (it == inputs.end()) throw InputError(node_name(g, nd) + ": no value given for this input");
       val[u] = it->second.dtype() == nd.dtype ? it->second : it->second.astype(nd.dtype);
     } else if (nd.op == Op::Param) {
-      val[u] = params_.at(nd.param_name);
+      auto p = params_.find(nd.id);
+      if (p == params_.end()) throw InputError(node_name(g, nd) + ": no value bound for this parameter");
+      val[u] = p->second;
     } else if (nd.op == Op::Constant) {
       val[u] = nd.constant;
     } else {
