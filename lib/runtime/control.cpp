@@ -369,7 +369,19 @@ std::vector<Tensor> ControlRunner::run_control(Mode mode, int c, const std::vect
       for (size_t k = 0; k < scans.size(); ++k) scans[k].push_back(outs[nstate + k]);
     }
     std::vector<Tensor> res = state;
-    for (size_t k = 0; k < scans.size(); ++k) {
+    const size_t nout = nd.bodies[0]->outputs.size() - (size_t)nstate;
+    for (size_t k = 0; k < nout; ++k) {
+      if (k >= scans.size() || scans[k].empty()) {  // no slice (a scan axis of length 0): empty, of the declared type
+        Tensor e;
+        for (int r : plan_->results[c])
+          if (g.nodes[r].attrs.i("index") == (int64_t)(nstate + k)) {
+            Shape sh;
+            for (const auto& d : g.nodes[r].decl_shape) sh.push_back(d.value);
+            e = Tensor(sh, g.nodes[r].dtype);
+          }
+        res.push_back(e);
+        continue;
+      }
       auto parts = scans[k];
       if (at(dirs_out, k)) std::reverse(parts.begin(), parts.end());
       res.push_back(stack(parts, (int)at(axes_out, k), parts[0].shape(), parts[0].dtype()));
