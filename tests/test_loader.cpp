@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "ir/loader.h"
 #include "ir/op_registry.h"
+#include "ir/writer.h"
 #include "test_util.h"
 
 using namespace rlx;
@@ -146,10 +147,73 @@ TEST(Registry, EveryOpOfTheSpecIsRegistered) {
   // The quantization ops of docs/ir-design.md section 2 (issue 19).
   const char* quant_ops[] = {"quantize", "dequantize", "matmul_integer", "matmul_nbits"};
   for (const char* op : quant_ops) EXPECT_TRUE(ir::op_from_name(op).has_value()) << op;
+  // Control flow (issue 20, docs/ir-design.md section 3): nodes with bodies and their results.
+  const char* control_ops[] = {"if", "loop", "scan", "result"};
   std::set<std::string> known(std::begin(spec_ops), std::end(spec_ops));
   known.insert(std::begin(onnx_ops), std::end(onnx_ops));
   known.insert(std::begin(quant_ops), std::end(quant_ops));
+  known.insert(std::begin(control_ops), std::end(control_ops));
   for (const auto& name : ir::all_op_names()) EXPECT_TRUE(known.count(name)) << "op " << name << " is in no spec";
 }
 
 }  // namespace
+
+// A control node with bodies, as docs/graph-format.md writes it: y = x * 2 if c else -x.
+std::string if_graph(const std::string& then_body, const std::string& extra = "", const std::string& result = "") {
+  return R"({"format": "rlx.graph", "version": 1, "nodes": [
+      {"id": "c", "op": "input", "shape": [], "dtype": "bool"},
+      {"id": "x", "op": "input", "shape": [3]},
+      {"id": "t", "op": "if", "inputs": ["c", "x"], "attrs": {"num_captures": 1}, "bodies": [)" + then_body + R"(,
+        {"nodes": [{"id": "x", "op": "input", "shape": [3]}, {"id": "n", "op": "neg", "inputs": ["x"]}], "outputs": ["n"]}]},
+      )" + (result.empty() ? R"({"id": "y", "op": "result", "inputs": ["t"], "attrs": {"index": 0}, "shape": [3], "dtype": "f32"})" : result) +
+         extra + R"(], "outputs": ["y"]})";
+}
+const char* kThen = R"({"nodes": [{"id": "x", "op": "input", "shape": [3]}, {"id": "two", "op": "constant", "shape": [], "value": 2},
+                                 {"id": "m", "op": "mul", "inputs": ["x", "two"]}], "outputs": ["m"]})";
+
+TEST(Loader, ControlNodesCarryBodiesAndRoundTrip) {
+  ir::Graph g = ir::load_graph_text(if_graph(kThen), "t.json");
+  int t = g.find("t");
+  ASSERT_GE(t, 0);
+  ASSERT_EQ(g.nodes[t].bodies.size(), 2u);
+  EXPECT_EQ(g.nodes[t].bodies[0]->nodes.size(), 3u);
+  EXPECT_EQ(g.nodes[g.find("y")].op, ir::Op::Result);
+  // written and read back: the same bodies
+  ir::Graph g2 = ir::load_graph_text(ir::graph_to_json(g), "t2.json");
+  EXPECT_EQ(ir::graph_to_json(g2), ir::graph_to_json(g));
+  EXPECT_EQ(g2.nodes[g2.find("t")].bodies[1]->nodes.size(), 2u);
+}
+
+TEST(Loader, ControlNodesAreCheckedAgainstTheirBodies) {
+  auto refused = [](const std::string& text, const std::string& phrase) {
+    try {
+      ir::load_graph_text(text, "t.json");
+      ADD_FAILURE() << "no error, want: " << phrase;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+    }
+  };
+  // a body reading what it does not declare: its own graph, isolated from above
+  refused(if_graph(R"({"nodes": [{"id": "m", "op": "neg", "inputs": ["c"]}], "outputs": ["m"]})"), "input \"c\" is not a node of this graph");
+  // body inputs = the captures (if)
+  refused(if_graph(R"({"nodes": [{"id": "two", "op": "constant", "shape": [], "value": 2}], "outputs": ["two"]})"), "has 0 inputs, the node gives it 1");
+  refused(if_graph(kThen, "", R"({"id": "y", "op": "result", "inputs": ["t"], "attrs": {"index": 3}, "shape": [3], "dtype": "f32"})"),
+          "index 3, but 't' has 1 results");
+  refused(if_graph(kThen, "", R"({"id": "y", "op": "result", "inputs": ["t"], "attrs": {"index": 0}})"), "declares its \"shape\" and \"dtype\"");
+  refused(if_graph(kThen, "", R"({"id": "y", "op": "result", "inputs": ["x"], "attrs": {"index": 0}, "shape": [3], "dtype": "f32"})"),
+          "a result reads an if, loop or scan node");
+  refused(R"({"format": "rlx.graph", "version": 1, "nodes": [{"id": "c", "op": "input", "shape": [], "dtype": "bool"},
+            {"id": "t", "op": "if", "inputs": ["c"]}], "outputs": ["t"]})", "needs \"bodies\"");
+  refused(R"({"format": "rlx.graph", "version": 1, "nodes": [{"id": "c", "op": "input", "shape": [3]},
+            {"id": "t", "op": "neg", "inputs": ["c"], "bodies": []}], "outputs": ["t"]})", "only allowed on if, loop and scan");
+  refused(if_graph(R"({"nodes": [{"id": "x", "op": "input", "shape": [3]}, {"id": "w", "op": "param", "shape": [3]},
+                                 {"id": "m", "op": "mul", "inputs": ["x", "w"]}], "outputs": ["m"]})"), "a body holds no params");
+  // nesting beyond the limit
+  const std::string leaf = R"({"nodes": [{"id": "x", "op": "input", "shape": [3]}], "outputs": ["x"]})";
+  std::string body = leaf;
+  for (int k = 0; k < 17; ++k)
+    body = R"({"nodes": [{"id": "x", "op": "input", "shape": [3]}, {"id": "c", "op": "constant", "shape": [], "dtype": "bool", "value": true},
+              {"id": "t", "op": "if", "inputs": ["c", "x"], "attrs": {"num_captures": 1}, "bodies": [)" + body + "," + leaf + R"(]},
+              {"id": "y", "op": "result", "inputs": ["t"], "attrs": {"index": 0}, "shape": [3], "dtype": "f32"}], "outputs": ["y"]})";
+  refused(if_graph(body), "above the limit of 16");
+}

@@ -190,7 +190,8 @@ int cmd_run(RunFlags& f) {
   Mode mode = pick_mode(f.common.mode);
   if (f.repeat < 1 || f.steps < 1) throw InputError("--repeat and --steps must be at least 1");
   Loaded L = f.common.load();
-  const ir::Graph& g = *L.graph;
+  const std::shared_ptr<ir::Graph> first_graph = L.graph;  // outputs are looked up in it (a re-specialisation keeps them)
+  const ir::Graph& g = *first_graph;
   auto expected = load_expectations(g, f.expects);
   auto out_plan = plan_outputs(g, f.outputs, f.out_dir);
   std::vector<std::pair<std::string, std::string>> feeds;
@@ -201,15 +202,35 @@ int cmd_run(RunFlags& f) {
   SessionOptions so = session_options(f.common.verbose);
   so.check_numerics = f.check_numerics;
   so.profile = f.profile;
-  Session s(L.graph, *ex, L.params, so);
-  for (const auto& [id, t] : L.inputs) s.set_input(id, t);
+  auto session = std::make_unique<Session>(L.graph, *ex, L.params, so);
+  for (const auto& [id, t] : L.inputs) session->set_input(id, t);
+  std::map<std::string, Tensor> cur_inputs = L.inputs;  // for a re-specialisation (below)
 
   std::vector<Tensor> outs;
   std::vector<double> times;
   const bool progress = isatty(2) && f.steps * f.repeat > 1;
   for (int step = 0; step < f.steps; ++step) {
-    if (step > 0)
-      for (const auto& [out, in] : feeds) s.feed(out, in);
+    if (step > 0) {
+      bool by_value = false;
+      for (const auto& [out, in] : feeds) {
+        cur_inputs[in] = outs.at(output_index(g, out));
+        by_value = by_value || L.value_deps.count(in);
+      }
+      if (by_value && L.respecialize && L.values_changed(cur_inputs)) {
+        // An input the ONNX specialisation used by value changed: specialise again (cached by
+        // value in the model) rather than reuse a graph built for the old value.
+        Loaded L2 = L.respecialize(cur_inputs);
+        if (f.common.verbose) std::cerr << "step " << step + 1 << ": an input used by value changed; specialised again\n";
+        session = std::make_unique<Session>(L2.graph, *ex, L2.params, so);
+        for (const auto& [id, t] : cur_inputs) session->set_input(id, t);
+        L.graph = L2.graph;
+        L.params = L2.params;
+        L.value_deps = L2.value_deps;
+      } else {
+        for (const auto& [out, in] : feeds) session->feed(out, in);
+      }
+    }
+    Session& s = *session;
     for (int r = 0; r < f.repeat; ++r) {
       outs = s.run(mode);
       times.push_back(s.last_stats().seconds);
@@ -217,6 +238,7 @@ int cmd_run(RunFlags& f) {
     if (f.steps > 1 && (f.common.verbose || progress)) std::cerr << "\rstep " << step + 1 << "/" << f.steps << std::flush;
   }
   if (f.steps > 1 && (f.common.verbose || progress)) std::cerr << "\n";
+  Session& s = *session;
   const RunStats& st = s.last_stats();
   double first = times.front(), steady = times.size() > 1 ? times.back() : times.front();
   std::vector<std::string> failures;

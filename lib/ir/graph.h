@@ -2,6 +2,7 @@
 // The IR: a graph of nodes in topological order. Loaded from the JSON format
 // (loader.h), typed by the op registry (op_registry.h).
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -45,6 +46,8 @@ struct Dim {
   std::string symbol;  // non-empty when symbolic
 };
 
+struct Graph;
+
 struct Node {
   std::string id;
   Op op = Op::Input;
@@ -56,6 +59,10 @@ struct Node {
   std::string param_name;     // param: name to bind (defaults to id)
   Tensor constant;            // constant: its value
   int json_index = -1;        // position in the file's "nodes" array
+  // Control nodes (if: then, else; loop and scan: body). A body reads only its own input
+  // nodes: the op's body inputs, then the captured values (the node's last
+  // attrs "num_captures" inputs), in that order.
+  std::vector<std::shared_ptr<const Graph>> bodies;
 };
 
 struct Graph {

@@ -23,6 +23,8 @@ namespace {
 struct Ctx {
   std::string file;
   const LoadLimits& limits;
+  int depth = 0;             // of the graph being read (0: the file's graph; bodies below)
+  size_t* total = nullptr;   // nodes read so far, bodies included
   [[noreturn]] void fail(const std::string& where, const std::string& what) const {
     throw InputError(file + ": " + (where.empty() ? "" : where + ": ") + what);
   }
@@ -201,6 +203,8 @@ void parse_shape(const Ctx& c, const std::string& where, const json& js, bool al
   if (shape_numel(concrete) < 0) c.fail(where, "shape element count overflows");
 }
 
+Graph read_graph(const Ctx& c, const json& root, const std::string& where);
+
 Node parse_node(const Ctx& c, size_t idx, const json& jn) {
   if (!jn.is_object()) c.fail(where_node(idx, ""), "a node must be an object, got " + std::string(json_type(jn)));
   Node n;
@@ -215,11 +219,28 @@ Node parse_node(const Ctx& c, size_t idx, const json& jn) {
   n.op = *op;
   const OpInfo& info = op_info(n.op);
   std::string where = where_node(idx, n.id, opname);
-  static const std::set<std::string> keys = {"id", "op", "inputs", "attrs", "shape", "dtype", "name", "value", "doc", "comment"};
+  static const std::set<std::string> keys = {"id", "op", "inputs", "attrs", "shape", "dtype", "name", "value", "doc", "comment", "bodies"};
   for (auto it = jn.begin(); it != jn.end(); ++it)
     if (!keys.count(it.key())) c.fail(where, "unknown field " + io::quoted_excerpt(it.key()));
 
   bool leaf = info.category == Category::Leaf;
+  const bool tuple = info.category == Category::Control && n.op != Op::Result;
+  if (jn.contains("bodies") && !tuple) c.fail(where, "\"bodies\" is only allowed on if, loop and scan nodes");
+  if (tuple) {
+    const size_t want = n.op == Op::If ? 2 : 1;
+    if (!jn.contains("bodies") || !jn["bodies"].is_array() || jn["bodies"].size() != want)
+      c.fail(where, "needs \"bodies\": a list of " + std::to_string(want) + (want == 1 ? " graph" : " graphs (then, else)"));
+    if (c.depth + 1 > c.limits.max_body_depth)
+      c.fail(where, "bodies are nested " + std::to_string(c.depth + 1) + " deep, above the limit of " + std::to_string(c.limits.max_body_depth));
+    for (size_t k = 0; k < want; ++k) {
+      Ctx bc = c;
+      bc.depth = c.depth + 1;
+      auto body = std::make_shared<Graph>(read_graph(bc, jn["bodies"][k], where + ": bodies[" + std::to_string(k) + "]"));
+      n.bodies.push_back(std::move(body));
+    }
+  }
+  if (n.op == Op::Result && (!jn.contains("shape") || !jn.contains("dtype")))
+    c.fail(where, "a result declares its \"shape\" and \"dtype\"");
   if (jn.contains("dtype")) {
     if (!jn["dtype"].is_string() || !parse_dtype(jn["dtype"].get<std::string>()))
       c.fail(where, "dtype must be one of " + dtype_names() + "; got " + io::json_excerpt(jn["dtype"]));
@@ -290,6 +311,155 @@ Node parse_node(const Ctx& c, size_t idx, const json& jn) {
   return n;
 }
 
+// A control node agrees with its bodies: the body inputs are the op's own body inputs and the
+// captures; a result reads an existing result of its node.
+void check_control(const Ctx& c, const Graph& g, int i, const std::string& w) {
+  const Node& n = g.nodes[i];
+  if (op_info(n.op).category != Category::Control) return;
+  const std::string where = w + where_node(i, n.id, op_name(n.op));
+  auto results = [&](const Node& ctl) -> int64_t {
+    const Graph& b = *ctl.bodies.at(0);
+    if (ctl.op == Op::Loop) return (int64_t)b.outputs.size() - 1;
+    return (int64_t)b.outputs.size();
+  };
+  if (n.op == Op::Result) {
+    const Node& ctl = g.nodes[n.inputs[0]];
+    if (op_info(ctl.op).category != Category::Control || ctl.op == Op::Result)
+      c.fail(where, "a result reads an if, loop or scan node, not '" + ctl.id + "' (" + op_name(ctl.op) + ")");
+    int64_t k = n.attrs.i("index"), have = results(ctl);
+    if (k < 0 || k >= have) c.fail(where, "index " + std::to_string(k) + ", but '" + ctl.id + "' has " + std::to_string(have) + " results");
+    for (const auto& d : n.decl_shape)
+      if (!d.symbol.empty()) c.fail(where, "a result's shape is concrete");
+    return;
+  }
+  const int64_t nin = (int64_t)n.inputs.size(), ncap = n.attrs.i("num_captures");
+  if (ncap < 0 || ncap > nin) c.fail(where, "num_captures is " + std::to_string(ncap) + " with " + std::to_string(nin) + " inputs");
+  int64_t own = nin - ncap;  // the node's inputs before the captures
+  int64_t body_in = ncap, min_out = 0;
+  if (n.op == Op::If) {
+    if (own != 1) c.fail(where, "takes the condition and its captures: " + std::to_string(nin) + " inputs with num_captures " + std::to_string(ncap));
+  } else if (n.op == Op::Loop) {
+    const int64_t nc = n.attrs.i("num_carried");
+    if (nc < 0 || own != 2 + nc) c.fail(where, "takes M, cond, num_carried values and the captures: " + std::to_string(nin) + " inputs");
+    body_in = nin;  // iteration number, condition, carried values, captures
+    min_out = 1 + nc;
+  } else {
+    const int64_t ns = n.attrs.i("num_scan_inputs");
+    if (ns < 1 || ns > own) c.fail(where, "num_scan_inputs is " + std::to_string(ns) + " with " + std::to_string(own) + " inputs before the captures");
+    body_in = nin;
+    min_out = own - ns;
+  }
+  for (size_t k = 0; k < n.bodies.size(); ++k) {
+    const Graph& b = *n.bodies[k];
+    const int64_t got = (int64_t)b.inputs_of_kind(Op::Input).size();
+    if (got != body_in)
+      c.fail(where, "bodies[" + std::to_string(k) + "] has " + std::to_string(got) + " inputs, the node gives it " + std::to_string(body_in));
+    if ((int64_t)b.outputs.size() < min_out)
+      c.fail(where, "bodies[" + std::to_string(k) + "] has " + std::to_string(b.outputs.size()) + " outputs, at least " + std::to_string(min_out) + " needed");
+    if (n.op == Op::If && k == 1 && b.outputs.size() != n.bodies[0]->outputs.size())
+      c.fail(where, "the two bodies have different numbers of outputs");
+  }
+}
+
+// The nodes and outputs of a graph object: the file's top level, or a control node's body
+// (`where` names it; a body is {"name"?, "nodes", "outputs"}).
+Graph read_graph(const Ctx& c, const json& root, const std::string& where) {
+  const std::string w = where.empty() ? "" : where + ": ";
+  const LoadLimits& limits = c.limits;
+  if (!where.empty()) {
+    if (!root.is_object()) c.fail(where, "a body is an object with \"nodes\" and \"outputs\"");
+    for (auto it = root.begin(); it != root.end(); ++it)
+      if (it.key() != "nodes" && it.key() != "outputs" && it.key() != "name" && it.key() != "doc")
+        c.fail(where, "unknown field \"" + it.key() + "\" in a body");
+    if (!root.contains("nodes") || !root["nodes"].is_array()) c.fail(where, "\"nodes\" must be a list");
+    if (!root.contains("outputs") || !root["outputs"].is_array() || root["outputs"].empty())
+      c.fail(where, "\"outputs\" must be a non-empty list of node ids");
+  }
+  const json& jnodes = root["nodes"];
+  *c.total += jnodes.size();
+  if (*c.total > limits.max_nodes)
+    c.fail(w + "nodes", "the graph has " + std::to_string(*c.total) + " nodes (bodies included); the limit is " + std::to_string(limits.max_nodes));
+
+  Graph g;
+  g.file = c.file;
+  if (root.contains("name") && root["name"].is_string()) g.name = root["name"].get<std::string>();
+
+  // Parse nodes in file order, then order them topologically.
+  std::vector<Node> parsed;
+  std::map<std::string, size_t> by_id;
+  for (size_t i = 0; i < jnodes.size(); ++i) {
+    Node n = parse_node(c, i, jnodes[i]);
+    auto [it, fresh] = by_id.emplace(n.id, i);
+    if (!fresh) c.fail(w + where_node(i, n.id), "duplicate id (first defined at nodes[" + std::to_string(it->second) + "])");
+    parsed.push_back(std::move(n));
+  }
+  std::vector<std::vector<size_t>> deps(parsed.size());
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    if (!jnodes[i].contains("inputs")) continue;
+    for (const auto& e : jnodes[i]["inputs"]) {
+      std::string src = e.get<std::string>();
+      auto it = by_id.find(src);
+      if (it == by_id.end())
+        c.fail(w + where_node(i, parsed[i].id, op_name(parsed[i].op)), "input \"" + src + "\" is not a node of this graph");
+      deps[i].push_back(it->second);
+    }
+  }
+  // Kahn's algorithm, stable with respect to file order.
+  std::vector<int> indeg(parsed.size(), 0);
+  std::vector<std::vector<size_t>> users(parsed.size());
+  for (size_t i = 0; i < parsed.size(); ++i)
+    for (size_t d : deps[i]) {
+      users[d].push_back(i);
+      indeg[i]++;
+    }
+  std::vector<size_t> order, ready;
+  for (size_t i = parsed.size(); i-- > 0;)
+    if (indeg[i] == 0) ready.push_back(i);
+  while (!ready.empty()) {
+    size_t i = ready.back();
+    ready.pop_back();
+    order.push_back(i);
+    for (auto it = users[i].rbegin(); it != users[i].rend(); ++it)
+      if (--indeg[*it] == 0) ready.push_back(*it);
+  }
+  if (order.size() != parsed.size()) {
+    // Walk dependencies among the unplaced nodes until one repeats: it is on a cycle.
+    size_t cur = 0;
+    while (indeg[cur] == 0) cur++;
+    std::vector<bool> seen(parsed.size(), false);
+    while (!seen[cur]) {
+      seen[cur] = true;
+      for (size_t d : deps[cur])
+        if (indeg[d] != 0) { cur = d; break; }
+    }
+    c.fail(w + where_node(cur, parsed[cur].id, op_name(parsed[cur].op)), "the graph has a cycle through this node");
+  }
+  std::vector<int> new_index(parsed.size());
+  for (size_t k = 0; k < order.size(); ++k) new_index[order[k]] = (int)k;
+  for (size_t k = 0; k < order.size(); ++k) {
+    size_t i = order[k];
+    Node n = std::move(parsed[i]);
+    for (size_t d : deps[i]) n.inputs.push_back(new_index[d]);
+    g.index[n.id] = (int)k;
+    g.nodes.push_back(std::move(n));
+  }
+  std::set<std::string> outs;
+  for (const auto& o : root["outputs"]) {
+    if (!o.is_string()) c.fail(w + "outputs", "entries must be node ids, got " + io::json_excerpt(o));
+    int k = g.find(o.get<std::string>());
+    if (k < 0) c.fail(w + "outputs", "\"" + o.get<std::string>() + "\" is not a node of this graph");
+    if (!outs.insert(o.get<std::string>()).second) c.fail(w + "outputs", "\"" + o.get<std::string>() + "\" is listed twice");
+    g.outputs.push_back(k);
+  }
+  if (root.contains("name") && root["name"].is_string()) g.name = root["name"].get<std::string>();
+  for (int i = 0; i < (int)g.nodes.size(); ++i) {
+    if (!where.empty() && g.nodes[i].op == Op::Param)
+      c.fail(w + where_node(i, g.nodes[i].id, "param"), "a body holds no params: capture the weight (an input of the body), or make it a constant");
+    check_control(c, g, i, w);
+  }
+  return g;
+}
+
 }  // namespace
 
 bool has_symbolic_dims(const Graph& g) {
@@ -348,81 +518,9 @@ Graph load_graph_text(const std::string& text, const std::string& file_name, con
   if (!root.contains("nodes") || !root["nodes"].is_array()) c.fail("nodes", "\"nodes\" must be a list");
   if (!root.contains("outputs") || !root["outputs"].is_array() || root["outputs"].empty())
     c.fail("outputs", "\"outputs\" must be a non-empty list of node ids");
-  const json& jnodes = root["nodes"];
-  if (jnodes.size() > limits.max_nodes)
-    c.fail("nodes", "the graph has " + std::to_string(jnodes.size()) + " nodes; the limit is " + std::to_string(limits.max_nodes));
-
-  Graph g;
-  g.file = file_name;
-  if (root.contains("name") && root["name"].is_string()) g.name = root["name"].get<std::string>();
-
-  // Parse nodes in file order, then order them topologically.
-  std::vector<Node> parsed;
-  std::map<std::string, size_t> by_id;
-  for (size_t i = 0; i < jnodes.size(); ++i) {
-    Node n = parse_node(c, i, jnodes[i]);
-    auto [it, fresh] = by_id.emplace(n.id, i);
-    if (!fresh) c.fail(where_node(i, n.id), "duplicate id (first defined at nodes[" + std::to_string(it->second) + "])");
-    parsed.push_back(std::move(n));
-  }
-  std::vector<std::vector<size_t>> deps(parsed.size());
-  for (size_t i = 0; i < parsed.size(); ++i) {
-    if (!jnodes[i].contains("inputs")) continue;
-    for (const auto& e : jnodes[i]["inputs"]) {
-      std::string src = e.get<std::string>();
-      auto it = by_id.find(src);
-      if (it == by_id.end())
-        c.fail(where_node(i, parsed[i].id, op_name(parsed[i].op)), "input \"" + src + "\" is not a node of this graph");
-      deps[i].push_back(it->second);
-    }
-  }
-  // Kahn's algorithm, stable with respect to file order.
-  std::vector<int> indeg(parsed.size(), 0);
-  std::vector<std::vector<size_t>> users(parsed.size());
-  for (size_t i = 0; i < parsed.size(); ++i)
-    for (size_t d : deps[i]) {
-      users[d].push_back(i);
-      indeg[i]++;
-    }
-  std::vector<size_t> order, ready;
-  for (size_t i = parsed.size(); i-- > 0;)
-    if (indeg[i] == 0) ready.push_back(i);
-  while (!ready.empty()) {
-    size_t i = ready.back();
-    ready.pop_back();
-    order.push_back(i);
-    for (auto it = users[i].rbegin(); it != users[i].rend(); ++it)
-      if (--indeg[*it] == 0) ready.push_back(*it);
-  }
-  if (order.size() != parsed.size()) {
-    // Walk dependencies among the unplaced nodes until one repeats: it is on a cycle.
-    size_t cur = 0;
-    while (indeg[cur] == 0) cur++;
-    std::vector<bool> seen(parsed.size(), false);
-    while (!seen[cur]) {
-      seen[cur] = true;
-      for (size_t d : deps[cur])
-        if (indeg[d] != 0) { cur = d; break; }
-    }
-    c.fail(where_node(cur, parsed[cur].id, op_name(parsed[cur].op)), "the graph has a cycle through this node");
-  }
-  std::vector<int> new_index(parsed.size());
-  for (size_t k = 0; k < order.size(); ++k) new_index[order[k]] = (int)k;
-  for (size_t k = 0; k < order.size(); ++k) {
-    size_t i = order[k];
-    Node n = std::move(parsed[i]);
-    for (size_t d : deps[i]) n.inputs.push_back(new_index[d]);
-    g.index[n.id] = (int)k;
-    g.nodes.push_back(std::move(n));
-  }
-  std::set<std::string> outs;
-  for (const auto& o : root["outputs"]) {
-    if (!o.is_string()) c.fail("outputs", "entries must be node ids, got " + io::json_excerpt(o));
-    int k = g.find(o.get<std::string>());
-    if (k < 0) c.fail("outputs", "\"" + o.get<std::string>() + "\" is not a node of this graph");
-    if (!outs.insert(o.get<std::string>()).second) c.fail("outputs", "\"" + o.get<std::string>() + "\" is listed twice");
-    g.outputs.push_back(k);
-  }
+  size_t total = 0;
+  c.total = &total;
+  Graph g = read_graph(c, root, "");
   // Without symbolic dimensions every shape is known now: check the whole graph before anything runs.
   if (!has_symbolic_dims(g)) {
     std::map<std::string, Shape> in;

@@ -13,6 +13,7 @@ struct LoadLimits {
   size_t max_inputs_per_node = 4096;
   size_t max_rank = 16;
   size_t max_constant_elements = 1 << 24;
+  int max_body_depth = 16;  // nesting of control-flow bodies (if/loop/scan) below the graph
 };
 
 Graph load_graph_file(const std::string& path, const LoadLimits& limits = {});

@@ -125,6 +125,15 @@ nlohmann::ordered_json graph_schema() {
   np["value"] = {{"$ref", "#/$defs/value"}};
   np["doc"] = {{"type", "string"}};
   np["comment"] = {{"type", "string"}};
+  np["bodies"] = {{"type", "array"}, {"items", {{"$ref", "#/$defs/body"}}}};
+  defs["body"] = {{"type", "object"},
+                  {"required", {"nodes", "outputs"}},
+                  {"additionalProperties", false},
+                  {"properties",
+                   {{"name", {{"type", "string"}}},
+                    {"doc", {{"type", "string"}}},
+                    {"nodes", {{"type", "array"}, {"items", {{"$ref", "#/$defs/node"}}}}},
+                    {"outputs", {{"type", "array"}, {"minItems", 1}, {"uniqueItems", true}, {"items", {{"type", "string"}}}}}}}};
   oj one = oj::array();
   oj leaves = oj::array();
   std::vector<std::string> names;
@@ -150,6 +159,8 @@ nlohmann::ordered_json graph_schema() {
     e["properties"]["op"] = {{"const", name}};
     e["properties"]["attrs"] = attrs;
     e["required"] = required.empty() ? oj{"inputs"} : oj{"inputs", "attrs"};
+    if (info.category == Category::Control) e["required"].push_back(info.op == Op::Result ? "shape" : "bodies");
+    if (info.op == Op::Result) e["required"].push_back("dtype");
     one.push_back(e);
   }
   node["oneOf"] = one;

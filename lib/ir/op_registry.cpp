@@ -103,6 +103,13 @@ std::vector<AttrSpec> attrs_for(Op op) {
     case Op::Pad:
       return {req_ints("pads"), opt_string("mode", "constant", {"constant", "reflect", "edge"}), opt_float("value", 0.0)};
     case Op::Trilu: return {opt_bool("upper", true), opt_int("k", 0)};
+    // control flow
+    case Op::If: return {opt_int("num_captures", 0)};
+    case Op::Loop: return {req_int("num_carried"), opt_int("num_captures", 0)};
+    case Op::Scan:
+      return {req_int("num_scan_inputs"), opt_int("num_captures", 0), opt_ints("scan_input_axes", {}),
+              opt_ints("scan_input_directions", {}), opt_ints("scan_output_axes", {}), opt_ints("scan_output_directions", {})};
+    case Op::Result: return {req_int("index")};
     case Op::Conv2d:
       return {opt_ints("strides", {1, 1}), opt_ints("pads", {0, 0, 0, 0}), opt_ints("dilations", {1, 1}),
               opt_int("groups", 1)};
@@ -211,6 +218,17 @@ OpDoc doc_for(Op op) {
               "a · dequant(b)ᵀ [..., N] in a's float dtype (f32 accumulation), ONNX Runtime's MatMulNBits layout: consecutive "
               "K values in a byte, low bits first; w = (q − zp) × scale per block; zero points packed the same way, default 2^(bits−1)",
               {{"bits", "4 (or 8)"}, {"block_size", "required, a power of 2 >= 16"}}};
+    // control flow
+    case Op::If:
+      return {"cond (one element), captures…", "a tuple: the outputs of `bodies[0]` (then) when cond is nonzero, else of `bodies[1]`; read with `result`", {}};
+    case Op::Loop:
+      return {"M (i64 scalar), cond (bool scalar), carried…, captures…",
+              "a tuple: the carried values after the body ran while i < M and cond, then each scan output stacked over the iterations", {}};
+    case Op::Scan:
+      return {"states…, scan inputs…, captures…", "a tuple: the final states, then the scan outputs stacked along their axes",
+              {{"scan_input_axes", "all 0"}, {"scan_input_directions", "all 0 (forward)"}, {"scan_output_axes", "all 0"},
+               {"scan_output_directions", "all 0"}}};
+    case Op::Result: return {"a control node", "its result `index`, of the node's declared shape and dtype", {}};
     default: return {};  // an op without a doc: OpsDocs tests refuse it
   }
 }
@@ -504,6 +522,20 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
   switch (info.category) {
     case Category::Leaf:
       return;  // set by the binder
+    case Category::Control:
+      if (n.op != Op::Result) {  // a tuple: its results carry the types
+        ts.shapes[idx] = {};
+        ts.dtypes[idx] = DType::f32;
+        return;
+      }
+      if (op_info(g.nodes[n.inputs[0]].op).category != Category::Control || g.nodes[n.inputs[0]].op == Op::Result)
+        fail(g, n, "a result reads a control node (if, loop, scan)");
+      for (const auto& d : n.decl_shape) {
+        if (!d.symbol.empty() || d.value < 0) fail(g, n, "a result declares a concrete shape");
+        out.push_back(d.value);
+      }
+      dt = n.dtype;
+      break;
     case Category::Binary:
       if (n.op == Op::SiluVjp || n.op == Op::GeluVjp) {
         if (in(0) != in(1)) fail(g, n, "dy " + shape_str(in(0)) + " and x " + shape_str(in(1)) + " must have the same shape");
@@ -1014,7 +1046,7 @@ double node_flops(const Graph& g, int idx, const TypedShapes& ts) {
   const Node& n = g.nodes[idx];
   double out = (double)shape_numel(ts.shapes[idx]);
   switch (op_info(n.op).category) {
-    case Category::Leaf: case Category::Shape: case Category::Gather: return 0;
+    case Category::Leaf: case Category::Shape: case Category::Gather: case Category::Control: return 0;
     case Category::Index: return n.op == Op::CumSum || n.op == Op::Where ? out : 0;
     case Category::Binary: case Category::Unary: return out;
     case Category::Reduce: return (double)shape_numel(ts.shapes[n.inputs[0]]);

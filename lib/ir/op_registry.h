@@ -14,7 +14,7 @@ namespace rlx::ir {
 
 // Index: the ONNX-style indexing and selection ops (where, argmax/argmin, cumsum, topk, gather,
 // gather_elements, slice, pad, trilu); kernels in cpu_ops_index.cpp and vulkan/kernels_index.cpp.
-enum class Category : uint8_t { Leaf, Binary, Unary, Reduce, Row, Matmul, Shape, Gather, Rope, Attention, Index, Spatial, Quant };
+enum class Category : uint8_t { Leaf, Binary, Unary, Reduce, Row, Matmul, Shape, Gather, Rope, Attention, Index, Spatial, Quant, Control };
 
 enum class AttrType : uint8_t { Int, Float, Bool, String, Ints, Dtype, Floats };
 

@@ -10,11 +10,13 @@
 
 namespace rlx::ir {
 
-std::string graph_to_json(const Graph& g, int indent) {
-  using json = nlohmann::json;
+namespace {
+
+using json = nlohmann::json;
+
+// The nodes and outputs of a graph (the file's, or a control node's body).
+json graph_object(const Graph& g) {
   json root;
-  root["format"] = "rlx.graph";
-  root["version"] = 1;
   if (!g.name.empty()) root["name"] = g.name;
   json nodes = json::array();
   for (const auto& n : g.nodes) {
@@ -27,7 +29,12 @@ std::string graph_to_json(const Graph& g, int indent) {
       jn["inputs"] = ins;
     }
     bool leaf = op_info(n.op).category == Category::Leaf;
-    if (leaf) {
+    if (!n.bodies.empty()) {
+      json bodies = json::array();
+      for (const auto& b : n.bodies) bodies.push_back(graph_object(*b));
+      jn["bodies"] = bodies;
+    }
+    if (leaf || n.op == Op::Result) {
       json shape = json::array();
       for (const auto& d : n.decl_shape) {
         if (d.symbol.empty()) shape.push_back(d.value);
@@ -69,6 +76,15 @@ std::string graph_to_json(const Graph& g, int indent) {
   json outs = json::array();
   for (int o : g.outputs) outs.push_back(g.nodes[o].id);
   root["outputs"] = outs;
+  return root;
+}
+
+}  // namespace
+
+std::string graph_to_json(const Graph& g, int indent) {
+  json root = graph_object(g);
+  root["format"] = "rlx.graph";
+  root["version"] = 1;
   return root.dump(indent) + "\n";
 }
 

@@ -279,6 +279,7 @@ struct Elementwise : Importer {
   bool fold_Reciprocal() { return fold_unary([](double a) { return 1.0 / a; }, nullptr, true); }
   bool fold_Floor() { return fold_unary([](double a) { return std::floor(a); }, [](int64_t a) { return a; }); }
   bool fold_Ceil() { return fold_unary([](double a) { return std::ceil(a); }, [](int64_t a) { return a; }); }
+  bool fold_Relu() { return fold_unary([](double a) { return a > 0 ? a : 0.0; }, [](int64_t a) { return a > 0 ? a : (int64_t)0; }); }
   bool fold_Not() { return fold_unary(nullptr, [](int64_t a) { return (int64_t)!a; }); }
   bool fold_Add() { return fold_binary(std::plus<double>(), std::plus<int64_t>()); }
   bool fold_Sub() { return fold_binary(std::minus<double>(), std::minus<int64_t>()); }
@@ -326,7 +327,7 @@ void elementwise_ops(std::vector<OpDef>& t) {
       {"Tanh", "", 1, map<&F::map_unary>, nullptr, "tanh", "tanh", ""},
       {"Erf", "", 1, map<&F::map_unary>, nullptr, "erf", "erf", ""},
       {"Sigmoid", "", 1, map<&F::map_unary>, nullptr, "sigmoid", "sigmoid", ""},
-      {"Relu", "", 1, map<&F::map_unary>, nullptr, "relu", "relu", ""},
+      {"Relu", "", 1, map<&F::map_unary>, fold<&F::fold_Relu>, "relu", "relu", ""},
       {"LeakyRelu", "", 1, map<&F::map_LeakyRelu>, nullptr, "mul, maximum", "mul maximum", ""},
       {"Elu", "", 1, map<&F::map_Elu>, nullptr, "relu, minimum, exp, sub, mul, add", "relu minimum exp", ""},
       {"Softplus", "", 1, map<&F::map_Softplus>, nullptr, "softplus (or relu/abs/exp/log decomposition)", "relu abs exp log", "stable form max(x,0)+log1p(exp(-|x|))"},

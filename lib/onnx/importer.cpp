@@ -72,11 +72,16 @@ std::shared_ptr<const Host> Importer::host_of(Val& v, int64_t limit) {
 std::shared_ptr<const Host> Importer::value_of(size_t k) {
   if (!has_in(k)) return nullptr;
   auto h = host(k, L_.max_folded_elements);
-  if (!h && in(k).input_value) {  // a graph input given by value: bind it (the cache keys on it)
+  if (!h && in(k).input_value) {  // follows from graph inputs given by value: bind them (the cache keys on them)
     h = in(k).input_value;
-    auto& dep = value_deps_[cur_->inputs[k]];
-    dep.clear();
-    for (size_t j = 0; j < h->size(); ++j) dep.push_back(h->d(j));
+    for (const auto& name : in(k).value_from) {
+      auto iv = in_values_.find(name);
+      if (iv == in_values_.end()) fail("internal: input '" + name + "' has no bound value");
+      auto hv = host_from_tensor(iv->second);
+      auto& dep = value_deps_[name];
+      dep.clear();
+      for (size_t j = 0; j < hv->size(); ++j) dep.push_back(hv->d(j));
+    }
   }
   return h;
 }
@@ -254,6 +259,7 @@ const std::vector<OpDef>& op_table() {
     values_ops(t);
     signal_ops(t);
     nn_ops(t);
+    control_ops(t);
     std::set<std::tuple<std::string, std::string, int>> seen;
     for (const auto& d : t)
       if (!seen.emplace(d.op_type, d.domain, d.since_version).second)
@@ -281,6 +287,99 @@ void Importer::import_node() {
   if (def && def->fold && def->fold(*this)) return;
   if (!def || !def->map) unsupported("operator " + n.op_type + " (see docs/onnx.md for the supported set)");
   def->map(*this);
+  if (def->fold) propagate_input_values(*def);
+}
+
+void Importer::propagate_input_values(const OpDef& def) {
+  const NodeDef& n = *cur_;
+  std::set<std::string> from;
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    if (!has_in(k)) continue;
+    Val& v = in(k);
+    if (host(k)) continue;
+    if (!v.input_value) return;
+    from.insert(v.value_from.begin(), v.value_from.end());
+  }
+  if (from.empty()) return;
+  // Run the fold with the bound values standing in as host values, on a copy of the state's
+  // values; keep only its outputs (as input_value), never a node it might have emitted.
+  std::map<std::string, Val> saved;
+  for (size_t k = 0; k < n.inputs.size(); ++k)
+    if (has_in(k) && !saved.count(n.inputs[k])) saved[n.inputs[k]] = in(k);
+  std::map<std::string, Val> mapped;
+  for (const auto& o : n.outputs)
+    if (!o.empty() && vals_.count(o)) mapped[o] = vals_[o];
+  const size_t nodes_before = g_->nodes.size();
+  bool folded = false;
+  for (auto& [name, v] : saved)
+    if (!v.host && v.input_value) vals_[name].host = v.input_value;
+  try {
+    folded = def.fold(*this);
+  } catch (const std::exception&) {  // a value the fold cannot take: the mapped node stands, without a known value
+    folded = false;
+  }
+  std::map<std::string, Val> got;
+  for (const auto& o : n.outputs)
+    if (!o.empty() && vals_.count(o)) got[o] = vals_[o];
+  for (auto& [name, v] : saved) vals_[name] = v;
+  for (auto& [name, v] : got)
+    if (!mapped.count(name)) vals_.erase(name);
+  for (auto& [name, v] : mapped) vals_[name] = v;
+  if (g_->nodes.size() != nodes_before) fail("internal: a fold emitted graph nodes");
+  if (!folded) return;
+  for (auto& [name, v] : got) {
+    if (!v.host || !mapped.count(name)) continue;
+    vals_[name].input_value = v.host;
+    vals_[name].value_from = from;
+  }
+}
+
+std::vector<Val> Importer::inline_graph(const GraphDef& sg, const std::vector<Val>& inputs) {
+  const NodeDef* const holder = cur_;
+  if (inputs.size() != sg.inputs.size())
+    fail("subgraph '" + sg.name + "' has " + std::to_string(sg.inputs.size()) + " inputs, " + std::to_string(inputs.size()) + " given");
+  // The names this graph defines hide the enclosing ones while it is imported.
+  std::map<std::string, std::optional<Val>> hidden;
+  auto hide = [&](const std::string& name) {
+    if (name.empty() || hidden.count(name)) return;
+    auto it = vals_.find(name);
+    hidden[name] = it == vals_.end() ? std::nullopt : std::optional<Val>(it->second);
+  };
+  for (const auto& [name, td] : sg.inits) hide(name);
+  for (const auto& vi : sg.inputs) hide(vi.name);
+  for (const auto& n : sg.nodes)
+    for (const auto& o : n.outputs) hide(o);
+  for (const auto& [name, td] : sg.inits) {
+    Val v;
+    v.defined = true;
+    v.init = td;
+    v.shape = td->shape;
+    v.et = td->elem_type;
+    vals_[name] = v;
+  }
+  for (size_t k = 0; k < inputs.size(); ++k) vals_[sg.inputs[k].name] = inputs[k];
+  std::vector<Val> outs;
+  try {
+    for (const auto& n : sg.nodes) {
+      cur_ = &n;
+      for (size_t k = 0; k < n.inputs.size(); ++k) if (has_in(k)) in(k);
+      import_node();
+    }
+    cur_ = holder;
+    for (const auto& o : sg.outputs) {
+      auto it = vals_.find(o.name);
+      if (it == vals_.end() || !it->second.defined) fail("subgraph '" + sg.name + "': output '" + o.name + "' is not produced by any node");
+      outs.push_back(it->second);
+    }
+  } catch (...) {
+    cur_ = holder;
+    throw;
+  }
+  for (auto& [name, v] : hidden) {
+    if (v) vals_[name] = *v;
+    else vals_.erase(name);
+  }
+  return outs;
 }
 
 
@@ -386,8 +485,10 @@ std::shared_ptr<Specialized> Importer::run() {
     v.shape = s;
     v.et = vi.elem_type;
     if (auto iv = in_values_.find(vi.name); iv != in_values_.end() && iv->second.numel() <= Model::kMaxValueBoundElements &&
-                                            iv->second.shape() == s)
+                                            iv->second.shape() == s) {
       v.input_value = host_from_tensor(iv->second);
+      v.value_from = {vi.name};
+    }
     vals_[vi.name] = v;
   }
   for (const auto& n : m_.nodes()) {

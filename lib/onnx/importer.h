@@ -53,7 +53,11 @@ struct Val {
   int et = kFloat;
   std::shared_ptr<const Host> host;
   std::shared_ptr<TensorData> init;
-  std::shared_ptr<const Host> input_value;  // a small graph input's value, used only where a constant is required
+  // The value when it follows from small graph inputs given by value (the input itself, or
+  // host arithmetic over it: Equal(sr, 16000)), used only where a constant is required; the
+  // specialisation then depends on those inputs' values (`value_from`, by input name).
+  std::shared_ptr<const Host> input_value;
+  std::set<std::string> value_from;
 };
 
 // The values of a host tensor (a given input) as exact host values.
@@ -323,6 +327,13 @@ class Importer {
 
   // The current node, through its OpDef (or refused by name).
   void import_node();
+  // After a node was mapped (not folded) with inputs that are all known on the host or bound
+  // by value: its fold run on those values gives its outputs' input_value.
+  void propagate_input_values(const struct OpDef& def);
+  // Imports a subgraph's nodes into this graph (an If branch chosen at specialisation): its
+  // inputs bound to `inputs`, its initializers as values, outer names as they stand; returns
+  // its outputs' values. The names it defines are restored afterwards (scoping).
+  std::vector<Val> inline_graph(const GraphDef& g, const std::vector<Val>& inputs);
   void finish_outputs();
 };
 
@@ -369,6 +380,7 @@ void rnn_ops(std::vector<OpDef>& t);
 void nn_ops(std::vector<OpDef>& t);
 void values_ops(std::vector<OpDef>& t);
 void signal_ops(std::vector<OpDef>& t);
+void control_ops(std::vector<OpDef>& t);
 // Every family's rows, in that order (docs/onnx.md lists them so); built once.
 const std::vector<OpDef>& op_table();
 

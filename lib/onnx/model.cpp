@@ -71,6 +71,17 @@ size_t elem_size(int t) {
 }  // namespace
 
 struct ModelParser {
+  // The values one graph defines so far, and the graph it is nested in.
+  struct Scope {
+    std::set<std::string> defined;
+    const Scope* outer = nullptr;
+    bool visible(const std::string& n) const {
+      for (const Scope* s = this; s; s = s->outer)
+        if (s->defined.count(n)) return true;
+      return false;
+    }
+  };
+
   Model& m;
   std::shared_ptr<const ::onnx::ModelProto> proto;
   std::map<std::string, io::MappedFile> mapped;  // external files, by canonical path
@@ -195,7 +206,7 @@ struct ModelParser {
     ValueInfo vi;
     vi.name = v.name();
     if (vi.name.empty()) fail(std::string("a graph ") + what + " has no name");
-    if (!v.has_type()) return vi;
+    if (!v.has_type() || v.type().value_case() == ::onnx::TypeProto::VALUE_NOT_SET) return vi;  // type unknown (exporters leave subgraph outputs so)
     if (!v.type().has_tensor_type()) fail(std::string("graph ") + what + " '" + vi.name + "' is not a tensor (sequences, maps and optionals are not supported)");
     const auto& tt = v.type().tensor_type();
     vi.elem_type = tt.elem_type();
@@ -298,34 +309,114 @@ struct ModelParser {
     for (auto& d : defaults) m.inputs_.push_back(d);
     for (const auto& v : g.output()) m.outputs_.push_back(value_info(v, "output"));
     if (m.outputs_.empty()) fail("the graph has no outputs");
-    int idx = 0;
-    // Every value is defined once: by a node (one node), or as an initializer. A second
-    // definition would otherwise be resolved silently (the later one wins).
-    std::map<std::string, std::string> producer;  // value name -> the node that writes it
-    for (const auto& n : g.node()) {
-      NodeDef d;
-      d.op_type = n.op_type();
-      d.name = n.name();
-      d.domain = n.domain();
-      d.index = idx++;
-      std::string where = "node " + (d.name.empty() ? "#" + std::to_string(d.index) : "'" + d.name + "'") + " (" + d.op_type + ")";
-      d.inputs.assign(n.input().begin(), n.input().end());
-      d.outputs.assign(n.output().begin(), n.output().end());
-      for (const auto& o : d.outputs) {
-        if (o.empty()) continue;
-        if (m.inits_.count(o)) fail(where + ": output '" + o + "' has the name of an initializer (a value is defined once)");
-        auto [p, fresh] = producer.emplace(o, where);
-        if (!fresh) fail(where + ": output '" + o + "' is also produced by " + p->second + " (a value is defined once)");
+    // Names visible to subgraphs: the main graph's inputs and initializers, then each node's
+    // outputs as it is read.
+    Scope top;
+    for (const auto& v : g.input()) top.defined.insert(v.name());
+    for (const auto& [name, td] : m.inits_) top.defined.insert(name);
+    size_t total = 0;
+    nodes_of(g, m.nodes_, top, 0, "", total);
+  }
+
+  // One node of a graph (the main graph: depth 0, `gw` empty; a subgraph: `gw` names it for
+  // messages). Every value is defined once in a graph: by a node (one node), an input or an
+  // initializer. A second definition would otherwise be resolved silently (the later one
+  // wins); a node output may not reuse a name of an enclosing graph either (ONNX's SSA rule).
+  NodeDef node_of(const ::onnx::NodeProto& n, int index, Scope& scope, int depth, const std::string& gw,
+                  std::map<std::string, std::string>& producer, size_t& total) {
+    NodeDef d;
+    d.op_type = n.op_type();
+    d.name = n.name();
+    d.domain = n.domain();
+    d.index = index;
+    std::string where = gw + "node " + (d.name.empty() ? "#" + std::to_string(d.index) : "'" + d.name + "'") + " (" + d.op_type + ")";
+    d.inputs.assign(n.input().begin(), n.input().end());
+    d.outputs.assign(n.output().begin(), n.output().end());
+    std::set<std::string> attr_names;
+    for (const auto& a : n.attribute()) {
+      if (!attr_names.insert(a.name()).second) fail(where + ": attribute '" + a.name() + "' is given twice");
+      if (a.graphs_size() > 0) fail(where + ": attribute '" + a.name() + "' holds a list of graphs, which no supported operator takes");
+      Attribute at = attribute(a, where);
+      if (a.has_g()) {
+        if (at.type != 5) fail(where + ": attribute '" + a.name() + "' holds a graph but is declared of type " + std::to_string(at.type));
+        at.g = subgraph(a.g(), scope, depth + 1, where + ": attribute '" + a.name() + "'", total);
+      } else if (at.type == 5) {
+        fail(where + ": attribute '" + a.name() + "' is declared a graph but holds none");
       }
-      std::set<std::string> attr_names;
-      for (const auto& a : n.attribute()) {
-        if (!attr_names.insert(a.name()).second) fail(where + ": attribute '" + a.name() + "' is given twice");
-        if (a.has_g() || a.graphs_size() > 0)
-          fail(where + ": attribute '" + a.name() + "' holds a subgraph; control flow (If, Loop, Scan) is not supported");
-        d.attrs.push_back(attribute(a, where));
-      }
-      m.nodes_.push_back(std::move(d));
+      d.attrs.push_back(std::move(at));
     }
+    for (const auto& o : d.outputs) {
+      if (o.empty()) continue;
+      if (depth == 0 && m.inits_.count(o)) fail(where + ": output '" + o + "' has the name of an initializer (a value is defined once)");
+      auto [p, fresh] = producer.emplace(o, where);
+      if (!fresh) fail(where + ": output '" + o + "' is also produced by " + p->second + " (a value is defined once)");
+      if (depth > 0 && scope.visible(o)) fail(where + ": output '" + o + "' is already defined in this graph or an enclosing one (a value is defined once)");
+      scope.defined.insert(o);
+    }
+    return d;
+  }
+
+  void nodes_of(const ::onnx::GraphProto& g, std::vector<NodeDef>& out, Scope& scope, int depth, const std::string& gw, size_t& total) {
+    count_nodes(g, total);
+    std::map<std::string, std::string> producer;
+    int idx = 0;
+    for (const auto& n : g.node()) out.push_back(node_of(n, idx++, scope, depth, gw, producer, total));
+  }
+
+  void count_nodes(const ::onnx::GraphProto& g, size_t& total) {
+    total += (size_t)g.node_size();
+    if (total > m.limits_.max_nodes) fail("the model has more than " + std::to_string(m.limits_.max_nodes) + " nodes (subgraphs included), above the limit");
+  }
+
+  // A GRAPH attribute: inputs, outputs, initializers and nodes under the same checks as the
+  // main graph, and the outer names it reads (its captures).
+  std::shared_ptr<const GraphDef> subgraph(const ::onnx::GraphProto& g, const Scope& outer, int depth, const std::string& where,
+                                           size_t& total) {
+    if (depth > m.limits_.max_graph_depth)
+      fail(where + ": subgraphs are nested " + std::to_string(depth) + " deep, above the limit of " + std::to_string(m.limits_.max_graph_depth));
+    auto gd = std::make_shared<GraphDef>();
+    gd->name = g.name();
+    gd->depth = depth;
+    const std::string gw = where + " (graph '" + g.name() + "'): ";
+    if (g.sparse_initializer_size() > 0) fail(gw + "sparse initializers are not supported");
+    Scope scope;
+    scope.outer = &outer;
+    for (const auto& t : g.initializer()) {
+      if (t.name().empty()) fail(gw + "an initializer has no name");
+      auto td = tensor(t, gw + "initializer");
+      if (!gd->inits.emplace(t.name(), td).second) fail(gw + "initializer '" + t.name() + "' is defined twice");
+      scope.defined.insert(t.name());
+    }
+    for (const auto& v : g.input()) {
+      ValueInfo vi = value_info(v, "input");
+      if (!scope.defined.insert(vi.name).second && !gd->inits.count(vi.name)) fail(gw + "input '" + vi.name + "' is listed twice");
+      gd->inputs.push_back(vi);
+    }
+    for (const auto& v : g.output()) gd->outputs.push_back(value_info(v, "output"));
+    if (gd->outputs.empty()) fail(gw + "the graph has no outputs");
+    // Captures: every name a node (or a nested graph) reads that this graph does not define
+    // before it must be visible in an enclosing graph.
+    std::set<std::string> seen;
+    auto capture = [&](const std::string& n, const std::string& who) {
+      if (n.empty() || scope.defined.count(n)) return;
+      if (!outer.visible(n))
+        fail(gw + who + " reads '" + n + "', which is not defined before it in this graph or an enclosing one");
+      if (seen.insert(n).second) gd->captures.push_back(n);
+    };
+    count_nodes(g, total);
+    std::map<std::string, std::string> producer;
+    for (int k = 0; k < g.node_size(); ++k) {
+      const auto& n = g.node(k);
+      std::string who = "node " + (n.name().empty() ? "#" + std::to_string(k) : "'" + n.name() + "'") + " (" + n.op_type() + ")";
+      for (const auto& i : n.input()) capture(i, who);
+      NodeDef d = node_of(n, k, scope, depth, gw, producer, total);
+      for (const auto& a : d.attrs)
+        if (a.g)
+          for (const auto& c : a.g->captures) capture(c, who);
+      gd->nodes.push_back(std::move(d));
+    }
+    for (const auto& o : gd->outputs) capture(o.name, "output '" + o.name + "'");
+    return gd;
   }
 };
 

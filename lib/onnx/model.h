@@ -28,6 +28,7 @@ struct Limits {
   size_t max_rank = 16;
   int64_t max_tensor_elements = int64_t(1) << 36;
   int64_t max_folded_elements = int64_t(1) << 22;  // host-side constant folding
+  int max_graph_depth = 16;  // nesting of subgraphs (If/Loop/Scan bodies) below the main graph
 };
 
 // ONNX TensorProto.DataType values this importer knows by name.
@@ -54,6 +55,8 @@ struct TensorData {
   bool external = false;
 };
 
+struct GraphDef;
+
 struct Attribute {
   std::string name;
   int type = 0;  // AttributeProto.AttributeType
@@ -64,6 +67,7 @@ struct Attribute {
   std::vector<double> floats;
   std::vector<std::string> strings;
   std::shared_ptr<TensorData> t;
+  std::shared_ptr<const GraphDef> g;  // a GRAPH attribute (If's branches, Loop's and Scan's body)
 };
 
 struct NodeDef {
@@ -83,6 +87,19 @@ struct ValueInfo {
   int elem_type = 0;
   bool has_shape = false;
   std::vector<ir::Dim> dims;  // symbol set for dim_param (or unknown dims: "?N")
+};
+
+// A subgraph (a GRAPH attribute), checked like the main graph when the file is parsed. Its
+// nodes may read values of the enclosing graphs that are defined before the node holding it
+// (ONNX's lexical scoping); those names are its `captures`, in order of first use, including
+// those its own nested subgraphs read from further out.
+struct GraphDef {
+  std::string name;
+  std::vector<ValueInfo> inputs, outputs;
+  std::vector<NodeDef> nodes;
+  std::map<std::string, std::shared_ptr<TensorData>> inits;
+  std::vector<std::string> captures;
+  int depth = 1;  // 1: a subgraph of the main graph
 };
 
 // The result of one specialisation: an rlx graph with concrete shapes, and the values of

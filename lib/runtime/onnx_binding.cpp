@@ -94,6 +94,18 @@ Loaded load_onnx_binding(const Binding& b) {
   L.graph = sp->graph;
   L.params = sp->params;
   L.inputs = std::move(P.inputs);
+  L.value_deps = sp->value_deps;
+  L.respecialize = [model = P.model, dims = P.dims](const std::map<std::string, Tensor>& inputs) {
+    std::map<std::string, Shape> shapes;
+    for (const auto& [name, t] : inputs) shapes[name] = t.shape();
+    auto sp = model->specialize(shapes, dims, inputs);
+    Loaded L;
+    L.graph = sp->graph;
+    L.params = sp->params;
+    L.inputs = inputs;
+    L.value_deps = sp->value_deps;
+    return L;
+  };
   return L;
 }
 

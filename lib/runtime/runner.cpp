@@ -115,6 +115,16 @@ int convert_graph_dtype(ir::Graph& g, DType dt) {
   return changed;
 }
 
+bool Loaded::values_changed(const std::map<std::string, Tensor>& in) const {
+  for (const auto& [name, want] : value_deps) {
+    auto it = in.find(name);
+    if (it == in.end() || it->second.numel() != (int64_t)want.size()) return true;
+    for (size_t k = 0; k < want.size(); ++k)
+      if (it->second.at((int64_t)k) != want[k]) return true;
+  }
+  return false;
+}
+
 Loaded load_binding(const Binding& b) {
   std::optional<DType> half;  // --dtype f16 / bf16
   if (!b.dtype.empty()) {

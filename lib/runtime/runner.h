@@ -2,6 +2,7 @@
 // What the command line does, as a library: load a graph with its parameters
 // and inputs, compare tensors, summarise and write outputs. apps/rlx only
 // parses flags and calls these.
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,6 +36,14 @@ struct Loaded {
   std::map<std::string, Tensor> params;  // by node id
   std::map<std::string, Tensor> inputs;  // by input id
   std::vector<std::string> random_params_filled;
+  // ONNX models: inputs whose values the specialisation used (an If condition, a Reshape
+  // shape, ...), with those values, and how to specialise again for other input values (a
+  // step that feeds another value into such an input must not reuse the graph). Null for
+  // graph files.
+  std::map<std::string, std::vector<double>> value_deps;
+  std::function<Loaded(const std::map<std::string, Tensor>&)> respecialize;
+  // True when `inputs` give one of value_deps' inputs another value.
+  bool values_changed(const std::map<std::string, Tensor>& inputs) const;
 };
 
 // Splits "ID=SPEC" (at the first '='); throws InputError naming the flag.

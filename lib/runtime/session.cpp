@@ -1,4 +1,5 @@
 #include "runtime/session.h"
+#include "runtime/control.h"
 
 #include <algorithm>
 #include <atomic>
@@ -135,7 +136,9 @@ void check_finite(Executor& ex, const TensorRef& t, const ir::Graph& g, const ir
 
 Session::Session(std::shared_ptr<const ir::Graph> graph, Executor& ex, std::map<std::string, Tensor> params,
                  SessionOptions opts)
-    : graph_(std::move(graph)), ex_(ex), opts_(opts), params_(std::move(params)) {}
+    : graph_(std::move(graph)), ex_(ex), opts_(opts), params_(std::move(params)) {
+  if (ControlRunner::has_control(*graph_)) control_ = std::make_unique<ControlRunner>(graph_, ex_, params_, opts_);
+}
 
 Session::~Session() = default;
 
@@ -171,6 +174,11 @@ void Session::feed(const std::string& out_id, const std::string& in_id) {
   int i = graph_->find(in_id);
   if (i < 0 || graph_->nodes[i].op != Op::Input)
     throw InputError("--feed " + out_id + "=" + in_id + ": '" + in_id + "' is not an input of the graph");
+  if (control_) {  // the outputs of a graph with host steps are on the host
+    if (k >= (int)control_outputs_.size()) throw InputError("--feed: no run has produced '" + out_id + "' yet");
+    set_input(in_id, control_outputs_[k]);
+    return;
+  }
   if (k >= (int)last_outputs_.size()) throw InputError("--feed: no run has produced '" + out_id + "' yet");
   if (last_outputs_[k].dtype != graph_->nodes[i].dtype)
     throw InputError("--feed " + out_id + "=" + in_id + ": '" + out_id + "' is " + dtype_name(last_outputs_[k].dtype) +
@@ -611,6 +619,16 @@ std::vector<Tensor> Session::run(Mode mode) {
     mode = Mode::Lazy;
   }
   stats_.mode = mode;
+  if (control_) {
+    std::map<std::string, Tensor> ins;
+    for (const auto& [id, p] : inputs_) ins[id] = p->host;
+    control_outputs_ = control_->run(mode, ins);
+    stats_.kernels = control_->kernels();
+    stats_.peak_bytes = control_->peak_bytes();
+    plan_text_ = control_->plan_text();
+    stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return control_outputs_;
+  }
   ir::TypedShapes ts = bind_shapes();
   std::vector<Tensor> outs;
   if (mode == Mode::Eager) {

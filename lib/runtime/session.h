@@ -55,6 +55,8 @@ struct RunStats {
   std::vector<ProfileEntry> profile;
 };
 
+class ControlRunner;
+
 class Session {
  public:
   // `params`: value of every param node, by node id (validated by the binder).
@@ -108,6 +110,9 @@ class Session {
   RunStats stats_;
   int compiles_ = 0;
   std::string plan_text_;
+  // A graph with control nodes (if, loop, scan) runs as segments and host steps (control.h).
+  std::unique_ptr<ControlRunner> control_;
+  std::vector<Tensor> control_outputs_;  // its last outputs, for feeds (on the host)
 };
 
 }  // namespace rlx

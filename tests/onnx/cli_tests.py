@@ -673,6 +673,84 @@ def test_docs_table():
               "  docs/onnx.md's operator table differs from `rlx onnx-ops`: regenerate it")
 
 
+def test_subgraphs():
+    # Subgraph attributes (If/Loop/Scan bodies) get the main graph's checks; outer names are
+    # visible per ONNX's lexical scoping; a value-bound condition re-specialises when it changes.
+    x = vi("x", [3])
+    one = helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.array(True), "one_v"))
+
+    def if_model(then_nodes, then_out, else_nodes=None, else_out=None, extra=()):
+        tg = helper.make_graph(then_nodes, "then", [], [vi(then_out, None)])
+        eg = helper.make_graph(else_nodes or [helper.make_node("Identity", ["x"], ["e"])], "else", [], [vi(else_out or "e", None)])
+        return model([one] + list(extra) + [helper.make_node("If", ["one"], ["y"], then_branch=tg, else_branch=eg, name="the_if")],
+                     [x], [vi("y", None)])
+    xin = "x=3xf32=1,2,3"
+    p = save(if_model([helper.make_node("Neg", ["nowhere"], ["t"])], "t"), "sub_undefined.onnx")
+    expect_rc("subgraph/undefined-outer-name", ["run", p, "-i", xin], 2, "reads 'nowhere', which is not defined")
+    p = save(if_model([helper.make_node("Neg", ["x"], ["one"])], "one"), "sub_shadow.onnx")
+    expect_rc("subgraph/redefines-outer-name", ["run", p, "-i", xin], 2, "already defined in this graph or an enclosing one")
+    # nesting deeper than the limit (16)
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["d0"])], "leaf", [], [vi("d0", None)])
+    for k in range(1, 18):
+        g = helper.make_graph([helper.make_node("If", ["one"], [f"d{k}"], then_branch=g, else_branch=g)], f"level{k}", [], [vi(f"d{k}", None)])
+    p = save(model([one, helper.make_node("If", ["one"], ["y"], then_branch=g, else_branch=g)], [x], [vi("y", None)]), "sub_deep.onnx")
+    expect_rc("subgraph/too-deep", ["run", p, "-i", xin], 2, "above the limit of 16")
+    # an outer value produced after the node is not visible
+    late = helper.make_node("Neg", ["x"], ["late"])
+    tg = helper.make_graph([helper.make_node("Identity", ["late"], ["t"])], "then", [], [vi("t", None)])
+    eg = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [], [vi("e", None)])
+    p = save(model([one, helper.make_node("If", ["one"], ["y"], then_branch=tg, else_branch=eg), late], [x], [vi("y", None)]), "sub_late.onnx")
+    expect_rc("subgraph/outer-value-defined-later", ["run", p, "-i", xin], 2, "reads 'late'")
+    # a folded If reads outer values, and a branch's names do not leak out of it
+    p = save(if_model([helper.make_node("Mul", ["x", "x"], ["t"])], "t"), "sub_fold.onnx")
+    out, _ = expect_rc("subgraph/folded-if", ["run", p, "-i", xin, "--expect", "y=3xf32=1,4,9"], 0)
+    # the condition from a small input given by value: --steps with the value fed back
+    # specialises again (then: y = x, else: y = concat(x, x)), never reusing the first graph
+    tg = helper.make_graph([helper.make_node("Identity", ["x"], ["a"])], "t", [], [vi("a", None)])
+    eg = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["b"], axis=0)], "e", [], [vi("b", None)])
+    m = model([helper.make_node("Equal", ["sr", "k16"], ["c"]), helper.make_node("If", ["c"], ["y"], then_branch=tg, else_branch=eg),
+               helper.make_node("Sub", ["sr", "k8"], ["sr_next"])], [x, vi("sr", [], TensorProto.INT64)],
+              [vi("y", None), vi("sr_next", [], TensorProto.INT64)],
+              [numpy_helper.from_array(np.int64(16000), "k16"), numpy_helper.from_array(np.int64(8000), "k8")])
+    p = save(m, "sub_sr.onnx")
+    expect_rc("subgraph/value-bound-if-then", ["run", p, "-i", xin, "-i", "sr=i64=16000", "--expect", "y=3xf32=1,2,3"], 0)
+    expect_rc("subgraph/value-bound-if-else", ["run", p, "-i", xin, "-i", "sr=i64=8000", "--expect", "y=6xf32=1,2,3,1,2,3"], 0)
+    expect_rc("subgraph/value-bound-if-respecialised-on-feed",
+              ["run", p, "-i", xin, "-i", "sr=i64=16000", "--steps", "2", "--feed", "sr_next=sr", "--expect", "y=6xf32=1,2,3,1,2,3",
+               "--expect", "sr_next=i64=0"], 0)
+
+    # malformed control flow: exit 2 naming the node, never a crash or a guess
+    x80, X = vi("x", [80]), ["-i", "x=random:1"]
+    zero = [numpy_helper.from_array(np.float32(0), "z")]
+    cond = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0), helper.make_node("Greater", ["s", "z"], ["c"])]
+    neg = helper.make_graph([helper.make_node("Neg", ["x"], ["t"])], "t", [], [vi("t", [80])])
+    body = lambda nodes, outs: helper.make_graph(nodes, "b", [vi("i", [], TensorProto.INT64), vi("cond", [], TensorProto.BOOL), vi("acc", [80])], outs)
+    add = helper.make_node("Add", ["acc", "x"], ["ao"])
+    bad = {
+        "if-without-else": (model(cond + [helper.make_node("If", ["c"], ["y"], then_branch=neg, name="n")], [x80], [vi("y", None)], zero),
+                            X, "'else_branch' (a graph) is required"),
+        "if-vector-condition": (model([helper.make_node("Greater", ["x", "z"], ["c"]), helper.make_node("If", ["c"], ["y"], then_branch=neg, else_branch=neg)],
+                                      [x80], [vi("y", None)], zero), X, "the condition must have one element"),
+        "loop-vector-trip-count": (model([helper.make_node("Cast", ["x"], ["M"], to=TensorProto.INT64),
+                                          helper.make_node("Loop", ["M", "", "x"], ["y"], body=body([helper.make_node("Identity", ["cond"], ["co"]), add],
+                                                                                                    [vi("co", [], TensorProto.BOOL), vi("ao", [80])]))],
+                                         [x80], [vi("y", None)]), X, "the trip count M must have one element"),
+        "loop-vector-body-condition": (model([helper.make_node("Loop", ["M", "", "x"], ["y"], body=body([helper.make_node("Greater", ["acc", "acc"], ["co"]), add],
+                                                                                                        [vi("co", [80], TensorProto.BOOL), vi("ao", [80])]))],
+                                             [x80, vi("M", [], TensorProto.INT64)], [vi("y", None)]), X + ["-i", "M=i64=3"],
+                                       "(the body's condition): the condition must have one element"),
+        "scan-axis-out-of-range": (model([helper.make_node("Scan", ["x"], ["y"], num_scan_inputs=1, scan_input_axes=[3],
+                                                           body=helper.make_graph([helper.make_node("Identity", ["a"], ["o"])], "b", [vi("a", [])], [vi("o", [])]))],
+                                         [x80], [vi("y", None)], opset=11), X, "axis 3 is out of range"),
+        "scan-body-inputs": (model([helper.make_node("Scan", ["x"], ["y"], num_scan_inputs=1,
+                                                     body=helper.make_graph([helper.make_node("Identity", ["a"], ["o"])], "b", [vi("a", []), vi("b", [])], [vi("o", [])]))],
+                                   [x80], [vi("y", None)], opset=11), X, "has 2 inputs, 1 expected"),
+    }
+    for name, (m, args, phrase) in bad.items():
+        p = save(m, f"bad_{name}.onnx")
+        expect_rc(f"subgraph/{name}", ["run", p] + args, 2, phrase)
+
+
 def main():
     global RLX, TMP
     ap = argparse.ArgumentParser()

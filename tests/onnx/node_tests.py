@@ -83,7 +83,13 @@ def prepare_case(case_dir):
     """Returns (op_types, [(args, data_set_name)]) or a reason string when it cannot run."""
     import onnx
     m = onnx.load(os.path.join(case_dir, "model.onnx"))
-    ops = sorted({n.op_type for n in m.graph.node})
+    def all_ops(g):  # subgraphs' (If/Loop/Scan bodies') operators too
+        for n in g.node:
+            yield n.op_type
+            for at in n.attribute:
+                if at.HasField("g"):
+                    yield from all_ops(at.g)
+    ops = sorted(set(all_ops(m.graph)))
     inits = {t.name for t in m.graph.initializer}
     ins = [v.name for v in m.graph.input]
     outs = [v.name for v in m.graph.output]

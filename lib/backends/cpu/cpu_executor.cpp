@@ -764,7 +764,7 @@ void run_node(const Kernel& k) {
         default: break;
       }
       break;
-    case ir::Category::Leaf: case ir::Category::Index: case ir::Category::Quant: break;
+    case ir::Category::Leaf: case ir::Category::Index: case ir::Category::Quant: case ir::Category::Control: break;
   }
   throw RuntimeError(k.label + ": the CPU executor cannot run op " + ir::op_name(k.node->op));
 }

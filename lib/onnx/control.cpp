@@ -1,0 +1,328 @@
+// Control flow: If, Loop and Scan. An If whose condition is known when the model is
+// specialised (a constant, shape arithmetic, or a small input bound by value) is folded: the
+// chosen branch is imported inline, its outputs become the If's outputs, and the node
+// disappears (docs/ir-design.md section 3, "Folding"). Otherwise each body is imported as its
+// own rlx graph (inputs: the ONNX body inputs, then the captured outer values, which are
+// appended to the control node's inputs), and each ONNX output is read through a `result`
+// node that declares its type; the session runs the node as a host step (lib/runtime/control.h).
+#include "onnx/importer.h"
+
+namespace rlx::onnx {
+
+namespace {
+
+struct Control : Importer {
+  using Importer::Importer;
+
+  const GraphDef& body(const char* name) {
+    auto a = attr(name, kAttrGraph);
+    if (!a || !a->g) fail(std::string("attribute '") + name + "' (a graph) is required");
+    return *a->g;
+  }
+
+  bool fold_If() {
+    auto c = value_of(0);
+    if (!c) return false;
+    if (c->size() != 1) fail("the condition must have one element, it has " + std::to_string(c->size()));
+    const bool then = c->d(0) != 0;
+    const GraphDef& g = body(then ? "then_branch" : "else_branch");
+    body(then ? "else_branch" : "then_branch");  // both branches are required
+    if (g.outputs.size() < cur_->outputs.size())
+      fail(std::string(then ? "then_branch" : "else_branch") + " has " + std::to_string(g.outputs.size()) + " outputs, the node " +
+           std::to_string(cur_->outputs.size()));
+    if (!g.inputs.empty()) fail("a branch takes no inputs, '" + g.name + "' has " + std::to_string(g.inputs.size()));
+    std::vector<Val> outs = inline_graph(g, {});
+    for (size_t k = 0; k < cur_->outputs.size(); ++k) set_out(k, outs[k]);
+    return true;
+  }
+
+  // ---------- run-time control flow ----------
+  // A body imported as its own graph: inputs (shape, ONNX element type) named as the
+  // subgraph's inputs, then one input per capture (the outer values it reads that are not
+  // known on the host; those known are constants inside it). Returns the graph and the
+  // types of its outputs.
+  struct Body {
+    std::shared_ptr<ir::Graph> g;
+    std::vector<Shape> shapes;
+    std::vector<DType> dtypes;
+  };
+
+  // The outer names the bodies read that must be passed at run time (not host-known), in
+  // first-use order over all the bodies.
+  std::vector<std::string> captures_of(const std::vector<const GraphDef*>& gs) {
+    std::vector<std::string> r;
+    std::set<std::string> seen;
+    for (const GraphDef* g : gs)
+      for (const auto& name : g->captures) {
+        auto it = vals_.find(name);
+        if (it == vals_.end() || !it->second.defined) fail("a body reads '" + name + "', which is not defined before this node");
+        if (it->second.host) continue;
+        if (seen.insert(name).second) r.push_back(name);
+      }
+    return r;
+  }
+
+  Body import_body(const GraphDef& sg, const std::vector<std::pair<Shape, DType>>& in_types, const std::vector<std::string>& caps) {
+    if (sg.inputs.size() != in_types.size())
+      fail("the body '" + sg.name + "' has " + std::to_string(sg.inputs.size()) + " inputs, " + std::to_string(in_types.size()) + " expected");
+    std::map<std::string, Shape> no_shapes;
+    ImportState bs(m_, no_shapes, dims_, in_values_);
+    bs.g = std::make_shared<ir::Graph>();
+    bs.g->file = m_.file();
+    bs.g->name = (cur_->name.empty() ? cur_->op_type : cur_->name) + "/" + (sg.name.empty() ? "body" : sg.name);
+    Importer bi(bs);
+    auto add_input = [&](const std::string& name, const Shape& s, DType dt) {
+      int idx = bi.add_leaf(ir::Op::Input, name, s, dt);
+      Val v;
+      v.defined = true;
+      v.node = idx;
+      v.shape = s;
+      v.et = dtype_et(dt);
+      return v;
+    };
+    // the names the outer scope gives: host values as they are, the rest as capture inputs
+    for (const auto& name : sg.captures) {
+      const Val& o = vals_.at(name);
+      if (o.host) {
+        Val v = o;
+        v.node = -1;
+        v.init = nullptr;
+        bs.vals[name] = v;
+      }
+    }
+    for (size_t k = 0; k < sg.inputs.size(); ++k) {
+      bs.vals[sg.inputs[k].name] = add_input(sg.inputs[k].name, in_types[k].first, in_types[k].second);
+      if (bi.g_->nodes.back().id != sg.inputs[k].name) fail("the body '" + sg.name + "' lists input '" + sg.inputs[k].name + "' twice");
+    }
+    for (const auto& name : caps) {
+      const Val& o = vals_.at(name);
+      Val v = add_input(name, o.shape, to_dtype(o.et, where() + ": value '" + name + "'"));
+      v.input_value = o.input_value;  // a small input given by value stays known inside
+      v.value_from = o.value_from;
+      if (!bs.vals.count(name)) bs.vals[name] = v;
+    }
+    for (const auto& [name, td] : sg.inits) {
+      Val v;
+      v.defined = true;
+      v.init = td;
+      v.shape = td->shape;
+      v.et = td->elem_type;
+      bs.vals[name] = v;
+    }
+    for (const auto& n : sg.nodes) {
+      bi.cur_ = &n;
+      for (size_t k = 0; k < n.inputs.size(); ++k) if (bi.has_in(k)) bi.in(k);
+      bi.import_node();
+    }
+    bi.cur_ = nullptr;
+    Body b;
+    b.g = bs.g;
+    for (const auto& o : sg.outputs) {
+      auto it = bs.vals.find(o.name);
+      if (it == bs.vals.end() || !it->second.defined) fail("the body '" + sg.name + "': output '" + o.name + "' is not produced by any node");
+      int idx = bi.materialize(it->second, o.name);
+      if (std::find(b.g->outputs.begin(), b.g->outputs.end(), idx) != b.g->outputs.end())  // one value output twice: an alias
+        idx = bi.emit("reshape", {idx}, {{"shape", std::vector<int64_t>(bs.ts.shapes[idx].begin(), bs.ts.shapes[idx].end())}}, o.name + "/again");
+      b.g->outputs.push_back(idx);
+      b.shapes.push_back(bs.ts.shapes[idx]);
+      b.dtypes.push_back(bs.ts.dtypes[idx]);
+    }
+    // The body's own initializers become constants (a body has no parameters of its own).
+    for (auto& nd : b.g->nodes)
+      if (nd.op == ir::Op::Param) {
+        nd.op = ir::Op::Constant;
+        nd.constant = bs.params.at(nd.id);
+      }
+    for (auto& [k, v] : bs.value_deps) value_deps_[k] = v;
+    return b;
+  }
+
+  // The control node, its captures appended, and one result node per ONNX output.
+  void emit_control(ir::Op op, std::vector<int> inputs, const std::vector<std::string>& caps, std::map<std::string, ir::AttrValue> attrs,
+                    std::vector<std::shared_ptr<const ir::Graph>> bodies, const std::vector<Shape>& shapes, const std::vector<DType>& dtypes) {
+    for (const auto& name : caps) inputs.push_back(materialize(vals_.at(name), name));
+    attrs["num_captures"] = (int64_t)caps.size();
+    ir::Node n;
+    n.id = fresh((cur_->name.empty() ? out_name() : cur_->name) + "/" + ir::op_name(op));
+    n.op = op;
+    n.inputs = std::move(inputs);
+    for (const auto& spec : ir::op_info(op).attrs)
+      if (!attrs.count(spec.name) && spec.default_value) attrs[spec.name] = *spec.default_value;
+    n.attrs.values = std::move(attrs);
+    n.bodies = std::move(bodies);
+    int c = (int)g_->nodes.size();
+    g_->index[n.id] = c;
+    g_->nodes.push_back(std::move(n));
+    ts_.shapes.push_back({});
+    ts_.dtypes.push_back(DType::f32);
+    for (size_t k = 0; k < cur_->outputs.size(); ++k) {
+      if (cur_->outputs[k].empty()) continue;
+      if (k >= shapes.size()) fail("output " + std::to_string(k) + " has no value in the body");
+      ir::Node r;
+      r.id = fresh(cur_->outputs[k]);
+      r.op = ir::Op::Result;
+      r.inputs = {c};
+      r.attrs.values["index"] = (int64_t)k;
+      r.dtype = dtypes[k];
+      r.has_decl_shape = true;
+      for (auto d : shapes[k]) r.decl_shape.push_back(ir::Dim{d, ""});
+      int idx = (int)g_->nodes.size();
+      g_->index[r.id] = idx;
+      g_->nodes.push_back(std::move(r));
+      ts_.shapes.push_back(shapes[k]);
+      ts_.dtypes.push_back(dtypes[k]);
+      set_node(k, idx);
+    }
+  }
+
+  void map_If() {
+    const GraphDef& tg = body("then_branch");
+    const GraphDef& eg = body("else_branch");
+    if (rank(0) > 0 && shape_numel(in(0).shape) != 1) fail("the condition must have one element, it has shape " + shape_str(in(0).shape));
+    int cond = node(0);
+    auto caps = captures_of({&tg, &eg});
+    Body tb = import_body(tg, {}, caps), eb = import_body(eg, {}, caps);
+    if (tb.shapes.size() < cur_->outputs.size() || eb.shapes.size() < cur_->outputs.size())
+      fail("a branch has fewer outputs than the node");
+    for (size_t k = 0; k < cur_->outputs.size(); ++k)
+      if (tb.shapes[k] != eb.shapes[k] || tb.dtypes[k] != eb.dtypes[k])
+        unsupported("the condition is known only at run time and the branches give output " + std::to_string(k) + " different types (" +
+                    shape_str(tb.shapes[k]) + " " + dtype_name(tb.dtypes[k]) + " and " + shape_str(eb.shapes[k]) + " " +
+                    dtype_name(eb.dtypes[k]) + "): a data-dependent shape");
+    emit_control(ir::Op::If, {cond}, caps, {}, {tb.g, eb.g}, tb.shapes, tb.dtypes);
+  }
+
+  void map_Loop() {
+    const GraphDef& bg = body("body");
+    const size_t nc = cur_->inputs.size() < 2 ? 0 : cur_->inputs.size() - 2;
+    for (size_t k = 0; k < 2; ++k)
+      if (has_in(k) && shape_numel(in(k).shape) != 1)
+        fail(std::string(k == 0 ? "the trip count M" : "the condition") + " must have one element, it has shape " + shape_str(in(k).shape));
+    std::optional<int64_t> trips;
+    int M;
+    if (has_in(0)) {
+      if (auto h = value_of(0)) {
+        if (h->size() != 1) fail("M must have one element");
+        trips = h->n(0);
+        M = constant({}, {(double)*trips}, DType::i64);
+      } else {
+        M = cast(node(0), DType::i64);
+      }
+    } else {
+      M = constant({}, {9.2e18}, DType::i64);
+    }
+    int cond = has_in(1) ? cast(node(1), DType::boolean) : constant({}, {1}, DType::boolean);
+    std::vector<int> ins{M, cond};
+    std::vector<std::pair<Shape, DType>> types{{{}, DType::i64}, {{}, DType::boolean}};
+    for (size_t k = 0; k < nc; ++k) {
+      if (!has_in(2 + k)) fail("loop-carried input " + std::to_string(k) + " is missing");
+      int x = node(2 + k);
+      ins.push_back(x);
+      types.push_back({shp(x), ts_.dtypes[x]});
+    }
+    auto caps = captures_of({&bg});
+    Body b = import_body(bg, types, caps);
+    if (b.shapes.size() < 1 + nc) fail("the body has " + std::to_string(b.shapes.size()) + " outputs, it needs the condition and " + std::to_string(nc) + " carried values");
+    std::vector<Shape> shapes;
+    std::vector<DType> dtypes;
+    for (size_t k = 0; k < nc; ++k) {
+      if (b.shapes[1 + k] != types[2 + k].first || b.dtypes[1 + k] != types[2 + k].second)
+        unsupported("loop-carried value " + std::to_string(k) + " changes type in the body (" + shape_str(types[2 + k].first) + " to " +
+                    shape_str(b.shapes[1 + k]) + "): a data-dependent shape");
+      shapes.push_back(b.shapes[1 + k]);
+      dtypes.push_back(b.dtypes[1 + k]);
+    }
+    for (size_t k = 1 + nc; k < b.shapes.size(); ++k) {
+      if (!trips)
+        unsupported("scan outputs of a loop whose trip count M is known only at run time: a data-dependent shape");
+      Shape s = b.shapes[k];
+      s.insert(s.begin(), std::max<int64_t>(*trips, 0));
+      shapes.push_back(s);
+      dtypes.push_back(b.dtypes[k]);
+    }
+    emit_control(ir::Op::Loop, ins, caps, {{"num_carried", (int64_t)nc}}, {b.g}, shapes, dtypes);
+  }
+
+  void map_Scan() {
+    const GraphDef& bg = body("body");
+    const int64_t nscan = ai("num_scan_inputs", -1);
+    const int64_t nin = (int64_t)cur_->inputs.size();
+    if (nscan < 1 || nscan > nin) fail("num_scan_inputs must be between 1 and the number of inputs (" + std::to_string(nin) + ")");
+    const int64_t nstate = nin - nscan;
+    auto list = [&](const char* name, int64_t n, bool axes, const std::vector<int>& ranks) {
+      std::vector<int64_t> v = aints(name).value_or(std::vector<int64_t>((size_t)n, 0));
+      if ((int64_t)v.size() != n) fail(std::string("attribute '") + name + "' has " + std::to_string(v.size()) + " entries, " + std::to_string(n) + " expected");
+      for (size_t k = 0; k < v.size(); ++k) {
+        if (axes) v[k] = axis_of(v[k], (size_t)ranks[k]);
+        else if (v[k] != 0 && v[k] != 1) fail(std::string("attribute '") + name + "' holds " + std::to_string(v[k]) + " (0 or 1)");
+      }
+      return v;
+    };
+    std::vector<int> ins;
+    std::vector<std::pair<Shape, DType>> types;
+    std::vector<int> in_ranks;
+    for (int64_t k = 0; k < nin; ++k) {
+      int x = node(k);
+      ins.push_back(x);
+      if (k >= nstate) in_ranks.push_back((int)shp(x).size());
+    }
+    auto in_axes = list("scan_input_axes", nscan, true, in_ranks);
+    auto in_dirs = list("scan_input_directions", nscan, false, {});
+    int64_t L = -1;
+    for (int64_t k = 0; k < nin; ++k) {
+      Shape s = shp(ins[k]);
+      if (k >= nstate) {
+        const int64_t ax = in_axes[k - nstate];
+        if (L >= 0 && s[ax] != L) fail("the scan inputs have different lengths along their scan axes");
+        L = s[ax];
+        s.erase(s.begin() + ax);
+      }
+      types.push_back({s, ts_.dtypes[ins[k]]});
+    }
+    auto caps = captures_of({&bg});
+    Body b = import_body(bg, types, caps);
+    const int64_t nout = (int64_t)b.shapes.size() - nstate;
+    if (nout < 0) fail("the body has fewer outputs than states");
+    std::vector<int> out_ranks;
+    for (int64_t k = 0; k < nout; ++k) out_ranks.push_back((int)b.shapes[nstate + k].size() + 1);
+    auto out_axes = list("scan_output_axes", nout, true, out_ranks);
+    auto out_dirs = list("scan_output_directions", nout, false, {});
+    std::vector<Shape> shapes;
+    std::vector<DType> dtypes;
+    for (int64_t k = 0; k < nstate; ++k) {
+      if (b.shapes[k] != types[k].first || b.dtypes[k] != types[k].second)
+        unsupported("scan state " + std::to_string(k) + " changes type in the body: a data-dependent shape");
+      shapes.push_back(b.shapes[k]);
+      dtypes.push_back(b.dtypes[k]);
+    }
+    for (int64_t k = 0; k < nout; ++k) {
+      Shape s = b.shapes[nstate + k];
+      s.insert(s.begin() + out_axes[k], L);
+      shapes.push_back(s);
+      dtypes.push_back(b.dtypes[nstate + k]);
+    }
+    emit_control(ir::Op::Scan, ins, caps,
+                 {{"num_scan_inputs", nscan}, {"scan_input_axes", in_axes}, {"scan_input_directions", in_dirs},
+                  {"scan_output_axes", out_axes}, {"scan_output_directions", out_dirs}},
+                 {b.g}, shapes, dtypes);
+  }
+};
+
+}  // namespace
+
+void control_ops(std::vector<OpDef>& t) {
+  using F = Control;
+  t.insert(t.end(), {
+      {"If", "", 1, map<&F::map_If>, fold<&F::fold_If>, "if, result (or folded)", "if result",
+       "folded when the condition is known at specialisation (a constant, shape arithmetic, or a small input given by value: "
+       "the plan is then specialised for that value): the chosen branch is imported inline. Otherwise a host step picks the "
+       "branch at run time; both branches must then give each output the same shape and dtype"},
+      {"Loop", "", 1, map<&F::map_Loop>, nullptr, "loop, result", "loop result",
+       "a host step runs the body (planned once per input signature, never unrolled) while i < M and cond; loop-carried values "
+       "keep their shapes; scan outputs need M known at specialisation, and a loop that stops early with scan outputs is refused at run time"},
+      {"Scan", "", 9, map<&F::map_Scan>, nullptr, "scan, result", "scan result",
+       "opset 9+ form (no batch axis); axes and directions of inputs and outputs; a host step runs the body per slice"},
+  });
+}
+
+}  // namespace rlx::onnx
