@@ -328,7 +328,7 @@ TEST(GraphLimits, NodeCountIsBoundedWithAClearMessage) {
   for (int i = 0; i < 10; ++i) nodes += R"(, {"id": "n)" + std::to_string(i) + R"(", "op": "neg", "inputs": ["y"]})";
   rlx::ir::LoadLimits lim;
   lim.max_nodes = 10;
-  EXPECT_HAS(error_of([&] { load_and_infer(graph_with(nodes), lim); }), "the graph has 11 nodes; the limit is 10");
+  EXPECT_HAS(error_of([&] { load_and_infer(graph_with(nodes), lim); }), "the graph has 11 nodes (bodies included); the limit is 10");
   lim.max_nodes = 11;
   EXPECT_NO_THROW(load_and_infer(graph_with(nodes), lim));
   EXPECT_EQ(rlx::ir::LoadLimits{}.max_nodes, 1'000'000u);
@@ -1182,17 +1182,17 @@ TEST_F(Cli, SpecialFilesAreRefusedAsGraphInputParamsAndExpectations) {
 
 TEST_F(Cli, DeeplyNestedJsonIsRefusedWithABoundedMessage) {
   // "format" holding a list nested 100,000 deep (200 KB, valid JSON) crashed the error path
-  // that printed it; now the nesting is refused while parsing (limit 64 levels).
+  // that printed it; now the nesting is refused while parsing (limit 128 levels).
   const std::string deep = R"({"format": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
   write("deep.json", deep);
   for (const char* cmd : {"inspect", "run"}) {
-    Proc p = expect_fail({cmd, path("deep.json")}, 2, {path("deep.json") + ": JSON nested deeper than 64 levels"});
+    Proc p = expect_fail({cmd, path("deep.json")}, 2, {path("deep.json") + ": JSON nested deeper than 128 levels"});
     EXPECT_LT(p.err.size(), 400u) << "one short message";
   }
   // Deep nesting anywhere else (an attribute, a constant's value) is refused the same way.
   write("deep_attr.json", graph_with(R"({"id": "x", "op": "input", "shape": [2]},
-    {"id": "y", "op": "transpose", "inputs": ["x"], "attrs": {"perm": )" + std::string(70, '[') + std::string(70, ']') + "}}"));
-  expect_fail({"run", path("deep_attr.json"), "--input", "x=2xf32=1,2"}, 2, {"nested deeper than 64 levels"});
+    {"id": "y", "op": "transpose", "inputs": ["x"], "attrs": {"perm": )" + std::string(140, '[') + std::string(140, ']') + "}}"));
+  expect_fail({"run", path("deep_attr.json"), "--input", "x=2xf32=1,2"}, 2, {"nested deeper than 128 levels"});
   // A long but shallow value is quoted in at most 200 characters.
   std::string list = "[0";
   for (int i = 1; i < 100000; ++i) list += "," + std::to_string(i);

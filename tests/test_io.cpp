@@ -677,10 +677,10 @@ std::string nested(size_t depth) { return std::string(depth, '[') + std::string(
 TEST(Json, NestingIsLimitedWhileParsing) {
   EXPECT_EQ(parse_untrusted_json(nested(kMaxJsonDepth), "t.json").size(), 1u);
   EXPECT_EQ(input_error([&] { parse_untrusted_json(nested(kMaxJsonDepth + 1), "t.json"); }),
-            "t.json: JSON nested deeper than 64 levels (objects and lists); refused");
-  // 100,000 levels (200 KB, valid JSON): refused at level 65, nothing deep is ever built.
+            "t.json: JSON nested deeper than 128 levels (objects and lists); refused");
+  // 100,000 levels (200 KB, valid JSON): refused at level 129, nothing deep is ever built.
   EXPECT_TRUE(Contains(input_error([&] { parse_untrusted_json("{\"a\": " + nested(100000) + "}", "t.json"); }),
-                       "nested deeper than 64 levels"));
+                       "nested deeper than 128 levels"));
   EXPECT_TRUE(Contains(input_error([&] { parse_untrusted_json(std::string(100000, '['), "t.json"); }), "nested deeper"));
 }
 
@@ -715,7 +715,7 @@ TEST(Safetensors, HeaderNestingAndDuplicateKeysAreRefused) {
     return b;
   };
   EXPECT_TRUE(Contains(input_error([&] { SafetensorsFile::from_memory(header("{\"__metadata__\": " + nested(100000) + "}"), "s.safetensors"); }),
-                       "s.safetensors: header: JSON nested deeper than 64 levels"));
+                       "s.safetensors: header: JSON nested deeper than 128 levels"));
   const std::string t = R"({"dtype": "F32", "shape": [1], "data_offsets": [0, 4]})";
   EXPECT_TRUE(Contains(input_error([&] { SafetensorsFile::from_memory(header("{\"t\": " + t + ", \"t\": " + t + "}"), "s.safetensors"); }),
                        "s.safetensors: header: duplicate key \"t\""));

@@ -9,8 +9,9 @@
 
 namespace rlx::io {
 
-// Far above any real graph (a rank-16 constant inside a node inside "nodes" is 19 levels).
-inline constexpr size_t kMaxJsonDepth = 64;
+// Far above any real graph: a rank-16 constant inside a node inside "nodes" is 19 levels, and
+// each of the 16 levels of control-flow bodies a graph may nest (loader Limits) adds 4.
+inline constexpr size_t kMaxJsonDepth = 128;
 // The longest excerpt of a value a message quotes.
 inline constexpr size_t kMaxJsonExcerpt = 200;
 
