@@ -480,7 +480,8 @@ int main(int argc, char** argv) {
   auto* cache_clear = cache->add_subcommand("clear", "Remove every entry");
   cache->require_subcommand(0, 1);
   cache->footer("Location: $RLX_CACHE_DIR, else $XDG_CACHE_HOME/rlx, else ~/.cache/rlx. RLX_CACHE=0 or --no-cache\n"
-                "turns it off; RLX_CACHE_MAX_MB caps its size (least recently used entries go first). See docs/cache.md.");
+                "turns it off; RLX_CACHE_MAX_MB caps its size (least recently used entries go first). Entries are\n"
+                "authenticated under ~/.config/rlx/cache.key, or RLX_CACHE_SECRET to share a cache. See docs/cache.md.");
 
   const std::vector<std::string> args(argv + 1, argv + argc);
   // `rlx` alone prints the help (as git and cargo do); `rlx help [COMMAND]` too.
