@@ -134,27 +134,42 @@ std::string read_key_file(const std::string& path, bool* missing, std::string* w
   return key;
 }
 
+// Writes the whole key to a file just created (mode 0600 whatever the umask); false on failure.
+bool write_key(int fd, const unsigned char* k) {
+  bool ok = ::fchmod(fd, 0600) == 0 && ::write(fd, k, kCacheKeyBytes) == (ssize_t)kCacheKeyBytes && ::fsync(fd) == 0;
+  int e = errno;
+  ::close(fd);
+  errno = e;
+  return ok;
+}
+
 // Makes a new key file: 32 random bytes written to a private temporary, published with
 // link(2), which never replaces an existing file, so concurrent first runs keep one key.
 void create_key_file(const std::string& path) {
   mkdir_private(fs::path(path).parent_path());
   unsigned char k[kCacheKeyBytes];
   ::randombytes_buf(k, sizeof k);
+  struct Wipe {
+    unsigned char* k;
+    ~Wipe() { ::sodium_memzero(k, kCacheKeyBytes); }
+  } wipe{k};
   const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + hex64(::randombytes_random());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) throw InputError("cannot create " + tmp + ": " + std::strerror(errno));
-  bool ok = ::fchmod(fd, 0600) == 0 && ::write(fd, k, sizeof k) == (ssize_t)sizeof k && ::fsync(fd) == 0;
-  int e = errno;
-  ::close(fd);
-  ::sodium_memzero(k, sizeof k);
-  if (!ok) {
+  if (!write_key(fd, k)) {
+    int e = errno;
     ::unlink(tmp.c_str());
     throw InputError("cannot write " + tmp + ": " + std::strerror(e));
   }
   int r = ::link(tmp.c_str(), path.c_str());
-  e = errno;
+  int e = errno;
   ::unlink(tmp.c_str());
-  if (r != 0 && e != EEXIST) throw InputError("cannot create " + path + ": " + std::strerror(e));
+  if (r == 0 || e == EEXIST) return;
+  // A file system without hard links: create the key in place. O_EXCL still keeps one key;
+  // a concurrent first run may read it half-written and then runs once without the cache.
+  fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EEXIST) return;
+  if (fd < 0 || !write_key(fd, k)) throw InputError("cannot create " + path + ": " + std::strerror(errno));
 }
 
 bool entry_file(const fs::directory_entry& e) {
