@@ -3,7 +3,7 @@
 # Idempotent and quiet when everything is already there.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config
-      libopenblas-dev libdnnl-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+      libopenblas-dev libdnnl-dev libcli11-dev nlohmann-json3-dev libfmt-dev libsodium-dev
       libvulkan-dev glslang-dev glslang-tools spirv-tools
       mesa-vulkan-drivers vulkan-validationlayers
       libgtest-dev libgmock-dev libbenchmark-dev

@@ -23,8 +23,9 @@ ctest --test-dir build -j "$jobs" --output-on-failure --timeout 600
 
 if [[ -x build/tests/test_golden ]] && build/apps/rlx/rlx devices --backend vulkan >/dev/null 2>&1; then
   stage "golden suite on Vulkan under the validation layer"
-  # Its compile cache goes to the build tree, as ctest's does (tests/CMakeLists.txt).
-  env -u RLX_CACHE_DIR -u RLX_CACHE -u RLX_CACHE_MAX_MB XDG_CACHE_HOME="$PWD/build/test-xdg-cache" \
+  # Its compile cache and cache key go to the build tree, as ctest's do (tests/CMakeLists.txt).
+  env -u RLX_CACHE_DIR -u RLX_CACHE -u RLX_CACHE_MAX_MB -u RLX_CACHE_SECRET XDG_CACHE_HOME="$PWD/build/test-xdg-cache" \
+    XDG_CONFIG_HOME="$PWD/build/test-xdg-config" \
     RLX_VK_VALIDATION=1 build/tests/test_golden --gtest_filter='Cases/Golden.*vulkan*' --gtest_brief=1
 fi
 

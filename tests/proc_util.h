@@ -2,7 +2,8 @@
 // Running the real rlx binary (RLX_BINARY) as a subprocess: exit code, stdout and stderr
 // apart, a chosen environment; several at once (start() + wait()). The rlx environment
 // variables of the caller are cleared so they cannot change a result (XDG_CACHE_HOME, where
-// the compile cache goes by default, is kept: ctest points it into the build tree).
+// the compile cache goes by default, and XDG_CONFIG_HOME, where its key is, are kept: ctest
+// points them into the build tree).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -51,7 +52,7 @@ class Child {
       ::close(fo);
       ::close(fe);
       for (const char* v : {"RLX_MLX_MODE", "RLX_BACKEND", "RLX_DEVICE", "RLX_DISABLE_COMPILE", "RLX_NUM_THREADS",
-                            "RLX_CACHE", "RLX_CACHE_DIR", "RLX_CACHE_MAX_MB"})
+                            "RLX_CACHE", "RLX_CACHE_DIR", "RLX_CACHE_MAX_MB", "RLX_CACHE_SECRET"})
         ::unsetenv(v);
       for (const auto& [k, v] : o.env) ::setenv(k.c_str(), v.c_str(), 1);
       if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) ::_exit(126);

@@ -78,7 +78,10 @@ void install_cache(bool no_cache, bool verbose, const std::string& off_why) {
     if (verbose) std::cerr << "compile cache: off (" << cs.disabled_why << ")\n";
     return;
   }
-  io::set_active_cache(std::make_unique<io::BlobCache>(cs.dir, cs.max_bytes));
+  // An unsafe directory or no usable key: one line, and the run goes on without the cache.
+  std::string warning;
+  io::set_active_cache(io::open_cache(cs, &warning));
+  if (!warning.empty()) std::cerr << "warning: " << warning << "\n";
 }
 
 // After a command: warnings about the cache always, notes and a summary with --verbose.
@@ -92,9 +95,16 @@ void report_cache() {
 }
 
 std::string cache_info_text(const io::CacheSettings& cs) {
-  io::BlobCache c(cs.dir, cs.max_bytes);
+  io::BlobCache c(cs.dir, cs.max_bytes, "");
+  std::string source, why;
+  bool not_made_yet = false;  // the key file is made by the first run that uses the cache
+  const bool keyed = !io::cache_mac_key(false, &source, &why, &not_made_yet).empty();
+  const std::string off = !cs.enabled                  ? cs.disabled_why
+                          : !cs.unsafe_dir_why.empty() ? "not used: " + cs.unsafe_dir_why
+                          : !keyed && !not_made_yet    ? why
+                                                       : "";
   std::string s = "compile cache: " + (cs.dir.empty() ? std::string("(no location)") : cs.dir) +
-                  (cs.enabled ? "" : "  (off: " + cs.disabled_why + ")") + "\n";
+                  (off.empty() ? "" : "  (off: " + off + ")") + "\n";
   io::BlobCache::Info i = c.info();
   s += fmt::format("  {} entries, {:.2f} MiB of {:.0f} MiB (RLX_CACHE_MAX_MB)\n", i.entries, i.bytes / 1048576.0,
                    cs.max_bytes / 1048576.0);
@@ -104,6 +114,11 @@ std::string cache_info_text(const io::CacheSettings& cs) {
   for (const auto& [k, nb] : i.kinds)
     s += fmt::format("  {:<11} {:>5} entries {:>10.2f} MiB  {}\n", k, nb.first, nb.second / 1048576.0,
                      what.count(k) ? what.at(k) : "");
+  s += "  entries authenticated with: " +
+       (source == "RLX_CACHE_SECRET" ? std::string("RLX_CACHE_SECRET")
+        : source.empty()             ? std::string("(no key)")
+                                     : "the key file " + source + (keyed ? "" : not_made_yet ? " (made on first use)" : " (not usable)")) +
+       "\n";
   s += "  build: " + io::build_id() + "\n";
   return s;
 }
@@ -487,7 +502,8 @@ int main(int argc, char** argv) {
   auto* cache_clear = cache->add_subcommand("clear", "Remove every entry");
   cache->require_subcommand(0, 1);
   cache->footer("Location: $RLX_CACHE_DIR, else $XDG_CACHE_HOME/rlx, else ~/.cache/rlx. RLX_CACHE=0 or --no-cache\n"
-                "turns it off; RLX_CACHE_MAX_MB caps its size (least recently used entries go first). See docs/cache.md.");
+                "turns it off; RLX_CACHE_MAX_MB caps its size (least recently used entries go first). Entries are\n"
+                "authenticated under ~/.config/rlx/cache.key, or RLX_CACHE_SECRET to share a cache. See docs/cache.md.");
 
   const std::vector<std::string> args(argv + 1, argv + argc);
   // `rlx` alone prints the help (as git and cargo do); `rlx help [COMMAND]` too.
@@ -541,7 +557,9 @@ int main(int argc, char** argv) {
       io::CacheSettings cs = io::cache_settings_from_env();
       if (cache_clear->parsed()) {
         if (cs.dir.empty()) throw InputError("rlx cache clear: no cache location (set RLX_CACHE_DIR, XDG_CACHE_HOME or HOME)");
-        io::BlobCache::Info i = io::BlobCache(cs.dir, cs.max_bytes).clear();
+        if (!cs.unsafe_dir_why.empty())
+          throw InputError("rlx cache clear: not touching " + cs.dir + ": " + cs.unsafe_dir_why);
+        io::BlobCache::Info i = io::BlobCache(cs.dir, cs.max_bytes, "").clear();
         std::cout << fmt::format("removed {} entries ({:.2f} MiB) from {}\n", i.entries, i.bytes / 1048576.0, cs.dir);
       } else {
         (void)cache_info;

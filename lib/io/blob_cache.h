@@ -5,9 +5,11 @@
 //   DIR/v1/KIND/HASH.bin   HASH = 64-bit hash of the full key, in hex
 //
 // Every entry starts with a header: magic, format version, the full key (checked, so a
-// hash collision is a miss), the payload's size and its checksum. An entry that fails any
-// check (truncated, corrupt, another format) is reported, deleted and treated as a miss,
-// never trusted. Writes go to a temporary file renamed over the entry (io::write_file_atomic),
+// hash collision is a miss), the payload's size, its checksum, and a MAC (keyed BLAKE2b,
+// libsodium) over the kind, the full key and the payload under a secret that lives outside
+// the cache (RLX_CACHE_SECRET, else a per-user key file). An entry that fails any check
+// (truncated, corrupt, another format, not authenticated under this key) is reported,
+// deleted and treated as a miss, never trusted. Writes go to a temporary file renamed over the entry (io::write_file_atomic),
 // so concurrent processes read either the old complete entry or the new one. A read touches
 // the entry's mtime; when the store grows past its size limit, the least recently used
 // entries are removed. Failures to write are reported, never fatal: the cache only saves time.
@@ -36,18 +38,46 @@ const std::string& build_id();
 //   RLX_CACHE=0 (or off/false/no)  off
 //   RLX_CACHE_DIR=DIR              the directory, else $XDG_CACHE_HOME/rlx, else $HOME/.cache/rlx
 //   RLX_CACHE_MAX_MB=N             size limit in MiB (default 512); entries beyond it are evicted LRU
+//   RLX_CACHE_SECRET=S             the secret entries are authenticated under (>= 16 bytes), else
+//                                  the key file $XDG_CONFIG_HOME/rlx/cache.key (~/.config/rlx/...)
+// Without RLX_CACHE_SECRET, a directory that another user owns or others can write is not
+// used (unsafe_dir_why says why). Reading the settings has no side effects.
 struct CacheSettings {
   bool enabled = true;
   std::string dir;            // empty when no location could be found (no HOME)
   uint64_t max_bytes = 512ull << 20;
   std::string disabled_why;   // "RLX_CACHE=0", "--no-cache", "no HOME or XDG_CACHE_HOME"
+  bool shared_secret = false;  // RLX_CACHE_SECRET is set
+  std::string unsafe_dir_why;  // one line when `dir` is not safe to use (see unsafe_cache_dir)
 };
 // Throws InputError for a malformed RLX_CACHE_MAX_MB.
 CacheSettings cache_settings_from_env();
 
+// Why DIR must not be used without a shared secret, or "" when it may: DIR (or a directory
+// below it that the cache uses) is owned by another user or writable by group or others, or
+// one of its parents is owned by another user (not root) or writable by others without the
+// sticky bit (as ssh checks ~/.ssh). Directories that do not exist yet are created 0700.
+std::string unsafe_cache_dir(const std::string& dir);
+
+// The 32-byte key that authenticates entries. From RLX_CACHE_SECRET when set (at least 16
+// bytes, hashed into the key), else from the per-user key file, created on first use (32
+// bytes from libsodium's CSPRNG, mode 0600, published atomically so that concurrent first
+// runs agree on one key) unless `create` is false. A key file that is not a regular file
+// owned by this user, readable by group or others, or not 32 bytes long is not used.
+// Returns "" and sets *why (one line: what is wrong and how to fix it) when there is no key;
+// *source says where the key comes from ("RLX_CACHE_SECRET" or the file's path), and
+// *not_made_yet whether the key file is only missing (and `create` was false).
+std::string cache_mac_key(bool create, std::string* source, std::string* why, bool* not_made_yet = nullptr);
+// Where the per-user key file is ($XDG_CONFIG_HOME/rlx/cache.key, else ~/.config/rlx/...),
+// or "" when neither is set.
+std::string cache_key_path();
+constexpr size_t kCacheKeyBytes = 32;
+
 class BlobCache {
  public:
-  BlobCache(std::string dir, uint64_t max_bytes);
+  // `mac_key`: kCacheKeyBytes bytes (cache_mac_key). With any other key (empty), get() and
+  // put() miss and fail; info(), clear() and evict() need none.
+  BlobCache(std::string dir, uint64_t max_bytes, std::string mac_key);
 
   const std::string& dir() const { return dir_; }
   uint64_t max_bytes() const { return max_bytes_; }
@@ -76,7 +106,13 @@ class BlobCache {
  private:
   std::string dir_;
   uint64_t max_bytes_;
+  std::string mac_key_;
 };
+
+// The process's cache from its settings: checks the directory (unless RLX_CACHE_SECRET is
+// set) and gets the key. Null when the settings say off, and then, when the user should hear
+// why (an unsafe directory, no usable key), *warning holds one line for stderr.
+std::unique_ptr<BlobCache> open_cache(const CacheSettings& s, std::string* warning);
 
 // The cache the running program uses, or null when caching is off. Library users (tests)
 // get none unless they install one; the rlx CLI installs one from cache_settings_from_env()

@@ -124,14 +124,15 @@ std::string FusedCodegen::shader(const FusedProgram& p, const FusedLayout& layou
   std::vector<uint32_t> spirv;
   if (disk) {
     io::BlobCache::Lookup hit = disk->get("spirv", disk_key);
-    if (hit.data) {
-      if (hit.data->size() % 4 == 0 && hit.data->size() >= 20) {
+    if (hit.data) {  // authenticated by its MAC; still checked as SPIR-V before the driver sees it
+      if (hit.data->size() % 4 == 0) {
         spirv.resize(hit.data->size() / 4);
         std::memcpy(spirv.data(), hit.data->data(), hit.data->size());
       }
-      if (spirv.empty() || spirv[0] != 0x07230203u) {  // the SPIR-V magic number
+      std::string why = hit.data->size() % 4 ? "not SPIR-V (not whole words)" : spirv_problem(spirv);
+      if (!why.empty()) {
         spirv.clear();
-        hit.problem = disk->entry_path("spirv", disk_key) + ": not SPIR-V";
+        hit.problem = disk->entry_path("spirv", disk_key) + ": " + why;
       }
     }
     if (!hit.problem.empty()) io::cache_log().warnings.push_back("compile cache: ignored a bad entry (" + hit.problem + "); rebuilding it");
