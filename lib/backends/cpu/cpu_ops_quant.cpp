@@ -4,12 +4,14 @@
 #include "backends/cpu/ops_quant.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <vector>
 
 #include "backends/cpu/access.h"
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/qgemm.h"
 #include "backends/cpu/thread_pool.h"
 #include "ir/op_registry.h"
 
@@ -98,7 +100,53 @@ void run_dequantize(const Kernel& k) {
   convert_elements(y.data(), DType::f32, bytes(k.output), k.output.dtype, (int64_t)y.size());
 }
 
+bool is_byte(DType t) { return t == DType::u8 || t == DType::i8; }
+
+// Zero points as int32 (a: [1] or per row, b: [1] or per column).
+std::vector<int32_t> zero_points(const Kernel& k, size_t i) {
+  return k.inputs.size() > i ? ints_of(k.inputs[i]) : std::vector<int32_t>{0};
+}
+
+}  // namespace
+
+// The fast path (qgemm.h): B a matrix (or batch dims of one), A's rows contiguous, zero points
+// scalar, per row of A (repeated over A's batches, or one per batch row) and per column of B.
+// Returns false when the shapes take the reference loops.
+bool matmul_integer_fast(const Kernel& k, const PackedQB* packed, const QEpilogue& ep, void* out) {
+  const Shape &as = k.inputs[0].shape, &bs = k.inputs[1].shape;
+  if (as.size() < 2 || bs.size() < 2) return false;
+  if (!is_byte(stored_dtype(k.inputs[0])) || !is_byte(stored_dtype(k.inputs[1]))) return false;
+  if (shape_numel(Shape(bs.begin(), bs.end() - 2)) != 1) return false;
+  const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  const int64_t rows = shape_numel(as) / std::max<int64_t>(K, 1);
+  if (k.output.shape.size() != as.size()) return false;  // B's extra batch dims broadcast A
+  const std::vector<int32_t> za = zero_points(k, 2), zb = zero_points(k, 3);
+  if (!(za.size() == 1 || za.size() == (size_t)M || za.size() == (size_t)rows)) return false;
+  if (!(zb.size() == 1 || zb.size() == (size_t)N)) return false;
+  std::shared_ptr<const PackedQB> own;
+  if (!packed) {
+    own = pack_qb(bytes(k.inputs[1]), stored_dtype(k.inputs[1]) == DType::i8, K, N, N);
+    packed = own.get();
+  }
+  const bool a_signed = stored_dtype(k.inputs[0]) == DType::i8;
+  if (za.size() == 1 || za.size() == (size_t)rows) {
+    qgemm(rows, bytes(k.inputs[0]), a_signed, K, za.data(), za.size() > 1, *packed, zb.data(), zb.size() > 1,
+          static_cast<int32_t*>(out), N, ep);
+  } else {  // per row of each batch's M rows
+    std::vector<int32_t> zr((size_t)rows);
+    for (int64_t r = 0; r < rows; ++r) zr[r] = za[r % M];
+    qgemm(rows, bytes(k.inputs[0]), a_signed, K, zr.data(), true, *packed, zb.data(), zb.size() > 1,
+          static_cast<int32_t*>(out), N, ep);
+  }
+  return true;
+}
+
+namespace {
+
 void run_matmul_integer(const Kernel& k) {
+  // RLX_QGEMM_REFERENCE=1: the plain loops below (for comparisons).
+  static const bool reference = std::getenv("RLX_QGEMM_REFERENCE") != nullptr;
+  if (!reference && matmul_integer_fast(k, nullptr, {}, bytes(k.output))) return;
   const Shape &as = k.inputs[0].shape, &bs = k.inputs[1].shape, &os = k.output.shape;
   const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
   const std::vector<int32_t> a = ints_of(k.inputs[0]), b = ints_of(k.inputs[1]);

@@ -9,4 +9,11 @@ bool is_quant_op(const Kernel& k);
 // Runs k when its op is one of the above and returns true; false for any other op.
 bool run_quant_op(const Kernel& k);
 
+struct PackedQB;
+struct QEpilogue;
+// matmul_integer through qgemm (packed: B packed once by a compiled plan, or null: packed
+// here); writes `out` (int32, or f32 with ep.to_float). False: shapes the fast path does not
+// take (the caller runs the reference loops).
+bool matmul_integer_fast(const Kernel& k, const PackedQB* packed, const QEpilogue& ep, void* out);
+
 }  // namespace rlx::cpu

@@ -1,0 +1,347 @@
+// rlx's exact 8-bit integer GEMM: see qgemm.h for the arithmetic and why it is exact.
+#include "backends/cpu/qgemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "backends/cpu/thread_pool.h"
+
+namespace rlx::cpu {
+
+namespace {
+
+bool cpu_has(QIsa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+    case QIsa::Base: return true;
+    case QIsa::Avx2: return __builtin_cpu_supports("avx2");
+    case QIsa::AvxVnni: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni");
+    case QIsa::Avx512Vnni:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+}
+
+constexpr int kPanel = 16;  // columns per packed panel
+
+// ---------------- kernels: raw dot products of packed rows and panels ----------------
+// Each computes out[r][c] = sum_k A'[r][k] * B'[k][p0 * 16 + c] for r < mr (A' rows of K4 * 4
+// u8, leading dimension lda) and NP panels starting at B (panel stride K4 * 64 bytes); out
+// has leading dimension ldo and NP * 16 columns.
+
+void tile_base(int mr, int np, const uint8_t* A, int64_t lda, const int8_t* B, int64_t K4, int32_t* out,
+               int64_t ldo) {
+  for (int r = 0; r < mr; ++r)
+    for (int p = 0; p < np; ++p) {
+      const int8_t* P = B + p * K4 * 64;
+      for (int c = 0; c < kPanel; ++c) {
+        uint32_t acc = 0;  // wrapping, as vpdpbusd
+        for (int64_t k = 0; k < K4; ++k)
+          for (int j = 0; j < 4; ++j)
+            acc += (uint32_t)((int32_t)A[r * lda + k * 4 + j] * (int32_t)P[k * 64 + c * 4 + j]);
+        out[r * ldo + p * kPanel + c] = (int32_t)acc;
+      }
+    }
+}
+
+template <int MR, int NP>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void tile512(const uint8_t* A, int64_t lda,
+                                                                               const int8_t* B, int64_t K4,
+                                                                               int32_t* out, int64_t ldo) {
+  __m512i acc[MR][NP];
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_si512();
+  const int64_t ps = K4 * 64;
+  for (int64_t k = 0; k < K4; ++k) {
+    __m512i b[NP];
+    for (int p = 0; p < NP; ++p) b[p] = _mm512_loadu_si512(B + p * ps + k * 64);
+    for (int r = 0; r < MR; ++r) {
+      int32_t a4;
+      std::memcpy(&a4, A + r * lda + k * 4, 4);
+      const __m512i a = _mm512_set1_epi32(a4);
+      for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], a, b[p]);
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < NP; ++p) _mm512_storeu_si512(out + r * ldo + p * kPanel, acc[r][p]);
+}
+
+template <int MR, int NP>
+__attribute__((target("avx2,avxvnni"))) void tilevnni(const uint8_t* A, int64_t lda, const int8_t* B, int64_t K4,
+                                                        int32_t* out, int64_t ldo) {
+  __m256i acc[MR][2 * NP];
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < 2 * NP; ++p) acc[r][p] = _mm256_setzero_si256();
+  const int64_t ps = K4 * 64;
+  for (int64_t k = 0; k < K4; ++k) {
+    __m256i b[2 * NP];
+    for (int p = 0; p < NP; ++p) {
+      b[2 * p] = _mm256_loadu_si256((const __m256i*)(B + p * ps + k * 64));
+      b[2 * p + 1] = _mm256_loadu_si256((const __m256i*)(B + p * ps + k * 64 + 32));
+    }
+    for (int r = 0; r < MR; ++r) {
+      int32_t a4;
+      std::memcpy(&a4, A + r * lda + k * 4, 4);
+      const __m256i a = _mm256_set1_epi32(a4);
+      for (int p = 0; p < 2 * NP; ++p) acc[r][p] = _mm256_dpbusd_avx_epi32(acc[r][p], a, b[p]);
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < 2 * NP; ++p) _mm256_storeu_si256((__m256i*)(out + r * ldo + p * 8), acc[r][p]);
+}
+
+// AVX2: bytes widened to int16 and multiplied with vpmaddwd (exact; see qgemm.h). A panel's
+// 4 columns x 4 k (16 bytes) widen to 16 int16; the row's 4 activations repeat in each 64 bits,
+// so vpmaddwd gives 2 partial sums per column, added pairwise at the end.
+template <int MR>
+__attribute__((target("avx2"))) void tile_avx2(const uint8_t* A, int64_t lda, const int8_t* B, int64_t K4,
+                                                int32_t* out, int64_t ldo) {
+  __m256i acc[MR][4];
+  for (int r = 0; r < MR; ++r)
+    for (int g = 0; g < 4; ++g) acc[r][g] = _mm256_setzero_si256();
+  for (int64_t k = 0; k < K4; ++k) {
+    __m256i b[4];
+    for (int g = 0; g < 4; ++g) b[g] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(B + k * 64 + g * 16)));
+    for (int r = 0; r < MR; ++r) {
+      int32_t a4;
+      std::memcpy(&a4, A + r * lda + k * 4, 4);
+      const __m256i a = _mm256_cvtepu8_epi16(_mm_set1_epi32(a4));
+      for (int g = 0; g < 4; ++g) acc[r][g] = _mm256_add_epi32(acc[r][g], _mm256_madd_epi16(b[g], a));
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int h = 0; h < 2; ++h) {
+      const __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][2 * h], acc[r][2 * h + 1]), 0xD8);
+      _mm256_storeu_si256((__m256i*)(out + r * ldo + h * 8), s);
+    }
+}
+
+// Rows mr <= MRmax, np panels (np == NPmax or 1).
+constexpr int kMR512 = 4, kNP512 = 4, kMRvnni = 2, kNPvnni = 2, kMRavx2 = 2;
+
+void tile(QIsa isa, int mr, int np, const uint8_t* A, int64_t lda, const int8_t* B, int64_t K4, int32_t* out,
+          int64_t ldo) {
+  switch (isa) {
+    case QIsa::Avx512Vnni:
+#define RLX_T(R)                                                  \
+  case R:                                                         \
+    if (np == kNP512) tile512<R, kNP512>(A, lda, B, K4, out, ldo); \
+    else tile512<R, 1>(A, lda, B, K4, out, ldo);                  \
+    return;
+      switch (mr) { RLX_T(1) RLX_T(2) RLX_T(3) RLX_T(4) }
+#undef RLX_T
+      return;
+    case QIsa::AvxVnni:
+#define RLX_T(R)                                                    \
+  case R:                                                           \
+    if (np == kNPvnni) tilevnni<R, kNPvnni>(A, lda, B, K4, out, ldo); \
+    else tilevnni<R, 1>(A, lda, B, K4, out, ldo);                   \
+    return;
+      switch (mr) { RLX_T(1) RLX_T(2) }
+#undef RLX_T
+      return;
+    case QIsa::Avx2:
+      if (mr == 2) tile_avx2<2>(A, lda, B, K4, out, ldo);
+      else tile_avx2<1>(A, lda, B, K4, out, ldo);
+      return;
+    case QIsa::Base: tile_base(mr, np, A, lda, B, K4, out, ldo); return;
+  }
+}
+int max_rows(QIsa isa) {
+  return isa == QIsa::Avx512Vnni ? kMR512 : isa == QIsa::AvxVnni ? kMRvnni : isa == QIsa::Avx2 ? kMRavx2 : 4;
+}
+int max_panels(QIsa isa) { return isa == QIsa::Avx512Vnni ? kNP512 : isa == QIsa::AvxVnni ? kNPvnni : 1; }
+
+// ---------------- the zero-point correction and the float epilogue ----------------
+struct Finish {
+  int64_t K;
+  const int32_t* rs;   // [M] row sums of A'
+  const int32_t* zam;  // [M] A's zero point (shifted)
+  const int32_t* zbn;  // [N] B's zero point (shifted)
+  const int32_t* un;   // [N] colsum(B') - K * zb'
+  const QEpilogue* ep;
+  const float* scale;  // [N] b_scale per column (to_float)
+  const float* bias;   // [N] or null
+};
+
+inline __attribute__((always_inline)) void finish_body(const Finish& f, int32_t* C, int64_t ldc, int64_t m0,
+                                                        int64_t m1, int64_t n0, int64_t n1) {
+  const uint32_t* __restrict zb = (const uint32_t*)f.zbn;
+  const uint32_t* __restrict u = (const uint32_t*)f.un;
+  for (int64_t m = m0; m < m1; ++m) {
+    int32_t* c = C + m * ldc;
+    const uint32_t rs = (uint32_t)f.rs[m], za = (uint32_t)f.zam[m];
+    // sum (a - za)(b - zb) = dot - zb * rowsum(a) - za * (colsum(b) - K * zb), wrapping
+    if (!f.ep->to_float) {
+      for (int64_t n = n0; n < n1; ++n) c[n] = (int32_t)((uint32_t)c[n] - zb[n] * rs - za * u[n]);
+      continue;
+    }
+    // float(acc) * (a_scale * b_scale) [+ bias]: the f32 operations of cast, mul, add.
+    const float as = f.ep->a_scale ? f.ep->a_scale[f.ep->a_scale_per_row ? m : 0] : 1.f;
+    const float* __restrict sc = f.scale;
+    const float* __restrict bias = f.bias;
+    for (int64_t n = n0; n < n1; ++n) {
+      const int32_t v = (int32_t)((uint32_t)c[n] - zb[n] * rs - za * u[n]);
+      float y = (float)v * (as * sc[n]);
+      if (bias) y += bias[n];
+      std::memcpy(c + n, &y, 4);
+    }
+  }
+}
+__attribute__((target("avx2"))) void finish_avx2(const Finish& f, int32_t* C, int64_t ldc, int64_t m0, int64_t m1,
+                                                  int64_t n0, int64_t n1) {
+  finish_body(f, C, ldc, m0, m1, n0, n1);
+}
+void finish_base(const Finish& f, int32_t* C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  finish_body(f, C, ldc, m0, m1, n0, n1);
+}
+
+}  // namespace
+
+bool qisa_supported(QIsa isa) { return cpu_has(isa); }
+
+const char* qisa_name(QIsa isa) {
+  switch (isa) {
+    case QIsa::Avx512Vnni: return "avx512vnni";
+    case QIsa::AvxVnni: return "avxvnni";
+    case QIsa::Avx2: return "avx2";
+    case QIsa::Base: return "base";
+  }
+  return "base";
+}
+
+QIsa qgemm_isa() {
+  static const QIsa isa = [] {
+    QIsa cap = QIsa::Avx512Vnni;
+    if (const char* e = std::getenv("RLX_CPU_ISA")) {
+      const std::string s = e;
+      if (s == "base") cap = QIsa::Base;
+      else if (s == "avx2") cap = QIsa::Avx2;
+      else if (s == "avxvnni") cap = QIsa::AvxVnni;
+    }
+    for (int i = (int)cap; i > 0; --i)
+      if (cpu_has((QIsa)i)) return (QIsa)i;
+    return QIsa::Base;
+  }();
+  return isa;
+}
+
+std::shared_ptr<const PackedQB> pack_qb(const uint8_t* B, bool b_signed, int64_t K, int64_t N, int64_t ldb) {
+  auto pk = std::make_shared<PackedQB>();
+  pk->K = K;
+  pk->N = N;
+  pk->K4 = (K + 3) / 4;
+  pk->panels = (N + kPanel - 1) / kPanel;
+  pk->b_signed = b_signed;
+  pk->data.assign((size_t)(pk->panels * pk->K4 * 64), 0);
+  pk->colsum.assign((size_t)(pk->panels * kPanel), 0);
+  const uint8_t flip = b_signed ? 0 : 0x80;  // u8 b -> s8 b - 128
+  const int64_t K4 = pk->K4;
+  int8_t* D = pk->data.data();
+  int32_t* cs = pk->colsum.data();
+  ThreadPool::global().parallel_for(pk->panels, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t n0 = p * kPanel, nc = std::min<int64_t>(kPanel, N - n0);
+      int8_t* P = D + p * K4 * 64;
+      for (int64_t k = 0; k < K; ++k) {
+        const uint8_t* row = B + k * ldb + n0;
+        int8_t* dst = P + (k / 4) * 64 + (k % 4);
+        for (int64_t c = 0; c < nc; ++c) {
+          const int8_t v = (int8_t)(row[c] ^ flip);
+          dst[c * 4] = v;
+          cs[n0 + c] += v;
+        }
+      }
+    }
+  });
+  int lo = 255, hi = -128;
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) {
+      const int v = b_signed ? (int)(int8_t)B[k * ldb + n] : (int)B[k * ldb + n];
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+  pk->bmin = K && N ? lo : 0;
+  pk->bmax = K && N ? hi : 0;
+  return pk;
+}
+
+void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_t* za, bool za_per_row,
+           const PackedQB& B, const int32_t* zb, bool zb_per_col, int32_t* C, int64_t ldc, const QEpilogue& ep,
+           QIsa isa, Threads th) {
+  const int64_t K = B.K, N = B.N, K4 = B.K4, lp = K4 * 4, NP = B.panels * kPanel;
+  if (M <= 0 || N <= 0) return;
+  if (!cpu_has(isa)) isa = QIsa::Base;
+  auto run = [&](int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+    if (th == Threads::Single || n <= 1) fn(0, n);
+    else ThreadPool::global().parallel_for(n, grain, fn);
+  };
+  // A' rows (u8, padded to a multiple of 4 with zeros) and their sums; the zero points.
+  std::vector<uint8_t> Ap((size_t)(M * lp));
+  std::vector<int32_t> rs((size_t)M), zam((size_t)M), zbn((size_t)NP, 0), un((size_t)NP, 0);
+  const uint8_t flip = a_signed ? 0x80 : 0;  // i8 a -> u8 a + 128
+  run(M, std::max<int64_t>(1, 65536 / std::max<int64_t>(lp, 1)), [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      const uint8_t* src = A + m * lda;
+      uint8_t* dst = Ap.data() + m * lp;
+      int32_t s = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        dst[k] = src[k] ^ flip;
+        s += dst[k];
+      }
+      for (int64_t k = K; k < lp; ++k) dst[k] = 0;
+      rs[m] = s;
+      zam[m] = (za ? za[za_per_row ? m : 0] : 0) + (a_signed ? 128 : 0);
+    }
+  });
+  for (int64_t n = 0; n < N; ++n) {
+    zbn[n] = (zb ? zb[zb_per_col ? n : 0] : 0) - (B.b_signed ? 0 : 128);
+    un[n] = (int32_t)((uint32_t)B.colsum[n] - (uint32_t)K * (uint32_t)zbn[n]);
+  }
+  std::vector<float> bsc;
+  if (ep.to_float) {
+    bsc.assign((size_t)N, 1.f);
+    if (ep.b_scale)
+      for (int64_t n = 0; n < N; ++n) bsc[n] = ep.b_scale[ep.b_scale_per_col ? n : 0];
+  }
+  const Finish fin{K, rs.data(), zam.data(), zbn.data(), un.data(), &ep, bsc.data(), ep.bias};
+  auto finish = isa == QIsa::Base ? finish_base : finish_avx2;
+
+  // Tasks: row blocks x groups of panels. A group's panels stay in cache over its rows.
+  const int mr = max_rows(isa), npm = max_panels(isa);
+  const int64_t group = 4;  // panels per task
+  const int64_t groups = (B.panels + group - 1) / group;
+  const int64_t rb = M <= 64 ? M : 32;
+  const int64_t rblocks = (M + rb - 1) / rb;
+  run(groups * rblocks, 1, [&](int64_t t0, int64_t t1) {
+    int32_t tmp[4 * kNP512 * kPanel];
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t g = t % groups, r0 = (t / groups) * rb, r1 = std::min(M, r0 + rb);
+      const int64_t p0 = g * group, p1 = std::min(B.panels, p0 + group);
+      for (int64_t p = p0; p < p1;) {
+        const int np = p + npm <= p1 ? npm : 1;
+        const int64_t c0 = p * kPanel, cols = std::min<int64_t>(np * kPanel, N - c0);
+        const int8_t* Bp = B.data.data() + p * K4 * 64;
+        for (int64_t r = r0; r < r1; r += mr) {
+          const int m = (int)std::min<int64_t>(mr, r1 - r);
+          if (cols == np * kPanel) {
+            tile(isa, m, np, Ap.data() + r * lp, lp, Bp, K4, C + r * ldc + c0, ldc);
+          } else {
+            tile(isa, m, np, Ap.data() + r * lp, lp, Bp, K4, tmp, np * kPanel);
+            for (int i = 0; i < m; ++i) std::memcpy(C + (r + i) * ldc + c0, tmp + i * np * kPanel, cols * 4);
+          }
+        }
+        p += np;
+      }
+      finish(fin, C, ldc, r0, r1, p0 * kPanel, std::min(N, p1 * kPanel));
+    }
+  });
+}
+
+}  // namespace rlx::cpu
