@@ -143,16 +143,48 @@ bool matmul_integer_fast(const Kernel& k, const PackedQB* packed, const QEpilogu
 
 namespace {
 
+// RLX_QGEMM_REFERENCE=1: the plain loops below (for comparisons).
+bool reference_only() {
+  static const bool yes = std::getenv("RLX_QGEMM_REFERENCE") != nullptr;
+  return yes;
+}
+
+void matmul_integer_reference(const Kernel& k, int32_t* y);
+
 void run_matmul_integer(const Kernel& k) {
-  // RLX_QGEMM_REFERENCE=1: the plain loops below (for comparisons).
-  static const bool reference = std::getenv("RLX_QGEMM_REFERENCE") != nullptr;
-  if (!reference && matmul_integer_fast(k, nullptr, {}, bytes(k.output))) return;
+  if (!reference_only() && matmul_integer_fast(k, nullptr, {}, bytes(k.output))) return;
+  matmul_integer_reference(k, reinterpret_cast<int32_t*>(bytes(k.output)));
+}
+
+// matmul_integer_scaled: the integer product, then f32(acc) * scale [+ bias].
+void run_matmul_integer_scaled(const Kernel& k, const PackedQB* packed) {
+  const std::vector<float> sc = floats_of(k.inputs[4]);
+  const std::vector<float> bias = k.inputs.size() > 5 ? floats_of(k.inputs[5]) : std::vector<float>{};
+  QEpilogue ep;
+  ep.to_float = true;
+  ep.b_scale = sc.data();
+  ep.b_scale_per_col = sc.size() > 1;
+  ep.bias = bias.empty() ? nullptr : bias.data();
+  if (!reference_only() && matmul_integer_fast(k, packed, ep, bytes(k.output))) return;
+  const int64_t N = k.inputs[1].shape.back(), total = k.output.numel();
+  std::vector<int32_t> acc((size_t)total);
+  matmul_integer_reference(k, acc.data());
+  float* y = reinterpret_cast<float*>(bytes(k.output));
+  for (int64_t i = 0; i < total; ++i) {
+    float v = (float)acc[i] * sc[sc.size() > 1 ? i % N : 0];
+    if (!bias.empty()) v += bias[i % N];
+    y[i] = v;
+  }
+}
+
+void matmul_integer_reference(const Kernel& k, int32_t* y) {
   const Shape &as = k.inputs[0].shape, &bs = k.inputs[1].shape, &os = k.output.shape;
   const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
   const std::vector<int32_t> a = ints_of(k.inputs[0]), b = ints_of(k.inputs[1]);
   std::vector<int32_t> azp{0}, bzp{0};
   if (k.inputs.size() > 2) azp = ints_of(k.inputs[2]);
   if (k.inputs.size() > 3) bzp = ints_of(k.inputs[3]);
+
   // Batch index of a and b for each output batch (NumPy broadcasting of the leading dims).
   const size_t rb = os.size() - 2;
   const Shape ob(os.begin(), os.end() - 2);
@@ -171,7 +203,6 @@ void run_matmul_integer(const Kernel& k) {
     }
     return idx;
   };
-  int32_t* y = reinterpret_cast<int32_t*>(bytes(k.output));
   parallel(batches * M, 4, [&](int64_t lo, int64_t hi) {
     std::vector<int32_t> col((size_t)K);
     for (int64_t row = lo; row < hi; ++row) {
@@ -226,7 +257,7 @@ void run_matmul_nbits(const Kernel& k) {
 bool is_quant_op(const Kernel& k) {
   if (k.fused || !k.node) return false;
   return k.node->op == Op::Quantize || k.node->op == Op::Dequantize || k.node->op == Op::MatmulInteger ||
-         k.node->op == Op::MatmulNbits;
+         k.node->op == Op::MatmulNbits || k.node->op == Op::MatmulIntegerScaled;
 }
 
 bool run_quant_op(const Kernel& k) {
@@ -235,8 +266,23 @@ bool run_quant_op(const Kernel& k) {
     case Op::Quantize: run_quantize(k); return true;
     case Op::Dequantize: run_dequantize(k); return true;
     case Op::MatmulNbits: run_matmul_nbits(k); return true;
+    case Op::MatmulIntegerScaled: run_matmul_integer_scaled(k, nullptr); return true;
     default: run_matmul_integer(k); return true;
   }
+}
+
+std::shared_ptr<const PackedQB> pack_quant_weight(const Kernel& k) {
+  if (!k.node || (k.node->op != Op::MatmulInteger && k.node->op != Op::MatmulIntegerScaled)) return nullptr;
+  if (!(k.const_inputs & 2u) || k.inputs[1].shape.size() != 2) return nullptr;
+  if (!is_byte(stored_dtype(k.inputs[0])) || !is_byte(stored_dtype(k.inputs[1]))) return nullptr;
+  const Shape& b = k.inputs[1].shape;
+  return pack_qb(bytes(k.inputs[1]), stored_dtype(k.inputs[1]) == DType::i8, b[0], b[1], b[1]);
+}
+
+void run_quant_packed(const Kernel& k, const PackedQB& packed) {
+  if (k.node->op == Op::MatmulIntegerScaled) return run_matmul_integer_scaled(k, &packed);
+  if (reference_only() || !matmul_integer_fast(k, &packed, {}, bytes(k.output)))
+    matmul_integer_reference(k, reinterpret_cast<int32_t*>(bytes(k.output)));
 }
 
 }  // namespace rlx::cpu

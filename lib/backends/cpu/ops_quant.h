@@ -1,6 +1,8 @@
 #pragma once
 // CPU kernels of the quantization ops (cpu_ops_quant.cpp): quantize, dequantize and
 // matmul_integer, with ONNX's semantics. They read every dtype themselves (native kernels).
+#include <memory>
+
 #include "runtime/executor.h"
 
 namespace rlx::cpu {
@@ -15,5 +17,10 @@ struct QEpilogue;
 // here); writes `out` (int32, or f32 with ep.to_float). False: shapes the fast path does not
 // take (the caller runs the reference loops).
 bool matmul_integer_fast(const Kernel& k, const PackedQB* packed, const QEpilogue& ep, void* out);
+
+// Compiled plans: a matmul_integer[_scaled] whose B is a constant matrix gets it packed once
+// (null otherwise), and runs on it.
+std::shared_ptr<const PackedQB> pack_quant_weight(const Kernel& k);
+void run_quant_packed(const Kernel& k, const PackedQB& packed);
 
 }  // namespace rlx::cpu
