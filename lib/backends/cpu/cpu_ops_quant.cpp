@@ -64,8 +64,45 @@ std::vector<int32_t> ints_of(const TensorRef& t) {
   return v;
 }
 
+// quantize's per-tensor f32 fast path: the reference's operations (x / scale in f32, round half
+// to even, + zero point, saturate; NaN gives the zero point) on a contiguous run, vectorised.
+inline __attribute__((always_inline)) void quantize_run_body(const float* __restrict x, int64_t n, float s, float zp,
+                                                              float lo, float hi, uint8_t* __restrict y) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v = std::nearbyint(x[i] / s) + zp;
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    v = v != v ? zp : v;
+    y[i] = (uint8_t)(int32_t)v;
+  }
+}
+__attribute__((target("avx2"))) void quantize_run_avx2(const float* x, int64_t n, float s, float zp, float lo, float hi,
+                                                        uint8_t* y) {
+  quantize_run_body(x, n, s, zp, lo, hi, y);
+}
+void quantize_run_base(const float* x, int64_t n, float s, float zp, float lo, float hi, uint8_t* y) {
+  quantize_run_body(x, n, s, zp, lo, hi, y);
+}
+
 void run_quantize(const Kernel& k) {
   const ScaleIndex si(k);
+  if (si.q.kind == ir::QuantParams::PerTensor && stored_dtype(k.inputs[0]) == DType::f32) {
+    const float s = floats_of(k.inputs[1])[0];
+    const float zp = k.inputs.size() == 3 ? (float)ints_of(k.inputs[2])[0] : 0.f;
+    const DType out = k.output.dtype;
+    const float lo = (float)dtype_traits(out).min, hi = (float)dtype_traits(out).max;
+    const float* x = reinterpret_cast<const float*>(bytes(k.inputs[0]));
+    uint8_t* y = bytes(k.output);
+    static const bool avx2 = [] {
+      const char* e = std::getenv("RLX_CPU_ISA");
+      __builtin_cpu_init();
+      return !(e && std::string(e) == "base") && __builtin_cpu_supports("avx2");
+    }();
+    parallel(k.output.numel(), 16384, [&](int64_t b, int64_t e) {
+      (avx2 ? quantize_run_avx2 : quantize_run_base)(x + b, e - b, s, zp, lo, hi, y + b);
+    });
+    return;
+  }
   const std::vector<float> x = floats_of(k.inputs[0]), s = floats_of(k.inputs[1]);
   std::vector<int32_t> zp(s.size(), 0);
   if (k.inputs.size() == 3) zp = ints_of(k.inputs[2]);

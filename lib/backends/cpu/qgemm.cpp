@@ -35,13 +35,13 @@ constexpr int kPanel = 16;  // columns per packed panel
 // u8, leading dimension lda) and NP panels starting at B (panel stride K4 * 64 bytes); out
 // has leading dimension ldo and NP * 16 columns.
 
-void tile_base(int mr, int np, const uint8_t* A, int64_t lda, const int8_t* B, int64_t K4, int32_t* out,
-               int64_t ldo) {
+void tile_base(int mr, int np, const uint8_t* A, int64_t lda, const int8_t* B, int64_t K4, int64_t ps,
+               int32_t* out, int64_t ldo, bool acc_in) {
   for (int r = 0; r < mr; ++r)
     for (int p = 0; p < np; ++p) {
-      const int8_t* P = B + p * K4 * 64;
+      const int8_t* P = B + p * ps;
       for (int c = 0; c < kPanel; ++c) {
-        uint32_t acc = 0;  // wrapping, as vpdpbusd
+        uint32_t acc = acc_in ? (uint32_t)out[r * ldo + p * kPanel + c] : 0;  // wrapping, as vpdpbusd
         for (int64_t k = 0; k < K4; ++k)
           for (int j = 0; j < 4; ++j)
             acc += (uint32_t)((int32_t)A[r * lda + k * 4 + j] * (int32_t)P[k * 64 + c * 4 + j]);
@@ -53,11 +53,12 @@ void tile_base(int mr, int np, const uint8_t* A, int64_t lda, const int8_t* B, i
 template <int MR, int NP>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void tile512(const uint8_t* A, int64_t lda,
                                                                                const int8_t* B, int64_t K4,
-                                                                               int32_t* out, int64_t ldo) {
+                                                                               int64_t ps, int32_t* out, int64_t ldo,
+                                                                               bool acc_in) {
   __m512i acc[MR][NP];
   for (int r = 0; r < MR; ++r)
-    for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_si512();
-  const int64_t ps = K4 * 64;
+    for (int p = 0; p < NP; ++p)
+      acc[r][p] = acc_in ? _mm512_loadu_si512(out + r * ldo + p * kPanel) : _mm512_setzero_si512();
   for (int64_t k = 0; k < K4; ++k) {
     __m512i b[NP];
     for (int p = 0; p < NP; ++p) b[p] = _mm512_loadu_si512(B + p * ps + k * 64);
@@ -74,11 +75,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void tile512(con
 
 template <int MR, int NP>
 __attribute__((target("avx2,avxvnni"))) void tilevnni(const uint8_t* A, int64_t lda, const int8_t* B, int64_t K4,
-                                                        int32_t* out, int64_t ldo) {
+                                                        int64_t ps, int32_t* out, int64_t ldo, bool acc_in) {
   __m256i acc[MR][2 * NP];
   for (int r = 0; r < MR; ++r)
-    for (int p = 0; p < 2 * NP; ++p) acc[r][p] = _mm256_setzero_si256();
-  const int64_t ps = K4 * 64;
+    for (int p = 0; p < 2 * NP; ++p)
+      acc[r][p] = acc_in ? _mm256_loadu_si256((const __m256i*)(out + r * ldo + p * 8)) : _mm256_setzero_si256();
   for (int64_t k = 0; k < K4; ++k) {
     __m256i b[2 * NP];
     for (int p = 0; p < NP; ++p) {
@@ -101,7 +102,7 @@ __attribute__((target("avx2,avxvnni"))) void tilevnni(const uint8_t* A, int64_t 
 // so vpmaddwd gives 2 partial sums per column, added pairwise at the end.
 template <int MR>
 __attribute__((target("avx2"))) void tile_avx2(const uint8_t* A, int64_t lda, const int8_t* B, int64_t K4,
-                                                int32_t* out, int64_t ldo) {
+                                                int32_t* out, int64_t ldo, bool acc_in) {
   __m256i acc[MR][4];
   for (int r = 0; r < MR; ++r)
     for (int g = 0; g < 4; ++g) acc[r][g] = _mm256_setzero_si256();
@@ -117,7 +118,8 @@ __attribute__((target("avx2"))) void tile_avx2(const uint8_t* A, int64_t lda, co
   }
   for (int r = 0; r < MR; ++r)
     for (int h = 0; h < 2; ++h) {
-      const __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][2 * h], acc[r][2 * h + 1]), 0xD8);
+      __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][2 * h], acc[r][2 * h + 1]), 0xD8);
+      if (acc_in) s = _mm256_add_epi32(s, _mm256_loadu_si256((const __m256i*)(out + r * ldo + h * 8)));
       _mm256_storeu_si256((__m256i*)(out + r * ldo + h * 8), s);
     }
 }
@@ -125,14 +127,15 @@ __attribute__((target("avx2"))) void tile_avx2(const uint8_t* A, int64_t lda, co
 // Rows mr <= MRmax, np panels (np == NPmax or 1).
 constexpr int kMR512 = 4, kNP512 = 4, kMRvnni = 2, kNPvnni = 2, kMRavx2 = 2;
 
-void tile(QIsa isa, int mr, int np, const uint8_t* A, int64_t lda, const int8_t* B, int64_t K4, int32_t* out,
-          int64_t ldo) {
+// K4 groups of 4 k from A and B (a K block: B's panels are ps bytes apart); acc_in: add to out.
+void tile(QIsa isa, int mr, int np, const uint8_t* A, int64_t lda, const int8_t* B, int64_t K4, int64_t ps,
+          int32_t* out, int64_t ldo, bool acc_in) {
   switch (isa) {
     case QIsa::Avx512Vnni:
 #define RLX_T(R)                                                  \
   case R:                                                         \
-    if (np == kNP512) tile512<R, kNP512>(A, lda, B, K4, out, ldo); \
-    else tile512<R, 1>(A, lda, B, K4, out, ldo);                  \
+    if (np == kNP512) tile512<R, kNP512>(A, lda, B, K4, ps, out, ldo, acc_in); \
+    else tile512<R, 1>(A, lda, B, K4, ps, out, ldo, acc_in);                  \
     return;
       switch (mr) { RLX_T(1) RLX_T(2) RLX_T(3) RLX_T(4) }
 #undef RLX_T
@@ -140,17 +143,17 @@ void tile(QIsa isa, int mr, int np, const uint8_t* A, int64_t lda, const int8_t*
     case QIsa::AvxVnni:
 #define RLX_T(R)                                                    \
   case R:                                                           \
-    if (np == kNPvnni) tilevnni<R, kNPvnni>(A, lda, B, K4, out, ldo); \
-    else tilevnni<R, 1>(A, lda, B, K4, out, ldo);                   \
+    if (np == kNPvnni) tilevnni<R, kNPvnni>(A, lda, B, K4, ps, out, ldo, acc_in); \
+    else tilevnni<R, 1>(A, lda, B, K4, ps, out, ldo, acc_in);                   \
     return;
       switch (mr) { RLX_T(1) RLX_T(2) }
 #undef RLX_T
       return;
     case QIsa::Avx2:
-      if (mr == 2) tile_avx2<2>(A, lda, B, K4, out, ldo);
-      else tile_avx2<1>(A, lda, B, K4, out, ldo);
+      if (mr == 2) tile_avx2<2>(A, lda, B, K4, out, ldo, acc_in);
+      else tile_avx2<1>(A, lda, B, K4, out, ldo, acc_in);
       return;
-    case QIsa::Base: tile_base(mr, np, A, lda, B, K4, out, ldo); return;
+    case QIsa::Base: tile_base(mr, np, A, lda, B, K4, ps, out, ldo, acc_in); return;
   }
 }
 int max_rows(QIsa isa) {
@@ -319,27 +322,35 @@ void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_
   const int64_t groups = (B.panels + group - 1) / group;
   const int64_t rb = M <= 64 ? M : 32;
   const int64_t rblocks = (M + rb - 1) / rb;
+  // K in blocks of kKc so that a group's panel slices (4 x 16 x kKc bytes) stay in L1 while
+  // every row tile of the task passes over them; each task accumulates into its own block
+  // buffer (full panels, so partial column panels need no special store) and copies it out.
+  constexpr int64_t kKc = 256;  // k per block (a multiple of 4)
+  const int64_t ps = K4 * 64;
   run(groups * rblocks, 1, [&](int64_t t0, int64_t t1) {
-    int32_t tmp[4 * kNP512 * kPanel];
+    std::vector<int32_t> blk((size_t)(rb * group * kPanel));
+    const int64_t ldb = group * kPanel;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t g = t % groups, r0 = (t / groups) * rb, r1 = std::min(M, r0 + rb);
       const int64_t p0 = g * group, p1 = std::min(B.panels, p0 + group);
-      for (int64_t p = p0; p < p1;) {
-        const int np = p + npm <= p1 ? npm : 1;
-        const int64_t c0 = p * kPanel, cols = std::min<int64_t>(np * kPanel, N - c0);
-        const int8_t* Bp = B.data.data() + p * K4 * 64;
-        for (int64_t r = r0; r < r1; r += mr) {
-          const int m = (int)std::min<int64_t>(mr, r1 - r);
-          if (cols == np * kPanel) {
-            tile(isa, m, np, Ap.data() + r * lp, lp, Bp, K4, C + r * ldc + c0, ldc);
-          } else {
-            tile(isa, m, np, Ap.data() + r * lp, lp, Bp, K4, tmp, np * kPanel);
-            for (int i = 0; i < m; ++i) std::memcpy(C + (r + i) * ldc + c0, tmp + i * np * kPanel, cols * 4);
+      for (int64_t k0 = 0; k0 < K4 || k0 == 0; k0 += kKc / 4) {
+        const int64_t kn = std::min<int64_t>(kKc / 4, K4 - k0);
+        for (int64_t p = p0; p < p1;) {
+          const int np = p + npm <= p1 ? npm : 1;
+          const int8_t* Bp = B.data.data() + p * ps + k0 * 64;
+          for (int64_t r = r0; r < r1; r += mr) {
+            const int m = (int)std::min<int64_t>(mr, r1 - r);
+            tile(isa, m, np, Ap.data() + r * lp + k0 * 4, lp, Bp, kn, ps, blk.data() + (r - r0) * ldb + (p - p0) * kPanel,
+                 ldb, k0 > 0);
           }
+          p += np;
         }
-        p += np;
+        if (K4 == 0) break;
       }
-      finish(fin, C, ldc, r0, r1, p0 * kPanel, std::min(N, p1 * kPanel));
+      const int64_t c0 = p0 * kPanel, c1 = std::min(N, p1 * kPanel);
+      for (int64_t r = r0; r < r1; ++r)
+        std::memcpy(C + r * ldc + c0, blk.data() + (r - r0) * ldb, (size_t)(c1 - c0) * 4);
+      finish(fin, C, ldc, r0, r1, c0, c1);
     }
   });
 }
