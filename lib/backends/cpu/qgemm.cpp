@@ -137,7 +137,7 @@ void tile(QIsa isa, int mr, int np, const uint8_t* A, int64_t lda, const int8_t*
     if (np == kNP512) tile512<R, kNP512>(A, lda, B, K4, ps, out, ldo, acc_in); \
     else tile512<R, 1>(A, lda, B, K4, ps, out, ldo, acc_in);                  \
     return;
-      switch (mr) { RLX_T(1) RLX_T(2) RLX_T(3) RLX_T(4) }
+      switch (mr) { RLX_T(1) RLX_T(2) RLX_T(3) RLX_T(4) RLX_T(5) RLX_T(6) }
 #undef RLX_T
       return;
     case QIsa::AvxVnni:
