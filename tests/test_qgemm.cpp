@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -152,3 +153,44 @@ TEST(Qgemm, SingleThreadAndDefaultIsa) {
 }
 
 }  // namespace
+
+// matmul_nbits's decode kernel (4 bits, ORT's layout) against a double-precision loop over the
+// dequantized weights: within f32 rounding of the sum of |terms|.
+TEST(Nbits4, SmallMAgainstTheDequantizedProduct) {
+  if (!qisa_supported(QIsa::Avx512Vnni) || qgemm_isa() != QIsa::Avx512Vnni) GTEST_SKIP() << "needs AVX-512";
+  uint32_t s = 99;
+  for (int64_t M : {1, 2, 3, 5, 16})
+    for (int64_t K : {32, 96, 256})
+      for (int64_t bs : {16, 32, 64})
+        for (int64_t N : {1, 17, 40})
+          for (bool with_zp : {false, true}) {
+            const int64_t kb = (K + bs - 1) / bs, blob = bs / 2, zcols = (kb * 4 + 7) / 8;
+            std::vector<uint8_t> B((size_t)(N * kb * blob)), zp((size_t)(N * zcols));
+            std::vector<float> sc((size_t)(N * kb)), A((size_t)(M * K)), C((size_t)(M * N));
+            for (auto& v : B) v = (uint8_t)next(s);
+            for (auto& v : zp) v = (uint8_t)next(s);
+            for (auto& v : sc) v = 0.01f + (float)(next(s) % 1000) * 1e-4f;
+            for (auto& v : A) v = (float)((int)(next(s) % 2001) - 1000) * 1e-3f;
+            ASSERT_TRUE(nbits4_small_m(M, A.data(), K, B.data(), sc.data(), with_zp ? zp.data() : nullptr, N, bs,
+                                       C.data()));
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t n = 0; n < N; ++n) {
+                double want = 0, mag = 0;
+                for (int64_t k = 0; k < K; ++k) {
+                  const int64_t b = k / bs, j = k % bs;
+                  const int q = (B[(n * kb + b) * blob + j / 2] >> ((j % 2) * 4)) & 15;
+                  const int z = with_zp ? (zp[n * zcols + b / 2] >> ((b % 2) * 4)) & 15 : 8;
+                  const double t = (double)A[m * K + k] * (double)((float)(q - z) * sc[n * kb + b]);
+                  want += t;
+                  mag += std::abs(t);
+                }
+                ASSERT_NEAR(C[m * N + n], want, 1e-5 * mag + 1e-6)
+                    << "M=" << M << " K=" << K << " bs=" << bs << " N=" << N << " zp=" << with_zp << " m=" << m << " n=" << n;
+              }
+          }
+  // Shapes it does not take: K not a multiple of 16, more than 16 rows.
+  std::vector<float> A(17 * 40), C(17 * 8), sc(8 * 3);
+  std::vector<uint8_t> B(8 * 3 * 8);
+  EXPECT_FALSE(nbits4_small_m(1, A.data(), 40, B.data(), sc.data(), nullptr, 8, 16, C.data()));
+  EXPECT_FALSE(nbits4_small_m(17, A.data(), 32, B.data(), sc.data(), nullptr, 8, 16, C.data()));
+}

@@ -266,6 +266,16 @@ void matmul_integer_reference(const Kernel& k, int32_t* y) {
 void run_matmul_nbits(const Kernel& k) {
   const auto& at = k.node->attrs;
   const int64_t K = at.i("k"), N = at.i("n"), bits = at.i("bits"), bs = at.i("block_size");
+  // M <= 16 rows, 4 bits, f32: the decode kernel (qgemm.h), reading each weight byte once.
+  if (!reference_only() && bits == 4 && stored_dtype(k.inputs[0]) == DType::f32 && k.output.dtype == DType::f32 &&
+      stored_dtype(k.inputs[2]) == DType::f32) {
+    const int64_t M = K ? k.inputs[0].numel() / K : 0;
+    const uint8_t* zp = k.inputs.size() == 4 ? bytes(k.inputs[3]) : nullptr;
+    if (nbits4_small_m(M, reinterpret_cast<const float*>(bytes(k.inputs[0])), K, bytes(k.inputs[1]),
+                       reinterpret_cast<const float*>(bytes(k.inputs[2])), zp, N, bs,
+                       reinterpret_cast<float*>(bytes(k.output))))
+      return;
+  }
   const int64_t kb = (K + bs - 1) / bs, blob = bs * bits / 8, zcols = (kb * bits + 7) / 8;
   const int64_t per_byte = 8 / bits;
   const uint32_t mask = (1u << bits) - 1;

@@ -205,7 +205,73 @@ void finish_base(const Finish& f, int32_t* C, int64_t ldc, int64_t m0, int64_t m
   finish_body(f, C, ldc, m0, m1, n0, n1);
 }
 
+// 16 4-bit values (8 bytes, low nibble first) minus the zero point, as f32.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 nib16(const uint8_t* p, __m512i z) {
+  uint64_t b8;
+  std::memcpy(&b8, p, 8);
+  const __m128i x = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)b8));  // 8 x u16 bytes
+  const __m128i lo = _mm_and_si128(x, _mm_set1_epi16(15));
+  const __m128i hi = _mm_srli_epi16(x, 4);
+  const __m128i v = _mm_or_si128(lo, _mm_slli_epi16(hi, 8));  // bytes: lo0 hi0 lo1 hi1 ...
+  return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(v), z));
+}
+
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void nbits4_rows(const float* A, int64_t K, const uint8_t* B,
+                                                                        const float* sc, const uint8_t* zp,
+                                                                        int64_t zcols, int64_t n0, int64_t n1,
+                                                                        int64_t bs, float* C, int64_t N) {
+  const int64_t kb = (K + bs - 1) / bs, blob = bs / 2;
+  for (int64_t n = n0; n < n1; ++n) {
+    __m512 tot[R];
+    for (int r = 0; r < R; ++r) tot[r] = _mm512_setzero_ps();
+    const uint8_t* col = B + n * kb * blob;
+    for (int64_t b = 0; b < kb; ++b) {
+      const int32_t z = zp ? (zp[n * zcols + b / 2] >> ((b % 2) * 4)) & 15 : 8;
+      const __m512i zv = _mm512_set1_epi32(z);
+      __m512 d[R];
+      for (int r = 0; r < R; ++r) d[r] = _mm512_setzero_ps();
+      const int64_t k0 = b * bs, kn = std::min(bs, K - k0);
+      for (int64_t j = 0; j < kn; j += 16) {
+        const __m512 q = nib16(col + b * blob + j / 2, zv);
+        for (int r = 0; r < R; ++r) d[r] = _mm512_fmadd_ps(_mm512_loadu_ps(A + r * K + k0 + j), q, d[r]);
+      }
+      const __m512 s = _mm512_set1_ps(sc[n * kb + b]);  // the block's scale, once per block
+      for (int r = 0; r < R; ++r) tot[r] = _mm512_fmadd_ps(s, d[r], tot[r]);
+    }
+    for (int r = 0; r < R; ++r) C[r * N + n] = _mm512_reduce_add_ps(tot[r]);
+  }
+}
+
 }  // namespace
+
+bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp,
+                    int64_t N, int64_t bs, float* C, Threads th) {
+  static const bool ok = [] {
+    const char* e = std::getenv("RLX_CPU_ISA");
+    if (e && std::string(e) != "avx512vnni") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  }();
+  if (!ok || M < 1 || M > 16 || K % 16 != 0 || bs % 16 != 0) return false;
+  const int64_t kb = (K + bs - 1) / bs, zcols = (kb * 4 + 7) / 8;
+  auto body = [&](int64_t n0, int64_t n1) {
+    for (int64_t m = 0; m < M; m += 4) {
+      const int r = (int)std::min<int64_t>(4, M - m);
+      const float* a = A + m * K;
+      float* c = C + m * N;
+      switch (r) {
+        case 1: nbits4_rows<1>(a, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
+        case 2: nbits4_rows<2>(a, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
+        case 3: nbits4_rows<3>(a, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
+        default: nbits4_rows<4>(a, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
+      }
+    }
+  };
+  if (th == Threads::Single) body(0, N);
+  else ThreadPool::global().parallel_for(N, 16, body);
+  return true;
+}
 
 bool qisa_supported(QIsa isa) { return cpu_has(isa); }
 

@@ -61,4 +61,12 @@ void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_
            const PackedQB& B, const int32_t* zb, bool zb_per_col, int32_t* C, int64_t ldc, const QEpilogue& ep = {},
            QIsa isa = qgemm_isa(), Threads th = Threads::Pool);
 
+// matmul_nbits (4 bits, ONNX Runtime's layout) for M <= 16 rows of f32 activations: C[M, N] =
+// A[M, K] * dequant(B)^T. Each weight byte is read once per group of 4 rows; a block's 4-bit
+// values are widened in registers to f32 (q - zero point, exact) and multiplied with the
+// activations, and the block's scale is applied once per block to the partial dot product.
+// Needs AVX-512 (F/BW) and K a multiple of 16; returns false (nothing done) otherwise.
+bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp,
+                    int64_t N, int64_t block_size, float* C, Threads th = Threads::Pool);
+
 }  // namespace rlx::cpu
