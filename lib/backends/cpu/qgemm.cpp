@@ -243,6 +243,48 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void nbits4_rows(const floa
   }
 }
 
+// Blocks of a multiple of 32: 16 bytes (32 values) per step, widened straight to 16 int32
+// lanes of bytes; the low nibbles are the even k, the high ones the odd k, multiplied with the
+// activations split once per call into even and odd halves (AE, AO: [R][K / 2]). The zero
+// point leaves the inner loop: sum a (q - z) = sum a q - z * sum a (AS: [R][kb] block sums).
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void nbits4_rows32(const float* AE, const float* AO,
+                                                                          const float* AS, int64_t K,
+                                                                          const uint8_t* B, const float* sc,
+                                                                          const uint8_t* zp, int64_t zcols, int64_t n0,
+                                                                          int64_t n1, int64_t bs, float* C, int64_t N) {
+  const int64_t kb = K / bs, blob = bs / 2, K2 = K / 2;
+  const __m512i m15 = _mm512_set1_epi32(15);
+  for (int64_t n = n0; n < n1; ++n) {
+    __m512 tot[R];
+    float corr[R];
+    for (int r = 0; r < R; ++r) tot[r] = _mm512_setzero_ps(), corr[r] = 0.f;
+    const uint8_t* col = B + n * kb * blob;
+    for (int64_t b = 0; b < kb; ++b) {
+      __m512 d[R];
+      for (int r = 0; r < R; ++r) d[r] = _mm512_setzero_ps();
+      for (int64_t j = 0; j < blob; j += 16) {
+        const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(col + b * blob + j)));
+        const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(x, m15));
+        const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(x, 4));
+        const int64_t h = b * blob + j;  // index into the even / odd halves
+        for (int r = 0; r < R; ++r) {
+          d[r] = _mm512_fmadd_ps(_mm512_loadu_ps(AE + r * K2 + h), lo, d[r]);
+          d[r] = _mm512_fmadd_ps(_mm512_loadu_ps(AO + r * K2 + h), hi, d[r]);
+        }
+      }
+      const float sb = sc[n * kb + b];
+      const float z = (float)(zp ? (zp[n * zcols + b / 2] >> ((b % 2) * 4)) & 15 : 8);
+      const __m512 s = _mm512_set1_ps(sb);  // the block's scale, once per block
+      for (int r = 0; r < R; ++r) {
+        tot[r] = _mm512_fmadd_ps(s, d[r], tot[r]);
+        corr[r] += sb * z * AS[r * kb + b];
+      }
+    }
+    for (int r = 0; r < R; ++r) C[r * N + n] = _mm512_reduce_add_ps(tot[r]) - corr[r];
+  }
+}
+
 }  // namespace
 
 bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp,
@@ -255,6 +297,35 @@ bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, cons
   }();
   if (!ok || M < 1 || M > 16 || K % 16 != 0 || bs % 16 != 0) return false;
   const int64_t kb = (K + bs - 1) / bs, zcols = (kb * 4 + 7) / 8;
+  if (bs % 32 == 0 && K % bs == 0) {
+    // Activations split into even / odd k and block sums, once per call.
+    const int64_t K2 = K / 2;
+    std::vector<float> AE((size_t)(M * K2)), AO((size_t)(M * K2)), AS((size_t)(M * kb));
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t k = 0; k < K2; ++k) AE[m * K2 + k] = A[m * K + 2 * k], AO[m * K2 + k] = A[m * K + 2 * k + 1];
+      for (int64_t b = 0; b < kb; ++b) {
+        float t = 0.f;
+        for (int64_t k = 0; k < bs; ++k) t += A[m * K + b * bs + k];
+        AS[m * kb + b] = t;
+      }
+    }
+    auto body32 = [&](int64_t n0, int64_t n1) {
+      for (int64_t m = 0; m < M; m += 4) {
+        const int r = (int)std::min<int64_t>(4, M - m);
+        const float *ae = AE.data() + m * K2, *ao = AO.data() + m * K2, *as = AS.data() + m * kb;
+        float* c = C + m * N;
+        switch (r) {
+          case 1: nbits4_rows32<1>(ae, ao, as, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
+          case 2: nbits4_rows32<2>(ae, ao, as, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
+          case 3: nbits4_rows32<3>(ae, ao, as, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
+          default: nbits4_rows32<4>(ae, ao, as, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
+        }
+      }
+    };
+    if (th == Threads::Single) body32(0, N);
+    else ThreadPool::global().parallel_for(N, 16, body32);
+    return true;
+  }
   auto body = [&](int64_t n0, int64_t n1) {
     for (int64_t m = 0; m < M; m += 4) {
       const int r = (int)std::min<int64_t>(4, M - m);
