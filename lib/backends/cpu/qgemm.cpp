@@ -247,41 +247,51 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void nbits4_rows(const floa
 // lanes of bytes; the low nibbles are the even k, the high ones the odd k, multiplied with the
 // activations split once per call into even and odd halves (AE, AO: [R][K / 2]). The zero
 // point leaves the inner loop: sum a (q - z) = sum a q - z * sum a (AS: [R][kb] block sums).
-template <int R>
+template <int R, int NC>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void nbits4_rows32(const float* AE, const float* AO,
                                                                           const float* AS, int64_t K,
                                                                           const uint8_t* B, const float* sc,
                                                                           const uint8_t* zp, int64_t zcols, int64_t n0,
                                                                           int64_t n1, int64_t bs, float* C, int64_t N) {
+  // NC columns at a time: independent accumulator chains (one column alone is bound by the
+  // latency of its per-block chain) and one load of the activations for all of them.
   const int64_t kb = K / bs, blob = bs / 2, K2 = K / 2;
   const __m512i m15 = _mm512_set1_epi32(15);
-  for (int64_t n = n0; n < n1; ++n) {
-    __m512 tot[R];
-    float corr[R];
-    for (int r = 0; r < R; ++r) tot[r] = _mm512_setzero_ps(), corr[r] = 0.f;
-    const uint8_t* col = B + n * kb * blob;
+  for (int64_t n = n0; n < n1; n += NC) {
+    __m512 tot[NC][R];
+    float corr[NC][R];
+    for (int c = 0; c < NC; ++c)
+      for (int r = 0; r < R; ++r) tot[c][r] = _mm512_setzero_ps(), corr[c][r] = 0.f;
     for (int64_t b = 0; b < kb; ++b) {
-      __m512 d[R];
-      for (int r = 0; r < R; ++r) d[r] = _mm512_setzero_ps();
+      __m512 d[NC][R];
+      for (int c = 0; c < NC; ++c)
+        for (int r = 0; r < R; ++r) d[c][r] = _mm512_setzero_ps();
       for (int64_t j = 0; j < blob; j += 16) {
-        const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(col + b * blob + j)));
-        const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(x, m15));
-        const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(x, 4));
         const int64_t h = b * blob + j;  // index into the even / odd halves
-        for (int r = 0; r < R; ++r) {
-          d[r] = _mm512_fmadd_ps(_mm512_loadu_ps(AE + r * K2 + h), lo, d[r]);
-          d[r] = _mm512_fmadd_ps(_mm512_loadu_ps(AO + r * K2 + h), hi, d[r]);
+        __m512 ae[R], ao[R];
+        for (int r = 0; r < R; ++r) ae[r] = _mm512_loadu_ps(AE + r * K2 + h), ao[r] = _mm512_loadu_ps(AO + r * K2 + h);
+        for (int c = 0; c < NC; ++c) {
+          const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(B + (n + c) * kb * blob + h)));
+          const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(x, m15));
+          const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(x, 4));
+          for (int r = 0; r < R; ++r) {
+            d[c][r] = _mm512_fmadd_ps(ae[r], lo, d[c][r]);
+            d[c][r] = _mm512_fmadd_ps(ao[r], hi, d[c][r]);
+          }
         }
       }
-      const float sb = sc[n * kb + b];
-      const float z = (float)(zp ? (zp[n * zcols + b / 2] >> ((b % 2) * 4)) & 15 : 8);
-      const __m512 s = _mm512_set1_ps(sb);  // the block's scale, once per block
-      for (int r = 0; r < R; ++r) {
-        tot[r] = _mm512_fmadd_ps(s, d[r], tot[r]);
-        corr[r] += sb * z * AS[r * kb + b];
+      for (int c = 0; c < NC; ++c) {
+        const float sb = sc[(n + c) * kb + b];
+        const float z = (float)(zp ? (zp[(n + c) * zcols + b / 2] >> ((b % 2) * 4)) & 15 : 8);
+        const __m512 s = _mm512_set1_ps(sb);  // the block's scale, once per block
+        for (int r = 0; r < R; ++r) {
+          tot[c][r] = _mm512_fmadd_ps(s, d[c][r], tot[c][r]);
+          corr[c][r] += sb * z * AS[r * kb + b];
+        }
       }
     }
-    for (int r = 0; r < R; ++r) C[r * N + n] = _mm512_reduce_add_ps(tot[r]) - corr[r];
+    for (int c = 0; c < NC; ++c)
+      for (int r = 0; r < R; ++r) C[r * N + n + c] = _mm512_reduce_add_ps(tot[c][r]) - corr[c][r];
   }
 }
 
@@ -314,11 +324,19 @@ bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, cons
         const int r = (int)std::min<int64_t>(4, M - m);
         const float *ae = AE.data() + m * K2, *ao = AO.data() + m * K2, *as = AS.data() + m * kb;
         float* c = C + m * N;
+        // columns in groups (4 for one row, 2 for two), the rest one at a time
+        const int64_t nc = r == 1 ? 4 : r == 2 ? 2 : 1, nm = n0 + (n1 - n0) / nc * nc;
         switch (r) {
-          case 1: nbits4_rows32<1>(ae, ao, as, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
-          case 2: nbits4_rows32<2>(ae, ao, as, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
-          case 3: nbits4_rows32<3>(ae, ao, as, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
-          default: nbits4_rows32<4>(ae, ao, as, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
+          case 1:
+            nbits4_rows32<1, 4>(ae, ao, as, K, B, scales, zp, zcols, n0, nm, bs, c, N);
+            nbits4_rows32<1, 1>(ae, ao, as, K, B, scales, zp, zcols, nm, n1, bs, c, N);
+            break;
+          case 2:
+            nbits4_rows32<2, 2>(ae, ao, as, K, B, scales, zp, zcols, n0, nm, bs, c, N);
+            nbits4_rows32<2, 1>(ae, ao, as, K, B, scales, zp, zcols, nm, n1, bs, c, N);
+            break;
+          case 3: nbits4_rows32<3, 1>(ae, ao, as, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
+          default: nbits4_rows32<4, 1>(ae, ao, as, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
         }
       }
     };
