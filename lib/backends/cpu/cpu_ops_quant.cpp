@@ -1,6 +1,8 @@
-// CPU reference kernels of quantize, dequantize and matmul_integer (ONNX QuantizeLinear,
-// DequantizeLinear and MatMulInteger; docs/graph-format.md). Plain loops: the fused integer
-// kernels of compiled mode come later (docs/ir-design.md section 2).
+// CPU kernels of quantize, dequantize, matmul_integer, matmul_integer_scaled and matmul_nbits
+// (ONNX QuantizeLinear, DequantizeLinear, MatMulInteger, ONNX Runtime's MatMulNBits;
+// docs/graph-format.md). Integer products run qgemm (qgemm.h, exact on every ISA path) where
+// the shapes allow, 4-bit products with up to 16 rows the AVX-512 decode kernel; the plain
+// reference loops below run everything else (and everything with RLX_QGEMM_REFERENCE=1).
 #include "backends/cpu/ops_quant.h"
 
 #include <cmath>

@@ -1,6 +1,6 @@
 #pragma once
-// CPU kernels of the quantization ops (cpu_ops_quant.cpp): quantize, dequantize and
-// matmul_integer, with ONNX's semantics. They read every dtype themselves (native kernels).
+// CPU kernels of the quantization ops (cpu_ops_quant.cpp): quantize, dequantize,
+// matmul_integer[_scaled] and matmul_nbits, with ONNX's (and ONNX Runtime's) semantics. They read every dtype themselves (native kernels).
 #include <memory>
 
 #include "runtime/executor.h"
