@@ -9,3 +9,10 @@ set_tests_properties(Gemm.WideKernel PROPERTIES ENVIRONMENT "RLX_GEMM_WIDE=1;RLX
 # Prepacked products of more than 16 rows without oneDNN (OpenBLAS, weights in place).
 add_test(NAME Gemm.PackedWithoutOneDnn COMMAND test_gemm --gtest_filter=Gemm.Packed*:Gemm.Custom*:Threads.*)
 set_tests_properties(Gemm.PackedWithoutOneDnn PROPERTIES ENVIRONMENT "RLX_GEMM_DNNL=0")
+# cpu::qgemm (exact 8-bit integer GEMM) on every ISA path the CPU runs, against int64 loops;
+# then once more with RLX_CPU_ISA capping the path the default dispatch picks.
+rlx_add_test(test_qgemm SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_qgemm.cpp LIBS rlx_cpu)
+foreach(isa base avx2 avxvnni)
+  add_test(NAME Qgemm.Isa_${isa} COMMAND test_qgemm --gtest_filter=Qgemm.SingleThread*)
+  set_tests_properties(Qgemm.Isa_${isa} PROPERTIES ENVIRONMENT "RLX_CPU_ISA=${isa}")
+endforeach()

@@ -709,3 +709,138 @@ TEST(Folding, DequantizeOfConstantWeightsIsNotFolded) {
     }
   expect_near(run_compiled(g, {{"x", x}}), want, 1e-6);
 }
+
+// ---------------------------------------------------------------- integer products
+namespace {
+std::string rows_json(const std::vector<int>& v, int64_t rows, int64_t cols) {
+  std::string s = "[";
+  for (int64_t r = 0; r < rows; ++r) {
+    s += r ? ",[" : "[";
+    for (int64_t c = 0; c < cols; ++c) s += (c ? "," : "") + std::to_string(v[r * cols + c]);
+    s += "]";
+  }
+  return s + "]";
+}
+std::vector<int> ints_in(int64_t n, int lo, int hi, unsigned seed) {
+  std::vector<int> v(n);
+  for (auto& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = lo + (int)((seed >> 8) % (unsigned)(hi - lo + 1));
+  }
+  return v;
+}
+constexpr int64_t kQK = 37, kQN = 20, kQM = 15;  // a [3, 5, 37] u8, W [37, 20] i8
+// ORT's dynamic quantization after DynamicQuantizeLinear: MatMulInteger -> Cast -> Mul(a_scale *
+// b_scale) -> Add(bias). `tail` adds nodes after y; `outputs` names the graph's outputs.
+std::shared_ptr<ir::Graph> dynamic_quant_graph(const std::vector<int>& W, const std::string& scale_shape,
+                                               const std::string& outputs = R"(["out"])") {
+  std::string bias = "[";
+  for (int n = 0; n < kQN; ++n) bias += (n ? "," : "") + std::to_string(0.25 - 0.03 * n);
+  bias += "]";
+  return graph_text(R"(
+      {"id": "q", "op": "input", "shape": [3, 5, 37], "dtype": "u8"},
+      {"id": "as", "op": "input", "shape": )" + scale_shape + R"(},
+      {"id": "w", "op": "constant", "shape": [37, 20], "dtype": "i8", "value": )" + rows_json(W, kQK, kQN) + R"(},
+      {"id": "zq", "op": "constant", "shape": [], "dtype": "u8", "value": 131},
+      {"id": "zw", "op": "constant", "shape": [20], "dtype": "i8", "value": )" + rows_json(ints_in(kQN, -128, 127, 5), 1, kQN).substr(1, std::string::npos - 1).substr(0, rows_json(ints_in(kQN, -128, 127, 5), 1, kQN).size() - 2) + R"(},
+      {"id": "bs", "op": "constant", "shape": [20], "value": )" + std::string("[") + [] {
+                      std::string s;
+                      for (int n = 0; n < kQN; ++n) s += (n ? "," : "") + std::to_string(0.001 * (1 + n % 7));
+                      return s;
+                    }() + R"(]},
+      {"id": "b", "op": "constant", "shape": [20], "value": )" + bias + R"(},
+      {"id": "s", "op": "mul", "inputs": ["as", "bs"]},
+      {"id": "mm", "op": "matmul_integer", "inputs": ["q", "w", "zq", "zw"]},
+      {"id": "c", "op": "cast", "inputs": ["mm"], "attrs": {"dtype": "f32"}},
+      {"id": "y", "op": "mul", "inputs": ["c", "s"]},
+      {"id": "out", "op": "add", "inputs": ["y", "b"]})",
+                    outputs);
+}
+}  // namespace
+
+TEST(PassesPatterns, DynamicQuantizedMatmulBecomesOneIntegerProductWithAFloatEpilogue) {
+  const std::vector<int> W = ints_in(kQK * kQN, -128, 127, 3), zw = ints_in(kQN, -128, 127, 5);
+  std::vector<int> qv = ints_in(kQM * kQK, 0, 255, 9);
+  for (int k = 0; k < kQK; ++k) qv[k] = 255;  // an all-255 row
+  auto g = dynamic_quant_graph(W, "[]");
+  passes::OptOptions oo;
+  oo.integer_gemm = true;
+  auto og = passes::optimize(*g, ir::infer_shapes(*g, {{"q", {3, 5, 37}}, {"as", {}}}), oo);
+  EXPECT_EQ(count_op(og, ir::Op::MatmulIntegerScaled), 1) << og.stats.pattern_kinds;
+  EXPECT_EQ(count_op(og, ir::Op::MatmulInteger), 0);
+  EXPECT_NE(og.stats.pattern_kinds.find("matmul_integer_scaled 1"), std::string::npos) << og.stats.pattern_kinds;
+  // Off where the backend does not run the op (the default options: Vulkan).
+  EXPECT_EQ(count_op(passes::optimize(*g, ir::infer_shapes(*g, {{"q", {3, 5, 37}}, {"as", {}}})), ir::Op::MatmulIntegerScaled), 0);
+  std::vector<int64_t> q64(qv.begin(), qv.end());
+  const float as = 0.0173f;
+  Tensor y = run_compiled(g, {{"q", Tensor::from_ints({3, 5, 37}, q64, DType::u8)}, {"as", Tensor::from_vector({}, {as})}});
+  // The reference: exact integer sums, then cast, mul, add in f32 as the graph writes them.
+  for (int64_t m = 0; m < kQM; ++m)
+    for (int64_t n = 0; n < kQN; ++n) {
+      int64_t acc = 0;
+      for (int64_t k = 0; k < kQK; ++k) acc += (int64_t)(qv[m * kQK + k] - 131) * (W[k * kQN + n] - zw[n]);
+      const float s = as * (float)(0.001 * (1 + n % 7));
+      float want = (float)acc * s;
+      want += (float)(0.25 - 0.03 * n);
+      ASSERT_EQ(y.data()[m * kQN + n], want) << m << " " << n;
+    }
+}
+
+TEST(PassesPatterns, IntegerProductNearMissesStayUnfused) {
+  const std::vector<int> W = ints_in(kQK * kQN, -128, 127, 3);
+  passes::OptOptions oo;
+  oo.integer_gemm = true;
+  // The cast's result is also a graph output.
+  auto g1 = dynamic_quant_graph(W, "[]", R"(["out", "c"])");
+  auto og1 = passes::optimize(*g1, ir::infer_shapes(*g1, {{"q", {3, 5, 37}}, {"as", {}}}), oo);
+  EXPECT_EQ(count_op(og1, ir::Op::MatmulIntegerScaled), 0) << og1.stats.pattern_kinds;
+  // A scale per row ([3, 5, 1]) is no per-column epilogue.
+  auto g2 = dynamic_quant_graph(W, "[3, 5, 1]");
+  auto og2 = passes::optimize(*g2, ir::infer_shapes(*g2, {{"q", {3, 5, 37}}, {"as", {3, 5, 1}}}), oo);
+  EXPECT_EQ(count_op(og2, ir::Op::MatmulIntegerScaled), 0) << og2.stats.pattern_kinds;
+}
+
+namespace {
+std::shared_ptr<ir::Graph> qdq_graph(bool weight_input) {
+  const std::vector<int> W = ints_in(33 * 18, -128, 127, 21);
+  std::string sw;
+  for (int n = 0; n < 18; ++n) sw += (n ? "," : "") + std::to_string(0.002 * (1 + n % 5));
+  const std::string w = weight_input ? R"({"id": "w", "op": "input", "shape": [33, 18], "dtype": "i8"},)"
+                                     : R"({"id": "w", "op": "constant", "shape": [33, 18], "dtype": "i8", "value": )" +
+                                           rows_json(W, 33, 18) + "},";
+  return graph_text(R"(
+      {"id": "xq", "op": "input", "shape": [4, 33], "dtype": "u8"},
+      )" + w + R"(
+      {"id": "sx", "op": "constant", "shape": [], "value": 0.05},
+      {"id": "zx", "op": "constant", "shape": [], "dtype": "u8", "value": 120},
+      {"id": "sw", "op": "constant", "shape": [18], "value": [)" + sw + R"(]},
+      {"id": "x", "op": "dequantize", "inputs": ["xq", "sx", "zx"]},
+      {"id": "wd", "op": "dequantize", "inputs": ["w", "sw"]},
+      {"id": "y", "op": "matmul", "inputs": ["x", "wd"]})",
+                    R"(["y"])");
+}
+}  // namespace
+
+TEST(PassesPatterns, QdqMatmulBecomesAnIntegerProductWithARescale) {
+  auto g = qdq_graph(false);
+  passes::OptOptions oo;
+  oo.integer_gemm = true;
+  auto og = passes::optimize(*g, ir::infer_shapes(*g, {{"xq", {4, 33}}}), oo);
+  EXPECT_EQ(count_op(og, ir::Op::MatmulIntegerScaled), 1) << og.stats.pattern_kinds;
+  EXPECT_EQ(count_op(og, ir::Op::Dequantize), 0);
+  const std::vector<int> W = ints_in(33 * 18, -128, 127, 21), xv = ints_in(4 * 33, 0, 255, 4);
+  Tensor y = run_compiled(g, {{"xq", Tensor::from_ints({4, 33}, std::vector<int64_t>(xv.begin(), xv.end()), DType::u8)}});
+  std::vector<double> want;
+  for (int m = 0; m < 4; ++m)
+    for (int n = 0; n < 18; ++n) {
+      double acc = 0;
+      for (int k = 0; k < 33; ++k) acc += (xv[m * 33 + k] - 120) * 0.05 * W[k * 18 + n] * 0.002 * (1 + n % 5);
+      want.push_back(acc);
+    }
+  expect_near(y, want, 1e-5);
+  // Near miss: a weight that is not a constant stays dequantize -> matmul.
+  auto g2 = qdq_graph(true);
+  auto og2 = passes::optimize(*g2, ir::infer_shapes(*g2, {{"xq", {4, 33}}, {"w", {33, 18}}}), oo);
+  EXPECT_EQ(count_op(og2, ir::Op::MatmulIntegerScaled), 0);
+  EXPECT_EQ(count_op(og2, ir::Op::Matmul), 1);
+}

@@ -213,6 +213,12 @@ OpDoc doc_for(Op op) {
               "i32 (a − a_zp)·(b − b_zp), exact, ONNX MatMulInteger; zero points: scalar, per row of a ([M] or "
               "[..., M, 1]) / per column of b ([N] or [..., 1, N]); batch dims broadcast",
               {}};
+    case Op::MatmulIntegerScaled:
+      return {"a [..., M, K], b [K, N] (i8/u8), a_zero_point, b_zero_point (as matmul_integer), scale (f32: scalar or [N]), bias [N] (f32)?",
+              "f32(matmul_integer(a, b, a_zero_point, b_zero_point)) × scale [+ bias], with exactly the f32 operations of "
+              "cast, mul and add; what compiled mode makes of matmul_integer → cast → mul [→ add] and of dequantize → "
+              "matmul ← dequantize (CPU only: one exact integer GEMM with a float epilogue)",
+              {}};
     case Op::MatmulNbits:
       return {"a [..., K] (float), b [N, k_blocks, block_size·bits/8] (u8), scales [N, k_blocks] (float), zero_points [N, ceil(k_blocks·bits/8)] (u8)?",
               "a · dequant(b)ᵀ [..., N] in a's float dtype (f32 accumulation), ONNX Runtime's MatMulNBits layout: consecutive "
@@ -508,6 +514,7 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
       case Op::Slice: case Op::Pad: case Op::Gather: case Op::GatherElements: case Op::Where:
       case Op::Dequantize: case Op::MatmulInteger:
         return true;
+      case Op::MatmulIntegerScaled: return k < 4;
       case Op::MatmulNbits: return k == 1 || k == 3;
       case Op::Embedding: return k == 0;
       case Op::Quantize: return k == 2;
@@ -938,7 +945,9 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
       if (K > INT32_MAX / (255 * 255))
         fail(g, n, "K = " + std::to_string(K) + " could overflow the i32 accumulator (at most " +
                        std::to_string(INT32_MAX / (255 * 255)) + ")");
-      for (int k = 2; k < (int)n.inputs.size(); ++k) {
+      const bool scaled = n.op == Op::MatmulIntegerScaled;
+      if (scaled && b.size() != 2) fail(g, n, "b must be a matrix [K, N], got " + shape_str(b));
+      for (int k = 2; k < std::min(4, (int)n.inputs.size()); ++k) {
         const Shape& z = in(k);
         const Shape& m = k == 2 ? a : b;
         const char* what = k == 2 ? "a_zero_point" : "b_zero_point";
@@ -958,6 +967,14 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
       out.push_back(N);
       ts.shapes[idx] = out;
       ts.dtypes[idx] = DType::i32;
+      if (scaled) {
+        if (in_dt(4) != DType::f32) fail(g, n, std::string("scale must be f32, got ") + dtype_name(in_dt(4)));
+        if (!(shape_numel(in(4)) == 1 && in(4).size() <= 1) && in(4) != Shape{N})
+          fail(g, n, "scale has shape " + shape_str(in(4)) + "; it must be a scalar or [" + std::to_string(N) + "]");
+        if (n.inputs.size() == 6 && (in_dt(5) != DType::f32 || in(5) != Shape{N}))
+          fail(g, n, "bias must be f32 [" + std::to_string(N) + "], got " + dtype_name(in_dt(5)) + " " + shape_str(in(5)));
+        ts.dtypes[idx] = DType::f32;
+      }
       if (shape_numel(out) < 0) fail(g, n, "result shape " + shape_str(out) + " overflows");
       return;
     }
@@ -1058,7 +1075,7 @@ double node_flops(const Graph& g, int idx, const TypedShapes& ts) {
       return 2 * out * K;
     }
     case Category::Quant:
-      if (n.op == Op::MatmulInteger || n.op == Op::MatmulNbits) return 2 * out * (double)ts.shapes[n.inputs[0]].back();
+      if (n.op == Op::MatmulInteger || n.op == Op::MatmulNbits || n.op == Op::MatmulIntegerScaled) return 2 * out * (double)ts.shapes[n.inputs[0]].back();
       return 2 * out;
     case Category::Spatial: {
       std::vector<Shape> ins;

@@ -41,6 +41,9 @@ struct OptOptions {
   // itself (the CPU): the product stays on B as given, its bias added in the product's
   // epilogue, and the weight is not held twice.
   bool transposed_linear = true;
+  // Integer products with a float epilogue (matmul_integer_scaled, patterns.cpp): on where the
+  // backend runs that op (the CPU).
+  bool integer_gemm = false;
 };
 
 OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const OptOptions& o = {});

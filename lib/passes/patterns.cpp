@@ -14,6 +14,14 @@
 //   RoPE       x * cos + concat(-x[.., D/2:], x[.., :D/2]) * sin  (constant tables)  -> rope
 //   conv       conv2d(x, W, b) followed by per-output-channel mul/add by constants (an
 //              inference BatchNormalization as the importer writes it)          -> conv2d(x, W', b')
+//   int8       matmul_integer(q, W, zq, zW) -> cast f32 -> mul(scale) [-> add(bias)], W a
+//              param or constant matrix, scale a scalar or [N] (ONNX Runtime's dynamic
+//              quantization, QLinearMatMul compositions)       -> matmul_integer_scaled
+//   QDQ        matmul(dequantize(xq, sx, zx), dequantize(W, sw, zw)) [+ bias], x per tensor, W a
+//              constant matrix per tensor or per column         -> matmul_integer_scaled(xq, W,
+//              zx, zw, sx * sw, bias)  (one exact integer product, then one f32 rounding of
+//              the scale: within f32 rounding of the dequantized product, not bit-equal)
+//              Both only where the backend runs integer products (OptOptions::integer_gemm).
 //
 // Every rewrite checks dtypes (f32), axes, constants, shapes and that the nodes it absorbs are
 // read by nothing else; anything that does not fit exactly stays as it was. The rewritten node
@@ -709,6 +717,91 @@ struct Rewriter {
     return become(last, Op::Conv2d, {conv_in[0], W, bias}, conv_attrs, inner, "conv2d+affine");
   }
 
+  // ---------------------------------------------------------------- integer products
+  bool byte_dtype(int i) const { return w.dtypes[i] == DType::u8 || w.dtypes[i] == DType::i8; }
+  // A zero point for matmul_integer_scaled: the given one, or a constant 0 of dtype dt.
+  int zero_point(int given, DType dt) {
+    if (given >= 0) return given;
+    int i = w.add_constant(Tensor::from_ints({}, {0}, dt));
+    users.emplace_back();
+    is_out.push_back(0);
+    dead.push_back(0);
+    return i;
+  }
+  // A scale that is a scalar or varies along the last axis only (N): reshaped to [] or [N].
+  int scale_vector(int v, int64_t N) {
+    const Shape& s = shape(v);
+    if (!f32(v)) return -1;
+    if (shape_numel(s) == 1) return reshape(v, {});
+    if (!last_axis_vector(v, N)) return -1;
+    return reshape(v, {N});
+  }
+  // matmul_integer -> cast f32 -> mul(scale) [-> add(bias)]
+  bool integer_scaled(int mul) {
+    if (!o.integer_gemm || op(mul) != Op::Mul || !f32(mul)) return false;
+    int c = -1, sc = -1;
+    for (int k = 0; k < 2 && c < 0; ++k)
+      if (op(in(mul, k)) == Op::Cast && w.dtypes[in(mul, k)] == DType::f32 && op(in(in(mul, k), 0)) == Op::MatmulInteger)
+        c = in(mul, k), sc = in(mul, 1 - k);
+    if (c < 0) return false;
+    const int mm = in(c, 0);
+    const Node& m = node(mm);
+    const int b = m.inputs[1];
+    if (!leaf(b) || shape(b).size() != 2 || shape(in(mm, 0)).size() < 2 || shape(mul) != shape(mm)) return false;
+    const int64_t N = shape(b)[1];
+    std::vector<int> inner{mm, c, mul};
+    int last = mul, bias = -1;
+    if (int u = sole_user(mul); u >= 0 && op(u) == Op::Add && f32(u) && shape(u) == shape(mul)) {
+      const int other = in(u, 0) == mul ? in(u, 1) : in(u, 0);
+      if (other != mul && last_axis_vector(other, N)) bias = other, last = u, inner.push_back(u);
+    }
+    if (!exclusive(inner, last)) return false;
+    const int s = scale_vector(sc, N);
+    if (s < 0) return false;
+    std::vector<int> ins{in(mm, 0), b, zero_point(m.inputs.size() > 2 ? m.inputs[2] : -1, w.dtypes[in(mm, 0)]),
+                         zero_point(m.inputs.size() > 3 ? m.inputs[3] : -1, w.dtypes[b]), s};
+    if (bias >= 0) ins.push_back(reshape(bias, {N}));
+    return become(last, Op::MatmulIntegerScaled, ins, {}, inner, "matmul_integer_scaled");
+  }
+  // dequantize per tensor (x) or per tensor / per column (a constant [K, N] weight): its
+  // (q, scale, zero point or -1), or q = -1.
+  struct Dq { int q = -1, s = -1, z = -1; };
+  Dq dequant(int d, bool weight) const {
+    if (op(d) != Op::Dequantize || !f32(d)) return {};
+    const Node& n = node(d);
+    const int q = n.inputs[0], sc = n.inputs[1];
+    if (!byte_dtype(q) || !f32(sc) || (n.attrs.has("block_size") && n.attrs.i("block_size") != 0)) return {};
+    const int64_t sn = shape_numel(shape(sc));
+    if (sn != 1) {
+      const int r = (int)shape(q).size();
+      const int64_t ax = n.attrs.has("axis") ? n.attrs.i("axis") : 1;
+      if (!weight || r != 2 || (ax < 0 ? ax + r : ax) != 1 || shape(sc) != Shape{shape(q)[1]}) return {};
+    }
+    if (weight && (!leaf(q) || shape(q).size() != 2)) return {};
+    return {q, sc, n.inputs.size() > 2 ? n.inputs[2] : -1};
+  }
+  // matmul(dequantize(xq), dequantize(const W)) [+ bias]
+  bool qdq_matmul(int mm) {
+    if (!o.integer_gemm || op(mm) != Op::Matmul || !f32(mm) || flag(mm, "transpose_a") || flag(mm, "transpose_b"))
+      return false;
+    const int dx = in(mm, 0), dw = in(mm, 1);
+    const Dq x = dequant(dx, false), W = dequant(dw, true);
+    if (x.q < 0 || W.q < 0 || shape(x.q).size() < 2 || shape(x.q).back() > 33025) return false;
+    const int64_t N = shape(W.q)[1];
+    std::vector<int> inner{dx, dw, mm};
+    int last = mm, bias = -1;
+    if (int u = sole_user(mm); u >= 0 && op(u) == Op::Add && f32(u) && shape(u) == shape(mm)) {
+      const int other = in(u, 0) == mm ? in(u, 1) : in(u, 0);
+      if (other != mm && last_axis_vector(other, N)) bias = other, last = u, inner.push_back(u);
+    }
+    if (!exclusive(inner, last)) return false;
+    const int sx = reshape(x.s, {}), sw = shape_numel(shape(W.s)) == 1 ? reshape(W.s, {}) : W.s;
+    const int s = add_node(Op::Mul, {sx, sw}, {}, node(mm).id + "/scale");
+    std::vector<int> ins{x.q, W.q, zero_point(x.z, w.dtypes[x.q]), zero_point(W.z, w.dtypes[W.q]), s};
+    if (bias >= 0) ins.push_back(reshape(bias, {N}));
+    return become(last, Op::MatmulIntegerScaled, ins, {}, inner, "qdq matmul -> matmul_integer_scaled");
+  }
+
   template <class F>
   void sweep(F f) {
     index();
@@ -721,6 +814,7 @@ struct Rewriter {
 
 void rewrite_patterns(Work& w, const OptOptions& o, OptStats& st) {
   Rewriter rw{w, o, st, {}, {}, {}, {}};
+  rw.sweep([&](int v) { rw.integer_scaled(v) || rw.qdq_matmul(v); });
   rw.sweep([&](int v) { rw.gelu(v); });
   rw.sweep([&](int v) { rw.layer_norm(v) || rw.rms_norm(v); });
   rw.sweep([&](int v) { rw.conv_affine(v); });

@@ -94,6 +94,8 @@ class Executor {
   // Compiled mode's optimiser for this backend (passes::OptOptions::transposed_linear): whether
   // matmul(x, B) + b with a constant B [K, N] becomes linear(x, B^T, b) with B^T copied once.
   virtual bool transposed_linear_weights() const { return true; }
+  // Whether the backend runs matmul_integer_scaled (passes::OptOptions::integer_gemm).
+  virtual bool integer_gemm() const { return false; }
 
   // The dtype this backend keeps in memory for a tensor of logical dtype `logical`.
   virtual DType storage_dtype(DType logical) const { return logical; }

@@ -24,6 +24,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/ops_index.h"
 #include "backends/cpu/ops_quant.h"
+#include "backends/cpu/qgemm.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
@@ -887,6 +888,7 @@ void run_kernel(const Kernel& k) {
 struct PlanStep {
   Kernel k;
   std::shared_ptr<const cpu::PackedB> packed;
+  std::shared_ptr<const cpu::PackedQB> qpacked;  // matmul_integer[_scaled]'s constant B (qgemm.h)
   bool pack_later = false;  // a product of more than 16 rows: packed before the plan's second run
   bool has_epi = false;
   Kernel epi;                      // the consumer folded into the epilogue
@@ -1033,6 +1035,19 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
   for (size_t i = 0; i < kernels.size(); ++i) {
     PlanStep st;
     st.k = kernels[i];
+    if ((st.qpacked = cpu::pack_quant_weight(st.k))) {
+      const auto& q = *st.qpacked;
+      char b[256];
+      std::snprintf(b, sizeof b, "  %s (%s, %lldx%lldx%lld): packed once, %.3f MiB: s8 panels of 16 columns + column sums "
+                    "for qgemm (%s), weights in [%d, %d]\n",
+                    short_name(st.k).c_str(), ir::op_name(st.k.node->op), (long long)(st.k.output.numel() / std::max<int64_t>(q.N, 1)),
+                    (long long)q.N, (long long)q.K, q.bytes() / 1048576.0, cpu::qisa_name(cpu::qgemm_isa()), q.bmin, q.bmax);
+      lines += b;
+      packed_bytes += q.bytes();
+      n_packed++;
+      rec->steps.push_back(std::move(st));
+      continue;
+    }
     Product p;
     if (!as_product(st.k, p)) {
       rec->steps.push_back(std::move(st));
@@ -1095,6 +1110,7 @@ class CpuExecutor : public Executor {
   // pack_b reads a weight in either layout (and an OpenBLAS product is as fast on both), so a
   // transposed copy of matmul(x, B) + b's B would only be held next to the packed one.
   bool transposed_linear_weights() const override { return false; }
+  bool integer_gemm() const override { return true; }
   std::string description() const override {
     return "CPU, " + std::to_string(cpu::ThreadPool::global().size()) + " threads, " + cpu::gemm_description();
   }
@@ -1139,6 +1155,15 @@ class CpuExecutor : public Executor {
           st.pack_later = false;
         }
     for (const auto& st : rec->steps) {
+      if (st.qpacked) {
+        auto t0 = std::chrono::steady_clock::now();
+        cpu::run_quant_packed(st.k, *st.qpacked);
+        if (profiling_) {
+          double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          profile_.push_back({st.k.label, std::string(ir::op_name(st.k.node->op)) + " (packed)", s, st.k.flops, st.k.bytes});
+        }
+        continue;
+      }
       if (!st.packed && !st.has_epi) {
         launch(st.k);
         continue;

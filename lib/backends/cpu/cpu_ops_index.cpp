@@ -133,6 +133,58 @@ void run_min_prod_t(const Kernel& k) {
   const T* x = at<const T>(k.inputs[0]);
   T* y = at<T>(k.output);
   const bool is_min = k.node->op == Op::Min;
+  if constexpr (std::is_same_v<T, float>) {
+    // min over trailing axes of a contiguous f32 tensor (a whole-tensor min, as dynamic
+    // quantization takes): each output reads one contiguous run; 16 running minima break the
+    // dependency chain (and let the compiler vectorise), NaN propagates as above.
+    bool suffix = true;
+    for (int d = 0; d + 1 < r; ++d) suffix = suffix && !(red[d] && !red[d + 1]);
+    if (is_min && suffix && nred > 0) {
+      auto run_min = [](const float* p, int64_t n, bool* nan) {
+        float m[16];
+        bool bad[16] = {};
+        for (int j = 0; j < 16; ++j) m[j] = INFINITY;
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16)
+          for (int j = 0; j < 16; ++j) {
+            const float v = p[i + j];
+            bad[j] |= v != v;
+            m[j] = v < m[j] ? v : m[j];
+          }
+        float acc = INFINITY;
+        bool any = false;
+        for (; i < n; ++i) any |= p[i] != p[i], acc = p[i] < acc ? p[i] : acc;
+        for (int j = 0; j < 16; ++j) any |= bad[j], acc = m[j] < acc ? m[j] : acc;
+        *nan = *nan || any;
+        return acc;
+      };
+      if (nout == 1) {
+        const int64_t chunk = 1 << 15, nch = (nred + chunk - 1) / chunk;
+        std::vector<float> part((size_t)nch);
+        std::vector<char> pnan((size_t)nch, 0);
+        parallel(nch, 1, [&](int64_t b, int64_t e) {
+          for (int64_t c = b; c < e; ++c) {
+            bool nan = false;
+            part[c] = run_min(x + c * chunk, std::min(chunk, nred - c * chunk), &nan);
+            pnan[c] = nan;
+          }
+        });
+        float acc = INFINITY;
+        bool nan = false;
+        for (int64_t c = 0; c < nch; ++c) nan = nan || pnan[c], acc = part[c] < acc ? part[c] : acc;
+        y[0] = nan ? NAN : acc;
+      } else {
+        parallel(nout, std::max<int64_t>(1, 4096 / nred), [&](int64_t b, int64_t e) {
+          for (int64_t o = b; o < e; ++o) {
+            bool nan = false;
+            const float v = run_min(x + o * nred, nred, &nan);
+            y[o] = nan ? NAN : v;
+          }
+        });
+      }
+      return;
+    }
+  }
   parallel(nout, 16, [&](int64_t b, int64_t e) {
     walk(kd, {ks}, {0}, b, e, [&](int64_t o, const std::vector<int64_t>& base) {
       if constexpr (std::is_floating_point_v<T>) {

@@ -1,15 +1,19 @@
-// CPU reference kernels of quantize, dequantize and matmul_integer (ONNX QuantizeLinear,
-// DequantizeLinear and MatMulInteger; docs/graph-format.md). Plain loops: the fused integer
-// kernels of compiled mode come later (docs/ir-design.md section 2).
+// CPU kernels of quantize, dequantize, matmul_integer, matmul_integer_scaled and matmul_nbits
+// (ONNX QuantizeLinear, DequantizeLinear, MatMulInteger, ONNX Runtime's MatMulNBits;
+// docs/graph-format.md). Integer products run qgemm (qgemm.h, exact on every ISA path) where
+// the shapes allow, 4-bit products with up to 16 rows the AVX-512 decode kernel; the plain
+// reference loops below run everything else (and everything with RLX_QGEMM_REFERENCE=1).
 #include "backends/cpu/ops_quant.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <vector>
 
 #include "backends/cpu/access.h"
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/qgemm.h"
 #include "backends/cpu/thread_pool.h"
 #include "ir/op_registry.h"
 
@@ -62,8 +66,45 @@ std::vector<int32_t> ints_of(const TensorRef& t) {
   return v;
 }
 
+// quantize's per-tensor f32 fast path: the reference's operations (x / scale in f32, round half
+// to even, + zero point, saturate; NaN gives the zero point) on a contiguous run, vectorised.
+inline __attribute__((always_inline)) void quantize_run_body(const float* __restrict x, int64_t n, float s, float zp,
+                                                              float lo, float hi, uint8_t* __restrict y) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v = std::nearbyint(x[i] / s) + zp;
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    v = v != v ? zp : v;
+    y[i] = (uint8_t)(int32_t)v;
+  }
+}
+__attribute__((target("avx2"))) void quantize_run_avx2(const float* x, int64_t n, float s, float zp, float lo, float hi,
+                                                        uint8_t* y) {
+  quantize_run_body(x, n, s, zp, lo, hi, y);
+}
+void quantize_run_base(const float* x, int64_t n, float s, float zp, float lo, float hi, uint8_t* y) {
+  quantize_run_body(x, n, s, zp, lo, hi, y);
+}
+
 void run_quantize(const Kernel& k) {
   const ScaleIndex si(k);
+  if (si.q.kind == ir::QuantParams::PerTensor && stored_dtype(k.inputs[0]) == DType::f32) {
+    const float s = floats_of(k.inputs[1])[0];
+    const float zp = k.inputs.size() == 3 ? (float)ints_of(k.inputs[2])[0] : 0.f;
+    const DType out = k.output.dtype;
+    const float lo = (float)dtype_traits(out).min, hi = (float)dtype_traits(out).max;
+    const float* x = reinterpret_cast<const float*>(bytes(k.inputs[0]));
+    uint8_t* y = bytes(k.output);
+    static const bool avx2 = [] {
+      const char* e = std::getenv("RLX_CPU_ISA");
+      __builtin_cpu_init();
+      return !(e && std::string(e) == "base") && __builtin_cpu_supports("avx2");
+    }();
+    parallel(k.output.numel(), 16384, [&](int64_t b, int64_t e) {
+      (avx2 ? quantize_run_avx2 : quantize_run_base)(x + b, e - b, s, zp, lo, hi, y + b);
+    });
+    return;
+  }
   const std::vector<float> x = floats_of(k.inputs[0]), s = floats_of(k.inputs[1]);
   std::vector<int32_t> zp(s.size(), 0);
   if (k.inputs.size() == 3) zp = ints_of(k.inputs[2]);
@@ -98,13 +139,91 @@ void run_dequantize(const Kernel& k) {
   convert_elements(y.data(), DType::f32, bytes(k.output), k.output.dtype, (int64_t)y.size());
 }
 
+bool is_byte(DType t) { return t == DType::u8 || t == DType::i8; }
+
+// Zero points as int32 (a: [1] or per row, b: [1] or per column).
+std::vector<int32_t> zero_points(const Kernel& k, size_t i) {
+  return k.inputs.size() > i ? ints_of(k.inputs[i]) : std::vector<int32_t>{0};
+}
+
+}  // namespace
+
+// The fast path (qgemm.h): B a matrix (or batch dims of one), A's rows contiguous, zero points
+// scalar, per row of A (repeated over A's batches, or one per batch row) and per column of B.
+// Returns false when the shapes take the reference loops.
+bool matmul_integer_fast(const Kernel& k, const PackedQB* packed, const QEpilogue& ep, void* out) {
+  const Shape &as = k.inputs[0].shape, &bs = k.inputs[1].shape;
+  if (as.size() < 2 || bs.size() < 2) return false;
+  if (!is_byte(stored_dtype(k.inputs[0])) || !is_byte(stored_dtype(k.inputs[1]))) return false;
+  if (shape_numel(Shape(bs.begin(), bs.end() - 2)) != 1) return false;
+  const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  const int64_t rows = shape_numel(as) / std::max<int64_t>(K, 1);
+  if (k.output.shape.size() != as.size()) return false;  // B's extra batch dims broadcast A
+  const std::vector<int32_t> za = zero_points(k, 2), zb = zero_points(k, 3);
+  if (!(za.size() == 1 || za.size() == (size_t)M || za.size() == (size_t)rows)) return false;
+  if (!(zb.size() == 1 || zb.size() == (size_t)N)) return false;
+  std::shared_ptr<const PackedQB> own;
+  if (!packed) {
+    own = pack_qb(bytes(k.inputs[1]), stored_dtype(k.inputs[1]) == DType::i8, K, N, N);
+    packed = own.get();
+  }
+  const bool a_signed = stored_dtype(k.inputs[0]) == DType::i8;
+  if (za.size() == 1 || za.size() == (size_t)rows) {
+    qgemm(rows, bytes(k.inputs[0]), a_signed, K, za.data(), za.size() > 1, *packed, zb.data(), zb.size() > 1,
+          static_cast<int32_t*>(out), N, ep);
+  } else {  // per row of each batch's M rows
+    std::vector<int32_t> zr((size_t)rows);
+    for (int64_t r = 0; r < rows; ++r) zr[r] = za[r % M];
+    qgemm(rows, bytes(k.inputs[0]), a_signed, K, zr.data(), true, *packed, zb.data(), zb.size() > 1,
+          static_cast<int32_t*>(out), N, ep);
+  }
+  return true;
+}
+
+namespace {
+
+// RLX_QGEMM_REFERENCE=1: the plain loops below (for comparisons).
+bool reference_only() {
+  static const bool yes = std::getenv("RLX_QGEMM_REFERENCE") != nullptr;
+  return yes;
+}
+
+void matmul_integer_reference(const Kernel& k, int32_t* y);
+
 void run_matmul_integer(const Kernel& k) {
+  if (!reference_only() && matmul_integer_fast(k, nullptr, {}, bytes(k.output))) return;
+  matmul_integer_reference(k, reinterpret_cast<int32_t*>(bytes(k.output)));
+}
+
+// matmul_integer_scaled: the integer product, then f32(acc) * scale [+ bias].
+void run_matmul_integer_scaled(const Kernel& k, const PackedQB* packed) {
+  const std::vector<float> sc = floats_of(k.inputs[4]);
+  const std::vector<float> bias = k.inputs.size() > 5 ? floats_of(k.inputs[5]) : std::vector<float>{};
+  QEpilogue ep;
+  ep.to_float = true;
+  ep.b_scale = sc.data();
+  ep.b_scale_per_col = sc.size() > 1;
+  ep.bias = bias.empty() ? nullptr : bias.data();
+  if (!reference_only() && matmul_integer_fast(k, packed, ep, bytes(k.output))) return;
+  const int64_t N = k.inputs[1].shape.back(), total = k.output.numel();
+  std::vector<int32_t> acc((size_t)total);
+  matmul_integer_reference(k, acc.data());
+  float* y = reinterpret_cast<float*>(bytes(k.output));
+  for (int64_t i = 0; i < total; ++i) {
+    float v = (float)acc[i] * sc[sc.size() > 1 ? i % N : 0];
+    if (!bias.empty()) v += bias[i % N];
+    y[i] = v;
+  }
+}
+
+void matmul_integer_reference(const Kernel& k, int32_t* y) {
   const Shape &as = k.inputs[0].shape, &bs = k.inputs[1].shape, &os = k.output.shape;
   const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
   const std::vector<int32_t> a = ints_of(k.inputs[0]), b = ints_of(k.inputs[1]);
   std::vector<int32_t> azp{0}, bzp{0};
   if (k.inputs.size() > 2) azp = ints_of(k.inputs[2]);
   if (k.inputs.size() > 3) bzp = ints_of(k.inputs[3]);
+
   // Batch index of a and b for each output batch (NumPy broadcasting of the leading dims).
   const size_t rb = os.size() - 2;
   const Shape ob(os.begin(), os.end() - 2);
@@ -123,7 +242,6 @@ void run_matmul_integer(const Kernel& k) {
     }
     return idx;
   };
-  int32_t* y = reinterpret_cast<int32_t*>(bytes(k.output));
   parallel(batches * M, 4, [&](int64_t lo, int64_t hi) {
     std::vector<int32_t> col((size_t)K);
     for (int64_t row = lo; row < hi; ++row) {
@@ -150,6 +268,16 @@ void run_matmul_integer(const Kernel& k) {
 void run_matmul_nbits(const Kernel& k) {
   const auto& at = k.node->attrs;
   const int64_t K = at.i("k"), N = at.i("n"), bits = at.i("bits"), bs = at.i("block_size");
+  // M <= 16 rows, 4 bits, f32: the decode kernel (qgemm.h), reading each weight byte once.
+  if (!reference_only() && bits == 4 && stored_dtype(k.inputs[0]) == DType::f32 && k.output.dtype == DType::f32 &&
+      stored_dtype(k.inputs[2]) == DType::f32) {
+    const int64_t M = K ? k.inputs[0].numel() / K : 0;
+    const uint8_t* zp = k.inputs.size() == 4 ? bytes(k.inputs[3]) : nullptr;
+    if (nbits4_small_m(M, reinterpret_cast<const float*>(bytes(k.inputs[0])), K, bytes(k.inputs[1]),
+                       reinterpret_cast<const float*>(bytes(k.inputs[2])), zp, N, bs,
+                       reinterpret_cast<float*>(bytes(k.output))))
+      return;
+  }
   const int64_t kb = (K + bs - 1) / bs, blob = bs * bits / 8, zcols = (kb * bits + 7) / 8;
   const int64_t per_byte = 8 / bits;
   const uint32_t mask = (1u << bits) - 1;
@@ -178,7 +306,7 @@ void run_matmul_nbits(const Kernel& k) {
 bool is_quant_op(const Kernel& k) {
   if (k.fused || !k.node) return false;
   return k.node->op == Op::Quantize || k.node->op == Op::Dequantize || k.node->op == Op::MatmulInteger ||
-         k.node->op == Op::MatmulNbits;
+         k.node->op == Op::MatmulNbits || k.node->op == Op::MatmulIntegerScaled;
 }
 
 bool run_quant_op(const Kernel& k) {
@@ -187,8 +315,23 @@ bool run_quant_op(const Kernel& k) {
     case Op::Quantize: run_quantize(k); return true;
     case Op::Dequantize: run_dequantize(k); return true;
     case Op::MatmulNbits: run_matmul_nbits(k); return true;
+    case Op::MatmulIntegerScaled: run_matmul_integer_scaled(k, nullptr); return true;
     default: run_matmul_integer(k); return true;
   }
+}
+
+std::shared_ptr<const PackedQB> pack_quant_weight(const Kernel& k) {
+  if (!k.node || (k.node->op != Op::MatmulInteger && k.node->op != Op::MatmulIntegerScaled)) return nullptr;
+  if (!(k.const_inputs & 2u) || k.inputs[1].shape.size() != 2) return nullptr;
+  if (!is_byte(stored_dtype(k.inputs[0])) || !is_byte(stored_dtype(k.inputs[1]))) return nullptr;
+  const Shape& b = k.inputs[1].shape;
+  return pack_qb(bytes(k.inputs[1]), stored_dtype(k.inputs[1]) == DType::i8, b[0], b[1], b[1]);
+}
+
+void run_quant_packed(const Kernel& k, const PackedQB& packed) {
+  if (k.node->op == Op::MatmulIntegerScaled) return run_matmul_integer_scaled(k, &packed);
+  if (reference_only() || !matmul_integer_fast(k, &packed, {}, bytes(k.output)))
+    matmul_integer_reference(k, reinterpret_cast<int32_t*>(bytes(k.output)));
 }
 
 }  // namespace rlx::cpu

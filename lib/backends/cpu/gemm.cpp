@@ -114,7 +114,7 @@ int blas_int(int64_t v) {
 bool use_avx512() {
   static const bool yes = [] {
     const char* e = std::getenv("RLX_CPU_ISA");
-    if (e && (std::string(e) == "base" || std::string(e) == "avx2")) return false;
+    if (e && (std::string(e) == "base" || std::string(e) == "avx2" || std::string(e) == "avxvnni")) return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") != 0;
   }();

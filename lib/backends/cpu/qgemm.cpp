@@ -1,0 +1,527 @@
+// rlx's exact 8-bit integer GEMM: see qgemm.h for the arithmetic and why it is exact.
+#include "backends/cpu/qgemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "backends/cpu/thread_pool.h"
+
+namespace rlx::cpu {
+
+namespace {
+
+bool cpu_has(QIsa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+    case QIsa::Base: return true;
+    case QIsa::Avx2: return __builtin_cpu_supports("avx2");
+    case QIsa::AvxVnni: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni");
+    case QIsa::Avx512Vnni:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+}
+
+constexpr int kPanel = 16;  // columns per packed panel
+
+// vpdpbusd through inline asm with the accumulator tied to its register ("+v"): with the
+// intrinsics GCC 12 copied every accumulator to a new register and back on every k step
+// (32 extra moves and a stack spill per 16 products in the 4 x 4 tile). acc += u8(a) . s8(b).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) inline __m512i dpbusd512(__m512i acc, __m512i a,
+                                                                                           __m512i b) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+// AVX-VNNI: the VEX encoding ({vex}), which CPUs with AVX-VNNI but no AVX-512 decode.
+__attribute__((target("avx2,avxvnni"))) inline __m256i dpbusd256(__m256i acc, __m256i a, __m256i b) {
+  asm("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(a), "x"(b));
+  return acc;
+}
+
+// ---------------- kernels: raw dot products of packed rows and panels ----------------
+// Each computes out[r][c] = sum_k A'[r][k] * B'[k][p0 * 16 + c] for r < mr (A' rows of K4 * 4
+// u8, leading dimension lda) and NP panels starting at B (panel stride K4 * 64 bytes); out
+// has leading dimension ldo and NP * 16 columns.
+
+void tile_base(int mr, int np, const uint8_t* A, int64_t lda, const int8_t* B, int64_t K4, int64_t ps,
+               int32_t* out, int64_t ldo, bool acc_in) {
+  for (int r = 0; r < mr; ++r)
+    for (int p = 0; p < np; ++p) {
+      const int8_t* P = B + p * ps;
+      for (int c = 0; c < kPanel; ++c) {
+        uint32_t acc = acc_in ? (uint32_t)out[r * ldo + p * kPanel + c] : 0;  // wrapping, as vpdpbusd
+        for (int64_t k = 0; k < K4; ++k)
+          for (int j = 0; j < 4; ++j)
+            acc += (uint32_t)((int32_t)A[r * lda + k * 4 + j] * (int32_t)P[k * 64 + c * 4 + j]);
+        out[r * ldo + p * kPanel + c] = (int32_t)acc;
+      }
+    }
+}
+
+template <int MR, int NP>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void tile512(const uint8_t* A, int64_t lda,
+                                                                               const int8_t* B, int64_t K4,
+                                                                               int64_t ps, int32_t* out, int64_t ldo,
+                                                                               bool acc_in) {
+  __m512i acc[MR][NP];
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < NP; ++p)
+      acc[r][p] = acc_in ? _mm512_loadu_si512(out + r * ldo + p * kPanel) : _mm512_setzero_si512();
+  for (int64_t k = 0; k < K4; ++k) {
+    __m512i b[NP];
+    for (int p = 0; p < NP; ++p) b[p] = _mm512_loadu_si512(B + p * ps + k * 64);
+    for (int r = 0; r < MR; ++r) {
+      int32_t a4;
+      std::memcpy(&a4, A + r * lda + k * 4, 4);
+      const __m512i a = _mm512_set1_epi32(a4);
+      for (int p = 0; p < NP; ++p) acc[r][p] = dpbusd512(acc[r][p], a, b[p]);
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < NP; ++p) _mm512_storeu_si512(out + r * ldo + p * kPanel, acc[r][p]);
+}
+
+template <int MR, int NP>
+__attribute__((target("avx2,avxvnni"))) void tilevnni(const uint8_t* A, int64_t lda, const int8_t* B, int64_t K4,
+                                                        int64_t ps, int32_t* out, int64_t ldo, bool acc_in) {
+  __m256i acc[MR][2 * NP];
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < 2 * NP; ++p)
+      acc[r][p] = acc_in ? _mm256_loadu_si256((const __m256i*)(out + r * ldo + p * 8)) : _mm256_setzero_si256();
+  for (int64_t k = 0; k < K4; ++k) {
+    __m256i b[2 * NP];
+    for (int p = 0; p < NP; ++p) {
+      b[2 * p] = _mm256_loadu_si256((const __m256i*)(B + p * ps + k * 64));
+      b[2 * p + 1] = _mm256_loadu_si256((const __m256i*)(B + p * ps + k * 64 + 32));
+    }
+    for (int r = 0; r < MR; ++r) {
+      int32_t a4;
+      std::memcpy(&a4, A + r * lda + k * 4, 4);
+      const __m256i a = _mm256_set1_epi32(a4);
+      for (int p = 0; p < 2 * NP; ++p) acc[r][p] = dpbusd256(acc[r][p], a, b[p]);
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < 2 * NP; ++p) _mm256_storeu_si256((__m256i*)(out + r * ldo + p * 8), acc[r][p]);
+}
+
+// AVX2: bytes widened to int16 and multiplied with vpmaddwd (exact; see qgemm.h). A panel's
+// 4 columns x 4 k (16 bytes) widen to 16 int16; the row's 4 activations repeat in each 64 bits,
+// so vpmaddwd gives 2 partial sums per column, added pairwise at the end.
+template <int MR>
+__attribute__((target("avx2"))) void tile_avx2(const uint8_t* A, int64_t lda, const int8_t* B, int64_t K4,
+                                                int32_t* out, int64_t ldo, bool acc_in) {
+  __m256i acc[MR][4];
+  for (int r = 0; r < MR; ++r)
+    for (int g = 0; g < 4; ++g) acc[r][g] = _mm256_setzero_si256();
+  for (int64_t k = 0; k < K4; ++k) {
+    __m256i b[4];
+    for (int g = 0; g < 4; ++g) b[g] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(B + k * 64 + g * 16)));
+    for (int r = 0; r < MR; ++r) {
+      int32_t a4;
+      std::memcpy(&a4, A + r * lda + k * 4, 4);
+      const __m256i a = _mm256_cvtepu8_epi16(_mm_set1_epi32(a4));
+      for (int g = 0; g < 4; ++g) acc[r][g] = _mm256_add_epi32(acc[r][g], _mm256_madd_epi16(b[g], a));
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int h = 0; h < 2; ++h) {
+      __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][2 * h], acc[r][2 * h + 1]), 0xD8);
+      if (acc_in) s = _mm256_add_epi32(s, _mm256_loadu_si256((const __m256i*)(out + r * ldo + h * 8)));
+      _mm256_storeu_si256((__m256i*)(out + r * ldo + h * 8), s);
+    }
+}
+
+// Rows mr <= MRmax, np panels (np == NPmax or 1).
+constexpr int kMR512 = 4, kNP512 = 4, kMRvnni = 2, kNPvnni = 2, kMRavx2 = 2;
+
+// K4 groups of 4 k from A and B (a K block: B's panels are ps bytes apart); acc_in: add to out.
+void tile(QIsa isa, int mr, int np, const uint8_t* A, int64_t lda, const int8_t* B, int64_t K4, int64_t ps,
+          int32_t* out, int64_t ldo, bool acc_in) {
+  switch (isa) {
+    case QIsa::Avx512Vnni:
+#define RLX_T(R)                                                  \
+  case R:                                                         \
+    if (np == kNP512) tile512<R, kNP512>(A, lda, B, K4, ps, out, ldo, acc_in); \
+    else tile512<R, 1>(A, lda, B, K4, ps, out, ldo, acc_in);                  \
+    return;
+      switch (mr) { RLX_T(1) RLX_T(2) RLX_T(3) RLX_T(4) RLX_T(5) RLX_T(6) }
+#undef RLX_T
+      return;
+    case QIsa::AvxVnni:
+#define RLX_T(R)                                                    \
+  case R:                                                           \
+    if (np == kNPvnni) tilevnni<R, kNPvnni>(A, lda, B, K4, ps, out, ldo, acc_in); \
+    else tilevnni<R, 1>(A, lda, B, K4, ps, out, ldo, acc_in);                   \
+    return;
+      switch (mr) { RLX_T(1) RLX_T(2) }
+#undef RLX_T
+      return;
+    case QIsa::Avx2:
+      if (mr == 2) tile_avx2<2>(A, lda, B, K4, out, ldo, acc_in);
+      else tile_avx2<1>(A, lda, B, K4, out, ldo, acc_in);
+      return;
+    case QIsa::Base: tile_base(mr, np, A, lda, B, K4, ps, out, ldo, acc_in); return;
+  }
+}
+int max_rows(QIsa isa) {
+  return isa == QIsa::Avx512Vnni ? kMR512 : isa == QIsa::AvxVnni ? kMRvnni : isa == QIsa::Avx2 ? kMRavx2 : 4;
+}
+int max_panels(QIsa isa) { return isa == QIsa::Avx512Vnni ? kNP512 : isa == QIsa::AvxVnni ? kNPvnni : 1; }
+
+// ---------------- the zero-point correction and the float epilogue ----------------
+struct Finish {
+  int64_t K;
+  const int32_t* rs;   // [M] row sums of A'
+  const int32_t* zam;  // [M] A's zero point (shifted)
+  const int32_t* zbn;  // [N] B's zero point (shifted)
+  const int32_t* un;   // [N] colsum(B') - K * zb'
+  const QEpilogue* ep;
+  const float* scale;  // [N] b_scale per column (to_float)
+  const float* bias;   // [N] or null
+};
+
+inline __attribute__((always_inline)) void finish_body(const Finish& f, int32_t* C, int64_t ldc, int64_t m0,
+                                                        int64_t m1, int64_t n0, int64_t n1) {
+  const uint32_t* __restrict zb = (const uint32_t*)f.zbn;
+  const uint32_t* __restrict u = (const uint32_t*)f.un;
+  for (int64_t m = m0; m < m1; ++m) {
+    int32_t* c = C + m * ldc;
+    const uint32_t rs = (uint32_t)f.rs[m], za = (uint32_t)f.zam[m];
+    // sum (a - za)(b - zb) = dot - zb * rowsum(a) - za * (colsum(b) - K * zb), wrapping
+    if (!f.ep->to_float) {
+      for (int64_t n = n0; n < n1; ++n) c[n] = (int32_t)((uint32_t)c[n] - zb[n] * rs - za * u[n]);
+      continue;
+    }
+    // float(acc) * (a_scale * b_scale) [+ bias]: the f32 operations of cast, mul, add.
+    const float as = f.ep->a_scale ? f.ep->a_scale[f.ep->a_scale_per_row ? m : 0] : 1.f;
+    const float* __restrict sc = f.scale;
+    const float* __restrict bias = f.bias;
+    for (int64_t n = n0; n < n1; ++n) {
+      const int32_t v = (int32_t)((uint32_t)c[n] - zb[n] * rs - za * u[n]);
+      float y = (float)v * (as * sc[n]);
+      if (bias) y += bias[n];
+      std::memcpy(c + n, &y, 4);
+    }
+  }
+}
+__attribute__((target("avx2"))) void finish_avx2(const Finish& f, int32_t* C, int64_t ldc, int64_t m0, int64_t m1,
+                                                  int64_t n0, int64_t n1) {
+  finish_body(f, C, ldc, m0, m1, n0, n1);
+}
+void finish_base(const Finish& f, int32_t* C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  finish_body(f, C, ldc, m0, m1, n0, n1);
+}
+
+// 16 4-bit values (8 bytes, low nibble first) minus the zero point, as f32.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 nib16(const uint8_t* p, __m512i z) {
+  uint64_t b8;
+  std::memcpy(&b8, p, 8);
+  const __m128i x = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)b8));  // 8 x u16 bytes
+  const __m128i lo = _mm_and_si128(x, _mm_set1_epi16(15));
+  const __m128i hi = _mm_srli_epi16(x, 4);
+  const __m128i v = _mm_or_si128(lo, _mm_slli_epi16(hi, 8));  // bytes: lo0 hi0 lo1 hi1 ...
+  return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(v), z));
+}
+
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void nbits4_rows(const float* A, int64_t K, const uint8_t* B,
+                                                                        const float* sc, const uint8_t* zp,
+                                                                        int64_t zcols, int64_t n0, int64_t n1,
+                                                                        int64_t bs, float* C, int64_t N) {
+  const int64_t kb = (K + bs - 1) / bs, blob = bs / 2;
+  for (int64_t n = n0; n < n1; ++n) {
+    __m512 tot[R];
+    for (int r = 0; r < R; ++r) tot[r] = _mm512_setzero_ps();
+    const uint8_t* col = B + n * kb * blob;
+    for (int64_t b = 0; b < kb; ++b) {
+      const int32_t z = zp ? (zp[n * zcols + b / 2] >> ((b % 2) * 4)) & 15 : 8;
+      const __m512i zv = _mm512_set1_epi32(z);
+      __m512 d[R];
+      for (int r = 0; r < R; ++r) d[r] = _mm512_setzero_ps();
+      const int64_t k0 = b * bs, kn = std::min(bs, K - k0);
+      for (int64_t j = 0; j < kn; j += 16) {
+        const __m512 q = nib16(col + b * blob + j / 2, zv);
+        for (int r = 0; r < R; ++r) d[r] = _mm512_fmadd_ps(_mm512_loadu_ps(A + r * K + k0 + j), q, d[r]);
+      }
+      const __m512 s = _mm512_set1_ps(sc[n * kb + b]);  // the block's scale, once per block
+      for (int r = 0; r < R; ++r) tot[r] = _mm512_fmadd_ps(s, d[r], tot[r]);
+    }
+    for (int r = 0; r < R; ++r) C[r * N + n] = _mm512_reduce_add_ps(tot[r]);
+  }
+}
+
+// Blocks of a multiple of 32: 16 bytes (32 values) per step, widened straight to 16 int32
+// lanes of bytes; the low nibbles are the even k, the high ones the odd k, multiplied with the
+// activations split once per call into even and odd halves (AE, AO: [R][K / 2]). The zero
+// point leaves the inner loop: sum a (q - z) = sum a q - z * sum a (AS: [R][kb] block sums).
+template <int R, int NC>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void nbits4_rows32(const float* AE, const float* AO,
+                                                                          const float* AS, int64_t K,
+                                                                          const uint8_t* B, const float* sc,
+                                                                          const uint8_t* zp, int64_t zcols, int64_t n0,
+                                                                          int64_t n1, int64_t bs, float* C, int64_t N) {
+  // NC columns at a time: independent accumulator chains (one column alone is bound by the
+  // latency of its per-block chain) and one load of the activations for all of them.
+  const int64_t kb = K / bs, blob = bs / 2, K2 = K / 2;
+  const __m512i m15 = _mm512_set1_epi32(15);
+  for (int64_t n = n0; n < n1; n += NC) {
+    __m512 tot[NC][R];
+    float corr[NC][R];
+    for (int c = 0; c < NC; ++c)
+      for (int r = 0; r < R; ++r) tot[c][r] = _mm512_setzero_ps(), corr[c][r] = 0.f;
+    for (int64_t b = 0; b < kb; ++b) {
+      __m512 d[NC][R];
+      for (int c = 0; c < NC; ++c)
+        for (int r = 0; r < R; ++r) d[c][r] = _mm512_setzero_ps();
+      for (int64_t j = 0; j < blob; j += 16) {
+        const int64_t h = b * blob + j;  // index into the even / odd halves
+        __m512 ae[R], ao[R];
+        for (int r = 0; r < R; ++r) ae[r] = _mm512_loadu_ps(AE + r * K2 + h), ao[r] = _mm512_loadu_ps(AO + r * K2 + h);
+        for (int c = 0; c < NC; ++c) {
+          const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(B + (n + c) * kb * blob + h)));
+          const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(x, m15));
+          const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(x, 4));
+          for (int r = 0; r < R; ++r) {
+            d[c][r] = _mm512_fmadd_ps(ae[r], lo, d[c][r]);
+            d[c][r] = _mm512_fmadd_ps(ao[r], hi, d[c][r]);
+          }
+        }
+      }
+      for (int c = 0; c < NC; ++c) {
+        const float sb = sc[(n + c) * kb + b];
+        const float z = (float)(zp ? (zp[(n + c) * zcols + b / 2] >> ((b % 2) * 4)) & 15 : 8);
+        const __m512 s = _mm512_set1_ps(sb);  // the block's scale, once per block
+        for (int r = 0; r < R; ++r) {
+          tot[c][r] = _mm512_fmadd_ps(s, d[c][r], tot[c][r]);
+          corr[c][r] += sb * z * AS[r * kb + b];
+        }
+      }
+    }
+    for (int c = 0; c < NC; ++c)
+      for (int r = 0; r < R; ++r) C[r * N + n + c] = _mm512_reduce_add_ps(tot[c][r]) - corr[c][r];
+  }
+}
+
+}  // namespace
+
+bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp,
+                    int64_t N, int64_t bs, float* C, Threads th) {
+  static const bool ok = [] {
+    const char* e = std::getenv("RLX_CPU_ISA");
+    if (e && std::string(e) != "avx512vnni") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  }();
+  if (!ok || M < 1 || M > 16 || K % 16 != 0 || bs % 16 != 0) return false;
+  const int64_t kb = (K + bs - 1) / bs, zcols = (kb * 4 + 7) / 8;
+  if (bs % 32 == 0 && K % bs == 0) {
+    // Activations split into even / odd k and block sums, once per call.
+    const int64_t K2 = K / 2;
+    std::vector<float> AE((size_t)(M * K2)), AO((size_t)(M * K2)), AS((size_t)(M * kb));
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t k = 0; k < K2; ++k) AE[m * K2 + k] = A[m * K + 2 * k], AO[m * K2 + k] = A[m * K + 2 * k + 1];
+      for (int64_t b = 0; b < kb; ++b) {
+        float t = 0.f;
+        for (int64_t k = 0; k < bs; ++k) t += A[m * K + b * bs + k];
+        AS[m * kb + b] = t;
+      }
+    }
+    auto body32 = [&](int64_t n0, int64_t n1) {
+      for (int64_t m = 0; m < M; m += 4) {
+        const int r = (int)std::min<int64_t>(4, M - m);
+        const float *ae = AE.data() + m * K2, *ao = AO.data() + m * K2, *as = AS.data() + m * kb;
+        float* c = C + m * N;
+        // columns in groups (4 for one row, 2 for two), the rest one at a time
+        const int64_t nc = r == 1 ? 4 : r == 2 ? 2 : 1, nm = n0 + (n1 - n0) / nc * nc;
+        switch (r) {
+          case 1:
+            nbits4_rows32<1, 4>(ae, ao, as, K, B, scales, zp, zcols, n0, nm, bs, c, N);
+            nbits4_rows32<1, 1>(ae, ao, as, K, B, scales, zp, zcols, nm, n1, bs, c, N);
+            break;
+          case 2:
+            nbits4_rows32<2, 2>(ae, ao, as, K, B, scales, zp, zcols, n0, nm, bs, c, N);
+            nbits4_rows32<2, 1>(ae, ao, as, K, B, scales, zp, zcols, nm, n1, bs, c, N);
+            break;
+          case 3: nbits4_rows32<3, 1>(ae, ao, as, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
+          default: nbits4_rows32<4, 1>(ae, ao, as, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
+        }
+      }
+    };
+    if (th == Threads::Single) body32(0, N);
+    else ThreadPool::global().parallel_for(N, 16, body32);
+    return true;
+  }
+  auto body = [&](int64_t n0, int64_t n1) {
+    for (int64_t m = 0; m < M; m += 4) {
+      const int r = (int)std::min<int64_t>(4, M - m);
+      const float* a = A + m * K;
+      float* c = C + m * N;
+      switch (r) {
+        case 1: nbits4_rows<1>(a, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
+        case 2: nbits4_rows<2>(a, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
+        case 3: nbits4_rows<3>(a, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
+        default: nbits4_rows<4>(a, K, B, scales, zp, zcols, n0, n1, bs, c, N); break;
+      }
+    }
+  };
+  if (th == Threads::Single) body(0, N);
+  else ThreadPool::global().parallel_for(N, 16, body);
+  return true;
+}
+
+bool qisa_supported(QIsa isa) { return cpu_has(isa); }
+
+const char* qisa_name(QIsa isa) {
+  switch (isa) {
+    case QIsa::Avx512Vnni: return "avx512vnni";
+    case QIsa::AvxVnni: return "avxvnni";
+    case QIsa::Avx2: return "avx2";
+    case QIsa::Base: return "base";
+  }
+  return "base";
+}
+
+QIsa qgemm_isa() {
+  static const QIsa isa = [] {
+    QIsa cap = QIsa::Avx512Vnni;
+    if (const char* e = std::getenv("RLX_CPU_ISA")) {
+      const std::string s = e;
+      if (s == "base") cap = QIsa::Base;
+      else if (s == "avx2") cap = QIsa::Avx2;
+      else if (s == "avxvnni") cap = QIsa::AvxVnni;
+    }
+    for (int i = (int)cap; i > 0; --i)
+      if (cpu_has((QIsa)i)) return (QIsa)i;
+    return QIsa::Base;
+  }();
+  return isa;
+}
+
+std::shared_ptr<const PackedQB> pack_qb(const uint8_t* B, bool b_signed, int64_t K, int64_t N, int64_t ldb) {
+  auto pk = std::make_shared<PackedQB>();
+  pk->K = K;
+  pk->N = N;
+  pk->K4 = (K + 3) / 4;
+  pk->panels = (N + kPanel - 1) / kPanel;
+  pk->b_signed = b_signed;
+  pk->data.assign((size_t)(pk->panels * pk->K4 * 64), 0);
+  pk->colsum.assign((size_t)(pk->panels * kPanel), 0);
+  const uint8_t flip = b_signed ? 0 : 0x80;  // u8 b -> s8 b - 128
+  const int64_t K4 = pk->K4;
+  int8_t* D = pk->data.data();
+  int32_t* cs = pk->colsum.data();
+  ThreadPool::global().parallel_for(pk->panels, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t n0 = p * kPanel, nc = std::min<int64_t>(kPanel, N - n0);
+      int8_t* P = D + p * K4 * 64;
+      for (int64_t k = 0; k < K; ++k) {
+        const uint8_t* row = B + k * ldb + n0;
+        int8_t* dst = P + (k / 4) * 64 + (k % 4);
+        for (int64_t c = 0; c < nc; ++c) {
+          const int8_t v = (int8_t)(row[c] ^ flip);
+          dst[c * 4] = v;
+          cs[n0 + c] += v;
+        }
+      }
+    }
+  });
+  int lo = 255, hi = -128;
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) {
+      const int v = b_signed ? (int)(int8_t)B[k * ldb + n] : (int)B[k * ldb + n];
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+  pk->bmin = K && N ? lo : 0;
+  pk->bmax = K && N ? hi : 0;
+  return pk;
+}
+
+void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_t* za, bool za_per_row,
+           const PackedQB& B, const int32_t* zb, bool zb_per_col, int32_t* C, int64_t ldc, const QEpilogue& ep,
+           QIsa isa, Threads th) {
+  const int64_t K = B.K, N = B.N, K4 = B.K4, lp = K4 * 4, NP = B.panels * kPanel;
+  if (M <= 0 || N <= 0) return;
+  if (!cpu_has(isa)) isa = QIsa::Base;
+  auto run = [&](int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+    if (th == Threads::Single || n <= 1) fn(0, n);
+    else ThreadPool::global().parallel_for(n, grain, fn);
+  };
+  // A' rows (u8, padded to a multiple of 4 with zeros) and their sums; the zero points.
+  std::vector<uint8_t> Ap((size_t)(M * lp));
+  std::vector<int32_t> rs((size_t)M), zam((size_t)M), zbn((size_t)NP, 0), un((size_t)NP, 0);
+  const uint8_t flip = a_signed ? 0x80 : 0;  // i8 a -> u8 a + 128
+  run(M, std::max<int64_t>(1, 65536 / std::max<int64_t>(lp, 1)), [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      const uint8_t* src = A + m * lda;
+      uint8_t* dst = Ap.data() + m * lp;
+      int32_t s = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        dst[k] = src[k] ^ flip;
+        s += dst[k];
+      }
+      for (int64_t k = K; k < lp; ++k) dst[k] = 0;
+      rs[m] = s;
+      zam[m] = (za ? za[za_per_row ? m : 0] : 0) + (a_signed ? 128 : 0);
+    }
+  });
+  for (int64_t n = 0; n < N; ++n) {
+    zbn[n] = (zb ? zb[zb_per_col ? n : 0] : 0) - (B.b_signed ? 0 : 128);
+    un[n] = (int32_t)((uint32_t)B.colsum[n] - (uint32_t)K * (uint32_t)zbn[n]);
+  }
+  std::vector<float> bsc;
+  if (ep.to_float) {
+    bsc.assign((size_t)N, 1.f);
+    if (ep.b_scale)
+      for (int64_t n = 0; n < N; ++n) bsc[n] = ep.b_scale[ep.b_scale_per_col ? n : 0];
+  }
+  const Finish fin{K, rs.data(), zam.data(), zbn.data(), un.data(), &ep, bsc.data(), ep.bias};
+  auto finish = isa == QIsa::Base ? finish_base : finish_avx2;
+
+  // Tasks: row blocks x groups of panels. A group's panels stay in cache over its rows.
+  const int mr = max_rows(isa), npm = max_panels(isa);
+  const int64_t group = 4;  // panels per task
+  const int64_t groups = (B.panels + group - 1) / group;
+  const int64_t rb = M <= 64 ? M : 32;
+  const int64_t rblocks = (M + rb - 1) / rb;
+  // K in blocks of kKc so that a group's panel slices (4 x 16 x kKc bytes) stay in L1 while
+  // every row tile of the task passes over them; each task accumulates into its own block
+  // buffer (full panels, so partial column panels need no special store) and copies it out.
+  constexpr int64_t kKc = 256;  // k per block (a multiple of 4)
+  const int64_t ps = K4 * 64;
+  run(groups * rblocks, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<int32_t> blk((size_t)(rb * group * kPanel));
+    const int64_t ldb = group * kPanel;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t g = t % groups, r0 = (t / groups) * rb, r1 = std::min(M, r0 + rb);
+      const int64_t p0 = g * group, p1 = std::min(B.panels, p0 + group);
+      for (int64_t k0 = 0; k0 < K4 || k0 == 0; k0 += kKc / 4) {
+        const int64_t kn = std::min<int64_t>(kKc / 4, K4 - k0);
+        for (int64_t p = p0; p < p1;) {
+          const int np = p + npm <= p1 ? npm : 1;
+          const int8_t* Bp = B.data.data() + p * ps + k0 * 64;
+          for (int64_t r = r0; r < r1; r += mr) {
+            const int m = (int)std::min<int64_t>(mr, r1 - r);
+            tile(isa, m, np, Ap.data() + r * lp + k0 * 4, lp, Bp, kn, ps, blk.data() + (r - r0) * ldb + (p - p0) * kPanel,
+                 ldb, k0 > 0);
+          }
+          p += np;
+        }
+        if (K4 == 0) break;
+      }
+      const int64_t c0 = p0 * kPanel, c1 = std::min(N, p1 * kPanel);
+      for (int64_t r = r0; r < r1; ++r)
+        std::memcpy(C + r * ldc + c0, blk.data() + (r - r0) * ldb, (size_t)(c1 - c0) * 4);
+      finish(fin, C, ldc, r0, r1, c0, c1);
+    }
+  });
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,72 @@
+#pragma once
+// rlx's exact 8-bit integer GEMM (matmul_integer's fast path, compiled mode's integer products):
+//   C[m, n] = sum_k (A[m, k] - za[m]) * (B[k, n] - zb[n])   in int32, EXACT on every path,
+// A and B each u8 or i8, zero points scalar, per row of A / per column of B.
+//
+// Every path computes the product of u8 activations and s8 weights (MLAS's arrangement): an
+// i8 A is shifted to u8 (a ^ 0x80 = a + 128, with za + 128), a u8 B to s8 (b ^ 0x80 = b - 128,
+// with zb - 128). The zero points never enter the inner loop:
+//   sum (a - za)(b - zb) = sum a*b - zb * rowsum(a) - za * colsum(b) + K * za * zb,
+// colsum(b) made once while B is packed, rowsum(a) while A's rows are copied (padded to a
+// multiple of 4). All of it in wrapping int32 arithmetic: every term is exact modulo 2^32 and
+// the result fits int32 (|terms| <= 255 * 255 and K <= 33,025, the registry's limit), so it
+// is the exact result.
+// Paths, chosen once from cpuid (RLX_CPU_ISA caps it: base, avx2, avxvnni, avx512vnni):
+//   avx512vnni  vpdpbusd zmm: 4 u8*s8 products summed into each int32 lane, wrapping, never
+//               saturating (unlike vpmaddubsw, whose int16 pair sums saturate: not used);
+//   avxvnni     the same instruction on ymm (VEX encoding, AVX-VNNI CPUs without AVX-512);
+//   avx2        bytes widened to int16, vpmaddwd: pair sums <= 2 * 255 * 128, exact in int32;
+//   base        plain loops (the reference the tests compare every path with, bit for bit).
+// B is packed once ([panel of 16 columns][k / 4][16][4] s8, zero-padded) for every path.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/gemm.h"
+
+namespace rlx::cpu {
+
+enum class QIsa { Base = 0, Avx2 = 1, AvxVnni = 2, Avx512Vnni = 3 };
+QIsa qgemm_isa();                 // the CPU's best, capped by RLX_CPU_ISA
+bool qisa_supported(QIsa isa);    // the CPU runs it (tests force each supported path)
+const char* qisa_name(QIsa isa);  // "avx512vnni", "avxvnni", "avx2", "base"
+
+struct PackedQB {
+  int64_t K = 0, N = 0, K4 = 0, panels = 0;
+  bool b_signed = false;
+  std::vector<int8_t> data;     // [panels][K4][16][4]: b' = b (i8) or b - 128 (u8), 0 past K and N
+  std::vector<int32_t> colsum;  // [panels * 16]: sum over k of b'
+  int bmin = 0, bmax = 0;       // range of the original values (for plan notes)
+  size_t bytes() const { return data.size() + colsum.size() * 4; }
+};
+
+// Packs B (K x N, row-major with leading dimension ldb; bytes of u8 or i8 values).
+std::shared_ptr<const PackedQB> pack_qb(const uint8_t* B, bool b_signed, int64_t K, int64_t N, int64_t ldb);
+
+// A float epilogue, replacing the int32 result in place (C then holds f32):
+//   C = float(acc) * a_scale[m or 0] * b_scale[n or 0] [+ bias[n]]
+struct QEpilogue {
+  bool to_float = false;
+  const float* a_scale = nullptr;  // [1] or [M] (a_scale_per_row)
+  bool a_scale_per_row = false;
+  const float* b_scale = nullptr;  // [1] or [N] (b_scale_per_col)
+  bool b_scale_per_col = false;
+  const float* bias = nullptr;     // [N] or null
+};
+
+// C[M, N] (ldc) = (A - za)(B - zb) as above. A: M x K bytes with leading dimension lda.
+// za: za_per_row ? [M] : [1]; zb: zb_per_col ? [N] : [1]; null means 0.
+void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_t* za, bool za_per_row,
+           const PackedQB& B, const int32_t* zb, bool zb_per_col, int32_t* C, int64_t ldc, const QEpilogue& ep = {},
+           QIsa isa = qgemm_isa(), Threads th = Threads::Pool);
+
+// matmul_nbits (4 bits, ONNX Runtime's layout) for M <= 16 rows of f32 activations: C[M, N] =
+// A[M, K] * dequant(B)^T. Each weight byte is read once per group of 4 rows; a block's 4-bit
+// values are widened in registers to f32 (q - zero point, exact) and multiplied with the
+// activations, and the block's scale is applied once per block to the partial dot product.
+// Needs AVX-512 (F/BW) and K a multiple of 16; returns false (nothing done) otherwise.
+bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp,
+                    int64_t N, int64_t block_size, float* C, Threads th = Threads::Pool);
+
+}  // namespace rlx::cpu

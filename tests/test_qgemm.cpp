@@ -1,0 +1,196 @@
+// cpu::qgemm (lib/backends/cpu/qgemm.h) against a plain int64 reference loop written here, on
+// every instruction-set path this CPU runs (avx512vnni, avxvnni, avx2, base), bit for bit:
+// u8/i8 on either side, zero points scalar / per row / per column (extremes included),
+// adversarial values (all-255 activations, -128/+127 weights, the largest K the registry
+// allows), odd sizes, leading dimensions past the width, the float epilogue, and one thread.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/qgemm.h"
+
+namespace {
+
+using namespace rlx::cpu;
+
+uint32_t next(uint32_t& s) { return s = s * 1664525u + 1013904223u, s >> 8; }
+
+struct Case {
+  int64_t M, N, K;
+  bool as, bs;          // A / B signed (i8)
+  int zmode;            // 0 none, 1 scalar, 2 per row / per column
+  int fill;             // 0 random, 1 extremes: A at its max, B at its min, zero points opposite
+};
+
+std::vector<int64_t> reference(const Case& c, const std::vector<uint8_t>& A, int64_t lda, const std::vector<uint8_t>& B,
+                               const std::vector<int32_t>& za, const std::vector<int32_t>& zb) {
+  std::vector<int64_t> y((size_t)(c.M * c.N));
+  for (int64_t m = 0; m < c.M; ++m)
+    for (int64_t n = 0; n < c.N; ++n) {
+      int64_t acc = 0;
+      const int64_t a0 = za.empty() ? 0 : za[za.size() == 1 ? 0 : m];
+      const int64_t b0 = zb.empty() ? 0 : zb[zb.size() == 1 ? 0 : n];
+      for (int64_t k = 0; k < c.K; ++k) {
+        const int64_t a = c.as ? (int8_t)A[m * lda + k] : A[m * lda + k];
+        const int64_t b = c.bs ? (int8_t)B[k * c.N + n] : B[k * c.N + n];
+        acc += (a - a0) * (b - b0);
+      }
+      y[m * c.N + n] = acc;
+    }
+  return y;
+}
+
+void check(const Case& c, QIsa isa, unsigned seed, Threads th = Threads::Pool) {
+  SCOPED_TRACE(std::string(qisa_name(isa)) + " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) +
+               " K=" + std::to_string(c.K) + " as=" + std::to_string(c.as) + " bs=" + std::to_string(c.bs) +
+               " z=" + std::to_string(c.zmode) + " fill=" + std::to_string(c.fill));
+  uint32_t s = seed;
+  const int64_t lda = c.K + 3;
+  std::vector<uint8_t> A((size_t)(c.M * lda)), B((size_t)(c.K * c.N));
+  const uint8_t amax = c.as ? 0x7f : 0xff, amin = c.as ? 0x80 : 0x00;
+  const uint8_t bmin = c.bs ? 0x80 : 0x00, bmax = c.bs ? 0x7f : 0xff;
+  for (auto& v : A) v = c.fill ? amax : (uint8_t)next(s);
+  for (auto& v : B) v = c.fill ? bmin : (uint8_t)next(s);
+  if (c.fill == 2)  // alternate extremes
+    for (size_t i = 0; i < B.size(); ++i) B[i] = (i % 3) ? bmin : bmax;
+  std::vector<int32_t> za, zb;
+  auto zval = [&](bool sgn, bool hi) -> int32_t {
+    if (c.fill) return sgn ? (hi ? 127 : -128) : (hi ? 255 : 0);
+    const uint8_t r = (uint8_t)next(s);
+    return sgn ? (int32_t)(int8_t)r : (int32_t)r;
+  };
+  if (c.zmode == 1) za = {zval(c.as, false)}, zb = {zval(c.bs, true)};
+  if (c.zmode == 2) {
+    for (int64_t m = 0; m < c.M; ++m) za.push_back(zval(c.as, m % 2 == 0 ? false : true));
+    for (int64_t n = 0; n < c.N; ++n) zb.push_back(zval(c.bs, n % 2 == 0));
+  }
+  const auto ref = reference(c, A, lda, B, za, zb);
+  for (int64_t v : ref) ASSERT_TRUE(v >= INT32_MIN && v <= INT32_MAX) << "test case out of int32";
+  auto pk = pack_qb(B.data(), c.bs, c.K, c.N, c.N);
+  const int64_t ldc = c.N + 5;
+  std::vector<int32_t> C((size_t)(c.M * ldc), 0x5a5a5a5a);
+  qgemm(c.M, A.data(), c.as, lda, za.empty() ? nullptr : za.data(), za.size() > 1, *pk,
+        zb.empty() ? nullptr : zb.data(), zb.size() > 1, C.data(), ldc, {}, isa, th);
+  for (int64_t m = 0; m < c.M; ++m) {
+    for (int64_t n = 0; n < c.N; ++n) ASSERT_EQ(C[m * ldc + n], (int32_t)ref[m * c.N + n]) << "m=" << m << " n=" << n;
+    for (int64_t n = c.N; n < ldc; ++n) ASSERT_EQ(C[m * ldc + n], 0x5a5a5a5a) << "wrote past N";
+  }
+  // The float epilogue: float(acc) * (a_scale * b_scale[n]) + bias[n], as cast/mul/add do.
+  std::vector<float> bsc((size_t)c.N), bias((size_t)c.N);
+  for (int64_t n = 0; n < c.N; ++n) bsc[n] = 0.001f * (float)(1 + n % 7), bias[n] = 0.5f - 0.01f * (float)n;
+  const float asc = 0.037f;
+  QEpilogue ep;
+  ep.to_float = true;
+  ep.a_scale = &asc;
+  ep.b_scale = bsc.data();
+  ep.b_scale_per_col = true;
+  ep.bias = bias.data();
+  qgemm(c.M, A.data(), c.as, lda, za.empty() ? nullptr : za.data(), za.size() > 1, *pk,
+        zb.empty() ? nullptr : zb.data(), zb.size() > 1, C.data(), ldc, ep, isa, th);
+  for (int64_t m = 0; m < c.M; ++m)
+    for (int64_t n = 0; n < c.N; ++n) {
+      float want = (float)(int32_t)ref[m * c.N + n] * (asc * bsc[n]);
+      want += bias[n];
+      float got;
+      std::memcpy(&got, &C[m * ldc + n], 4);
+      ASSERT_EQ(std::memcmp(&got, &want, 4), 0) << "m=" << m << " n=" << n << " " << got << " vs " << want;
+    }
+}
+
+std::vector<QIsa> isas() {
+  std::vector<QIsa> r;
+  for (QIsa i : {QIsa::Base, QIsa::Avx2, QIsa::AvxVnni, QIsa::Avx512Vnni})
+    if (qisa_supported(i)) r.push_back(i);
+  static bool said = false;
+  if (!said) {
+    said = true;
+    std::printf("paths tested on this CPU:");
+    for (QIsa i : r) std::printf(" %s", qisa_name(i));
+    std::printf(" (default: %s)\n", qisa_name(qgemm_isa()));
+  }
+  return r;
+}
+
+TEST(Qgemm, OddSizesAllTypesAllZeroPoints) {
+  unsigned seed = 1;
+  for (QIsa isa : isas())
+    for (int64_t M : {1, 2, 3, 5, 17, 70})
+      for (int64_t N : {1, 15, 16, 17, 64, 65, 100})
+        for (int64_t K : {1, 3, 4, 5, 64, 131})
+          for (int t = 0; t < 4; ++t)
+            for (int z = 0; z < 3; ++z) check({M, N, K, (t & 1) != 0, (t & 2) != 0, z, 0}, isa, ++seed);
+}
+
+TEST(Qgemm, Adversarial) {
+  unsigned seed = 7;
+  for (QIsa isa : isas())
+    for (int fill : {1, 2})
+      for (int t = 0; t < 4; ++t)
+        for (int z = 0; z < 3; ++z) {
+          check({5, 33, 129, (t & 1) != 0, (t & 2) != 0, z, fill}, isa, ++seed);
+          check({70, 130, 771, (t & 1) != 0, (t & 2) != 0, z, fill}, isa, ++seed);
+        }
+}
+
+// The registry's K limit with the largest terms: (255 - 0) * (-128 - 127) * 33025 is
+// -2,147,450,625, just inside int32; intermediate sums wrap and the result is still exact.
+TEST(Qgemm, LargestK) {
+  for (QIsa isa : isas()) {
+    check({2, 17, 33025, false, true, 1, 1}, isa, 3);
+    check({3, 20, 33025, false, false, 2, 1}, isa, 4);
+    check({1, 16, 33025, true, true, 1, 1}, isa, 5);
+  }
+}
+
+TEST(Qgemm, SingleThreadAndDefaultIsa) {
+  check({33, 47, 99, false, true, 2, 0}, QIsa::Base, 11, Threads::Single);
+  check({33, 47, 99, true, false, 1, 0}, qgemm_isa(), 12, Threads::Single);
+  check({128, 96, 768, false, true, 1, 0}, qgemm_isa(), 13);
+}
+
+}  // namespace
+
+// matmul_nbits's decode kernel (4 bits, ORT's layout) against a double-precision loop over the
+// dequantized weights: within f32 rounding of the sum of |terms|.
+TEST(Nbits4, SmallMAgainstTheDequantizedProduct) {
+  if (!qisa_supported(QIsa::Avx512Vnni) || qgemm_isa() != QIsa::Avx512Vnni) GTEST_SKIP() << "needs AVX-512";
+  uint32_t s = 99;
+  for (int64_t M : {1, 2, 3, 5, 16})
+    for (int64_t K : {32, 96, 256})
+      for (int64_t bs : {16, 32, 64})
+        for (int64_t N : {1, 17, 40})
+          for (bool with_zp : {false, true}) {
+            const int64_t kb = (K + bs - 1) / bs, blob = bs / 2, zcols = (kb * 4 + 7) / 8;
+            std::vector<uint8_t> B((size_t)(N * kb * blob)), zp((size_t)(N * zcols));
+            std::vector<float> sc((size_t)(N * kb)), A((size_t)(M * K)), C((size_t)(M * N));
+            for (auto& v : B) v = (uint8_t)next(s);
+            for (auto& v : zp) v = (uint8_t)next(s);
+            for (auto& v : sc) v = 0.01f + (float)(next(s) % 1000) * 1e-4f;
+            for (auto& v : A) v = (float)((int)(next(s) % 2001) - 1000) * 1e-3f;
+            ASSERT_TRUE(nbits4_small_m(M, A.data(), K, B.data(), sc.data(), with_zp ? zp.data() : nullptr, N, bs,
+                                       C.data()));
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t n = 0; n < N; ++n) {
+                double want = 0, mag = 0;
+                for (int64_t k = 0; k < K; ++k) {
+                  const int64_t b = k / bs, j = k % bs;
+                  const int q = (B[(n * kb + b) * blob + j / 2] >> ((j % 2) * 4)) & 15;
+                  const int z = with_zp ? (zp[n * zcols + b / 2] >> ((b % 2) * 4)) & 15 : 8;
+                  const double t = (double)A[m * K + k] * (double)((float)(q - z) * sc[n * kb + b]);
+                  want += t;
+                  mag += std::abs(t);
+                }
+                ASSERT_NEAR(C[m * N + n], want, 1e-5 * mag + 1e-6)
+                    << "M=" << M << " K=" << K << " bs=" << bs << " N=" << N << " zp=" << with_zp << " m=" << m << " n=" << n;
+              }
+          }
+  // Shapes it does not take: K not a multiple of 16, more than 16 rows.
+  std::vector<float> A(17 * 40), C(17 * 8), sc(8 * 3);
+  std::vector<uint8_t> B(8 * 3 * 8);
+  EXPECT_FALSE(nbits4_small_m(1, A.data(), 40, B.data(), sc.data(), nullptr, 8, 16, C.data()));
+  EXPECT_FALSE(nbits4_small_m(17, A.data(), 32, B.data(), sc.data(), nullptr, 8, 16, C.data()));
+}
