@@ -47,7 +47,7 @@ ISNET_PACKAGE = "@imgly/background-removal-data@1.4.5"
 ISNET_SHA256 = "7001d60734fdc112dd9c062635fb59cd401fb82a9d4213134bce4dbd655c803a"
 
 # name: (atol, rtol)
-TOL = {"bert_dynq": (1e-4, 1e-4), "resnet18_qdq": (0.1, 0), "isnet_quint8": (2e-2, 0)}
+TOL = {"bert_dynq": (1e-4, 1e-4), "contrib_ops": (1e-4, 1e-4), "resnet18_qdq": (0.1, 0), "isnet_quint8": (2e-2, 0)}
 
 
 def sha256_bytes(b):
@@ -220,9 +220,66 @@ def build_resnet(path):
     return {"image": x}, "logits"
 
 
+# ---------------------------------------------------------------------------------------
+# contrib_ops: ONNX Runtime's com.microsoft MatMulNBits (4-bit, blocks of 32 with a short last
+# block and packed zero points plus a bias; blocks of 16 without zero points),
+# MatMulIntegerToFloat and DynamicQuantizeMatMul, and DynamicQuantizeLinear of an all-zero
+# tensor (ONNX Runtime: scale 1, zero point 0).
+
+def build_contrib(path):
+    import onnx
+    from onnx import helper, numpy_helper, TensorProto
+    rs = np.random.RandomState(5)
+    M, K, N = 6, 80, 24
+    inits, nodes = [], []
+
+    def nbits(name, bs, with_zp):
+        kb = (K + bs - 1) // bs
+        w = rs.randn(N, kb * bs).astype(np.float32)
+        q = rs.randint(0, 16, size=(N, kb * bs)).astype(np.uint8)
+        q[:, K:] = 0
+        packed = (q[:, 0::2] | (q[:, 1::2] << 4)).reshape(N, kb, bs // 2)
+        scales = (rs.rand(N * kb).astype(np.float32) * 0.1 + 0.01)
+        inits.extend([numpy_helper.from_array(packed, name + "_B"), numpy_helper.from_array(scales, name + "_scales")])
+        ins = ["a", name + "_B", name + "_scales"]
+        if with_zp:
+            zq = rs.randint(0, 16, size=(N, kb + (kb % 2))).astype(np.uint8)
+            zp = (zq[:, 0::2] | (zq[:, 1::2] << 4))
+            inits.append(numpy_helper.from_array(zp, name + "_zp"))
+            ins.append(name + "_zp")
+            bias = rs.randn(N).astype(np.float32)
+            inits.append(numpy_helper.from_array(bias, name + "_bias"))
+            ins += ["", name + "_bias"]
+        nodes.append(helper.make_node("MatMulNBits", ins, [name], domain="com.microsoft", K=K, N=N, bits=4, block_size=bs))
+
+    nbits("nbits32", 32, True)
+    nbits("nbits16", 16, False)
+    # MatMulIntegerToFloat: u8 x i8 with per-column b scale and zero point, bias
+    bq = rs.randint(-128, 128, size=(K, N)).astype(np.int8)
+    inits += [numpy_helper.from_array(bq, "bq"), numpy_helper.from_array((rs.rand(N) * 0.01 + 0.001).astype(np.float32), "b_scale"),
+              numpy_helper.from_array(rs.randint(-5, 5, size=N).astype(np.int8), "b_zp"),
+              numpy_helper.from_array(np.array(0.02, np.float32), "a_scale"), numpy_helper.from_array(np.array(131, np.uint8), "a_zp"),
+              numpy_helper.from_array(rs.randn(N).astype(np.float32), "bias")]
+    nodes.append(helper.make_node("MatMulIntegerToFloat", ["aq", "bq", "a_scale", "b_scale", "a_zp", "b_zp", "bias"], ["mmitf"], domain="com.microsoft"))
+    nodes.append(helper.make_node("DynamicQuantizeMatMul", ["a", "bq", "b_scale", "b_zp", "bias"], ["dqmm"], domain="com.microsoft"))
+    nodes.append(helper.make_node("DynamicQuantizeLinear", ["zeros"], ["z_q", "z_scale", "z_zp"]))
+    g = helper.make_graph(nodes, "contrib", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [M, K]),
+                                             helper.make_tensor_value_info("aq", TensorProto.UINT8, [M, K]),
+                                             helper.make_tensor_value_info("zeros", TensorProto.FLOAT, [3, 4])],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, [M, N]) for o in ("nbits32", "nbits16", "mmitf", "dqmm")] +
+                          [helper.make_tensor_value_info("z_q", TensorProto.UINT8, [3, 4]), helper.make_tensor_value_info("z_scale", TensorProto.FLOAT, []),
+                           helper.make_tensor_value_info("z_zp", TensorProto.UINT8, [])], initializer=inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    open(path, "wb").write(model.SerializeToString())
+    ins = {"a": rs.randn(M, K).astype(np.float32), "aq": rs.randint(0, 256, size=(M, K)).astype(np.uint8), "zeros": np.zeros((3, 4), np.float32)}
+    return ins, ["nbits32", "nbits16", "mmitf", "dqmm", "z_q", "z_scale", "z_zp"]
+
+
 # name: (builder, SHA-256 of the generated model)
 GENERATED = {
     "bert_dynq": (build_bert, "0776699dd5a553c5c0620e5e95737b8699c9e9bea60412c429e6dba6fb95ae5a"),
+    "contrib_ops": (build_contrib, "5c7d88358f968cc149e2ce0dcad0dbbad2cf226133c7609d1df9847c862b4462"),
     "resnet18_qdq": (build_resnet, "dbdb0acabe7db10c1ea08256fd90df5be30c94af57b76d03e8b1166cbfe69cd7"),
 }
 
@@ -250,7 +307,7 @@ def isnet_model(cache):
     return path, {"input": img.astype(np.float32)}, "output"
 
 
-def ort_run(cache, model, ins, out_dir, out_name, repeats=0):
+def ort_run(cache, model, ins, out_dir, outs, repeats=0):
     env = dict(os.environ, NODE_PATH=os.path.join(cache, "node_modules"))
     cmd = ["node", os.path.join(HERE, "ort_run.js"), model, out_dir] + [f"{n}={p}" for n, p in ins]
     if repeats:
@@ -258,7 +315,14 @@ def ort_run(cache, model, ins, out_dir, out_name, repeats=0):
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     if r.returncode != 0:
         raise RuntimeError(f"ONNX Runtime: {r.stderr.strip()[-800:]}")
-    return np.load(os.path.join(out_dir, out_name.replace(":", "_") + ".npy")), r.stdout.strip()
+    return {o: np.load(os.path.join(out_dir, o.replace(":", "_") + ".npy")) for o in outs}, r.stdout.strip()
+
+
+def rlx_time(rlx, model, backend, ins):
+    """rlx's per-run time in compiled mode: `rlx bench`'s line for it, as printed."""
+    r = subprocess.run([rlx, "bench", model, "-b", backend, "--modes", "compiled"] + [x for n, p in ins for x in ("--input", f"{n}=@{p}")],
+                       capture_output=True, text=True, timeout=1800)
+    return " | ".join(l.strip() for l in (r.stdout + r.stderr).splitlines() if "compiled" in l)[-300:]
 
 
 def main():
@@ -271,7 +335,7 @@ def main():
     ap.add_argument("--only-isnet", action="store_true")
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--modes", default="lazy,compiled")
-    ap.add_argument("--time", action="store_true", help="print rlx's and ONNX Runtime's per-run times (compiled mode, 2 threads)")
+    ap.add_argument("--time", action="store_true", help="print ONNX Runtime's and rlx's per-run times (rlx bench, compiled)")
     a = ap.parse_args()
     rlx = os.path.abspath(a.rlx)
     cache = a.cache or os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(rlx))), "onnx-npm")
@@ -287,26 +351,28 @@ def main():
         work = os.path.join(cache, "work", name)
         os.makedirs(work, exist_ok=True)
         if name == "isnet_quint8":
-            model, inputs, out_name = isnet_model(cache)
+            model, inputs, outs = isnet_model(cache)
         else:
             model = os.path.join(work, "model.onnx")
-            inputs, out_name = GENERATED[name][0](model)
+            inputs, outs = GENERATED[name][0](model)
             h = hashlib.sha256(open(model, "rb").read()).hexdigest()
             if h != GENERATED[name][1] and not a.regen:
                 print(f"FAIL {name}: the generated model has SHA-256 {h}, the kept reference is for {GENERATED[name][1]} "
                       "(another torch/onnx version? check with --regen and update the digest)")
                 status = 1
                 continue
+        outs = [outs] if isinstance(outs, str) else outs
         ins = []
         for iname, arr in inputs.items():
             p = os.path.join(work, f"{iname}.npy")
             np.save(p, arr)
             ins.append((iname, p))
-        ref = os.path.join(REFS, f"{name}.{out_name}.npy") if name != "isnet_quint8" else os.path.join(work, "ort_ref.npy")
+        kept = name != "isnet_quint8"
+        refs = {o: os.path.join(REFS if kept else work, f"{name}.{o}.npy") for o in outs}
         ort_ms = None
         if live:
             try:
-                out, timing = ort_run(cache, model, ins, os.path.join(work, "ort"), out_name, repeats=5 if a.time else 0)
+                got_ort, timing = ort_run(cache, model, ins, os.path.join(work, "ort"), outs, repeats=5 if a.time else 0)
             except RuntimeError as e:
                 print(f"FAIL {name}: {e}")
                 status = 1
@@ -314,22 +380,23 @@ def main():
             if timing:
                 import json
                 ort_ms = json.loads(timing.splitlines()[-1])["median_ms"]
-            if a.regen or name == "isnet_quint8":
-                np.save(ref, out)
-                if name != "isnet_quint8":
-                    print(f"{name}: wrote {os.path.relpath(ref)} {out.shape}")
-            elif not np.allclose(np.load(ref), out, atol=1e-6, rtol=1e-5):
-                print(f"FAIL {name}: the kept reference differs from ONNX Runtime's output now (the generated model changed? --regen)")
-                status = 1
-        if not os.path.exists(ref):
-            print(f"FAIL {name}: no reference {os.path.relpath(ref)} (run with --regen)")
+            for o, out in got_ort.items():
+                if a.regen or not kept:
+                    np.save(refs[o], out)
+                    if kept:
+                        print(f"{name}: wrote {os.path.relpath(refs[o])} {out.shape} {out.dtype}")
+                elif not os.path.exists(refs[o]) or not np.allclose(np.load(refs[o]), out, atol=1e-6, rtol=1e-5):
+                    print(f"FAIL {name}: the kept reference for {o} differs from ONNX Runtime's output now (the generated model changed? --regen)")
+                    status = 1
+        missing = [o for o in outs if not os.path.exists(refs[o])]
+        if missing:
+            print(f"FAIL {name}: no reference for {', '.join(missing)} (run with --regen)")
             status = 1
             continue
-        want = np.load(ref)
         atol, rtol = TOL[name]
         for mode in a.modes.split(","):
-            got_path = os.path.join(work, f"rlx_{a.backend}_{mode}.npy")
-            cmd = [rlx, "run", model, "-b", a.backend, "-m", mode, "--output", f"{out_name}={got_path}"] + \
+            got_paths = {o: os.path.join(work, f"rlx_{a.backend}_{mode}.{o}.npy") for o in outs}
+            cmd = [rlx, "run", model, "-b", a.backend, "-m", mode] + [x for o in outs for x in ("--output", f"{o}={got_paths[o]}")] + \
                   [x for n, p in ins for x in ("--input", f"{n}=@{p}")]
             t0 = time.time()
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
@@ -339,21 +406,23 @@ def main():
                 status = 1
                 print(f"FAIL {name} {mode}: exit {r.returncode}: {r.stderr.strip()[-800:]}")
                 continue
-            got = np.load(got_path)
-            err = np.abs(got.astype(np.float64) - want)
-            bad = err > atol + rtol * np.abs(want)
-            line = (f"{name} {a.backend} {mode}: max abs err {err.max():.3g} (outputs up to {np.abs(want).max():.3g}), "
-                    f"{int(bad.sum())} of {want.size} beyond atol {atol} rtol {rtol}; {dt:.1f} s (process)")
-            if got.shape != want.shape or bad.any():
-                status = 1
-                print("FAIL " + line)
-            else:
-                print(line)
+            for o in outs:
+                want, got = np.load(refs[o]), np.load(got_paths[o])
+                if got.dtype != want.dtype or got.shape != want.shape:
+                    status = 1
+                    print(f"FAIL {name} {mode} {o}: {got.dtype}{list(got.shape)}, ONNX Runtime gives {want.dtype}{list(want.shape)}")
+                    continue
+                err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+                bad = err > atol + rtol * np.abs(want.astype(np.float64))
+                line = (f"{name} {a.backend} {mode} {o}: max abs err {err.max():.3g} (outputs up to {np.abs(want.astype(np.float64)).max():.3g}), "
+                        f"{int(bad.sum())} of {want.size} beyond atol {atol} rtol {rtol}; {dt:.1f} s (process)")
+                if bad.any():
+                    status = 1
+                    print("FAIL " + line)
+                else:
+                    print(line)
         if a.time:
-            r = subprocess.run([rlx, "run", model, "-b", a.backend, "-m", "compiled", "--repeat", "5", "--profile"] +
-                               [x for n, p in ins for x in ("--input", f"{n}=@{p}")], capture_output=True, text=True, timeout=1800)
-            tl = [l for l in (r.stdout + r.stderr).splitlines() if "ms" in l and ("run" in l or "total" in l)][:3]
-            print(f"{name} time: ONNX Runtime {ort_ms:.1f} ms/run (median of 5, 2 threads); rlx compiled: {' | '.join(tl)}")
+            print(f"{name} time: ONNX Runtime {ort_ms:.1f} ms/run (median of 5 after 3 warm-up, 2 threads); rlx: {rlx_time(rlx, model, a.backend, ins)}")
     print(f"quantized models ({a.backend}): {len(ran)} runs" + (" all match ONNX Runtime" if status == 0 else " (failures above)"))
     return status
 
