@@ -159,8 +159,8 @@ struct Quant : Importer {
   // x [N, C, H, W] and w [M, C/group, KH, KW] (i8/u8; 1-D as 2-D), exact i32 [N, M, OH, OW]:
   // x padded with its zero point (so padding contributes 0 after the zero point is subtracted,
   // as ONNX and ONNX Runtime define it), one strided slice per kernel tap stacked into
-  // [N, C/group · KH · KW, OH · OW] (im2col, moved as i8/u8), and per group one
-  // matmul_integer of w [M/group, C/group · KH · KW] with it.
+  // [N, OH · OW, C/group · KH · KW] (im2col, moved as i8/u8), and per group one
+  // matmul_integer of it with wᵀ.
   int conv_integer(int x, int w, int xzp, int wzp, const std::string& id) {
     for (int v : {x, w})
       if (ts_.dtypes[v] != DType::i8 && ts_.dtypes[v] != DType::u8)
@@ -212,7 +212,6 @@ struct Quant : Importer {
     const int64_t OH = Hp < (KH - 1) * dil[0] + 1 ? 0 : (Hp - (KH - 1) * dil[0] - 1) / strides[0] + 1;
     const int64_t OW = Wp < (KW - 1) * dil[1] + 1 ? 0 : (Wp - (KW - 1) * dil[1] - 1) / strides[1] + 1;
     if (OH <= 0 || OW <= 0) fail("the kernel " + shape_str(ksz) + " does not fit the padded input " + shape_str(Shape{Hp, Wp}));
-    const DType xd = ts_.dtypes[x];
     // pad with the zero point: concatenations of the zero point broadcast to the borders
     int xp = x;
     if (std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; })) {
@@ -237,14 +236,15 @@ struct Quant : Importer {
         if (cols.size() > 1) xp = emit("concat", cols, {{"axis", int64_t(3)}});
       }
     }
-    (void)xd;
-    int bz = xzp;  // scalar zero point of x (the b operand)
+    // Per group: cols [N, OH·OW, Cg·KH·KW] (x's zero point, a scalar, is a's) times
+    // wᵀ [Cg·KH·KW, Mg] (w's zero point per column of b): the long spatial axis is M, so the
+    // small weight matrix is the operand walked along its columns.
     std::vector<int> ys;
     for (int64_t g = 0; g < group; ++g) {
       int xg = group == 1 ? xp : narrow(xp, 1, g * Cg, Cg);
-      int colsn;
+      int cols;
       if (KH == 1 && KW == 1 && strides[0] == 1 && strides[1] == 1) {
-        colsn = reshape(xg, {N, Cg, OH * OW});
+        cols = emit("transpose", {reshape(xg, {N, Cg, OH * OW})}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
       } else {
         std::vector<int> taps;
         for (int64_t kh = 0; kh < KH; ++kh)
@@ -256,15 +256,18 @@ struct Quant : Importer {
                                          {"steps", std::vector<int64_t>{strides[0], strides[1]}}});
             taps.push_back(reshape(t, {N, Cg, 1, OH * OW}));
           }
-        colsn = reshape(taps.size() == 1 ? taps[0] : concat_many(taps, 2), {N, Cg * KH * KW, OH * OW});
+        int st = taps.size() == 1 ? taps[0] : concat_many(taps, 2);  // [N, Cg, KH·KW, OH·OW]
+        cols = reshape(emit("transpose", {st}, {{"perm", std::vector<int64_t>{0, 3, 1, 2}}}), {N, OH * OW, Cg * KH * KW});
       }
       int wg = reshape(group == 1 ? w : narrow(w, 0, g * Mg, Mg), {Mg, Cg * KH * KW});
-      int az = wzp;
-      if (az >= 0 && !shp(az).empty() && group > 1) az = narrow(az, 0, g * Mg, Mg);
-      std::vector<int> ins{wg, colsn};
-      if (az >= 0 || bz >= 0) ins.push_back(az >= 0 ? az : constant({}, {0}, ts_.dtypes[w]));
-      if (bz >= 0) ins.push_back(bz);
-      ys.push_back(emit("matmul_integer", ins));
+      int wt = emit("transpose", {wg}, {{"perm", std::vector<int64_t>{1, 0}}});
+      int bzg = wzp;
+      if (bzg >= 0 && !shp(bzg).empty() && group > 1) bzg = narrow(bzg, 0, g * Mg, Mg);
+      std::vector<int> ins{cols, wt};
+      if (xzp >= 0 || bzg >= 0) ins.push_back(xzp >= 0 ? xzp : constant({}, {0}, ts_.dtypes[x]));
+      if (bzg >= 0) ins.push_back(bzg);
+      // [N, OH·OW, Mg] -> [N, Mg, OH·OW]
+      ys.push_back(emit("transpose", {emit("matmul_integer", ins)}, {{"perm", std::vector<int64_t>{0, 2, 1}}}));
     }
     int y = ys.size() == 1 ? ys[0] : concat_many(ys, 1);
     if (sd == 1) return emit("reshape", {y}, {{"shape", std::vector<int64_t>{N, M, OW}}}, id);

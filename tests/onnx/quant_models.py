@@ -224,7 +224,8 @@ def build_resnet(path):
 # contrib_ops: ONNX Runtime's com.microsoft MatMulNBits (4-bit, blocks of 32 with a short last
 # block and packed zero points plus a bias; blocks of 16 without zero points),
 # MatMulIntegerToFloat and DynamicQuantizeMatMul, and DynamicQuantizeLinear of an all-zero
-# tensor (ONNX Runtime: scale 1, zero point 0).
+# tensor (ONNX Runtime: scale 1, zero point 0); ConvInteger and QLinearConv in the forms the
+# node tests do not cover.
 
 def build_contrib(path):
     import onnx
@@ -263,23 +264,50 @@ def build_contrib(path):
     nodes.append(helper.make_node("MatMulIntegerToFloat", ["aq", "bq", "a_scale", "b_scale", "a_zp", "b_zp", "bias"], ["mmitf"], domain="com.microsoft"))
     nodes.append(helper.make_node("DynamicQuantizeMatMul", ["a", "bq", "b_scale", "b_zp", "bias"], ["dqmm"], domain="com.microsoft"))
     nodes.append(helper.make_node("DynamicQuantizeLinear", ["zeros"], ["z_q", "z_scale", "z_zp"]))
+    # ConvInteger as ISNet writes it (a DynamicQuantizeLinear zero point, padding 1), and
+    # grouped, strided and dilated (ORT refuses per-channel ConvInteger weight zero points); a 1-D one; QLinearConv
+    # with int8 per-channel weights and an int32 bias
+    C, H, Wd = 8, 11, 13
+    inits += [numpy_helper.from_array(rs.randint(0, 256, size=(16, C, 3, 3)).astype(np.uint8), "cw"),
+              numpy_helper.from_array(np.array(128, np.uint8), "cw_zp"),
+              numpy_helper.from_array(rs.randint(0, 256, size=(8, 2, 3, 2)).astype(np.uint8), "gw"),
+              numpy_helper.from_array(np.array(131, np.uint8), "gw_zp"),
+              numpy_helper.from_array(np.array(3, np.uint8), "x_zp3"),
+              numpy_helper.from_array(rs.randint(0, 256, size=(4, C, 3)).astype(np.uint8), "w1d"),
+              numpy_helper.from_array(rs.randint(-127, 128, size=(6, C, 3, 3)).astype(np.int8), "qw"),
+              numpy_helper.from_array((rs.rand(6) * 0.01 + 0.002).astype(np.float32), "qw_scale"),
+              numpy_helper.from_array(np.zeros(6, np.int8), "qw_zp"),
+              numpy_helper.from_array(rs.randint(-2000, 2000, size=6).astype(np.int32), "qb"),
+              numpy_helper.from_array(np.array(0.05, np.float32), "qx_scale"), numpy_helper.from_array(np.array(0.3, np.float32), "qy_scale"),
+              numpy_helper.from_array(np.array(128, np.uint8), "qy_zp")]
+    nodes += [helper.make_node("DynamicQuantizeLinear", ["img"], ["img_q", "img_s", "img_zp"]),
+              helper.make_node("ConvInteger", ["img_q", "cw", "img_zp", "cw_zp"], ["conv_dyn"], pads=[1, 1, 1, 1]),
+              helper.make_node("ConvInteger", ["img_q", "gw", "x_zp3", "gw_zp"], ["conv_grp"], group=4, strides=[2, 1], dilations=[1, 2], pads=[2, 0, 1, 3]),
+              helper.make_node("Reshape", ["img_q", "shape1d"], ["img1d"]),
+              helper.make_node("ConvInteger", ["img1d", "w1d", "img_zp"], ["conv_1d"], auto_pad="SAME_UPPER", strides=[2]),
+              helper.make_node("QLinearConv", ["img_q", "qx_scale", "img_zp", "qw", "qw_scale", "qw_zp", "qy_scale", "qy_zp", "qb"], ["qconv"], pads=[1, 1, 1, 1], strides=[2, 2])]
+    inits.append(numpy_helper.from_array(np.array([1, C, H * Wd], np.int64), "shape1d"))
     g = helper.make_graph(nodes, "contrib", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [M, K]),
                                              helper.make_tensor_value_info("aq", TensorProto.UINT8, [M, K]),
-                                             helper.make_tensor_value_info("zeros", TensorProto.FLOAT, [3, 4])],
+                                             helper.make_tensor_value_info("zeros", TensorProto.FLOAT, [3, 4]),
+                                             helper.make_tensor_value_info("img", TensorProto.FLOAT, [1, C, H, Wd])],
                           [helper.make_tensor_value_info(o, TensorProto.FLOAT, [M, N]) for o in ("nbits32", "nbits16", "mmitf", "dqmm")] +
                           [helper.make_tensor_value_info("z_q", TensorProto.UINT8, [3, 4]), helper.make_tensor_value_info("z_scale", TensorProto.FLOAT, []),
-                           helper.make_tensor_value_info("z_zp", TensorProto.UINT8, [])], initializer=inits)
+                           helper.make_tensor_value_info("z_zp", TensorProto.UINT8, [])] +
+                          [helper.make_tensor_value_info(o, TensorProto.INT32, None) for o in ("conv_dyn", "conv_grp", "conv_1d")] +
+                          [helper.make_tensor_value_info("qconv", TensorProto.UINT8, None)], initializer=inits)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 8
     open(path, "wb").write(model.SerializeToString())
-    ins = {"a": rs.randn(M, K).astype(np.float32), "aq": rs.randint(0, 256, size=(M, K)).astype(np.uint8), "zeros": np.zeros((3, 4), np.float32)}
-    return ins, ["nbits32", "nbits16", "mmitf", "dqmm", "z_q", "z_scale", "z_zp"]
+    ins = {"a": rs.randn(M, K).astype(np.float32), "aq": rs.randint(0, 256, size=(M, K)).astype(np.uint8), "zeros": np.zeros((3, 4), np.float32),
+           "img": (rs.randn(1, C, H, Wd) * 2 + 0.5).astype(np.float32)}
+    return ins, ["nbits32", "nbits16", "mmitf", "dqmm", "z_q", "z_scale", "z_zp", "conv_dyn", "conv_grp", "conv_1d", "qconv"]
 
 
 # name: (builder, SHA-256 of the generated model)
 GENERATED = {
     "bert_dynq": (build_bert, "0776699dd5a553c5c0620e5e95737b8699c9e9bea60412c429e6dba6fb95ae5a"),
-    "contrib_ops": (build_contrib, "5c7d88358f968cc149e2ce0dcad0dbbad2cf226133c7609d1df9847c862b4462"),
+    "contrib_ops": (build_contrib, "7afb3c31cd124eb1de8a24538a976d868d578ec6d80b997e7b903f9b92d89dbe"),
     "resnet18_qdq": (build_resnet, "dbdb0acabe7db10c1ea08256fd90df5be30c94af57b76d03e8b1166cbfe69cd7"),
 }
 
