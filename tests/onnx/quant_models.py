@@ -58,15 +58,19 @@ def sha256_bytes(b):
     return hashlib.sha256(b).hexdigest()
 
 
-def npm_install(cache, spec, probe):
-    if os.path.exists(os.path.join(cache, "node_modules", probe, "package.json")):
+def npm_install(cache, packages):
+    """Installs [(spec, probe)] into cache, all in one `npm install`: npm prunes what a later
+    `--no-save` install does not name, so installing them one after the other would remove
+    the first."""
+    if all(os.path.exists(os.path.join(cache, "node_modules", probe, "package.json")) for _, probe in packages):
         return
     os.makedirs(cache, exist_ok=True)
-    print(f"quant models: npm install {spec} into {cache}", file=sys.stderr)
-    r = subprocess.run(["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund", "--no-save", "--prefix", cache, spec],
+    specs = [spec for spec, _ in packages]
+    print(f"quant models: npm install {' '.join(specs)} into {cache}", file=sys.stderr)
+    r = subprocess.run(["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund", "--no-save", "--prefix", cache] + specs,
                        capture_output=True, text=True, timeout=1800)
     if r.returncode != 0:
-        sys.exit(f"quant models: npm install {spec} failed:\n{r.stderr[-2000:]}")
+        sys.exit(f"quant models: npm install {' '.join(specs)} failed:\n{r.stderr[-2000:]}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -346,7 +350,6 @@ GENERATED = {
 
 def isnet_model(cache):
     import json
-    npm_install(cache, ISNET_PACKAGE, "@imgly/background-removal-data")
     dist = os.path.join(cache, "node_modules", "@imgly", "background-removal-data", "dist")
     path = os.path.join(cache, "work", "isnet_quint8", "model.onnx")
     if not os.path.exists(path):
@@ -409,7 +412,10 @@ def main():
     cache = a.cache or os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(rlx))), "onnx-npm")
     live = a.ort or a.regen or a.isnet or a.only_isnet or a.time
     if live:
-        npm_install(cache, ORT_PACKAGE, "onnxruntime-node")
+        pkgs = [(ORT_PACKAGE, "onnxruntime-node")]
+        if a.isnet or a.only_isnet:
+            pkgs.append((ISNET_PACKAGE, "@imgly/background-removal-data"))
+        npm_install(cache, pkgs)
     os.makedirs(REFS, exist_ok=True)
     status, ran = 0, []
     todo = [] if a.only_isnet else list(GENERATED)
