@@ -34,7 +34,8 @@ struct Quant : Importer {
   }
 
   // ---------- QuantizeLinear / DequantizeLinear ----------
-  std::map<std::string, ir::AttrValue> granularity(int x, int scale) {
+  // axis and block_size as the model's opset defines them (per tensor only before 13).
+  std::map<std::string, ir::AttrValue> granularity(int scale) {
     std::map<std::string, ir::AttrValue> a;
     const int64_t opset = m_.opset();
     const int64_t bs = opset >= 21 ? ai("block_size", 0) : 0;
@@ -43,7 +44,6 @@ struct Quant : Importer {
       fail("scale " + shape_str(shp(scale)) + " must be a scalar before opset 13 (per-axis quantization came with opset 13)");
     a["axis"] = opset >= 13 ? ai("axis", 1) : int64_t(1);
     a["block_size"] = bs;
-    (void)x;
     return a;
   }
   void map_QuantizeLinear() {
@@ -55,7 +55,7 @@ struct Quant : Importer {
     need_float(s, "y_scale");
     if (m_.opset() >= 19 && attr("saturate", kAttrInt) && ai("saturate", 1) != 1)
       unsupported("attribute 'saturate' = 0 (it applies to float8 outputs only)");
-    auto a = granularity(x, s);
+    auto a = granularity(s);
     std::vector<int> ins{x, s};
     if (has_in(2)) {
       quant_dtype(2, "y_zero_point");
@@ -73,7 +73,7 @@ struct Quant : Importer {
     if (qd != DType::i8 && qd != DType::u8 && qd != DType::i32)
       unsupported(std::string("x of type ") + dtype_name(qd) + " (int8, uint8 and int32 are supported)");
     need_float(s, "x_scale");
-    auto a = granularity(q, s);
+    auto a = granularity(s);
     std::vector<int> ins{q, s};
     if (has_in(2)) {
       int z = node(2);
