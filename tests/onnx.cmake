@@ -63,6 +63,18 @@ if(TARGET rlx_vulkan)
            --cache ${CMAKE_BINARY_DIR}/onnx-npm --backend vulkan)
   set_tests_properties(onnx_silero_vad_vulkan PROPERTIES TIMEOUT 900 RESOURCE_LOCK onnx_npm)
 endif()
+# Quantized models (a dynamically quantized BERT-style layer, a QDQ ResNet-18; generated with
+# torch and fixed seeds) against ONNX Runtime's outputs kept in tests/onnx/quant_models/.
+# The ISNet uint8 model of @imgly/background-removal-data is not run here (136 MB package):
+# `quant_models.py --isnet` (docs/onnx.md).
+add_test(NAME onnx_quant_models_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/quant_models.py --rlx $<TARGET_FILE:rlx>
+         --cache ${CMAKE_BINARY_DIR}/onnx-npm --backend cpu)
+set_tests_properties(onnx_quant_models_cpu PROPERTIES TIMEOUT 600 RESOURCE_LOCK onnx_npm)
+if(TARGET rlx_vulkan)
+  add_test(NAME onnx_quant_models_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/quant_models.py --rlx $<TARGET_FILE:rlx>
+           --cache ${CMAKE_BINARY_DIR}/onnx-npm --backend vulkan --modes compiled)
+  set_tests_properties(onnx_quant_models_vulkan PROPERTIES TIMEOUT 600 RESOURCE_LOCK onnx_npm)
+endif()
 # The README's ONNX example (graphs/small_cnn.onnx, written by scripts/make_onnx_example.py)
 # against PyTorch's output for its input batch, in every mode on every backend.
 set(RLX_CNN_EXAMPLE ${CMAKE_SOURCE_DIR}/graphs/small_cnn.onnx

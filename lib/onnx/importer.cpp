@@ -260,6 +260,7 @@ const std::vector<OpDef>& op_table() {
     signal_ops(t);
     nn_ops(t);
     control_ops(t);
+    quant_ops(t);
     std::set<std::tuple<std::string, std::string, int>> seen;
     for (const auto& d : t)
       if (!seen.emplace(d.op_type, d.domain, d.since_version).second)
@@ -282,8 +283,29 @@ void Importer::import_node() {
     if (d.op_type == n.op_type && d.domain == domain && d.since_version <= version &&
         (!def || d.since_version > def->since_version))
       def = &d;
-  if (!domain.empty() && !def)
-    unsupported("operator domain '" + n.domain + "' (only the default ONNX domain is supported)");
+  if (!domain.empty() && !def) {
+    if (domain == "com.microsoft")
+      unsupported("operator com.microsoft." + n.op_type + " (of ONNX Runtime's contrib ops rlx reads MatMulNBits, MatMulIntegerToFloat and DynamicQuantizeMatMul)");
+    unsupported("operator domain '" + n.domain + "' (only the default ONNX domain and com.microsoft's quantized products are supported)");
+  }
+  // Opsets 18 to 21 are read for the quantization operators; an operator whose semantics
+  // changed in those opsets (axes as an input, new attributes or modes) is imported only by a
+  // row written for that version, else refused naming the version, never read with the old
+  // meaning. (Changes that only widen the element types need no new row.)
+  if (def && domain.empty() && version > 17) {
+    static const std::map<std::string, std::vector<int>> changed = {
+        {"Pad", {18, 19}}, {"ReduceL1", {18}}, {"ReduceL2", {18}}, {"ReduceLogSum", {18}}, {"ReduceLogSumExp", {18}},
+        {"ReduceMax", {18}}, {"ReduceMean", {18}}, {"ReduceMin", {18}}, {"ReduceProd", {18}},
+        {"ReduceSumSquare", {18}}, {"Resize", {18, 19}}, {"ScatterElements", {18}}, {"ScatterND", {18}},
+        {"Split", {18}}, {"LpPool", {18}}, {"AveragePool", {19}}, {"GridSample", {20}}, {"DFT", {20}},
+        {"GroupNormalization", {21}}};
+    auto it = changed.find(n.op_type);
+    if (it != changed.end())
+      for (int v : it->second)
+        if (v <= version && def->since_version < v)
+          unsupported("operator " + n.op_type + " as of opset " + std::to_string(v) + " (the model imports opset " +
+                      std::to_string(version) + "; rlx implements " + n.op_type + " as defined up to opset " + std::to_string(v - 1) + ")");
+  }
   if (def && def->fold && def->fold(*this)) return;
   if (!def || !def->map) unsupported("operator " + n.op_type + " (see docs/onnx.md for the supported set)");
   def->map(*this);

@@ -381,6 +381,7 @@ void nn_ops(std::vector<OpDef>& t);
 void values_ops(std::vector<OpDef>& t);
 void signal_ops(std::vector<OpDef>& t);
 void control_ops(std::vector<OpDef>& t);
+void quant_ops(std::vector<OpDef>& t);
 // Every family's rows, in that order (docs/onnx.md lists them so); built once.
 const std::vector<OpDef>& op_table();
 

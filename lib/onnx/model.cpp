@@ -50,9 +50,11 @@ DType to_dtype(int t, const std::string& where) {
     case kInt32: return DType::i32;
     case kInt64: return DType::i64;
     case kBool: return DType::boolean;
+    case kInt8: return DType::i8;
+    case kUint8: return DType::u8;
     default:
       throw InputError(where + ": unsupported element type " + elem_type_name(t) +
-                       " (rlx tensors are float, float16, bfloat16, int32, int64 or bool)");
+                       " (rlx tensors are float, float16, bfloat16, int8, uint8, int32, int64 or bool)");
   }
 }
 
@@ -282,8 +284,8 @@ struct ModelParser {
     }
     if (m.opset_ < 0) m.opset_ = mp.opset_import().empty() ? 1 : -1;
     if (m.opset_ < 0) fail("the model imports no default-domain (ai.onnx) opset");
-    if (m.opset_ < 7 || m.opset_ > 17)
-      fail("opset " + std::to_string(m.opset_) + " is not supported (rlx reads opsets 7 to 17)");
+    if (m.opset_ < 7 || m.opset_ > 21)
+      fail("opset " + std::to_string(m.opset_) + " is not supported (rlx reads opsets 7 to 21)");
     if (mp.functions_size() > 0) fail("model-local functions are not supported");
     const auto& g = mp.graph();
     if ((size_t)g.node_size() > m.limits_.max_nodes) fail("the graph has " + std::to_string(g.node_size()) + " nodes, above the limit");

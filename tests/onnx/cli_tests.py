@@ -452,8 +452,29 @@ def test_refusals():
     m = model([helper.make_node("Resize", ["x", "", "s"], ["y"], name="rs", mode="cubic")], [vi("x", [1, 1, 2, 2])], [vi("y", [1, 1, 4, 4])],
               [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "s")])
     expect_rc("refuse/attr", ["run", save(model_with_ir(m), "attr.onnx"), "--input", "x=random"], 2, "'rs' (Resize)")
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])], opset=22)
+    expect_rc("refuse/opset", ["run", save(model_with_ir(m), "opset22.onnx"), "--input", "x=random"], 2, "opset 22")
+    # Opsets 18..21 are read (for the quantization operators), but an operator whose meaning
+    # changed after 17 (ReduceMean's axes became an input in 18) is refused naming the opset.
     m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])], opset=18)
-    expect_rc("refuse/opset", ["run", save(model_with_ir(m), "opset18.onnx"), "--input", "x=random"], 2, "opset 18")
+    expect_rc("opset18/relu-runs", ["run", save(model_with_ir(m), "opset18.onnx"), "--input", "x=random"], 0)
+    m = model([helper.make_node("ReduceMean", ["x", "ax"], ["y"], name="rm")], [vi("x", [2, 3])], [vi("y", [2, 1])],
+              [numpy_helper.from_array(np.array([1], np.int64), "ax")], opset=18)
+    expect_rc("refuse/opset18-reducemean", ["run", save(model_with_ir(m), "opset18_rm.onnx"), "--input", "x=random"], 2,
+              "'rm' (ReduceMean): unsupported: operator ReduceMean as of opset 18")
+    # Quantization: an unknown com.microsoft operator by name; a bad scale shape naming the node.
+    m = model([helper.make_node("QAttention", ["x"], ["y"], name="qa", domain="com.microsoft")], [vi("x", [2])], [vi("y", [2])])
+    m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    expect_rc("refuse/com.microsoft", ["run", save(model_with_ir(m), "qattn.onnx"), "--input", "x=random"], 2,
+              "operator com.microsoft.QAttention")
+    m = model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], name="ql", axis=1)], [vi("x", [2, 3])], [vi("y", [2, 3], TensorProto.UINT8)],
+              [numpy_helper.from_array(np.ones(2, np.float32), "s"), numpy_helper.from_array(np.zeros(2, np.uint8), "z")])
+    expect_rc("refuse/quantize-scale-shape", ["run", save(model_with_ir(m), "ql.onnx"), "--input", "x=random"], 2,
+              "'ql' (QuantizeLinear)")
+    m = model([helper.make_node("ConvInteger", ["x", "w"], ["y"], name="ci")], [vi("x", [1, 2, 4, 4], TensorProto.UINT8)],
+              [vi("y", [1, 3, 2, 2], TensorProto.INT32)], [numpy_helper.from_array(np.ones((3, 2, 3, 3), np.float32), "w")])
+    expect_rc("refuse/convinteger-float-w", ["run", save(model_with_ir(m), "ci.onnx"), "--input", "x=random"], 2,
+              "'ci' (ConvInteger)")
     m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2], TensorProto.DOUBLE)], [vi("y", [2], TensorProto.DOUBLE)])
     expect_rc("refuse/double", ["run", save(model_with_ir(m), "double.onnx"), "--input", "x=random"], 2, "double")
     # A cycle: a node reads what a later node writes.

@@ -3,14 +3,15 @@
 //
 //   NODE_PATH=DIR/node_modules node tests/onnx/ort_run.js MODEL OUT_DIR NAME=FILE.npy... [--threads N] [--time REPEATS]
 //
-// Inputs and outputs are float32, int32, int64 or bool .npy files (little-endian, C order).
+// Inputs and outputs are float32, int32, int64, bool, uint8 or int8 .npy files (little-endian, C order).
 // With --time, prints the median wall time of REPEATS runs after 3 warm-up runs, in ms.
 'use strict';
 const fs = require('fs');
 const path = require('path');
 const ort = require('onnxruntime-node');
 
-const DT = { '<f4': ['float32', Float32Array], '<i4': ['int32', Int32Array], '<i8': ['int64', BigInt64Array], '|b1': ['bool', Uint8Array] };
+const DT = { '<f4': ['float32', Float32Array], '<i4': ['int32', Int32Array], '<i8': ['int64', BigInt64Array], '|b1': ['bool', Uint8Array],
+             '|u1': ['uint8', Uint8Array], '|i1': ['int8', Int8Array] };
 
 function readNpy(file) {
   const b = fs.readFileSync(file);
@@ -33,7 +34,7 @@ function readNpy(file) {
 }
 
 function writeNpy(file, t) {
-  const descr = { float32: '<f4', int32: '<i4', int64: '<i8', bool: '|b1' }[t.type];
+  const descr = { float32: '<f4', int32: '<i4', int64: '<i8', bool: '|b1', uint8: '|u1', int8: '|i1' }[t.type];
   if (!descr) throw new Error('output type ' + t.type + ' is not supported here');
   const shape = t.dims.length === 1 ? `(${t.dims[0]},)` : `(${t.dims.join(', ')})`;
   let h = `{'descr': '${descr}', 'fortran_order': False, 'shape': ${shape}, }`;
