@@ -1,0 +1,284 @@
+#!/usr/bin/python3
+"""Issue 31: a small Llama-style decoder (RMSNorm, RoPE, causal attention over a past KV
+cache, SwiGLU; 2 layers, d 64) exported by torch.onnx in Hugging Face's cache layout
+(`input_ids`, `past_key_values.N.key/value` with a dynamic past length -> `present.N.key/value`
+grown by concatenation), run token by token by `rlx run --steps 64 --feed ...`, compared with
+PyTorch's own greedy loop (the reference is PyTorch, never rlx's output).
+
+Variants:
+  expand     GQA (4 query heads, 2 kv heads) by expand + reshape; ends at ArgMax (next_ids)
+  repeat     GQA by k.repeat_interleave(n_rep, 1): the export computes the repeated shape
+             through Where / Equal / ConstantOfShape on shape values
+  mha        no GQA
+  logits     takes attention_mask and position_ids, ends at logits (for `rlx generate`)
+
+Weights are random (seeded) with a wide lm_head, and the seed is kept only when every greedy
+choice of the reference loop wins by a clear margin (so float differences cannot flip a token).
+
+  tests/onnx/decoder_export.py --rlx build/apps/rlx/rlx [--out DIR] [--backend cpu]
+      [--modes eager,lazy,compiled] [-k VARIANT] [--export-only]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+VOCAB, D, HEADS, LAYERS, FFN, HEAD_DIM = 96, 64, 4, 2, 128, 16
+PROMPT = [5, 17, 42, 7]
+STEPS = 64
+MARGIN = 0.05  # the least gap between the best and second-best logit in the reference loop
+
+
+def build(variant, seed):
+    import torch
+    import torch.nn as nn
+
+    kv_heads = HEADS if variant == "mha" else 2
+    n_rep = HEADS // kv_heads
+
+    class RMSNorm(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.w = nn.Parameter(1 + 0.1 * torch.randn(d))
+
+        def forward(self, x):
+            v = x.pow(2).mean(-1, keepdim=True)
+            return self.w * (x * torch.rsqrt(v + 1e-6))
+
+    def rotate_half(x):
+        h = x.shape[-1] // 2
+        return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+    def repeat_kv(x):
+        if n_rep == 1:
+            return x
+        if variant == "repeat":
+            return x.repeat_interleave(n_rep, 1)
+        b, h, t, hd = x.shape
+        return x[:, :, None, :, :].expand(b, h, n_rep, t, hd).reshape(b, h * n_rep, t, hd)
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.n2 = RMSNorm(D), RMSNorm(D)
+            self.q = nn.Linear(D, HEADS * HEAD_DIM, bias=False)
+            self.k = nn.Linear(D, kv_heads * HEAD_DIM, bias=False)
+            self.v = nn.Linear(D, kv_heads * HEAD_DIM, bias=False)
+            self.o = nn.Linear(HEADS * HEAD_DIM, D, bias=False)
+            self.gate = nn.Linear(D, FFN, bias=False)
+            self.up = nn.Linear(D, FFN, bias=False)
+            self.down = nn.Linear(FFN, D, bias=False)
+
+        def forward(self, x, cos, sin, mask, pk, pv):
+            b, t, _ = x.shape
+            h = self.n1(x)
+            q = self.q(h).view(b, t, HEADS, HEAD_DIM).transpose(1, 2)
+            k = self.k(h).view(b, t, kv_heads, HEAD_DIM).transpose(1, 2)
+            v = self.v(h).view(b, t, kv_heads, HEAD_DIM).transpose(1, 2)
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+            k = torch.cat([pk, k], dim=2)
+            v = torch.cat([pv, v], dim=2)
+            s = torch.matmul(q, repeat_kv(k).transpose(2, 3)) / (HEAD_DIM ** 0.5) + mask
+            a = torch.matmul(torch.softmax(s, dim=-1), repeat_kv(v))
+            x = x + self.o(a.transpose(1, 2).reshape(b, t, HEADS * HEAD_DIM))
+            h = self.n2(x)
+            x = x + self.down(torch.nn.functional.silu(self.gate(h)) * self.up(h))
+            return x, k, v
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(VOCAB, D)
+            self.layers = nn.ModuleList([Layer() for _ in range(LAYERS)])
+            self.norm = RMSNorm(D)
+            self.head = nn.Linear(D, VOCAB, bias=False)
+            with torch.no_grad():
+                self.head.weight.mul_(8.0)  # wide logits: clear greedy margins
+            self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, HEAD_DIM, 2).float() / HEAD_DIM)))
+
+        def body(self, ids, pos, mask, past):
+            x = self.emb(ids)
+            f = pos[..., None].float() * self.inv_freq  # [b, t, hd/2]
+            e = torch.cat([f, f], dim=-1)[:, None]  # [b, 1, t, hd]
+            cos, sin = e.cos(), e.sin()
+            presents = []
+            for i, layer in enumerate(self.layers):
+                x, k, v = layer(x, cos, sin, mask, past[2 * i], past[2 * i + 1])
+                presents += [k, v]
+            return self.head(self.norm(x)), presents
+
+    class IdsDecoder(Decoder):
+        """input_ids + past -> next_ids (ArgMax of the last position) + presents."""
+
+        def forward(self, ids, *past):
+            b, t = ids.shape
+            p = past[0].shape[2]
+            pos = (torch.arange(t) + p)[None].expand(b, t)
+            qpos = torch.arange(t)[:, None] + p
+            kpos = torch.arange(p + t)[None, :]
+            mask = torch.where(kpos <= qpos, torch.zeros(()), torch.full((), -1e9))
+            logits, presents = self.body(ids, pos, mask, past)
+            return (torch.argmax(logits[:, -1:, :], dim=-1), *presents)
+
+    class LogitsDecoder(Decoder):
+        """input_ids, attention_mask [b, past+t], position_ids [b, t] + past -> logits + presents."""
+
+        def forward(self, ids, attention_mask, position_ids, *past):
+            b, t = ids.shape
+            p = past[0].shape[2]
+            qpos = torch.arange(t)[:, None] + p
+            kpos = torch.arange(p + t)[None, :]
+            keep = (kpos <= qpos)[None, None] & (attention_mask[:, None, None, :] > 0)
+            mask = torch.where(keep, torch.zeros(()), torch.full((), -1e9))
+            logits, presents = self.body(ids, position_ids, mask, past)
+            return (logits, *presents)
+
+    torch.manual_seed(seed)
+    m = (LogitsDecoder if variant == "logits" else IdsDecoder)().eval()
+    return m, kv_heads
+
+
+def past_names():
+    return [f"past_key_values.{i}.{kv}" for i in range(LAYERS) for kv in ("key", "value")]
+
+
+def present_names():
+    return [f"present.{i}.{kv}" for i in range(LAYERS) for kv in ("key", "value")]
+
+
+def reference(m, kv_heads, variant):
+    """PyTorch's own greedy loop: the prompt step, then one token per step; STEPS ids."""
+    import torch
+
+    past = [torch.zeros(1, kv_heads, 0, HEAD_DIM) for _ in range(2 * LAYERS)]
+    ids = torch.tensor([PROMPT])
+    out, margins = [], []
+    total = 0
+    with torch.no_grad():
+        for _ in range(STEPS):
+            t = ids.shape[1]
+            if variant == "logits":
+                am = torch.ones(1, total + t, dtype=torch.int64)
+                pos = torch.arange(total, total + t)[None]
+                logits, *past = m(ids, am, pos, *past)
+            else:
+                # the logits themselves, for the margins: the model's own body
+                pos = (torch.arange(t) + total)[None]
+                qpos = torch.arange(t)[:, None] + total
+                kpos = torch.arange(total + t)[None, :]
+                mask = torch.where(kpos <= qpos, torch.zeros(()), torch.full((), -1e9))
+                logits, _ = m.body(ids, pos, mask, past)
+                nxt, *past = m(ids, *past)
+                assert int(nxt[0, 0]) == int(logits[0, -1].argmax())
+            last = logits[0, -1]
+            top2 = torch.topk(last, 2).values
+            margins.append(float(top2[0] - top2[1]))
+            total += t
+            nid = int(last.argmax())
+            out.append(nid)
+            ids = torch.tensor([[nid]])
+    return out, [p.numpy() for p in past], min(margins)
+
+
+def export(variant, out_dir):
+    import torch
+
+    for seed in range(100):
+        m, kvh = build(variant, seed)
+        ids, past, margin = reference(m, kvh, variant)
+        if margin >= MARGIN and len(set(ids)) > 8:
+            break
+    else:
+        raise SystemExit(f"{variant}: no seed gives greedy margins of {MARGIN}")
+    path = os.path.join(out_dir, f"decoder_{variant}.onnx")
+    pn, qn = past_names(), present_names()
+    dyn = {"input_ids": {0: "batch", 1: "seq"}}
+    for n in pn:
+        dyn[n] = {0: "batch", 2: "past"}
+    for n in qn:
+        dyn[n] = {0: "batch", 2: "total"}
+    sample_past = tuple(torch.randn(1, kvh, 3, HEAD_DIM) for _ in pn)
+    if variant == "logits":
+        args = (torch.tensor([[1, 2]]), torch.ones(1, 5, dtype=torch.int64), torch.tensor([[3, 4]])) + sample_past
+        names = ["input_ids", "attention_mask", "position_ids"] + pn
+        outs = ["logits"] + qn
+        dyn["attention_mask"] = {0: "batch", 1: "total"}
+        dyn["position_ids"] = {0: "batch", 1: "seq"}
+        dyn["logits"] = {0: "batch", 1: "seq"}
+    else:
+        args = (torch.tensor([[1, 2]]),) + sample_past
+        names = ["input_ids"] + pn
+        outs = ["next_ids"] + qn
+        dyn["next_ids"] = {0: "batch"}
+    with torch.no_grad():
+        torch.onnx.export(m, args, path, input_names=names, output_names=outs, dynamic_axes=dyn, opset_version=14)
+    np.save(os.path.join(out_dir, f"decoder_{variant}.ids.npy"), np.array(ids, dtype=np.int64))
+    for n, p in zip(qn, past):
+        np.save(os.path.join(out_dir, f"decoder_{variant}.{n}.npy"), p)
+    np.save(os.path.join(out_dir, f"decoder_{variant}.prompt.npy"), np.array([PROMPT], dtype=np.int64))
+    for n in pn:
+        np.save(os.path.join(out_dir, f"decoder_{variant}.empty.npy"), np.zeros((1, kvh, 0, HEAD_DIM), np.float32))
+    print(f"{variant}: seed {seed}, least greedy margin {margin:.3f}, ids {ids[:8]}...", flush=True)
+    return path
+
+
+def run_steps(rlx, path, variant, out_dir, backend, mode):
+    base = os.path.join(out_dir, f"decoder_{variant}")
+    cmd = [rlx, "run", path, "--backend", backend, "--mode", mode, "--steps", str(STEPS),
+           "--input", f"input_ids=@{base}.prompt.npy", "--feed", "next_ids=input_ids", "--json"]
+    for p, q in zip(past_names(), present_names()):
+        cmd += ["--input", f"{p}=@{base}.empty.npy", "--feed", f"{q}={p}",
+                "--expect", f"{q}=@{base}.{q}.npy"]
+    cmd += ["--collect", "next_ids", "--atol", "1e-4", "--rtol", "1e-4"]
+    t0 = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.time() - t0
+    if r.returncode != 0:
+        return f"exit {r.returncode}: {r.stderr.strip()[-2000:]}", wall
+    j = json.loads(r.stdout)
+    want = np.load(base + ".ids.npy").tolist()
+    out = {o["name"]: o for o in j["outputs"]}
+    if out["next_ids"]["shape"] != [STEPS, 1, 1]:
+        return f"--collect next_ids gave shape {out['next_ids']['shape']}, want [{STEPS}, 1, 1]", wall
+    got = [int(x) for x in out["next_ids"]["values"]]
+    if got != want:
+        return f"ids differ: got {got}, want {want}", wall
+    if not j.get("ok") or len(j.get("expect", [])) != 2 * LAYERS:
+        return "final caches differ: " + json.dumps(j.get("expect")), wall
+    st = j["steps"]
+    print(f"     first step {st['first_step_ms']:.1f} ms, then {st['steps_per_s']:.1f} steps/s, "
+          f"{st['respecialized']} re-specialisations", flush=True)
+    return None, wall
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rlx")
+    ap.add_argument("--out", default=os.environ.get("RLX_TEST_TMP", "/tmp") + "/rlx_decoder_export")
+    ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--modes", default="eager,lazy,compiled")
+    ap.add_argument("-k", default="")
+    ap.add_argument("--export-only", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    variants = [v for v in ("expand", "repeat", "mha", "logits") if a.k in v]
+    fails = 0
+    for v in variants:
+        path = export(v, a.out)
+        if a.export_only or v == "logits":  # logits: for `rlx generate` (no ids to feed back)
+            continue
+        for mode in a.modes.split(","):
+            err, wall = run_steps(a.rlx, path, v, a.out, a.backend, mode)
+            print(f"{'FAIL' if err else 'ok  '} {v} {a.backend} {mode}: {STEPS} steps in {wall:.2f}s" +
+                  (f"\n     {err}" if err else ""), flush=True)
+            fails += err is not None
+    sys.exit(1 if fails else 0)
+
+
+if __name__ == "__main__":
+    main()
