@@ -7,8 +7,8 @@ PyTorch's own greedy loop (the reference is PyTorch, never rlx's output).
 
 Variants:
   expand     GQA (4 query heads, 2 kv heads) by expand + reshape; ends at ArgMax (next_ids)
-  repeat     GQA by k.repeat_interleave(n_rep, 1): the export computes the repeated shape
-             through Where / Equal / ConstantOfShape on shape values
+  repeat     GQA by repeat_interleave over the heads: the export computes the repeated shape
+             through Where / Equal / ConstantOfShape / Split on shape values
   mha        no GQA
   logits     takes attention_mask and position_ids, ends at logits (for `rlx generate`)
 
@@ -57,7 +57,12 @@ def build(variant, seed):
         if n_rep == 1:
             return x
         if variant == "repeat":
-            return x.repeat_interleave(n_rep, 1)
+            # repeat_interleave over the heads, taken in the [b, t, h, hd] layout: torch 1.13
+            # exports repeat_interleave(n_rep, 1) of [b, h, t, hd] with a dynamic t wrongly (its
+            # final Reshape [0, -1, 0, hd] copies the wrong input dimension; ONNX Runtime refuses
+            # that model too), while a dynamic axis only before the repeated one exports right.
+            # The shape arithmetic is the same: Where / Equal / ConstantOfShape / Split / Expand.
+            return x.transpose(1, 2).repeat_interleave(n_rep, 2).transpose(1, 2)
         b, h, t, hd = x.shape
         return x[:, :, None, :, :].expand(b, h, n_rep, t, hd).reshape(b, h * n_rep, t, hd)
 
@@ -256,6 +261,56 @@ def run_steps(rlx, path, variant, out_dir, backend, mode):
     return None, wall
 
 
+def json_decode_graph(rlx, backend, modes, tmp):
+    """graphs/decode_step_bf16.json (a fixed-shape rlx decode step) still runs under --steps/--feed:
+    step 1 against the golden numpy reference, steps 2 and 3 (mlp_residual fed back as x on the
+    device) against the same steps run one by one through files; feeding the grown k_all into the
+    fixed-shape k_cache is refused with exit 2 naming the input."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    g, d = os.path.join(root, "graphs/decode_step_bf16.json"), os.path.join(root, "graphs/decode_step_bf16.inputs")
+    gold = os.path.join(root, "tests/golden/example_decode_step_bf16/expected_mlp_residual.npy")
+    base = [rlx, "run", g, "-p", os.path.join(root, "graphs/decode_step_bf16.safetensors"), "--backend", backend]
+    ins = {n: f"@{d}/{n}.npy" for n in ("pos", "k_cache", "v_cache")}
+    fails = 0
+    for mode in modes:
+        out = os.path.join(tmp, f"decode_step_{backend}_{mode}.npy")
+        cmd = base + ["-m", mode, "--steps", "3", "--feed", "mlp_residual=x", "--collect", "mlp_residual",
+                      "-o", f"mlp_residual={out}", "-i", f"x=@{d}/x.npy"] + [a for n, v in ins.items() for a in ("-i", f"{n}={v}")]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        err = None
+        if r.returncode != 0:
+            err = f"exit {r.returncode}: {r.stderr.strip()[-1000:]}"
+        else:
+            got = np.load(out)
+            want0 = np.load(gold)
+            if got.shape != (3,) + want0.shape:
+                err = f"collected shape {got.shape}"
+            elif not np.allclose(got[0].astype(np.float32), want0.astype(np.float32), atol=0.046875, rtol=0.046875):
+                err = "step 1 differs from the golden reference"
+            else:
+                x = f"@{d}/x.npy"
+                for k in range(3):  # the same steps one by one, x through a file
+                    o = os.path.join(tmp, f"decode_step_{backend}_{mode}_{k}.npy")
+                    r = subprocess.run(base + ["-m", mode, "-i", f"x={x}", "-o", f"mlp_residual={o}"] +
+                                       [a for n, v in ins.items() for a in ("-i", f"{n}={v}")], capture_output=True, text=True)
+                    if r.returncode != 0:
+                        err = f"single step {k + 1}: exit {r.returncode}: {r.stderr[-500:]}"
+                        break
+                    if not np.array_equal(np.load(o), got[k]):
+                        err = f"step {k + 1} fed on the device differs from the step run alone"
+                        break
+                    x = "@" + o
+        print(f"{'FAIL' if err else 'ok  '} decode_step_bf16.json {backend} {mode}: --steps 3 --feed mlp_residual=x" +
+              (f"\n     {err}" if err else ""), flush=True)
+        fails += err is not None
+    r = subprocess.run(base + ["--steps", "2", "--feed", "k_all=k_cache", "-i", f"x=@{d}/x.npy"] +
+                       [a for n, v in ins.items() for a in ("-i", f"{n}={v}")], capture_output=True, text=True)
+    ok = r.returncode == 2 and "'k_cache'" in r.stderr and "[1, 2, 10, 16]" in r.stderr
+    print(f"{'ok  ' if ok else 'FAIL'} decode_step_bf16.json: a grown k_all fed into the fixed k_cache exits 2 naming it" +
+          ("" if ok else f"\n     exit {r.returncode}: {r.stderr.strip()[-500:]}"), flush=True)
+    return fails + (not ok)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rlx")
@@ -277,6 +332,8 @@ def main():
             print(f"{'FAIL' if err else 'ok  '} {v} {a.backend} {mode}: {STEPS} steps in {wall:.2f}s" +
                   (f"\n     {err}" if err else ""), flush=True)
             fails += err is not None
+    if not a.k and not a.export_only:
+        fails += json_decode_graph(a.rlx, a.backend, a.modes.split(","), a.out)
     sys.exit(1 if fails else 0)
 
 
