@@ -23,6 +23,7 @@
 #include "runtime/onnx_binding.h"
 #include "runtime/runner.h"
 #include "runtime/session.h"
+#include "generate.h"
 #include "suggest.h"
 
 using namespace rlx;
@@ -551,6 +552,10 @@ int main(int argc, char** argv) {
               "  rlx run g.json -p w.safetensors -i x=@x.npy --expect y=@y.npy --atol 1e-4 --rtol 1e-4\n"
               "Exit codes: 0 ok, 1 expectation failed, 2 bad usage or input, 3 failure while running.");
 
+  GenerateFlags gf;
+  auto* generate = app.add_subcommand("generate", "Generate token ids with an ONNX decoder export (KV cache fed back; ids in, ids out)");
+  add_generate_options(generate, gf);
+
   CompareFlags cf;
   auto* compare = app.add_subcommand("compare", "Run every mode x backend on the same inputs and compare the outputs");
   cf.common.add(compare);
@@ -655,6 +660,11 @@ int main(int argc, char** argv) {
       ~ReportCache() { report_cache(); }
     } report_at_exit;  // after the command's executor is gone (it saves the Vulkan pipeline cache)
     if (run->parsed()) return cmd_run(rf);
+    if (generate->parsed()) {
+      check_num_threads();
+      install_cache(gf.no_cache, gf.verbose, "");
+      return cmd_generate(gf);
+    }
     if (compare->parsed()) return cmd_compare(cf);
     if (bench->parsed()) return cmd_bench(bf);
     if (cache->parsed()) {

@@ -229,7 +229,7 @@ def export(variant, out_dir):
     for n in pn:
         np.save(os.path.join(out_dir, f"decoder_{variant}.empty.npy"), np.zeros((1, kvh, 0, HEAD_DIM), np.float32))
     print(f"{variant}: seed {seed}, least greedy margin {margin:.3f}, ids {ids[:8]}...", flush=True)
-    return path
+    return path, m
 
 
 def run_steps(rlx, path, variant, out_dir, backend, mode):
@@ -259,6 +259,72 @@ def run_steps(rlx, path, variant, out_dir, backend, mode):
     print(f"     first step {st['first_step_ms']:.1f} ms, then {st['steps_per_s']:.1f} steps/s, "
           f"{st['respecialized']} re-specialisations", flush=True)
     return None, wall
+
+
+def generate_tests(rlx, path, m, out_dir, backend, modes):
+    """`rlx generate` on the logits export: greedy ids (and --sample --top-k 1) against PyTorch's
+    greedy loop; seeded top-k sampling: every drawn id among PyTorch's 5 most likely at its
+    position (the logits of the whole sequence from PyTorch), the same seed giving the same ids."""
+    import torch
+
+    want = np.load(os.path.join(out_dir, "decoder_logits.ids.npy")).tolist()
+    prompt = ",".join(map(str, PROMPT))
+    fails = 0
+
+    def gen(*extra):
+        r = subprocess.run([rlx, "generate", path, "--prompt", prompt, "--backend", backend, "--json"] + list(extra),
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            return None, f"exit {r.returncode}: {r.stderr.strip()[-1000:]}"
+        lines = [json.loads(x) for x in r.stdout.splitlines()]
+        per_token = [x["id"] for x in lines[:-1]]
+        if per_token != lines[-1]["ids"]:
+            return None, "the per-token JSON lines disagree with the summary"
+        return lines[-1], None
+
+    for mode in modes:
+        npy = os.path.join(out_dir, f"generate_{backend}_{mode}.npy")
+        j, err = gen("-m", mode, "-n", str(STEPS), "-o", npy)
+        if not err and (j["ids"] != want or np.load(npy).tolist() != [want]):
+            err = f"ids differ: got {j['ids']}, want {want}"
+        print(f"{'FAIL' if err else 'ok  '} generate greedy {backend} {mode}: {STEPS} ids" + (f"\n     {err}" if err else ""), flush=True)
+        fails += err is not None
+    j, err = gen("-n", "16", "--sample", "--top-k", "1", "--seed", "5")
+    if not err and j["ids"] != want[:16]:
+        err = f"--top-k 1 ids {j['ids']}, want the greedy {want[:16]}"
+    print(f"{'FAIL' if err else 'ok  '} generate --sample --top-k 1 {backend}: the greedy ids" + (f"\n     {err}" if err else ""), flush=True)
+    fails += err is not None
+    j, err = gen("-n", "24", "--sample", "--top-k", "5", "--temperature", "2", "--seed", "11")
+    j2, err2 = gen("-n", "24", "--sample", "--top-k", "5", "--temperature", "2", "--seed", "11")
+    err = err or err2
+    if not err and j["ids"] != j2["ids"]:
+        err = "the same seed drew other ids"
+    if not err:
+        seq = PROMPT + j["ids"]
+        kvh = 2
+        past = [torch.zeros(1, kvh, 0, HEAD_DIM) for _ in range(2 * LAYERS)]
+        with torch.no_grad():
+            logits = m(torch.tensor([seq[:-1]]), torch.ones(1, len(seq) - 1, dtype=torch.int64),
+                       torch.arange(len(seq) - 1)[None], *past)[0][0]
+        for i, tok in enumerate(j["ids"]):
+            top = torch.topk(logits[len(PROMPT) - 1 + i], 5).indices.tolist()
+            if tok not in top:
+                err = f"sampled id {tok} at step {i + 1} is not among PyTorch's top 5 {top}"
+                break
+        if not err and j["ids"] == want[:24]:
+            err = "temperature-2 top-5 sampling gave exactly the greedy ids: not sampling"
+    print(f"{'FAIL' if err else 'ok  '} generate --sample --top-k 5 {backend}: ids within PyTorch's top 5, seeded" +
+          (f"\n     {err}" if err else ""), flush=True)
+    fails += err is not None
+    r = subprocess.run([rlx, "generate", path, "--prompt", "5,x"], capture_output=True, text=True)
+    no_logits = os.path.join(out_dir, "decoder_expand.onnx")  # exported first (ends at next_ids)
+    if not os.path.exists(no_logits):
+        no_logits = export("expand", out_dir)[0]
+    r2 = subprocess.run([rlx, "generate", no_logits, "--prompt", "5"], capture_output=True, text=True)
+    ok = r.returncode == 2 and "'x' is not an integer id" in r.stderr and r2.returncode == 2 and "no output 'logits'" in r2.stderr
+    print(f"{'ok  ' if ok else 'FAIL'} generate: a bad prompt and a model without logits exit 2" +
+          ("" if ok else f"\n     {r.returncode} {r.stderr[-300:]} / {r2.returncode} {r2.stderr[-300:]}"), flush=True)
+    return fails + (not ok)
 
 
 def json_decode_graph(rlx, backend, modes, tmp):
@@ -324,8 +390,11 @@ def main():
     variants = [v for v in ("expand", "repeat", "mha", "logits") if a.k in v]
     fails = 0
     for v in variants:
-        path = export(v, a.out)
-        if a.export_only or v == "logits":  # logits: for `rlx generate` (no ids to feed back)
+        path, m = export(v, a.out)
+        if a.export_only:
+            continue
+        if v == "logits":  # takes attention_mask and position_ids: run by `rlx generate`
+            fails += generate_tests(a.rlx, path, m, a.out, a.backend, a.modes.split(","))
             continue
         for mode in a.modes.split(","):
             err, wall = run_steps(a.rlx, path, v, a.out, a.backend, mode)
