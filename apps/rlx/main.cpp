@@ -552,10 +552,6 @@ int main(int argc, char** argv) {
               "  rlx run g.json -p w.safetensors -i x=@x.npy --expect y=@y.npy --atol 1e-4 --rtol 1e-4\n"
               "Exit codes: 0 ok, 1 expectation failed, 2 bad usage or input, 3 failure while running.");
 
-  GenerateFlags gf;
-  auto* generate = app.add_subcommand("generate", "Generate token ids with an ONNX decoder export (KV cache fed back; ids in, ids out)");
-  add_generate_options(generate, gf);
-
   CompareFlags cf;
   auto* compare = app.add_subcommand("compare", "Run every mode x backend on the same inputs and compare the outputs");
   cf.common.add(compare);
@@ -611,6 +607,10 @@ int main(int argc, char** argv) {
   auto* cache = app.add_subcommand("cache", "Show (info, the default) or empty (clear) the persistent compile cache");
   auto* cache_info = cache->add_subcommand("info", "Where the cache is, its entries and size");
   auto* cache_clear = cache->add_subcommand("clear", "Remove every entry");
+
+  GenerateFlags gf;
+  auto* generate = app.add_subcommand("generate", "Generate token ids with an ONNX decoder export (KV cache fed back; ids in, ids out)");
+  add_generate_options(generate, gf);
   cache->require_subcommand(0, 1);
   cache->footer("Location: $RLX_CACHE_DIR, else $XDG_CACHE_HOME/rlx, else ~/.cache/rlx. RLX_CACHE=0 or --no-cache\n"
                 "turns it off; RLX_CACHE_MAX_MB caps its size (least recently used entries go first). See docs/cache.md.");
