@@ -327,6 +327,25 @@ def generate_tests(rlx, path, m, out_dir, backend, modes):
     return fails + (not ok)
 
 
+def step_flag_errors(rlx, out_dir):
+    """--collect and --stop-when refuse what they cannot do with exit 2 and a message."""
+    base = os.path.join(out_dir, "decoder_expand")
+    cmd = [rlx, "run", base + ".onnx", "--steps", "3", "-i", f"input_ids=@{base}.prompt.npy", "--feed", "next_ids=input_ids"]
+    for p, q in zip(past_names(), present_names()):
+        cmd += ["-i", f"{p}=@{base}.empty.npy", "--feed", f"{q}={p}"]
+    cases = [(["--stop-when", "next_ids=abc"], "VALUE must be a number"),
+             (["--stop-when", "nope=1"], "'nope' is not an output"),
+             (["--collect", "nope"], "'nope' is not an output"),
+             (["--collect", "present.0.key"], "the output's shape changes over the steps ([1, 2, 4, 16] at step 1, [1, 2, 5, 16] at step 2)")]
+    fails = 0
+    for extra, msg in cases:
+        r = subprocess.run(cmd + extra, capture_output=True, text=True)
+        ok = r.returncode == 2 and msg in r.stderr
+        print(f"{'ok  ' if ok else 'FAIL'} {' '.join(extra)}: exit 2" + ("" if ok else f"\n     exit {r.returncode}: {r.stderr[-400:]}"), flush=True)
+        fails += not ok
+    return fails
+
+
 def json_decode_graph(rlx, backend, modes, tmp):
     """graphs/decode_step_bf16.json (a fixed-shape rlx decode step) still runs under --steps/--feed:
     step 1 against the golden numpy reference, steps 2 and 3 (mlp_residual fed back as x on the
@@ -403,6 +422,8 @@ def main():
             fails += err is not None
     if not a.k and not a.export_only:
         fails += json_decode_graph(a.rlx, a.backend, a.modes.split(","), a.out)
+        if a.backend == "cpu":
+            fails += step_flag_errors(a.rlx, a.out)
     sys.exit(1 if fails else 0)
 
 
