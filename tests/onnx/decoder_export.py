@@ -327,6 +327,41 @@ def generate_tests(rlx, path, m, out_dir, backend, modes):
     return fails + (not ok)
 
 
+GROW_GRAPH = {"format": "rlx.graph", "version": 1, "name": "grow", "outputs": ["grown", "total"], "nodes": [
+    {"id": "cache", "op": "input", "shape": ["t", 4]},
+    {"id": "x", "op": "input", "shape": [1, 4]},
+    {"id": "grown", "op": "concat", "inputs": ["cache", "x"], "attrs": {"axis": 0}},
+    {"id": "total", "op": "sum", "inputs": ["grown"], "attrs": {"axes": [0], "keepdims": True}}]}
+
+
+def json_symbolic_growth(rlx, backend, modes, tmp):
+    """An rlx graph whose cache input has a symbolic length: fed its grown concatenation each
+    step, the dim is bound again per step (a new plan per length). NumPy gives the values."""
+    g = os.path.join(tmp, "grow.json")
+    with open(g, "w") as f:
+        json.dump(GROW_GRAPH, f)
+    cache = np.arange(1, 9, dtype=np.float32).reshape(2, 4)
+    x = np.ones((1, 4), np.float32)
+    np.save(os.path.join(tmp, "grow_cache.npy"), cache)
+    np.save(os.path.join(tmp, "grow_x.npy"), x)
+    for _ in range(5):
+        cache = np.concatenate([cache, x])
+        x = cache.sum(0, keepdims=True)
+    np.save(os.path.join(tmp, "grow_want_grown.npy"), cache)
+    np.save(os.path.join(tmp, "grow_want_total.npy"), x)
+    fails = 0
+    for mode in modes:
+        r = subprocess.run([rlx, "run", g, "-b", backend, "-m", mode, "--steps", "5", "--feed", "grown=cache", "--feed", "total=x",
+                            "-i", f"cache=@{tmp}/grow_cache.npy", "-i", f"x=@{tmp}/grow_x.npy",
+                            "--expect", f"grown=@{tmp}/grow_want_grown.npy", "--expect", f"total=@{tmp}/grow_want_total.npy"],
+                           capture_output=True, text=True)
+        ok = r.returncode == 0 and "expect: 2 output(s) match" in r.stderr
+        print(f"{'ok  ' if ok else 'FAIL'} grow.json (symbolic cache length) {backend} {mode}: 5 steps, the cache fed back grown" +
+              ("" if ok else f"\n     exit {r.returncode}: {r.stderr[-500:]}"), flush=True)
+        fails += not ok
+    return fails
+
+
 def step_flag_errors(rlx, out_dir):
     """--collect and --stop-when refuse what they cannot do with exit 2 and a message."""
     base = os.path.join(out_dir, "decoder_expand")
@@ -422,6 +457,7 @@ def main():
             fails += err is not None
     if not a.k and not a.export_only:
         fails += json_decode_graph(a.rlx, a.backend, a.modes.split(","), a.out)
+        fails += json_symbolic_growth(a.rlx, a.backend, a.modes.split(","), a.out)
         if a.backend == "cpu":
             fails += step_flag_errors(a.rlx, a.out)
     sys.exit(1 if fails else 0)
