@@ -68,6 +68,7 @@ struct Layout {
   std::vector<std::string> past, present;  // past_key_values.N.key/value, present.N.key/value
   std::vector<int64_t> kv_heads, head_dim;
   std::vector<DType> past_dtype;
+  int64_t vocab = -1;  // logits' last dimension where the model fixes it
 };
 
 Layout read_layout(const onnx::Model& m, const std::string& file) {
@@ -87,7 +88,10 @@ Layout read_layout(const onnx::Model& m, const std::string& file) {
   if (!has_ids) throw InputError(file + ": no input 'input_ids' (rlx generate expects " + kConvention + ")");
   if (past.empty()) throw InputError(file + ": no past_key_values.N.key/value inputs (rlx generate expects " + kConvention + ")");
   std::set<std::string> outs;
-  for (const auto& vo : m.outputs()) outs.insert(vo.name);
+  for (const auto& vo : m.outputs()) {
+    outs.insert(vo.name);
+    if (vo.name == "logits" && vo.has_shape && !vo.dims.empty() && vo.dims.back().symbol.empty()) L.vocab = vo.dims.back().value;
+  }
   if (!outs.count("logits")) throw InputError(file + ": no output 'logits' (rlx generate expects " + kConvention + ")");
   int n = 0;
   for (const auto& [layer, kv] : past) {
@@ -150,9 +154,9 @@ void add_generate_options(CLI::App* app, GenerateFlags& f) {
   app->add_option("--prompt", f.prompt, "Prompt token ids: 5,17,42 or @ids.npy ([n] or [1, n] integers)")->required();
   app->add_option("--max-new-tokens,-n", f.max_new_tokens, "Tokens to generate")->capture_default_str();
   app->add_option("--eos", f.eos, "Stop after generating this id (end of sequence)");
-  app->add_flag("--sample{sample},--greedy{greedy}", f.sampling,
-                "--sample: draw each id from the (seeded) distribution shaped by --temperature, --top-k, --top-p;\n"
-                "  --greedy (the default): the most likely id");
+  app->add_flag("--sample", f.sample,
+                "Draw each id from the (seeded) distribution shaped by --temperature, --top-k and --top-p\n"
+                "  (default: greedy, the most likely id)");
   app->add_option("--temperature", f.temperature, "Sampling temperature (> 0)")->capture_default_str();
   app->add_option("--top-k", f.top_k, "Sample among the K most likely ids (0: all)")->capture_default_str();
   app->add_option("--top-p", f.top_p, "Sample among the most likely ids holding this much probability (0 < P <= 1)")
@@ -175,6 +179,7 @@ void add_generate_options(CLI::App* app, GenerateFlags& f) {
 }
 
 int cmd_generate(GenerateFlags& f) {
+  f.sampling = f.sample ? "sample" : "greedy";
   if (f.max_new_tokens < 1) throw InputError("--max-new-tokens must be at least 1");
   if (!(f.temperature > 0) || !std::isfinite(f.temperature)) throw InputError("--temperature must be a positive number");
   if (!(f.top_p > 0 && f.top_p <= 1)) throw InputError("--top-p must be in (0, 1]");
@@ -193,6 +198,11 @@ int cmd_generate(GenerateFlags& f) {
 
   auto model = onnx::Model::load(f.model);
   const Layout L = read_layout(*model, f.model);
+  for (int64_t id : prompt)
+    if (id < 0 || (L.vocab > 0 && id >= L.vocab))
+      throw InputError("--prompt: id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                       (L.vocab > 0 ? std::to_string(L.vocab) : std::string("vocab")) + ")" +
+                       (L.vocab > 0 ? " (the last dimension of the model's logits)" : ""));
   auto ex = make_executor(backend, device);
   SessionOptions so;
   so.verbose = f.verbose;

@@ -12,7 +12,8 @@ struct GenerateFlags {
   int device = -1;
   int max_new_tokens = 32;
   std::optional<int64_t> eos;
-  std::string sampling = "greedy";  // greedy | sample
+  bool sample = false;               // --sample; else greedy
+  std::string sampling = "greedy";  // set from `sample`: greedy | sample
   double temperature = 1.0, top_p = 1.0;
   int top_k = 0;
   uint64_t seed = 0;

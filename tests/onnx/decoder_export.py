@@ -321,9 +321,11 @@ def generate_tests(rlx, path, m, out_dir, backend, modes):
     if not os.path.exists(no_logits):
         no_logits = export("expand", out_dir)[0]
     r2 = subprocess.run([rlx, "generate", no_logits, "--prompt", "5"], capture_output=True, text=True)
-    ok = r.returncode == 2 and "'x' is not an integer id" in r.stderr and r2.returncode == 2 and "no output 'logits'" in r2.stderr
-    print(f"{'ok  ' if ok else 'FAIL'} generate: a bad prompt and a model without logits exit 2" +
-          ("" if ok else f"\n     {r.returncode} {r.stderr[-300:]} / {r2.returncode} {r2.stderr[-300:]}"), flush=True)
+    r3 = subprocess.run([rlx, "generate", path, "--prompt", f"5,{VOCAB}"], capture_output=True, text=True)
+    ok = (r.returncode == 2 and "'x' is not an integer id" in r.stderr and r2.returncode == 2 and "no output 'logits'" in r2.stderr
+          and r3.returncode == 2 and f"id {VOCAB} is outside the vocabulary [0, {VOCAB})" in r3.stderr)
+    print(f"{'ok  ' if ok else 'FAIL'} generate: a bad prompt, an id outside the vocabulary and a model without logits exit 2" +
+          ("" if ok else f"\n     {r.returncode} {r.stderr[-300:]} / {r2.returncode} {r2.stderr[-300:]} / {r3.returncode} {r3.stderr[-300:]}"), flush=True)
     return fails + (not ok)
 
 
