@@ -196,6 +196,8 @@ int cmd_generate(GenerateFlags& f) {
   if (backend.empty()) backend = std::getenv("RLX_BACKEND") ? std::getenv("RLX_BACKEND") : "cpu";
   int device = f.device >= 0 ? f.device : (std::getenv("RLX_DEVICE") ? std::atoi(std::getenv("RLX_DEVICE")) : 0);
 
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();  // the first token's time counts loading the model
   auto model = onnx::Model::load(f.model);
   const Layout L = read_layout(*model, f.model);
   for (int64_t id : prompt)
@@ -212,8 +214,6 @@ int cmd_generate(GenerateFlags& f) {
   std::vector<int64_t> cur = prompt, generated;
   int64_t past_len = 0;
   std::mt19937_64 rng(f.seed);
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
   auto t_first = t0, t_prev = t0;
   bool eos = false;
   for (int step = 0; step < f.max_new_tokens; ++step) {

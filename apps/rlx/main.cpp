@@ -267,6 +267,8 @@ struct RunFlags {
 };
 
 int cmd_run(RunFlags& f) {
+  using clock = std::chrono::steady_clock;
+  const auto t_start = clock::now();  // time to the first step counts loading and specialising
   f.common.finish();
   Mode mode = pick_mode(f.common.mode);
   if (f.repeat < 1 || f.steps < 1) throw InputError("--repeat and --steps must be at least 1");
@@ -293,8 +295,6 @@ int cmd_run(RunFlags& f) {
   std::vector<double> times;
   const bool progress = isatty(2) && f.steps * f.repeat > 1;
   int steps_run = 0, respecialized = 0;
-  using clock = std::chrono::steady_clock;
-  const auto t_start = clock::now();
   auto t_first = t_start;
   for (int step = 0; step < f.steps; ++step) {
     if (step > 0) {
