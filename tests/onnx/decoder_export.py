@@ -256,6 +256,8 @@ def run_steps(rlx, path, variant, out_dir, backend, mode):
     if not j.get("ok") or len(j.get("expect", [])) != 2 * LAYERS:
         return "final caches differ: " + json.dumps(j.get("expect")), wall
     st = j["steps"]
+    if st["run"] != STEPS or st["respecialized"] != STEPS - 1 or st["stopped"]:
+        return f"steps report {st}: want {STEPS} steps run, {STEPS - 1} re-specialisations (one per cache length)", wall
     print(f"     first step {st['first_step_ms']:.1f} ms, then {st['steps_per_s']:.1f} steps/s, "
           f"{st['respecialized']} re-specialisations", flush=True)
     return None, wall
@@ -375,6 +377,20 @@ def step_flag_errors(rlx, out_dir):
              (["--collect", "nope"], "'nope' is not an output"),
              (["--collect", "present.0.key"], "the output's shape changes over the steps ([1, 2, 4, 16] at step 1, [1, 2, 5, 16] at step 2)")]
     fails = 0
+    # --stop-when with an id PyTorch's loop produces: the loop ends at its first occurrence
+    want = np.load(base + ".ids.npy").tolist()
+    stop = want[9]
+    k = want.index(stop) + 1
+    r = subprocess.run(cmd[:4] + ["64"] + cmd[5:] + ["--stop-when", f"next_ids={stop}", "--collect", "next_ids", "--json"],
+                       capture_output=True, text=True)
+    ok = r.returncode == 0
+    if ok:
+        j = json.loads(r.stdout)
+        got = [o for o in j["outputs"] if o["name"] == "next_ids"][0]["values"]
+        ok = got == want[:k] and j["steps"]["run"] == k and j["steps"]["stopped"]
+    print(f"{'ok  ' if ok else 'FAIL'} --stop-when next_ids={stop}: stops after step {k} with PyTorch's first {k} ids" +
+          ("" if ok else f"\n     exit {r.returncode}: {r.stdout[-300:]} {r.stderr[-300:]}"), flush=True)
+    fails += not ok
     for extra, msg in cases:
         r = subprocess.run(cmd + extra, capture_output=True, text=True)
         ok = r.returncode == 2 and msg in r.stderr
