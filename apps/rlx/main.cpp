@@ -3,7 +3,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <new>
 #include <optional>
@@ -21,6 +23,7 @@
 #include "runtime/onnx_binding.h"
 #include "runtime/runner.h"
 #include "runtime/session.h"
+#include "generate.h"
 #include "suggest.h"
 
 using namespace rlx;
@@ -190,17 +193,97 @@ SessionOptions session_options(bool verbose) {
 
 Mode pick_mode(const std::string& flag) { return flag.empty() ? mode_from_env() : parse_mode(flag, "--mode"); }
 
+// ---------------- run: per-step outputs (--collect, --stop-when) ----------------
+// --collect OUT gathers output OUT over the steps; at the end its values, stacked into one
+// tensor [steps, ...], take the place of the last step's value (printed, written, compared).
+struct Collector {
+  int index = -1;
+  std::string id;
+  std::vector<Tensor> steps;
+};
+
+std::vector<Collector> plan_collect(const ir::Graph& g, const std::vector<std::string>& ids) {
+  std::vector<Collector> r;
+  for (const auto& id : ids) {
+    int k = output_index(g, id);
+    if (k < 0) throw InputError("--collect " + id + ": '" + id + "' is not an output of the graph");
+    for (const auto& c : r)
+      if (c.id == id) throw InputError("--collect " + id + " is given twice");
+    r.push_back({k, id, {}});
+  }
+  return r;
+}
+
+// The steps' values stacked along a new first axis; every step must give the same shape.
+Tensor stack_steps(const Collector& c) {
+  const Tensor& t0 = c.steps.front();
+  Shape s = t0.shape();
+  s.insert(s.begin(), (int64_t)c.steps.size());
+  Tensor r(s, t0.dtype());
+  auto* dst = static_cast<uint8_t*>(r.mutable_raw());
+  for (size_t i = 0; i < c.steps.size(); ++i) {
+    if (c.steps[i].shape() != t0.shape())
+      throw InputError("--collect " + c.id + ": the output's shape changes over the steps (" + shape_str(t0.shape()) + " at step 1, " +
+                       shape_str(c.steps[i].shape()) + " at step " + std::to_string(i + 1) + "); only outputs of one shape can be stacked");
+    if (t0.nbytes()) std::memcpy(dst + i * t0.nbytes(), c.steps[i].raw(), t0.nbytes());
+  }
+  return r;
+}
+
+// --stop-when OUT=VALUE: output index and value.
+struct StopWhen {
+  int index = -1;
+  std::string id;
+  double value = 0;
+};
+
+std::optional<StopWhen> parse_stop_when(const ir::Graph& g, const std::string& spec) {
+  if (spec.empty()) return std::nullopt;
+  auto [id, v] = split_assignment(spec, "--stop-when");
+  StopWhen w{output_index(g, id), id, 0};
+  if (w.index < 0) throw InputError("--stop-when " + spec + ": '" + id + "' is not an output of the graph");
+  try {
+    size_t used = 0;
+    w.value = std::stod(v, &used);
+    if (used != v.size()) throw std::invalid_argument(v);
+  } catch (const std::exception&) {
+    throw InputError("--stop-when " + spec + ": VALUE must be a number (e.g. an end-of-sequence id)");
+  }
+  return w;
+}
+
+// True when every element of the output equals the value (an empty output never stops).
+bool stop_reached(const StopWhen& w, const Tensor& t) {
+  if (t.numel() == 0) return false;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (t.at(i) != w.value) return false;
+  return true;
+}
+
+// True when a fed output's shape differs from the input's current value (a KV cache grown by
+// a step): an ONNX model, specialised per input shapes, must then be specialised again.
+bool fed_shapes_changed(const ir::Graph& g, const std::vector<std::pair<std::string, std::string>>& feeds,
+                        const std::vector<Tensor>& outs, const std::map<std::string, Tensor>& cur_inputs) {
+  for (const auto& [out, in] : feeds) {
+    auto it = cur_inputs.find(in);
+    if (it == cur_inputs.end() || it->second.shape() != outs.at(output_index(g, out)).shape()) return true;
+  }
+  return false;
+}
+
 // ---------------- run ----------------
 struct RunFlags {
   CommonFlags common;
-  std::vector<std::string> outputs, expects, feeds;
-  std::string out_dir;
+  std::vector<std::string> outputs, expects, feeds, collect;
+  std::string out_dir, stop_when;
   double atol = 1e-5, rtol = 1e-5;
   int repeat = 1, steps = 1, top = 0;
   bool json = false, dump_plan = false, check_numerics = false, profile = false;
 };
 
 int cmd_run(RunFlags& f) {
+  using clock = std::chrono::steady_clock;
+  const auto t_start = clock::now();  // time to the first step counts loading and specialising
   f.common.finish();
   Mode mode = pick_mode(f.common.mode);
   if (f.repeat < 1 || f.steps < 1) throw InputError("--repeat and --steps must be at least 1");
@@ -212,6 +295,8 @@ int cmd_run(RunFlags& f) {
   std::vector<std::pair<std::string, std::string>> feeds;
   for (const auto& s : f.feeds) feeds.push_back(split_assignment(s, "--feed"));
   if (!feeds.empty() && f.steps == 1) std::cerr << "note: --feed has no effect without --steps N > 1\n";
+  auto collectors = plan_collect(g, f.collect);
+  const auto stop_when = parse_stop_when(g, f.stop_when);
 
   auto ex = make_executor(f.common.backend, f.common.device);
   SessionOptions so = session_options(f.common.verbose);
@@ -224,18 +309,27 @@ int cmd_run(RunFlags& f) {
   std::vector<Tensor> outs;
   std::vector<double> times;
   const bool progress = isatty(2) && f.steps * f.repeat > 1;
+  int steps_run = 0, respecialized = 0;
+  auto t_first = t_start;
   for (int step = 0; step < f.steps; ++step) {
     if (step > 0) {
       bool by_value = false;
+      const bool reshaped = fed_shapes_changed(g, feeds, outs, cur_inputs);
       for (const auto& [out, in] : feeds) {
         cur_inputs[in] = outs.at(output_index(g, out));
         by_value = by_value || L.value_deps.count(in);
       }
-      if (by_value && L.respecialize && L.values_changed(cur_inputs)) {
-        // An input the ONNX specialisation used by value changed: specialise again (cached by
-        // value in the model) rather than reuse a graph built for the old value.
+      if (L.respecialize && (reshaped || (by_value && L.values_changed(cur_inputs)))) {
+        // An input the ONNX specialisation used by value changed, or a fed output has another
+        // shape than the input had (a grown KV cache): specialise again (cached by shapes and
+        // values in the model) rather than reuse a graph built for the old ones. A new Session
+        // then plans (and in compiled mode compiles) for the new shapes: one per step while a
+        // cache grows (docs/modes.md).
         Loaded L2 = L.respecialize(cur_inputs);
-        if (f.common.verbose) std::cerr << "step " << step + 1 << ": an input used by value changed; specialised again\n";
+        ++respecialized;
+        if (f.common.verbose)
+          std::cerr << "step " << step + 1 << ": " << (reshaped ? "a fed input's shape" : "an input used by value")
+                    << " changed; specialised again\n";
         session = std::make_unique<Session>(L2.graph, *ex, L2.params, so);
         for (const auto& [id, t] : cur_inputs) session->set_input(id, t);
         L.graph = L2.graph;
@@ -250,12 +344,23 @@ int cmd_run(RunFlags& f) {
       outs = s.run(mode);
       times.push_back(s.last_stats().seconds);
     }
+    ++steps_run;
+    if (step == 0) t_first = clock::now();
+    for (auto& c : collectors) c.steps.push_back(outs.at(c.index));
+    if (stop_when && stop_reached(*stop_when, outs.at(stop_when->index))) {
+      if (f.common.verbose) std::cerr << "step " << step + 1 << ": " << stop_when->id << " = " << stop_when->value << "; stopping\n";
+      break;
+    }
     if (f.steps > 1 && (f.common.verbose || progress)) std::cerr << "\rstep " << step + 1 << "/" << f.steps << std::flush;
   }
   if (f.steps > 1 && (f.common.verbose || progress)) std::cerr << "\n";
   Session& s = *session;
   const RunStats& st = s.last_stats();
   double first = times.front(), steady = times.size() > 1 ? times.back() : times.front();
+  const double first_step_s = std::chrono::duration<double>(t_first - t_start).count();
+  const double rest_s = std::chrono::duration<double>(clock::now() - t_first).count();
+  const double steps_per_s = steps_run > 1 && rest_s > 0 ? (steps_run - 1) / rest_s : 0;
+  for (const auto& c : collectors) outs[c.index] = stack_steps(c);
   std::vector<std::string> failures;
   std::vector<nlohmann::json> expect_json;
   for (const auto& [id, e] : expected) {
@@ -277,6 +382,12 @@ int cmd_run(RunFlags& f) {
     j["kernels"] = st.kernels;
     j["peak_bytes"] = st.peak_bytes;
     j["compiles"] = s.compile_count();
+    if (f.steps > 1) {
+      j["steps"] = {{"run", steps_run}, {"requested", f.steps}, {"first_step_ms", first_step_s * 1e3},
+                    {"steps_per_s", steps_per_s}, {"respecialized", respecialized},
+                    {"stopped", stop_when.has_value() && steps_run < f.steps}};
+      j["collected"] = f.collect;
+    }
     j["outputs"] = nlohmann::json::array();
     for (size_t k = 0; k < outs.size(); ++k) {
       const Tensor& t = outs[k];
@@ -319,6 +430,12 @@ int cmd_run(RunFlags& f) {
                              ex->description(), st.kernels, first * 1e3);
     if (times.size() > 1) std::cerr << fmt::format(", last run {:.3f} ms over {} runs", steady * 1e3, times.size());
     std::cerr << fmt::format(", peak device memory {:.2f} MiB\n", st.peak_bytes / 1048576.0);
+    if (f.steps > 1) {
+      std::cerr << fmt::format("steps: {} of {}{}, first step {:.3f} ms, then {:.1f} steps/s", steps_run, f.steps,
+                               stop_when && steps_run < f.steps ? " (stopped by --stop-when)" : "", first_step_s * 1e3, steps_per_s);
+      if (respecialized) std::cerr << fmt::format(" ({} step(s) specialised the model again for new input shapes)", respecialized);
+      std::cerr << "\n";
+    }
   }
   if (f.profile) std::cerr << format_profile(st.profile);
   for (const auto& m : failures) std::cerr << "expect failed: " << m << "\n";
@@ -432,6 +549,11 @@ int main(int argc, char** argv) {
   run->add_option("--repeat", rf.repeat, "Run N times with the same inputs (compiled mode replays)")->capture_default_str();
   run->add_option("--steps", rf.steps, "Run N steps, feeding outputs back as inputs (see --feed)")->capture_default_str();
   run->add_option("--feed", rf.feeds, "Between steps, output OUT becomes input IN, on the device: OUT=IN (repeatable)\n  e.g. --steps 8 --feed next_offset=offset")->allow_extra_args(false);
+  run->add_option("--collect", rf.collect, "Gather output OUT over the steps into one tensor [steps, ...]: printed, written and\n"
+                  "  compared (--expect) in place of the last step's value (repeatable)\n  e.g. --steps 64 --feed next_ids=input_ids --collect next_ids")
+      ->allow_extra_args(false);
+  run->add_option("--stop-when", rf.stop_when, "Stop the steps early once every element of output OUT equals VALUE: OUT=VALUE\n"
+                  "  e.g. --stop-when next_ids=2 (an end-of-sequence id)");
   run->add_option("--top", rf.top, "Also print the K largest entries of each output's last row (e.g. next-token logits)")
       ->check(non_negative());
   run->add_flag("--json", rf.json, "Print a machine-readable JSON result on stdout");
@@ -500,6 +622,10 @@ int main(int argc, char** argv) {
   auto* cache = app.add_subcommand("cache", "Show (info, the default) or empty (clear) the persistent compile cache");
   auto* cache_info = cache->add_subcommand("info", "Where the cache is, its entries and size");
   auto* cache_clear = cache->add_subcommand("clear", "Remove every entry");
+
+  GenerateFlags gf;
+  auto* generate = app.add_subcommand("generate", "Generate token ids with an ONNX decoder export (KV cache fed back; ids in, ids out)");
+  add_generate_options(generate, gf);
   cache->require_subcommand(0, 1);
   cache->footer("Location: $RLX_CACHE_DIR, else $XDG_CACHE_HOME/rlx, else ~/.cache/rlx. RLX_CACHE=0 or --no-cache\n"
                 "turns it off; RLX_CACHE_MAX_MB caps its size (least recently used entries go first). Entries are\n"
@@ -550,6 +676,11 @@ int main(int argc, char** argv) {
       ~ReportCache() { report_cache(); }
     } report_at_exit;  // after the command's executor is gone (it saves the Vulkan pipeline cache)
     if (run->parsed()) return cmd_run(rf);
+    if (generate->parsed()) {
+      check_num_threads();
+      install_cache(gf.no_cache, gf.verbose, "");
+      return cmd_generate(gf);
+    }
     if (compare->parsed()) return cmd_compare(cf);
     if (bench->parsed()) return cmd_bench(bf);
     if (cache->parsed()) {

@@ -564,7 +564,15 @@ std::shared_ptr<const Specialized> Model::specialize(const std::map<std::string,
   }
   ImportState st(*this, input_shapes, dims, values);
   std::shared_ptr<const Specialized> sp = Importer(st).run();
-  cache_[key].push_back(sp);
+  auto& entries = cache_[key];
+  if (entries.empty()) {
+    cache_order_.push_back(key);
+    if (cache_order_.size() > kMaxCachedShapes) {
+      cache_.erase(cache_order_.front());
+      cache_order_.pop_front();
+    }
+  }
+  entries.push_back(sp);
   specializations_++;
   return sp;
 }

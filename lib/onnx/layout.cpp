@@ -311,6 +311,76 @@ struct Layout : Importer {
     set_host(0, os, x.et, h);
     return true;
   }
+  // Split and Tile of host values (shape arithmetic: repeat_interleave's export splits and tiles
+  // a shape vector) fold to host values, so a shape computed through them stays known.
+  bool fold_Split() {
+    if (!inputs_known()) return false;
+    const NodeDef& n = *cur_;
+    Val& x = in(0);
+    auto hx = host(0);
+    const Shape& s = x.shape;
+    if (s.empty()) fail("cannot split a scalar");
+    int a = axis_of(ai("axis", 0), s.size());
+    std::vector<int64_t> parts;
+    if (m_.opset() >= 13) { if (has_in(1)) parts = need_ints(1, "split"); }
+    else parts = aints("split").value_or(std::vector<int64_t>{});
+    const size_t no = n.outputs.size();
+    if (parts.empty()) {
+      if (s[a] % (int64_t)no) fail("axis of size " + std::to_string(s[a]) + " does not split evenly into " + std::to_string(no));
+      parts.assign(no, s[a] / (int64_t)no);
+    }
+    if (parts.size() != no) fail("split has " + std::to_string(parts.size()) + " entries for " + std::to_string(no) + " outputs");
+    int64_t outer = 1, inner = 1;
+    for (int k = 0; k < a; ++k) outer *= s[k];
+    for (size_t k = a + 1; k < s.size(); ++k) inner *= s[k];
+    int64_t st = 0;
+    for (size_t k = 0; k < no; ++k) {
+      if (parts[k] < 0 || st + parts[k] > s[a]) fail("split sizes exceed the axis");
+      Shape os = s;
+      os[a] = parts[k];
+      Host h;
+      h.is_float = hx->is_float;
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < parts[k] * inner; ++j) {
+          const int64_t src = (o * s[a] + st) * inner + j;
+          if (h.is_float) h.f.push_back(hx->f[src]);
+          else h.i.push_back(hx->i[src]);
+        }
+      if (!n.outputs[k].empty()) set_host(k, os, x.et, h);
+      st += parts[k];
+    }
+    if (st != s[a]) fail("split sizes sum to " + std::to_string(st) + ", the axis has " + std::to_string(s[a]));
+    return true;
+  }
+  bool fold_Tile() {
+    if (!inputs_known()) return false;
+    Val& x = in(0);
+    auto hx = host(0);
+    auto rep = need_ints(1, "repeats");
+    const Shape& s = x.shape;
+    if (rep.size() != s.size()) fail("repeats has " + std::to_string(rep.size()) + " entries for rank " + std::to_string(s.size()));
+    Shape os(s.size());
+    for (size_t k = 0; k < s.size(); ++k) {
+      if (rep[k] < 0) fail("negative repeat");
+      os[k] = s[k] * rep[k];
+    }
+    const int64_t n = shape_numel(os);
+    if (n > L_.max_folded_elements) return false;
+    auto ist = strides_of(s);
+    Host h;
+    h.is_float = hx->is_float;
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t rem = j, src = 0;
+      for (size_t k = os.size(); k-- > 0;) {
+        src += (rem % os[k]) % s[k] * ist[k];
+        rem /= os[k];
+      }
+      if (h.is_float) h.f.push_back(hx->f[src]);
+      else h.i.push_back(hx->i[src]);
+    }
+    set_host(0, os, x.et, h);
+    return true;
+  }
   bool fold_Expand() {
     if (!inputs_known()) return false;
     Val& x = in(0);
@@ -362,12 +432,12 @@ void layout_ops(std::vector<OpDef>& t) {
       {"Transpose", "", 1, map<&F::map_Transpose>, fold<&F::fold_Transpose>, "transpose", "transpose", ""},
       {"Concat", "", 1, map<&F::map_Concat>, fold<&F::fold_Concat>, "concat", "concat", "folded when all inputs are known"},
       {"Slice", "", 1, map<&F::map_Slice>, fold<&F::fold_Slice>, "narrow (unit steps) or slice", "narrow", "starts/ends/axes/steps must be constants"},
-      {"Split", "", 1, map<&F::map_Split>, nullptr, "narrow", "narrow", ""},
+      {"Split", "", 1, map<&F::map_Split>, fold<&F::fold_Split>, "narrow", "narrow", "folded when its inputs are known"},
       {"Squeeze", "", 1, map<&F::map_Squeeze_Unsqueeze>, nullptr, "reshape", "reshape", ""},
       {"Unsqueeze", "", 1, map<&F::map_Squeeze_Unsqueeze>, nullptr, "reshape", "reshape", ""},
       {"Flatten", "", 1, map<&F::map_Flatten>, nullptr, "reshape", "reshape", ""},
       {"Expand", "", 1, map<&F::map_Expand>, fold<&F::fold_Expand>, "broadcast_to", "broadcast_to", ""},
-      {"Tile", "", 1, map<&F::map_Tile>, nullptr, "reshape, broadcast_to, reshape", "broadcast_to", ""},
+      {"Tile", "", 1, map<&F::map_Tile>, fold<&F::fold_Tile>, "reshape, broadcast_to, reshape", "broadcast_to", "folded when its inputs are known"},
       {"DepthToSpace", "", 1, map<&F::map_DepthToSpace_SpaceToDepth>, nullptr, "reshape, transpose, reshape", "transpose", "modes DCR and CRD"},
       {"SpaceToDepth", "", 1, map<&F::map_DepthToSpace_SpaceToDepth>, nullptr, "reshape, transpose, reshape", "transpose", ""},
       {"Pad", "", 1, map<&F::map_Pad>, nullptr, "pad", "pad", "modes constant, reflect, edge"},

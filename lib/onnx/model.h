@@ -11,6 +11,7 @@
 // data paths that leave the model's folder. This library depends on ir (and io) only; the
 // protobuf types never appear in its headers.
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -166,6 +167,11 @@ class Model {
   std::map<std::string, std::shared_ptr<TensorData>> inits_;
   std::vector<std::string> init_order_;
   std::map<std::string, std::vector<std::shared_ptr<const Specialized>>> cache_;
+  // Shape keys in the order they were first specialised: the cache keeps the most recent
+  // kMaxCachedShapes (a decode loop's cache grows by one position per step, and each length's
+  // specialisation holds folded constants such as its causal mask).
+  std::deque<std::string> cache_order_;
+  static constexpr size_t kMaxCachedShapes = 16;
   std::mutex mu_;
   int specializations_ = 0;
   friend class Importer;

@@ -95,7 +95,10 @@ Loaded load_onnx_binding(const Binding& b) {
   L.params = sp->params;
   L.inputs = std::move(P.inputs);
   L.value_deps = sp->value_deps;
-  L.respecialize = [model = P.model, dims = P.dims](const std::map<std::string, Tensor>& inputs) {
+  // Specialising again (another value, or another shape: a KV cache grown by a step) binds the
+  // symbolic dims from the new inputs: only the --dim flags are kept, not the dims the first
+  // inputs bound.
+  L.respecialize = [model = P.model, dims = parse_dims(b.dims)](const std::map<std::string, Tensor>& inputs) {
     std::map<std::string, Shape> shapes;
     for (const auto& [name, t] : inputs) shapes[name] = t.shape();
     auto sp = model->specialize(shapes, dims, inputs);

@@ -1,0 +1,295 @@
+// rlx generate: a decoder exported in the standard layout, one prompt step then one token per
+// step, the KV cache fed back grown by one position (the model is specialised again for each new
+// cache length: docs/modes.md, "Growing shapes").
+#include "generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <random>
+#include <regex>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/npy.h"
+#include "onnx/model.h"
+#include "runtime/executor.h"
+#include "runtime/runner.h"
+#include "runtime/session.h"
+
+namespace rlx {
+
+namespace {
+
+const char* kConvention =
+    "inputs input_ids [batch, seq], optionally attention_mask [batch, past + seq] and position_ids [batch, seq], and "
+    "past_key_values.N.key / .value [batch, kv_heads, past, head_dim]; outputs logits [batch, seq, vocab] and "
+    "present.N.key / .value";
+
+std::vector<int64_t> parse_prompt(const std::string& s) {
+  std::vector<int64_t> ids;
+  if (!s.empty() && s[0] == '@') {
+    Tensor t = io::read_npy(s.substr(1));
+    if (!is_integer(t.dtype())) throw InputError("--prompt " + s + ": the ids must be integers (i32 or i64)");
+    if (t.rank() > 2 || (t.rank() == 2 && t.shape()[0] != 1))
+      throw InputError("--prompt " + s + ": expected ids of shape [n] or [1, n], got " + shape_str(t.shape()));
+    for (int64_t i = 0; i < t.numel(); ++i) ids.push_back(t.int_at(i));
+  } else {
+    std::string item;
+    std::string norm = s;
+    std::replace(norm.begin(), norm.end(), ',', ' ');
+    std::istringstream in(norm);
+    while (in >> item) {
+      size_t used = 0;
+      int64_t v = 0;
+      try {
+        v = std::stoll(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != item.size()) throw InputError("--prompt: '" + item + "' is not an integer id (give ids like 5,17,42 or @ids.npy)");
+      ids.push_back(v);
+    }
+  }
+  if (ids.empty()) throw InputError("--prompt: no ids given (give ids like 5,17,42 or @ids.npy)");
+  return ids;
+}
+
+struct Layout {
+  std::string ids = "input_ids", mask, pos;
+  int ids_et = 0, mask_et = 0, pos_et = 0;
+  std::vector<std::string> past, present;  // past_key_values.N.key/value, present.N.key/value
+  std::vector<int64_t> kv_heads, head_dim;
+  std::vector<DType> past_dtype;
+  int64_t vocab = -1;  // logits' last dimension where the model fixes it
+};
+
+Layout read_layout(const onnx::Model& m, const std::string& file) {
+  Layout L;
+  std::map<int, std::map<std::string, const onnx::ValueInfo*>> past;
+  bool has_ids = false;
+  static const std::regex kPast(R"(past_key_values\.(\d+)\.(key|value))");
+  for (const auto& vi : m.inputs()) {
+    if (m.is_default_input(vi.name)) continue;
+    std::smatch mt;
+    if (vi.name == "input_ids") has_ids = true, L.ids_et = vi.elem_type;
+    else if (vi.name == "attention_mask") L.mask = vi.name, L.mask_et = vi.elem_type;
+    else if (vi.name == "position_ids") L.pos = vi.name, L.pos_et = vi.elem_type;
+    else if (std::regex_match(vi.name, mt, kPast)) past[std::stoi(mt[1])][mt[2]] = &vi;
+    else throw InputError(file + ": input '" + vi.name + "' is not one rlx generate knows (it expects " + kConvention + ")");
+  }
+  if (!has_ids) throw InputError(file + ": no input 'input_ids' (rlx generate expects " + kConvention + ")");
+  if (past.empty()) throw InputError(file + ": no past_key_values.N.key/value inputs (rlx generate expects " + kConvention + ")");
+  std::set<std::string> outs;
+  for (const auto& vo : m.outputs()) {
+    outs.insert(vo.name);
+    if (vo.name == "logits" && vo.has_shape && !vo.dims.empty() && vo.dims.back().symbol.empty()) L.vocab = vo.dims.back().value;
+  }
+  if (!outs.count("logits")) throw InputError(file + ": no output 'logits' (rlx generate expects " + kConvention + ")");
+  int n = 0;
+  for (const auto& [layer, kv] : past) {
+    if (layer != n++) throw InputError(file + ": past_key_values." + std::to_string(n - 1) + " is missing");
+    for (const char* which : {"key", "value"}) {
+      auto it = kv.find(which);
+      const std::string name = "past_key_values." + std::to_string(layer) + "." + which;
+      if (it == kv.end()) throw InputError(file + ": input '" + name + "' is missing");
+      const auto& vi = *it->second;
+      if (!vi.has_shape || vi.dims.size() != 4 || !vi.dims[1].symbol.empty() || !vi.dims[3].symbol.empty())
+        throw InputError(file + ": input '" + name + "' must be declared [batch, kv_heads, past, head_dim] with fixed kv_heads and head_dim");
+      const std::string present = "present." + std::to_string(layer) + "." + which;
+      if (!outs.count(present)) throw InputError(file + ": no output '" + present + "' for input '" + name + "'");
+      L.past.push_back(name);
+      L.present.push_back(present);
+      L.kv_heads.push_back(vi.dims[1].value);
+      L.head_dim.push_back(vi.dims[3].value);
+      L.past_dtype.push_back(onnx::to_dtype(vi.elem_type, file + ": input '" + name + "'"));
+    }
+  }
+  return L;
+}
+
+Tensor ints(Shape s, const std::vector<int64_t>& v, int et, const std::string& where) {
+  return Tensor::from_ints(std::move(s), v, onnx::to_dtype(et, where));
+}
+
+// Greedy: the first largest logit. Sampling: softmax(logits / temperature), the top_k most likely
+// (0: all), then the smallest prefix holding top_p of the mass, renormalised, one seeded draw.
+int64_t choose(const float* row, int64_t V, const GenerateFlags& f, std::mt19937_64& rng) {
+  if (f.sampling == "greedy") return std::max_element(row, row + V) - row;
+  std::vector<int64_t> idx(V);
+  for (int64_t i = 0; i < V; ++i) idx[i] = i;
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return row[a] > row[b]; });
+  const int64_t k = f.top_k > 0 ? std::min<int64_t>(f.top_k, V) : V;
+  std::vector<double> p(k);
+  double sum = 0;
+  for (int64_t i = 0; i < k; ++i) sum += p[i] = std::exp(((double)row[idx[i]] - row[idx[0]]) / f.temperature);
+  int64_t keep = 0;
+  double cum = 0;
+  while (keep < k) {
+    cum += p[keep++] / sum;
+    if (cum >= f.top_p) break;
+  }
+  double total = 0;
+  for (int64_t i = 0; i < keep; ++i) total += p[i];
+  const double u = (double)(rng() >> 11) * 0x1.0p-53 * total;
+  double acc = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    acc += p[i];
+    if (u < acc) return idx[i];
+  }
+  return idx[keep - 1];
+}
+
+}  // namespace
+
+void add_generate_options(CLI::App* app, GenerateFlags& f) {
+  app->add_option("model", f.model, "ONNX decoder export: " + std::string(kConvention))->required();
+  app->add_option("--prompt", f.prompt, "Prompt token ids: 5,17,42 or @ids.npy ([n] or [1, n] integers)")->required();
+  app->add_option("--max-new-tokens,-n", f.max_new_tokens, "Tokens to generate")->capture_default_str();
+  app->add_option("--eos", f.eos, "Stop after generating this id (end of sequence)");
+  app->add_flag("--sample", f.sample,
+                "Draw each id from the (seeded) distribution shaped by --temperature, --top-k and --top-p\n"
+                "  (default: greedy, the most likely id)");
+  app->add_option("--temperature", f.temperature, "Sampling temperature (> 0)")->capture_default_str();
+  app->add_option("--top-k", f.top_k, "Sample among the K most likely ids (0: all)")->capture_default_str();
+  app->add_option("--top-p", f.top_p, "Sample among the most likely ids holding this much probability (0 < P <= 1)")
+      ->capture_default_str();
+  app->add_option("--seed", f.seed, "Seed of the sampling draws")->capture_default_str();
+  app->add_option("--output,-o", f.output, "Write the generated ids to FILE.npy ([1, n] int64)");
+  app->add_option("--mode,-m", f.mode, "eager | lazy | compiled (overrides $RLX_MLX_MODE; default lazy)");
+  app->add_option("--backend,-b", f.backend, "Executor: cpu or vulkan (default: $RLX_BACKEND or cpu)");
+  app->add_option("--device", f.device, "Device index for the backend (default: $RLX_DEVICE or 0)");
+  app->add_flag("--json", f.json, "One JSON line per generated token on stdout, then a summary line");
+  app->add_flag("--verbose,-v", f.verbose, "Explain each step on stderr");
+  app->add_flag("--no-cache", f.no_cache, "Do not read or write the persistent compile cache (as RLX_CACHE=0)");
+  app->footer(
+      "No tokenizer: ids in, ids out. The prompt runs as one step, then each step feeds the chosen id and the\n"
+      "grown present.N.* back; the model is specialised (and in compiled mode compiled) again for each cache length.\n"
+      "Examples:\n"
+      "  rlx generate decoder.onnx --prompt 5,17,42,7 -n 64 -o ids.npy\n"
+      "  rlx generate decoder.onnx --prompt @prompt.npy --sample --temperature 0.8 --top-p 0.9 --seed 1 --json\n"
+      "Exit codes: 0 ok, 2 bad usage, model or input, 3 failure while running.");
+}
+
+int cmd_generate(GenerateFlags& f) {
+  f.sampling = f.sample ? "sample" : "greedy";
+  if (f.max_new_tokens < 1) throw InputError("--max-new-tokens must be at least 1");
+  if (!(f.temperature > 0) || !std::isfinite(f.temperature)) throw InputError("--temperature must be a positive number");
+  if (!(f.top_p > 0 && f.top_p <= 1)) throw InputError("--top-p must be in (0, 1]");
+  if (f.top_k < 0) throw InputError("--top-k must be 0 (all) or positive");
+  if (f.sampling == "greedy" && (f.top_k || f.top_p != 1 || f.temperature != 1))
+    std::cerr << "note: --temperature, --top-k and --top-p shape sampling only (add --sample)\n";
+  if (!f.output.empty() && std::filesystem::path(f.output).extension() != ".npy")
+    throw InputError("--output " + f.output + ": the file must end in .npy");
+  if (!onnx::file_looks_like_onnx(f.model))
+    throw InputError(f.model + ": not an ONNX model (rlx generate runs ONNX decoder exports)");
+  const std::vector<int64_t> prompt = parse_prompt(f.prompt);
+  Mode mode = f.mode.empty() ? mode_from_env() : parse_mode(f.mode, "--mode");
+  std::string backend = f.backend;
+  if (backend.empty()) backend = std::getenv("RLX_BACKEND") ? std::getenv("RLX_BACKEND") : "cpu";
+  int device = f.device >= 0 ? f.device : (std::getenv("RLX_DEVICE") ? std::atoi(std::getenv("RLX_DEVICE")) : 0);
+
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();  // the first token's time counts loading the model
+  auto model = onnx::Model::load(f.model);
+  const Layout L = read_layout(*model, f.model);
+  for (int64_t id : prompt)
+    if (id < 0 || (L.vocab > 0 && id >= L.vocab))
+      throw InputError("--prompt: id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                       (L.vocab > 0 ? std::to_string(L.vocab) : std::string("vocab")) + ")" +
+                       (L.vocab > 0 ? " (the last dimension of the model's logits)" : ""));
+  auto ex = make_executor(backend, device);
+  SessionOptions so;
+  so.verbose = f.verbose;
+
+  std::map<std::string, Tensor> past;
+  for (size_t k = 0; k < L.past.size(); ++k) past[L.past[k]] = Tensor({1, L.kv_heads[k], 0, L.head_dim[k]}, L.past_dtype[k]);
+  std::vector<int64_t> cur = prompt, generated;
+  int64_t past_len = 0;
+  std::mt19937_64 rng(f.seed);
+  auto t_first = t0, t_prev = t0;
+  bool eos = false;
+  for (int step = 0; step < f.max_new_tokens; ++step) {
+    const int64_t t = (int64_t)cur.size();
+    std::map<std::string, Tensor> in = past;
+    in[L.ids] = ints({1, t}, cur, L.ids_et, "input_ids");
+    if (!L.mask.empty()) in[L.mask] = ints({1, past_len + t}, std::vector<int64_t>(past_len + t, 1), L.mask_et, "attention_mask");
+    if (!L.pos.empty()) {
+      std::vector<int64_t> p(t);
+      for (int64_t i = 0; i < t; ++i) p[i] = past_len + i;
+      in[L.pos] = ints({1, t}, p, L.pos_et, "position_ids");
+    }
+    std::map<std::string, Shape> shapes;
+    for (const auto& [name, v] : in) shapes[name] = v.shape();
+    auto sp = model->specialize(shapes, {}, in);
+    Session s(sp->graph, *ex, sp->params, so);
+    for (const auto& [name, v] : in) s.set_input(name, v);
+    std::vector<Tensor> outs = s.run(mode);
+    const ir::Graph& g = *sp->graph;
+    auto out = [&](const std::string& id) -> const Tensor& {
+      int k = output_index(g, id);
+      if (k < 0) throw RuntimeError("internal: output '" + id + "' missing from the specialised graph");
+      return outs[k];
+    };
+    const Tensor& logits = out("logits");
+    if (logits.rank() != 3 || logits.shape()[0] != 1 || logits.shape()[1] != t)
+      throw InputError(f.model + ": logits has shape " + shape_str(logits.shape()) + ", expected [1, " + std::to_string(t) + ", vocab]");
+    const int64_t V = logits.shape()[2];
+    const Tensor l32 = logits.to_f32();
+    const int64_t id = choose(l32.data() + (t - 1) * V, V, f, rng);
+    for (size_t k = 0; k < L.past.size(); ++k) {
+      const Tensor& p = out(L.present[k]);
+      const Shape want{1, L.kv_heads[k], past_len + t, L.head_dim[k]};
+      if (p.shape() != want)
+        throw InputError(f.model + ": output '" + L.present[k] + "' has shape " + shape_str(p.shape()) + ", expected " + shape_str(want) +
+                         " (the past grown by the step's tokens)");
+      past[L.past[k]] = p;
+    }
+    past_len += t;
+    generated.push_back(id);
+    cur = {id};
+    const auto now = clock::now();
+    if (step == 0) t_first = now;
+    const double ms = std::chrono::duration<double, std::milli>(now - t_prev).count();
+    t_prev = now;
+    if (f.json) std::cout << nlohmann::json{{"step", step + 1}, {"id", id}, {"ms", ms}}.dump() << "\n" << std::flush;
+    if (f.verbose) std::cerr << fmt::format("step {}: {} token(s) in, id {} ({:.3f} ms)\n", step + 1, t, id, ms);
+    if (f.eos && id == *f.eos) {
+      eos = true;
+      break;
+    }
+  }
+  const double first_ms = std::chrono::duration<double, std::milli>(t_first - t0).count();
+  const double rest_s = std::chrono::duration<double>(t_prev - t_first).count();
+  const double tps = generated.size() > 1 && rest_s > 0 ? (generated.size() - 1) / rest_s : 0;
+  if (!f.output.empty()) io::write_npy(f.output, Tensor::from_ints({1, (int64_t)generated.size()}, generated, DType::i64));
+  if (f.json) {
+    std::cout << nlohmann::json{{"ids", generated},
+                                {"prompt_tokens", prompt.size()},
+                                {"generated", generated.size()},
+                                {"stopped_at_eos", eos},
+                                {"first_token_ms", first_ms},
+                                {"tokens_per_s", tps},
+                                {"mode", mode_name(mode)},
+                                {"backend", ex->name()},
+                                {"sampling", f.sampling}}
+                     .dump()
+              << "\n";
+  } else {
+    for (size_t i = 0; i < generated.size(); ++i) std::cout << (i ? " " : "") << generated[i];
+    std::cout << "\n";
+  }
+  std::cerr << fmt::format("generated {} token(s){} after a prompt of {}: first token {:.3f} ms, then {:.1f} tokens/s ({} mode on {}; "
+                           "the model is specialised again for each cache length)\n",
+                           generated.size(), eos ? " (stopped at --eos)" : "", prompt.size(), first_ms, tps, mode_name(mode), ex->name());
+  return kExitOk;
+}
+
+}  // namespace rlx
