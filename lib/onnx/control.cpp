@@ -102,12 +102,7 @@ struct Control : Importer {
       if (!bs.vals.count(name)) bs.vals[name] = v;
     }
     for (const auto& [name, td] : sg.inits) {
-      Val v;
-      v.defined = true;
-      v.init = td;
-      v.shape = td->shape;
-      v.et = td->elem_type;
-      bs.vals[name] = v;
+      bs.vals[name] = init_val(td);
     }
     for (const auto& n : sg.nodes) {
       bi.cur_ = &n;

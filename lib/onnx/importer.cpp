@@ -372,12 +372,7 @@ std::vector<Val> Importer::inline_graph(const GraphDef& sg, const std::vector<Va
   for (const auto& n : sg.nodes)
     for (const auto& o : n.outputs) hide(o);
   for (const auto& [name, td] : sg.inits) {
-    Val v;
-    v.defined = true;
-    v.init = td;
-    v.shape = td->shape;
-    v.et = td->elem_type;
-    vals_[name] = v;
+    vals_[name] = init_val(td);
   }
   for (size_t k = 0; k < inputs.size(); ++k) vals_[sg.inputs[k].name] = inputs[k];
   std::vector<Val> outs;
@@ -449,12 +444,7 @@ std::shared_ptr<Specialized> Importer::run() {
   g_->name = m_.producer().empty() ? "onnx" : m_.producer();
   // Initializers first (as not-yet-materialised values), then inputs (which may override them).
   for (const auto& [name, td] : m_.initializers()) {
-    Val v;
-    v.defined = true;
-    v.init = td;
-    v.shape = td->shape;
-    v.et = td->elem_type;
-    vals_[name] = v;
+    vals_[name] = init_val(td);
   }
   // The given inputs bind their symbolic dimensions first, whatever their order in the model.
   for (const auto& vi : m_.inputs()) {

@@ -60,6 +60,16 @@ struct Val {
   std::set<std::string> value_from;
 };
 
+// An initializer as a not-yet-materialised value.
+inline Val init_val(const std::shared_ptr<TensorData>& td) {
+  Val v;
+  v.defined = true;
+  v.init = td;
+  v.shape = td->shape;
+  v.et = td->elem_type;
+  return v;
+}
+
 // The values of a host tensor (a given input) as exact host values.
 inline std::vector<int64_t> strides_of(const Shape& s) { return contiguous_strides(s); }
 

@@ -77,12 +77,6 @@ Strides scaled(Strides s, int64_t f) {
   return s;
 }
 
-uint32_t f2u(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
 uint32_t round_mode(DType t) {
   switch (t) {
     case DType::f32: return 0;

@@ -3,6 +3,8 @@
 // each naming a pipeline, its storage-buffer bindings, push constants and grid.
 // Recording them into a command buffer is the executor's job (one path for
 // every op).
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -13,6 +15,13 @@
 #include "runtime/executor.h"
 
 namespace rlx::vk {
+
+// An f32 push constant's bits.
+inline uint32_t f2u(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
 
 struct Binding {
   VkBuffer buffer = VK_NULL_HANDLE;

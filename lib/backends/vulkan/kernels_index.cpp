@@ -15,12 +15,6 @@ namespace {
 
 using ir::Op;
 
-uint32_t f2u(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
 void push_array(Dispatch& d, const std::vector<int64_t>& v, size_t n) {
   for (size_t i = 0; i < n; ++i) d.push.push_back(i < v.size() ? (uint32_t)v[i] : 0u);
 }

@@ -11,12 +11,6 @@ namespace {
 
 using ir::Op;
 
-uint32_t f2u(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
 void quant(LowerCtx& L, bool quantize) {
   const Kernel& k = L.kernel();
   const TensorRef &x = k.inputs[0], &s = k.inputs[1];
