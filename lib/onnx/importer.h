@@ -241,6 +241,8 @@ class Importer {
   // Adds a registry op by name. Attributes are checked against the registry and defaults filled.
   int emit(const std::string& opname, std::vector<int> inputs, std::map<std::string, ir::AttrValue> attrs = {},
            const std::string& id = "");
+  // Refuses a value above Limits::max_tensor_elements, naming the node (or the input).
+  void check_size(int idx) const;
   int reshape(int x, const Shape& s) {
     if (ts_.shapes[x] == s) return x;
     return emit("reshape", {x}, {{"shape", std::vector<int64_t>(s.begin(), s.end())}});

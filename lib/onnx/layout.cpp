@@ -84,6 +84,9 @@ struct Layout : Importer {
     } else {
       if (!axes) fail("Unsqueeze needs axes");
       size_t r = s.size() + axes->size();
+      if (r > L_.max_rank)
+        fail("axes has " + std::to_string(axes->size()) + " entries for a rank-" + std::to_string(s.size()) + " input: the result's rank " +
+             std::to_string(r) + " is above the limit of " + std::to_string(L_.max_rank));
       std::set<int> ax;
       for (auto a : *axes) if (!ax.insert(axis_of(a, r)).second) fail("axes lists an axis twice");
       size_t j = 0;
@@ -123,9 +126,12 @@ struct Layout : Importer {
     Shape a, b, o;
     for (size_t k = 0; k < s.size(); ++k) {
       if (rep[k] < 0) fail("negative repeat");
+      int64_t d;
+      if (__builtin_mul_overflow(rep[k], s[k], &d))
+        fail("repeats[" + std::to_string(k) + "] = " + std::to_string(rep[k]) + " times dimension " + std::to_string(s[k]) + " overflows int64");
       a.push_back(1); a.push_back(s[k]);
       b.push_back(rep[k]); b.push_back(s[k]);
-      o.push_back(rep[k] * s[k]);
+      o.push_back(d);
     }
     int y = emit("broadcast_to", {reshape(x, a)}, {{"shape", std::vector<int64_t>(b.begin(), b.end())}});
     return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(o.begin(), o.end())}}, out_name()));
@@ -140,6 +146,7 @@ struct Layout : Importer {
     if (opset >= 13) { if (has_in(1)) parts = need_ints(1, "split"); }
     else parts = aints("split").value_or(std::vector<int64_t>{});
     size_t no = n.outputs.size();
+    if (no == 0) fail("has no outputs; Split needs at least one");
     if (parts.empty()) {
       if (s[a] % (int64_t)no) fail("axis of size " + std::to_string(s[a]) + " does not split evenly into " + std::to_string(no));
       parts.assign(no, s[a] / (int64_t)no);

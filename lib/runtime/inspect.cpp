@@ -18,6 +18,13 @@ namespace rlx {
 std::string inspect_text(const std::string& path, const std::vector<std::string>& dims, bool dot) {
   ir::Graph g = is_onnx_file(path) ? *onnx_graph_for(path, dims) : ir::load_graph_file(path);
   std::map<std::string, int64_t> sym = parse_dims(dims);
+  if (!is_onnx_file(path)) {  // (an ONNX model's names are checked as it is specialised)
+    std::set<std::string> known;
+    for (const auto& n : g.nodes)
+      for (const auto& d : n.decl_shape)
+        if (!d.symbol.empty()) known.insert(d.symbol);
+    check_dim_names(sym, known, path);
+  }
   std::ostringstream s;
   if (dot) {
     s << "digraph \"" << (g.name.empty() ? "graph" : g.name) << "\" {\n  rankdir=TB;\n";

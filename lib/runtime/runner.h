@@ -3,6 +3,7 @@
 // and inputs, compare tensors, summarise and write outputs. apps/rlx only
 // parses flags and calls these.
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,6 +43,9 @@ std::pair<std::string, std::string> split_assignment(const std::string& s, const
 
 // --dim NAME=SIZE flags: a non-negative size per name (InputError otherwise).
 std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& dims);
+// Refuses a --dim naming no symbolic dimension of the graph, listing the ones it has (a
+// mistyped name would otherwise be ignored and the run go on with the wrong sizes, or fail later).
+void check_dim_names(const std::map<std::string, int64_t>& dims, const std::set<std::string>& known, const std::string& file);
 
 // One declared input with an --input value, for load_input_values.
 struct InputDecl {
