@@ -361,9 +361,13 @@ OutputPlan plan_outputs(const ir::Graph& g, const std::vector<std::string>& outp
   for (const auto& [k, file] : plan) {
     fs::path dir = fs::path(file).parent_path();
     std::error_code ec;
-    if (!dir.empty() && !fs::is_directory(dir, ec))
-      throw InputError("cannot write " + file + ": " +
-                       (fs::exists(dir, ec) ? dir.string() + " is not a directory" : "directory " + dir.string() + " does not exist"));
+    if (!dir.empty() && !fs::is_directory(dir, ec)) {
+      if (fs::exists(dir, ec)) throw InputError("cannot write " + file + ": " + dir.string() + " is not a directory");
+      // A missing directory is created with its parents, as --out-dir does (before running).
+      fs::create_directories(dir, ec);
+      if (ec || !fs::is_directory(dir))
+        throw InputError("cannot write " + file + ": cannot create directory " + dir.string() + (ec ? ": " + ec.message() : ""));
+    }
     if (fs::is_directory(file, ec)) throw InputError("cannot write " + file + ": it is a directory, expected a file name");
   }
   // Two outputs onto one file would leave only the last: refused (the directory exists now,
