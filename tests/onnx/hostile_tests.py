@@ -91,6 +91,16 @@ def test_crashes():
                   "node 'sp' (Split): has no outputs")
 
 
+def test_fuzz_findings():
+    # fuzz_onnx_struct: a Conv/ConvTranspose weight of the wrong rank read its kernel shape past
+    # the end of W's shape (std::length_error, exit 3 with a message about std::vector).
+    for op in ("Conv", "ConvTranspose"):
+        m = model([helper.make_node(op, ["x", "w"], ["y"], name="cv")], [vi("x", [1, 2, 4, 4])], [vi("y", None)],
+                  [init(np.zeros(8, np.float32), "w")])
+        expect_rc(f"fuzz/{op.lower()}-weight-rank", ["run", save(m, f"{op}_w1.onnx"), "--input", "x=random"], 2,
+                  f"node 'cv' ({op}): W (input 1) has shape [8]; it must have rank 4 like X [1, 2, 4, 4]")
+
+
 def test_silent_misreads():
     # Gather with float indices (a graph input and an initializer): refused, not truncated.
     m = model([helper.make_node("Gather", ["x", "i"], ["y"], name="g")], [vi("x", [4]), vi("i", [2])], [vi("y", None)])
