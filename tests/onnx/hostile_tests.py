@@ -101,6 +101,28 @@ def test_fuzz_findings():
                   f"node 'cv' ({op}): W (input 1) has shape [8]; it must have rank 4 like X [1, 2, 4, 4]")
 
 
+    # fuzz_onnx_struct: folded int64 arithmetic that leaves int64 (Abs of -2^63 was signed-overflow
+    # UB; a wrapped value silently becomes a shape) is refused.
+    big = np.array([-2**63], np.int64)
+    for op, ins, inits, phrase in (
+            ("Abs", ["a"], [init(big, "a")], "integer overflow: -(-9223372036854775808) does not fit int64"),
+            ("Neg", ["a"], [init(big, "a")], "integer overflow: -(-9223372036854775808) does not fit int64"),
+            ("Add", ["a", "b"], [init(np.array([2**62], np.int64), "a"), init(np.array([2**62], np.int64), "b")],
+             "integer overflow: 4611686018427387904 + 4611686018427387904 does not fit int64"),
+            ("Mul", ["a", "b"], [init(np.array([2**32], np.int64), "a"), init(np.array([2**32], np.int64), "b")],
+             "integer overflow: 4294967296 * 4294967296 does not fit int64"),
+            ("Div", ["a", "b"], [init(big, "a"), init(np.array([-1], np.int64), "b")],
+             "integer overflow: -9223372036854775808 / -1 does not fit int64")):
+        m = model([helper.make_node(op, ins, ["y"], name="f")], [vi("x", [1])], [vi("y", None, TensorProto.INT64)], inits)
+        expect_rc(f"fuzz/folded-int64-overflow/{op}", ["run", save(m, f"ovf_{op}.onnx"), "--input", "x=random"], 2,
+                  f"node 'f' ({op}): {phrase}")
+    # In range, the folds stay exact at the edges (NumPy: -(-2^63 + 1), 2^62 + (2^62 - 1)).
+    m = model([helper.make_node("Neg", ["a"], ["n"]), helper.make_node("Add", ["n", "b"], ["y"])], [vi("x", [1])],
+              [vi("y", None, TensorProto.INT64)], [init(np.array([-2**63 + 1], np.int64), "a"), init(np.array([-1], np.int64), "b")])
+    np.save(path("edge_y.npy"), np.array([2**63 - 2], np.int64))
+    expect_rc("fuzz/folded-int64-edge-exact", ["run", save(m, "edge.onnx"), "--input", "x=random", "--expect", f"y=@{path('edge_y.npy')}"], 0)
+
+
 def test_silent_misreads():
     # Gather with float indices (a graph input and an initializer): refused, not truncated.
     m = model([helper.make_node("Gather", ["x", "i"], ["y"], name="g")], [vi("x", [4]), vi("i", [2])], [vi("y", None)])
