@@ -239,6 +239,9 @@ struct Elementwise : Importer {
     Val& x = in(0);
     const bool fl = float_et(x.et);
     if (float_only && !fl) return false;
+    // No host function for this type (Not of a float, found by fuzz_onnx_struct: it called an
+    // empty std::function): left to the mapping, whose registry op refuses the dtype.
+    if (fl ? !ff : !fi) return false;
     fold_elementwise(x.et, 1, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
       if (fl) out.f.push_back(ff(hs[0]->d(ix[0])));
       else out.i.push_back(fi(hs[0]->n(ix[0])));
@@ -297,7 +300,12 @@ struct Elementwise : Importer {
   bool fold_Reciprocal() { return fold_unary([](double a) { return 1.0 / a; }, nullptr, true); }
   bool fold_Floor() { return fold_unary([](double a) { return std::floor(a); }, [](int64_t a) { return a; }); }
   bool fold_Ceil() { return fold_unary([](double a) { return std::ceil(a); }, [](int64_t a) { return a; }); }
-  bool fold_Not() { return fold_unary(nullptr, [](int64_t a) { return (int64_t)!a; }); }
+  bool fold_Not() {
+    // ONNX's Not takes bool only: a float or integer input is refused, not read as "nonzero"
+    // (this runs before the mapping, for known and unknown inputs alike).
+    if (in(0).et != kBool) fail("input must be bool, got " + std::string(elem_type_name(in(0).et)));
+    return fold_unary(nullptr, [](int64_t a) { return (int64_t)!a; });
+  }
   bool fold_Add() { return fold_binary(std::plus<double>(), checked('+')); }
   bool fold_Sub() { return fold_binary(std::minus<double>(), checked('-')); }
   bool fold_Mul() { return fold_binary(std::multiplies<double>(), checked('*')); }

@@ -116,6 +116,18 @@ def test_fuzz_findings():
         m = model([helper.make_node(op, ins, ["y"], name="f")], [vi("x", [1])], [vi("y", None, TensorProto.INT64)], inits)
         expect_rc(f"fuzz/folded-int64-overflow/{op}", ["run", save(m, f"ovf_{op}.onnx"), "--input", "x=random"], 2,
                   f"node 'f' ({op}): {phrase}")
+    # fuzz_onnx_struct: Not of a known float tensor called an empty host function
+    # (std::bad_function_call, exit 3); now the mapping refuses the dtype.
+    m = model([helper.make_node("Not", ["a"], ["y"], name="nt")], [vi("x", [1])], [vi("y", None, TensorProto.BOOL)],
+              [init(np.array([1.5, 0], np.float32), "a")])
+    expect_rc("fuzz/not-of-a-float-initializer", ["run", save(m, "not_f.onnx"), "--input", "x=random"], 2,
+              "node 'nt' (Not): input must be bool, got float")
+    m = model([helper.make_node("Not", ["x"], ["y"], name="nt")], [vi("x", [2])], [vi("y", None, TensorProto.BOOL)])
+    expect_rc("fuzz/not-of-a-float-input", ["run", save(m, "not_fi.onnx"), "--input", "x=2xf32=1.5,0"], 2,
+              "node 'nt' (Not): input must be bool, got float")
+    m = model([helper.make_node("Not", ["x"], ["y"], name="nt")], [vi("x", [2], TensorProto.BOOL)], [vi("y", None, TensorProto.BOOL)])
+    np.save(path("not_y.npy"), np.array([False, True]))
+    expect_rc("fuzz/not-of-bool-runs", ["run", save(m, "not_b.onnx"), "--input", "x=2xbool=1,0", "--expect", f"y=@{path('not_y.npy')}"], 0)
     # In range, the folds stay exact at the edges (NumPy: -(-2^63 + 1), 2^62 + (2^62 - 1)).
     m = model([helper.make_node("Neg", ["a"], ["n"]), helper.make_node("Add", ["n", "b"], ["y"])], [vi("x", [1])],
               [vi("y", None, TensorProto.INT64)], [init(np.array([-2**63 + 1], np.int64), "a"), init(np.array([-1], np.int64), "b")])
