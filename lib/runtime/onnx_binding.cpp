@@ -116,7 +116,15 @@ void convert_onnx(const Binding& b, const std::string& graph_out, const std::str
   for (const auto& [name, v] : sp->value_deps)
     std::cerr << "note: input '" << name << "' is used as a constant (a shape or index argument); the written graph is valid "
               << "only for the value given with --input\n";
-  // Both files are checked before either is written.
+  // Both files are checked before either is written: the graph, and each file's directory.
+  for (const std::string& f : {graph_out, params_out}) {
+    if (f.empty()) continue;
+    const std::filesystem::path dir = std::filesystem::path(f).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+      throw InputError("cannot write " + f + ": " +
+                       (std::filesystem::exists(dir, ec) ? dir.string() + " is not a directory" : "directory " + dir.string() + " does not exist"));
+  }
   std::string text = ir::graph_to_json(*sp->graph);
   if (!params_out.empty()) {
     std::vector<std::pair<std::string, Tensor>> ts(sp->params.begin(), sp->params.end());

@@ -225,9 +225,15 @@ def test_convert_files():
     expect_rc("convert/params-out-npy-refused", ["convert", p, "-o", path("w.json"), "--params-out", path("w.npy")], 2,
               "--params-out", "give a file name ending in .safetensors")
     check("convert/params-out-npy-wrote-nothing", not os.path.exists(path("w.npy")) and not os.path.exists(path("w.json")))
-    # The graph cannot be written (its directory is missing): no weights file is left behind.
-    expect_rc("convert/failed-graph-write", ["convert", p, "-o", path("missing/w.json"), "--params-out", path("w.safetensors")], 2)
+    # The graph cannot be written (its directory is missing): refused before anything is written.
+    expect_rc("convert/failed-graph-write", ["convert", p, "-o", path("missing/w.json"), "--params-out", path("w.safetensors")], 2,
+              "cannot write " + path("missing/w.json") + ": directory " + path("missing") + " does not exist")
     check("convert/failed-graph-write-left-nothing", not os.path.exists(path("w.safetensors")),
+          "  the weights were left behind although the graph was not written")
+    # The graph's target is a directory: refused at write time, after the weights; they are removed.
+    os.makedirs(path("adir.json"), exist_ok=True)
+    expect_rc("convert/graph-onto-a-directory", ["convert", p, "-o", path("adir.json"), "--params-out", path("w2.safetensors")], 2)
+    check("convert/graph-onto-a-directory-left-nothing", not os.path.exists(path("w2.safetensors")),
           "  the weights were left behind although the graph was not written")
     expect_rc("convert/ok", ["convert", p, "-o", path("w.json"), "--params-out", path("w.safetensors")], 0)
     check("convert/ok-wrote-both", os.path.exists(path("w.json")) and os.path.exists(path("w.safetensors")))
