@@ -227,7 +227,7 @@ struct Layout : Importer {
     return set_node(0, reshape_out(t, {N, C * b * b, H / b, W / b}));
   }
   void map_Trilu() {
-    int64_t k = has_in(1) ? need_ints(1, "k").at(0) : 0;
+    int64_t k = has_in(1) ? need_scalar(1, "k")->n(0) : 0;  // one element, like TopK's k
     return set_node(0, emit("trilu", {node(0)}, {{"upper", (bool)ai("upper", 1)}, {"k", k}}, out_name()));
   }
   bool fold_Concat() {

@@ -128,6 +128,19 @@ def test_fuzz_findings():
     m = model([helper.make_node("Not", ["x"], ["y"], name="nt")], [vi("x", [2], TensorProto.BOOL)], [vi("y", None, TensorProto.BOOL)])
     np.save(path("not_y.npy"), np.array([False, True]))
     expect_rc("fuzz/not-of-bool-runs", ["run", save(m, "not_b.onnx"), "--input", "x=2xbool=1,0", "--expect", f"y=@{path('not_y.npy')}"], 0)
+    # fuzz_onnx_struct: TopK's (and Trilu's) k with no element was read with .at(0)
+    # (std::out_of_range escaped: exit 3 with a libstdc++ message).
+    for op, ins in (("TopK", ["x", "k"]), ("Trilu", ["x", "k"])):
+        m = model([helper.make_node(op, ins, ["y"], name="tk")], [vi("x", [2, 3])], [vi("y", None)],
+                  [init(np.zeros((4, 0), np.int64), "k")])
+        expect_rc(f"fuzz/{op.lower()}-empty-k", ["run", save(m, f"{op}_k0.onnx"), "--input", "x=random"], 2,
+                  f"node 'tk' ({op}): k (input 1) must have one element, it has 0")
+    x = np.array([[3, 1, 2], [0, 5, 4]], np.float32)
+    np.save(path("tk_x.npy"), x)
+    np.save(path("tk_y.npy"), -np.sort(-x, axis=1)[:, :2])
+    m = model([helper.make_node("TopK", ["x", "k"], ["y", "i"], name="tk")], [vi("x", [2, 3])], [vi("y", None), vi("i", None, TensorProto.INT64)],
+              [init(np.array([2], np.int64), "k")])
+    expect_rc("fuzz/topk-k-runs", ["run", save(m, "topk_ok.onnx"), "--input", f"x=@{path('tk_x.npy')}", "--expect", f"y=@{path('tk_y.npy')}"], 0)
     # In range, the folds stay exact at the edges (NumPy: -(-2^63 + 1), 2^62 + (2^62 - 1)).
     m = model([helper.make_node("Neg", ["a"], ["n"]), helper.make_node("Add", ["n", "b"], ["y"])], [vi("x", [1])],
               [vi("y", None, TensorProto.INT64)], [init(np.array([-2**63 + 1], np.int64), "a"), init(np.array([-1], np.int64), "b")])
