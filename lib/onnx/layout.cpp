@@ -240,8 +240,13 @@ struct Layout : Importer {
     for (size_t k = 0; k < cur_->inputs.size(); ++k) {
       if (!has_in(k)) continue;
       vs.push_back(&in(k));
-      if (vs.back()->shape.size() != os.size()) fail("inputs differ in rank");
-      os[a] += vs.back()->shape[a];
+      const Shape& sk = vs.back()->shape;
+      if (sk.size() != os.size()) fail("inputs differ in rank");
+      for (size_t d = 0; d < sk.size(); ++d)
+        if ((int)d != a && sk[d] != os[d])
+          fail("input " + std::to_string(k) + " has shape " + shape_str(sk) + "; off axis " + std::to_string(a) + " it must match " + shape_str(x.shape));
+      // (found by fuzz_onnx_struct: the axis sum overflowed int64, UBSan)
+      if (__builtin_add_overflow(os[a], sk[a], &os[a])) fail("the concatenated axis " + std::to_string(a) + " overflows int64");
     }
     int64_t outer = 1;
     for (int k = 0; k < a; ++k) outer *= os[k];

@@ -141,6 +141,21 @@ def test_fuzz_findings():
     m = model([helper.make_node("TopK", ["x", "k"], ["y", "i"], name="tk")], [vi("x", [2, 3])], [vi("y", None), vi("i", None, TensorProto.INT64)],
               [init(np.array([2], np.int64), "k")])
     expect_rc("fuzz/topk-k-runs", ["run", save(m, "topk_ok.onnx"), "--input", f"x=@{path('tk_x.npy')}", "--expect", f"y=@{path('tk_y.npy')}"], 0)
+    # fuzz_onnx_struct: a folded Concat's axis sum overflowed int64 (UBSan), and its inputs'
+    # other dims were not compared.
+    t = TensorProto(name="e", data_type=TensorProto.INT32, dims=[2**63 - 1, 0, 1])
+    m = model([helper.make_node("Concat", ["e", "e"], ["y"], name="cc", axis=0)], [vi("x", [1])], [vi("y", None, TensorProto.INT32)], [t])
+    expect_rc("fuzz/concat-fold-axis-overflow", ["run", save(m, "cc_ovf.onnx"), "--input", "x=random"], 2,
+              "node 'cc' (Concat): the concatenated axis 0 overflows int64")
+    m = model([helper.make_node("Concat", ["a", "b"], ["y"], name="cc", axis=0)], [vi("x", [1])], [vi("y", None, TensorProto.INT64)],
+              [init(np.zeros((2, 3), np.int64), "a"), init(np.zeros((2, 4), np.int64), "b")])
+    expect_rc("fuzz/concat-fold-other-dims", ["run", save(m, "cc_dims.onnx"), "--input", "x=random"], 2,
+              "node 'cc' (Concat): input 1 has shape [2, 4]; off axis 0 it must match [2, 3]")
+    a, b = np.arange(6, dtype=np.int64).reshape(2, 3), np.arange(6, 9, dtype=np.int64).reshape(1, 3)
+    m = model([helper.make_node("Concat", ["a", "b"], ["y"], name="cc", axis=0)], [vi("x", [1])], [vi("y", None, TensorProto.INT64)],
+              [init(a, "a"), init(b, "b")])
+    np.save(path("cc_y.npy"), np.concatenate([a, b], 0))
+    expect_rc("fuzz/concat-fold-runs", ["run", save(m, "cc_ok.onnx"), "--input", "x=random", "--expect", f"y=@{path('cc_y.npy')}"], 0)
     # In range, the folds stay exact at the edges (NumPy: -(-2^63 + 1), 2^62 + (2^62 - 1)).
     m = model([helper.make_node("Neg", ["a"], ["n"]), helper.make_node("Add", ["n", "b"], ["y"])], [vi("x", [1])],
               [vi("y", None, TensorProto.INT64)], [init(np.array([-2**63 + 1], np.int64), "a"), init(np.array([-1], np.int64), "b")])
