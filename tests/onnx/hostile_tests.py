@@ -156,6 +156,16 @@ def test_fuzz_findings():
               [init(a, "a"), init(b, "b")])
     np.save(path("cc_y.npy"), np.concatenate([a, b], 0))
     expect_rc("fuzz/concat-fold-runs", ["run", save(m, "cc_ok.onnx"), "--input", "x=random", "--expect", f"y=@{path('cc_y.npy')}"], 0)
+    # fuzz_onnx_struct: OneHot with a huge depth built a positions constant of that many values
+    # on the host (exit 3 out of memory, or an ASan allocation abort).
+    m = model([helper.make_node("OneHot", ["i", "d", "v"], ["y"], name="oh")], [vi("i", [2], TensorProto.INT64)], [vi("y", None)],
+              [init(np.array(2**40, np.int64), "d"), init(np.array([0, 1], np.float32), "v")])
+    expect_rc("fuzz/onehot-huge-depth", ["run", save(m, "onehot_big.onnx"), "--input", "i=2xi64=0,1"], 2,
+              "node 'oh' (OneHot): needs a constant of shape [1, 1099511627776] (1099511627776 values), above the limit of 16777216")
+    m = model([helper.make_node("OneHot", ["i", "d", "v"], ["y"], name="oh")], [vi("i", [3], TensorProto.INT64)], [vi("y", None)],
+              [init(np.array(4, np.int64), "d"), init(np.array([0, 1], np.float32), "v")])
+    np.save(path("oh_y.npy"), np.eye(4, dtype=np.float32)[[0, 3, 1]])
+    expect_rc("fuzz/onehot-runs", ["run", save(m, "onehot_ok.onnx"), "--input", "i=3xi64=0,-1,1", "--expect", f"y=@{path('oh_y.npy')}"], 0)
     # In range, the folds stay exact at the edges (NumPy: -(-2^63 + 1), 2^62 + (2^62 - 1)).
     m = model([helper.make_node("Neg", ["a"], ["n"]), helper.make_node("Add", ["n", "b"], ["y"])], [vi("x", [1])],
               [vi("y", None, TensorProto.INT64)], [init(np.array([-2**63 + 1], np.int64), "a"), init(np.array([-1], np.int64), "b")])
