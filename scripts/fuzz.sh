@@ -4,7 +4,9 @@
 # a sanitizer report, a leak, an escaped non-rlx exception or a timeout.
 #
 #   scripts/fuzz.sh [SECONDS_PER_HARNESS] [HARNESS...]
-#     HARNESS: fuzz_graph fuzz_npy fuzz_safetensors fuzz_spec fuzz_onnx (default: all five, one after another)
+#     HARNESS: fuzz_graph fuzz_npy fuzz_safetensors fuzz_spec fuzz_onnx fuzz_onnx_struct (default: all six, one after another)
+#     fuzz_onnx_struct mutates parsed ModelProtos (op types, attributes, subgraphs, shapes, dtypes,
+#     initializers) in a custom mutator; fuzz_onnx mutates bytes.
 #     SECONDS 0: only replay the seeds and the saved corpus once (a quick regression check)
 #   Environment: BUILD_DIR (default build-fuzz), FUZZ_SKIP_BUILD=1 (reuse the build, e.g. when
 #   running two harnesses in parallel), FUZZ_ARGS (extra libFuzzer flags).
@@ -19,7 +21,7 @@ ROOT=$PWD
 SECONDS_PER=${1:-15}
 shift || true
 HARNESSES=("$@")
-((${#HARNESSES[@]})) || HARNESSES=(fuzz_graph fuzz_npy fuzz_safetensors fuzz_spec fuzz_onnx)
+((${#HARNESSES[@]})) || HARNESSES=(fuzz_graph fuzz_npy fuzz_safetensors fuzz_spec fuzz_onnx fuzz_onnx_struct)
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
 [[ $SECONDS_PER =~ ^[0-9]+$ ]] || { echo "fuzz.sh: SECONDS must be a non-negative integer, got '$SECONDS_PER'" >&2; exit 2; }
 
@@ -37,6 +39,7 @@ max_len() {
     fuzz_safetensors) echo 4096 ;;   # 8-byte length + JSON header + data
     fuzz_spec) echo 256 ;;           # one command-line SPEC
     fuzz_onnx) echo 16384 ;;         # small models (node-test models are 100-300 bytes)
+    fuzz_onnx_struct) echo 16384 ;;  # the same models, mutated as ModelProtos
   esac
 }
 
@@ -61,6 +64,8 @@ seed() {
     fuzz_spec) ;;
     # the committed seeds plus, when the ONNX node tests were generated in build/, some of them
     fuzz_onnx) gather "$dst" $(ls build/onnx-node-tests/node/*/model.onnx 2>/dev/null | awk 'NR % 8 == 1') ;;
+    # the byte-level harness's seeds too: every one is a valid ModelProto to mutate
+    fuzz_onnx_struct) gather "$dst" tests/fuzz/seeds/onnx/* graphs/*.onnx ;;
   esac
   gather "$dst" tests/fuzz/seeds/"${h#fuzz_}"/*
   shopt -u nullglob globstar
@@ -73,10 +78,11 @@ status=0
 printf '%-18s %8s %10s %8s %14s %6s %s\n' harness seconds runs exec/s corpus cov result
 for h in "${HARNESSES[@]}"; do
   bin=$BUILD_DIR/tests/fuzz/$h
-  [[ -x $bin ]] || { echo "fuzz.sh: no harness $bin (known: fuzz_graph fuzz_npy fuzz_safetensors fuzz_spec fuzz_onnx)" >&2; status=2; continue; }
+  [[ -x $bin ]] || { echo "fuzz.sh: no harness $bin (known: fuzz_graph fuzz_npy fuzz_safetensors fuzz_spec fuzz_onnx fuzz_onnx_struct)" >&2; status=2; continue; }
   seed "$h"
   mkdir -p "$BUILD_DIR/corpus/$h"
   dict=tests/fuzz/${h#fuzz_}.dict
+  [[ $h == fuzz_onnx_struct ]] && dict=tests/fuzz/onnx.dict
   args=(-max_len="$(max_len "$h")" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
         -artifact_prefix="$BUILD_DIR/artifacts/$h-")
   [[ -f $dict ]] && args+=(-dict="$dict")

@@ -811,9 +811,16 @@ TEST_F(Cli, InputOutputOrExpectNamingNoNode) {
 
 TEST_F(Cli, OutputInADirectoryThatDoesNotExist) {
   write("g.json", kEmbGraph);
+  // --output DIR/y.npy creates DIR with its parents, as --out-dir does (issue 21).
   std::string out = path("missing/dir/emb.npy");
-  Proc p = expect_fail({"run", path("g.json"), "--random-params", "--input", "idx=3xi32=0,1,2", "--output", "emb=" + out},
-                       2, {"cannot write " + out + ": directory " + path("missing/dir") + " does not exist"});
+  Proc ok = run_rlx({"run", path("g.json"), "--random-params", "--input", "idx=3xi32=0,1,2", "--output", "emb=" + out});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_TRUE(fs::is_regular_file(out)) << "the directory is created and the output written";
+  // A directory that cannot be made (a regular file on the way) is refused before running.
+  write("afile", "x");
+  std::string bad = path("afile/sub/emb.npy");
+  Proc p = expect_fail({"run", path("g.json"), "--random-params", "--input", "idx=3xi32=0,1,2", "--output", "emb=" + bad},
+                       2, {"cannot write " + bad + ": cannot create directory " + path("afile/sub")});
   EXPECT_EQ(p.out, "") << "refused before running";
   // --out-dir creates a missing directory (tests/test_cli.cpp); a file in its place is refused.
   write("plain", "x");
@@ -904,11 +911,12 @@ TEST_F(Cli, AtomicOutputsWhenASecondOutputCannotBeWritten) {
   Proc ok = run_rlx(with({"--input", "x=random:1", "--output", "y=" + y}));
   ASSERT_EQ(ok.code, 0) << show(ok);
   const Bytes before = slurp(y);
-  // Another seed for x changes y; the second output goes into a missing directory / onto a
-  // directory / under a file: all refused while planning, before the first output is touched.
+  // Another seed for x changes y; the second output goes into a directory that cannot be
+  // created (a missing one is created, as --out-dir does) / onto a directory / under a file:
+  // all refused while planning, before the first output is touched.
   fs::create_directories(path("out/s.npy"));
   std::string file = write("out/f", "x");
-  for (const std::string& bad : {path("missing/s.npy"), path("out/s.npy"), file + "/s.npy"}) {
+  for (const std::string& bad : {file + "/missing/s.npy", path("out/s.npy"), file + "/s.npy"}) {
     SCOPED_TRACE(bad);
     Proc p = run_rlx(with({"--input", "x=random:3", "--output", "y=" + y, "--output", "s=" + bad}));
     EXPECT_EQ(p.code, 2) << show(p);

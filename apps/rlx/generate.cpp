@@ -188,6 +188,7 @@ int cmd_generate(GenerateFlags& f) {
     std::cerr << "note: --temperature, --top-k and --top-p shape sampling only (add --sample)\n";
   if (!f.output.empty() && std::filesystem::path(f.output).extension() != ".npy")
     throw InputError("--output " + f.output + ": the file must end in .npy");
+  if (!f.output.empty()) prepare_output_file(f.output);
   if (!onnx::file_looks_like_onnx(f.model))
     throw InputError(f.model + ": not an ONNX model (rlx generate runs ONNX decoder exports)");
   const std::vector<int64_t> prompt = parse_prompt(f.prompt);

@@ -366,12 +366,20 @@ int cmd_run(RunFlags& f) {
   for (const auto& [id, e] : expected) {
     int k = output_index(g, id);
     Diff d = compare_tensors(outs[k], e, f.atol, f.rtol);
-    expect_json.push_back({{"output", id}, {"ok", d.ok()}, {"max_abs", d.max_abs}, {"max_rel", d.max_rel}, {"mismatched", d.bad}});
-    if (!d.ok()) failures.push_back(describe_diff(id, d, outs[k], e));
+    nlohmann::json ej{{"output", id}, {"ok", d.ok()}, {"max_abs", d.max_abs}, {"max_rel", d.max_rel}, {"mismatched", d.bad}};
+    if (!d.ok()) {
+      // why, in the same words as on stderr: a shape mismatch, or the worst element
+      failures.push_back(describe_diff(id, d, outs[k], e));
+      ej["message"] = failures.back();
+      ej["shape_ok"] = d.shape_ok;
+      if (!d.shape_ok) ej["shape"] = outs[k].shape(), ej["expected_shape"] = e.shape();
+    }
+    expect_json.push_back(ej);
   }
   write_outputs(g, outs, out_plan);
 
-  if (f.dump_plan) std::cout << s.plan_text();
+  // Under --json, stdout holds the one JSON document: the plan goes to stderr.
+  if (f.dump_plan) (f.json ? std::cerr : std::cout) << s.plan_text();
   if (f.json) {
     nlohmann::json j;
     j["graph"] = f.common.binding.graph;
@@ -392,8 +400,12 @@ int cmd_run(RunFlags& f) {
     for (size_t k = 0; k < outs.size(); ++k) {
       const Tensor& t = outs[k];
       nlohmann::json o{{"name", g.nodes[g.outputs[k]].id}, {"shape", t.shape()}, {"dtype", dtype_name(t.dtype())}};
+      // Up to 4,096 elements: "values" holds them all. Above: "first_values" holds the first
+      // 4,096 (row-major) and "numel" says how many there are; write the output with
+      // --output/--out-dir for every value.
       const int64_t shown = std::min<int64_t>(t.numel(), 4096);
       const char* key = t.numel() <= 4096 ? "values" : "first_values";
+      o["numel"] = t.numel();
       if (is_integer(t.dtype())) {  // exact over the whole i64 range
         std::vector<int64_t> v(shown);
         for (int64_t i = 0; i < shown; ++i) v[i] = t.int_at(i);
@@ -407,6 +419,7 @@ int cmd_run(RunFlags& f) {
     }
     if (!expect_json.empty()) j["expect"] = expect_json;
     j["ok"] = failures.empty();
+    j["exit_code"] = failures.empty() ? kExitOk : kExitExpectFailed;
     std::cout << j.dump(2) << "\n";
   } else {
     for (size_t k = 0; k < outs.size(); ++k) {
@@ -437,7 +450,12 @@ int cmd_run(RunFlags& f) {
       std::cerr << "\n";
     }
   }
-  if (f.profile) std::cerr << format_profile(st.profile);
+  if (f.profile) {
+    if (times.size() == 1)
+      std::cerr << "note: --profile timed the only run, a cold one (compiling, first allocations and page faults "
+                   "included); add --repeat N to profile the last of N runs\n";
+    std::cerr << format_profile(st.profile);
+  }
   for (const auto& m : failures) std::cerr << "expect failed: " << m << "\n";
   if (!failures.empty()) return kExitExpectFailed;
   if (!expected.empty() && !f.json) std::cerr << "expect: " << expected.size() << " output(s) match\n";
@@ -526,6 +544,18 @@ int cmd_bench(BenchFlags& f) {
   return rep.ok() ? kExitOk : kExitRuntime;
 }
 
+// Under --json a script reads stdout as one JSON document, failures included: an error is
+// printed on stderr as always and, as {"ok": false, "error": ..., "exit_code": N}, on stdout.
+bool g_json_errors = false;
+int report_error(const std::string& message, int code) {
+  std::cerr << "error: " << message << "\n";
+  if (g_json_errors) {
+    std::cout.flush();
+    std::cout << nlohmann::json{{"ok", false}, {"error", message}, {"exit_code", code}}.dump(2) << "\n";
+  }
+  return code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -556,15 +586,19 @@ int main(int argc, char** argv) {
                   "  e.g. --stop-when next_ids=2 (an end-of-sequence id)");
   run->add_option("--top", rf.top, "Also print the K largest entries of each output's last row (e.g. next-token logits)")
       ->check(non_negative());
-  run->add_flag("--json", rf.json, "Print a machine-readable JSON result on stdout");
-  run->add_flag("--dump-plan", rf.dump_plan, "Print the execution plan (kernels, fused groups, buffers)");
+  run->add_flag("--json", rf.json,
+                "Print one JSON document on stdout: outputs (\"values\": all elements up to 4,096; above,\n"
+                "  \"first_values\": the first 4,096 and \"numel\"), timings, --expect results (\"message\" says why\n"
+                "  one failed). An error is a JSON object too: {\"ok\": false, \"error\": ..., \"exit_code\": N}");
+  run->add_flag("--dump-plan", rf.dump_plan, "Print the execution plan (kernels, fused groups, buffers); on stderr with --json");
   run->add_flag("--check-numerics", rf.check_numerics, "Stop at the first node that produces NaN or Inf (eager: per node)");
-  run->add_flag("--profile", rf.profile, "Print per-kernel times, bytes and FLOPs, sorted by time");
+  run->add_flag("--profile", rf.profile, "Print per-kernel times, bytes and FLOPs of the last run, sorted by time (one run: the cold one)");
   run->footer("Examples:\n"
               "  rlx run graphs/tiny_llama.json --params graphs/tiny_llama.safetensors \\\n"
               "      --input tokens=@graphs/tiny_llama.inputs/tokens.npy --top 5\n"
-              "  RLX_MLX_MODE=compiled rlx run graphs/mlp.json -p graphs/mlp.safetensors --input x=4x4xf32=random:1 --repeat 10\n"
-              "  rlx run g.json -p w.safetensors -i x=@x.npy --expect y=@y.npy --atol 1e-4 --rtol 1e-4\n"
+              "  RLX_MLX_MODE=compiled rlx run graphs/mlp.json -p graphs/mlp.safetensors --input x=random:1 --dim batch=4 --repeat 10\n"
+              "  rlx run graphs/small_cnn.onnx -i image=@graphs/small_cnn.inputs/image.npy \\\n"
+              "      --expect probs=@graphs/small_cnn.inputs/probs.torch.npy --atol 1e-5 --rtol 1e-4\n"
               "Exit codes: 0 ok, 1 expectation failed, 2 bad usage or input, 3 failure while running.");
 
   CompareFlags cf;
@@ -593,12 +627,15 @@ int main(int argc, char** argv) {
   bench->footer("Example:\n  rlx bench bench/graphs/gelu_chain.json --random-params --input x=random:1 --reps 20");
 
   std::string inspect_graph;
-  bool inspect_dot = false;
+  bool inspect_dot = false, inspect_json = false;
   std::vector<std::string> inspect_dims;
   auto* inspect = app.add_subcommand("inspect", "Summarise a graph: ops, parameters, FLOPs, output shapes");
   inspect->add_option("graph", inspect_graph, "Graph file")->required();
   inspect->add_option("--dim", inspect_dims, "Bind a symbolic dimension, NAME=SIZE, for shapes and FLOPs")->allow_extra_args(false);
   inspect->add_flag("--dot", inspect_dot, "Print Graphviz DOT instead");
+  inspect->add_flag("--json", inspect_json, "Print one JSON object instead (inputs and outputs with their shapes, ops, FLOPs)");
+  inspect->footer("Examples:\n  rlx inspect graphs/tiny_llama.json --dim seq=8\n  rlx inspect graphs/small_cnn.onnx --json\n"
+                  "Without --dim, an ONNX model's symbolic input and declared output shapes are shown.");
 
   Binding convert_binding;
   std::string convert_out, convert_params_out;
@@ -608,7 +645,7 @@ int main(int argc, char** argv) {
   convert->add_option("--params-out", convert_params_out, "Weights to write (.safetensors)");
   convert->add_option("--dim", convert_binding.dims, "Size of a symbolic dimension, NAME=SIZE (the graph is written for these sizes)");
   convert->add_option("--input,-i", convert_binding.inputs, "Input NAME=SPEC whose shape the graph is written for (instead of --dim)");
-  convert->footer("Example:\n  rlx convert model.onnx -o model.json --params-out model.safetensors --dim batch=1 --dim seq=16\n"
+  convert->footer("Example:\n  rlx convert graphs/small_cnn.onnx -o small_cnn.json --params-out small_cnn.safetensors --dim batch=1\n"
                   "Shape arithmetic is folded for the given sizes, so the written graph has concrete shapes.");
 
   bool onnx_ops_json = false;
@@ -651,16 +688,14 @@ int main(int argc, char** argv) {
     return kExitBadInput;
   }
 
+  for (const auto& a : args) g_json_errors = g_json_errors || a == "--json";
   try {
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
       if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
       std::string hint = cli::explain_unknown(app, args);
-      if (!hint.empty()) {
-        std::cerr << "error: " << hint << "\n";
-        return kExitBadInput;
-      }
+      if (!hint.empty()) return report_error(hint, kExitBadInput);
       // The parser's own message, in rlx's error form, with where to look.
       std::string where = "rlx";
       for (const auto& a : args)
@@ -669,8 +704,7 @@ int main(int argc, char** argv) {
       std::string what = e.what();
       if (e.get_name() == "RequiredError" && what == "graph is required")
         what = "the graph file is required: " + where + " GRAPH.json [options]";
-      std::cerr << "error: " << what << "\n" << where << " --help shows the usage\n";
-      return kExitBadInput;
+      return report_error(what + "\n" + where + " --help shows the usage", kExitBadInput);
     }
     struct ReportCache {
       ~ReportCache() { report_cache(); }
@@ -699,7 +733,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (inspect->parsed()) {
-      std::cout << inspect_text(inspect_graph, inspect_dims, inspect_dot);
+      std::cout << inspect_text(inspect_graph, inspect_dims, inspect_dot, inspect_json);
       return 0;
     }
     if (convert->parsed()) {
@@ -716,14 +750,11 @@ int main(int argc, char** argv) {
       return 0;
     }
   } catch (const Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return e.exit_code();
+    return report_error(e.what(), e.exit_code());
   } catch (const std::bad_alloc&) {
-    std::cerr << "error: out of memory\n";
-    return kExitRuntime;
+    return report_error("out of memory", kExitRuntime);
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return kExitRuntime;
+    return report_error(e.what(), kExitRuntime);
   }
   return 0;
 }

@@ -150,6 +150,12 @@ DType npy_dtype(const std::string& descr, const std::string& what) {
   if (!descr.empty() && descr[0] == '>')
     throw InputError(what + ": big-endian data" + found +
                      " is not supported, expected little-endian; convert with arr.astype(arr.dtype.newbyteorder('<'))");
+  // float64 is refused, not narrowed: rlx would have to round every value (and turn those
+  // beyond f32's range into inf) behind the user's back. The message says how to convert.
+  if (descr == "<f8" || descr == "=f8")
+    throw InputError(what + ": unsupported dtype '" + descr + "'; " + kSupported +
+                     ". float64 is not narrowed silently: convert it, e.g. np.save(PATH, np.load(PATH).astype(np.float32)) "
+                     "(values beyond f32's range, |x| > 3.4e38, become inf: check them first)");
   throw InputError(what + ": unsupported dtype '" + descr + "'; " + kSupported);
 }
 

@@ -3,6 +3,7 @@
 // (shape arithmetic), the arithmetic, comparison and logic operators fold to exact values.
 #include <cmath>
 #include <functional>
+#include <limits>
 #include "onnx/importer.h"
 
 namespace rlx::onnx {
@@ -238,6 +239,9 @@ struct Elementwise : Importer {
     Val& x = in(0);
     const bool fl = float_et(x.et);
     if (float_only && !fl) return false;
+    // No host function for this type (Not of a float, found by fuzz_onnx_struct: it called an
+    // empty std::function): left to the mapping, whose registry op refuses the dtype.
+    if (fl ? !ff : !fi) return false;
     fold_elementwise(x.et, 1, [&](const std::vector<const Host*>& hs, const std::vector<int64_t>& ix, Host& out) {
       if (fl) out.f.push_back(ff(hs[0]->d(ix[0])));
       else out.i.push_back(fi(hs[0]->n(ix[0])));
@@ -272,25 +276,50 @@ struct Elementwise : Importer {
     });
     return true;
   }
-  bool fold_Neg() { return fold_unary([](double a) { return -a; }, [](int64_t a) { return -a; }); }
-  bool fold_Abs() { return fold_unary([](double a) { return std::fabs(a); }, [](int64_t a) { return a < 0 ? -a : a; }); }
+  // Folded integer arithmetic that leaves int64 is refused, not wrapped (found by
+  // fuzz_onnx_struct: Abs of -2^63 was signed-overflow UB); such values only come from hostile
+  // or broken shape arithmetic, and a wrapped shape would be a silent misreading.
+  [[noreturn]] void int_overflow(const std::string& expr) const { fail("integer overflow: " + expr + " does not fit int64"); }
+  int64_t checked_neg(int64_t a) const {
+    if (a == std::numeric_limits<int64_t>::min()) int_overflow("-(" + std::to_string(a) + ")");
+    return -a;
+  }
+  std::function<int64_t(int64_t, int64_t)> checked(char op) const {
+    return [this, op](int64_t a, int64_t b) {
+      int64_t r = 0;
+      bool over = op == '+' ? __builtin_add_overflow(a, b, &r) : op == '-' ? __builtin_sub_overflow(a, b, &r)
+                                                                        : __builtin_mul_overflow(a, b, &r);
+      if (over) int_overflow(std::to_string(a) + " " + op + " " + std::to_string(b));
+      return r;
+    };
+  }
+  bool fold_Neg() { return fold_unary([](double a) { return -a; }, [this](int64_t a) { return checked_neg(a); }); }
+  bool fold_Abs() { return fold_unary([](double a) { return std::fabs(a); }, [this](int64_t a) { return a < 0 ? checked_neg(a) : a; }); }
   bool fold_Sign() { return fold_unary([](double a) { return (double)((a > 0) - (a < 0)); }, [](int64_t a) { return (int64_t)((a > 0) - (a < 0)); }); }
   bool fold_Sqrt() { return fold_unary([](double a) { return std::sqrt(a); }, nullptr, true); }
   bool fold_Reciprocal() { return fold_unary([](double a) { return 1.0 / a; }, nullptr, true); }
   bool fold_Floor() { return fold_unary([](double a) { return std::floor(a); }, [](int64_t a) { return a; }); }
   bool fold_Ceil() { return fold_unary([](double a) { return std::ceil(a); }, [](int64_t a) { return a; }); }
-  bool fold_Relu() { return fold_unary([](double a) { return a > 0 ? a : 0.0; }, [](int64_t a) { return a > 0 ? a : (int64_t)0; }); }
-  bool fold_Not() { return fold_unary(nullptr, [](int64_t a) { return (int64_t)!a; }); }
-  bool fold_Add() { return fold_binary(std::plus<double>(), std::plus<int64_t>()); }
-  bool fold_Sub() { return fold_binary(std::minus<double>(), std::minus<int64_t>()); }
-  bool fold_Mul() { return fold_binary(std::multiplies<double>(), std::multiplies<int64_t>()); }
+  bool fold_Relu() { return fold_unary([](double a) { return a < 0 ? 0.0 : a; }, [](int64_t a) { return a > 0 ? a : (int64_t)0; }); }  // NaN stays NaN
+  bool fold_Not() {
+    // ONNX's Not takes bool only: a float or integer input is refused, not read as "nonzero"
+    // (this runs before the mapping, for known and unknown inputs alike).
+    if (in(0).et != kBool) fail("input must be bool, got " + std::string(elem_type_name(in(0).et)));
+    return fold_unary(nullptr, [](int64_t a) { return (int64_t)!a; });
+  }
+  bool fold_Add() { return fold_binary(std::plus<double>(), checked('+')); }
+  bool fold_Sub() { return fold_binary(std::minus<double>(), checked('-')); }
+  bool fold_Mul() { return fold_binary(std::multiplies<double>(), checked('*')); }
   bool fold_Div() {
     if (!inputs_known()) return false;
     if (!float_et(in(0).et)) {
       auto hb = need_host(1, "B");
       for (size_t k = 0; k < hb->size(); ++k) if (hb->n(k) == 0) fail("integer division by zero");
     }
-    return fold_binary([](double a, double b) { return a / b; }, [](int64_t a, int64_t b) { return a / b; });  // C++ truncates like ONNX
+    return fold_binary([](double a, double b) { return a / b; }, [this](int64_t a, int64_t b) {
+      if (a == std::numeric_limits<int64_t>::min() && b == -1) int_overflow(std::to_string(a) + " / -1");
+      return a / b;  // C++ truncates like ONNX
+    });
   }
   bool fold_Mod() {
     if (!inputs_known()) return false;
@@ -300,7 +329,7 @@ struct Elementwise : Importer {
       for (size_t k = 0; k < hb->size(); ++k) if (hb->n(k) == 0) fail("integer modulo by zero");
     }
     return fold_binary([fm](double a, double b) { double r = std::fmod(a, b); if (!fm && r != 0 && ((r < 0) != (b < 0))) r += b; return r; },
-                       [fm](int64_t a, int64_t b) { int64_t r = a % b; if (!fm && r != 0 && ((r < 0) != (b < 0))) r += b; return r; });
+                       [fm](int64_t a, int64_t b) { int64_t r = b == -1 ? 0 : a % b; if (!fm && r != 0 && ((r < 0) != (b < 0))) r += b; return r; });
   }
   bool fold_Equal() { return fold_compare([](double a, double b) { return a == b; }); }
   bool fold_Less() { return fold_compare([](double a, double b) { return a < b; }); }

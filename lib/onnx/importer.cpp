@@ -183,7 +183,24 @@ int Importer::emit(const std::string& opname, std::vector<int> inputs, std::map<
   } catch (const InputError& e) {
     fail(e.what());
   }
+  check_size(idx);
   return idx;
+}
+
+// Limits::max_tensor_elements (docs/onnx.md) holds for every value the graph computes, so
+// an absurd Expand, Pad, Tile or --dim is refused at load by run, inspect and convert alike,
+// not at allocation (exit 3) or never (convert would write it).
+void Importer::check_size(int idx) const {
+  const Shape& s = ts_.shapes[idx];
+  int64_t n = 1;
+  bool over = false;
+  for (int64_t d : s) over = over || __builtin_mul_overflow(n, d, &n);
+  if (!over && n <= L_.max_tensor_elements) return;
+  const std::string what = g_->nodes[idx].op == ir::Op::Input ? "input '" + g_->nodes[idx].id + "'" : "result";
+  const std::string msg = what + " of shape " + shape_str(s) + " has " + (over ? std::string("more elements than int64 can count") : std::to_string(n) + " elements") +
+                          ", above the limit of " + std::to_string(L_.max_tensor_elements) + " (2^36) elements per tensor";
+  if (g_->nodes[idx].op == ir::Op::Input) throw InputError(m_.file() + ": " + msg);
+  fail(msg);
 }
 
 int Importer::concat_many(std::vector<int> xs, int64_t axis) {
@@ -490,6 +507,7 @@ std::shared_ptr<Specialized> Importer::run() {
     }
     DType dt = to_dtype(vi.elem_type, m_.file() + ": input '" + vi.name + "'");
     int idx = add_leaf(ir::Op::Input, vi.name, s, dt);
+    check_size(idx);
     if (g_->nodes[idx].id != vi.name) throw InputError(m_.file() + ": input name '" + vi.name + "' is used twice");
     Val v;
     v.defined = true;

@@ -255,6 +255,8 @@ class Importer {
   // Adds a registry op by name. Attributes are checked against the registry and defaults filled.
   int emit(const std::string& opname, std::vector<int> inputs, std::map<std::string, ir::AttrValue> attrs = {},
            const std::string& id = "");
+  // Refuses a value above Limits::max_tensor_elements, naming the node (or the input).
+  void check_size(int idx) const;
   int reshape(int x, const Shape& s) {
     if (ts_.shapes[x] == s) return x;
     return emit("reshape", {x}, {{"shape", std::vector<int64_t>(s.begin(), s.end())}});
@@ -271,7 +273,12 @@ class Importer {
   }
   // A constant of shape s (one axis not 1, of length n) holding 0, 1, ..., n - 1 along it.
   int positions(const Shape& s, DType dt = DType::i64) {
-    std::vector<double> v(shape_numel(s));
+    // Built on the host as doubles: bounded like an inline constant (found by fuzz_onnx_struct:
+    // OneHot with a depth near 2^56 asked for a constant of that many values).
+    const int64_t n = shape_numel(s);
+    if (n > (int64_t(1) << 24))
+      fail("needs a constant of shape " + shape_str(s) + " (" + std::to_string(n) + " values), above the limit of 16777216 (2^24)");
+    std::vector<double> v(n);
     for (size_t t = 0; t < v.size(); ++t) v[t] = (double)t;
     return constant(s, v, dt);
   }

@@ -215,7 +215,8 @@ struct Index : Importer {
   void map_TopK() {
     const NodeDef& n = *cur_;
     const int64_t opset = m_.opset();
-    int64_t k = opset < 10 ? ai("k", 1) : need_ints(1, "k").at(0);
+    // (need_scalar: an empty k was read with .at(0), found by fuzz_onnx_struct)
+    int64_t k = opset < 10 ? ai("k", 1) : need_scalar(1, "k")->n(0);
     std::map<std::string, ir::AttrValue> a{{"k", k}, {"axis", ai("axis", -1)}, {"largest", (bool)ai("largest", 1)}, {"sorted", (bool)ai("sorted", 1)}};
     int x = node(0);
     auto av = a;

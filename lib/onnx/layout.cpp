@@ -84,6 +84,9 @@ struct Layout : Importer {
     } else {
       if (!axes) fail("Unsqueeze needs axes");
       size_t r = s.size() + axes->size();
+      if (r > L_.max_rank)
+        fail("axes has " + std::to_string(axes->size()) + " entries for a rank-" + std::to_string(s.size()) + " input: the result's rank " +
+             std::to_string(r) + " is above the limit of " + std::to_string(L_.max_rank));
       std::set<int> ax;
       for (auto a : *axes) if (!ax.insert(axis_of(a, r)).second) fail("axes lists an axis twice");
       size_t j = 0;
@@ -123,9 +126,12 @@ struct Layout : Importer {
     Shape a, b, o;
     for (size_t k = 0; k < s.size(); ++k) {
       if (rep[k] < 0) fail("negative repeat");
+      int64_t d;
+      if (__builtin_mul_overflow(rep[k], s[k], &d))
+        fail("repeats[" + std::to_string(k) + "] = " + std::to_string(rep[k]) + " times dimension " + std::to_string(s[k]) + " overflows int64");
       a.push_back(1); a.push_back(s[k]);
       b.push_back(rep[k]); b.push_back(s[k]);
-      o.push_back(rep[k] * s[k]);
+      o.push_back(d);
     }
     int y = emit("broadcast_to", {reshape(x, a)}, {{"shape", std::vector<int64_t>(b.begin(), b.end())}});
     return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(o.begin(), o.end())}}, out_name()));
@@ -140,6 +146,7 @@ struct Layout : Importer {
     if (opset >= 13) { if (has_in(1)) parts = need_ints(1, "split"); }
     else parts = aints("split").value_or(std::vector<int64_t>{});
     size_t no = n.outputs.size();
+    if (no == 0) fail("has no outputs; Split needs at least one");
     if (parts.empty()) {
       if (s[a] % (int64_t)no) fail("axis of size " + std::to_string(s[a]) + " does not split evenly into " + std::to_string(no));
       parts.assign(no, s[a] / (int64_t)no);
@@ -220,7 +227,7 @@ struct Layout : Importer {
     return set_node(0, reshape_out(t, {N, C * b * b, H / b, W / b}));
   }
   void map_Trilu() {
-    int64_t k = has_in(1) ? need_ints(1, "k").at(0) : 0;
+    int64_t k = has_in(1) ? need_scalar(1, "k")->n(0) : 0;  // one element, like TopK's k
     return set_node(0, emit("trilu", {node(0)}, {{"upper", (bool)ai("upper", 1)}, {"k", k}}, out_name()));
   }
   bool fold_Concat() {
@@ -233,8 +240,13 @@ struct Layout : Importer {
     for (size_t k = 0; k < cur_->inputs.size(); ++k) {
       if (!has_in(k)) continue;
       vs.push_back(&in(k));
-      if (vs.back()->shape.size() != os.size()) fail("inputs differ in rank");
-      os[a] += vs.back()->shape[a];
+      const Shape& sk = vs.back()->shape;
+      if (sk.size() != os.size()) fail("inputs differ in rank");
+      for (size_t d = 0; d < sk.size(); ++d)
+        if ((int)d != a && sk[d] != os[d])
+          fail("input " + std::to_string(k) + " has shape " + shape_str(sk) + "; off axis " + std::to_string(a) + " it must match " + shape_str(x.shape));
+      // (found by fuzz_onnx_struct: the axis sum overflowed int64, UBSan)
+      if (__builtin_add_overflow(os[a], sk[a], &os[a])) fail("the concatenated axis " + std::to_string(a) + " overflows int64");
     }
     int64_t outer = 1;
     for (int k = 0; k < a; ++k) outer *= os[k];

@@ -74,7 +74,12 @@ struct Nn : Importer {
     bool conv = op == "Conv" || op == "ConvTranspose";
     int w = conv ? node(1) : -1;
     Shape ksz;
-    if (conv) { Shape ws = shp(w); ksz.assign(ws.begin() + 2, ws.end()); }
+    if (conv) {
+      Shape ws = shp(w);
+      if (ws.size() != s.size())  // (found by fuzz_onnx_struct: a rank-1 W read past its shape)
+        fail("W (input 1) has shape " + shape_str(ws) + "; it must have rank " + std::to_string(s.size()) + " like X " + shape_str(s));
+      ksz.assign(ws.begin() + 2, ws.end());
+    }
     else ksz = Shape(aints("kernel_shape").value_or(std::vector<int64_t>{}));
     if (auto k = aints("kernel_shape")) ksz = Shape(k->begin(), k->end());
     if (ksz.size() != sd) fail("kernel_shape has " + std::to_string(ksz.size()) + " entries for " + std::to_string(sd) + "-D data");

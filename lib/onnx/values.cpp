@@ -2,6 +2,8 @@
 // (which depend on shapes alone), all folded to exact values; Identity, an alias.
 #include "onnx/importer.h"
 
+#include <cmath>
+
 namespace rlx::onnx {
 
 namespace {
@@ -92,6 +94,13 @@ struct Values : Importer {
     Host h;
     if (float_et(et)) {
       double st = a->d(0), lim = b->d(0), dl = c->d(0);
+      // NaN compares false everywhere, so the count below would silently become 0.
+      const double vs[3] = {st, lim, dl};
+      const char* names[3] = {"start", "limit", "delta"};
+      for (size_t k = 0; k < 3; ++k)
+        if (!std::isfinite(vs[k]))
+          fail(std::string(names[k]) + " (input " + std::to_string(k) + " '" + cur_->inputs[k] + "') must be finite, got " +
+               (std::isnan(vs[k]) ? "NaN" : vs[k] > 0 ? "inf" : "-inf"));
       if (dl == 0) fail("delta is 0");
       double cnt = std::max(0.0, std::ceil((lim - st) / dl));
       if (cnt > (double)L_.max_folded_elements) unsupported("Range too long to fold");

@@ -1,13 +1,16 @@
 #include "runtime/inspect.h"
 
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "ir/loader.h"
 #include "ir/op_registry.h"
+#include "onnx/model.h"
 #include "runtime/bench.h"
 #include "runtime/executor.h"
 #include "runtime/onnx_binding.h"
@@ -15,9 +18,97 @@
 
 namespace rlx {
 
-std::string inspect_text(const std::string& path, const std::vector<std::string>& dims, bool dot) {
+namespace {
+
+nlohmann::json dims_json(const std::vector<ir::Dim>& ds) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& d : ds) {
+    if (d.symbol.empty()) a.push_back(d.value);
+    else a.push_back(d.symbol.rfind("?", 0) == 0 ? "?" : d.symbol);
+  }
+  return a;
+}
+std::string dims_text(const std::vector<ir::Dim>& ds) {
+  std::string r;
+  for (const auto& d : ds) r += (r.empty() ? "" : ", ") + (d.symbol.empty() ? std::to_string(d.value) : d.symbol.rfind("?", 0) == 0 ? "?" : d.symbol);
+  return "[" + r + "]";
+}
+
+// An ONNX model whose symbolic dimensions are not all given: what can be said without
+// specialising it (the inputs' and the declared outputs' symbolic shapes, the ONNX ops).
+std::string onnx_symbolic_summary(const onnx::Model& m, const std::string& path, const std::vector<std::string>& unbound, bool json) {
+  std::map<std::string, int> by_op;
+  for (const auto& n : m.nodes()) by_op[n.op_type]++;
+  int64_t init_values = 0;
+  for (const auto& [name, t] : m.initializers()) init_values += t->numel;
+  std::string list;
+  for (const auto& u : unbound) list += (list.empty() ? "" : ", ") + u;
+  auto value_type = [](int et) {  // rlx's dtype names where rlx has the type, else ONNX's
+    try {
+      return std::string(dtype_name(onnx::to_dtype(et, "")));
+    } catch (const Error&) {
+      return std::string(onnx::elem_type_name(et));
+    }
+  };
+  if (json) {
+    nlohmann::json j;
+    j["graph"] = path;
+    j["format"] = "onnx";
+    j["opset"] = m.opset();
+    j["onnx_nodes"] = m.nodes().size();
+    j["onnx_ops"] = by_op;
+    j["initializers"] = {{"tensors", m.initializers().size()}, {"values", init_values}};
+    for (const char* k : {"inputs", "outputs"}) j[k] = nlohmann::json::array();
+    for (const auto& vi : m.inputs())
+      if (!m.is_default_input(vi.name))
+        j["inputs"].push_back({{"name", vi.name}, {"shape", vi.has_shape ? dims_json(vi.dims) : nlohmann::json()}, {"dtype", value_type(vi.elem_type)}});
+    for (const auto& vi : m.outputs())
+      j["outputs"].push_back({{"name", vi.name}, {"shape", vi.has_shape ? dims_json(vi.dims) : nlohmann::json()}, {"dtype", value_type(vi.elem_type)}});
+    j["unbound_dims"] = unbound;
+    j["note"] = "output shapes as declared in the model; the imported graph, its shapes and FLOPs need --dim NAME=SIZE for " + list;
+    return j.dump(2) + "\n";
+  }
+  std::ostringstream s;
+  s << fmt::format("graph: {} (onnx, opset {})\n", path, m.opset());
+  s << fmt::format("ONNX nodes: {}\n", m.nodes().size());
+  for (const auto& [op, c] : by_op) s << fmt::format("  {:<24} {}\n", op, c);
+  s << fmt::format("initializers: {} tensors, {} values\n", m.initializers().size(), init_values);
+  s << "inputs:\n";
+  for (const auto& vi : m.inputs())
+    if (!m.is_default_input(vi.name))
+      s << fmt::format("  {} {} {}\n", vi.name, vi.has_shape ? dims_text(vi.dims) : "(shape not declared)", value_type(vi.elem_type));
+  s << "outputs (as declared in the model):\n";
+  for (const auto& vi : m.outputs())
+    s << fmt::format("  {} {} {}\n", vi.name, vi.has_shape ? dims_text(vi.dims) : "(shape not declared)", value_type(vi.elem_type));
+  s << "the imported graph (registry ops, shapes, FLOPs) needs the symbolic dimension(s) " << list << ": pass --dim NAME=SIZE\n";
+  return s.str();
+}
+
+}  // namespace
+
+std::string inspect_text(const std::string& path, const std::vector<std::string>& dims, bool dot, bool json) {
+  if (is_onnx_file(path) && !dot) {
+    std::shared_ptr<onnx::Model> m = onnx::Model::load(path);
+    std::map<std::string, int64_t> given = parse_dims(dims);
+    std::set<std::string> known;
+    std::vector<std::string> unbound;
+    for (const auto& vi : m->inputs())
+      for (const auto& d : vi.dims)
+        if (!d.symbol.empty() && known.insert(d.symbol).second && !given.count(d.symbol) && !m->is_default_input(vi.name) &&
+            d.symbol.rfind("?", 0) != 0)
+          unbound.push_back(d.symbol);
+    check_dim_names(given, known, path);
+    if (!unbound.empty()) return onnx_symbolic_summary(*m, path, unbound, json);
+  }
   ir::Graph g = is_onnx_file(path) ? *onnx_graph_for(path, dims) : ir::load_graph_file(path);
   std::map<std::string, int64_t> sym = parse_dims(dims);
+  if (!is_onnx_file(path)) {  // (an ONNX model's names are checked as it is specialised)
+    std::set<std::string> known;
+    for (const auto& n : g.nodes)
+      for (const auto& d : n.decl_shape)
+        if (!d.symbol.empty()) known.insert(d.symbol);
+    check_dim_names(sym, known, path);
+  }
   std::ostringstream s;
   if (dot) {
     s << "digraph \"" << (g.name.empty() ? "graph" : g.name) << "\" {\n  rankdir=TB;\n";
@@ -63,22 +154,45 @@ std::string inspect_text(const std::string& path, const std::vector<std::string>
   for (const auto& [dt, cb] : param_by_dtype)  // bytes per dtype: what the params occupy in memory
     s << fmt::format("  {:<5} {} values, {} bytes ({:.3f} MiB)\n", dtype_name(dt), cb.first, cb.second, cb.second / 1048576.0);
   s << "inputs:\n";
+  nlohmann::json j;
+  j["graph"] = path;
+  j["format"] = is_onnx_file(path) ? "onnx" : "rlx.graph";
+  j["nodes"] = g.nodes.size();
+  j["ops"] = by_op;
+  j["parameters"] = {{"values", param_count}, {"bytes", param_bytes}};
+  j["inputs"] = nlohmann::json::array();
+  j["outputs"] = nlohmann::json::array();
   for (int i : g.inputs_of_kind(ir::Op::Input)) {
-    std::string dimsx;
-    for (auto& d : g.nodes[i].decl_shape) dimsx += (dimsx.empty() ? "" : ", ") + (d.symbol.empty() ? std::to_string(d.value) : d.symbol);
-    s << fmt::format("  {} [{}] {}\n", g.nodes[i].id, dimsx, dtype_name(g.nodes[i].dtype));
+    s << fmt::format("  {} {} {}\n", g.nodes[i].id, dims_text(g.nodes[i].decl_shape), dtype_name(g.nodes[i].dtype));
+    j["inputs"].push_back({{"name", g.nodes[i].id}, {"shape", dims_json(g.nodes[i].decl_shape)}, {"dtype", dtype_name(g.nodes[i].dtype)}});
   }
   if (!bound) {
     s << "outputs and FLOPs need the symbolic dimension(s) " << unbound << ": pass --dim NAME=SIZE\n";
     s << "outputs:";
-    for (int o : g.outputs) s << " " << g.nodes[o].id;
+    for (int o : g.outputs) {
+      s << " " << g.nodes[o].id;
+      j["outputs"].push_back({{"name", g.nodes[o].id}, {"shape", nullptr}, {"dtype", nullptr}});
+    }
     s << "\n";
-    return s.str();
+    std::vector<std::string> ub;
+    std::stringstream ss(unbound);
+    for (std::string x; std::getline(ss, x, ',');) ub.push_back(x.substr(x.find_first_not_of(' ')));
+    j["unbound_dims"] = ub;
+    return json ? j.dump(2) + "\n" : s.str();
   }
   auto ts = ir::infer_shapes(g, in_shapes);
   s << "outputs:\n";
-  for (int o : g.outputs) s << fmt::format("  {} {} {}\n", g.nodes[o].id, shape_str(ts.shapes[o]), dtype_name(ts.dtypes[o]));
+  for (int o : g.outputs) {
+    s << fmt::format("  {} {} {}\n", g.nodes[o].id, shape_str(ts.shapes[o]), dtype_name(ts.dtypes[o]));
+    j["outputs"].push_back({{"name", g.nodes[o].id}, {"shape", ts.shapes[o]}, {"dtype", dtype_name(ts.dtypes[o])}});
+  }
   s << fmt::format("FLOPs per run: {:.6g} ({:.3f} GFLOP)\n", graph_flops(g, ts), graph_flops(g, ts) / 1e9);
+  j["flops"] = graph_flops(g, ts);
+  j["unbound_dims"] = nlohmann::json::array();
+  if (json) {
+    j["bytes_moved"] = graph_bytes(g, ts);
+    return j.dump(2) + "\n";
+  }
   std::map<DType, std::pair<int64_t, int64_t>> results;  // computed values by dtype: count, bytes
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (ir::op_info(g.nodes[i].op).category == ir::Category::Leaf) continue;

@@ -44,6 +44,13 @@ Prepared prepare(const Binding& b, bool need_all_inputs) {
   if (!b.params.empty())
     throw InputError(b.graph + ": --params is not used with ONNX models: the weights are the model's initializers");
   P.dims = parse_dims(b.dims);
+  {
+    std::set<std::string> known;
+    for (const auto& vi : m.inputs())
+      for (const auto& d : vi.dims)
+        if (!d.symbol.empty()) known.insert(d.symbol);
+    check_dim_names(P.dims, known, b.graph);
+  }
   std::vector<std::string> names;
   std::map<std::string, const onnx::ValueInfo*> by_name;
   for (const auto& vi : m.inputs()) {
@@ -114,6 +121,9 @@ Loaded load_onnx_binding(const Binding& b) {
 
 void convert_onnx(const Binding& b, const std::string& graph_out, const std::string& params_out) {
   if (!is_onnx_file(b.graph)) throw InputError(b.graph + ": not an ONNX model (rlx convert reads .onnx files)");
+  auto ends_with = [](const std::string& s, const std::string& e) { return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0; };
+  if (!params_out.empty() && !ends_with(params_out, ".safetensors"))
+    throw InputError("--params-out " + params_out + ": rlx convert writes the weights as safetensors; give a file name ending in .safetensors");
   Prepared P = prepare(b, false);
   auto sp = P.model->specialize(P.shapes, P.dims, P.inputs);
   if (sp->params.size() && params_out.empty())
@@ -121,13 +131,27 @@ void convert_onnx(const Binding& b, const std::string& graph_out, const std::str
   for (const auto& [name, v] : sp->value_deps)
     std::cerr << "note: input '" << name << "' is used as a constant (a shape or index argument); the written graph is valid "
               << "only for the value given with --input\n";
-  // Both files are checked before either is written.
+  // Both files are checked before either is written: the graph, and each file's directory.
+  for (const std::string& f : {graph_out, params_out}) {
+    if (f.empty()) continue;
+    const std::filesystem::path dir = std::filesystem::path(f).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+      throw InputError("cannot write " + f + ": " +
+                       (std::filesystem::exists(dir, ec) ? dir.string() + " is not a directory" : "directory " + dir.string() + " does not exist"));
+  }
   std::string text = ir::graph_to_json(*sp->graph);
   if (!params_out.empty()) {
     std::vector<std::pair<std::string, Tensor>> ts(sp->params.begin(), sp->params.end());
     io::write_safetensors(params_out, ts);
   }
-  io::write_file_atomic(graph_out, text.data(), text.size());
+  try {
+    io::write_file_atomic(graph_out, text.data(), text.size());
+  } catch (...) {
+    // Both files or neither: a weights file without its graph is a half-written convert.
+    if (!params_out.empty()) std::filesystem::remove(params_out);
+    throw;
+  }
 }
 
 std::shared_ptr<ir::Graph> onnx_graph_for(const std::string& path, const std::vector<std::string>& dims) {

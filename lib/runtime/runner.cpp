@@ -50,6 +50,16 @@ std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& dims) 
   return r;
 }
 
+void check_dim_names(const std::map<std::string, int64_t>& dims, const std::set<std::string>& known, const std::string& file) {
+  for (const auto& [name, v] : dims) {
+    if (known.count(name)) continue;
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    throw InputError("--dim " + name + "=" + std::to_string(v) + ": " + file + " has no symbolic dimension '" + name + "' (" +
+                     (known.empty() ? std::string("it has none") : "its dimensions: " + list) + ")");
+  }
+}
+
 void load_input_values(const std::vector<InputDecl>& decls, std::map<std::string, int64_t>& dims,
                        std::map<std::string, Tensor>& out) {
   for (int pass = 0; pass < 2; ++pass)
@@ -57,7 +67,19 @@ void load_input_values(const std::vector<InputDecl>& decls, std::map<std::string
       const bool random = d.spec->kind == io::TensorSpec::Random;
       if (random != (pass == 1)) continue;
       Shape shape;
-      if (random) shape = ir::bind_dims(*d.dims, dims, "--input " + d.name + "=" + d.spec->text);
+      if (random) {
+        shape = ir::bind_dims(*d.dims, dims, "--input " + d.name + "=" + d.spec->text);
+        // The size limit of docs/onnx.md (onnx::Limits::max_tensor_elements), before the values
+        // are made: `--dim n=1048576` for an [n, n] input is refused (exit 2), not allocated (exit 3).
+        constexpr int64_t kMaxElements = int64_t(1) << 36;
+        int64_t n = 1;
+        bool over = false;
+        for (int64_t x : shape) over = over || __builtin_mul_overflow(n, x, &n);
+        if (over || n > kMaxElements)
+          throw InputError("--input " + d.name + "=" + d.spec->text + ": input '" + d.name + "' of shape " + shape_str(shape) + " has " +
+                           (over ? std::string("more elements than int64 can count") : std::to_string(n) + " elements") +
+                           ", above the limit of " + std::to_string(kMaxElements) + " (2^36) elements per tensor");
+      }
       Tensor t = io::load_tensor_spec(*d.spec, shape, d.dtype, d.index_bound);
       if (!random)
         for (size_t k = 0; k < d.dims->size() && k < t.shape().size(); ++k)
@@ -158,6 +180,13 @@ Loaded load_binding(const Binding& b) {
   L.params = bind_params(g, store, bo, &L.random_params_filled);
 
   std::map<std::string, int64_t> dims = parse_dims(b.dims);
+  {
+    std::set<std::string> known;
+    for (const auto& n : g.nodes)
+      for (const auto& d : n.decl_shape)
+        if (!d.symbol.empty()) known.insert(d.symbol);
+    check_dim_names(dims, known, g.file);
+  }
   std::map<std::string, io::TensorSpec> specs;
   for (const auto& s : b.inputs) {
     auto [id, spec] = split_assignment(s, "--input");
@@ -298,6 +327,19 @@ std::string plain_file_name_problem(const std::string& id) {
   return "";
 }
 
+void prepare_output_file(const std::string& file) {
+  fs::path dir = fs::path(file).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && !fs::is_directory(dir, ec)) {
+    if (fs::exists(dir, ec)) throw InputError("cannot write " + file + ": " + dir.string() + " is not a directory");
+    // A missing directory is created with its parents, as --out-dir does (before running).
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir))
+      throw InputError("cannot write " + file + ": cannot create directory " + dir.string() + (ec ? ": " + ec.message() : ""));
+  }
+  if (fs::is_directory(file, ec)) throw InputError("cannot write " + file + ": it is a directory, expected a file name");
+}
+
 OutputPlan plan_outputs(const ir::Graph& g, const std::vector<std::string>& output_specs, const std::string& out_dir) {
   OutputPlan plan;
   for (const auto& s : output_specs) {
@@ -339,14 +381,7 @@ OutputPlan plan_outputs(const ir::Graph& g, const std::vector<std::string>& outp
       plan.push_back({(int)k, file.string()});
     }
   }
-  for (const auto& [k, file] : plan) {
-    fs::path dir = fs::path(file).parent_path();
-    std::error_code ec;
-    if (!dir.empty() && !fs::is_directory(dir, ec))
-      throw InputError("cannot write " + file + ": " +
-                       (fs::exists(dir, ec) ? dir.string() + " is not a directory" : "directory " + dir.string() + " does not exist"));
-    if (fs::is_directory(file, ec)) throw InputError("cannot write " + file + ": it is a directory, expected a file name");
-  }
+  for (const auto& [k, file] : plan) prepare_output_file(file);
   // Two outputs onto one file would leave only the last: refused (the directory exists now,
   // so the parent resolves; the file name is compared as given).
   std::map<fs::path, int> by_file;

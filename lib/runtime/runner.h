@@ -4,6 +4,7 @@
 // parses flags and calls these.
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +52,9 @@ std::pair<std::string, std::string> split_assignment(const std::string& s, const
 
 // --dim NAME=SIZE flags: a non-negative size per name (InputError otherwise).
 std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& dims);
+// Refuses a --dim naming no symbolic dimension of the graph, listing the ones it has (a
+// mistyped name would otherwise be ignored and the run go on with the wrong sizes, or fail later).
+void check_dim_names(const std::map<std::string, int64_t>& dims, const std::set<std::string>& known, const std::string& file);
 
 // One declared input with an --input value, for load_input_values.
 struct InputDecl {
@@ -98,6 +102,9 @@ std::string plain_file_name_problem(const std::string& id);
 // before anything runs: (output index, file) pairs. Writes are atomic.
 using OutputPlan = std::vector<std::pair<int, std::string>>;
 OutputPlan plan_outputs(const ir::Graph& g, const std::vector<std::string>& output_specs, const std::string& out_dir);
+// Makes FILE's directory (with its parents, as `mkdir -p`) when missing, before anything runs;
+// InputError when it exists as something else or cannot be made, or FILE is a directory.
+void prepare_output_file(const std::string& file);
 void write_outputs(const ir::Graph& g, const std::vector<Tensor>& outs, const OutputPlan& plan);
 
 // Output index by id, or -1.

@@ -109,16 +109,17 @@ def test_names_dims_defaults_convert():
     expect_rc("dims/random-needs-dim", ["run", p, "--input", "onnx::MatMul_0=random:1"], 2,
               "dimensions 'batch', 'p2o.DynamicDimension.0' are symbolic; give their sizes with "
               "--dim batch=N --dim p2o.DynamicDimension.0=N")
-    expect_rc("dims/all-named-at-once", ["inspect", p], 2,
+    # (convert: `inspect` without --dim now summarises the model's symbolic shapes; tests/cli_scripts.py)
+    expect_rc("dims/all-named-at-once", ["convert", p, "-o", path("dims_out.json")], 2,
               "input 'onnx::MatMul_0': dimensions 'batch', 'p2o.DynamicDimension.0' are symbolic; give their sizes "
               "with --dim batch=N --dim p2o.DynamicDimension.0=N")
-    expect_rc("dims/only-the-unbound-named", ["inspect", p, "--dim", "batch=2"], 2,
+    expect_rc("dims/only-the-unbound-named", ["convert", p, "-o", path("dims_out.json"), "--dim", "batch=2"], 2,
               "input 'onnx::MatMul_0': dimension 'p2o.DynamicDimension.0' is symbolic; give its size with "
               "--dim p2o.DynamicDimension.0=N")
     two = save(model_with_ir(model([helper.make_node("Add", ["a", "b"], ["c"])],
                                    [vi("a", ["batch", "seq"]), vi("b", ["batch", 1])], [vi("c", ["batch", "seq"])], [])),
                "two_inputs.onnx")
-    expect_rc("dims/every-input-named", ["inspect", two], 2,
+    expect_rc("dims/every-input-named", ["convert", two, "-o", path("dims_out.json")], 2,
               "inputs 'a', 'b': dimensions 'batch', 'seq' are symbolic; give their sizes with --dim batch=N --dim seq=N")
     expect_rc("dims/bound-by-a-later-input", ["run", two, "--input", "a=random", "--input", "b=2x1xf32=1,2",
                                               "--dim", "seq=3"], 0)
