@@ -1,6 +1,7 @@
 #include "backends/cpu/host_memory.h"
 
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 
 #include <cstdlib>
 #include <map>
@@ -24,7 +25,21 @@ Cache& cache() {
   return *c;
 }
 
+// The machine's memory and swap: no single block larger than that can ever be backed, so it is
+// refused here rather than asked of the allocator (which, with overcommit, may hand out address
+// space that the kernel's OOM killer later reclaims with the whole process).
+size_t machine_bytes() {
+  static const size_t total = [] {
+    struct sysinfo si {};
+    if (sysinfo(&si) != 0) return SIZE_MAX;
+    const unsigned __int128 t = ((unsigned __int128)si.totalram + si.totalswap) * si.mem_unit;
+    return t > SIZE_MAX ? SIZE_MAX : (size_t)t;
+  }();
+  return total;
+}
+
 void* raw_alloc(size_t bytes, size_t align) {
+  if (bytes > machine_bytes()) return nullptr;
   void* p = nullptr;
   if (posix_memalign(&p, align, bytes)) return nullptr;
   return p;
