@@ -1416,17 +1416,22 @@ TEST(Quant, InferenceRefusesWhatItCannotCompute) {
   }
 }
 
+// The CPU, and Vulkan where this rlx has it (the sanitizer build has none; the Release
+// build's run of the same tests covers it).
+std::vector<std::string> built_backends() {
+  std::vector<std::string> backends{"cpu"};
+  Proc probe = run_rlx({"devices"});
+  if (has(probe.out, "vulkan device 0")) backends.push_back("vulkan");
+  return backends;
+}
+
 TEST_F(Cli, QuantizedValuesRunExactlyAndBadOnesExit2) {
   write("q.json", graph_with(R"({"id": "x", "op": "input", "shape": [4], "dtype": "u8"},
       {"id": "s", "op": "constant", "shape": [], "value": 0.5},
       {"id": "z", "op": "constant", "shape": [], "dtype": "u8", "value": 128},
       {"id": "d", "op": "dequantize", "inputs": ["x", "s", "z"]},
       {"id": "y", "op": "quantize", "inputs": ["d", "s", "z"], "attrs": {"dtype": "u8"}})", R"(["y", "d"])"));
-  // Vulkan where this rlx has it (the sanitizer build has none; the Release build's run covers it).
-  std::vector<std::string> backends{"cpu"};
-  Proc probe = run_rlx({"devices"});
-  if (has(probe.out, "vulkan device 0")) backends.push_back("vulkan");
-  for (const std::string& backend : backends)
+  for (const std::string& backend : built_backends())
     for (const char* mode : {"eager", "lazy", "compiled"}) {
       SCOPED_TRACE(backend + " " + mode);
       Proc p = run_rlx({"run", path("q.json"), "--backend", backend, "--mode", mode, "--input", "x=4xu8=0,255,128,3", "--json"});
@@ -1485,9 +1490,9 @@ TEST_F(Cli, MatmulNbitsNibbleOrder) {
   // w[n=1]: q = [2, 1, 0 ...] (0x12), zp 3 (low nibble of 3), scale 0.5 -> [-0.5, -1, -1.5 ...]
   // y[0] = [w0[0], w1[0]] = [-7, -0.5]; y[1] = [w0[1] + w0[15], w1[1] + w1[15]] = [-6 + 7, -1 - 1.5]
   // with the default zero point 8: w1 = ([2, 1, 0 ..., 0] - 8) * 0.5 -> y8 = [[-7, -3], [1, -3.5 - 4]]
-  for (const char* backend : {"cpu", "vulkan"})
+  for (const std::string& backend : built_backends())
     for (const char* mode : {"eager", "compiled"}) {
-      SCOPED_TRACE(std::string(backend) + " " + mode);
+      SCOPED_TRACE(backend + " " + mode);
       Proc p = run_rlx({"run", path("nb.json"), "--backend", backend, "--mode", mode, "--input", "a=" + a, "--json"});
       ASSERT_EQ(p.code, 0) << show(p);
       json j = json::parse(p.out);
