@@ -4,11 +4,15 @@
 // epilogues, batched with broadcast offsets, and packed vs not.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <new>
 #include <set>
 #include <string>
 #include <thread>
@@ -396,4 +400,47 @@ TEST(Threads, NumThreadsGovernsGemmAndOwnKernels) {
   EXPECT_LE((int)ids.size(), T);
   // The caller plus T - 1 pool workers; OpenBLAS and oneDNN/OpenMP (loaded by now) added none.
   EXPECT_EQ(process_threads(), T) << rlx::cpu::gemm_description();
+}
+
+// A kernel's exception (a scratch allocation failing, an rlx error) reaches the caller of
+// parallel_for, from whichever thread ran the chunk, and the pool stays usable; before, a throw
+// on a worker thread ended the process with std::terminate.
+TEST(Threads, ExceptionInAChunkReachesTheCaller) {
+  rlx::cpu::ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int thrower : {0, 1}) {  // 0: the chunk of the calling thread, 1: a worker's chunk
+    std::mutex mu;
+    std::condition_variable cv;
+    std::set<std::thread::id> arrived;
+    std::set<int64_t> ran;
+    bool threw_on_worker = false;
+    try {
+      pool.parallel_for(64, 1, [&](int64_t b, int64_t e) {
+        const bool on_worker = std::this_thread::get_id() != caller;
+        std::unique_lock<std::mutex> l(mu);
+        // Each thread's first chunk waits until both threads hold one (the caller blocked in
+        // its chunk leaves the next chunk to the worker), so the chosen thread is the one
+        // that throws.
+        arrived.insert(std::this_thread::get_id());
+        cv.notify_all();
+        cv.wait_for(l, std::chrono::seconds(10), [&] { return arrived.size() == 2; });
+        if ((thrower == 1) == on_worker) {
+          threw_on_worker = on_worker;
+          throw std::bad_alloc();
+        }
+        for (int64_t i = b; i < e; ++i) ran.insert(i);
+      });
+      ADD_FAILURE() << "no exception reached the caller";
+    } catch (const std::bad_alloc&) {
+      EXPECT_EQ(threw_on_worker, thrower == 1);
+      EXPECT_EQ(arrived.size(), 2u);
+    }
+    EXPECT_LT(ran.size(), 64u);  // the failing chunk's indices never ran
+  }
+  // The pool runs the next job in full.
+  std::atomic<int64_t> sum{0};
+  pool.parallel_for(1000, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) sum += i;
+  });
+  EXPECT_EQ(sum.load(), 999 * 1000 / 2);
 }

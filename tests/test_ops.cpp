@@ -10,12 +10,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <cmath>
 #include <map>
+#include <random>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/npy.h"
 #include "ir/loader.h"
 #include "ir/op_docs.h"
 #include "ir/op_registry.h"
@@ -439,3 +442,46 @@ TEST(OpsPasses, ConstantIndexingFoldsToItsValue) {
 }
 
 }  // namespace
+
+// CPU attention over a long key sequence: each task's score scratch (heads x query rows x keys)
+// is bounded by taking fewer query rows per chunk (16 here instead of 64, 5 chunks), which must
+// not change the result. Reference: a plain double-precision loop.
+TEST_F(OpsCli, CpuAttentionOverLongKeysMatchesAReferenceLoop) {
+  const int64_t Hq = 2, Sq = 65, Sk = 131072, D = 2;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> q(Hq * Sq * D), k(Sk * D), v(Sk);
+  for (auto* t : {&q, &k, &v})
+    for (auto& x : *t) x = u(rng);
+  io::write_npy((dir_ / "q.npy").string(), Tensor::from_vector({1, Hq, Sq, D}, q));
+  io::write_npy((dir_ / "k.npy").string(), Tensor::from_vector({1, 1, Sk, D}, k));
+  io::write_npy((dir_ / "v.npy").string(), Tensor::from_vector({1, 1, Sk, 1}, v));
+  std::string g = write("attn.json", R"({"id": "q", "op": "input", "shape": [1, 2, 65, 2]},
+    {"id": "k", "op": "input", "shape": [1, 1, 131072, 2]},
+    {"id": "v", "op": "input", "shape": [1, 1, 131072, 1]},
+    {"id": "y", "op": "attention", "inputs": ["q", "k", "v"], "attrs": {"causal": true}})");
+  std::vector<double> want(Hq * Sq);
+  for (int64_t h = 0; h < Hq; ++h)
+    for (int64_t i = 0; i < Sq; ++i) {
+      const int64_t visible = i + (Sk - Sq) + 1;  // causal, aligned to the end of the keys
+      double mx = -INFINITY, l = 0, acc = 0;
+      std::vector<double> s(visible);
+      for (int64_t j = 0; j < visible; ++j) {
+        s[j] = (q[(h * Sq + i) * D] * (double)k[j * D] + q[(h * Sq + i) * D + 1] * (double)k[j * D + 1]) / std::sqrt(2.0);
+        mx = std::max(mx, s[j]);
+      }
+      for (int64_t j = 0; j < visible; ++j) l += std::exp(s[j] - mx), acc += std::exp(s[j] - mx) * v[j];
+      want[h * Sq + i] = acc / l;
+    }
+  const std::string ins = " --input q=@" + (dir_ / "q.npy").string() + " --input k=@" + (dir_ / "k.npy").string() +
+                          " --input v=@" + (dir_ / "v.npy").string();
+  for (const char* mode : {"eager", "lazy", "compiled"}) {
+    SCOPED_TRACE(mode);
+    const std::string out = (dir_ / (std::string(mode) + ".npy")).string();
+    auto r = test::run_rlx("run '" + g + "' --backend cpu --mode " + mode + ins + " --output y=" + out);
+    ASSERT_EQ(r.code, 0) << r.out;
+    Tensor y = io::read_npy(out);
+    ASSERT_EQ(y.shape(), (Shape{1, Hq, Sq, 1}));
+    for (int64_t e = 0; e < Hq * Sq; ++e) ASSERT_NEAR(y.data<float>()[e], want[e], 1e-5 + 1e-4 * std::abs(want[e])) << e;
+  }
+}

@@ -672,8 +672,13 @@ void run_attention(const Kernel& k) {
   }
   if (Sq == 0 || B * Hq == 0 || Dv == 0) return;
   // One task: the G query heads that share a key/value head, over a chunk of query
-  // positions. With `causal`, keys past the chunk's last visible key are skipped.
-  const int64_t qc = std::min<int64_t>(Sq, 64);
+  // positions. With `causal`, keys past the chunk's last visible key are skipped. A task's
+  // scores take G x qc x Sk floats of thread-local scratch: long key sequences get fewer query
+  // rows per chunk, so the scratch stays near 16 MiB a thread (at least one row per head).
+  constexpr int64_t kScoreFloats = int64_t(4) << 20;
+  const int64_t qc = Sk > 0 && G <= kScoreFloats / Sk
+                        ? std::clamp<int64_t>(kScoreFloats / (G * Sk), 1, std::min<int64_t>(Sq, 64))
+                        : 1;
   const int64_t chunks = (Sq + qc - 1) / qc, tasks = B * Hk * chunks;
   // Scores, softmax and the value product of one row of S (row rr of head g).
   auto softmax_rows = [&](float* S, int64_t rows, int64_t kmax, int64_t b, int64_t h0, int64_t i0, int64_t nq) {

@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 
@@ -88,12 +89,7 @@ void ThreadPool::worker(int) {
     spin = std::chrono::steady_clock::now() - idle_since <= std::chrono::microseconds(spin_us_);
     seen = generation_;
     while (next_ < chunks_) {
-      int64_t c = next_++;
-      l.unlock();
-      int64_t b = c * chunk_, e = std::min(n_, b + chunk_);
-      (*job_)(b, e);
-      l.lock();
-      finished_seen_.store(++finished_, std::memory_order_release);
+      run_chunk(l, next_++);
       if (finished_ == chunks_) done_cv_.notify_all();
     }
     idle_since = std::chrono::steady_clock::now();
@@ -121,14 +117,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   generation_++;
   gen_seen_.store(generation_, std::memory_order_release);
   cv_.notify_all();
-  while (next_ < chunks_) {
-    int64_t c = next_++;
-    l.unlock();
-    int64_t b = c * chunk_, e = std::min(n_, b + chunk_);
-    fn(b, e);
-    l.lock();
-    finished_seen_.store(++finished_, std::memory_order_release);
-  }
+  while (next_ < chunks_) run_chunk(l, next_++);
   if (finished_ != chunks_ && spin_us_ > 0) {
     l.unlock();
     spin_until(spin_us_, [&] { return finished_seen_.load(std::memory_order_acquire) == chunks; });
@@ -136,6 +125,23 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   }
   done_cv_.wait(l, [&] { return finished_ == chunks_; });
   job_ = nullptr;
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+void ThreadPool::run_chunk(std::unique_lock<std::mutex>& l, int64_t c) {
+  if (!error_) {  // after a failure the remaining chunks are only counted
+    const int64_t b = c * chunk_, e = std::min(n_, b + chunk_);
+    l.unlock();
+    std::exception_ptr err;
+    try {
+      (*job_)(b, e);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    l.lock();
+    if (err && !error_) error_ = err;
+  }
+  finished_seen_.store(++finished_, std::memory_order_release);
 }
 
 }  // namespace rlx::cpu

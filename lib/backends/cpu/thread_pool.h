@@ -3,6 +3,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -24,12 +25,16 @@ class ThreadPool {
   explicit ThreadPool(int threads);
   ~ThreadPool();
   int size() const { return (int)workers_.size() + 1; }
-  // Runs fn(begin, end) over [0, n) split into chunks of at least `grain`.
+  // Runs fn(begin, end) over [0, n) split into chunks of at least `grain`. An exception from
+  // any chunk (an rlx error, std::bad_alloc from a kernel's scratch) is rethrown here, in the
+  // caller, once every chunk already started has finished; chunks not yet started are skipped.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
   static ThreadPool& global();
 
  private:
   void worker(int index);
+  // Runs chunk c of the current job (mu_ held on entry and on return); records its exception.
+  void run_chunk(std::unique_lock<std::mutex>& l, int64_t c);
   std::vector<std::thread> workers_;
   // RLX_POOL_SPIN_US (default 0: off): workers and the caller poll this many microseconds
   // before sleeping on the condition variables (workers only while jobs come back to back).
@@ -47,6 +52,7 @@ class ThreadPool {
   int64_t n_ = 0, chunk_ = 0, chunks_ = 0;
   int64_t next_ = 0, finished_ = 0;
   uint64_t generation_ = 0;
+  std::exception_ptr error_;  // the current job's first exception
   bool stop_ = false;
 };
 
