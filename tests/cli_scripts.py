@@ -12,37 +12,19 @@
   says why), above 4,096 elements ("first_values", "numel"), and on errors ({"ok": false, ...});
 - float64 .npy, inspect without --dim and with --json, --profile of one run.
 """
-import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
-RLX = None
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TMP = None
-FAILS = []
-SKIPS = []
-RUN = 0
+import clitest
+from clitest import ROOT, check, rlx, skip
+
 MLP_ARGS = "graphs/mlp.json -p graphs/mlp.safetensors -i x=@graphs/mlp.inputs/x.npy"
-
-
-def check(name, cond, detail=""):
-    global RUN
-    RUN += 1
-    if not cond:
-        FAILS.append(name)
-        print(f"FAIL {name}\n{detail}")
-
-
-def rlx(*args, cwd=None):
-    r = subprocess.run([RLX] + [str(a) for a in args], capture_output=True, text=True, timeout=300, cwd=cwd)
-    return r.returncode, r.stdout, r.stderr
 
 
 def loads(text):
@@ -53,7 +35,7 @@ def loads(text):
 
 
 def scratch():
-    d = tempfile.mkdtemp(dir=TMP)
+    d = tempfile.mkdtemp(dir=clitest.S.tmp)
     for sub in ("graphs", "tests", "bench"):
         os.symlink(os.path.join(ROOT, sub), os.path.join(d, sub))
     return d
@@ -102,11 +84,10 @@ def help_examples():
 def run_example(name, cmd):
     d = scratch()
     full = cmd.replace("rlx run ...", f"rlx run {MLP_ARGS}")
-    env = dict(os.environ, PATH=os.path.dirname(RLX) + os.pathsep + os.environ["PATH"], RLX_CACHE_DIR=os.path.join(d, "cache"))
+    env = dict(os.environ, PATH=os.path.dirname(clitest.rlx_path()) + os.pathsep + os.environ["PATH"], RLX_CACHE_DIR=os.path.join(d, "cache"))
     r = subprocess.run(["bash", "-c", full], capture_output=True, text=True, timeout=300, cwd=d, env=env)
     if r.returncode != 0 and "vulkan" in full and "without the Vulkan executor" in r.stderr + r.stdout:
-        SKIPS.append(f"{name}: {cmd} (this rlx has no Vulkan)")
-        print(f"SKIP {name}: {cmd}: no Vulkan in this build")
+        skip(name, f"{cmd}: no Vulkan in this build")
         return
     check(name, r.returncode == 0, f"  $ {full}\n  exit {r.returncode}\n  stderr: {r.stderr.strip()[-1200:]}")
 
@@ -211,21 +192,5 @@ def test_profile_says_cold():
     check("profile/repeat-no-cold-note", rc == 0 and "timed the only run" not in err, err)
 
 
-def main():
-    global RLX, TMP
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rlx", required=True)
-    ap.add_argument("-k", default="")
-    a = ap.parse_args()
-    RLX = os.path.abspath(a.rlx)
-    with tempfile.TemporaryDirectory(prefix="rlx-cli-scripts-") as t:
-        TMP = t
-        for name, fn in list(globals().items()):
-            if name.startswith("test_") and a.k in name:
-                fn()
-    print(f"CLI script tests: {RUN - len(FAILS)} of {RUN} checks passed" + (f", {len(SKIPS)} skipped (listed above)" if SKIPS else ""))
-    return 1 if FAILS else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(clitest.main("CLI script tests", globals()))

@@ -6,52 +6,15 @@ Each case asserts the exit code and a key phrase of the message (bad input: exit
 
   tests/onnx/cli_tests.py --rlx build/apps/rlx/rlx [-k SUBSTRING]
 """
-import argparse
 import os
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-RLX = None
-TMP = None
-FAILS = []
-RUN = 0
-
-
-def path(name):
-    return os.path.join(TMP, name)
-
-
-def rlx(*args):
-    r = subprocess.run([RLX] + [str(a) for a in args], capture_output=True, text=True, timeout=120)
-    return r.returncode, r.stdout, r.stderr
-
-
-def check(name, cond, detail=""):
-    global RUN
-    RUN += 1
-    if not cond:
-        FAILS.append(name)
-        print(f"FAIL {name}\n{detail}")
-
-
-def expect_rc(name, args, rc, phrase=None):
-    got, out, err = rlx(*args)
-    ok = got == rc and (phrase is None or phrase in err)
-    if os.environ.get("CLI_TESTS_VERBOSE"):
-        print(f"{name}: exit {got}: {err.strip().splitlines()[-1] if err.strip() else ''}")
-    check(name, ok, f"  rlx {' '.join(map(str, args))}\n  exit {got} (want {rc}), want phrase {phrase!r}\n  stderr: {err.strip()[:800]}")
-    return out, err
-
-
-def save(model, name):
-    p = path(name)
-    write(model, p)
-    return p
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from clitest import check, expect_rc, path, rlx, save  # noqa: E402
+import clitest  # noqa: E402
 
 
 def write(model, p):
@@ -725,7 +688,7 @@ def test_subgraphs():
     expect_rc("subgraph/outer-value-defined-later", ["run", p, "-i", xin], 2, "reads 'late'")
     # a folded If reads outer values, and a branch's names do not leak out of it
     p = save(if_model([helper.make_node("Mul", ["x", "x"], ["t"])], "t"), "sub_fold.onnx")
-    out, _ = expect_rc("subgraph/folded-if", ["run", p, "-i", xin, "--expect", "y=3xf32=1,4,9"], 0)
+    _, out, _ = expect_rc("subgraph/folded-if", ["run", p, "-i", xin, "--expect", "y=3xf32=1,4,9"], 0)
     # the condition from a small input given by value: --steps with the value fed back
     # specialises again (then: y = x, else: y = concat(x, x)), never reusing the first graph
     tg = helper.make_graph([helper.make_node("Identity", ["x"], ["a"])], "t", [], [vi("a", None)])
@@ -773,21 +736,5 @@ def test_subgraphs():
         expect_rc(f"subgraph/{name}", ["run", p] + args, 2, phrase)
 
 
-def main():
-    global RLX, TMP
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rlx", required=True)
-    ap.add_argument("-k", default="")
-    a = ap.parse_args()
-    RLX = os.path.abspath(a.rlx)
-    with tempfile.TemporaryDirectory(prefix="rlx-onnx-cli-") as t:
-        TMP = t
-        for name, fn in list(globals().items()):
-            if name.startswith("test_") and a.k in name:
-                fn()
-    print(f"ONNX CLI tests: {RUN - len(FAILS)} of {RUN} checks passed")
-    return 1 if FAILS else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(clitest.main("ONNX CLI tests", globals()))

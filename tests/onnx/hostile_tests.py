@@ -7,45 +7,15 @@ never a silent guess.
 
   tests/onnx/hostile_tests.py --rlx build/apps/rlx/rlx [-k SUBSTRING]
 """
-import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-RLX = None
-TMP = None
-FAILS = []
-RUN = 0
-
-
-def path(name):
-    return os.path.join(TMP, name)
-
-
-def rlx(*args, cwd=None):
-    r = subprocess.run([RLX] + [str(a) for a in args], capture_output=True, text=True, timeout=120, cwd=cwd)
-    return r.returncode, r.stdout, r.stderr
-
-
-def check(name, cond, detail=""):
-    global RUN
-    RUN += 1
-    if not cond:
-        FAILS.append(name)
-        print(f"FAIL {name}\n{detail}")
-
-
-def expect_rc(name, args, rc, *phrases):
-    got, out, err = rlx(*args)
-    ok = got == rc and all(p in err for p in phrases)
-    check(name, ok, f"  rlx {' '.join(map(str, args))}\n  exit {got} (want {rc}), want phrases {phrases!r}\n"
-                    f"  stdout: {out.strip()[:400]}\n  stderr: {err.strip()[:800]}")
-    return got, out, err
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from clitest import check, expect_rc, path, save  # noqa: E402
+import clitest  # noqa: E402
 
 
 def model(nodes, inputs, outputs, inits=(), opset=13):
@@ -53,13 +23,6 @@ def model(nodes, inputs, outputs, inits=(), opset=13):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="hostile_tests")
     m.ir_version = 8
     return m
-
-
-def save(m, name):
-    p = path(name)
-    with open(p, "wb") as f:
-        f.write(m.SerializeToString())
-    return p
 
 
 def vi(name, shape, et=TensorProto.FLOAT):
@@ -277,21 +240,5 @@ def test_convert_files():
     check("convert/ok-wrote-both", os.path.exists(path("w.json")) and os.path.exists(path("w.safetensors")))
 
 
-def main():
-    global RLX, TMP
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rlx", required=True)
-    ap.add_argument("-k", default="")
-    a = ap.parse_args()
-    RLX = os.path.abspath(a.rlx)
-    with tempfile.TemporaryDirectory(prefix="rlx-hostile-") as t:
-        TMP = t
-        for name, fn in list(globals().items()):
-            if name.startswith("test_") and a.k in name:
-                fn()
-    print(f"hostile ONNX tests: {RUN - len(FAILS)} of {RUN} checks passed")
-    return 1 if FAILS else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(clitest.main("hostile ONNX tests", globals()))
