@@ -337,6 +337,7 @@ struct Layout : Importer {
     if (m_.opset() >= 13) { if (has_in(1)) parts = need_ints(1, "split"); }
     else parts = aints("split").value_or(std::vector<int64_t>{});
     const size_t no = n.outputs.size();
+    if (no == 0) fail("has no outputs; Split needs at least one");
     if (parts.empty()) {
       if (s[a] % (int64_t)no) fail("axis of size " + std::to_string(s[a]) + " does not split evenly into " + std::to_string(no));
       parts.assign(no, s[a] / (int64_t)no);

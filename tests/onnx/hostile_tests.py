@@ -52,6 +52,12 @@ def test_crashes():
                   [vi("x", [4])], [vi("y", None)], opset=opset)
         expect_rc(f"crash/split-without-outputs/opset{opset}", ["run", save(m, f"split0_{opset}.onnx"), "--input", "x=random"], 2,
                   "node 'sp' (Split): has no outputs")
+    # The same when Split folds (its input is a known value, as in shape arithmetic): the fold
+    # divided by zero too (found by fuzz_onnx_struct, tests/fuzz/seeds/onnx_struct/split_fold_no_outputs.onnx).
+    m = model([helper.make_node("Split", ["c"], [], name="sp"), helper.make_node("Relu", ["x"], ["y"])],
+              [vi("x", [4])], [vi("y", None)], [init(np.arange(4, dtype=np.int64), "c")])
+    expect_rc("crash/split-fold-without-outputs", ["run", save(m, "split0_fold.onnx"), "--input", "x=random"], 2,
+              "node 'sp' (Split): has no outputs")
 
 
 def test_fuzz_findings():
