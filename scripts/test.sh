@@ -6,6 +6,7 @@
 #      validated against the published JSON Schema
 #   4. the suite again under AddressSanitizer + UndefinedBehaviorSanitizer
 #   5. each fuzz harness for a short time
+#   6. the Debian package: built, linted, installed into a temporary root, run on the goldens
 # `scripts/test.sh --quick` runs stages 1-3 only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,8 @@ stage "NumPy reference re-check and graph schema"
 /usr/bin/python3 scripts/check_schema.py
 
 if ((quick)); then exit 0; fi
+stage "package: cpack, lintian, the installed binary on the goldens, man pages, completion"
+scripts/package_test.sh build
 if [[ -x scripts/sanitize.sh ]]; then
   stage "ASan + UBSan"
   scripts/sanitize.sh

@@ -71,9 +71,9 @@ def readme_examples():
 
 def help_examples():
     cmds = []
-    _, out, _ = rlx("--help")
-    subs = re.findall(r"^\s{2}(\w[\w-]*)\s", out.split("SUBCOMMANDS:", 1)[-1], re.M) if "SUBCOMMANDS" in out else []
-    subs = subs or ["run", "compare", "bench", "inspect", "convert", "onnx-ops", "devices", "cache"]
+    rc, out, _ = rlx("completion", "commands")  # every subcommand, one "NAME<TAB>DESCRIPTION" line each
+    subs = [line.split("\t", 1)[0] for line in out.splitlines() if line.strip()]
+    check("help/subcommands-listed", rc == 0 and {"run", "convert", "generate", "completion"} <= set(subs), out)
     for sub in subs:
         rc, out, err = rlx(sub, "--help")
         check(f"help/{sub}-exits-0", rc == 0, err)
@@ -182,6 +182,14 @@ def test_inspect():
           and j.get("unbound_dims") == ["batch"] and j.get("parameters", {}).get("values") == 32 * 16 + 32 + 8 * 32 + 8, out + err)
     rc, out, err = rlx("inspect", "graphs/mlp.json", "--dim", "batchh=2", cwd=d)
     check("inspect/unknown-dim", rc == 2 and "has no symbolic dimension 'batchh' (its dimensions: batch)" in err, err)
+
+
+def test_version():
+    # `rlx --version`: version, commit and build type; with --verbose the CPU's kernels and the devices.
+    rc, out, err = rlx("--version")
+    check("version/line", rc == 0 and re.match(r"^rlx \d+\.\d+\.\d+ \(commit [0-9a-f]{12}(-dirty)?, \w+ build, ", out) is not None, out + err)
+    rc, out, err = rlx("--version", "--verbose")
+    check("version/verbose", rc == 0 and all(w in out for w in ("cpu device 0:", "int8 products", "cpu features")), out + err)
 
 
 def test_profile_says_cold():

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,7 @@
 #include "runtime/runner.h"
 #include "runtime/session.h"
 #include "generate.h"
+#include "shell.h"
 #include "suggest.h"
 
 using namespace rlx;
@@ -562,7 +564,8 @@ int main(int argc, char** argv) {
   CLI::App app{"rlx: run serialized ML graphs (rlx.graph v1 JSON, or ONNX models) on the CPU or through Vulkan.\n"
                "Modes: eager | lazy (default) | compiled, from --mode or $RLX_MLX_MODE."};
   app.name("rlx");  // the usage lines read "Usage: rlx run ...", whatever the path it was started by
-  app.set_version_flag("--version", std::string("rlx ") + RLX_VERSION);
+  app.set_version_flag("--version", [] { return cli::version_text(false); },
+                       "Print the version, commit and build type; with --verbose also the CPU kernels and devices");
   app.require_subcommand(1);
 
   RunFlags rf;
@@ -663,6 +666,13 @@ int main(int argc, char** argv) {
   GenerateFlags gf;
   auto* generate = app.add_subcommand("generate", "Generate token ids with an ONNX decoder export (KV cache fed back; ids in, ids out)");
   add_generate_options(generate, gf);
+  std::string completion_shell;
+  auto* completion = app.add_subcommand("completion", "Print a shell completion script for bash or zsh");
+  completion->add_option("shell", completion_shell, "bash | zsh (or commands: the subcommand list the man pages are made from)")
+      ->required();
+  completion->footer("Examples:\n  source <(rlx completion bash)            # this shell only\n"
+                     "  rlx completion zsh > _rlx                # then move _rlx to a directory on $fpath\n"
+                     "The Debian package and `cmake --install` install both.");
   cache->require_subcommand(0, 1);
   cache->footer("Location: $RLX_CACHE_DIR, else $XDG_CACHE_HOME/rlx, else ~/.cache/rlx. RLX_CACHE=0 or --no-cache\n"
                 "turns it off; RLX_CACHE_MAX_MB caps its size (least recently used entries go first). Entries are\n"
@@ -673,6 +683,17 @@ int main(int argc, char** argv) {
   if (args.empty()) {
     std::cerr << app.help() << "error: give a command, e.g. rlx run GRAPH.json (rlx COMMAND --help for its options)\n";
     return kExitBadInput;
+  }
+  // `rlx --version --verbose`: CLI11's version flag ends parsing before --verbose is seen.
+  if (args[0] == "--version") {
+    const bool verbose = std::find(args.begin(), args.end(), "--verbose") != args.end() ||
+                         std::find(args.begin(), args.end(), "-v") != args.end();
+    try {
+      std::cout << cli::version_text(verbose);
+    } catch (const std::exception& e) {
+      return report_error(e.what(), kExitRuntime);
+    }
+    return kExitOk;
   }
   if (args[0] == "help") {
     if (args.size() == 1) {
@@ -743,6 +764,10 @@ int main(int argc, char** argv) {
     }
     if (onnx_ops->parsed()) {
       std::cout << onnx_ops_text(onnx_ops_json);
+      return 0;
+    }
+    if (completion->parsed()) {
+      std::cout << cli::completion_script(app, completion_shell);
       return 0;
     }
     if (devices->parsed()) {
