@@ -24,6 +24,7 @@
 #include "runtime/runner.h"
 #include "runtime/session.h"
 #include "generate.h"
+#include "quantize.h"
 #include "suggest.h"
 
 using namespace rlx;
@@ -663,6 +664,9 @@ int main(int argc, char** argv) {
   GenerateFlags gf;
   auto* generate = app.add_subcommand("generate", "Generate token ids with an ONNX decoder export (KV cache fed back; ids in, ids out)");
   add_generate_options(generate, gf);
+  QuantizeFlags qf;
+  auto* quantize = app.add_subcommand("quantize", "Quantize a model's f32 weight matrices to int8 or 4-bit blocks and report the error");
+  add_quantize_options(quantize, qf);
   cache->require_subcommand(0, 1);
   cache->footer("Location: $RLX_CACHE_DIR, else $XDG_CACHE_HOME/rlx, else ~/.cache/rlx. RLX_CACHE=0 or --no-cache\n"
                 "turns it off; RLX_CACHE_MAX_MB caps its size (least recently used entries go first). Entries are\n"
@@ -714,6 +718,11 @@ int main(int argc, char** argv) {
       check_num_threads();
       install_cache(gf.no_cache, gf.verbose, "");
       return cmd_generate(gf);
+    }
+    if (quantize->parsed()) {
+      check_num_threads();
+      install_cache(false, false, "");
+      return cmd_quantize(qf);
     }
     if (compare->parsed()) return cmd_compare(cf);
     if (bench->parsed()) return cmd_bench(bf);
