@@ -18,6 +18,7 @@
 #include "io/blob_cache.h"
 #include "ir/loader.h"
 #include "runtime/compare.h"
+#include "runtime/convert.h"
 #include "runtime/inspect.h"
 #include "runtime/bench.h"
 #include "runtime/onnx_binding.h"
@@ -640,14 +641,18 @@ int main(int argc, char** argv) {
 
   Binding convert_binding;
   std::string convert_out, convert_params_out;
-  auto* convert = app.add_subcommand("convert", "Convert an ONNX model to an rlx graph (JSON) and its weights (safetensors)");
-  convert->add_option("model", convert_binding.graph, "ONNX model file")->required();
+  auto* convert = app.add_subcommand("convert", "Convert an ONNX model (or rewrite an rlx graph) to an rlx graph (JSON) and its weights (safetensors)");
+  convert->add_option("model", convert_binding.graph, "ONNX model file, or an rlx JSON graph (with --params)")->required();
+  convert->add_option("--params,-p", convert_binding.params, "Parameter file of a JSON graph (repeatable)")->allow_extra_args(false);
   convert->add_option("-o,--output", convert_out, "Graph JSON to write")->required();
   convert->add_option("--params-out", convert_params_out, "Weights to write (.safetensors)");
   convert->add_option("--dim", convert_binding.dims, "Size of a symbolic dimension, NAME=SIZE (the graph is written for these sizes)");
   convert->add_option("--input,-i", convert_binding.inputs, "Input NAME=SPEC whose shape the graph is written for (instead of --dim)");
-  convert->footer("Example:\n  rlx convert graphs/small_cnn.onnx -o small_cnn.json --params-out small_cnn.safetensors --dim batch=1\n"
-                  "Shape arithmetic is folded for the given sizes, so the written graph has concrete shapes.");
+  convert->footer("Examples:\n  rlx convert graphs/small_cnn.onnx -o small_cnn.json --params-out small_cnn.safetensors --dim batch=1\n"
+                  "  rlx convert mlp_int8.json -p mlp_int8.safetensors -o copy.json --params-out copy.safetensors\n"
+                  "An ONNX model's shape arithmetic is folded for the given sizes, so the written graph has concrete shapes.\n"
+                  "An rlx graph is checked and written again as it is (quantized weights stay quantized), its\n"
+                  "parameters gathered by name into one safetensors file.");
 
   bool onnx_ops_json = false;
   auto* onnx_ops = app.add_subcommand("onnx-ops", "List the ONNX operators the importer maps, and onto which registry ops");
@@ -746,7 +751,14 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (convert->parsed()) {
-      convert_onnx(convert_binding, convert_out, convert_params_out);
+      if (is_onnx_file(convert_binding.graph)) {
+        if (!convert_binding.params.empty()) throw InputError("--params: an ONNX model holds its own weights; --params is for rlx JSON graphs");
+        convert_onnx(convert_binding, convert_out, convert_params_out);
+      } else {
+        if (!convert_binding.dims.empty() || !convert_binding.inputs.empty())
+          throw InputError("--dim/--input: an rlx JSON graph is written as it is, symbolic dimensions included; they apply to ONNX models");
+        convert_graph(convert_binding.graph, convert_binding.params, convert_out, convert_params_out);
+      }
       std::cerr << "wrote " << convert_out << (convert_params_out.empty() ? "" : " and " + convert_params_out) << "\n";
       return 0;
     }
