@@ -649,7 +649,8 @@ int main(int argc, char** argv) {
   convert->add_option("--dim", convert_binding.dims, "Size of a symbolic dimension, NAME=SIZE (the graph is written for these sizes)");
   convert->add_option("--input,-i", convert_binding.inputs, "Input NAME=SPEC whose shape the graph is written for (instead of --dim)");
   convert->footer("Examples:\n  rlx convert graphs/small_cnn.onnx -o small_cnn.json --params-out small_cnn.safetensors --dim batch=1\n"
-                  "  rlx convert mlp_int8.json -p mlp_int8.safetensors -o copy.json --params-out copy.safetensors\n"
+                  "  rlx quantize graphs/mlp.json -p graphs/mlp.safetensors -f int8 --min-size 0 --dim batch=2 -o m8.json && \\\n"
+                  "      rlx convert m8.json -p m8.safetensors -o copy.json --params-out copy.safetensors\n"
                   "An ONNX model's shape arithmetic is folded for the given sizes, so the written graph has concrete shapes.\n"
                   "An rlx graph is checked and written again as it is (quantized weights stay quantized), its\n"
                   "parameters gathered by name into one safetensors file.");
