@@ -752,7 +752,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (convert->parsed()) {
-      if (is_onnx_file(convert_binding.graph)) {
+      const std::string& m = convert_binding.graph;
+      const bool onnx_named = m.size() >= 5 && m.compare(m.size() - 5, 5, ".onnx") == 0;  // a .onnx that is not one: refused there
+      if (is_onnx_file(m) || onnx_named) {
         if (!convert_binding.params.empty()) throw InputError("--params: an ONNX model holds its own weights; --params is for rlx JSON graphs");
         convert_onnx(convert_binding, convert_out, convert_params_out);
       } else {
