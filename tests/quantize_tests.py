@@ -257,7 +257,9 @@ def test_roundtrip(tag, out, qp, dtype, outs):
     rc, so, se = rlx("inspect", out, "--json")
     qw = json.loads(so).get("quantized_weights", []) if rc == 0 else []
     names = sorted(w["weight"] for w in qw)
-    check(f"{tag}/inspect/lists", rc == 0 and len(qw) == 2 and all(w["weight_type"].startswith(dtype) for w in qw), f"{se} {qw}")
+    sc = ".scale" if dtype == "i8" else ".q4_scales"
+    check(f"{tag}/inspect/lists", rc == 0 and len(qw) == 2 and all(w["weight_type"].startswith(dtype) and
+                                                                  w.get("scales", "").endswith(sc) for w in qw), f"{se} {qw}")
     rc, so, _ = rlx("inspect", out)
     check(f"{tag}/inspect/text", rc == 0 and "quantized weights:" in so and all(n in so for n in names), so)
     c, cp = os.path.join(TMP, f"{tag}_conv.json"), os.path.join(TMP, f"{tag}_conv.safetensors")

@@ -99,7 +99,26 @@ static nlohmann::json quantized_weights(const ir::Graph& g) {
     const std::string name = n.op == ir::Op::Param && n.param_name != n.id ? n.param_name : n.id;
     return std::make_pair(name, fmt::format("{} [{}]", dtype_name(n.dtype), sh));
   };
-  for (const auto& n : g.nodes) {
+  std::vector<std::vector<int>> users(g.nodes.size());
+  for (int i = 0; i < (int)g.nodes.size(); ++i)
+    for (int k : g.nodes[i].inputs) users[k].push_back(i);
+  auto only_user = [&](int i, ir::Op op) { return users[i].size() == 1 && g.nodes[users[i][0]].op == op ? users[i][0] : -1; };
+  // The weight scales of matmul_integer -> cast -> mul(scale): scale a leaf, or a mul of the
+  // activation's scale and a leaf (rlx quantize's and quantize_dynamic's form).
+  auto integer_scales = [&](int mm) {
+    const int c = only_user(mm, ir::Op::Cast), m = c >= 0 ? only_user(c, ir::Op::Mul) : -1;
+    if (m < 0) return -1;
+    for (int s : g.nodes[m].inputs) {
+      if (s == c) continue;
+      if (leaf(s)) return s;
+      if (g.nodes[s].op == ir::Op::Mul)
+        for (int t : g.nodes[s].inputs)
+          if (leaf(t) && g.nodes[t].dtype == DType::f32) return t;
+    }
+    return -1;
+  };
+  for (int i = 0; i < (int)g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
     int w = -1, sc = -1, zp = -1;
     std::string layout;
     if (n.op == ir::Op::MatmulNbits) {
@@ -108,8 +127,8 @@ static nlohmann::json quantized_weights(const ir::Graph& g) {
                            n.attrs.i("k"), n.attrs.i("n"), zp >= 0 ? "per block" : std::to_string(1 << (n.attrs.i("bits") - 1)));
     } else if (n.op == ir::Op::MatmulInteger || n.op == ir::Op::MatmulIntegerScaled) {
       w = n.inputs[1], zp = n.inputs.size() > 3 ? n.inputs[3] : -1;
-      sc = n.op == ir::Op::MatmulIntegerScaled ? n.inputs[4] : -1;
-      layout = "[K, N] integer weight of an exact i32 product; its f32 scales multiply the product after it (rlx quantize: per output channel)";
+      sc = n.op == ir::Op::MatmulIntegerScaled ? n.inputs[4] : integer_scales(i);
+      layout = "[K, N] weight of an exact i32 product, scaled after it";
     } else if (n.op == ir::Op::Dequantize) {
       w = n.inputs[0], sc = n.inputs[1], zp = n.inputs.size() > 2 ? n.inputs[2] : -1;
       layout = n.attrs.has("block_size") && n.attrs.i("block_size") > 0 ? fmt::format("blocks of {} along axis {}", n.attrs.i("block_size"), n.attrs.i("axis"))
