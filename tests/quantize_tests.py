@@ -277,6 +277,45 @@ def test_roundtrip(tag, out, qp, dtype, outs):
     check(f"{tag}/convert/runs", o is not None and all(np.allclose(o[n], w, rtol=1e-5, atol=1e-5) for n, w in outs.items()), err)
 
 
+def test_shared_and_tied(model):
+    """One weight read by two linears is quantized once; a table read by a gather and a linear
+    (a tied embedding / LM head) stays f32 for both."""
+    rng = np.random.default_rng(3)
+    w = (rng.standard_normal((64, 64)) * 0.1).astype(f32)
+    emb = rng.standard_normal((100, 64)).astype(f32)
+    g = {"format": "rlx.graph", "version": 1, "nodes": [
+        {"id": "x", "op": "input", "shape": [4, 64]}, {"id": "ids", "op": "input", "shape": [2], "dtype": "i64"},
+        {"id": "w", "op": "param", "shape": [64, 64]}, {"id": "emb", "op": "param", "shape": [100, 64]},
+        {"id": "a", "op": "linear", "inputs": ["x", "w"]}, {"id": "b", "op": "linear", "inputs": ["a", "w"]},
+        {"id": "e", "op": "gather", "inputs": ["emb", "ids"]}, {"id": "lm", "op": "linear", "inputs": ["b", "emb"]}],
+        "outputs": ["lm", "e"]}
+    with open(os.path.join(TMP, "shared.json"), "w") as f:
+        json.dump(g, f)
+    with open(os.path.join(TMP, "shared.safetensors"), "wb") as f:
+        f.write(gl.encode_safetensors({"w": (w, "f32"), "emb": (emb, "f32")}))
+    x = rng.standard_normal((4, 64)).astype(f32)
+    np.save(os.path.join(TMP, "xs.npy"), x)
+    np.save(os.path.join(TMP, "idss.npy"), np.array([5, 99], np.int64))
+    rc, so, se = rlx("quantize", "shared.json", "-p", "shared.safetensors", "-f", "int8", "--min-size", "0", "-o", "shared8.json",
+                     "-i", "x=@xs.npy", "-i", "ids=@idss.npy", "--json")
+    check("shared/exit-0", rc == 0, se)
+    if rc:
+        return
+    ws = {r["node"]: r for r in json.loads(so)["weights"]}
+    check("shared/w-once", ws["w"]["quantized"] and ws["w"]["consumers"] == "a, b", ws)
+    check("shared/tied-kept", not ws["emb"]["quantized"] and "gather" in ws["emb"]["kept_why"], ws)
+    st = read_st(os.path.join(TMP, "shared8.safetensors"))
+    check("shared/params", sorted(st) == ["emb", "w.int8", "w.scale"], sorted(st))
+    q, s = int8_rule(w)
+    a = dynamic_int8_linear(x, q, s)
+    want = dynamic_int8_linear(a, q, s) @ emb.T
+    od = os.path.join(TMP, "shared_out")
+    rc, _, se = rlx("run", "shared8.json", "-p", "shared8.safetensors", "-i", "x=@xs.npy", "-i", "ids=@idss.npy", "-m", "compiled",
+                    "--out-dir", od)
+    got = np.load(os.path.join(od, "lm.npy")) if rc == 0 else None
+    check("shared/run", got is not None and np.allclose(got, want, rtol=1e-4, atol=1e-4), se)
+
+
 def test_bad_input(model):
     gp, pp, t, x, ids = model
     base = [gp, "-p", pp, "-i", "x=@x.npy", "-i", "ids=@ids.npy", "--min-size", "1000"]

@@ -166,13 +166,15 @@ QuantizedGraph quantize_weights(const ir::Graph& g, const ir::TypedShapes& ts, c
     else
       for (int u : users[w])
         if (!consumer_ok(u, w, &why)) break;
-    const ir::Node& first = g.nodes[users[w][0]];
-    const bool nk = first.op == Op::Linear || first.attrs.b("transpose_b");
+    // [N, K] (linear, matmul with transpose_b) or [K, N] (matmul)
+    auto nk_layout = [&](int u) {
+      const ir::Node& un = g.nodes[u];
+      return un.op == Op::Linear || (un.op == Op::Matmul && un.attrs.b("transpose_b"));
+    };
+    const bool nk = nk_layout(users[w][0]);
     if (why.empty())
-      for (int u : users[w]) {
-        const ir::Node& un = g.nodes[u];
-        if ((un.op == Op::Linear || un.attrs.b("transpose_b")) != nk) why = "read both transposed and not";
-      }
+      for (int u : users[w])
+        if (nk_layout(u) != nk) why = "read both transposed and not";
     const int64_t N = nk ? rep.shape[0] : (rep.shape.size() == 2 ? rep.shape[1] : 0);
     const int64_t K = nk ? rep.shape[1] : (rep.shape.size() == 2 ? rep.shape[0] : 0);
     if (why.empty() && q4 && K % o.block_size != 0)
