@@ -314,6 +314,12 @@ def test_shared_and_tied(model):
                     "--out-dir", od)
     got = np.load(os.path.join(od, "lm.npy")) if rc == 0 else None
     check("shared/run", got is not None and np.allclose(got, want, rtol=1e-4, atol=1e-4), se)
+    # a weight holding NaN stays f32 (no scale represents it): here nothing is left to quantize
+    w[1, 2] = np.nan
+    with open(os.path.join(TMP, "nan.safetensors"), "wb") as f:
+        f.write(gl.encode_safetensors({"w": (w, "f32"), "emb": (emb, "f32")}))
+    rc, _, se = rlx("quantize", "shared.json", "-p", "nan.safetensors", "-f", "int8", "--min-size", "0", "-o", "nan8.json")
+    check("shared/nan-weight-kept", rc == 2 and "w [64, 64]: holds NaN" in se, se)
 
 
 def test_bad_input(model):

@@ -21,8 +21,6 @@ namespace {
 
 float rne(float v) { return std::nearbyint(v); }  // the default rounding mode: half to even
 
-std::string shape_text(const Shape& s) { return shape_str(s); }
-
 }  // namespace
 
 Int8Weight quantize_int8_per_channel(const float* w, int64_t N, int64_t K) {
@@ -180,16 +178,21 @@ QuantizedGraph quantize_weights(const ir::Graph& g, const ir::TypedShapes& ts, c
     if (why.empty() && q4 && K % o.block_size != 0)
       throw InputError(fmt::format("weight '{}'{} {}: K = {} is not a multiple of --block-size {}; give a block size that divides it, "
                                    "or --exclude {}",
-                                   wn.id, rep.param.empty() || rep.param == wn.id ? "" : " (" + rep.param + ")", shape_text(rep.shape), K,
+                                   wn.id, rep.param.empty() || rep.param == wn.id ? "" : " (" + rep.param + ")", shape_str(rep.shape), K,
                                    o.block_size, rep.param.empty() ? wn.id : rep.param));
+    Tensor tf;
+    if (why.empty()) {
+      tf = (wn.op == Op::Param ? params.at(wn.id) : wn.constant).to_f32();
+      const float* v = tf.data();
+      for (int64_t i = 0; i < tf.numel() && why.empty(); ++i)
+        if (!std::isfinite(v[i])) why = "holds NaN or infinite values (no scale represents them)";
+    }
     if (!why.empty()) {
       rep.kept_why = why;
       R.weights.push_back(rep);
       continue;
     }
     // The f32 values as [N, K].
-    const Tensor& t = wn.op == Op::Param ? params.at(wn.id) : wn.constant;
-    const Tensor tf = t.to_f32();
     std::vector<float> wnk((size_t)(N * K));
     const float* src = tf.data();
     for (int64_t n = 0; n < N; ++n)
@@ -275,7 +278,7 @@ QuantizedGraph quantize_weights(const ir::Graph& g, const ir::TypedShapes& ts, c
     std::string kept;
     int n = 0;
     for (const auto& r : R.weights)
-      if (n++ < 8) kept += fmt::format("\n  {} {}: {}", r.param.empty() ? r.node : r.param, shape_text(r.shape), r.kept_why);
+      if (n++ < 8) kept += fmt::format("\n  {} {}: {}", r.param.empty() ? r.node : r.param, shape_str(r.shape), r.kept_why);
     throw InputError(g.file + ": no weight to quantize" +
                      (R.weights.empty() ? std::string(" (no f32 param or constant matrix feeds a matmul or linear)")
                                         : ": every matrix feeding a matmul or linear stays f32:" + kept +
