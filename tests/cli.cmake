@@ -9,3 +9,6 @@ set_tests_properties(cli_scripts PROPERTIES TIMEOUT 600 PROCESSORS 2)
 add_test(NAME shell_completion COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/completion_test.sh
          ${CMAKE_BINARY_DIR}/shell-docs/share/bash-completion/completions/rlx
          ${CMAKE_BINARY_DIR}/shell-docs/share/zsh/vendor-completions/_rlx)
+# rlx quantize (issue 19, docs/quantize.md): weights, runs and reported errors against NumPy.
+add_test(NAME quantize_cli COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/quantize_tests.py --rlx $<TARGET_FILE:rlx>)
+set_tests_properties(quantize_cli PROPERTIES TIMEOUT 300)

@@ -33,13 +33,14 @@ expect_has() {  # expect_has WORD_IN_REPLY WORD...
 cd "$(mktemp -d)" || exit 2
 trap 'rm -rf "$PWD"' EXIT
 touch model.onnx mlp.json
-expect "bench cache compare completion convert devices generate inspect onnx-ops run" rlx ""
+expect "bench cache compare completion convert devices generate inspect onnx-ops quantize run" rlx ""
 expect "run" rlx ru
 expect "compare completion convert" rlx co
 expect "--mode" rlx run --mo
 expect "compiled eager lazy" rlx run --mode ""
 expect "compiled" rlx bench --modes comp
 expect "json" rlx bench --format j
+expect "int8 q4" rlx quantize --format ""
 expect "clear info" rlx cache ""
 expect "bash" rlx completion b
 expect "mlp.json model.onnx" rlx run ""

@@ -19,12 +19,14 @@
 #include "io/blob_cache.h"
 #include "ir/loader.h"
 #include "runtime/compare.h"
+#include "runtime/convert.h"
 #include "runtime/inspect.h"
 #include "runtime/bench.h"
 #include "runtime/onnx_binding.h"
 #include "runtime/runner.h"
 #include "runtime/session.h"
 #include "generate.h"
+#include "quantize.h"
 #include "shell.h"
 #include "suggest.h"
 
@@ -642,14 +644,19 @@ int main(int argc, char** argv) {
 
   Binding convert_binding;
   std::string convert_out, convert_params_out;
-  auto* convert = app.add_subcommand("convert", "Convert an ONNX model to an rlx graph (JSON) and its weights (safetensors)");
-  convert->add_option("model", convert_binding.graph, "ONNX model file")->required();
+  auto* convert = app.add_subcommand("convert", "Convert an ONNX model (or rewrite an rlx graph) to an rlx graph (JSON) and its weights (safetensors)");
+  convert->add_option("model", convert_binding.graph, "ONNX model file, or an rlx JSON graph (with --params)")->required();
+  convert->add_option("--params,-p", convert_binding.params, "Parameter file of a JSON graph (repeatable)")->allow_extra_args(false);
   convert->add_option("-o,--output", convert_out, "Graph JSON to write")->required();
   convert->add_option("--params-out", convert_params_out, "Weights to write (.safetensors)");
   convert->add_option("--dim", convert_binding.dims, "Size of a symbolic dimension, NAME=SIZE (the graph is written for these sizes)");
   convert->add_option("--input,-i", convert_binding.inputs, "Input NAME=SPEC whose shape the graph is written for (instead of --dim)");
-  convert->footer("Example:\n  rlx convert graphs/small_cnn.onnx -o small_cnn.json --params-out small_cnn.safetensors --dim batch=1\n"
-                  "Shape arithmetic is folded for the given sizes, so the written graph has concrete shapes.");
+  convert->footer("Examples:\n  rlx convert graphs/small_cnn.onnx -o small_cnn.json --params-out small_cnn.safetensors --dim batch=1\n"
+                  "  rlx quantize graphs/mlp.json -p graphs/mlp.safetensors -f int8 --min-size 0 --dim batch=2 -o m8.json && \\\n"
+                  "      rlx convert m8.json -p m8.safetensors -o copy.json --params-out copy.safetensors\n"
+                  "An ONNX model's shape arithmetic is folded for the given sizes, so the written graph has concrete shapes.\n"
+                  "An rlx graph is checked and written again as it is (quantized weights stay quantized), its\n"
+                  "parameters gathered by name into one safetensors file.");
 
   bool onnx_ops_json = false;
   auto* onnx_ops = app.add_subcommand("onnx-ops", "List the ONNX operators the importer maps, and onto which registry ops");
@@ -666,6 +673,9 @@ int main(int argc, char** argv) {
   GenerateFlags gf;
   auto* generate = app.add_subcommand("generate", "Generate token ids with an ONNX decoder export (KV cache fed back; ids in, ids out)");
   add_generate_options(generate, gf);
+  QuantizeFlags qf;
+  auto* quantize = app.add_subcommand("quantize", "Quantize a model's f32 weight matrices to int8 or 4-bit blocks and report the error");
+  add_quantize_options(quantize, qf);
   std::string completion_shell;
   auto* completion = app.add_subcommand("completion", "Print a shell completion script for bash or zsh");
   completion->add_option("shell", completion_shell, "bash | zsh (or commands: the subcommand list the man pages are made from)")
@@ -736,6 +746,11 @@ int main(int argc, char** argv) {
       install_cache(gf.no_cache, gf.verbose, "");
       return cmd_generate(gf);
     }
+    if (quantize->parsed()) {
+      check_num_threads();
+      install_cache(false, false, "");
+      return cmd_quantize(qf);
+    }
     if (compare->parsed()) return cmd_compare(cf);
     if (bench->parsed()) return cmd_bench(bf);
     if (cache->parsed()) {
@@ -758,7 +773,16 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (convert->parsed()) {
-      convert_onnx(convert_binding, convert_out, convert_params_out);
+      const std::string& m = convert_binding.graph;
+      const bool onnx_named = m.size() >= 5 && m.compare(m.size() - 5, 5, ".onnx") == 0;  // a .onnx that is not one: refused there
+      if (is_onnx_file(m) || onnx_named) {
+        if (!convert_binding.params.empty()) throw InputError("--params: an ONNX model holds its own weights; --params is for rlx JSON graphs");
+        convert_onnx(convert_binding, convert_out, convert_params_out);
+      } else {
+        if (!convert_binding.dims.empty() || !convert_binding.inputs.empty())
+          throw InputError("--dim/--input: an rlx JSON graph is written as it is, symbolic dimensions included; they apply to ONNX models");
+        convert_graph(convert_binding.graph, convert_binding.params, convert_out, convert_params_out);
+      }
       std::cerr << "wrote " << convert_out << (convert_params_out.empty() ? "" : " and " + convert_params_out) << "\n";
       return 0;
     }

@@ -31,8 +31,9 @@ struct Command {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-// The values a flag takes, where they are a closed set.
-std::string choices_of(const std::string& long_name) {
+// The values a flag of command `cmd` takes, where they are a closed set.
+std::string choices_of(const std::string& cmd, const std::string& long_name) {
+  if (cmd == "quantize" && long_name == "--format") return "int8 q4";
   std::string backends;
   for (const auto& b : backend_names()) backends += (backends.empty() ? "" : " ") + b;
   static const std::map<std::string, std::string> fixed = {
@@ -61,7 +62,7 @@ Command describe(const CLI::App& app) {
     if (f.names.empty()) continue;
     f.help = first_line(o->get_description());
     f.takes_value = o->get_type_size_min() > 0 && o->get_expected_min() > 0;
-    f.choices = choices_of(f.names.front());
+    f.choices = choices_of(app.get_name(), f.names.front());
     c.flags.push_back(f);
   }
   for (const CLI::App* s : app.get_subcommands({})) c.sub.push_back(describe(*s));

@@ -86,6 +86,75 @@ std::string onnx_symbolic_summary(const onnx::Model& m, const std::string& path,
 
 }  // namespace
 
+// The quantized weights a graph states (rlx quantize, ONNX quantized models): each param or
+// constant read as the integer operand of matmul_nbits, matmul_integer(_scaled) or dequantize,
+// with its dtype, shape, scales, zero points and layout.
+static nlohmann::json quantized_weights(const ir::Graph& g) {
+  nlohmann::json r = nlohmann::json::array();
+  auto leaf = [&](int i) { return g.nodes[i].op == ir::Op::Param || g.nodes[i].op == ir::Op::Constant; };
+  auto desc = [&](int i) {
+    const ir::Node& n = g.nodes[i];
+    std::string sh;
+    for (const auto& d : n.decl_shape) sh += (sh.empty() ? "" : ", ") + (d.symbol.empty() ? std::to_string(d.value) : d.symbol);
+    const std::string name = n.op == ir::Op::Param && n.param_name != n.id ? n.param_name : n.id;
+    return std::make_pair(name, fmt::format("{} [{}]", dtype_name(n.dtype), sh));
+  };
+  std::vector<std::vector<int>> users(g.nodes.size());
+  for (int i = 0; i < (int)g.nodes.size(); ++i)
+    for (int k : g.nodes[i].inputs) users[k].push_back(i);
+  auto only_user = [&](int i, ir::Op op) { return users[i].size() == 1 && g.nodes[users[i][0]].op == op ? users[i][0] : -1; };
+  // The weight scales of matmul_integer -> cast -> mul(scale): scale a leaf, or a mul of the
+  // activation's scale and a leaf (rlx quantize's and quantize_dynamic's form).
+  auto integer_scales = [&](int mm) {
+    const int c = only_user(mm, ir::Op::Cast), m = c >= 0 ? only_user(c, ir::Op::Mul) : -1;
+    if (m < 0) return -1;
+    for (int s : g.nodes[m].inputs) {
+      if (s == c) continue;
+      if (leaf(s)) return s;
+      if (g.nodes[s].op == ir::Op::Mul)
+        for (int t : g.nodes[s].inputs)
+          if (leaf(t) && g.nodes[t].dtype == DType::f32) return t;
+    }
+    return -1;
+  };
+  for (int i = 0; i < (int)g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    int w = -1, sc = -1, zp = -1;
+    std::string layout;
+    if (n.op == ir::Op::MatmulNbits) {
+      w = n.inputs[1], sc = n.inputs[2], zp = n.inputs.size() > 3 ? n.inputs[3] : -1;
+      layout = fmt::format("{}-bit blocks of {} along K (k = {}, n = {}), zero point {}", n.attrs.i("bits"), n.attrs.i("block_size"),
+                           n.attrs.i("k"), n.attrs.i("n"), zp >= 0 ? "per block" : std::to_string(1 << (n.attrs.i("bits") - 1)));
+    } else if (n.op == ir::Op::MatmulInteger || n.op == ir::Op::MatmulIntegerScaled) {
+      w = n.inputs[1], zp = n.inputs.size() > 3 ? n.inputs[3] : -1;
+      sc = n.op == ir::Op::MatmulIntegerScaled ? n.inputs[4] : integer_scales(i);
+      layout = "[K, N] weight of an exact i32 product, scaled after it";
+    } else if (n.op == ir::Op::Dequantize) {
+      w = n.inputs[0], sc = n.inputs[1], zp = n.inputs.size() > 2 ? n.inputs[2] : -1;
+      layout = n.attrs.has("block_size") && n.attrs.i("block_size") > 0 ? fmt::format("blocks of {} along axis {}", n.attrs.i("block_size"), n.attrs.i("axis"))
+                                                                          : fmt::format("axis {}", n.attrs.i("axis"));
+    }
+    if (w < 0 || !leaf(w)) continue;
+    auto [wname, wdesc] = desc(w);
+    nlohmann::json e{{"node", n.id}, {"op", ir::op_name(n.op)}, {"weight", wname}, {"weight_type", wdesc}, {"layout", layout}};
+    std::string text = fmt::format("{} ({}): {} {}", n.id, ir::op_name(n.op), wname, wdesc);
+    if (sc >= 0 && leaf(sc)) {
+      auto [sn, sd] = desc(sc);
+      e["scales"] = sn, e["scales_type"] = sd;
+      text += fmt::format(", scales {} {}", sn, sd);
+    }
+    if (zp >= 0 && leaf(zp)) {
+      auto [zn, zd] = desc(zp);
+      e["zero_points"] = zn, e["zero_points_type"] = zd;
+      text += fmt::format(", zero points {} {}", zn, zd);
+    }
+    text += "; " + layout;
+    e["text"] = text;
+    r.push_back(e);
+  }
+  return r;
+}
+
 std::string inspect_text(const std::string& path, const std::vector<std::string>& dims, bool dot, bool json) {
   if (is_onnx_file(path) && !dot) {
     std::shared_ptr<onnx::Model> m = onnx::Model::load(path);
@@ -153,8 +222,14 @@ std::string inspect_text(const std::string& path, const std::vector<std::string>
   s << fmt::format("parameters: {} values, {:.3f} MiB as stored in the graph's dtypes\n", param_count, param_bytes / 1048576.0);
   for (const auto& [dt, cb] : param_by_dtype)  // bytes per dtype: what the params occupy in memory
     s << fmt::format("  {:<5} {} values, {} bytes ({:.3f} MiB)\n", dtype_name(dt), cb.first, cb.second, cb.second / 1048576.0);
+  const nlohmann::json qw = quantized_weights(g);
+  if (!qw.empty()) {
+    s << "quantized weights:\n";
+    for (const auto& w : qw) s << "  " << w["text"].get<std::string>() << "\n";
+  }
   s << "inputs:\n";
   nlohmann::json j;
+  j["quantized_weights"] = qw;
   j["graph"] = path;
   j["format"] = is_onnx_file(path) ? "onnx" : "rlx.graph";
   j["nodes"] = g.nodes.size();
