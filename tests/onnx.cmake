@@ -15,6 +15,12 @@ add_test(NAME onnx_node_tests_cpu_lazy COMMAND ${RLX_NODE_TESTS} --backend cpu -
 add_test(NAME onnx_node_tests_cpu_compiled COMMAND ${RLX_NODE_TESTS} --backend cpu --mode compiled --sample ${RLX_NODE_SAMPLE})
 set_tests_properties(onnx_node_tests_cpu_lazy onnx_node_tests_cpu_compiled PROPERTIES
   TIMEOUT 300 PROCESSORS 2 RESOURCE_LOCK onnx_node_data)
+# The baseline x86-64 kernels forced (RLX_CPU_ISA=base, issue 26; tests/isa.cmake does the goldens).
+if(NOT RLX_SANITIZE)
+  add_test(NAME onnx_node_tests_cpu_isa_base COMMAND ${RLX_NODE_TESTS} --backend cpu --mode compiled --sample 1)
+  set_tests_properties(onnx_node_tests_cpu_isa_base PROPERTIES ENVIRONMENT "RLX_CPU_ISA=base"
+    TIMEOUT 300 PROCESSORS 2 RESOURCE_LOCK onnx_node_data)
+endif()
 if(TARGET rlx_vulkan)
   add_test(NAME onnx_node_tests_vulkan COMMAND ${RLX_NODE_TESTS} --backend vulkan --mode compiled --sample 8)
   set_tests_properties(onnx_node_tests_vulkan PROPERTIES TIMEOUT 300 PROCESSORS 2 RESOURCE_LOCK onnx_node_data)

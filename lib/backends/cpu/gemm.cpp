@@ -44,8 +44,21 @@ struct Blas {
 
 // Cooperlake's single-precision kernels are SkylakeX's (it only adds bf16 ones), and 0.3.21
 // does not accept "Cooperlake" as a name: every AVX-512 processor gets SkylakeX.
+// RLX_CPU_ISA, when set: the widest instruction set rlx's kernels may use (tests force the
+// narrow paths with it on any machine). "" when unset.
+std::string isa_cap() {
+  const char* e = std::getenv("RLX_CPU_ISA");
+  return e ? e : "";
+}
+
 const char* coretype_from_features() {
+  // A cap below AVX-512 gives OpenBLAS the kernels of that class too: Haswell's (AVX2 + FMA),
+  // or Prescott's (SSE2/SSE3, what any x86-64 runs) for "base".
+  const std::string cap = isa_cap();
+  if (cap == "base") return "Prescott";
   __builtin_cpu_init();
+  if ((cap == "avx2" || cap == "avxvnni") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return "Haswell";
   // __builtin_cpu_supports checks CPUID and that the OS saves the AVX-512 / AVX state (XCR0).
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
@@ -712,6 +725,12 @@ const Dnnl& dnnl() {
     Dnnl r;
     const char* e = std::getenv("RLX_GEMM_DNNL");
     if (e && std::string(e) == "0") return r;
+    // RLX_CPU_ISA caps oneDNN's code generation too (its own ONEDNN_MAX_CPU_ISA, unless the user
+    // set that); "base" is below oneDNN's floor (SSE4.1), so OpenBLAS runs those products.
+    const std::string cap = isa_cap();
+    if (cap == "base") return r;
+    if ((cap == "avx2" || cap == "avxvnni") && !std::getenv("ONEDNN_MAX_CPU_ISA") && !std::getenv("DNNL_MAX_CPU_ISA"))
+      setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1);
     r.h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!r.h) return r;
     auto sym = [&](auto& f, const char* name) { f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(r.h, name)); };
@@ -986,7 +1005,10 @@ std::string gemm_description() {
   } else {
     s = "OpenBLAS";
     if (b.get_corename) s += std::string(" ") + b.get_corename() + " kernels";
-    s += b.forced ? " (RLX_OPENBLAS_CORETYPE)" : b.asked.empty() ? " (OpenBLAS's own detection)" : " (chosen from CPU features)";
+    s += b.forced              ? " (RLX_OPENBLAS_CORETYPE)"
+         : b.asked.empty()     ? " (OpenBLAS's own detection)"
+         : !isa_cap().empty()  ? " (chosen from CPU features, capped by RLX_CPU_ISA=" + isa_cap() + ")"
+                               : " (chosen from CPU features)";
   }
   s += std::string(", skinny M<=16: ") + (use_avx512() ? "avx512" : use_avx2() ? "avx2" : "x86-64");
   s += dnnl().ok ? ", prepacked M>16: oneDNN matmul" : ", prepacked M>16: OpenBLAS in place";
