@@ -407,8 +407,46 @@ def test_worker_through_pipe():
     rc = p.wait(timeout=60)
     check("worker/statuses", [r.get("status") for r in got] == ["ok", "ok", "ok", "error"], str(got))
     check("worker/exit1-after-close", rc == 1, p.stderr.read())
+    # --max-errors ends a worker whose standard input is still open.
+    q = subprocess.Popen([RLX, "run", g, "--batch", "-", "--out-dir", out, "--max-errors", "1"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    q.stdin.write("{not json\n")
+    q.stdin.flush()
+    try:
+        rc = q.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        q.kill()
+        rc = None
+    check("worker/max-errors-with-stdin-open", rc == 1, str(rc))
+    q.stdin.close()
     x = np.load(items[2]["inputs"]["x"])
     check("worker/output", np.allclose(np.load(os.path.join(out, items[2]["id"], "y.npy")), x * x + x, rtol=1e-6))
+
+
+def test_progress_only_on_a_terminal():
+    import pty
+    d = scratch()
+    g = simple_graph(d)
+    lst = write_list(d, make_inputs(d, 5, lambda i: (1, 4)))
+    master, slave = pty.openpty()
+    p = subprocess.Popen([RLX, "run", g, "--batch", lst, "--out-dir", os.path.join(d, "tty")], stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    p.stdout.read()
+    p.wait(timeout=60)
+    err = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        err += chunk
+    os.close(master)
+    text = err.decode(errors="replace")
+    check("progress/terminal", p.returncode == 0 and "5 done of 5" in text and "items/s" in text and "0 failed" in text, text)
+    rc, so, se = rlx("run", g, "--batch", lst, "--out-dir", os.path.join(d, "pipe"))
+    check("progress/not-a-terminal", rc == 0 and "items/s" not in se and "\r" not in se and "batch: 5 ok" in se, se)
 
 
 def main():

@@ -500,12 +500,31 @@ BatchSummary run_batch(const BatchOptions& o) {
       if (line % o.shard_count == o.shard_index && text.find_first_not_of(" \t\r") != std::string::npos) ++total;
   }
 
+  Runner runner(model, *ex, o.session, o.mode);
   auto q = std::make_shared<Queue>();
   q->capacity = (size_t)std::max(4, 2 * o.batch_size + 2);  // read ahead: the next items load while one runs
   Reader reader{model, q, in, o.out_dir, o.shard_index, o.shard_count, o.force};
-  std::thread reader_thread(reader);
-
-  Runner runner(model, *ex, o.session, o.mode);
+  // The reader is stopped on every way out (an exception included). One still reading standard
+  // input may wait for a line that never comes: it is left behind (it owns what it uses) rather
+  // than waited for.
+  struct ReaderThread {
+    std::shared_ptr<Queue> q;
+    bool from_stdin;
+    std::thread t;
+    void stop() {
+      if (!t.joinable()) return;
+      bool done;
+      {
+        std::lock_guard<std::mutex> lk(q->mu);
+        q->stop = true;
+        done = q->done;
+        q->cv.notify_all();
+      }
+      if (from_stdin && !done) t.detach();
+      else t.join();
+    }
+    ~ReaderThread() { stop(); }
+  } reader_thread{q, o.list == "-", std::thread(reader)};
   std::map<std::string, std::vector<Shape>> alone_shapes;  // by input signature: output shapes of one item
   std::set<std::string> no_stack;                          // signatures whose stacked run failed or did not split
 
@@ -630,15 +649,7 @@ BatchSummary run_batch(const BatchOptions& o) {
       run_stacked(group);
     }
   }
-  {
-    std::lock_guard<std::mutex> lk(q->mu);
-    q->stop = true;
-    q->cv.notify_all();
-  }
-  // Stopped early on standard input, the reader may wait for a line that never comes: it is
-  // left behind (it owns what it uses) rather than waited for.
-  if (sum.stopped && o.list == "-") reader_thread.detach();
-  else reader_thread.join();
+  reader_thread.stop();
   // What the job wrote reaches the disk before it reports success (the writes skipped their fsyncs).
   if (int dfd = ::open(o.out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
     ::syncfs(dfd);
