@@ -626,7 +626,9 @@ int main(int argc, char** argv) {
               "  RLX_MLX_MODE=compiled rlx run graphs/mlp.json -p graphs/mlp.safetensors --input x=random:1 --dim batch=4 --repeat 10\n"
               "  rlx run graphs/small_cnn.onnx -i image=@graphs/small_cnn.inputs/image.npy \\\n"
               "      --expect probs=@graphs/small_cnn.inputs/probs.torch.npy --atol 1e-5 --rtol 1e-4\n"
-              "Exit codes: 0 ok, 1 expectation failed, 2 bad usage or input, 3 failure while running.");
+              "  rlx run graphs/mlp.json -p graphs/mlp.safetensors --batch tests/data/batch/pages.jsonl --out-dir out/batch\n"
+              "Exit codes: 0 ok, 1 expectation failed, 2 bad usage or input, 3 failure while running\n"
+              "(--batch: 0 every item ok, 1 some failed; docs/batch.md).");
 
   CompareFlags cf;
   auto* compare = app.add_subcommand("compare", "Run every mode x backend on the same inputs and compare the outputs");
