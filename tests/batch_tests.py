@@ -111,15 +111,27 @@ def test_equals_alone_and_numpy():
     d = scratch()
     g = simple_graph(d)
     items = make_inputs(d, 7, lambda i: (1 + i % 3, 4))  # three shapes: one plan each
-    lst = write_list(d, items)
+    # The other SPEC forms: '@file.npy', 'file.safetensors:NAME', inline values.
+    items[1]["inputs"]["x"] = "@" + items[1]["inputs"]["x"]
+    st = os.path.join(d, "t.safetensors")
+    v = np.arange(8, dtype=np.float32).reshape(2, 4) / 7 - 0.5
+    header = json.dumps({"p3": {"dtype": "F32", "shape": [2, 4], "data_offsets": [0, 32]}}).encode()
+    with open(st, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header + v.tobytes())
+    np.save(os.path.join(d, "in_st.npy"), v)
+    items.append({"id": "from-safetensors", "inputs": {"x": st + ":p3"}})
+    items[-1]["_x"] = os.path.join(d, "in_st.npy")
+    np.save(os.path.join(d, "in_inline.npy"), np.array([[1.5, -2, 0.25, 3]], np.float32))
+    items.append({"id": "inline", "inputs": {"x": "1x4xf32=1.5,-2,0.25,3"}, "_x": os.path.join(d, "in_inline.npy")})
+    lst = write_list(d, [{k: v for k, v in it.items() if k != "_x"} for it in items])
     out = os.path.join(d, "out")
     rc, so, se = rlx("run", g, "--batch", lst, "--out-dir", out)
     check("simple/exit0", rc == 0, se)
     rows = by_id(results(out))
     stdout_rows = [json.loads(l) for l in so.splitlines() if l.strip()]
-    check("simple/stdout-lines", len(stdout_rows) == 7 and all(r["status"] == "ok" for r in stdout_rows), so)
+    check("simple/stdout-lines", len(stdout_rows) == 9 and all(r["status"] == "ok" for r in stdout_rows), so)
     for it in items:
-        x = np.load(it["inputs"]["x"])
+        x = np.load(it.get("_x") or it["inputs"]["x"].lstrip("@"))
         r = rows.get(it["id"], {})
         check(f"simple/{it['id']}/status", r.get("status") == "ok" and isinstance(r.get("ms"), (int, float)), str(r))
         y = np.load(os.path.join(out, it["id"], "y.npy"))
