@@ -364,7 +364,7 @@ def test_gnu_parallel_shards():
 
 def test_sigkill_then_rerun():
     d = scratch()
-    items = make_inputs(d, 300, lambda i: (4, 16), seed=11)
+    items = make_inputs(d, 500, lambda i: (4, 16), seed=11)
     lst = write_list(d, items)
     clean = os.path.join(d, "clean")
     rc, _, se = rlx("run", *MLP, "--batch", lst, "--out-dir", clean)
@@ -375,12 +375,13 @@ def test_sigkill_then_rerun():
     seen = 0
     for line in p.stdout:
         seen += 1
-        if seen == 40:
+        if seen == 10:
             p.send_signal(signal.SIGKILL)
             break
     p.wait(timeout=60)
     done = len(results(out))
-    check("kill/killed-midway", p.returncode == -signal.SIGKILL and 40 <= done < len(items), f"rc={p.returncode} done={done}")
+    check("kill/killed-midway", p.returncode == -signal.SIGKILL and 10 <= done < len(items),
+          f"rc={p.returncode}, {done} of {len(items)} items done before the kill landed")
     # A temporary as a write killed midway leaves it, planted deterministically too.
     victim = os.path.join(out, items[200]["id"])
     os.makedirs(victim, exist_ok=True)
@@ -389,7 +390,7 @@ def test_sigkill_then_rerun():
     rc, so, se = rlx("run", *MLP, "--batch", lst, "--out-dir", out)
     rows = [json.loads(l) for l in so.splitlines()]
     check("kill/rerun-ok", rc == 0 and len(rows) == len(items) and {r["status"] for r in rows} <= {"ok", "skipped"}
-          and sum(r["status"] == "skipped" for r in rows) >= 40, se)
+          and sum(r["status"] == "skipped" for r in rows) >= 10, se)
     same = True
     for it in items:
         for f in os.listdir(os.path.join(clean, it["id"])):

@@ -432,9 +432,9 @@ void write_item(const std::string& out_dir, const std::string& id, const ir::Gra
   struct stat st;
   if (::lstat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
     throw InputError(dir + " exists and is not a directory (a symbolic link is not followed)");
-  // Atomic (a temporary, then a rename) without an fsync per file: a kill leaves every file whole
-  // or absent, and after a power loss the resume check finds a short file (item_complete); the
-  // job ends with one syncfs.
+  // Atomic (a temporary, then a rename) without fsyncs: a kill leaves every file whole or absent,
+  // and after a power loss the resume check finds a short or missing file (item_complete). (A
+  // syncfs at the end would flush every dirty page of the file system, other jobs' too.)
   for (const auto& [k, file] : plan_outputs(g, {}, dir)) {
     const std::vector<uint8_t> bytes = io::encode_npy(outs[k]);
     io::write_file_atomic(file, bytes.data(), bytes.size(), false);
@@ -650,11 +650,6 @@ BatchSummary run_batch(const BatchOptions& o) {
     }
   }
   reader_thread.stop();
-  // What the job wrote reaches the disk before it reports success (the writes skipped their fsyncs).
-  if (int dfd = ::open(o.out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::syncfs(dfd);
-    ::close(dfd);
-  }
   if (!fatal.empty()) throw InputError(fatal);
   sum.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   return sum;
