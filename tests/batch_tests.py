@@ -458,6 +458,23 @@ def test_progress_only_on_a_terminal():
     os.close(master)
     text = err.decode(errors="replace")
     check("progress/terminal", p.returncode == 0 and "5 done of 5" in text and "items/s" in text and "0 failed" in text, text)
+    # A list that is a named pipe (as `--batch <(make_list)` gives) is read once, progress bar or not.
+    fifo = os.path.join(d, "list.fifo")
+    os.mkfifo(fifo)
+    master, slave = pty.openpty()
+    p = subprocess.Popen([RLX, "run", g, "--batch", fifo, "--out-dir", os.path.join(d, "fifo")], stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    with open(fifo, "w") as f:
+        f.write(open(lst).read())
+    out = p.stdout.read().decode()
+    p.wait(timeout=60)
+    try:
+        while os.read(master, 4096):
+            pass
+    except OSError:
+        pass
+    os.close(master)
+    check("progress/fifo-list", p.returncode == 0 and [json.loads(l)["status"] for l in out.splitlines()] == ["ok"] * 5, out)
     rc, so, se = rlx("run", g, "--batch", lst, "--out-dir", os.path.join(d, "pipe"))
     check("progress/not-a-terminal", rc == 0 and "items/s" not in se and "\r" not in se and "batch: 5 ok" in se, se)
 

@@ -476,7 +476,9 @@ BatchSummary run_batch(const BatchOptions& o) {
     if (!*f) throw InputError("--batch " + o.list + ": cannot open the list (" + std::strerror(errno) + ")");
     in = f;
   }
-  // The output directory, made with its parents when missing.
+  std::shared_ptr<const Model> model = load_model(o.model);
+  auto ex = make_executor(o.backend, o.device);
+  // The output directory, made with its parents when missing (once the model has loaded).
   {
     std::error_code ec;
     if (fs::exists(o.out_dir, ec) && !fs::is_directory(o.out_dir, ec))
@@ -484,15 +486,15 @@ BatchSummary run_batch(const BatchOptions& o) {
     fs::create_directories(o.out_dir, ec);
     if (!fs::is_directory(o.out_dir, ec)) throw InputError("--out-dir " + o.out_dir + ": cannot create the directory");
   }
-  std::shared_ptr<const Model> model = load_model(o.model);
-  auto ex = make_executor(o.backend, o.device);
   BatchSummary sum;
   sum.results_file = batch_results_file(o.out_dir, o.shard_index, o.shard_count);
   Results results(sum.results_file, o.results_out);
 
-  // This shard's items, for the progress bar's ETA (a list file only; blank lines are no items).
+  // This shard's items, for the progress bar's ETA (a regular file only: a pipe is read once;
+  // blank lines are no items).
   int64_t total = -1;
-  if (o.on_progress && o.list != "-") {
+  std::error_code regular_ec;
+  if (o.on_progress && o.list != "-" && fs::is_regular_file(o.list, regular_ec)) {
     std::ifstream f(o.list);
     std::string text;
     total = 0;
