@@ -267,6 +267,22 @@ def test_check_numerics():
     check("numerics/unchecked-ok", rc == 0, se)
 
 
+def test_symlinked_item_dir_not_followed():
+    d = scratch()
+    g = simple_graph(d)
+    items = make_inputs(d, 2, lambda i: (1, 4))
+    out = os.path.join(d, "out")
+    outside = os.path.join(d, "outside")
+    os.makedirs(out)
+    os.makedirs(outside)
+    os.symlink(outside, os.path.join(out, items[0]["id"]))
+    rc, so, se = rlx("run", g, "--batch", write_list(d, items), "--out-dir", out)
+    st = [r["status"] for r in results(out)]
+    err = (results(out) or [{}])[0].get("error", "")
+    check("symlink/item-dir-refused", rc == 1 and st == ["error", "ok"] and "symbolic link is not followed" in err and os.listdir(outside) == [],
+          f"{st} {err} {os.listdir(outside)}")
+
+
 def test_exit_codes_and_usage():
     d = scratch()
     g = simple_graph(d)
