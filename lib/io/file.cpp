@@ -167,7 +167,7 @@ T load(const uint8_t* p) {
 
 }  // namespace
 
-void write_file_atomic(const std::string& path, const void* data, size_t size) {
+void write_file_atomic(const std::string& path, const void* data, size_t size, bool durable) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const std::string name = target.filename().string();
@@ -184,12 +184,13 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
 
   int err = write_all(fd, static_cast<const uint8_t*>(data), size);
   if (!err && ::fchmod(fd, target_mode(path)) != 0) err = errno;
-  if (!err && ::fsync(fd) != 0) err = errno;
+  if (!err && durable && ::fsync(fd) != 0) err = errno;
   tmp.fd.fd = -1;
   if (::close(fd) != 0 && !err) err = errno;
   if (!err && ::rename(tmp.path.c_str(), path.c_str()) != 0) err = errno;
   if (err) throw_write_error(path, dir, err);
   tmp.committed = true;
+  if (!durable) return;
 
   // Make the rename itself durable (best effort: some file systems refuse fsync on directories).
   FdGuard dfd{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};

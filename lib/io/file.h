@@ -14,8 +14,10 @@ namespace rlx::io {
 // Writes `size` bytes to `path` atomically: a temporary file in the same
 // directory, fsync, then rename over the target. On any failure the temporary
 // is removed and the target is untouched; throws InputError (missing directory,
-// read-only location) or RuntimeError (disk full) naming the path.
-void write_file_atomic(const std::string& path, const void* data, size_t size);
+// read-only location) or RuntimeError (disk full) naming the path. `durable` false skips the
+// fsyncs (the file is still replaced atomically, but may be lost, or found short, after a power
+// loss): for callers that check what they find (a batch job's resume does, docs/batch.md).
+void write_file_atomic(const std::string& path, const void* data, size_t size, bool durable = true);
 // Reads a whole file; throws InputError naming the path. Every read of an untrusted file goes
 // through read_file or map_file: only regular files (or symlinks to them) are read, and never
 // more than their size; a FIFO, a device, a socket or a directory is refused (exit 2) before
