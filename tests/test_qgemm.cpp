@@ -194,3 +194,30 @@ TEST(Nbits4, SmallMAgainstTheDequantizedProduct) {
   EXPECT_FALSE(nbits4_small_m(1, A.data(), 40, B.data(), sc.data(), nullptr, 8, 16, C.data()));
   EXPECT_FALSE(nbits4_small_m(17, A.data(), 32, B.data(), sc.data(), nullptr, 8, 16, C.data()));
 }
+
+// minmax_f32 (the whole-tensor min and max of dynamic quantization) against a plain loop, on
+// lengths around the vector and chunk sizes, with the extremes at the ends, and NaN anywhere.
+#include "backends/cpu/minmax.h"
+
+TEST(MinMax, AgainstAPlainLoop) {
+  uint32_t s = 5;
+  for (int64_t n : {1, 2, 15, 16, 17, 63, 64, 65, 1000, 65535, 65536, 65537, 200003}) {
+    std::vector<float> x((size_t)n);
+    for (auto& v : x) v = (float)((int)(next(s) % 20001) - 10000) * 1e-3f;
+    for (int where = 0; where < 3; ++where) {
+      std::vector<float> y = x;
+      const size_t at = where == 0 ? 0 : where == 1 ? (size_t)n - 1 : (size_t)n / 2;
+      y[at] = where == 2 ? -1e30f : 1e30f;
+      float lo = INFINITY, hi = -INFINITY;
+      for (float v : y) lo = v < lo ? v : lo, hi = v > hi ? v : hi;
+      for (Threads th : {Threads::Pool, Threads::Single}) {
+        const Range r = minmax_f32(y.data(), n, th);
+        ASSERT_EQ(r.min, lo) << "n=" << n << " at=" << at;
+        ASSERT_EQ(r.max, hi) << "n=" << n << " at=" << at;
+      }
+      y[at] = NAN;
+      const Range r = minmax_f32(y.data(), n);
+      ASSERT_TRUE(std::isnan(r.min) && std::isnan(r.max)) << "NaN at " << at << " of " << n << " not propagated";
+    }
+  }
+}

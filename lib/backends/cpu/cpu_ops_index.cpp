@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backends/cpu/access.h"
+#include "backends/cpu/minmax.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
@@ -158,21 +159,8 @@ void run_min_prod_t(const Kernel& k) {
         *nan = *nan || any;
         return acc;
       };
-      if (nout == 1) {
-        const int64_t chunk = 1 << 15, nch = (nred + chunk - 1) / chunk;
-        std::vector<float> part((size_t)nch);
-        std::vector<char> pnan((size_t)nch, 0);
-        parallel(nch, 1, [&](int64_t b, int64_t e) {
-          for (int64_t c = b; c < e; ++c) {
-            bool nan = false;
-            part[c] = run_min(x + c * chunk, std::min(chunk, nred - c * chunk), &nan);
-            pnan[c] = nan;
-          }
-        });
-        float acc = INFINITY;
-        bool nan = false;
-        for (int64_t c = 0; c < nch; ++c) nan = nan || pnan[c], acc = part[c] < acc ? part[c] : acc;
-        y[0] = nan ? NAN : acc;
+      if (nout == 1) {  // a whole-tensor min: one vector pass (minmax.h)
+        y[0] = minmax_f32(x, nred).min;
       } else {
         parallel(nout, std::max<int64_t>(1, 4096 / nred), [&](int64_t b, int64_t e) {
           for (int64_t o = b; o < e; ++o) {

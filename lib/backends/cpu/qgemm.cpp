@@ -309,6 +309,26 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void nbits4_rows32(const fl
   }
 }
 
+// The sum of n bytes (u8): vpsadbw against zero where AVX2 runs, else a plain loop.
+__attribute__((target("avx2"))) int32_t byte_sum_avx2(const uint8_t* p, int64_t n) {
+  __m256i acc = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    acc = _mm256_add_epi64(acc, _mm256_sad_epu8(_mm256_loadu_si256((const __m256i*)(p + i)), _mm256_setzero_si256()));
+  alignas(32) int64_t l[4];
+  _mm256_store_si256((__m256i*)l, acc);
+  int64_t s = l[0] + l[1] + l[2] + l[3];
+  for (; i < n; ++i) s += p[i];
+  return (int32_t)s;
+}
+int32_t byte_sum(const uint8_t* p, int64_t n) {
+  static const bool avx2 = cpu_has(QIsa::Avx2) && qgemm_isa() != QIsa::Base;
+  if (avx2) return byte_sum_avx2(p, n);
+  int32_t s = 0;
+  for (int64_t i = 0; i < n; ++i) s += p[i];
+  return s;
+}
+
 }  // namespace
 
 bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp,
@@ -455,23 +475,32 @@ void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_
     else ThreadPool::global().parallel_for(n, grain, fn);
   };
   // A' rows (u8, padded to a multiple of 4 with zeros) and their sums; the zero points.
-  std::vector<uint8_t> Ap((size_t)(M * lp));
+  // A u8 A whose rows are already a multiple of 4 long is read in place (only its row sums
+  // are made); an i8 A is copied flipped, a ragged one padded.
+  const bool in_place = !a_signed && K == lp;
+  std::vector<uint8_t> Ap(in_place ? 0 : (size_t)(M * lp));
   std::vector<int32_t> rs((size_t)M), zam((size_t)M), zbn((size_t)NP, 0), un((size_t)NP, 0);
   const uint8_t flip = a_signed ? 0x80 : 0;  // i8 a -> u8 a + 128
   run(M, std::max<int64_t>(1, 65536 / std::max<int64_t>(lp, 1)), [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
       const uint8_t* src = A + m * lda;
-      uint8_t* dst = Ap.data() + m * lp;
       int32_t s = 0;
-      for (int64_t k = 0; k < K; ++k) {
-        dst[k] = src[k] ^ flip;
-        s += dst[k];
+      if (in_place) {
+        s = byte_sum(src, K);
+      } else {
+        uint8_t* dst = Ap.data() + m * lp;
+        for (int64_t k = 0; k < K; ++k) {
+          dst[k] = src[k] ^ flip;
+          s += dst[k];
+        }
+        for (int64_t k = K; k < lp; ++k) dst[k] = 0;
       }
-      for (int64_t k = K; k < lp; ++k) dst[k] = 0;
       rs[m] = s;
       zam[m] = (za ? za[za_per_row ? m : 0] : 0) + (a_signed ? 128 : 0);
     }
   });
+  const uint8_t* Aq = in_place ? A : Ap.data();
+  const int64_t lda_q = in_place ? lda : lp;
   for (int64_t n = 0; n < N; ++n) {
     zbn[n] = (zb ? zb[zb_per_col ? n : 0] : 0) - (B.b_signed ? 0 : 128);
     un[n] = (int32_t)((uint32_t)B.colsum[n] - (uint32_t)K * (uint32_t)zbn[n]);
@@ -509,7 +538,7 @@ void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_
           const int8_t* Bp = B.data.data() + p * ps + k0 * 64;
           for (int64_t r = r0; r < r1; r += mr) {
             const int m = (int)std::min<int64_t>(mr, r1 - r);
-            tile(isa, m, np, Ap.data() + r * lp + k0 * 4, lp, Bp, kn, ps, blk.data() + (r - r0) * ldb + (p - p0) * kPanel,
+            tile(isa, m, np, Aq + r * lda_q + k0 * 4, lda_q, Bp, kn, ps, blk.data() + (r - r0) * ldb + (p - p0) * kPanel,
                  ldb, k0 > 0);
           }
           p += np;
