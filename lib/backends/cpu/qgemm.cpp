@@ -87,6 +87,110 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void tile512(con
     for (int p = 0; p < NP; ++p) _mm512_storeu_si512(out + r * ldo + p * kPanel, acc[r][p]);
 }
 
+// The full 4-row x 4-panel tile in one asm block (accumulators zmm0-15, B's 4 panel vectors
+// zmm24-27, A's 4 broadcasts zmm28-31): with the k loop in C++ (tile512 above) GCC 12 kept
+// copying accumulators between registers, 6 extra moves per 16 vpdpbusd.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void tile512_4x4(const uint8_t* A, int64_t lda,
+                                                                                   const int8_t* B, int64_t K4,
+                                                                                   int64_t ps, int32_t* out,
+                                                                                   int64_t ldo, bool acc_in) {
+  const int64_t lda3 = 3 * lda, ps3 = 3 * ps, ldo4 = ldo * 4, ldo43 = 3 * ldo4;
+  int64_t k = K4;
+  const uint8_t* a = A;
+  const int8_t* b = B;
+  const int64_t accin = acc_in ? 1 : 0;
+  asm volatile(
+      "test %[accin], %[accin]\n\t"
+      "jz 2f\n\t"
+      "vmovdqu32 (%[o]), %%zmm0\n\t"
+      "vmovdqu32 64(%[o]), %%zmm1\n\t"
+      "vmovdqu32 128(%[o]), %%zmm2\n\t"
+      "vmovdqu32 192(%[o]), %%zmm3\n\t"
+      "vmovdqu32 (%[o],%[ldo],1), %%zmm4\n\t"
+      "vmovdqu32 64(%[o],%[ldo],1), %%zmm5\n\t"
+      "vmovdqu32 128(%[o],%[ldo],1), %%zmm6\n\t"
+      "vmovdqu32 192(%[o],%[ldo],1), %%zmm7\n\t"
+      "vmovdqu32 (%[o],%[ldo],2), %%zmm8\n\t"
+      "vmovdqu32 64(%[o],%[ldo],2), %%zmm9\n\t"
+      "vmovdqu32 128(%[o],%[ldo],2), %%zmm10\n\t"
+      "vmovdqu32 192(%[o],%[ldo],2), %%zmm11\n\t"
+      "vmovdqu32 (%[o],%[ldo3],1), %%zmm12\n\t"
+      "vmovdqu32 64(%[o],%[ldo3],1), %%zmm13\n\t"
+      "vmovdqu32 128(%[o],%[ldo3],1), %%zmm14\n\t"
+      "vmovdqu32 192(%[o],%[ldo3],1), %%zmm15\n\t"
+      "jmp 3f\n\t"
+      "2:\n\t"
+      "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
+      "vpxord %%zmm1, %%zmm1, %%zmm1\n\t"
+      "vpxord %%zmm2, %%zmm2, %%zmm2\n\t"
+      "vpxord %%zmm3, %%zmm3, %%zmm3\n\t"
+      "vpxord %%zmm4, %%zmm4, %%zmm4\n\t"
+      "vpxord %%zmm5, %%zmm5, %%zmm5\n\t"
+      "vpxord %%zmm6, %%zmm6, %%zmm6\n\t"
+      "vpxord %%zmm7, %%zmm7, %%zmm7\n\t"
+      "vpxord %%zmm8, %%zmm8, %%zmm8\n\t"
+      "vpxord %%zmm9, %%zmm9, %%zmm9\n\t"
+      "vpxord %%zmm10, %%zmm10, %%zmm10\n\t"
+      "vpxord %%zmm11, %%zmm11, %%zmm11\n\t"
+      "vpxord %%zmm12, %%zmm12, %%zmm12\n\t"
+      "vpxord %%zmm13, %%zmm13, %%zmm13\n\t"
+      "vpxord %%zmm14, %%zmm14, %%zmm14\n\t"
+      "vpxord %%zmm15, %%zmm15, %%zmm15\n\t"
+      "3:\n\t"
+      "test %[k], %[k]\n\t"
+      "jz 4f\n\t"
+      "1:\n\t"
+      "vmovdqu64 (%[b]), %%zmm24\n\t"
+      "vmovdqu64 (%[b],%[ps],1), %%zmm25\n\t"
+      "vmovdqu64 (%[b],%[ps],2), %%zmm26\n\t"
+      "vmovdqu64 (%[b],%[ps3],1), %%zmm27\n\t"
+      "vpbroadcastd (%[a]), %%zmm28\n\t"
+      "vpbroadcastd (%[a],%[lda],1), %%zmm29\n\t"
+      "vpbroadcastd (%[a],%[lda],2), %%zmm30\n\t"
+      "vpbroadcastd (%[a],%[lda3],1), %%zmm31\n\t"
+      "vpdpbusd %%zmm24, %%zmm28, %%zmm0\n\t"
+      "vpdpbusd %%zmm25, %%zmm28, %%zmm1\n\t"
+      "vpdpbusd %%zmm26, %%zmm28, %%zmm2\n\t"
+      "vpdpbusd %%zmm27, %%zmm28, %%zmm3\n\t"
+      "vpdpbusd %%zmm24, %%zmm29, %%zmm4\n\t"
+      "vpdpbusd %%zmm25, %%zmm29, %%zmm5\n\t"
+      "vpdpbusd %%zmm26, %%zmm29, %%zmm6\n\t"
+      "vpdpbusd %%zmm27, %%zmm29, %%zmm7\n\t"
+      "vpdpbusd %%zmm24, %%zmm30, %%zmm8\n\t"
+      "vpdpbusd %%zmm25, %%zmm30, %%zmm9\n\t"
+      "vpdpbusd %%zmm26, %%zmm30, %%zmm10\n\t"
+      "vpdpbusd %%zmm27, %%zmm30, %%zmm11\n\t"
+      "vpdpbusd %%zmm24, %%zmm31, %%zmm12\n\t"
+      "vpdpbusd %%zmm25, %%zmm31, %%zmm13\n\t"
+      "vpdpbusd %%zmm26, %%zmm31, %%zmm14\n\t"
+      "vpdpbusd %%zmm27, %%zmm31, %%zmm15\n\t"
+      "add $64, %[b]\n\t"
+      "add $4, %[a]\n\t"
+      "dec %[k]\n\t"
+      "jnz 1b\n\t"
+      "4:\n\t"
+      "vmovdqu32 %%zmm0, (%[o])\n\t"
+      "vmovdqu32 %%zmm1, 64(%[o])\n\t"
+      "vmovdqu32 %%zmm2, 128(%[o])\n\t"
+      "vmovdqu32 %%zmm3, 192(%[o])\n\t"
+      "vmovdqu32 %%zmm4, (%[o],%[ldo],1)\n\t"
+      "vmovdqu32 %%zmm5, 64(%[o],%[ldo],1)\n\t"
+      "vmovdqu32 %%zmm6, 128(%[o],%[ldo],1)\n\t"
+      "vmovdqu32 %%zmm7, 192(%[o],%[ldo],1)\n\t"
+      "vmovdqu32 %%zmm8, (%[o],%[ldo],2)\n\t"
+      "vmovdqu32 %%zmm9, 64(%[o],%[ldo],2)\n\t"
+      "vmovdqu32 %%zmm10, 128(%[o],%[ldo],2)\n\t"
+      "vmovdqu32 %%zmm11, 192(%[o],%[ldo],2)\n\t"
+      "vmovdqu32 %%zmm12, (%[o],%[ldo3],1)\n\t"
+      "vmovdqu32 %%zmm13, 64(%[o],%[ldo3],1)\n\t"
+      "vmovdqu32 %%zmm14, 128(%[o],%[ldo3],1)\n\t"
+      "vmovdqu32 %%zmm15, 192(%[o],%[ldo3],1)\n\t"
+      : [a] "+r"(a), [b] "+r"(b), [k] "+r"(k)
+      : [lda] "r"(lda), [lda3] "r"(lda3), [ps] "r"(ps), [ps3] "r"(ps3), [o] "r"(out), [ldo] "r"(ldo4),
+        [ldo3] "r"(ldo43), [accin] "r"(accin)
+      : "zmm0", "zmm1", "zmm2", "zmm3", "zmm4", "zmm5", "zmm6", "zmm7", "zmm8", "zmm9", "zmm10", "zmm11", "zmm12", "zmm13", "zmm14", "zmm15", "zmm24", "zmm25", "zmm26", "zmm27", "zmm28", "zmm29", "zmm30", "zmm31", "cc", "memory");
+}
+
 template <int MR, int NP>
 __attribute__((target("avx2,avxvnni"))) void tilevnni(const uint8_t* A, int64_t lda, const int8_t* B, int64_t K4,
                                                         int64_t ps, int32_t* out, int64_t ldo, bool acc_in) {
@@ -148,7 +252,8 @@ void tile(QIsa isa, int mr, int np, const uint8_t* A, int64_t lda, const int8_t*
     case QIsa::Avx512Vnni:
 #define RLX_T(R)                                                  \
   case R:                                                         \
-    if (np == kNP512) tile512<R, kNP512>(A, lda, B, K4, ps, out, ldo, acc_in); \
+    if (np == kNP512 && R == 4) tile512_4x4(A, lda, B, K4, ps, out, ldo, acc_in); \
+    else if (np == kNP512) tile512<R, kNP512>(A, lda, B, K4, ps, out, ldo, acc_in); \
     else tile512<R, 1>(A, lda, B, K4, ps, out, ldo, acc_in);                  \
     return;
       switch (mr) { RLX_T(1) RLX_T(2) RLX_T(3) RLX_T(4) RLX_T(5) RLX_T(6) }
@@ -520,10 +625,11 @@ void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_
   const int64_t groups = (B.panels + group - 1) / group;
   const int64_t rb = M <= 64 ? M : 32;
   const int64_t rblocks = (M + rb - 1) / rb;
-  // K in blocks of kKc so that a group's panel slices (4 x 16 x kKc bytes) stay in L1 while
-  // every row tile of the task passes over them; each task accumulates into its own block
+  // K in blocks of kKc so that a group's panel slices (4 x 16 x kKc bytes, 64 KB) stay in L2
+  // while every row tile of the task passes over them (256, slices in L1, was measured slower:
+  // the accumulators' extra loads and stores cost more than L2's loads); each task accumulates into its own block
   // buffer (full panels, so partial column panels need no special store) and copies it out.
-  constexpr int64_t kKc = 256;  // k per block (a multiple of 4)
+  constexpr int64_t kKc = 1024;  // k per block (a multiple of 4)
   const int64_t ps = K4 * 64;
   run(groups * rblocks, 1, [&](int64_t t0, int64_t t1) {
     std::vector<int32_t> blk((size_t)(rb * group * kPanel));
