@@ -5,6 +5,7 @@
 // allows), odd sizes, leading dimensions past the width, the float epilogue, and one thread.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cmath>
@@ -71,6 +72,10 @@ void check(const Case& c, QIsa isa, unsigned seed, Threads th = Threads::Pool) {
   const auto ref = reference(c, A, lda, B, za, zb);
   for (int64_t v : ref) ASSERT_TRUE(v >= INT32_MIN && v <= INT32_MAX) << "test case out of int32";
   auto pk = pack_qb(B.data(), c.bs, c.K, c.N, c.N);
+  int blo = 255, bhi = -128;  // the range pack_qb reports (plan notes)
+  for (uint8_t v : B) blo = std::min(blo, c.bs ? (int)(int8_t)v : (int)v), bhi = std::max(bhi, c.bs ? (int)(int8_t)v : (int)v);
+  ASSERT_EQ(pk->bmin, blo);
+  ASSERT_EQ(pk->bmax, bhi);
   const int64_t ldc = c.N + 5;
   std::vector<int32_t> C((size_t)(c.M * ldc), 0x5a5a5a5a);
   qgemm(c.M, A.data(), c.as, lda, za.empty() ? nullptr : za.data(), za.size() > 1, *pk,

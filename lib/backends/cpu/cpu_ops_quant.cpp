@@ -162,10 +162,10 @@ bool matmul_integer_fast(const Kernel& k, const PackedQB* packed, const QEpilogu
   const std::vector<int32_t> za = zero_points(k, 2), zb = zero_points(k, 3);
   if (!(za.size() == 1 || za.size() == (size_t)M || za.size() == (size_t)rows)) return false;
   if (!(zb.size() == 1 || zb.size() == (size_t)N)) return false;
-  std::shared_ptr<const PackedQB> own;
-  if (!packed) {
-    own = pack_qb(bytes(k.inputs[1]), stored_dtype(k.inputs[1]) == DType::i8, K, N, N);
-    packed = own.get();
+  if (!packed) {  // B packed for this call, into this thread's reused buffer
+    static thread_local PackedQB scratch;
+    pack_qb_into(scratch, bytes(k.inputs[1]), stored_dtype(k.inputs[1]) == DType::i8, K, N, N);
+    packed = &scratch;
   }
   const bool a_signed = stored_dtype(k.inputs[0]) == DType::i8;
   if (za.size() == 1 || za.size() == (size_t)rows) {

@@ -529,43 +529,132 @@ QIsa qgemm_isa() {
   return isa;
 }
 
-std::shared_ptr<const PackedQB> pack_qb(const uint8_t* B, bool b_signed, int64_t K, int64_t N, int64_t ldb) {
-  auto pk = std::make_shared<PackedQB>();
-  pk->K = K;
-  pk->N = N;
-  pk->K4 = (K + 3) / 4;
-  pk->panels = (N + kPanel - 1) / kPanel;
-  pk->b_signed = b_signed;
-  pk->data.assign((size_t)(pk->panels * pk->K4 * 64), 0);
-  pk->colsum.assign((size_t)(pk->panels * kPanel), 0);
+namespace {
+
+// Packs panels [p0, p1) of B: every byte of their [K4][16][4] blocks written (zeros past K and
+// N), their column sums, and the range of the original values seen.
+struct PackRange {
+  int lo = 255, hi = -128;
+};
+void pack_panels_base(const uint8_t* B, bool b_signed, int64_t K, int64_t N, int64_t ldb, int64_t K4, int64_t p0,
+                      int64_t p1, int8_t* D, int32_t* cs, PackRange* r) {
   const uint8_t flip = b_signed ? 0 : 0x80;  // u8 b -> s8 b - 128
-  const int64_t K4 = pk->K4;
-  int8_t* D = pk->data.data();
-  int32_t* cs = pk->colsum.data();
-  ThreadPool::global().parallel_for(pk->panels, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t n0 = p * kPanel, nc = std::min<int64_t>(kPanel, N - n0);
-      int8_t* P = D + p * K4 * 64;
-      for (int64_t k = 0; k < K; ++k) {
-        const uint8_t* row = B + k * ldb + n0;
-        int8_t* dst = P + (k / 4) * 64 + (k % 4);
-        for (int64_t c = 0; c < nc; ++c) {
-          const int8_t v = (int8_t)(row[c] ^ flip);
-          dst[c * 4] = v;
-          cs[n0 + c] += v;
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t n0 = p * kPanel, nc = std::min<int64_t>(kPanel, N - n0);
+    int8_t* P = D + p * K4 * 64;
+    std::memset(P, 0, (size_t)(K4 * 64));
+    for (int64_t c = 0; c < kPanel; ++c) cs[n0 + c] = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      const uint8_t* row = B + k * ldb + n0;
+      int8_t* dst = P + (k / 4) * 64 + (k % 4);
+      for (int64_t c = 0; c < nc; ++c) {
+        const int8_t v = (int8_t)(row[c] ^ flip);
+        dst[c * 4] = v;
+        cs[n0 + c] += v;
+        const int o = b_signed ? (int)(int8_t)row[c] : (int)row[c];
+        r->lo = std::min(r->lo, o);
+        r->hi = std::max(r->hi, o);
+      }
+    }
+  }
+}
+
+// Whole panels and whole groups of 4 k: 4 rows of 16 bytes transposed into 16 columns of 4
+// bytes with byte and word unpacks; column sums with pmaddubsw against ones (pairs of s8
+// values, |sum| <= 256: no saturation) and pmaddwd. The rest (a partial panel, K % 4) by the
+// plain loop. Panels are taken 4 at a time so that each row read is one 64-byte line.
+__attribute__((target("avx2"))) void pack_panels_avx2(const uint8_t* B, bool b_signed, int64_t K, int64_t N,
+                                                       int64_t ldb, int64_t K4, int64_t p0, int64_t p1, int8_t* D,
+                                                       int32_t* cs, PackRange* r) {
+  const int64_t full = std::min(p1, N / kPanel);  // panels [p0, full) are whole
+  if (p0 >= full || K < 4) return pack_panels_base(B, b_signed, K, N, ldb, K4, p0, p1, D, cs, r);
+  const __m128i flip = _mm_set1_epi8(b_signed ? 0 : (char)0x80), ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
+  const int64_t kf = K / 4 * 4;
+  for (int64_t q0 = p0; q0 < full; q0 += 4) {
+    const int64_t q1 = std::min(full, q0 + 4), np = q1 - q0;
+    __m128i sum[4][4], mn = _mm_set1_epi8(127), mx = _mm_set1_epi8(-128);
+    for (int64_t i = 0; i < np; ++i)
+      for (int j = 0; j < 4; ++j) sum[i][j] = _mm_setzero_si128();
+    for (int64_t k = 0; k < kf; k += 4) {
+      for (int64_t i = 0; i < np; ++i) {
+        const uint8_t* src = B + k * ldb + (q0 + i) * kPanel;
+        __m128i x[4];
+        for (int j = 0; j < 4; ++j) {
+          x[j] = _mm_xor_si128(_mm_loadu_si128((const __m128i*)(src + j * ldb)), flip);
+          mn = _mm_min_epi8(mn, x[j]);
+          mx = _mm_max_epi8(mx, x[j]);
+        }
+        const __m128i a = _mm_unpacklo_epi8(x[0], x[1]), b = _mm_unpackhi_epi8(x[0], x[1]);
+        const __m128i c = _mm_unpacklo_epi8(x[2], x[3]), d = _mm_unpackhi_epi8(x[2], x[3]);
+        const __m128i o[4] = {_mm_unpacklo_epi16(a, c), _mm_unpackhi_epi16(a, c), _mm_unpacklo_epi16(b, d),
+                              _mm_unpackhi_epi16(b, d)};
+        int8_t* dst = D + (q0 + i) * K4 * 64 + (k / 4) * 64;
+        for (int j = 0; j < 4; ++j) {
+          _mm_storeu_si128((__m128i*)(dst + 16 * j), o[j]);
+          sum[i][j] = _mm_add_epi32(sum[i][j], _mm_madd_epi16(_mm_maddubs_epi16(ones8, o[j]), ones16));
         }
       }
     }
-  });
-  int lo = 255, hi = -128;
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) {
-      const int v = b_signed ? (int)(int8_t)B[k * ldb + n] : (int)B[k * ldb + n];
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
+    for (int64_t i = 0; i < np; ++i) {
+      const int64_t n0 = (q0 + i) * kPanel;
+      for (int j = 0; j < 4; ++j) _mm_storeu_si128((__m128i*)(cs + n0 + 4 * j), sum[i][j]);
+      int8_t* P = D + (q0 + i) * K4 * 64;
+      if (kf < K4 * 4) std::memset(P + (kf / 4) * 64, 0, 64);  // the last, partial group of k
+      for (int64_t k = kf; k < K; ++k)
+        for (int64_t c = 0; c < kPanel; ++c) {
+          const uint8_t v0 = B[k * ldb + n0 + c];
+          const int8_t v = (int8_t)(v0 ^ (b_signed ? 0 : 0x80));
+          P[(k / 4) * 64 + c * 4 + (k % 4)] = v;
+          cs[n0 + c] += v;
+          const int o = b_signed ? (int)(int8_t)v0 : (int)v0;
+          r->lo = std::min(r->lo, o);
+          r->hi = std::max(r->hi, o);
+        }
     }
-  pk->bmin = K && N ? lo : 0;
-  pk->bmax = K && N ? hi : 0;
+    alignas(16) int8_t lo[16], hi[16];
+    _mm_store_si128((__m128i*)lo, mn);
+    _mm_store_si128((__m128i*)hi, mx);
+    for (int j = 0; j < 16; ++j) {  // flipped values back to the original range
+      r->lo = std::min(r->lo, (int)lo[j] + (b_signed ? 0 : 128));
+      r->hi = std::max(r->hi, (int)hi[j] + (b_signed ? 0 : 128));
+    }
+  }
+  if (full < p1) pack_panels_base(B, b_signed, K, N, ldb, K4, full, p1, D, cs, r);
+}
+
+}  // namespace
+
+void pack_qb_into(PackedQB& pk, const uint8_t* B, bool b_signed, int64_t K, int64_t N, int64_t ldb, Threads th) {
+  pk.K = K;
+  pk.N = N;
+  pk.K4 = (K + 3) / 4;
+  pk.panels = (N + kPanel - 1) / kPanel;
+  pk.b_signed = b_signed;
+  pk.data.resize((size_t)(pk.panels * pk.K4 * 64));  // every byte is written below
+  pk.colsum.resize((size_t)(pk.panels * kPanel));
+  const int64_t K4 = pk.K4;
+  int8_t* D = pk.data.data();
+  int32_t* cs = pk.colsum.data();
+  static const bool avx2 = cpu_has(QIsa::Avx2) && qgemm_isa() != QIsa::Base;
+  const int64_t blocks = (pk.panels + 3) / 4;  // 4 panels (64 columns) per task
+  std::vector<PackRange> ranges((size_t)std::max<int64_t>(blocks, 1));
+  auto body = [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t p0 = b * 4, p1 = std::min(pk.panels, p0 + 4);
+      (avx2 ? pack_panels_avx2 : pack_panels_base)(B, b_signed, K, N, ldb, K4, p0, p1, D, cs, &ranges[b]);
+    }
+  };
+  if (th == Threads::Single) body(0, blocks);
+  else ThreadPool::global().parallel_for(blocks, std::max<int64_t>(1, 4096 / std::max<int64_t>(K, 1)), body);
+  PackRange t;
+  for (const PackRange& r : ranges) t.lo = std::min(t.lo, r.lo), t.hi = std::max(t.hi, r.hi);
+  pk.bmin = K && N ? t.lo : 0;
+  pk.bmax = K && N ? t.hi : 0;
+}
+
+std::shared_ptr<const PackedQB> pack_qb(const uint8_t* B, bool b_signed, int64_t K, int64_t N, int64_t ldb) {
+  auto pk = std::make_shared<PackedQB>();
+  pack_qb_into(*pk, B, b_signed, K, N, ldb);
   return pk;
 }
 

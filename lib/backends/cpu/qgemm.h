@@ -43,6 +43,10 @@ struct PackedQB {
 
 // Packs B (K x N, row-major with leading dimension ldb; bytes of u8 or i8 values).
 std::shared_ptr<const PackedQB> pack_qb(const uint8_t* B, bool b_signed, int64_t K, int64_t N, int64_t ldb);
+// The same into an existing PackedQB, reusing its buffers (a B packed on every call: no fresh
+// pages to fault in each time).
+void pack_qb_into(PackedQB& pk, const uint8_t* B, bool b_signed, int64_t K, int64_t N, int64_t ldb,
+                  Threads th = Threads::Pool);
 
 // A float epilogue, replacing the int32 result in place (C then holds f32):
 //   C = float(acc) * a_scale[m or 0] * b_scale[n or 0] [+ bias[n]]
