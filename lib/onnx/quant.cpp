@@ -380,7 +380,10 @@ struct Quant : Importer {
       ins.push_back(z);
     }
     const bool bias = has_in(5);
-    int y = emit("matmul_nbits", ins, {{"k", K}, {"n", N}, {"bits", bits}, {"block_size", bs}}, bias ? "" : out_name());
+    // accuracy_level 4 (int8 activations) kept; 0-3 all mean f32 activations to rlx
+    std::map<std::string, ir::AttrValue> at{{"k", K}, {"n", N}, {"bits", bits}, {"block_size", bs}};
+    if (ai("accuracy_level", 0) == 4) at["accuracy_level"] = int64_t(4);
+    int y = emit("matmul_nbits", ins, at, bias ? "" : out_name());
     if (bias) y = emit("add", {y, node(5)}, {}, out_name());
     set_node(0, y);
   }

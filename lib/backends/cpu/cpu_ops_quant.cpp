@@ -268,6 +268,16 @@ void matmul_integer_reference(const Kernel& k, int32_t* y) {
 void run_matmul_nbits(const Kernel& k) {
   const auto& at = k.node->attrs;
   const int64_t K = at.i("k"), N = at.i("n"), bits = at.i("bits"), bs = at.i("block_size");
+  // accuracy_level 4: int8 activations and integer products (qgemm.h, nbits4_int8), f32 only
+  if (at.has("accuracy_level") && at.i("accuracy_level") == 4 && bits == 4 && nbits4_int8_supported(K, bs) &&
+      stored_dtype(k.inputs[0]) == DType::f32 && k.output.dtype == DType::f32 && stored_dtype(k.inputs[2]) == DType::f32) {
+    const int64_t M = k.inputs[0].numel() / K;
+    const uint8_t* zp = k.inputs.size() == 4 ? bytes(k.inputs[3]) : nullptr;
+    nbits4_int8(M, reinterpret_cast<const float*>(bytes(k.inputs[0])), K, bytes(k.inputs[1]),
+                reinterpret_cast<const float*>(bytes(k.inputs[2])), zp, N, bs, reinterpret_cast<float*>(bytes(k.output)),
+                !reference_only());
+    return;
+  }
   // M <= 16 rows, 4 bits, f32: the decode kernel (qgemm.h), reading each weight byte once.
   if (!reference_only() && bits == 4 && stored_dtype(k.inputs[0]) == DType::f32 && k.output.dtype == DType::f32 &&
       stored_dtype(k.inputs[2]) == DType::f32) {

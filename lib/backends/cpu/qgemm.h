@@ -73,4 +73,16 @@ void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_
 bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp,
                     int64_t N, int64_t block_size, float* C, Threads th = Threads::Pool);
 
+// matmul_nbits with accuracy_level 4 (ONNX Runtime's CompInt8), any M: per row and block the
+// activations are quantized to int8 (scale max|a| / 127, a times its reciprocal rounded to
+// nearest even, as ONNX Runtime), the 4-bit values multiplied with them in exact int32
+// (vpdpbusd with AVX-512 VNNI; the zero point through the block's activation sum) and each
+// block's int32 sum scaled by a_scale * b_scale in f32. Not the f32 product: the activations'
+// rounding (<= half a step of max|a| / 127 per value) is the accuracy given up. The same
+// results on every path (nbits_int8.cpp says in which order); vnni = false forces the plain
+// loops. Needs K a multiple of 128 and of block_size; returns false (nothing done) otherwise.
+bool nbits4_int8_supported(int64_t K, int64_t block_size);
+bool nbits4_int8(int64_t M, const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp,
+                 int64_t N, int64_t block_size, float* C, bool vnni = true, Threads th = Threads::Pool);
+
 }  // namespace rlx::cpu
