@@ -630,8 +630,12 @@ void pack_qb_into(PackedQB& pk, const uint8_t* B, bool b_signed, int64_t K, int6
   pk.K4 = (K + 3) / 4;
   pk.panels = (N + kPanel - 1) / kPanel;
   pk.b_signed = b_signed;
-  pk.data.resize((size_t)(pk.panels * pk.K4 * 64));  // every byte is written below
-  pk.colsum.resize((size_t)(pk.panels * kPanel));
+  // every byte is written below: a buffer too small is dropped first, not copied when it grows
+  const size_t need = (size_t)(pk.panels * pk.K4 * 64), ncs = (size_t)(pk.panels * kPanel);
+  if (pk.data.capacity() < need) std::vector<int8_t>().swap(pk.data);
+  if (pk.colsum.capacity() < ncs) std::vector<int32_t>().swap(pk.colsum);
+  pk.data.resize(need);
+  pk.colsum.resize(ncs);
   const int64_t K4 = pk.K4;
   int8_t* D = pk.data.data();
   int32_t* cs = pk.colsum.data();
