@@ -14,7 +14,7 @@
   * nbits_level4 (CPU only): MatMulNBits with accuracy_level 4 (int8 activations), which
     differs from the f32-activation result by up to 0.7% of the outputs here: the reference is
     ONNX Runtime's level-4 result.
-  * isnet_quint8 (only with --isnet: a 136 MB package, and about a minute per run): the
+  * isnet_quint8 (only with --isnet: a 136 MB package, and seconds per run): the
     uint8 ISNet of the npm package @imgly/background-removal-data (its "small" model: 119
     DynamicQuantizeLinear + 119 ConvInteger, 1x3x1024x1024), reassembled from the package's
     chunks and SHA-256 checked; its reference is computed live by ONNX Runtime.
