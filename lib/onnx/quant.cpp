@@ -432,7 +432,7 @@ void quant_ops(std::vector<OpDef>& t) {
        "uint8; an all-zero input gets scale 1 and zero point 0, as ONNX Runtime"},
       {"MatMulInteger", "", 10, map<&F::map_MatMulInteger>, nullptr, "matmul_integer (1-D operands reshaped)", "matmul_integer",
        "exact int32; zero points scalar, per row of A or per column of B"},
-      {"ConvInteger", "", 10, map<&F::map_ConvInteger>, nullptr, "pad/concat, slice, reshape (im2col in int8/uint8), matmul_integer",
+      {"ConvInteger", "", 10, map<&F::map_ConvInteger>, nullptr, "pad/concat, slice, reshape (im2col in int8/uint8), matmul_integer (weights × columns)",
        "matmul_integer", "exact int32; 1-D and 2-D; groups, dilations, pads, strides, auto_pad; x zero point scalar, w zero point scalar or per output channel"},
       {"QLinearMatMul", "", 10, map<&F::map_QLinearMatMul>, nullptr, "matmul_integer, cast, mul, div, quantize", "matmul_integer quantize",
        "the i32 accumulator times one f32 multiplier a_scale · b_scale / y_scale (per column with per-column b_scale), rounded half to even"},
@@ -440,7 +440,9 @@ void quant_ops(std::vector<OpDef>& t) {
       {"QLinearConv", "", 10, map<&F::map_QLinearConv>, nullptr, "ConvInteger's composition, cast, add, mul, div, quantize", "matmul_integer quantize",
        "as ConvInteger; int32 bias; per-channel w_scale/w_zero_point; the accumulator rescaled as QLinearMatMul"},
       {"MatMulNBits", "com.microsoft", 1, map<&F::map_MatMulNBits>, nullptr, "matmul_nbits [+ add]", "matmul_nbits",
-       "ONNX Runtime's contrib op: bits 4, any block_size >= 16 (power of 2), packed uint8 zero points, optional bias; g_idx and float zero points are refused"},
+       "ONNX Runtime's contrib op: bits 4, any block_size >= 16 (power of 2), packed uint8 zero points, optional bias; "
+       "accuracy_level 4 kept (int8 activations and integer products on the CPU, as ORT; docs/graph-format.md), levels 0-3 "
+       "computed with f32 activations; g_idx and float zero points are refused"},
       {"MatMulIntegerToFloat", "com.microsoft", 1, map<&F::map_MatMulIntegerToFloat>, nullptr, "matmul_integer, cast, mul [+ add]", "matmul_integer",
        "ONNX Runtime's contrib op; scalar a_zero_point"},
       {"DynamicQuantizeMatMul", "com.microsoft", 1, map<&F::map_DynamicQuantizeMatMul>, nullptr,
