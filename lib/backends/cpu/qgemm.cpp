@@ -292,36 +292,41 @@ struct Finish {
   const float* bias;   // [N] or null
 };
 
-inline __attribute__((always_inline)) void finish_body(const Finish& f, int32_t* C, int64_t ldc, int64_t m0,
-                                                        int64_t m1, int64_t n0, int64_t n1) {
-  const uint32_t* __restrict zb = (const uint32_t*)f.zbn;
-  const uint32_t* __restrict u = (const uint32_t*)f.un;
+// C[m, n0:n1] from the task's block S (its row m - m0 at S + (m - m0) * lds, column n0 first):
+// the zero-point terms, and the float epilogue when asked; one pass from the block into C.
+inline __attribute__((always_inline)) void finish_body(const Finish& f, const int32_t* S, int64_t lds, int32_t* C,
+                                                        int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const uint32_t* __restrict zb = (const uint32_t*)f.zbn + n0;
+  const uint32_t* __restrict u = (const uint32_t*)f.un + n0;
+  const int64_t w = n1 - n0;
   for (int64_t m = m0; m < m1; ++m) {
-    int32_t* c = C + m * ldc;
+    const int32_t* __restrict s = S + (m - m0) * lds;
+    int32_t* __restrict c = C + m * ldc + n0;
     const uint32_t rs = (uint32_t)f.rs[m], za = (uint32_t)f.zam[m];
     // sum (a - za)(b - zb) = dot - zb * rowsum(a) - za * (colsum(b) - K * zb), wrapping
     if (!f.ep->to_float) {
-      for (int64_t n = n0; n < n1; ++n) c[n] = (int32_t)((uint32_t)c[n] - zb[n] * rs - za * u[n]);
+      for (int64_t n = 0; n < w; ++n) c[n] = (int32_t)((uint32_t)s[n] - zb[n] * rs - za * u[n]);
       continue;
     }
     // float(acc) * (a_scale * b_scale) [+ bias]: the f32 operations of cast, mul, add.
     const float as = f.ep->a_scale ? f.ep->a_scale[f.ep->a_scale_per_row ? m : 0] : 1.f;
-    const float* __restrict sc = f.scale;
-    const float* __restrict bias = f.bias;
-    for (int64_t n = n0; n < n1; ++n) {
-      const int32_t v = (int32_t)((uint32_t)c[n] - zb[n] * rs - za * u[n]);
-      float y = (float)v * (as * sc[n]);
-      if (bias) y += bias[n];
-      std::memcpy(c + n, &y, 4);
+    const float* __restrict sc = f.scale + n0;
+    const float* __restrict bias = f.bias ? f.bias + n0 : nullptr;
+    float* __restrict y = reinterpret_cast<float*>(c);
+    if (bias) {
+      for (int64_t n = 0; n < w; ++n) y[n] = (float)(int32_t)((uint32_t)s[n] - zb[n] * rs - za * u[n]) * (as * sc[n]) + bias[n];
+    } else {
+      for (int64_t n = 0; n < w; ++n) y[n] = (float)(int32_t)((uint32_t)s[n] - zb[n] * rs - za * u[n]) * (as * sc[n]);
     }
   }
 }
-__attribute__((target("avx2"))) void finish_avx2(const Finish& f, int32_t* C, int64_t ldc, int64_t m0, int64_t m1,
-                                                  int64_t n0, int64_t n1) {
-  finish_body(f, C, ldc, m0, m1, n0, n1);
+__attribute__((target("avx2"))) void finish_avx2(const Finish& f, const int32_t* S, int64_t lds, int32_t* C, int64_t ldc,
+                                                  int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  finish_body(f, S, lds, C, ldc, m0, m1, n0, n1);
 }
-void finish_base(const Finish& f, int32_t* C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  finish_body(f, C, ldc, m0, m1, n0, n1);
+void finish_base(const Finish& f, const int32_t* S, int64_t lds, int32_t* C, int64_t ldc, int64_t m0, int64_t m1,
+                 int64_t n0, int64_t n1) {
+  finish_body(f, S, lds, C, ldc, m0, m1, n0, n1);
 }
 
 // 16 4-bit values (8 bytes, low nibble first) minus the zero point, as f32.
@@ -745,9 +750,7 @@ void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_
         if (K4 == 0) break;
       }
       const int64_t c0 = p0 * kPanel, c1 = std::min(N, p1 * kPanel);
-      for (int64_t r = r0; r < r1; ++r)
-        std::memcpy(C + r * ldc + c0, blk.data() + (r - r0) * ldb, (size_t)(c1 - c0) * 4);
-      finish(fin, C, ldc, r0, r1, c0, c1);
+      finish(fin, blk.data(), ldb, C, ldc, r0, r1, c0, c1);
     }
   });
 }
