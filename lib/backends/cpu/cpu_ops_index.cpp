@@ -373,7 +373,7 @@ void run_slice(const Kernel& k) {
     parallel(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
       for (int64_t row = b; row < e; ++row) {
         int64_t off = base, rem = row;
-        for (size_t d = os.size() - 1; d-- > 0;) {
+        for (size_t d = os.empty() ? 0 : os.size() - 1; d-- > 0;) {
           off += (rem % os[d]) * st[d];
           rem /= os[d];
         }
