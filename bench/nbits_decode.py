@@ -6,7 +6,8 @@ block 32, f32 scales, packed zero points; random bytes), `rlx bench --modes comp
 alternating in rounds. Prints per-round medians, the median of per-round ratios 4-bit/f32, the
 peak RSS of each process and their ratio, and the 4-bit step's weight bytes (packed values +
 scales + zero points) over its time against `gemm_candidates bandwidth`'s streaming read of
-the same rounds.
+the same rounds. The 4-bit graph runs twice: as written (f32 activations) and with every
+matmul_nbits at accuracy_level 4 (int8 activations, integer products: ONNX Runtime's CompInt8).
 
   python3 bench/nbits_decode.py [--rlx build/apps/rlx/rlx] [--rounds 5] [--reps 30] [--d 2048]
 """
@@ -120,35 +121,44 @@ def main():
                        check=True)
     p32 = os.path.join(work, "decode_f32.json")
     p4 = os.path.join(work, "decode_nbits4.json")
+    p4l4 = os.path.join(work, "decode_nbits4_l4.json")
     st = os.path.join(work, "decode_nbits4.safetensors")
     g32 = scaled_graph(a.d)
     if a.generate_only:
-        generate(a, g32, p32, p4, st)
+        generate(a, g32, p32, p4, p4l4, st)
         return
     wb = json.load(open(p4 + ".meta"))["weight_bytes"]
-    bench_all(a, g32, p32, p4, st, wb)
+    bench_all(a, g32, p32, p4, p4l4, st, wb)
 
 
-def generate(a, g32, p32, p4, st):
+def generate(a, g32, p32, p4, p4l4, st):
     json.dump(g32, open(p32, "w"))
     g4, params, wb = to_nbits(scaled_graph(a.d), np.random.default_rng(7))
     json.dump(g4, open(p4, "w"))
+    # the same weights with accuracy_level 4 (int8 activations, integer products)
+    g4l4 = json.loads(json.dumps(g4))
+    for n in g4l4["nodes"]:
+        if n["op"] == "matmul_nbits":
+            n["attrs"]["accuracy_level"] = 4
+    json.dump(g4l4, open(p4l4, "w"))
     json.dump({"weight_bytes": wb}, open(p4 + ".meta", "w"))
     with open(st, "wb") as f:
         f.write(gl.encode_safetensors(params))
 
 
-def bench_all(a, g32, p32, p4, st, wb):
+def bench_all(a, g32, p32, p4, p4l4, st, wb):
     f32_bytes = sum(4 * int(np.prod(n["shape"])) for n in g32["nodes"] if n["op"] == "param" and len(n["shape"]) == 2)
     rows = []
     for r in range(a.rounds):
         load = os.getloadavg()[0]
         f = bench(a.rlx, p32, ["--random-params"], a.reps, a.d)
         q = bench(a.rlx, p4, ["--params", st], a.reps, a.d)
+        q4 = bench(a.rlx, p4l4, ["--params", st], a.reps, a.d)
         bw = bandwidth(a.bandwidth_bin)
-        rows.append((f, q, bw, load))
+        rows.append((f, q, bw, load, q4))
         print(f"round {r + 1}: load {load:.1f}  f32 {f['median_ms']:.3f} ms  4-bit {q['median_ms']:.3f} ms "
-              f"({q['median_ms'] / f['median_ms']:.2f}x)  rss {f['rss_mib']:.0f} / {q['rss_mib']:.0f} MiB", flush=True)
+              f"({q['median_ms'] / f['median_ms']:.2f}x)  4-bit level 4 {q4['median_ms']:.3f} ms "
+              f"({q4['median_ms'] / f['median_ms']:.2f}x)  rss {f['rss_mib']:.0f} / {q['rss_mib']:.0f} MiB", flush=True)
     med = statistics.median
     print(f"\ndecode step d {a.d} (compiled, CPU): f32 weights {f32_bytes / 1e6:.1f} MB, 4-bit {wb / 1e6:.1f} MB "
           f"(values + scales + zero points), {a.rounds} rounds x {a.reps} reps\n")
@@ -158,16 +168,20 @@ def bench_all(a, g32, p32, p4, st, wb):
           f"{med(r[0]['rss_mib'] for r in rows):.1f} |")
     print(f"| 4-bit | {med(r[1]['median_ms'] for r in rows):.3f} | {min(r[1]['min_ms'] for r in rows):.3f} | "
           f"{med(r[1]['rss_mib'] for r in rows):.1f} |")
+    print(f"| 4-bit, accuracy_level 4 | {med(r[4]['median_ms'] for r in rows):.3f} | {min(r[4]['min_ms'] for r in rows):.3f} | "
+          f"{med(r[4]['rss_mib'] for r in rows):.1f} |")
     print(f"\ntime ratio 4-bit/f32 (median of per-round ratios): {med(r[1]['median_ms'] / r[0]['median_ms'] for r in rows):.2f}; "
+          f"accuracy_level 4: {med(r[4]['median_ms'] / r[0]['median_ms'] for r in rows):.2f}; "
           f"peak RSS ratio {med(r[1]['rss_mib'] for r in rows) / med(r[0]['rss_mib'] for r in rows):.2f}")
-    bws = [(wb / r[1]["median_ms"] * 1e-6, r[2]) for r in rows if r[2]]
-    if bws:
-        print(f"4-bit step reads its {wb / 1e6:.1f} MB of weights at {med(b for b, _ in bws):.1f} GB/s (median); "
+    for label, i in (("4-bit", 1), ("4-bit accuracy_level 4", 4)):
+        bws = [(wb / r[i]["median_ms"] * 1e-6, r[2]) for r in rows if r[2]]
+        if not bws:
+            continue
+        print(f"{label} step reads its {wb / 1e6:.1f} MB of weights at {med(b for b, _ in bws):.1f} GB/s (median); "
               f"streaming read in the same rounds: {med(x['read_weights'] for _, x in bws):.1f} GB/s (45 MB), "
               f"{med(x['read_1gib'] for _, x in bws):.1f} GB/s (1 GiB); "
               f"{100 * med(b / x['read_weights'] for b, x in bws):.0f}% / {100 * med(b / x['read_1gib'] for b, x in bws):.0f}% "
               "(medians of per-round ratios; the step also reads its KV cache)")
-
 
 if __name__ == "__main__":
     main()

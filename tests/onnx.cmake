@@ -84,6 +84,12 @@ if(TARGET rlx_vulkan)
            --cache ${CMAKE_BINARY_DIR}/onnx-npm --backend vulkan)
   set_tests_properties(onnx_silero_vad_vulkan PROPERTIES TIMEOUT 900 RESOURCE_LOCK onnx_npm)
 endif()
+# ConvInteger's composition (im2col slices, weights x columns) against a NumPy int64 reference.
+add_test(NAME onnx_conv_integer_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/conv_integer.py --rlx $<TARGET_FILE:rlx>)
+if(TARGET rlx_vulkan)
+  add_test(NAME onnx_conv_integer_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/conv_integer.py --rlx $<TARGET_FILE:rlx>
+           --backend vulkan --modes lazy,compiled)
+endif()
 # Quantized models (a dynamically quantized BERT-style layer, a QDQ ResNet-18; generated with
 # torch and fixed seeds) against ONNX Runtime's outputs kept in tests/onnx/quant_models/.
 # The ISNet uint8 model of @imgly/background-removal-data is not run here (136 MB package):

@@ -5,6 +5,7 @@
 // allows), odd sizes, leading dimensions past the width, the float epilogue, and one thread.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cmath>
@@ -71,6 +72,10 @@ void check(const Case& c, QIsa isa, unsigned seed, Threads th = Threads::Pool) {
   const auto ref = reference(c, A, lda, B, za, zb);
   for (int64_t v : ref) ASSERT_TRUE(v >= INT32_MIN && v <= INT32_MAX) << "test case out of int32";
   auto pk = pack_qb(B.data(), c.bs, c.K, c.N, c.N);
+  int blo = 255, bhi = -128;  // the range pack_qb reports (plan notes)
+  for (uint8_t v : B) blo = std::min(blo, c.bs ? (int)(int8_t)v : (int)v), bhi = std::max(bhi, c.bs ? (int)(int8_t)v : (int)v);
+  ASSERT_EQ(pk->bmin, blo);
+  ASSERT_EQ(pk->bmax, bhi);
   const int64_t ldc = c.N + 5;
   std::vector<int32_t> C((size_t)(c.M * ldc), 0x5a5a5a5a);
   qgemm(c.M, A.data(), c.as, lda, za.empty() ? nullptr : za.data(), za.size() > 1, *pk,
@@ -193,4 +198,162 @@ TEST(Nbits4, SmallMAgainstTheDequantizedProduct) {
   std::vector<uint8_t> B(8 * 3 * 8);
   EXPECT_FALSE(nbits4_small_m(1, A.data(), 40, B.data(), sc.data(), nullptr, 8, 16, C.data()));
   EXPECT_FALSE(nbits4_small_m(17, A.data(), 32, B.data(), sc.data(), nullptr, 8, 16, C.data()));
+}
+
+// minmax_f32 (the whole-tensor min and max of dynamic quantization) against a plain loop, on
+// lengths around the vector and chunk sizes, with the extremes at the ends, and NaN anywhere.
+#include "backends/cpu/minmax.h"
+
+TEST(MinMax, AgainstAPlainLoop) {
+  uint32_t s = 5;
+  for (int64_t n : {1, 2, 15, 16, 17, 63, 64, 65, 1000, 65535, 65536, 65537, 200003}) {
+    std::vector<float> x((size_t)n);
+    for (auto& v : x) v = (float)((int)(next(s) % 20001) - 10000) * 1e-3f;
+    for (int where = 0; where < 3; ++where) {
+      std::vector<float> y = x;
+      const size_t at = where == 0 ? 0 : where == 1 ? (size_t)n - 1 : (size_t)n / 2;
+      y[at] = where == 2 ? -1e30f : 1e30f;
+      float lo = INFINITY, hi = -INFINITY;
+      for (float v : y) lo = v < lo ? v : lo, hi = v > hi ? v : hi;
+      for (Threads th : {Threads::Pool, Threads::Single}) {
+        const Range r = minmax_f32(y.data(), n, th);
+        ASSERT_EQ(r.min, lo) << "n=" << n << " at=" << at;
+        ASSERT_EQ(r.max, hi) << "n=" << n << " at=" << at;
+      }
+      y[at] = NAN;
+      const Range r = minmax_f32(y.data(), n);
+      ASSERT_TRUE(std::isnan(r.min) && std::isnan(r.max)) << "NaN at " << at << " of " << n << " not propagated";
+    }
+  }
+}
+
+// matmul_nbits accuracy_level 4 (nbits4_int8): activations quantized per row and block to int8
+// (scale max|a| / 127, a * (1 / scale) rounded to nearest even), exact integer block sums,
+// block scales in f32. Checked against a reference written here (int64 block sums, double
+// accumulation): bit-equal where every f32 operation is exact (power-of-two scales, activations
+// on the int8 grid), within f32 rounding otherwise; the AVX-512 VNNI path bit-equal to the
+// plain loops; and the distance to the f32 product bounded by the activations' rounding.
+namespace {
+
+struct N4 {
+  int64_t M, K, N, bs;
+  bool zp;
+  std::vector<uint8_t> B, Z;
+  std::vector<float> S, A;
+};
+
+int n4_q(const N4& c, int64_t n, int64_t k) {
+  const int64_t kb = c.K / c.bs, j = k % c.bs;
+  return (c.B[(n * kb + k / c.bs) * (c.bs / 2) + j / 2] >> ((j % 2) * 4)) & 15;
+}
+int n4_z(const N4& c, int64_t n, int64_t b) {
+  const int64_t kb = c.K / c.bs, zcols = (kb * 4 + 7) / 8;
+  return c.zp ? (c.Z[n * zcols + b / 2] >> ((b % 2) * 4)) & 15 : 8;
+}
+
+// The reference: returns C and, per element, the bound on |C - f32 product| from rounding the
+// activations (half a step per value).
+std::vector<double> n4_reference(const N4& c, std::vector<double>* bound = nullptr) {
+  const int64_t kb = c.K / c.bs;
+  std::vector<double> y((size_t)(c.M * c.N));
+  if (bound) bound->assign(y.size(), 0.0);
+  for (int64_t m = 0; m < c.M; ++m)
+    for (int64_t b = 0; b < kb; ++b) {
+      float amax = 0.f;
+      for (int64_t k = b * c.bs; k < (b + 1) * c.bs; ++k) amax = std::max(amax, std::fabs(c.A[m * c.K + k]));
+      const float sa = amax / 127.f, rec = sa != 0.f ? 1.f / sa : 0.f;
+      std::vector<int64_t> qa((size_t)c.bs);
+      for (int64_t j = 0; j < c.bs; ++j) qa[j] = std::max<int64_t>(-127, std::min<int64_t>(127, (int64_t)std::nearbyint(c.A[m * c.K + b * c.bs + j] * rec)));
+      for (int64_t n = 0; n < c.N; ++n) {
+        int64_t d = 0;
+        double wabs = 0;
+        for (int64_t j = 0; j < c.bs; ++j) {
+          const int64_t w = n4_q(c, n, b * c.bs + j) - n4_z(c, n, b);
+          d += qa[j] * w;
+          wabs += std::abs((double)w);
+        }
+        const double sb = c.S[n * kb + b];
+        y[m * c.N + n] += (double)d * ((double)sa * sb);
+        if (bound) (*bound)[m * c.N + n] += wabs * sb * (0.5 * sa);
+      }
+    }
+  return y;
+}
+
+N4 n4_case(uint32_t& s, int64_t M, int64_t K, int64_t N, int64_t bs, bool zp, bool exact) {
+  N4 c{M, K, N, bs, zp, {}, {}, {}, {}};
+  const int64_t kb = K / bs, zcols = (kb * 4 + 7) / 8;
+  c.B.resize((size_t)(N * kb * bs / 2));
+  c.Z.resize((size_t)(N * zcols));
+  c.S.resize((size_t)(N * kb));
+  c.A.resize((size_t)(M * K));
+  for (auto& v : c.B) v = (uint8_t)next(s);
+  for (auto& v : c.Z) v = (uint8_t)next(s);
+  for (auto& v : c.S) v = exact ? std::ldexp(1.f, -(int)(next(s) % 2)) : 0.001f + (float)(next(s) % 1000) * 1e-5f;
+  if (exact) {  // per block one value +-127 * 2^e, the rest integers * 2^e: the int8 grid exactly
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t b = 0; b < kb; ++b) {
+        const float u = std::ldexp(1.f, -3 - (int)(next(s) % 3));
+        for (int64_t j = 0; j < bs; ++j) c.A[m * K + b * bs + j] = u * (float)((int)(next(s) % 255) - 127);
+        c.A[m * K + b * bs + (int64_t)(next(s) % bs)] = u * ((next(s) & 1) ? 127.f : -127.f);
+      }
+  } else {
+    for (auto& v : c.A) v = (float)((int)(next(s) % 20001) - 10000) * 1e-4f;
+    for (int64_t m = 0; m < M; ++m)  // one block of zeros: scale 0
+      for (int64_t j = 0; j < bs; ++j) c.A[m * K + j] = 0.f;
+  }
+  return c;
+}
+
+std::vector<float> n4_run(const N4& c, bool vnni) {
+  std::vector<float> y((size_t)(c.M * c.N), -1.f);
+  EXPECT_TRUE(nbits4_int8(c.M, c.A.data(), c.K, c.B.data(), c.S.data(), c.zp ? c.Z.data() : nullptr, c.N, c.bs, y.data(),
+                          vnni));
+  return y;
+}
+
+}  // namespace
+
+TEST(Nbits4Int8, ExactWhereEveryFloatOperationIs) {
+  uint32_t s = 404;
+  for (int64_t bs : {16, 32, 64, 256})
+    for (int64_t M : {1, 3, 5})
+      for (bool zp : {false, true}) {
+        const N4 c = n4_case(s, M, 256, 37, bs, zp, true);
+        const auto want = n4_reference(c);
+        for (bool vnni : {false, true}) {
+          const auto got = n4_run(c, vnni);
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_EQ(got[i], (float)want[i]) << "bs=" << bs << " M=" << M << " zp=" << zp << " vnni=" << vnni << " i=" << i;
+        }
+      }
+}
+
+TEST(Nbits4Int8, RandomAgainstReferenceAndTheF32Product) {
+  uint32_t s = 405;
+  for (int64_t bs : {16, 32, 128})
+    for (int64_t M : {1, 2, 4, 7})
+      for (bool zp : {false, true}) {
+        const N4 c = n4_case(s, M, 512, 45, bs, zp, false);
+        std::vector<double> bound;
+        const auto want = n4_reference(c, &bound);
+        const auto base = n4_run(c, false), fast = n4_run(c, true);
+        const int64_t kb = c.K / c.bs;
+        for (int64_t m = 0; m < c.M; ++m)
+          for (int64_t n = 0; n < c.N; ++n) {
+            const size_t i = (size_t)(m * c.N + n);
+            ASSERT_EQ(std::memcmp(&base[i], &fast[i], 4), 0) << "the paths differ at " << i << ": " << base[i] << " vs " << fast[i];
+            double mag = 0, f32 = 0;  // the f32 product of the dequantized weights, in double
+            for (int64_t k = 0; k < c.K; ++k) {
+              const double w = (double)(n4_q(c, n, k) - n4_z(c, n, k / c.bs)) * c.S[n * kb + k / c.bs];
+              mag += std::abs(w * c.A[m * c.K + k]);
+              f32 += w * c.A[m * c.K + k];
+            }
+            ASSERT_NEAR(fast[i], want[i], 2e-6 * mag + 1e-6) << "bs=" << bs << " M=" << M << " zp=" << zp << " i=" << i;
+            ASSERT_LE(std::abs(fast[i] - f32), bound[i] * 1.0001 + 2e-6 * mag + 1e-6) << "beyond the activation rounding";
+          }
+      }
+  std::vector<float> A(100), C(4), S(4);
+  std::vector<uint8_t> B(4 * 50);
+  EXPECT_FALSE(nbits4_int8(1, A.data(), 100, B.data(), S.data(), nullptr, 2, 50, C.data()));  // K not a multiple of 128
 }

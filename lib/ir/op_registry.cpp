@@ -131,7 +131,7 @@ std::vector<AttrSpec> attrs_for(Op op) {
     case Op::Quantize:
       return {opt_int("axis", 1), opt_int("block_size", 0), {"dtype", AttrType::Dtype, std::nullopt, false, {}}};
     case Op::Dequantize: return {opt_int("axis", 1), opt_int("block_size", 0)};
-    case Op::MatmulNbits: return {req_int("k"), req_int("n"), opt_int("bits", 4), req_int("block_size")};
+    case Op::MatmulNbits: return {req_int("k"), req_int("n"), opt_int("bits", 4), req_int("block_size"), opt_int("accuracy_level", 0)};
     default: return {};
   }
 }
@@ -223,7 +223,9 @@ OpDoc doc_for(Op op) {
       return {"a [..., K] (float), b [N, k_blocks, block_size·bits/8] (u8), scales [N, k_blocks] (float), zero_points [N, ceil(k_blocks·bits/8)] (u8)?",
               "a · dequant(b)ᵀ [..., N] in a's float dtype (f32 accumulation), ONNX Runtime's MatMulNBits layout: consecutive "
               "K values in a byte, low bits first; w = (q − zp) × scale per block; zero points packed the same way, default 2^(bits−1)",
-              {{"bits", "4 (or 8)"}, {"block_size", "required, a power of 2 >= 16"}}};
+              {{"bits", "4 (or 8)"}, {"block_size", "required, a power of 2 >= 16"},
+               {"accuracy_level", "0 (f32 activations); 4: activations quantized per block to int8 and integer products, "
+                                  "as ONNX Runtime's accuracy_level 4 (CPU, 4 bits, k a multiple of 128; elsewhere 0's)"}}};
     // control flow
     case Op::If:
       return {"cond (one element), captures…", "a tuple: the outputs of `bodies[0]` (then) when cond is nonzero, else of `bodies[1]`; read with `result`", {}};

@@ -4,7 +4,8 @@
 //
 // Integer products stay exact: MatMulInteger is the registry's matmul_integer (i32), and
 // ConvInteger is composed from data movement (the input padded with its zero point, one strided
-// slice per kernel tap: im2col in i8/u8) and matmul_integer, so no product passes through f32.
+// slice per kernel tap: im2col in i8/u8) and matmul_integer (weights x columns, so that the
+// result is NCHW without a transpose), so no product passes through f32.
 // The QLinear ops rescale the i32 accumulator in f32 as ONNX Runtime does
 // (acc · (x_scale · w_scale / y_scale)), then quantize with scale 1 and the output zero point.
 #include "onnx/importer.h"
@@ -159,8 +160,8 @@ struct Quant : Importer {
   // x [N, C, H, W] and w [M, C/group, KH, KW] (i8/u8; 1-D as 2-D), exact i32 [N, M, OH, OW]:
   // x padded with its zero point (so padding contributes 0 after the zero point is subtracted,
   // as ONNX and ONNX Runtime define it), one strided slice per kernel tap stacked into
-  // [N, OH · OW, C/group · KH · KW] (im2col, moved as i8/u8), and per group one
-  // matmul_integer of it with wᵀ.
+  // [N, C/group · KH · KW, OH · OW] (im2col, moved as i8/u8), and per group and image one
+  // matmul_integer of w with it.
   int conv_integer(int x, int w, int xzp, int wzp, const std::string& id) {
     for (int v : {x, w})
       if (ts_.dtypes[v] != DType::i8 && ts_.dtypes[v] != DType::u8)
@@ -236,15 +237,17 @@ struct Quant : Importer {
         if (cols.size() > 1) xp = emit("concat", cols, {{"axis", int64_t(3)}});
       }
     }
-    // Per group: cols [N, OH·OW, Cg·KH·KW] (x's zero point, a scalar, is a's) times
-    // wᵀ [Cg·KH·KW, Mg] (w's zero point per column of b): the long spatial axis is M, so the
-    // small weight matrix is the operand walked along its columns.
+    // Per group and image: w [Mg, Cg·KH·KW] (its zero point per row of a) times cols
+    // [Cg·KH·KW, OH·OW] (x's zero point, a scalar, is b's): the result comes out as
+    // [Mg, OH·OW], already in NCHW order, and cols is the taps stacked as sliced, so neither
+    // the input nor the output is transposed (the long spatial axis is N, which qgemm splits
+    // over its threads; B, the columns, is packed once per call).
     std::vector<int> ys;
     for (int64_t g = 0; g < group; ++g) {
       int xg = group == 1 ? xp : narrow(xp, 1, g * Cg, Cg);
-      int cols;
+      int cols;  // [N, Cg·KH·KW, OH·OW]
       if (KH == 1 && KW == 1 && strides[0] == 1 && strides[1] == 1) {
-        cols = emit("transpose", {reshape(xg, {N, Cg, OH * OW})}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
+        cols = reshape(xg, {N, Cg, OH * OW});
       } else {
         std::vector<int> taps;
         for (int64_t kh = 0; kh < KH; ++kh)
@@ -257,17 +260,20 @@ struct Quant : Importer {
             taps.push_back(reshape(t, {N, Cg, 1, OH * OW}));
           }
         int st = taps.size() == 1 ? taps[0] : concat_many(taps, 2);  // [N, Cg, KH·KW, OH·OW]
-        cols = reshape(emit("transpose", {st}, {{"perm", std::vector<int64_t>{0, 3, 1, 2}}}), {N, OH * OW, Cg * KH * KW});
+        cols = reshape(st, {N, Cg * KH * KW, OH * OW});
       }
       int wg = reshape(group == 1 ? w : narrow(w, 0, g * Mg, Mg), {Mg, Cg * KH * KW});
-      int wt = emit("transpose", {wg}, {{"perm", std::vector<int64_t>{1, 0}}});
-      int bzg = wzp;
-      if (bzg >= 0 && !shp(bzg).empty() && group > 1) bzg = narrow(bzg, 0, g * Mg, Mg);
-      std::vector<int> ins{cols, wt};
-      if (xzp >= 0 || bzg >= 0) ins.push_back(xzp >= 0 ? xzp : constant({}, {0}, ts_.dtypes[x]));
-      if (bzg >= 0) ins.push_back(bzg);
-      // [N, OH·OW, Mg] -> [N, Mg, OH·OW]
-      ys.push_back(emit("transpose", {emit("matmul_integer", ins)}, {{"perm", std::vector<int64_t>{0, 2, 1}}}));
+      int azg = wzp;
+      if (azg >= 0 && !shp(azg).empty() && group > 1) azg = narrow(azg, 0, g * Mg, Mg);
+      std::vector<int> per_image;
+      for (int64_t n = 0; n < N; ++n) {
+        int cn = reshape(N == 1 ? cols : narrow(cols, 0, n, 1), {Cg * KH * KW, OH * OW});
+        std::vector<int> ins{wg, cn};
+        if (xzp >= 0 || azg >= 0) ins.push_back(azg >= 0 ? azg : constant({}, {0}, ts_.dtypes[w]));
+        if (xzp >= 0) ins.push_back(xzp);
+        per_image.push_back(reshape(emit("matmul_integer", ins), {1, Mg, OH * OW}));
+      }
+      ys.push_back(per_image.size() == 1 ? per_image[0] : concat_many(per_image, 0));  // [N, Mg, OH·OW]
     }
     int y = ys.size() == 1 ? ys[0] : concat_many(ys, 1);
     if (sd == 1) return emit("reshape", {y}, {{"shape", std::vector<int64_t>{N, M, OW}}}, id);
@@ -374,7 +380,10 @@ struct Quant : Importer {
       ins.push_back(z);
     }
     const bool bias = has_in(5);
-    int y = emit("matmul_nbits", ins, {{"k", K}, {"n", N}, {"bits", bits}, {"block_size", bs}}, bias ? "" : out_name());
+    // accuracy_level 4 (int8 activations) kept; 0-3 all mean f32 activations to rlx
+    std::map<std::string, ir::AttrValue> at{{"k", K}, {"n", N}, {"bits", bits}, {"block_size", bs}};
+    if (ai("accuracy_level", 0) == 4) at["accuracy_level"] = int64_t(4);
+    int y = emit("matmul_nbits", ins, at, bias ? "" : out_name());
     if (bias) y = emit("add", {y, node(5)}, {}, out_name());
     set_node(0, y);
   }
@@ -423,7 +432,7 @@ void quant_ops(std::vector<OpDef>& t) {
        "uint8; an all-zero input gets scale 1 and zero point 0, as ONNX Runtime"},
       {"MatMulInteger", "", 10, map<&F::map_MatMulInteger>, nullptr, "matmul_integer (1-D operands reshaped)", "matmul_integer",
        "exact int32; zero points scalar, per row of A or per column of B"},
-      {"ConvInteger", "", 10, map<&F::map_ConvInteger>, nullptr, "pad/concat, slice, reshape (im2col in int8/uint8), matmul_integer",
+      {"ConvInteger", "", 10, map<&F::map_ConvInteger>, nullptr, "pad/concat, slice, reshape (im2col in int8/uint8), matmul_integer (weights × columns)",
        "matmul_integer", "exact int32; 1-D and 2-D; groups, dilations, pads, strides, auto_pad; x zero point scalar, w zero point scalar or per output channel"},
       {"QLinearMatMul", "", 10, map<&F::map_QLinearMatMul>, nullptr, "matmul_integer, cast, mul, div, quantize", "matmul_integer quantize",
        "the i32 accumulator times one f32 multiplier a_scale · b_scale / y_scale (per column with per-column b_scale), rounded half to even"},
@@ -431,7 +440,9 @@ void quant_ops(std::vector<OpDef>& t) {
       {"QLinearConv", "", 10, map<&F::map_QLinearConv>, nullptr, "ConvInteger's composition, cast, add, mul, div, quantize", "matmul_integer quantize",
        "as ConvInteger; int32 bias; per-channel w_scale/w_zero_point; the accumulator rescaled as QLinearMatMul"},
       {"MatMulNBits", "com.microsoft", 1, map<&F::map_MatMulNBits>, nullptr, "matmul_nbits [+ add]", "matmul_nbits",
-       "ONNX Runtime's contrib op: bits 4, any block_size >= 16 (power of 2), packed uint8 zero points, optional bias; g_idx and float zero points are refused"},
+       "ONNX Runtime's contrib op: bits 4, any block_size >= 16 (power of 2), packed uint8 zero points, optional bias; "
+       "accuracy_level 4 kept (int8 activations and integer products on the CPU, as ORT; docs/graph-format.md), levels 0-3 "
+       "computed with f32 activations; g_idx and float zero points are refused"},
       {"MatMulIntegerToFloat", "com.microsoft", 1, map<&F::map_MatMulIntegerToFloat>, nullptr, "matmul_integer, cast, mul [+ add]", "matmul_integer",
        "ONNX Runtime's contrib op; scalar a_zero_point"},
       {"DynamicQuantizeMatMul", "com.microsoft", 1, map<&F::map_DynamicQuantizeMatMul>, nullptr,

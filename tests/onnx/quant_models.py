@@ -11,7 +11,10 @@
     inserted before every Conv and Gemm input (uint8 per tensor, ranges calibrated on the test
     image through forward hooks) and int8 per-output-channel symmetric weights behind a
     DequantizeLinear (axis 0): the QDQ form of static quantization.
-  * isnet_quint8 (only with --isnet: a 136 MB package, and about a minute per run): the
+  * nbits_level4 (CPU only): MatMulNBits with accuracy_level 4 (int8 activations), which
+    differs from the f32-activation result by up to 0.7% of the outputs here: the reference is
+    ONNX Runtime's level-4 result.
+  * isnet_quint8 (only with --isnet: a 136 MB package, and seconds per run): the
     uint8 ISNet of the npm package @imgly/background-removal-data (its "small" model: 119
     DynamicQuantizeLinear + 119 ConvInteger, 1x3x1024x1024), reassembled from the package's
     chunks and SHA-256 checked; its reference is computed live by ONNX Runtime.
@@ -47,7 +50,7 @@ ISNET_PACKAGE = "@imgly/background-removal-data@1.4.5"
 ISNET_SHA256 = "7001d60734fdc112dd9c062635fb59cd401fb82a9d4213134bce4dbd655c803a"
 
 # name: (atol, rtol)
-TOL = {"bert_dynq": (1e-4, 1e-4), "blocked_q21": (1e-6, 0), "contrib_ops": (1e-4, 1e-4), "resnet18_qdq": (0.1, 0), "isnet_quint8": (0, 0)}
+TOL = {"bert_dynq": (1e-4, 1e-4), "blocked_q21": (1e-6, 0), "contrib_ops": (1e-4, 1e-4), "nbits_level4": (1e-4, 1e-4), "resnet18_qdq": (0.1, 0), "isnet_quint8": (0, 0)}
 # ISNet's output is a soft mask (a sigmoid): code flips (see above) move the logits slightly,
 # which shows only where the sigmoid is steep, on the mask's soft edge. Checked: the mask at
 # 0.5 agrees (IoU), the mean error is small, and 99% of the pixels are within 0.03.
@@ -313,6 +316,36 @@ def build_contrib(path):
 
 
 # ---------------------------------------------------------------------------------------
+# nbits_level4: MatMulNBits with accuracy_level 4 (ONNX Runtime's CompInt8: activations
+# quantized per block to int8, integer products), blocks of 32 with packed zero points and of
+# 64 without, K a multiple of 128 (where rlx runs level 4; elsewhere it computes level 0).
+
+def build_nbits_level4(path):
+    from onnx import helper, numpy_helper, TensorProto
+    rs = np.random.RandomState(17)
+    M, K, N = 3, 256, 40
+    inits, nodes = [], []
+    for name, bs, with_zp in (("l4_32", 32, True), ("l4_64", 64, False)):
+        kb = K // bs
+        q = rs.randint(0, 16, size=(N, K)).astype(np.uint8)
+        inits += [numpy_helper.from_array((q[:, 0::2] | (q[:, 1::2] << 4)).reshape(N, kb, bs // 2), name + "_B"),
+                  numpy_helper.from_array((rs.rand(N * kb).astype(np.float32) * 0.1 + 0.01), name + "_scales")]
+        ins = ["a", name + "_B", name + "_scales"]
+        if with_zp:
+            zq = rs.randint(0, 16, size=(N, kb)).astype(np.uint8)
+            inits.append(numpy_helper.from_array(zq[:, 0::2] | (zq[:, 1::2] << 4), name + "_zp"))
+            ins.append(name + "_zp")
+        nodes.append(helper.make_node("MatMulNBits", ins, [name], domain="com.microsoft", K=K, N=N, bits=4, block_size=bs,
+                                      accuracy_level=4))
+    g = helper.make_graph(nodes, "nbits_level4", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [M, K])],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, [M, N]) for o in ("l4_32", "l4_64")], initializer=inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    open(path, "wb").write(model.SerializeToString())
+    return {"a": rs.randn(M, K).astype(np.float32)}, ["l4_32", "l4_64"]
+
+
+# ---------------------------------------------------------------------------------------
 # blocked_q21: opset 21's blocked QuantizeLinear/DequantizeLinear (onnx 1.12 writes no node
 # test for them): int8 weights in blocks of 32 along K with zero points (a short last block),
 # uint8 quantization in blocks of 16 along axis 0, and output_dtype without a zero point.
@@ -344,8 +377,14 @@ GENERATED = {
     "bert_dynq": (build_bert, "0776699dd5a553c5c0620e5e95737b8699c9e9bea60412c429e6dba6fb95ae5a"),
     "blocked_q21": (build_blocked, "a515b7ec18cfac8dc7b7b5f8ebb79fe0f6bd9e534916bf8dfdfb0a578955821b"),
     "contrib_ops": (build_contrib, "7afb3c31cd124eb1de8a24538a976d868d578ec6d80b997e7b903f9b92d89dbe"),
+    "nbits_level4": (build_nbits_level4, "4082839df855a1d0184b1ed5e0e65b110c98513c809de73a1b2e681c92cc0a54"),
     "resnet18_qdq": (build_resnet, "dbdb0acabe7db10c1ea08256fd90df5be30c94af57b76d03e8b1166cbfe69cd7"),
 }
+
+
+# Checked on the CPU only: accuracy_level is the lowest accuracy ONNX Runtime allows, and
+# Vulkan computes MatMulNBits with f32 activations at every level (ORT's level 0 results).
+CPU_ONLY = {"nbits_level4": "accuracy_level 4 (int8 activations) is a CPU kernel; Vulkan keeps f32 activations"}
 
 
 def isnet_model(cache):
@@ -422,6 +461,9 @@ def main():
     if a.isnet or a.only_isnet:
         todo.append("isnet_quint8")
     for name in todo:
+        if name in CPU_ONLY and a.backend != "cpu":
+            print(f"not run on {a.backend}: {name} ({CPU_ONLY[name]})")
+            continue
         work = os.path.join(cache, "work", name)
         os.makedirs(work, exist_ok=True)
         if name == "isnet_quint8":

@@ -25,6 +25,7 @@
 #include "backends/cpu/ops_index.h"
 #include "backends/cpu/ops_quant.h"
 #include "backends/cpu/qgemm.h"
+#include "backends/cpu/minmax.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
@@ -375,6 +376,10 @@ void run_reduce(const Kernel& k) {
   int64_t rows = k.output.numel();
   float* y = ptr(k.output);
   Op op = k.node->op;
+  if (op == Op::Max && rows == 1) {  // a whole-tensor max (dynamic quantization): one vector pass
+    y[0] = cpu::minmax_f32(x, R).max;
+    return;
+  }
   parallel(rows, 16, [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
       const float* row = x + o * R;

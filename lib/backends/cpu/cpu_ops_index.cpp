@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backends/cpu/access.h"
+#include "backends/cpu/minmax.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
@@ -158,21 +159,8 @@ void run_min_prod_t(const Kernel& k) {
         *nan = *nan || any;
         return acc;
       };
-      if (nout == 1) {
-        const int64_t chunk = 1 << 15, nch = (nred + chunk - 1) / chunk;
-        std::vector<float> part((size_t)nch);
-        std::vector<char> pnan((size_t)nch, 0);
-        parallel(nch, 1, [&](int64_t b, int64_t e) {
-          for (int64_t c = b; c < e; ++c) {
-            bool nan = false;
-            part[c] = run_min(x + c * chunk, std::min(chunk, nred - c * chunk), &nan);
-            pnan[c] = nan;
-          }
-        });
-        float acc = INFINITY;
-        bool nan = false;
-        for (int64_t c = 0; c < nch; ++c) nan = nan || pnan[c], acc = part[c] < acc ? part[c] : acc;
-        y[0] = nan ? NAN : acc;
+      if (nout == 1) {  // a whole-tensor min: one vector pass (minmax.h)
+        y[0] = minmax_f32(x, nred).min;
       } else {
         parallel(nout, std::max<int64_t>(1, 4096 / nred), [&](int64_t b, int64_t e) {
           for (int64_t o = b; o < e; ++o) {
@@ -377,8 +365,26 @@ void run_slice(const Kernel& k) {
     using U = decltype(u);
     const U* x = at<const U>(k.inputs[0]);
     U* y = at<U>(k.output);
-    parallel(k.output.numel(), 1 << 12, [&](int64_t b, int64_t e) {
-      walk(k.output.shape, {st}, {base}, b, e, [&](int64_t i, const std::vector<int64_t>& off) { y[i] = x[off[0]]; });
+    // Row by row of the last axis (a row's source offset from its index, then a copy or a
+    // strided gather along the row): im2col's slices of large images are this kernel's load.
+    const Shape& os = k.output.shape;
+    const int64_t inner = os.empty() ? 1 : os.back(), rows = inner ? k.output.numel() / inner : 0;
+    const int64_t step = os.empty() ? 1 : st.back();
+    parallel(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t row = b; row < e; ++row) {
+        int64_t off = base, rem = row;
+        for (size_t d = os.empty() ? 0 : os.size() - 1; d-- > 0;) {
+          off += (rem % os[d]) * st[d];
+          rem /= os[d];
+        }
+        U* dst = y + row * inner;
+        if (step == 1) {
+          std::memcpy(dst, x + off, (size_t)inner * sizeof(U));
+        } else {
+          const U* src = x + off;
+          for (int64_t j = 0; j < inner; ++j) dst[j] = src[j * step];
+        }
+      }
     });
   });
 }

@@ -162,10 +162,10 @@ bool matmul_integer_fast(const Kernel& k, const PackedQB* packed, const QEpilogu
   const std::vector<int32_t> za = zero_points(k, 2), zb = zero_points(k, 3);
   if (!(za.size() == 1 || za.size() == (size_t)M || za.size() == (size_t)rows)) return false;
   if (!(zb.size() == 1 || zb.size() == (size_t)N)) return false;
-  std::shared_ptr<const PackedQB> own;
-  if (!packed) {
-    own = pack_qb(bytes(k.inputs[1]), stored_dtype(k.inputs[1]) == DType::i8, K, N, N);
-    packed = own.get();
+  if (!packed) {  // B packed for this call, into this thread's reused buffer
+    static thread_local PackedQB scratch;
+    pack_qb_into(scratch, bytes(k.inputs[1]), stored_dtype(k.inputs[1]) == DType::i8, K, N, N);
+    packed = &scratch;
   }
   const bool a_signed = stored_dtype(k.inputs[0]) == DType::i8;
   if (za.size() == 1 || za.size() == (size_t)rows) {
@@ -268,6 +268,16 @@ void matmul_integer_reference(const Kernel& k, int32_t* y) {
 void run_matmul_nbits(const Kernel& k) {
   const auto& at = k.node->attrs;
   const int64_t K = at.i("k"), N = at.i("n"), bits = at.i("bits"), bs = at.i("block_size");
+  // accuracy_level 4: int8 activations and integer products (qgemm.h, nbits4_int8), f32 only
+  if (at.has("accuracy_level") && at.i("accuracy_level") == 4 && bits == 4 && nbits4_int8_supported(K, bs) &&
+      stored_dtype(k.inputs[0]) == DType::f32 && k.output.dtype == DType::f32 && stored_dtype(k.inputs[2]) == DType::f32) {
+    const int64_t M = k.inputs[0].numel() / K;
+    const uint8_t* zp = k.inputs.size() == 4 ? bytes(k.inputs[3]) : nullptr;
+    nbits4_int8(M, reinterpret_cast<const float*>(bytes(k.inputs[0])), K, bytes(k.inputs[1]),
+                reinterpret_cast<const float*>(bytes(k.inputs[2])), zp, N, bs, reinterpret_cast<float*>(bytes(k.output)),
+                !reference_only());
+    return;
+  }
   // M <= 16 rows, 4 bits, f32: the decode kernel (qgemm.h), reading each weight byte once.
   if (!reference_only() && bits == 4 && stored_dtype(k.inputs[0]) == DType::f32 && k.output.dtype == DType::f32 &&
       stored_dtype(k.inputs[2]) == DType::f32) {

@@ -87,6 +87,110 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void tile512(con
     for (int p = 0; p < NP; ++p) _mm512_storeu_si512(out + r * ldo + p * kPanel, acc[r][p]);
 }
 
+// The full 4-row x 4-panel tile in one asm block (accumulators zmm0-15, B's 4 panel vectors
+// zmm24-27, A's 4 broadcasts zmm28-31): with the k loop in C++ (tile512 above) GCC 12 kept
+// copying accumulators between registers, 6 extra moves per 16 vpdpbusd.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void tile512_4x4(const uint8_t* A, int64_t lda,
+                                                                                   const int8_t* B, int64_t K4,
+                                                                                   int64_t ps, int32_t* out,
+                                                                                   int64_t ldo, bool acc_in) {
+  const int64_t lda3 = 3 * lda, ps3 = 3 * ps, ldo4 = ldo * 4, ldo43 = 3 * ldo4;
+  int64_t k = K4;
+  const uint8_t* a = A;
+  const int8_t* b = B;
+  const int64_t accin = acc_in ? 1 : 0;
+  asm volatile(
+      "test %[accin], %[accin]\n\t"
+      "jz 2f\n\t"
+      "vmovdqu32 (%[o]), %%zmm0\n\t"
+      "vmovdqu32 64(%[o]), %%zmm1\n\t"
+      "vmovdqu32 128(%[o]), %%zmm2\n\t"
+      "vmovdqu32 192(%[o]), %%zmm3\n\t"
+      "vmovdqu32 (%[o],%[ldo],1), %%zmm4\n\t"
+      "vmovdqu32 64(%[o],%[ldo],1), %%zmm5\n\t"
+      "vmovdqu32 128(%[o],%[ldo],1), %%zmm6\n\t"
+      "vmovdqu32 192(%[o],%[ldo],1), %%zmm7\n\t"
+      "vmovdqu32 (%[o],%[ldo],2), %%zmm8\n\t"
+      "vmovdqu32 64(%[o],%[ldo],2), %%zmm9\n\t"
+      "vmovdqu32 128(%[o],%[ldo],2), %%zmm10\n\t"
+      "vmovdqu32 192(%[o],%[ldo],2), %%zmm11\n\t"
+      "vmovdqu32 (%[o],%[ldo3],1), %%zmm12\n\t"
+      "vmovdqu32 64(%[o],%[ldo3],1), %%zmm13\n\t"
+      "vmovdqu32 128(%[o],%[ldo3],1), %%zmm14\n\t"
+      "vmovdqu32 192(%[o],%[ldo3],1), %%zmm15\n\t"
+      "jmp 3f\n\t"
+      "2:\n\t"
+      "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
+      "vpxord %%zmm1, %%zmm1, %%zmm1\n\t"
+      "vpxord %%zmm2, %%zmm2, %%zmm2\n\t"
+      "vpxord %%zmm3, %%zmm3, %%zmm3\n\t"
+      "vpxord %%zmm4, %%zmm4, %%zmm4\n\t"
+      "vpxord %%zmm5, %%zmm5, %%zmm5\n\t"
+      "vpxord %%zmm6, %%zmm6, %%zmm6\n\t"
+      "vpxord %%zmm7, %%zmm7, %%zmm7\n\t"
+      "vpxord %%zmm8, %%zmm8, %%zmm8\n\t"
+      "vpxord %%zmm9, %%zmm9, %%zmm9\n\t"
+      "vpxord %%zmm10, %%zmm10, %%zmm10\n\t"
+      "vpxord %%zmm11, %%zmm11, %%zmm11\n\t"
+      "vpxord %%zmm12, %%zmm12, %%zmm12\n\t"
+      "vpxord %%zmm13, %%zmm13, %%zmm13\n\t"
+      "vpxord %%zmm14, %%zmm14, %%zmm14\n\t"
+      "vpxord %%zmm15, %%zmm15, %%zmm15\n\t"
+      "3:\n\t"
+      "test %[k], %[k]\n\t"
+      "jz 4f\n\t"
+      "1:\n\t"
+      "vmovdqu64 (%[b]), %%zmm24\n\t"
+      "vmovdqu64 (%[b],%[ps],1), %%zmm25\n\t"
+      "vmovdqu64 (%[b],%[ps],2), %%zmm26\n\t"
+      "vmovdqu64 (%[b],%[ps3],1), %%zmm27\n\t"
+      "vpbroadcastd (%[a]), %%zmm28\n\t"
+      "vpbroadcastd (%[a],%[lda],1), %%zmm29\n\t"
+      "vpbroadcastd (%[a],%[lda],2), %%zmm30\n\t"
+      "vpbroadcastd (%[a],%[lda3],1), %%zmm31\n\t"
+      "vpdpbusd %%zmm24, %%zmm28, %%zmm0\n\t"
+      "vpdpbusd %%zmm25, %%zmm28, %%zmm1\n\t"
+      "vpdpbusd %%zmm26, %%zmm28, %%zmm2\n\t"
+      "vpdpbusd %%zmm27, %%zmm28, %%zmm3\n\t"
+      "vpdpbusd %%zmm24, %%zmm29, %%zmm4\n\t"
+      "vpdpbusd %%zmm25, %%zmm29, %%zmm5\n\t"
+      "vpdpbusd %%zmm26, %%zmm29, %%zmm6\n\t"
+      "vpdpbusd %%zmm27, %%zmm29, %%zmm7\n\t"
+      "vpdpbusd %%zmm24, %%zmm30, %%zmm8\n\t"
+      "vpdpbusd %%zmm25, %%zmm30, %%zmm9\n\t"
+      "vpdpbusd %%zmm26, %%zmm30, %%zmm10\n\t"
+      "vpdpbusd %%zmm27, %%zmm30, %%zmm11\n\t"
+      "vpdpbusd %%zmm24, %%zmm31, %%zmm12\n\t"
+      "vpdpbusd %%zmm25, %%zmm31, %%zmm13\n\t"
+      "vpdpbusd %%zmm26, %%zmm31, %%zmm14\n\t"
+      "vpdpbusd %%zmm27, %%zmm31, %%zmm15\n\t"
+      "add $64, %[b]\n\t"
+      "add $4, %[a]\n\t"
+      "dec %[k]\n\t"
+      "jnz 1b\n\t"
+      "4:\n\t"
+      "vmovdqu32 %%zmm0, (%[o])\n\t"
+      "vmovdqu32 %%zmm1, 64(%[o])\n\t"
+      "vmovdqu32 %%zmm2, 128(%[o])\n\t"
+      "vmovdqu32 %%zmm3, 192(%[o])\n\t"
+      "vmovdqu32 %%zmm4, (%[o],%[ldo],1)\n\t"
+      "vmovdqu32 %%zmm5, 64(%[o],%[ldo],1)\n\t"
+      "vmovdqu32 %%zmm6, 128(%[o],%[ldo],1)\n\t"
+      "vmovdqu32 %%zmm7, 192(%[o],%[ldo],1)\n\t"
+      "vmovdqu32 %%zmm8, (%[o],%[ldo],2)\n\t"
+      "vmovdqu32 %%zmm9, 64(%[o],%[ldo],2)\n\t"
+      "vmovdqu32 %%zmm10, 128(%[o],%[ldo],2)\n\t"
+      "vmovdqu32 %%zmm11, 192(%[o],%[ldo],2)\n\t"
+      "vmovdqu32 %%zmm12, (%[o],%[ldo3],1)\n\t"
+      "vmovdqu32 %%zmm13, 64(%[o],%[ldo3],1)\n\t"
+      "vmovdqu32 %%zmm14, 128(%[o],%[ldo3],1)\n\t"
+      "vmovdqu32 %%zmm15, 192(%[o],%[ldo3],1)\n\t"
+      : [a] "+r"(a), [b] "+r"(b), [k] "+r"(k)
+      : [lda] "r"(lda), [lda3] "r"(lda3), [ps] "r"(ps), [ps3] "r"(ps3), [o] "r"(out), [ldo] "r"(ldo4),
+        [ldo3] "r"(ldo43), [accin] "r"(accin)
+      : "zmm0", "zmm1", "zmm2", "zmm3", "zmm4", "zmm5", "zmm6", "zmm7", "zmm8", "zmm9", "zmm10", "zmm11", "zmm12", "zmm13", "zmm14", "zmm15", "zmm24", "zmm25", "zmm26", "zmm27", "zmm28", "zmm29", "zmm30", "zmm31", "cc", "memory");
+}
+
 template <int MR, int NP>
 __attribute__((target("avx2,avxvnni"))) void tilevnni(const uint8_t* A, int64_t lda, const int8_t* B, int64_t K4,
                                                         int64_t ps, int32_t* out, int64_t ldo, bool acc_in) {
@@ -148,7 +252,8 @@ void tile(QIsa isa, int mr, int np, const uint8_t* A, int64_t lda, const int8_t*
     case QIsa::Avx512Vnni:
 #define RLX_T(R)                                                  \
   case R:                                                         \
-    if (np == kNP512) tile512<R, kNP512>(A, lda, B, K4, ps, out, ldo, acc_in); \
+    if (np == kNP512 && R == 4) tile512_4x4(A, lda, B, K4, ps, out, ldo, acc_in); \
+    else if (np == kNP512) tile512<R, kNP512>(A, lda, B, K4, ps, out, ldo, acc_in); \
     else tile512<R, 1>(A, lda, B, K4, ps, out, ldo, acc_in);                  \
     return;
       switch (mr) { RLX_T(1) RLX_T(2) RLX_T(3) RLX_T(4) RLX_T(5) RLX_T(6) }
@@ -187,36 +292,41 @@ struct Finish {
   const float* bias;   // [N] or null
 };
 
-inline __attribute__((always_inline)) void finish_body(const Finish& f, int32_t* C, int64_t ldc, int64_t m0,
-                                                        int64_t m1, int64_t n0, int64_t n1) {
-  const uint32_t* __restrict zb = (const uint32_t*)f.zbn;
-  const uint32_t* __restrict u = (const uint32_t*)f.un;
+// C[m, n0:n1] from the task's block S (its row m - m0 at S + (m - m0) * lds, column n0 first):
+// the zero-point terms, and the float epilogue when asked; one pass from the block into C.
+inline __attribute__((always_inline)) void finish_body(const Finish& f, const int32_t* S, int64_t lds, int32_t* C,
+                                                        int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const uint32_t* __restrict zb = (const uint32_t*)f.zbn + n0;
+  const uint32_t* __restrict u = (const uint32_t*)f.un + n0;
+  const int64_t w = n1 - n0;
   for (int64_t m = m0; m < m1; ++m) {
-    int32_t* c = C + m * ldc;
+    const int32_t* __restrict s = S + (m - m0) * lds;
+    int32_t* __restrict c = C + m * ldc + n0;
     const uint32_t rs = (uint32_t)f.rs[m], za = (uint32_t)f.zam[m];
     // sum (a - za)(b - zb) = dot - zb * rowsum(a) - za * (colsum(b) - K * zb), wrapping
     if (!f.ep->to_float) {
-      for (int64_t n = n0; n < n1; ++n) c[n] = (int32_t)((uint32_t)c[n] - zb[n] * rs - za * u[n]);
+      for (int64_t n = 0; n < w; ++n) c[n] = (int32_t)((uint32_t)s[n] - zb[n] * rs - za * u[n]);
       continue;
     }
     // float(acc) * (a_scale * b_scale) [+ bias]: the f32 operations of cast, mul, add.
     const float as = f.ep->a_scale ? f.ep->a_scale[f.ep->a_scale_per_row ? m : 0] : 1.f;
-    const float* __restrict sc = f.scale;
-    const float* __restrict bias = f.bias;
-    for (int64_t n = n0; n < n1; ++n) {
-      const int32_t v = (int32_t)((uint32_t)c[n] - zb[n] * rs - za * u[n]);
-      float y = (float)v * (as * sc[n]);
-      if (bias) y += bias[n];
-      std::memcpy(c + n, &y, 4);
+    const float* __restrict sc = f.scale + n0;
+    const float* __restrict bias = f.bias ? f.bias + n0 : nullptr;
+    float* __restrict y = reinterpret_cast<float*>(c);
+    if (bias) {
+      for (int64_t n = 0; n < w; ++n) y[n] = (float)(int32_t)((uint32_t)s[n] - zb[n] * rs - za * u[n]) * (as * sc[n]) + bias[n];
+    } else {
+      for (int64_t n = 0; n < w; ++n) y[n] = (float)(int32_t)((uint32_t)s[n] - zb[n] * rs - za * u[n]) * (as * sc[n]);
     }
   }
 }
-__attribute__((target("avx2"))) void finish_avx2(const Finish& f, int32_t* C, int64_t ldc, int64_t m0, int64_t m1,
-                                                  int64_t n0, int64_t n1) {
-  finish_body(f, C, ldc, m0, m1, n0, n1);
+__attribute__((target("avx2"))) void finish_avx2(const Finish& f, const int32_t* S, int64_t lds, int32_t* C, int64_t ldc,
+                                                  int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  finish_body(f, S, lds, C, ldc, m0, m1, n0, n1);
 }
-void finish_base(const Finish& f, int32_t* C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  finish_body(f, C, ldc, m0, m1, n0, n1);
+void finish_base(const Finish& f, const int32_t* S, int64_t lds, int32_t* C, int64_t ldc, int64_t m0, int64_t m1,
+                 int64_t n0, int64_t n1) {
+  finish_body(f, S, lds, C, ldc, m0, m1, n0, n1);
 }
 
 // 16 4-bit values (8 bytes, low nibble first) minus the zero point, as f32.
@@ -307,6 +417,26 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void nbits4_rows32(const fl
     for (int c = 0; c < NC; ++c)
       for (int r = 0; r < R; ++r) C[r * N + n + c] = _mm512_reduce_add_ps(tot[c][r]) - corr[c][r];
   }
+}
+
+// The sum of n bytes (u8): vpsadbw against zero where AVX2 runs, else a plain loop.
+__attribute__((target("avx2"))) int32_t byte_sum_avx2(const uint8_t* p, int64_t n) {
+  __m256i acc = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    acc = _mm256_add_epi64(acc, _mm256_sad_epu8(_mm256_loadu_si256((const __m256i*)(p + i)), _mm256_setzero_si256()));
+  alignas(32) int64_t l[4];
+  _mm256_store_si256((__m256i*)l, acc);
+  int64_t s = l[0] + l[1] + l[2] + l[3];
+  for (; i < n; ++i) s += p[i];
+  return (int32_t)s;
+}
+int32_t byte_sum(const uint8_t* p, int64_t n) {
+  static const bool avx2 = cpu_has(QIsa::Avx2) && qgemm_isa() != QIsa::Base;
+  if (avx2) return byte_sum_avx2(p, n);
+  int32_t s = 0;
+  for (int64_t i = 0; i < n; ++i) s += p[i];
+  return s;
 }
 
 }  // namespace
@@ -404,43 +534,136 @@ QIsa qgemm_isa() {
   return isa;
 }
 
-std::shared_ptr<const PackedQB> pack_qb(const uint8_t* B, bool b_signed, int64_t K, int64_t N, int64_t ldb) {
-  auto pk = std::make_shared<PackedQB>();
-  pk->K = K;
-  pk->N = N;
-  pk->K4 = (K + 3) / 4;
-  pk->panels = (N + kPanel - 1) / kPanel;
-  pk->b_signed = b_signed;
-  pk->data.assign((size_t)(pk->panels * pk->K4 * 64), 0);
-  pk->colsum.assign((size_t)(pk->panels * kPanel), 0);
+namespace {
+
+// Packs panels [p0, p1) of B: every byte of their [K4][16][4] blocks written (zeros past K and
+// N), their column sums, and the range of the original values seen.
+struct PackRange {
+  int lo = 255, hi = -128;
+};
+void pack_panels_base(const uint8_t* B, bool b_signed, int64_t K, int64_t N, int64_t ldb, int64_t K4, int64_t p0,
+                      int64_t p1, int8_t* D, int32_t* cs, PackRange* r) {
   const uint8_t flip = b_signed ? 0 : 0x80;  // u8 b -> s8 b - 128
-  const int64_t K4 = pk->K4;
-  int8_t* D = pk->data.data();
-  int32_t* cs = pk->colsum.data();
-  ThreadPool::global().parallel_for(pk->panels, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t n0 = p * kPanel, nc = std::min<int64_t>(kPanel, N - n0);
-      int8_t* P = D + p * K4 * 64;
-      for (int64_t k = 0; k < K; ++k) {
-        const uint8_t* row = B + k * ldb + n0;
-        int8_t* dst = P + (k / 4) * 64 + (k % 4);
-        for (int64_t c = 0; c < nc; ++c) {
-          const int8_t v = (int8_t)(row[c] ^ flip);
-          dst[c * 4] = v;
-          cs[n0 + c] += v;
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t n0 = p * kPanel, nc = std::min<int64_t>(kPanel, N - n0);
+    int8_t* P = D + p * K4 * 64;
+    std::memset(P, 0, (size_t)(K4 * 64));
+    for (int64_t c = 0; c < kPanel; ++c) cs[n0 + c] = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      const uint8_t* row = B + k * ldb + n0;
+      int8_t* dst = P + (k / 4) * 64 + (k % 4);
+      for (int64_t c = 0; c < nc; ++c) {
+        const int8_t v = (int8_t)(row[c] ^ flip);
+        dst[c * 4] = v;
+        cs[n0 + c] += v;
+        const int o = b_signed ? (int)(int8_t)row[c] : (int)row[c];
+        r->lo = std::min(r->lo, o);
+        r->hi = std::max(r->hi, o);
+      }
+    }
+  }
+}
+
+// Whole panels and whole groups of 4 k: 4 rows of 16 bytes transposed into 16 columns of 4
+// bytes with byte and word unpacks; column sums with pmaddubsw against ones (pairs of s8
+// values, |sum| <= 256: no saturation) and pmaddwd. The rest (a partial panel, K % 4) by the
+// plain loop. Panels are taken 4 at a time so that each row read is one 64-byte line.
+__attribute__((target("avx2"))) void pack_panels_avx2(const uint8_t* B, bool b_signed, int64_t K, int64_t N,
+                                                       int64_t ldb, int64_t K4, int64_t p0, int64_t p1, int8_t* D,
+                                                       int32_t* cs, PackRange* r) {
+  const int64_t full = std::min(p1, N / kPanel);  // panels [p0, full) are whole
+  if (p0 >= full || K < 4) return pack_panels_base(B, b_signed, K, N, ldb, K4, p0, p1, D, cs, r);
+  const __m128i flip = _mm_set1_epi8(b_signed ? 0 : (char)0x80), ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
+  const int64_t kf = K / 4 * 4;
+  for (int64_t q0 = p0; q0 < full; q0 += 4) {
+    const int64_t q1 = std::min(full, q0 + 4), np = q1 - q0;
+    __m128i sum[4][4], mn = _mm_set1_epi8(127), mx = _mm_set1_epi8(-128);
+    for (int64_t i = 0; i < np; ++i)
+      for (int j = 0; j < 4; ++j) sum[i][j] = _mm_setzero_si128();
+    for (int64_t k = 0; k < kf; k += 4) {
+      for (int64_t i = 0; i < np; ++i) {
+        const uint8_t* src = B + k * ldb + (q0 + i) * kPanel;
+        __m128i x[4];
+        for (int j = 0; j < 4; ++j) {
+          x[j] = _mm_xor_si128(_mm_loadu_si128((const __m128i*)(src + j * ldb)), flip);
+          mn = _mm_min_epi8(mn, x[j]);
+          mx = _mm_max_epi8(mx, x[j]);
+        }
+        const __m128i a = _mm_unpacklo_epi8(x[0], x[1]), b = _mm_unpackhi_epi8(x[0], x[1]);
+        const __m128i c = _mm_unpacklo_epi8(x[2], x[3]), d = _mm_unpackhi_epi8(x[2], x[3]);
+        const __m128i o[4] = {_mm_unpacklo_epi16(a, c), _mm_unpackhi_epi16(a, c), _mm_unpacklo_epi16(b, d),
+                              _mm_unpackhi_epi16(b, d)};
+        int8_t* dst = D + (q0 + i) * K4 * 64 + (k / 4) * 64;
+        for (int j = 0; j < 4; ++j) {
+          _mm_storeu_si128((__m128i*)(dst + 16 * j), o[j]);
+          sum[i][j] = _mm_add_epi32(sum[i][j], _mm_madd_epi16(_mm_maddubs_epi16(ones8, o[j]), ones16));
         }
       }
     }
-  });
-  int lo = 255, hi = -128;
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) {
-      const int v = b_signed ? (int)(int8_t)B[k * ldb + n] : (int)B[k * ldb + n];
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
+    for (int64_t i = 0; i < np; ++i) {
+      const int64_t n0 = (q0 + i) * kPanel;
+      for (int j = 0; j < 4; ++j) _mm_storeu_si128((__m128i*)(cs + n0 + 4 * j), sum[i][j]);
+      int8_t* P = D + (q0 + i) * K4 * 64;
+      if (kf < K4 * 4) std::memset(P + (kf / 4) * 64, 0, 64);  // the last, partial group of k
+      for (int64_t k = kf; k < K; ++k)
+        for (int64_t c = 0; c < kPanel; ++c) {
+          const uint8_t v0 = B[k * ldb + n0 + c];
+          const int8_t v = (int8_t)(v0 ^ (b_signed ? 0 : 0x80));
+          P[(k / 4) * 64 + c * 4 + (k % 4)] = v;
+          cs[n0 + c] += v;
+          const int o = b_signed ? (int)(int8_t)v0 : (int)v0;
+          r->lo = std::min(r->lo, o);
+          r->hi = std::max(r->hi, o);
+        }
     }
-  pk->bmin = K && N ? lo : 0;
-  pk->bmax = K && N ? hi : 0;
+    alignas(16) int8_t lo[16], hi[16];
+    _mm_store_si128((__m128i*)lo, mn);
+    _mm_store_si128((__m128i*)hi, mx);
+    for (int j = 0; j < 16; ++j) {  // flipped values back to the original range
+      r->lo = std::min(r->lo, (int)lo[j] + (b_signed ? 0 : 128));
+      r->hi = std::max(r->hi, (int)hi[j] + (b_signed ? 0 : 128));
+    }
+  }
+  if (full < p1) pack_panels_base(B, b_signed, K, N, ldb, K4, full, p1, D, cs, r);
+}
+
+}  // namespace
+
+void pack_qb_into(PackedQB& pk, const uint8_t* B, bool b_signed, int64_t K, int64_t N, int64_t ldb, Threads th) {
+  pk.K = K;
+  pk.N = N;
+  pk.K4 = (K + 3) / 4;
+  pk.panels = (N + kPanel - 1) / kPanel;
+  pk.b_signed = b_signed;
+  // every byte is written below: a buffer too small is dropped first, not copied when it grows
+  const size_t need = (size_t)(pk.panels * pk.K4 * 64), ncs = (size_t)(pk.panels * kPanel);
+  if (pk.data.capacity() < need) std::vector<int8_t>().swap(pk.data);
+  if (pk.colsum.capacity() < ncs) std::vector<int32_t>().swap(pk.colsum);
+  pk.data.resize(need);
+  pk.colsum.resize(ncs);
+  const int64_t K4 = pk.K4;
+  int8_t* D = pk.data.data();
+  int32_t* cs = pk.colsum.data();
+  static const bool avx2 = cpu_has(QIsa::Avx2) && qgemm_isa() != QIsa::Base;
+  const int64_t blocks = (pk.panels + 3) / 4;  // 4 panels (64 columns) per task
+  std::vector<PackRange> ranges((size_t)std::max<int64_t>(blocks, 1));
+  auto body = [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t p0 = b * 4, p1 = std::min(pk.panels, p0 + 4);
+      (avx2 ? pack_panels_avx2 : pack_panels_base)(B, b_signed, K, N, ldb, K4, p0, p1, D, cs, &ranges[b]);
+    }
+  };
+  if (th == Threads::Single) body(0, blocks);
+  else ThreadPool::global().parallel_for(blocks, std::max<int64_t>(1, 4096 / std::max<int64_t>(K, 1)), body);
+  PackRange t;
+  for (const PackRange& r : ranges) t.lo = std::min(t.lo, r.lo), t.hi = std::max(t.hi, r.hi);
+  pk.bmin = K && N ? t.lo : 0;
+  pk.bmax = K && N ? t.hi : 0;
+}
+
+std::shared_ptr<const PackedQB> pack_qb(const uint8_t* B, bool b_signed, int64_t K, int64_t N, int64_t ldb) {
+  auto pk = std::make_shared<PackedQB>();
+  pack_qb_into(*pk, B, b_signed, K, N, ldb);
   return pk;
 }
 
@@ -455,23 +678,32 @@ void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_
     else ThreadPool::global().parallel_for(n, grain, fn);
   };
   // A' rows (u8, padded to a multiple of 4 with zeros) and their sums; the zero points.
-  std::vector<uint8_t> Ap((size_t)(M * lp));
+  // A u8 A whose rows are already a multiple of 4 long is read in place (only its row sums
+  // are made); an i8 A is copied flipped, a ragged one padded.
+  const bool in_place = !a_signed && K == lp;
+  std::vector<uint8_t> Ap(in_place ? 0 : (size_t)(M * lp));
   std::vector<int32_t> rs((size_t)M), zam((size_t)M), zbn((size_t)NP, 0), un((size_t)NP, 0);
   const uint8_t flip = a_signed ? 0x80 : 0;  // i8 a -> u8 a + 128
   run(M, std::max<int64_t>(1, 65536 / std::max<int64_t>(lp, 1)), [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
       const uint8_t* src = A + m * lda;
-      uint8_t* dst = Ap.data() + m * lp;
       int32_t s = 0;
-      for (int64_t k = 0; k < K; ++k) {
-        dst[k] = src[k] ^ flip;
-        s += dst[k];
+      if (in_place) {
+        s = byte_sum(src, K);
+      } else {
+        uint8_t* dst = Ap.data() + m * lp;
+        for (int64_t k = 0; k < K; ++k) {
+          dst[k] = src[k] ^ flip;
+          s += dst[k];
+        }
+        for (int64_t k = K; k < lp; ++k) dst[k] = 0;
       }
-      for (int64_t k = K; k < lp; ++k) dst[k] = 0;
       rs[m] = s;
       zam[m] = (za ? za[za_per_row ? m : 0] : 0) + (a_signed ? 128 : 0);
     }
   });
+  const uint8_t* Aq = in_place ? A : Ap.data();
+  const int64_t lda_q = in_place ? lda : lp;
   for (int64_t n = 0; n < N; ++n) {
     zbn[n] = (zb ? zb[zb_per_col ? n : 0] : 0) - (B.b_signed ? 0 : 128);
     un[n] = (int32_t)((uint32_t)B.colsum[n] - (uint32_t)K * (uint32_t)zbn[n]);
@@ -491,10 +723,11 @@ void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_
   const int64_t groups = (B.panels + group - 1) / group;
   const int64_t rb = M <= 64 ? M : 32;
   const int64_t rblocks = (M + rb - 1) / rb;
-  // K in blocks of kKc so that a group's panel slices (4 x 16 x kKc bytes) stay in L1 while
-  // every row tile of the task passes over them; each task accumulates into its own block
+  // K in blocks of kKc so that a group's panel slices (4 x 16 x kKc bytes, 64 KB) stay in L2
+  // while every row tile of the task passes over them (256, slices in L1, was measured slower:
+  // the accumulators' extra loads and stores cost more than L2's loads); each task accumulates into its own block
   // buffer (full panels, so partial column panels need no special store) and copies it out.
-  constexpr int64_t kKc = 256;  // k per block (a multiple of 4)
+  constexpr int64_t kKc = 1024;  // k per block (a multiple of 4)
   const int64_t ps = K4 * 64;
   run(groups * rblocks, 1, [&](int64_t t0, int64_t t1) {
     std::vector<int32_t> blk((size_t)(rb * group * kPanel));
@@ -509,7 +742,7 @@ void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_
           const int8_t* Bp = B.data.data() + p * ps + k0 * 64;
           for (int64_t r = r0; r < r1; r += mr) {
             const int m = (int)std::min<int64_t>(mr, r1 - r);
-            tile(isa, m, np, Ap.data() + r * lp + k0 * 4, lp, Bp, kn, ps, blk.data() + (r - r0) * ldb + (p - p0) * kPanel,
+            tile(isa, m, np, Aq + r * lda_q + k0 * 4, lda_q, Bp, kn, ps, blk.data() + (r - r0) * ldb + (p - p0) * kPanel,
                  ldb, k0 > 0);
           }
           p += np;
@@ -517,9 +750,7 @@ void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_
         if (K4 == 0) break;
       }
       const int64_t c0 = p0 * kPanel, c1 = std::min(N, p1 * kPanel);
-      for (int64_t r = r0; r < r1; ++r)
-        std::memcpy(C + r * ldc + c0, blk.data() + (r - r0) * ldb, (size_t)(c1 - c0) * 4);
-      finish(fin, C, ldc, r0, r1, c0, c1);
+      finish(fin, blk.data(), ldb, C, ldc, r0, r1, c0, c1);
     }
   });
 }

@@ -43,6 +43,10 @@ struct PackedQB {
 
 // Packs B (K x N, row-major with leading dimension ldb; bytes of u8 or i8 values).
 std::shared_ptr<const PackedQB> pack_qb(const uint8_t* B, bool b_signed, int64_t K, int64_t N, int64_t ldb);
+// The same into an existing PackedQB, reusing its buffers (a B packed on every call: no fresh
+// pages to fault in each time).
+void pack_qb_into(PackedQB& pk, const uint8_t* B, bool b_signed, int64_t K, int64_t N, int64_t ldb,
+                  Threads th = Threads::Pool);
 
 // A float epilogue, replacing the int32 result in place (C then holds f32):
 //   C = float(acc) * a_scale[m or 0] * b_scale[n or 0] [+ bias[n]]
@@ -68,5 +72,17 @@ void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_
 // Needs AVX-512 (F/BW) and K a multiple of 16; returns false (nothing done) otherwise.
 bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp,
                     int64_t N, int64_t block_size, float* C, Threads th = Threads::Pool);
+
+// matmul_nbits with accuracy_level 4 (ONNX Runtime's CompInt8), any M: per row and block the
+// activations are quantized to int8 (scale max|a| / 127, a times its reciprocal rounded to
+// nearest even, as ONNX Runtime), the 4-bit values multiplied with them in exact int32
+// (vpdpbusd with AVX-512 VNNI; the zero point through the block's activation sum) and each
+// block's int32 sum scaled by a_scale * b_scale in f32. Not the f32 product: the activations'
+// rounding (<= half a step of max|a| / 127 per value) is the accuracy given up. The same
+// results on every path (nbits_int8.cpp says in which order); vnni = false forces the plain
+// loops. Needs K a multiple of 128 and of block_size; returns false (nothing done) otherwise.
+bool nbits4_int8_supported(int64_t K, int64_t block_size);
+bool nbits4_int8(int64_t M, const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp,
+                 int64_t N, int64_t block_size, float* C, bool vnni = true, Threads th = Threads::Pool);
 
 }  // namespace rlx::cpu
