@@ -13,7 +13,8 @@
 #
 # The corpus grows in BUILD_DIR/corpus/HARNESS; seeds are gathered from the repository
 # (graphs/*.json, tests/golden/**/graph.json, tests/golden/bad/*.json, tests/data/io/*,
-# tests/fuzz/seeds/HARNESS) into BUILD_DIR/seeds/HARNESS on every run. Crashing inputs are
+# tests/fuzz/seeds/HARNESS, and tests/fuzz/corpus/HARNESS.tar.xz: a minimised corpus kept from a
+# long run) into BUILD_DIR/seeds/HARNESS on every run. Crashing inputs are
 # saved as BUILD_DIR/artifacts/HARNESS-crash-*, logs in BUILD_DIR/logs/HARNESS.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -68,6 +69,10 @@ seed() {
     fuzz_onnx_struct) gather "$dst" tests/fuzz/seeds/onnx/* graphs/*.onnx ;;
   esac
   gather "$dst" tests/fuzz/seeds/"${h#fuzz_}"/*
+  # a committed corpus (a minimised libFuzzer corpus from a long run, one xz tarball)
+  if [[ -f tests/fuzz/corpus/$h.tar.xz ]]; then
+    tar -xJf "tests/fuzz/corpus/$h.tar.xz" -C "$dst"
+  fi
   shopt -u nullglob globstar
 }
 
