@@ -74,7 +74,7 @@ def data_movement(rlx, d, be):
         {"id": "g", "op": "gather", "inputs": ["x", "idx"], "attrs": {"axis": 1}, "shape": [3, 2, 2, 7]},
         {"id": "pd", "op": "pad", "inputs": ["w"], "attrs": {"pads": [1, 0, 2, 1], "value": -3}, "shape": [8, 4]},
         {"id": "sl", "op": "slice", "inputs": ["x"], "attrs": {"starts": [6, 1], "ends": [-100, 5], "axes": [2, 1], "steps": [-2, 3]}, "shape": [3, 2, 4]},
-        {"id": "zero", "op": "constant", "shape": [], "dtype": "u8", "value": [7]},
+        {"id": "zero", "op": "constant", "shape": [], "dtype": "u8", "value": 7},
         {"id": "wh", "op": "where", "inputs": ["cond", "x", "zero"], "shape": [3, 5, 7]},
         {"id": "bc", "op": "broadcast_to", "inputs": ["wt"], "attrs": {"shape": [2, 3, 5]}, "shape": [2, 3, 5]},
         {"id": "rs", "op": "reshape", "inputs": ["t"], "attrs": {"shape": [5, -1]}, "shape": [5, 21]},
@@ -183,7 +183,7 @@ def memory(rlx, d, be):
     # element, not 4) plus 4n for the output; peak_bytes counts both (and a little alignment).
     n = 1 << 20
     q = np.arange(n, dtype=np.uint32).astype(np.uint8)
-    nodes = [{"id": "q", "op": "input", "shape": [n], "dtype": "u8"}, {"id": "s", "op": "constant", "shape": [], "value": [0.5]},
+    nodes = [{"id": "q", "op": "input", "shape": [n], "dtype": "u8"}, {"id": "s", "op": "constant", "shape": [], "value": 0.5},
              {"id": "y", "op": "dequantize", "inputs": ["q", "s"], "shape": [n]}]
     g = write_graph(d, "bytes_mem", nodes, ["y"])
     for mode in ["lazy", "compiled"]:

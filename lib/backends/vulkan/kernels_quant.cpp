@@ -2,6 +2,8 @@
 // matmul_integer (matmul_integer.comp), matmul_nbits (matmul_nbits.comp; a gemv for few rows).
 // i8/u8 live as bytes on the device (storage kinds 3/4, read through 32-bit words); i32 as f32
 // values (exact within 2^24).
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -105,7 +107,16 @@ void matmul_nbits(LowerCtx& L) {
   const int64_t rows = K ? k.inputs[0].numel() / K : 0;
   // Few rows of 4-bit weights: the gemv kernel (128-bit loads of the packed weights).
   if (bits == 4 && rows >= 1 && rows <= kGemvRows && K % 32 == 0 && bs % 32 == 0 && !std::getenv("RLX_VK_NBITS_GENERIC")) {
-    const uint32_t wg = 64, nc = 4;
+    uint32_t wg = 64, nc = 4;
+    if (const char* e = std::getenv("RLX_VK_NBITS_GEMV")) {  // benchmarking: "WGxNC" (invocations, outputs per group)
+      unsigned w = 0, c = 0;
+      if (std::sscanf(e, "%ux%u", &w, &c) == 2 && w >= 8 && (w & (w - 1)) == 0 && w <= 1024 && c >= 1 && c <= 16)
+        wg = w, nc = c;
+    }
+    // The shader's reduction keeps 64 partial sums per output: one per subgroup, or per invocation.
+    const DeviceCaps& caps = L.caps();
+    if (caps.subgroup_arithmetic ? wg / std::max<uint32_t>(1, caps.subgroup_size) > 64 : wg > 64) wg = 64;
+    if (wg > caps.max_wg_invocations) wg = 64;
     Dispatch& d = L.add(L.caps().subgroup_arithmetic ? "matmul_nbits_gemv.sg" : "matmul_nbits_gemv", {});
     const uint32_t ao = L.read(d, k.inputs[0]), bo = L.read(d, k.inputs[1]), so = L.read(d, k.inputs[2]);
     const uint32_t zo = has_zp ? L.read(d, k.inputs[3]) : (L.read(d, k.inputs[2]), 0u);
