@@ -104,13 +104,13 @@ if [[ $stage == nbits ]]; then  # issue 19: bytes on the device, the 4-bit gemv,
   echo "== 4-bit gemv 14336x4096 (37.7 MB read: 29.4 MB nibbles, 7.3 MB f32 scales, 0.9 MB zero points)"
   NB="bench/graphs/gemv_nbits_14336x4096.json --input x=random:1 --input b=random:2 --input scales=random:3 --input zp=random:4"
   B $NB --backends vulkan --modes compiled --reps 50
-  PN=3 PROF $NB --repeat 20
-  for c in ${NBITS_GEMV:-32x4 64x2 64x8 128x4 128x8 256x4 256x8}; do
-    echo "RLX_VK_NBITS_GEMV=$c: $(RLX_VK_NBITS_GEMV=$c PN=3 PROF $NB --repeat 20 | grep ' matmul_nbits ')"
+  PN=8 PROF $NB --repeat 20
+  for c in ${NBITS_GEMV:-32x4 32x8 32x16 64x2 64x4 64x8 64x16 128x4 128x8 256x4 256x8}; do
+    echo "RLX_VK_NBITS_GEMV=$c: $(RLX_VK_NBITS_GEMV=$c PN=8 PROF $NB --repeat 20 | grep ' matmul_nbits ')"
   done
-  RLX_VK_NBITS_GENERIC=1 PN=3 PROF $NB --repeat 5
+  echo "general kernel: $(RLX_VK_NBITS_GENERIC=1 PN=8 PROF $NB --repeat 5 | grep ' matmul_nbits ')"
   echo "== f32 gemv 14336x4096 (235 MB read)"
-  PN=3 PROF bench/graphs/gemv_14336x4096.json --input x=random:1 --input w=random:2 --repeat 20
+  PN=8 PROF bench/graphs/gemv_14336x4096.json --input x=random:1 --input w=random:2 --repeat 20
   timeout 120 python3 bench/torch_nbits.py --reps 50 2>&1
 fi | tee "$out/nbits.txt"
 if [[ $stage == all || $stage == torch ]]; then
