@@ -106,9 +106,9 @@ if [[ $stage == nbits ]]; then  # issue 19: bytes on the device, the 4-bit gemv,
   B $NB --backends vulkan --modes compiled --reps 50
   PN=8 PROF $NB --repeat 20
   for c in ${NBITS_GEMV:-32x4 32x8 32x16 64x2 64x4 64x8 64x16 128x4 128x8 256x4 256x8}; do
-    echo "RLX_VK_NBITS_GEMV=$c: $(RLX_VK_NBITS_GEMV=$c PN=8 PROF $NB --repeat 20 | grep ' matmul_nbits ')"
+    echo "RLX_VK_NBITS_GEMV=$c: $(RLX_VK_NBITS_GEMV=$c PN=20 PROF $NB --repeat 20 | grep ' matmul_nbits ')"
   done
-  echo "general kernel: $(RLX_VK_NBITS_GENERIC=1 PN=8 PROF $NB --repeat 5 | grep ' matmul_nbits ')"
+  echo "general kernel: $(RLX_VK_NBITS_GENERIC=1 PN=20 PROF $NB --repeat 5 | grep ' matmul_nbits ')"
   echo "== f32 gemv 14336x4096 (235 MB read)"
   PN=8 PROF bench/graphs/gemv_14336x4096.json --input x=random:1 --input w=random:2 --repeat 20
   timeout 120 python3 bench/torch_nbits.py --reps 50 2>&1

@@ -45,7 +45,7 @@ std::string fused_glsl(const FusedProgram& p, const FusedLayout& l) {
   std::ostringstream s;
   auto kind = [&](size_t j) { return j < l.kinds.size() ? l.kinds[j] : 0u; };
   bool any16 = false;
-  for (size_t j = 0; j <= n; ++j) any16 = any16 || kind(j) == 1u || kind(j) == 2u;
+  for (size_t j = 0; j <= n; ++j) any16 = any16 || kind(j) != 0;
   s << "#version 450\n";
   if (any16) s << "#extension GL_EXT_shader_16bit_storage : require\n";
   s << "// fused: " << p.describe() << "\nlayout(local_size_x = " << kEwGroup << ") in;\n"
@@ -62,15 +62,12 @@ std::string fused_glsl(const FusedProgram& p, const FusedLayout& l) {
       s << "float rlx_b" << (unsigned)in.op << "(float a, float b) { return " << ew_glsl(in.op) << "; }  // " << ew_name(in.op) << "\n";
     }
   }
-  // f16/bf16 operands are 2-byte bit patterns (uint16_t), widened on load, rounded on store;
-  // i8/u8 operands are bytes in 32-bit words (uint), the output stored with RLX_STORE8 (atomics).
-  auto is8 = [&](size_t j) { return kind(j) == 3u || kind(j) == 4u; };
-  auto elem = [&](size_t j) { return is8(j) ? "uint" : kind(j) ? "uint16_t" : "float"; };
+  // f16/bf16 operands are 2-byte bit patterns (uint16_t), widened on load, rounded on store.
+  auto elem = [&](size_t j) { return kind(j) ? "uint16_t" : "float"; };
   for (size_t j = 0; j < n; ++j)
     s << "layout(std430, binding = " << j << ") restrict readonly buffer In" << j << " { " << elem(j) << " d[]; } in"
       << j << ";\n";
-  s << "layout(std430, binding = " << n << ") restrict " << (is8(n) ? "" : "writeonly ") << "buffer Out { "
-    << elem(n) << " d[]; } out0;\n";
+  s << "layout(std430, binding = " << n << ") restrict writeonly buffer Out { " << elem(n) << " d[]; } out0;\n";
   s << "layout(push_constant) uniform PC { uint n; uint dims[" << l.rank << "]; uint off[" << n + 1 << "]; } pc;\n";
   s << "void apply(uint i) {\n";
   bool need_coords = false;
@@ -90,10 +87,7 @@ std::string fused_glsl(const FusedProgram& p, const FusedLayout& l) {
       case FusedInstr::Load: {
         std::string ld = "in" + std::to_string(in.a) + ".d[pc.off[" + std::to_string(in.a) + "] + " +
                          index_expr(l.varies[in.a], l.rank) + "]";
-        if (is8(in.a)) {
-          const std::string bi = "(pc.off[" + std::to_string(in.a) + "] + " + index_expr(l.varies[in.a], l.rank) + ")";
-          s << "rlx_b2f(" << kind(in.a) << "u, in" << in.a << ".d[" << bi << " >> 2], " << bi << ")";
-        } else if (kind(in.a)) s << "rlx_from16(" << kind(in.a) << "u, uint(" << ld << "))";
+        if (kind(in.a)) s << "rlx_from16(" << kind(in.a) << "u, uint(" << ld << "))";
         else s << ld;
         break;
       }
@@ -110,8 +104,7 @@ std::string fused_glsl(const FusedProgram& p, const FusedLayout& l) {
     }
     s << ";  // " << (in.kind == FusedInstr::Unary || in.kind == FusedInstr::Binary ? ew_name(in.op) : "") << "\n";
   }
-  if (is8(n)) s << "  RLX_STORE8(out0.d, pc.off[" << n << "] + i, r" << p.result << ");\n}\n";
-  else if (kind(n)) s << "  out0.d[pc.off[" << n << "] + i] = uint16_t(rlx_to16(" << kind(n) << "u, r" << p.result << "));\n}\n";
+  if (kind(n)) s << "  out0.d[pc.off[" << n << "] + i] = uint16_t(rlx_to16(" << kind(n) << "u, r" << p.result << "));\n}\n";
   else s << "  out0.d[pc.off[" << n << "] + i] = r" << p.result << ";\n}\n";
   // EPT elements per invocation, a work group apart (as the static elementwise shaders)
   s << "void main() {\n  uint base = rlx_group_index() * " << kEwGroup * kEwPerInvocation

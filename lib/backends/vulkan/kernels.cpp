@@ -828,7 +828,9 @@ bool Lowering::native16() const {
 }
 
 bool Lowering::native8() const {
-  if (k_.fused) return true;
+  // Fused programs never see integers (the fusion pass leaves integer nodes unfused); were one
+  // to, widening keeps it correct.
+  if (k_.fused) return false;
   switch (k_.node->op) {
     case Op::Neg: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Abs: case Op::Tanh:
     case Op::Sigmoid: case Op::Relu: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Square:
