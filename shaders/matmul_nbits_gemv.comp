@@ -30,19 +30,12 @@ const uint NACC = MR * NC;
 const uint SLICES = 64;  // >= subgroups (or invocations, without subgroup arithmetic) per group
 shared float partial[NACC * SLICES];
 
-// Nibble values as floats without int-to-float conversions (a quarter of the FMA rate on NVIDIA
-// GPUs, the bound of this kernel when it used them): the bits `h & mask` (< 2^16) OR'd into the
-// mantissa of 2^23, minus 2^23, are exactly the nibble times 16^p (p its place in the 16-bit half);
-// the activations come pre-scaled by 16^-p (exact: powers of two), so the products are a_j q_j.
-float nib(uint h, uint mask) { return uintBitsToFloat(0x4B000000u | (h & mask)) - 8388608.0; }
-// Sum over the 8 nibbles of w (K values 0..7 of the word, low bits first) times a0, a1 (scaled).
+// Sum over the 8 nibbles of w (K values 0..7 of the word, low bits first) times a0, a1.
 float dot8(uint w, vec4 a0, vec4 a1) {
-  uint lo = w & 0xffffu, hi = w >> 16;
-  vec4 q0 = vec4(nib(lo, 0xfu), nib(lo, 0xf0u), nib(lo, 0xf00u), nib(lo, 0xf000u));
-  vec4 q1 = vec4(nib(hi, 0xfu), nib(hi, 0xf0u), nib(hi, 0xf00u), nib(hi, 0xf000u));
+  vec4 q0 = vec4(float(w & 15u), float((w >> 4) & 15u), float((w >> 8) & 15u), float((w >> 12) & 15u));
+  vec4 q1 = vec4(float((w >> 16) & 15u), float((w >> 20) & 15u), float((w >> 24) & 15u), float(w >> 28));
   return dot(q0, a0) + dot(q1, a1);
 }
-const vec4 kPlace = vec4(1.0, 1.0 / 16.0, 1.0 / 256.0, 1.0 / 4096.0);
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, WG = gl_WorkGroupSize.x;
@@ -69,10 +62,7 @@ void main() {
       vec4 av[8];
       for (uint q = 0u; q < 8u; ++q) av[q] = a4[ai + q];
       float asum = 0.0;
-      for (uint q = 0u; q < 8u; ++q) {
-        asum += av[q].x + av[q].y + av[q].z + av[q].w;
-        av[q] *= kPlace;
-      }
+      for (uint q = 0u; q < 8u; ++q) asum += av[q].x + av[q].y + av[q].z + av[q].w;
       for (uint j = 0u; j < NC; ++j) {
         float d = dot8(w[j].x, av[0], av[1]) + dot8(w[j].y, av[2], av[3]) + dot8(w[j].z, av[4], av[5]) +
                   dot8(w[j].w, av[6], av[7]);

@@ -58,21 +58,25 @@ def data_movement(rlx, d, be):
     rng = np.random.default_rng(1)
     x = rng.integers(0, 256, (3, 5, 7), dtype=np.uint8)  # odd sizes: elements straddle words
     w = rng.integers(-128, 128, (5, 3), dtype=np.int8)
-    idx = np.array([[4, 0], [2, 2]], dtype=np.int32)
+    idx = np.array([[4, 0], [-3, 2]], dtype=np.int32)
     cond = rng.integers(0, 2, (3, 5, 7)).astype(bool)
     f = (rng.standard_normal((3, 5)) * 200).astype(np.float32)
+    gi = np.array([[4, 0, 1], [2, 3, 4]], dtype=np.int32)
     nodes = [
         {"id": "x", "op": "input", "shape": [3, 5, 7], "dtype": "u8"},
         {"id": "w", "op": "input", "shape": [5, 3], "dtype": "i8"},
         {"id": "idx", "op": "input", "shape": [2, 2], "dtype": "i32"},
         {"id": "cond", "op": "input", "shape": [3, 5, 7], "dtype": "bool"},
         {"id": "f", "op": "input", "shape": [3, 5]},
+        {"id": "gi", "op": "input", "shape": [2, 3], "dtype": "i32"},
         {"id": "t", "op": "transpose", "inputs": ["x"], "attrs": {"perm": [2, 0, 1]}, "shape": [7, 3, 5]},
         {"id": "wt", "op": "transpose", "inputs": ["w"], "shape": [3, 5]},
         {"id": "nw", "op": "narrow", "inputs": ["x"], "attrs": {"axis": 2, "start": 1, "length": 5}, "shape": [3, 5, 5]},
         {"id": "cc", "op": "concat", "inputs": ["x", "nw"], "attrs": {"axis": 2}, "shape": [3, 5, 12]},
         {"id": "g", "op": "gather", "inputs": ["x", "idx"], "attrs": {"axis": 1}, "shape": [3, 2, 2, 7]},
         {"id": "pd", "op": "pad", "inputs": ["w"], "attrs": {"pads": [1, 0, 2, 1], "value": -3}, "shape": [8, 4]},
+        {"id": "pe", "op": "pad", "inputs": ["x"], "attrs": {"pads": [0, 2, 1, 0, 1, 3], "mode": "reflect"}, "shape": [3, 8, 11]},
+        {"id": "ge", "op": "gather_elements", "inputs": ["w", "gi"], "attrs": {"axis": 0}, "shape": [2, 3]},
         {"id": "sl", "op": "slice", "inputs": ["x"], "attrs": {"starts": [6, 1], "ends": [-100, 5], "axes": [2, 1], "steps": [-2, 3]}, "shape": [3, 2, 4]},
         {"id": "zero", "op": "constant", "shape": [], "dtype": "u8", "value": 7},
         {"id": "wh", "op": "where", "inputs": ["cond", "x", "zero"], "shape": [3, 5, 7]},
@@ -82,19 +86,20 @@ def data_movement(rlx, d, be):
         {"id": "cf", "op": "cast", "inputs": ["f"], "attrs": {"dtype": "u8"}, "shape": [3, 5]},
         {"id": "ci", "op": "cast", "inputs": ["w"], "attrs": {"dtype": "i32"}, "shape": [5, 3]},
     ]
-    outs = ["t", "wt", "nw", "cc", "g", "pd", "sl", "wh", "bc", "rs", "c8", "cf", "ci"]
+    outs = ["t", "wt", "nw", "cc", "g", "pd", "pe", "ge", "sl", "wh", "bc", "rs", "c8", "cf", "ci"]
     g = write_graph(d, "bytes_moves", nodes, outs)
     nw = x[:, :, 1:6]
     want = {
         "t": x.transpose(2, 0, 1), "wt": w.T, "nw": nw, "cc": np.concatenate([x, nw], axis=2),
         "g": np.take(x, idx, axis=1), "pd": np.pad(w, ((1, 2), (0, 1)), constant_values=-3),
+        "pe": np.pad(x, ((0, 0), (2, 1), (1, 3)), mode="reflect"), "ge": np.take_along_axis(w, gi, axis=0),
         "sl": x[:, 1:5:3, 6::-2], "wh": np.where(cond, x, np.uint8(7)), "bc": np.broadcast_to(w.T, (2, 3, 5)),
         "rs": x.transpose(2, 0, 1).reshape(5, 21), "c8": x.astype(np.int8),
         # f32 -> u8: truncated toward zero and saturated (core/dtype.h)
         "cf": np.clip(np.trunc(f), 0, 255).astype(np.uint8), "ci": w.astype(np.int32),
     }
     for mode in MODES:
-        got, info = run(rlx, g, {"x": x, "w": w, "idx": idx, "cond": cond, "f": f}, outs, be, mode, d)
+        got, info = run(rlx, g, {"x": x, "w": w, "idx": idx, "cond": cond, "f": f, "gi": gi}, outs, be, mode, d)
         if got is None:
             check(False, "%s %s data movement of u8/i8 tensors runs: %s" % (be, mode, info))
             continue

@@ -837,6 +837,7 @@ bool Lowering::native8() const {
     case Op::Gelu: case Op::Floor: case Op::Ceil: case Op::Round: case Op::Softplus: case Op::LogicalNot:
     case Op::Sign: case Op::Cast: case Op::Reshape: case Op::Transpose: case Op::BroadcastTo: case Op::Narrow:
     case Op::Concat: case Op::Quantize: case Op::Dequantize: case Op::MatmulInteger: case Op::MatmulNbits:
+    case Op::Where: case Op::Gather: case Op::GatherElements: case Op::Slice: case Op::Pad:
       return true;
     default:
       return false;
