@@ -56,7 +56,24 @@ void main() {
   if (ZB == 3u) zbv = ld_zb(pc.zboff + bb * pc.N + col);
   uint ai = pc.aoff + (ab * pc.M + row) * pc.K, bi = pc.boff + bb * pc.K * pc.N + col;
   int acc = 0;
-  for (uint k = 0u; k < pc.K; ++k) acc += (ld_a(ai + k) - zav) * (ld_b(bi + k * pc.N) - zbv);
+  uint k = 0u;
+  if (ADT >= 3u) {
+    // a's row is contiguous bytes: after the bytes up to a word boundary, four per 32-bit load,
+    // unpacked with bitfieldExtract (sign-extending for i8). No integer dot-product instruction:
+    // Debian 12's glslang does not know GL_EXT_integer_dot_product.
+    for (; k < pc.K && ((ai + k) & 3u) != 0u; ++k) acc += (ld_a(ai + k) - zav) * (ld_b(bi + k * pc.N) - zbv);
+    for (; k + 4u <= pc.K; k += 4u) {
+      uint w = a8[(ai + k) >> 2];
+      ivec4 av = ADT == 3u ? ivec4(bitfieldExtract(int(w), 0, 8), bitfieldExtract(int(w), 8, 8),
+                                   bitfieldExtract(int(w), 16, 8), bitfieldExtract(int(w), 24, 8))
+                           : ivec4(w & 0xffu, (w >> 8) & 0xffu, (w >> 16) & 0xffu, w >> 24);
+      ivec4 bv = ivec4(ld_b(bi + k * pc.N), ld_b(bi + (k + 1u) * pc.N), ld_b(bi + (k + 2u) * pc.N),
+                       ld_b(bi + (k + 3u) * pc.N));
+      ivec4 p = (av - zav) * (bv - zbv);
+      acc += p.x + p.y + p.z + p.w;
+    }
+  }
+  for (; k < pc.K; ++k) acc += (ld_a(ai + k) - zav) * (ld_b(bi + k * pc.N) - zbv);
   if (abs(acc) > 16777216) {
     if (atomicCompSwap(err[0], 0u, pc.kernel_id + 1u) == 0u) {
       err[1] = floatBitsToUint(float(acc));

@@ -166,21 +166,25 @@ def matmul_nbits(rlx, d, be):
 def matmul_integer(rlx, d, be):
     rng = np.random.default_rng(3)
     M, K, N = 5, 37, 7  # rows of a start at byte offsets that are not multiples of 4
-    a = rng.integers(0, 256, (M, K), dtype=np.uint8)
-    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
-    za = rng.integers(0, 256, (M,), dtype=np.uint8)
-    zb = rng.integers(-128, 128, (N,), dtype=np.int8)
-    nodes = [{"id": "a", "op": "input", "shape": [M, K], "dtype": "u8"}, {"id": "b", "op": "input", "shape": [K, N], "dtype": "i8"},
-             {"id": "za", "op": "input", "shape": [M], "dtype": "u8"}, {"id": "zb", "op": "input", "shape": [N], "dtype": "i8"},
-             {"id": "y", "op": "matmul_integer", "inputs": ["a", "b", "za", "zb"], "shape": [M, N]}]
-    g = write_graph(d, "mmint", nodes, ["y"])
-    want = (a.astype(np.int64) - za[:, None]) @ (b.astype(np.int64) - zb[None, :])
-    for mode in MODES:
-        got, info = run(rlx, g, {"a": a, "b": b, "za": za, "zb": zb}, ["y"], be, mode, d)
-        if got is None:
-            check(False, "%s %s matmul_integer u8 x i8 K 37: %s" % (be, mode, info))
-            continue
-        check(got["y"].dtype == np.int32 and np.array_equal(got["y"], want), "%s %s matmul_integer u8 x i8 K 37" % (be, mode))
+    for at, bt in [(np.uint8, np.int8), (np.int8, np.uint8)]:
+        info_a, info_b = np.iinfo(at), np.iinfo(bt)
+        a = rng.integers(info_a.min, info_a.max + 1, (M, K), dtype=at)
+        b = rng.integers(info_b.min, info_b.max + 1, (K, N), dtype=bt)
+        za = rng.integers(info_a.min, info_a.max + 1, (M,), dtype=at)
+        zb = rng.integers(info_b.min, info_b.max + 1, (N,), dtype=bt)
+        an, bn = ("u8" if at == np.uint8 else "i8"), ("u8" if bt == np.uint8 else "i8")
+        nodes = [{"id": "a", "op": "input", "shape": [M, K], "dtype": an}, {"id": "b", "op": "input", "shape": [K, N], "dtype": bn},
+                 {"id": "za", "op": "input", "shape": [M], "dtype": an}, {"id": "zb", "op": "input", "shape": [N], "dtype": bn},
+                 {"id": "y", "op": "matmul_integer", "inputs": ["a", "b", "za", "zb"], "shape": [M, N]}]
+        g = write_graph(d, "mmint_" + an + bn, nodes, ["y"])
+        want = (a.astype(np.int64) - za[:, None].astype(np.int64)) @ (b.astype(np.int64) - zb[None, :].astype(np.int64))
+        what = "%%s %%s matmul_integer %s x %s K 37" % (an, bn)
+        for mode in MODES:
+            got, info = run(rlx, g, {"a": a, "b": b, "za": za, "zb": zb}, ["y"], be, mode, d)
+            if got is None:
+                check(False, what % (be, mode) + ": " + info)
+                continue
+            check(got["y"].dtype == np.int32 and np.array_equal(got["y"], want), what % (be, mode))
 
 
 def memory(rlx, d, be):
