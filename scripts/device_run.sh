@@ -105,7 +105,7 @@ if [[ $stage == nbits ]]; then  # issue 19: bytes on the device, the 4-bit gemv,
   NB="bench/graphs/gemv_nbits_14336x4096.json --input x=random:1 --input b=random:2 --input scales=random:3 --input zp=random:4"
   B $NB --backends vulkan --modes compiled --reps 50
   PN=8 PROF $NB --repeat 20
-  for c in ${NBITS_GEMV:-32x4 32x8 32x16 64x2 64x4 64x8 64x16 128x4 128x8 256x4 256x8}; do
+  for c in ${NBITS_GEMV:-64x4 64x4x1x1 64x4x2x1 64x4x4x1 32x4x4x1 32x8x2x1 64x8x2x1 128x4x2x1 128x8x1x1 256x4x1x1 256x2x2x1 64x2x4x1}; do
     echo "RLX_VK_NBITS_GEMV=$c: $(RLX_VK_NBITS_GEMV=$c PN=20 PROF $NB --repeat 20 | grep ' matmul_nbits ')"
   done
   echo "general kernel: $(RLX_VK_NBITS_GENERIC=1 PN=20 PROF $NB --repeat 5 | grep ' matmul_nbits ')"

@@ -151,7 +151,9 @@ def matmul_nbits(rlx, d, be):
                       "attrs": {"k": K, "n": N, "bits": bits, "block_size": bs}, "shape": oshape})
         g = write_graph(d, "nbits%d" % ci, nodes, ["y"])
         want = nbits_ref(a.reshape(-1, K), b, scales, zp, K, N, bits, bs).reshape(oshape)
-        envs = [({}, "")] + ([({"RLX_VK_NBITS_GENERIC": "1"}, " general kernel")] if be == "vulkan" else [])
+        envs = [({}, "")]
+        if be == "vulkan":  # the general kernel, and the gemv's unrolled variant loading 4 chunks per pass
+            envs += [({"RLX_VK_NBITS_GENERIC": "1"}, " general kernel"), ({"RLX_VK_NBITS_GEMV": "16x4x4x1"}, " gemv 16x4x4x1")]
         for env, tag in envs:
             for mode in MODES:
                 got, info = run(rlx, g, ins, ["y"], be, mode, d, env)

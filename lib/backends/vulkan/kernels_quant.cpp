@@ -107,22 +107,29 @@ void matmul_nbits(LowerCtx& L) {
   const int64_t rows = K ? k.inputs[0].numel() / K : 0;
   // Few rows of 4-bit weights: the gemv kernel (128-bit loads of the packed weights).
   if (bits == 4 && rows >= 1 && rows <= kGemvRows && K % 32 == 0 && bs % 32 == 0 && !std::getenv("RLX_VK_NBITS_GENERIC")) {
-    uint32_t wg = 64, nc = 4;
-    if (const char* e = std::getenv("RLX_VK_NBITS_GEMV")) {  // benchmarking: "WGxNC" (invocations, outputs per group)
-      unsigned w = 0, c = 0;
-      if (std::sscanf(e, "%ux%u", &w, &c) == 2 && w >= 8 && (w & (w - 1)) == 0 && w <= 1024 && c >= 1 && c <= 16)
-        wg = w, nc = c;
+    // Group shape measured on the H200 (docs/benchmarks.md): 64 invocations, 4 outputs, one
+    // chunk per pass, no unroll hints. RLX_VK_NBITS_GEMV="WGxNC[xCPI[xU]]" overrides it for
+    // tuning: WG invocations, NC outputs per group, CPI chunks loaded per pass, U 1 for the
+    // variant with [[unroll]] on its constant-trip loops.
+    uint32_t wg = 64, nc = 4, cpi = 1, unroll = 0;
+    if (const char* e = std::getenv("RLX_VK_NBITS_GEMV")) {
+      unsigned w = 0, c = 0, p = 1, u = 0;
+      if (std::sscanf(e, "%ux%ux%ux%u", &w, &c, &p, &u) >= 2 && w >= 8 && (w & (w - 1)) == 0 && w <= 1024 && c >= 1 &&
+          c <= 16 && p >= 1 && p <= 8 && u <= 1)
+        wg = w, nc = c, cpi = p, unroll = u;
     }
     // The shader's reduction keeps 64 partial sums per output: one per subgroup, or per invocation.
     const DeviceCaps& caps = L.caps();
     if (caps.subgroup_arithmetic ? wg / std::max<uint32_t>(1, caps.subgroup_size) > 64 : wg > 64) wg = 64;
     if (wg > caps.max_wg_invocations) wg = 64;
-    Dispatch& d = L.add(L.caps().subgroup_arithmetic ? "matmul_nbits_gemv.sg" : "matmul_nbits_gemv", {});
+    Dispatch& d = L.add(std::string(unroll ? "matmul_nbits_gemv_unroll" : "matmul_nbits_gemv") +
+                            (caps.subgroup_arithmetic ? ".sg" : ""),
+                        {});
     const uint32_t ao = L.read(d, k.inputs[0]), bo = L.read(d, k.inputs[1]), so = L.read(d, k.inputs[2]);
     const uint32_t zo = has_zp ? L.read(d, k.inputs[3]) : (L.read(d, k.inputs[2]), 0u);
     const uint32_t yo = L.write(d, k.output);
     if (ao % 4 == 0 && bo % 16 == 0) {
-      d.spec = {(uint32_t)rows, nc, has_zp ? 1u : 0u};
+      d.spec = {(uint32_t)rows, nc, has_zp ? 1u : 0u, cpi};
       d.spec.resize(11, 0);
       d.spec[10] = wg;
       d.push = {(uint32_t)N, (uint32_t)K, (uint32_t)bs, (uint32_t)kb, (uint32_t)zcols, ao / 4, bo / 16, so, zo, yo,
