@@ -6,9 +6,10 @@
 # Here (after scripts/build.sh, and ../shared/gpu/prepare-device.sh for .device-vk/):
 #   scripts/device_run.sh --pack      # .device-pack/: binaries, their libraries, sources (<64 MiB)
 # There (the device tool, carrying .device-pack and .device-vk):
-#   scripts/device_run.sh [STAGE]     # STAGE: all (default), test, bench, profile, torch, half
+#   scripts/device_run.sh [STAGE]     # STAGE: all (default), test, bench, profile, torch, half, nbits
 # ("half": issue 9's f16 figures: 2-byte-storage tests on the GPU, f16 matmul 4096^3 and the
-# d-4096 decoder block with --dtype f16, their kernel profiles, and PyTorch fp16 in the same call)
+# d-4096 decoder block with --dtype f16, their kernel profiles, and PyTorch fp16 in the same call;
+# "nbits": issue 19's byte storage checked on the GPU and the 4-bit gemv 14336x4096 beside PyTorch)
 # Results go to $OUT (or /tmp/rlx-device). RLX_VK_MATMUL / RLX_VK_SPLITK override the matmul
 # tiles and split-K for tuning (lib/backends/vulkan/kernels.cpp says how).
 set -uo pipefail
@@ -96,6 +97,22 @@ if [[ $stage == sweep16 ]]; then  # tuning the tensor-core matmul: RLX_VK_COOP /
     done; done; done
   PN=3 PROF bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2 --dtype f16 --repeat 3 2>&1 | tail -3
 fi
+if [[ $stage == nbits ]]; then  # issue 19: bytes on the device, the 4-bit gemv, PyTorch beside it
+  echo "== i8/u8 as bytes: quantization goldens and tests/vulkan_bytes.py on the GPU"
+  timeout 200 $P/test_golden --gtest_filter='Cases/Golden.*vulkan*quant*:Cases/Golden.*vulkan*matmul_integer*:Cases/Golden.*vulkan*nbits*:Cases/Golden.*vulkan*cast*8*' --gtest_brief=1 2>&1 | tail -3
+  timeout 200 python3 tests/vulkan_bytes.py --rlx $R 2>&1 | grep -v "^ok" | tail -15
+  echo "== 4-bit gemv 14336x4096 (37.7 MB read: 29.4 MB nibbles, 7.3 MB f32 scales, 0.9 MB zero points)"
+  NB="bench/graphs/gemv_nbits_14336x4096.json --input x=random:1 --input b=random:2 --input scales=random:3 --input zp=random:4"
+  B $NB --backends vulkan --modes compiled --reps 50
+  PN=8 PROF $NB --repeat 20
+  for c in ${NBITS_GEMV:-64x4 64x4x1x1 64x4x2x1 64x4x4x1 32x4x4x1 32x8x2x1 64x8x2x1 128x4x2x1 128x8x1x1 256x4x1x1 256x2x2x1 64x2x4x1}; do
+    echo "RLX_VK_NBITS_GEMV=$c: $(RLX_VK_NBITS_GEMV=$c PN=20 PROF $NB --repeat 20 | grep ' matmul_nbits ')"
+  done
+  echo "general kernel: $(RLX_VK_NBITS_GENERIC=1 PN=20 PROF $NB --repeat 5 | grep ' matmul_nbits ')"
+  echo "== f32 gemv 14336x4096 (235 MB read)"
+  PN=8 PROF bench/graphs/gemv_14336x4096.json --input x=random:1 --input w=random:2 --repeat 20
+  timeout 120 python3 bench/torch_nbits.py --reps 50 2>&1
+fi | tee "$out/nbits.txt"
 if [[ $stage == all || $stage == torch ]]; then
   echo "== PyTorch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null) on the same GPU"
   timeout 200 python3 bench/torch_gpu.py --reps 20 2>&1 | tee "$out/torch.jsonl"

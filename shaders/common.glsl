@@ -198,3 +198,19 @@ uint rlx_f2bf(float f) {
 // Storage kinds (spec constants *DT of the ".h16" shader variants): 0 f32, 1 f16, 2 bf16.
 float rlx_from16(uint kind, uint h) { return kind == 2u ? rlx_bf2f(h) : rlx_h2f(h); }
 uint rlx_to16(uint kind, float f) { return kind == 2u ? rlx_f2bf(f) : rlx_f2h(f); }
+
+// 8-bit storage (i8/u8 tensors held as raw bytes, 4 to a 32-bit word, little-endian, as on the
+// host): kernels bind such a tensor as uint[] and index it in bytes; no 8-bit storage feature is
+// needed. Storage kinds 3 i8, 4 u8 (the *DT spec constants beside 0 f32, 1 f16, 2 bf16).
+// Element `i` (a byte index) out of the word holding it, widened exactly to f32.
+float rlx_b2f(uint kind, uint word, uint i) {
+  uint b = (word >> ((i & 3u) * 8u)) & 0xffu;
+  return kind == 3u ? float(int(b << 24) >> 24) : float(b);
+}
+// The byte stored for an integral value already in the dtype's range (the low 8 bits).
+uint rlx_f2b(float v) { return uint(int(v)) & 0xffu; }
+// A byte store is two atomics on the word holding it (clear the byte, then set it): invocations
+// that write neighbouring bytes of one word never lose each other's bytes, whatever the kernel's
+// write pattern (a plain store of a read-modified word would race). Used as
+// RLX_STORE8(buffer_array, byte_index, float_value), buffer_array a uint[] without writeonly.
+#define RLX_STORE8(arr, bi, v) { uint rlx_sh_ = ((bi) & 3u) * 8u, rlx_w_ = (bi) >> 2; atomicAnd(arr[rlx_w_], ~(0xffu << rlx_sh_)); atomicOr(arr[rlx_w_], rlx_f2b(v) << rlx_sh_); }

@@ -15,20 +15,36 @@ layout(constant_id = 3) const uint EPT = 8;    // elements per invocation, gl_Wo
 
 layout(std430, binding = 0) restrict readonly buffer X { float x[]; };
 layout(std430, binding = 1) restrict writeonly buffer Y { float y[]; };
-#ifdef RLX_HALF
-layout(constant_id = 4) const uint XDT = 0;  // storage: 0 f32, 1 f16, 2 bf16
+// Storage kinds (common.glsl): 0 f32, 1 f16, 2 bf16 (".h16" variant only), 3 i8, 4 u8 (bytes,
+// read through words, written with RLX_STORE8).
+layout(constant_id = 4) const uint XDT = 0;
 layout(constant_id = 5) const uint YDT = 0;
+layout(std430, binding = 0) restrict readonly buffer X8 { uint x8[]; };
+layout(std430, binding = 1) buffer Y8 { uint y8[]; };
+#ifdef RLX_HALF
 layout(std430, binding = 0) restrict readonly buffer X16 { uint16_t x16[]; };
 layout(std430, binding = 1) restrict writeonly buffer Y16 { uint16_t y16[]; };
-float load_x(uint i) { return XDT != 0u ? rlx_from16(XDT, uint(x16[i])) : x[i]; }
-void store_y(uint i, float v) {
-  if (YDT != 0u) y16[i] = uint16_t(rlx_to16(YDT, v));
-  else y[i] = v;
-}
-#else
-float load_x(uint i) { return x[i]; }
-void store_y(uint i, float v) { y[i] = v; }
 #endif
+float load_x(uint i) {
+  if (XDT >= 3u) return rlx_b2f(XDT, x8[i >> 2], i);
+#ifdef RLX_HALF
+  if (XDT != 0u) return rlx_from16(XDT, uint(x16[i]));
+#endif
+  return x[i];
+}
+void store_y(uint i, float v) {
+  if (YDT >= 3u) {
+    RLX_STORE8(y8, i, v);
+    return;
+  }
+#ifdef RLX_HALF
+  if (YDT != 0u) {
+    y16[i] = uint16_t(rlx_to16(YDT, v));
+    return;
+  }
+#endif
+  y[i] = v;
+}
 layout(push_constant) uniform PC {
   uint n, xoff, yoff, pad;
   uint dims[8], xs[8], ys[8];  // iteration shape; element strides of x and y

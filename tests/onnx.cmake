@@ -24,6 +24,12 @@ endif()
 if(TARGET rlx_vulkan)
   add_test(NAME onnx_node_tests_vulkan COMMAND ${RLX_NODE_TESTS} --backend vulkan --mode compiled --sample 8)
   set_tests_properties(onnx_node_tests_vulkan PROPERTIES TIMEOUT 300 PROCESSORS 2 RESOURCE_LOCK onnx_node_data)
+  # Issue 19: every quantization case (i8/u8 as bytes on the device) in every mode.
+  foreach(mode eager lazy compiled)
+    add_test(NAME onnx_node_tests_vulkan_quant_${mode} COMMAND ${RLX_NODE_TESTS} --backend vulkan --mode ${mode}
+             --filter "quantize|Integer|integer|QLinear|qlinear")
+    set_tests_properties(onnx_node_tests_vulkan_quant_${mode} PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_node_data)
+  endforeach()
 endif()
 # Names, symbolic dims, defaults, convert, external data and hostile files (exit codes + messages).
 add_test(NAME onnx_cli COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/cli_tests.py --rlx $<TARGET_FILE:rlx>)

@@ -110,7 +110,9 @@ class Lowering : public LowerCtx {
   std::vector<Dispatch> run();
   const Kernel& kernel() const override { return k_; }
   uint32_t kernel_id() const override { return id_; }
+  const DeviceCaps& caps() const override { return env_.dev.caps; }
   void bind_error(Dispatch& d) override { d.bindings.push_back(env_.error); }
+  void drop_last() override { ds_.pop_back(); }
 
  private:
   const ir::Attrs& attrs() const { return k_.node->attrs; }
@@ -178,14 +180,16 @@ class Lowering : public LowerCtx {
   // inputs are widened into f32 scratch, the op runs on f32, and its result is rounded into
   // the 2-byte output (one conversion dispatch per such tensor).
   uint32_t kind(const TensorRef& t) const { return storage_kind(env_.dev.caps, t.dtype); }
-  bool touches16() const {
-    if (kind(k_.output)) return true;
+  // i8/u8 (byte storage) likewise for ops whose shaders do not read bytes (native8()).
+  bool touches(bool (*cls)(uint32_t)) const {
+    if (cls(kind(k_.output))) return true;
     for (const auto& t : k_.inputs)
-      if (kind(t)) return true;
+      if (cls(kind(t))) return true;
     return false;
   }
   bool native16() const;
-  std::vector<Dispatch> widened();
+  bool native8() const;
+  std::vector<Dispatch> widened(bool w16, bool w8);
   bool matmul_coop(const TensorRef& A, const TensorRef& B, const TensorRef* bias, bool ta, bool tb, int64_t M,
                    int64_t N, int64_t K);
 
@@ -204,8 +208,8 @@ uint32_t Lowering::bind(Dispatch& d, const TensorRef& t, bool write) {
     d.bindings.push_back(env_.dummy);
     return 0;
   }
-  // Elements of the device storage dtype (f32, or 2 bytes for f16/bf16 with 16-bit storage);
-  // offsets in bytes.
+  // Elements of the device storage dtype (f32, 2 bytes for f16/bf16 with 16-bit storage, 1 byte
+  // for i8/u8); offsets in bytes.
   const DeviceCaps& caps = env_.dev.caps;
   const uint64_t es = dtype_size(device_storage(caps, t.dtype));
   if (t.offset % es != 0 || t.offset + (uint64_t)n * es > vb->capacity)
@@ -213,7 +217,10 @@ uint32_t Lowering::bind(Dispatch& d, const TensorRef& t, bool write) {
          std::to_string(vb->capacity) + " bytes");
   VkDeviceSize start = vb->offset + t.offset, bytes = (VkDeviceSize)n * es;
   VkDeviceSize base = start / caps.min_storage_align * caps.min_storage_align;
-  VkDeviceSize range = start + bytes - base;
+  // Shaders index 16-bit and 8-bit tensors through 32-bit words (uint[]), so the range covers
+  // the whole last word: it stays inside the memory block, whose allocations are rounded up to
+  // the pool's alignment (>= 256 bytes, MemoryPool), and the bytes past the tensor are never used.
+  VkDeviceSize range = (start + bytes + 3) / 4 * 4 - base;
   if (range > caps.max_storage_range)
     fail("a tensor of " + std::to_string(bytes) + " bytes " + shape_str(t.shape) +
          " exceeds the device's maxStorageBufferRange (" + std::to_string(caps.max_storage_range) + " bytes on " +
@@ -249,8 +256,8 @@ void Lowering::strided(const TensorRef& x, int64_t xextra, const Strides& xs, co
   Collapsed c = collapse(iter, {xs, ys});
   if (c.dims.size() > kMaxRank) fail("more than 8 dims after collapsing");
   uint32_t xk = kind(x), yk = kind(y);
-  Dispatch& d = xk || yk ? add("unary.h16", {(uint32_t)c.dims.size(), op, round, kEwPerInvocation, xk, yk})
-                         : add("unary", {(uint32_t)c.dims.size(), op, round, kEwPerInvocation});
+  Dispatch& d = add(is_kind16(xk) || is_kind16(yk) ? "unary.h16" : "unary",
+                    {(uint32_t)c.dims.size(), op, round, kEwPerInvocation, xk, yk});
   uint32_t xo = read(d, x) + (uint32_t)xextra, yo = write(d, y) + (uint32_t)yextra;
   d.push = {(uint32_t)n, xo, yo, 0};
   push_array(d, c.dims, 8);
@@ -820,7 +827,24 @@ bool Lowering::native16() const {
   }
 }
 
-std::vector<Dispatch> Lowering::widened() {
+bool Lowering::native8() const {
+  // Fused programs never see integers (the fusion pass leaves integer nodes unfused); were one
+  // to, widening keeps it correct.
+  if (k_.fused) return false;
+  switch (k_.node->op) {
+    case Op::Neg: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Abs: case Op::Tanh:
+    case Op::Sigmoid: case Op::Relu: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Square:
+    case Op::Gelu: case Op::Floor: case Op::Ceil: case Op::Round: case Op::Softplus: case Op::LogicalNot:
+    case Op::Sign: case Op::Cast: case Op::Reshape: case Op::Transpose: case Op::BroadcastTo: case Op::Narrow:
+    case Op::Concat: case Op::Quantize: case Op::Dequantize: case Op::MatmulInteger: case Op::MatmulNbits:
+    case Op::Where: case Op::Gather: case Op::GatherElements: case Op::Slice: case Op::Pad:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::vector<Dispatch> Lowering::widened(bool w16, bool w8) {
   Kernel kk = k_;
   auto f32_scratch = [&](const TensorRef& t) {
     TensorRef s = env_.scratch(std::max<int64_t>(1, t.numel()));
@@ -829,13 +853,14 @@ std::vector<Dispatch> Lowering::widened() {
     return s;
   };
   const Strides one = {1};
+  auto widen = [&](const TensorRef& t) { return (w16 && is_kind16(kind(t))) || (w8 && is_kind8(kind(t))); };
   for (auto& t : kk.inputs) {
-    if (!kind(t)) continue;
+    if (!widen(t)) continue;
     TensorRef s = f32_scratch(t);
     strided(t, 0, one, s, 0, one, {t.numel()}, kEwIdentity, 0);
     t = s;
   }
-  bool narrow_out = kind(k_.output) != 0;
+  bool narrow_out = widen(k_.output);
   if (narrow_out) kk.output = f32_scratch(k_.output);
   for (Dispatch& d : Lowering(env_, kk, id_).run()) ds_.push_back(std::move(d));
   if (narrow_out) strided(kk.output, 0, one, k_.output, 0, one, {k_.output.numel()}, kEwIdentity, 0);
@@ -844,7 +869,8 @@ std::vector<Dispatch> Lowering::widened() {
 
 std::vector<Dispatch> Lowering::run() {
   if (!k_.fused && !k_.node) fail("kernel has neither a node nor a fused program");
-  if (touches16() && !native16()) return widened();
+  const bool w16 = touches(is_kind16) && !native16(), w8 = touches(is_kind8) && !native8();
+  if (w16 || w8) return widened(w16, w8);
   if (k_.fused) {
     fused();
     return std::move(ds_);

@@ -39,17 +39,22 @@ struct Dispatch {
   uint32_t groups[3] = {1, 1, 1};
 };
 
-// The dtype a tensor of logical dtype `t` is stored as on the device: f16/bf16 as themselves
-// (2 bytes) where the device has 16-bit storage buffers, every other dtype as f32 (integers and
-// bool travel as f32 values: exact up to 2^24, see docs/backends.md).
+// The dtype a tensor of logical dtype `t` is stored as on the device: i8/u8 as raw bytes (kernels
+// read and write them through 32-bit words, so no 8-bit storage feature is needed); f16/bf16 as
+// themselves (2 bytes) where the device has 16-bit storage buffers; every other dtype as f32
+// (i32/i64 and bool travel as f32 values: exact up to 2^24, see docs/backends.md).
 inline DType device_storage(const DeviceCaps& c, DType t) {
+  if (t == DType::i8 || t == DType::u8) return t;
   return (t == DType::f16 || t == DType::bf16) && c.storage16 ? t : DType::f32;
 }
-// The shaders' storage kind (spec constants *DT of the ".h16" variants): 0 f32, 1 f16, 2 bf16.
+// The shaders' storage kind (spec constants *DT): 0 f32, 1 f16, 2 bf16 (the ".h16" variants),
+// 3 i8, 4 u8 (bytes, every variant of the shaders that take them).
 inline uint32_t storage_kind(const DeviceCaps& c, DType t) {
   DType s = device_storage(c, t);
-  return s == DType::f16 ? 1u : s == DType::bf16 ? 2u : 0u;
+  return s == DType::f16 ? 1u : s == DType::bf16 ? 2u : s == DType::i8 ? 3u : s == DType::u8 ? 4u : 0u;
 }
+inline bool is_kind16(uint32_t k) { return k == 1u || k == 2u; }
+inline bool is_kind8(uint32_t k) { return k == 3u || k == 4u; }
 
 // What lowering needs from the executor.
 struct LowerEnv {
@@ -76,11 +81,13 @@ class LowerCtx {
   virtual ~LowerCtx() = default;
   virtual const Kernel& kernel() const = 0;
   virtual uint32_t kernel_id() const = 0;
+  virtual const DeviceCaps& caps() const = 0;
   virtual Dispatch& add(std::string shader, std::vector<uint32_t> spec) = 0;
   // Binds a tensor; returns the element offset of its first element in the binding.
   virtual uint32_t read(Dispatch& d, const TensorRef& t) = 0;
   virtual uint32_t write(Dispatch& d, const TensorRef& t) = 0;
-  virtual void bind_error(Dispatch& d) = 0;  // the device error flag (see LowerEnv::error)
+  virtual void bind_error(Dispatch& d) = 0;
+  virtual void drop_last() = 0;  // forgets the dispatch add() made last  // the device error flag (see LowerEnv::error)
   virtual void grid(Dispatch& d, uint64_t items, uint32_t wg) = 0;
   // y[yextra + iter . ys] = x[xextra + iter . xs] (element strides may be negative), no op, no rounding.
   virtual void strided(const TensorRef& x, int64_t xextra, const std::vector<int64_t>& xs, const TensorRef& y,

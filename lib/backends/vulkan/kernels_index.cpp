@@ -1,7 +1,9 @@
 // Lowering of the ONNX-style ops on Vulkan: min/prod reductions (reduce_ext.comp), where
 // (where.comp), argmax/argmin/cumsum/topk (axis_op.comp), gather/gather_elements
 // (gather.comp, out-of-range indices reported through the error flag), slice (the strided
-// copy of unary.comp), pad (pad.comp) and trilu (trilu.comp). Values are f32 on the device.
+// copy of unary.comp), pad (pad.comp) and trilu (trilu.comp). Values are f32 on the device,
+// except i8/u8 (bytes), which where, gather/gather_elements, slice and pad read and write
+// directly (storage kinds 3/4); the other ops here see them widened to f32 (kernels.cpp).
 #include <algorithm>
 #include <cstring>
 
@@ -58,7 +60,10 @@ void where(LowerCtx& L) {
   Collapsed c = collapse(os, {broadcast_strides(k.inputs[0].shape, os), broadcast_strides(k.inputs[1].shape, os),
                               broadcast_strides(k.inputs[2].shape, os)});
   if (c.dims.size() > 6) L.fail("where over more than 6 dims after collapsing");
-  Dispatch& d = L.add("where", {(uint32_t)c.dims.size()});
+  const DeviceCaps& caps = L.caps();
+  Dispatch& d = L.add("where", {(uint32_t)c.dims.size(), storage_kind(caps, k.inputs[0].dtype),
+                                storage_kind(caps, k.inputs[1].dtype), storage_kind(caps, k.inputs[2].dtype),
+                                storage_kind(caps, k.output.dtype)});
   uint32_t co = L.read(d, k.inputs[0]), xo = L.read(d, k.inputs[1]), yo = L.read(d, k.inputs[2]);
   uint32_t oo = L.write(d, k.output);
   d.push = {(uint32_t)k.output.numel(), co, xo, yo, oo};
@@ -101,7 +106,9 @@ void gather(LowerCtx& L, bool elements) {
   check_u32(L, n);
   check_u32(L, data.numel());
   Axis3 v = around(data.shape, axis);
-  Dispatch& d = L.add("gather", {elements ? 1u : 0u, (uint32_t)r});
+  const DeviceCaps& caps = L.caps();
+  Dispatch& d = L.add("gather", {elements ? 1u : 0u, (uint32_t)r, storage_kind(caps, data.dtype),
+                                 storage_kind(caps, idx.dtype), storage_kind(caps, k.output.dtype)});
   uint32_t dof = L.read(d, data), io = L.read(d, idx);
   L.bind_error(d);
   uint32_t yo = L.write(d, k.output);
@@ -142,7 +149,8 @@ void pad(LowerCtx& L) {
   const std::string& mode = k.node->attrs.s("mode");
   uint32_t m = mode == "constant" ? 0u : mode == "edge" ? 1u : 2u;
   const auto& pads = k.node->attrs.ints("pads");
-  Dispatch& d = L.add("pad", {(uint32_t)std::max(r, 1), m});
+  Dispatch& d = L.add("pad", {(uint32_t)std::max(r, 1), m, storage_kind(L.caps(), x.dtype),
+                              storage_kind(L.caps(), k.output.dtype)});
   // An empty input (padded with constants only) binds the dummy buffer.
   uint32_t xo = L.read(d, x), yo = L.write(d, k.output);
   d.push = {(uint32_t)n, xo, yo, f2u((float)k.node->attrs.f("value"))};
