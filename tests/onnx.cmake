@@ -37,7 +37,9 @@ endif()
 # Issue 31: small Llama-style decoders exported in Hugging Face's KV cache layout (GQA by expand
 # and by repeat_interleave, and plain MHA) run token by token with --steps 64 --feed, the cache
 # growing: 64 greedy ids and the final caches against PyTorch's own greedy loop; and
-# graphs/decode_step_bf16.json (fixed shapes) under --steps/--feed.
+# graphs/decode_step_bf16.json (fixed shapes) under --steps/--feed; and the logits decoder merged
+# as Optimum's decoder_model_merged.onnx (an If on use_cache_branch) under `rlx generate`, its ids
+# against PyTorch's and ONNX Runtime's greedy loops (ORT where onnxruntime-node is installed).
 add_test(NAME onnx_decoder_steps_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/decoder_export.py --rlx $<TARGET_FILE:rlx>
          --out ${CMAKE_BINARY_DIR}/onnx-decoder-export --backend cpu)
 set_tests_properties(onnx_decoder_steps_cpu PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_decoder_data)

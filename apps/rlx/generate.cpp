@@ -31,7 +31,7 @@ namespace {
 const char* kConvention =
     "inputs input_ids [batch, seq], optionally attention_mask [batch, past + seq] and position_ids [batch, seq], and "
     "past_key_values.N.key / .value [batch, kv_heads, past, head_dim]; outputs logits [batch, seq, vocab] and "
-    "present.N.key / .value";
+    "present.N.key / .value; a merged decoder (Optimum's decoder_model_merged.onnx) also takes use_cache_branch [1] bool";
 
 std::vector<int64_t> parse_prompt(const std::string& s) {
   std::vector<int64_t> ids;
@@ -64,6 +64,8 @@ std::vector<int64_t> parse_prompt(const std::string& s) {
 
 struct Layout {
   std::string ids = "input_ids", mask, pos;
+  bool use_cache_branch = false;  // a merged decoder: false on the prompt step (no past), true after
+  Shape use_cache_shape;
   int ids_et = 0, mask_et = 0, pos_et = 0;
   std::vector<std::string> past, present;  // past_key_values.N.key/value, present.N.key/value
   std::vector<int64_t> kv_heads, head_dim;
@@ -82,6 +84,12 @@ Layout read_layout(const onnx::Model& m, const std::string& file) {
     if (vi.name == "input_ids") has_ids = true, L.ids_et = vi.elem_type;
     else if (vi.name == "attention_mask") L.mask = vi.name, L.mask_et = vi.elem_type;
     else if (vi.name == "position_ids") L.pos = vi.name, L.pos_et = vi.elem_type;
+    else if (vi.name == "use_cache_branch") {
+      if (vi.elem_type != onnx::kBool || !vi.has_shape || vi.dims.size() > 1 || (vi.dims.size() == 1 && vi.dims[0].value != 1))
+        throw InputError(file + ": input 'use_cache_branch' must be a bool of one element ([] or [1]), as in a merged decoder");
+      L.use_cache_branch = true;
+      L.use_cache_shape = vi.dims.empty() ? Shape{} : Shape{1};
+    }
     else if (std::regex_match(vi.name, mt, kPast)) past[std::stoi(mt[1])][mt[2]] = &vi;
     else throw InputError(file + ": input '" + vi.name + "' is not one rlx generate knows (it expects " + kConvention + ")");
   }
@@ -222,6 +230,10 @@ int cmd_generate(GenerateFlags& f) {
     std::map<std::string, Tensor> in = past;
     in[L.ids] = ints({1, t}, cur, L.ids_et, "input_ids");
     if (!L.mask.empty()) in[L.mask] = ints({1, past_len + t}, std::vector<int64_t>(past_len + t, 1), L.mask_et, "attention_mask");
+    // A merged decoder's If folds on this value when the model is specialised (a one-element
+    // input bound by value): the prompt step imports only the no-past branch, the others only the
+    // with-past one (the past inputs are then empty on the prompt step, and unread).
+    if (L.use_cache_branch) in["use_cache_branch"] = Tensor::from_ints(L.use_cache_shape, {past_len > 0 ? 1 : 0}, DType::boolean);
     if (!L.pos.empty()) {
       std::vector<int64_t> p(t);
       for (int64_t i = 0; i < t; ++i) p[i] = past_len + i;
@@ -229,7 +241,9 @@ int cmd_generate(GenerateFlags& f) {
     }
     std::map<std::string, Shape> shapes;
     for (const auto& [name, v] : in) shapes[name] = v.shape();
+    const int specs_before = model->specializations();
     auto sp = model->specialize(shapes, {}, in);
+    const bool fresh = model->specializations() != specs_before;
     Session s(sp->graph, *ex, sp->params, so);
     for (const auto& [name, v] : in) s.set_input(name, v);
     std::vector<Tensor> outs = s.run(mode);
@@ -261,7 +275,14 @@ int cmd_generate(GenerateFlags& f) {
     const double ms = std::chrono::duration<double, std::milli>(now - t_prev).count();
     t_prev = now;
     if (f.json) std::cout << nlohmann::json{{"step", step + 1}, {"id", id}, {"ms", ms}}.dump() << "\n" << std::flush;
-    if (f.verbose) std::cerr << fmt::format("step {}: {} token(s) in, id {} ({:.3f} ms)\n", step + 1, t, id, ms);
+    if (f.verbose) {
+      int control = 0;
+      for (const auto& nd : sp->graph->nodes) control += nd.op == ir::Op::If || nd.op == ir::Op::Loop || nd.op == ir::Op::Scan;
+      std::cerr << fmt::format("step {}: {} token(s) in, past {}, id {} ({:.3f} ms; {} for this shape, {} nodes{}{})\n", step + 1, t,
+                               past_len - t, id, ms, fresh ? "specialised anew" : "specialisation reused", sp->graph->nodes.size(),
+                               control ? fmt::format(", {} run-time control node(s)", control) : "",
+                               L.use_cache_branch ? fmt::format(", use_cache_branch {}", past_len > t) : "");
+    }
     if (f.eos && id == *f.eos) {
       eos = true;
       break;
