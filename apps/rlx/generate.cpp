@@ -242,11 +242,16 @@ int cmd_generate(GenerateFlags& f) {
     std::map<std::string, Shape> shapes;
     for (const auto& [name, v] : in) shapes[name] = v.shape();
     const int specs_before = model->specializations();
+    const auto t_spec = clock::now();
     auto sp = model->specialize(shapes, {}, in);
     const bool fresh = model->specializations() != specs_before;
+    const auto t_session = clock::now();
     Session s(sp->graph, *ex, sp->params, so);
     for (const auto& [name, v] : in) s.set_input(name, v);
+    const auto t_run = clock::now();
     std::vector<Tensor> outs = s.run(mode);
+    const auto t_ran = clock::now();
+    auto msd = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
     const ir::Graph& g = *sp->graph;
     auto out = [&](const std::string& id) -> const Tensor& {
       int k = output_index(g, id);
@@ -278,8 +283,11 @@ int cmd_generate(GenerateFlags& f) {
     if (f.verbose) {
       int control = 0;
       for (const auto& nd : sp->graph->nodes) control += nd.op == ir::Op::If || nd.op == ir::Op::Loop || nd.op == ir::Op::Scan;
-      std::cerr << fmt::format("step {}: {} token(s) in, past {}, id {} ({:.3f} ms; {} for this shape, {} nodes{}{})\n", step + 1, t,
-                               past_len - t, id, ms, fresh ? "specialised anew" : "specialisation reused", sp->graph->nodes.size(),
+      std::cerr << fmt::format("step {}: {} token(s) in, past {}, id {} ({:.3f} ms: specialise {:.3f}, session {:.3f}, run {:.3f} "
+                               "(planning{} included); {} for this shape, {} nodes{}{})\n",
+                               step + 1, t, past_len - t, id, ms, msd(t_spec, t_session), msd(t_session, t_run), msd(t_run, t_ran),
+                               mode == Mode::Compiled ? " and compiling" : "", fresh ? "specialised anew" : "specialisation reused",
+                               sp->graph->nodes.size(),
                                control ? fmt::format(", {} run-time control node(s)", control) : "",
                                L.use_cache_branch ? fmt::format(", use_cache_branch {}", past_len > t) : "");
     }
