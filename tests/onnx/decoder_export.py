@@ -471,6 +471,16 @@ def merged_tests(rlx, path, out_dir, backend, modes):
             print(f"{'FAIL' if err else 'ok  '} merged decoder: ONNX Runtime {o.get('version', '?')}'s own greedy loop gives "
                   f"the same {STEPS} ids" + (f"\n     {err}" if err else ""), flush=True)
             fails += err is not None
+        # the README's graphs/tiny_decoder_merged.onnx (this merge of graphs/tiny_decoder.onnx's
+        # weights): PyTorch's greedy ids kept beside tiny_decoder.onnx
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        kept = np.load(os.path.join(root, "graphs/tiny_decoder.inputs/ids.torch.npy")).ravel().tolist()
+        r = subprocess.run([rlx, "generate", os.path.join(root, "graphs/tiny_decoder_merged.onnx"), "--prompt", ",".join(map(str, PROMPT)),
+                            "-n", str(len(kept)), "--json"], capture_output=True, text=True)
+        ok = r.returncode == 0 and json.loads(r.stdout.splitlines()[-1])["ids"] == kept
+        print(f"{'ok  ' if ok else 'FAIL'} graphs/tiny_decoder_merged.onnx: PyTorch's {len(kept)} greedy ids (graphs/tiny_decoder.inputs/ids.torch.npy)" +
+              ("" if ok else f"\n     exit {r.returncode}: {r.stdout[-300:]} {r.stderr[-300:]}"), flush=True)
+        fails += not ok
         # use_cache_branch declared int64: refused with exit 2, naming the input
         m = onnx.load(path)
         for vi in m.graph.input:
