@@ -180,9 +180,11 @@ void add_generate_options(CLI::App* app, GenerateFlags& f) {
   app->footer(
       "No tokenizer: ids in, ids out. The prompt runs as one step, then each step feeds the chosen id and the\n"
       "grown present.N.* back; the model is specialised (and in compiled mode compiled) again for each cache length.\n"
+      "A merged decoder (Optimum's decoder_model_merged.onnx) gets use_cache_branch false on the prompt step, true after.\n"
       "Examples:\n"
       "  rlx generate graphs/tiny_decoder.onnx --prompt 5,17,42,7 -n 64 -o ids.npy\n"
       "  rlx generate graphs/tiny_decoder.onnx --prompt @graphs/tiny_decoder.inputs/prompt.npy --sample --temperature 0.8 --top-p 0.9 --seed 1 --json\n"
+      "  rlx generate graphs/tiny_decoder_merged.onnx --prompt 5,17,42,7 -n 64 --verbose\n"
       "Exit codes: 0 ok, 2 bad usage, model or input, 3 failure while running.");
 }
 
