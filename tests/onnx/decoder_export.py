@@ -448,9 +448,14 @@ def merged_tests(rlx, path, out_dir, backend, modes):
             err = f"exit {r.returncode}: {r.stderr.strip()[-1000:]}"
         else:
             got = json.loads(r.stdout.splitlines()[-1])["ids"]
+            per = [json.loads(x) for x in r.stdout.splitlines()[:-1]]
+            # the per-token lines: the prompt's 4 ids over no past, then one id over a past of 4, 5, ...
+            want_shape = [(len(PROMPT), 0)] + [(1, len(PROMPT) + k) for k in range(STEPS - 1)]
             steps = [x for x in r.stderr.splitlines() if x.startswith("step ")]
             if got != want:
                 err = f"ids differ: got {got}, want {want}"
+            elif [(x["tokens_in"], x["past"]) for x in per] != want_shape or [x["id"] for x in per] != got:
+                err = "the --json per-token lines' tokens_in / past / id are not the loop's: " + json.dumps(per[:3])
             elif len(steps) != STEPS or "use_cache_branch false" not in steps[0] or any("use_cache_branch true" not in x for x in steps[1:]):
                 err = "use_cache_branch was not false on the prompt step and true after: " + " / ".join(steps[:3])
             elif any("run-time control" in x for x in steps):
