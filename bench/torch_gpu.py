@@ -32,14 +32,14 @@ def timed(fn, reps, warmup=3):
     return ts[len(ts) // 2]
 
 
-def block_fn(d, hq, hkv, head, ffn, seq, dtype=torch.float32):
-    g = torch.Generator(device="cuda").manual_seed(0)
-    r = lambda *s: (torch.randn(*s, device="cuda", generator=g) * 0.02).to(dtype)
+def block_fn(d, hq, hkv, head, ffn, seq, dtype=torch.float32, device="cuda"):
+    g = torch.Generator(device=device).manual_seed(0)
+    r = lambda *s: (torch.randn(*s, device=device, generator=g) * 0.02).to(dtype)
     W = dict(q=r(hq * head, d), k=r(hkv * head, d), v=r(hkv * head, d), o=r(d, hq * head), gate=r(ffn, d),
-             up=r(ffn, d), down=r(d, ffn), n1=torch.ones(d, device="cuda", dtype=dtype), n2=torch.ones(d, device="cuda", dtype=dtype))
-    x = torch.randn(1, seq, d, device="cuda", generator=g).to(dtype)
-    pos = torch.arange(seq, device="cuda", dtype=torch.float32)
-    inv = 10000.0 ** (-torch.arange(0, head, 2, device="cuda", dtype=torch.float32) / head)
+             up=r(ffn, d), down=r(d, ffn), n1=torch.ones(d, device=device, dtype=dtype), n2=torch.ones(d, device=device, dtype=dtype))
+    x = torch.randn(1, seq, d, device=device, generator=g).to(dtype)
+    pos = torch.arange(seq, device=device, dtype=torch.float32)
+    inv = 10000.0 ** (-torch.arange(0, head, 2, device=device, dtype=torch.float32) / head)
     ang = pos[:, None] * inv[None, :]
     cos, sin = torch.cos(ang).to(dtype), torch.sin(ang).to(dtype)
 

@@ -6,7 +6,7 @@
 # Here (after scripts/build.sh, and ../shared/gpu/prepare-device.sh for .device-vk/):
 #   scripts/device_run.sh --pack      # .device-pack/: binaries, their libraries, sources (<64 MiB)
 # There (the device tool, carrying .device-pack and .device-vk):
-#   scripts/device_run.sh [STAGE]     # STAGE: all (default), test, bench, profile, torch, half, nbits
+#   scripts/device_run.sh [STAGE]     # STAGE: all (default), test, bench, profile, torch, half, nbits, cpu
 # ("half": issue 9's f16 figures: 2-byte-storage tests on the GPU, f16 matmul 4096^3 and the
 # d-4096 decoder block with --dtype f16, their kernel profiles, and PyTorch fp16 in the same call;
 # "nbits": issue 19's byte storage checked on the GPU and the 4-bit gemv 14336x4096 beside PyTorch)
@@ -23,6 +23,13 @@ if [[ "${1:-}" == "--pack" ]]; then
   strip "$tmp"/rlx "$tmp"/test_*
   for b in "$tmp"/rlx "$tmp"/test_*; do
     ldd "$b" | awk '/=> \// {print $3}' | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux|libgcc_s|libstdc\+\+)\.' | xargs -r cp -Lu -t "$tmp/lib"
+  done
+  # OpenBLAS and oneDNN are opened with dlopen (not in ldd's list): the CPU executor needs them there
+  for l in libopenblas.so.0 libdnnl.so.2; do
+    f=$(ldconfig -p | awk -v l="$l" '$1 == l {print $NF; exit}')
+    [[ -n $f ]] || continue
+    cp -L "$f" "$tmp/lib/$l"
+    ldd "$f" | awk '/=> \// {print $3}' | grep -E '/(libgfortran|libquadmath|libgomp)\.' | xargs -r cp -Lu -t "$tmp/lib"
   done
   git archive HEAD tests graphs bench | tar x -C "$tmp/src"  # test data, graphs, torch_gpu.py
   pwd > "$tmp/source_dir"  # where the test binaries look for their data (RLX_SOURCE_DIR)
@@ -113,6 +120,34 @@ if [[ $stage == nbits ]]; then  # issue 19: bytes on the device, the 4-bit gemv,
   PN=8 PROF bench/graphs/gemv_14336x4096.json --input x=random:1 --input w=random:2 --repeat 20
   timeout 120 python3 bench/torch_nbits.py --reps 50 2>&1
 fi | tee "$out/nbits.txt"
+if [[ $stage == cpu ]]; then  # issue 26: the lent machine's Xeon (AMX) against PyTorch's CPU path
+  echo "== CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) threads"
+  lscpu | grep -o -E 'amx[a-z_0-9]*|avx512_vnni|avx512_bf16' | sort -u | tr '\n' ' '; echo
+  $R devices --backend cpu
+  W=$(mktemp -d)
+  python3 - "$W" <<'PY'
+import json, struct, sys
+import numpy as np
+d = sys.argv[1]
+w = (np.random.default_rng(0).standard_normal((4096, 4096)) * 0.02).astype(np.float32)
+h = json.dumps({"w": {"dtype": "F32", "shape": [4096, 4096], "data_offsets": [0, w.nbytes]}}).encode()
+h += b" " * (-len(h) % 8)
+open(f"{d}/lin.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + w.tobytes())
+json.dump({"format": "rlx.graph", "version": 1, "name": "linear_4096",
+           "nodes": [{"id": "x", "op": "input", "shape": [4096, 4096]}, {"id": "w", "op": "param", "shape": [4096, 4096]},
+                     {"id": "y", "op": "linear", "inputs": ["x", "w"]}], "outputs": ["y"]}, open(f"{d}/lin.json", "w"))
+PY
+  timeout 200 $R quantize $W/lin.json -p $W/lin.safetensors --format int8 -o $W/lin_i8.json --min-size 0 --input x=random:1 2>&1 | tail -4
+  B bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2 --backends cpu --modes compiled --reps 10
+  B bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2 --backends cpu --modes compiled --reps 10 --dtype bf16
+  B $W/lin.json -p $W/lin.safetensors --input x=random:1 --backends cpu --modes compiled --reps 10
+  B $W/lin_i8.json -p $W/lin_i8.safetensors --input x=random:1 --backends cpu --modes compiled --reps 10
+  B bench/graphs/decoder_block.json --random-params --input x=random:1 --backends cpu --modes compiled --reps 20
+  echo "-- RLX_CPU_ISA=avx2 (the AVX2 + FMA path forced on this AVX-512 CPU)"
+  RLX_CPU_ISA=avx2 B bench/graphs/decoder_block.json --random-params --input x=random:1 --backends cpu --modes compiled --reps 20
+  RLX_CPU_ISA=avx2 B bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2 --backends cpu --modes compiled --reps 10
+  timeout 200 python3 bench/torch_cpu.py --reps 10 2>&1
+fi | tee "$out/cpu.txt"
 if [[ $stage == all || $stage == torch ]]; then
   echo "== PyTorch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null) on the same GPU"
   timeout 200 python3 bench/torch_gpu.py --reps 20 2>&1 | tee "$out/torch.jsonl"
