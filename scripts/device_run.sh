@@ -19,7 +19,8 @@ if [[ "${1:-}" == "--pack" ]]; then
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   mkdir -p "$tmp/lib" "$tmp/src"
-  cp build/apps/rlx/rlx build/tests/test_golden build/tests/test_vulkan build/tests/test_vulkan_half "$tmp/"
+  B=${BUILD_DIR:-build}  # the build to pack
+  cp "$B/apps/rlx/rlx" "$B/tests/test_golden" "$B/tests/test_vulkan" "$B/tests/test_vulkan_half" "$tmp/"
   strip "$tmp"/rlx "$tmp"/test_*
   for b in "$tmp"/rlx "$tmp"/test_*; do
     ldd "$b" | awk '/=> \// {print $3}' | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux|libgcc_s|libstdc\+\+)\.' | xargs -r cp -Lu -t "$tmp/lib"

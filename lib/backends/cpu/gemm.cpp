@@ -13,7 +13,10 @@
 #include <type_traits>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/fast_math.h"
@@ -871,6 +874,96 @@ bool dnnl_run(const PackedB::DnnlPack& pk, const float* A, float* C, const Epilo
   return !failed;
 }
 }  // namespace
+
+// ---------------- bf16 x bf16 products through oneDNN (AMX where the CPU has it) ----------------
+// Neither operand is packed: the weights md has the caller's strides, so one primitive per
+// (shape, strides) serves every call and every data pointer. Primitives are cached (they are
+// independent of the data); each pool task runs its column slices with a one-thread OpenMP team,
+// as dnnl_run does, so oneDNN starts no threads of its own.
+namespace {
+struct Bf16Key {
+  int64_t M, nt, K, lda, ldb, ldc;
+  bool trans_b;
+  bool operator<(const Bf16Key& o) const {
+    return std::tie(M, nt, K, lda, ldb, ldc, trans_b) < std::tie(o.M, o.nt, o.K, o.lda, o.ldb, o.ldc, o.trans_b);
+  }
+};
+struct Bf16Prim {
+  dnnl_primitive_t prim = nullptr;
+  dnnl_memory_desc_t src_md{}, w_md{}, dst_md{};
+};
+
+// The primitive for one slice shape, made once (null when oneDNN refuses it).
+const Bf16Prim* bf16_prim(const Bf16Key& key) {
+  static std::mutex mu;
+  static std::map<Bf16Key, Bf16Prim> cache;  // never destroyed: primitives outlive static destructors
+  std::lock_guard<std::mutex> l(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second.prim ? &it->second : nullptr;
+  const Dnnl& d = dnnl();
+  Bf16Prim p;
+  dnnl_dims_t a_dims = {key.M, key.K}, a_str = {key.lda, 1}, w_dims = {key.K, key.nt}, c_dims = {key.M, key.nt},
+              c_str = {key.ldc, 1};
+  dnnl_dims_t w_str = {key.trans_b ? 1 : key.ldb, key.trans_b ? key.ldb : 1};
+  dnnl_matmul_desc_t md{};
+  dnnl_primitive_desc_t pd = nullptr;
+  d.omp_threads(1);
+  bool ok = d.md_by_strides(&p.src_md, 2, a_dims, dnnl_bf16, a_str) == dnnl_success &&
+            d.md_by_strides(&p.w_md, 2, w_dims, dnnl_bf16, w_str) == dnnl_success &&
+            d.md_by_strides(&p.dst_md, 2, c_dims, dnnl_f32, c_str) == dnnl_success &&
+            d.matmul_desc_init(&md, &p.src_md, &p.w_md, nullptr, &p.dst_md) == dnnl_success &&
+            d.pd_create(&pd, &md, nullptr, d.engine, nullptr) == dnnl_success &&
+            d.prim_create(&p.prim, pd) == dnnl_success;
+  if (pd) d.pd_destroy(pd);
+  if (!ok) p.prim = nullptr;
+  auto& slot = cache[key] = p;
+  return slot.prim ? &slot : nullptr;
+}
+}  // namespace
+
+bool dnnl_bf16_gemm(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,
+                    bool trans_b, float* C, int64_t ldc) {
+  const Dnnl& d = dnnl();
+  if (!d.ok || M <= 16 || N <= 0 || K <= 0) return false;
+  const int T = ThreadPool::global().size();
+  // Slices of at most 512 columns, a multiple of 16, at least one per thread (as dnnl_pack).
+  int64_t slices = std::max<int64_t>(T, (N + 511) / 512);
+  slices = (slices + T - 1) / T * T;
+  const int64_t per = std::max<int64_t>(16, ((N + slices - 1) / slices + 15) / 16 * 16);
+  const int64_t count = (N + per - 1) / per;
+  // Every slice but the last has the same shape: at most two primitives per product.
+  const Bf16Prim* full = bf16_prim({M, per, K, lda, ldb, ldc, trans_b});
+  const int64_t tail = N - (count - 1) * per;
+  const Bf16Prim* last = tail == per ? full : bf16_prim({M, tail, K, lda, ldb, ldc, trans_b});
+  if (!full || !last) return false;
+  std::atomic<bool> failed{false};
+  parallel(count, 1, [&](int64_t s0, int64_t s1) {
+    d.omp_threads(1);
+    dnnl_stream_t st = nullptr;
+    if (d.stream_create(&st, d.engine, dnnl_stream_default_flags) != dnnl_success) {
+      failed = true;
+      return;
+    }
+    for (int64_t i = s0; i < s1 && !failed; ++i) {
+      const Bf16Prim& p = i + 1 == count ? *last : *full;
+      const int64_t n0 = i * per;
+      const uint16_t* w = trans_b ? B + n0 * ldb : B + n0;
+      dnnl_memory_t src = nullptr, wm = nullptr, dst = nullptr;
+      bool ok = d.mem_create(&src, &p.src_md, d.engine, const_cast<uint16_t*>(A)) == dnnl_success &&
+                d.mem_create(&wm, &p.w_md, d.engine, const_cast<uint16_t*>(w)) == dnnl_success &&
+                d.mem_create(&dst, &p.dst_md, d.engine, C + n0) == dnnl_success;
+      if (ok) {
+        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dst}};
+        ok = d.execute(p.prim, st, 3, args) == dnnl_success && d.stream_wait(st) == dnnl_success;
+      }
+      for (dnnl_memory_t m : {src, wm, dst})
+        if (m) d.mem_destroy(m);
+      if (!ok) failed = true;
+    }
+    d.stream_destroy(st);
+  }, Threads::Pool);
+  return !failed;
+}
 
 // Layout choice, measured (README, Dependencies; docs/benchmarks.md, GEMM candidates):
 // OpenBLAS packs B itself on every call and offers no pre-packed sgemm entry point; its speed

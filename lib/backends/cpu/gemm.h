@@ -109,4 +109,13 @@ void gemm_packed(int64_t M, const float* A, int64_t lda, const PackedB& B, float
 // "OpenBLAS 0.3.21 (SkylakeX kernels) + rlx skinny (avx512)": for reports and `rlx devices`.
 std::string gemm_description();
 
+// C[m * ldc + n] = sum_k A[m * lda + k] * op(B)(k, n) with bf16 A and B and f32 C, through
+// oneDNN's matmul (AMX tiles on CPUs that have them, else its AVX-512 BF16 kernels), the
+// columns split over rlx's pool. False when oneDNN is unavailable, refuses the shape or fails
+// (C may then be partly written: the caller computes it whole), or M <= 16 (the caller's own
+// kernels serve those). op(B)(k, n) = B[n * ldb + k]
+// when trans_b, else B[k * ldb + n].
+bool dnnl_bf16_gemm(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,
+                    bool trans_b, float* C, int64_t ldc);
+
 }  // namespace rlx::cpu

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 
@@ -353,6 +354,12 @@ void half_gemm(int64_t M, int64_t N, int64_t K, const void* A, DType a_dt, int64
     for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + N, 0.f);
     return;
   }
+  // bf16 x bf16 with more than 16 rows: oneDNN's matmul (AMX tiles where the CPU has them:
+  // 3.8 TFLOP/s against 0.43 for vdpbf16ps on the lent machine's Xeon, docs/benchmarks.md).
+  // RLX_HALF_ISA below avx512bf16 or RLX_GEMM_DNNL=0 keep rlx's own kernels.
+  if (isa == HalfIsa::Avx512Bf16 && a_dt == DType::bf16 && b_dt == DType::bf16 &&
+      dnnl_bf16_gemm(M, N, K, static_cast<const uint16_t*>(A), lda, B, ldb, b_trans, C, ldc))
+    return;
   Job j{M, N, K, nullptr, nullptr, lda, B, ldb, b_dt == DType::f16, b_trans, C, ldc};
   std::vector<float> a32;
   const bool dp = isa == HalfIsa::Avx512Bf16 && b_trans && a_dt == DType::bf16 && b_dt == DType::bf16;
