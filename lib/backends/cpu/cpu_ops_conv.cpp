@@ -1,5 +1,6 @@
 // CPU kernels of the convolution family, NCHW f32:
-//   conv2d            im2col tiles + GEMM (1x1 stride-1 convs read x directly),
+//   conv2d            im2col tiles + GEMM (1x1 stride-1 convs read x directly; on a 1x1 map the
+//                     batch is one GEMM over the images),
 //                     a direct loop for depthwise / one-channel-per-group convs
 //   conv_transpose2d  GEMM (Wᵀ·x) into columns, then col2im per output channel
 //   max_pool2d, avg_pool2d, resize: direct loops
@@ -135,6 +136,14 @@ void run_conv2d(const Kernel& k, TensorPtr ptr) {
   }
   const bool pointwise = g.kH == 1 && g.kW == 1 && g.sH == 1 && g.sW == 1 && g.pt == 0 && g.pl == 0 &&
                          g.pb == 0 && g.pr == 0;
+  if (pointwise && HW == 1 && g.groups == 1) {
+    // A 1x1 map (squeeze-excitation blocks): per image a matrix-vector product, so the whole batch is
+    // one product y[N, M] = x[N, C] · w[M, C]ᵀ (+ bias) that reads the weights once, not once per image.
+    Epilogue ep;
+    ep.bias = bias;
+    cpu::gemm(false, true, g.N, g.M, K, 1.f, x, K, w, K, y, g.M, ep, Threads::Pool);
+    return;
+  }
   // Tiles of T output positions: the im2col tile (K x T) stays near L2 size, and
   // there are enough tiles to keep every thread busy.
   const int64_t threads = ThreadPool::global().size();
