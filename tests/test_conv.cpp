@@ -181,9 +181,9 @@ TEST_P(ConvFamily, Conv2dBatchOfThreeInEveryMode) {
       {"3x2 dilation 2x3 asymmetric pads", {3, 6, 14, 15, 10, 2, 3, 2, 1, 2, 2, 3, 2, 0, 1, 3, 0, 0, true}},
       {"3x3 several tiles per image", {3, 64, 44, 50, 8, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, true}},
       {"1x1 several tiles per image", {3, 70, 40, 52, 5, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, false}},
-      {"depthwise 3x3", {3, 12, 10, 9, 12, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, true}},
+      {"depthwise 3x3 (16- and 8-column blocks)", {3, 12, 10, 43, 12, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, true}},
       {"depthwise 5x5 stride 2x1 pad 2", {3, 10, 12, 16, 10, 10, 5, 5, 2, 1, 1, 1, 2, 2, 2, 2, 0, 0, true}},
-      {"depthwise x2 multiplier dilation 2", {3, 5, 11, 12, 10, 5, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 0, 0, false}},
+      {"depthwise x2 multiplier dilation 2", {3, 5, 11, 37, 10, 5, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 0, 0, false}},
       {"first conv (3 channels, stride 2)", {3, 3, 16, 20, 16, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, true}},
   };
   std::mt19937 rng(77);
