@@ -11,7 +11,9 @@
   onnxruntime-node doing the same loop (read .npy, run, write .npy: bench/batch_ort.cjs), same
   threads; whole-command wall times, the two alternated over --rounds, best of each;
 - rec, bert: --batch-size 8 against --batch-size 1 on models with a symbolic batch dim: the
-  recogniser (3 x 48 x 320 text lines) and one BERT-base encoder layer (16-token sentences);
+  recogniser (3 x 48 x 320 text lines) and one BERT-base encoder layer (16-token sentences):
+  wall-time throughput (best of the rounds, and the median of per-round ratios) and the CPU time
+  (user + system, every thread) of the two, which a loaded machine does not skew;
 - rss: one worker process (--batch - through a pipe) over 10,000 items: peak RSS (VmHWM) after
   100 items and at the end.
 
@@ -22,6 +24,7 @@ directory outside the repository). Inputs are text-line-like images (real_models
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -69,6 +72,15 @@ def timed(cmd, env, **kw):
     if r.returncode != 0:
         sys.exit(f"batch_jobs: {' '.join(cmd[:6])} ... failed ({r.returncode}):\n{r.stderr[-2000:]}")
     return dt, r.stdout
+
+
+def timed_cpu(cmd, env):
+    """timed() plus the CPU time (user + system, all threads) the command used: on a loaded machine
+    the wall time depends on the share of the cores a process gets, the CPU time on the work done."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    dt, out = timed(cmd, env)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return dt, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime), out
 
 
 def result_ms(stdout):
@@ -125,16 +137,25 @@ def stacked(a, rlx, env, work, name, model, lst, n, report):
     """--batch-size 1 against 8 over the same list, alternated; the first run of each compiles
     (or loads) its plans and is not counted."""
     res = {1: [], 8: []}
+    cpu = {1: [], 8: []}
     for k in range(a.rounds + 1):
         for bs in (1, 8):
             out = os.path.join(work, name + "-out")
-            dt, _ = timed([rlx, "run", model, "--batch", lst, "--out-dir", out, "--batch-size", str(bs), "--force"], env)
+            dt, c, _ = timed_cpu([rlx, "run", model, "--batch", lst, "--out-dir", out, "--batch-size", str(bs), "--force"],
+                                 env)
             res[bs].append(dt)
+            cpu[bs].append(c)
     t1, t8 = min(res[1][1:]), min(res[8][1:])
-    report[name] = {"items": n, "bs1_s": res[1], "bs8_s": res[8], "speedup": t1 / t8}
+    # Per round (after the first), the CPU time of batch size 1 over that of 8; the median over rounds.
+    cpu_ratio = statistics.median(c1 / c8 for c1, c8 in zip(cpu[1][1:], cpu[8][1:]))
+    wall_ratio = statistics.median(w1 / w8 for w1, w8 in zip(res[1][1:], res[8][1:]))
+    report[name] = {"items": n, "bs1_s": res[1], "bs8_s": res[8], "speedup": t1 / t8, "bs1_cpu_s": cpu[1],
+                    "bs8_cpu_s": cpu[8], "cpu_ratio": cpu_ratio, "wall_ratio_median": wall_ratio}
     print(f"{name:5}: {n} items: --batch-size 1 {n / t1:.1f} items/s, --batch-size 8 {n / t8:.1f} items/s: {t1 / t8:.2f}x "
           f"(best of {a.rounds} after a first run; all s: bs1 {', '.join(f'{x:.2f}' for x in res[1])}; "
-          f"bs8 {', '.join(f'{x:.2f}' for x in res[8])})", flush=True)
+          f"bs8 {', '.join(f'{x:.2f}' for x in res[8])}; median of per-round ratios {wall_ratio:.2f}x); "
+          f"CPU time bs1 / bs8 {cpu_ratio:.2f}x (median of per-round ratios; "
+          f"CPU s: bs1 {', '.join(f'{x:.2f}' for x in cpu[1])}; bs8 {', '.join(f'{x:.2f}' for x in cpu[8])})", flush=True)
 
 
 def bench_rec(a, rlx, env, work, model, report):

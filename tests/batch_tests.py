@@ -190,6 +190,21 @@ def test_stacked_batch_size():
         b = np.load(os.path.join(d, "b8", it["id"], "probs.npy"))
         check(f"stacked/cnn/{it['id']}", rc == 0 and a.shape == b.shape == (1, 10) and np.allclose(a, b, rtol=1e-5, atol=1e-6),
               f"{a}\n{b}")
+    # 7 items at --batch-size 4: one alone, a stack of 4, then a short group of 2 padded to 4 with
+    # copies of its last item (the plan of 4 reused): every item's output is its own.
+    d = scratch()
+    items = make_inputs(d, 7, lambda i: (1, 3, 32, 32), seed=8)
+    for it in items:
+        it["inputs"] = {"image": it["inputs"]["x"]}
+    rc, so, se = rlx("run", CNN, "--batch", write_list(d, items), "--out-dir", os.path.join(d, "b4"), "--batch-size", "4")
+    check("stacked/cnn-padded-tail/exit0", rc == 0, se)
+    for it in items:
+        alone = os.path.join(d, "alone", it["id"])
+        rc, _, se = rlx("run", CNN, "-i", f"image=@{it['inputs']['image']}", "--mode", "compiled", "--out-dir", alone)
+        a = np.load(os.path.join(alone, "probs.npy"))
+        b = np.load(os.path.join(d, "b4", it["id"], "probs.npy"))
+        check(f"stacked/cnn-padded-tail/{it['id']}", rc == 0 and a.shape == b.shape == (1, 10)
+              and np.allclose(a, b, rtol=1e-5, atol=1e-6), f"{a}\n{b}")
     # A graph without a batch dim: --batch-size falls back to one item at a time, still right.
     d = scratch()
     fixed = dict(SIMPLE, nodes=[dict(SIMPLE["nodes"][0], shape=[1, 4])] + SIMPLE["nodes"][1:])

@@ -159,6 +159,58 @@ TEST_P(ConvFamily, Conv2dRandomGeometries) {
   }
 }
 
+// Batches of 3 images through each conv2d path of the CPU kernel (1x1 reading x in place, 1x1 on a
+// 1x1 map as one product over the batch, im2col tiles with groups / stride / padding / dilation,
+// several tiles per image, depthwise with and without a channel multiplier), in every mode,
+// against the reference loop: each image must come out as the loop computes it.
+TEST_P(ConvFamily, Conv2dBatchOfThreeInEveryMode) {
+  struct Case {
+    const char* what;
+    Conv p;
+  };
+  // N, C, H, W, M, G, kH, kW, sH, sW, dH, dW, pt, pl, pb, pr, oph, opw, bias
+  const Case cases[] = {
+      {"1x1", {3, 24, 9, 11, 20, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, true}},
+      {"1x1 on a 1x1 map (squeeze-excitation)", {3, 40, 1, 1, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, true}},
+      {"1x1 on a 1x1 map, no bias", {3, 17, 1, 1, 33, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, false}},
+      {"1x1 on a 1x1 map, groups 2", {3, 8, 1, 1, 6, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, true}},
+      {"1x1 with stride 2", {3, 8, 9, 10, 12, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, true}},
+      {"1x1 with padding", {3, 8, 5, 6, 12, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0, 0, false}},
+      {"3x3 pad 1", {3, 16, 12, 13, 24, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, true}},
+      {"3x3 groups 4 stride 2", {3, 16, 13, 11, 8, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, true}},
+      {"3x2 dilation 2x3 asymmetric pads", {3, 6, 14, 15, 10, 2, 3, 2, 1, 2, 2, 3, 2, 0, 1, 3, 0, 0, true}},
+      {"3x3 several tiles per image", {3, 64, 44, 50, 8, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, true}},
+      {"1x1 several tiles per image", {3, 70, 40, 52, 5, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, false}},
+      {"depthwise 3x3 (16- and 8-column blocks)", {3, 12, 10, 43, 12, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, true}},
+      {"depthwise 5x5 stride 2x1 pad 2", {3, 10, 12, 16, 10, 10, 5, 5, 2, 1, 1, 1, 2, 2, 2, 2, 0, 0, true}},
+      {"depthwise x2 multiplier dilation 2", {3, 5, 11, 37, 10, 5, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 0, 0, false}},
+      {"first conv (3 channels, stride 2)", {3, 3, 16, 20, 16, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, true}},
+  };
+  std::mt19937 rng(77);
+  for (const Case& c : cases) {
+    const Conv& p = c.p;
+    const int64_t eH = (p.kH - 1) * p.dH + 1, eW = (p.kW - 1) * p.dW + 1;
+    const int64_t OH = (p.H + p.pt + p.pb - eH) / p.sH + 1, OW = (p.W + p.pl + p.pr - eW) / p.sW + 1;
+    Tensor x = random_tensor({p.N, p.C, p.H, p.W}, rng), w = random_tensor({p.M, p.C / p.G, p.kH, p.kW}, rng),
+           b = random_tensor({p.M}, rng);
+    std::string nodes = R"({"id": "x", "op": "input", "shape": )" + shape_json(x.shape()) +
+                        R"(}, {"id": "w", "op": "param", "shape": )" + shape_json(w.shape()) + "}, " +
+                        (p.bias ? R"({"id": "b", "op": "param", "shape": )" + shape_json(b.shape()) + "}, " : "") +
+                        R"({"id": "y", "op": "conv2d", "inputs": ["x", "w")" + (p.bias ? R"(, "b")" : "") +
+                        R"(], "attrs": )" + p.attrs(false) + "}";
+    std::map<std::string, Tensor> params{{"w", w}};
+    if (p.bias) params["b"] = b;
+    const std::vector<double> want = conv_ref(p, x, w, p.bias ? &b : nullptr, OH, OW);
+    for (Mode m : {Mode::Eager, Mode::Lazy, Mode::Compiled}) {
+      Session s(graph(nodes), *ex_, params);
+      s.set_input("x", x);
+      // f32 sums of K = Cg kH kW products of N(0, 1) values (up to 576 here): rounding grows like sqrt(K).
+      const double tol = 1e-5 * std::max(1.0, std::sqrt((double)(p.C / p.G * p.kH * p.kW)));
+      expect_close(s.run(m)[0], want, {p.N, p.M, OH, OW}, tol, std::string(c.what) + " in " + mode_name(m) + " mode");
+    }
+  }
+}
+
 TEST_P(ConvFamily, ConvTranspose2dRandomGeometries) {
   std::mt19937 rng(99);
   auto U = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };

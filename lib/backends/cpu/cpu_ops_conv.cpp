@@ -1,5 +1,6 @@
 // CPU kernels of the convolution family, NCHW f32:
-//   conv2d            im2col tiles + GEMM (1x1 stride-1 convs read x directly),
+//   conv2d            im2col tiles + GEMM (1x1 stride-1 convs read x directly; on a 1x1 map the
+//                     batch is one GEMM over the images),
 //                     a direct loop for depthwise / one-channel-per-group convs
 //   conv_transpose2d  GEMM (Wᵀ·x) into columns, then col2im per output channel
 //   max_pool2d, avg_pool2d, resize: direct loops
@@ -9,8 +10,11 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <immintrin.h>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/gemm.h"
@@ -52,7 +56,7 @@ inline void valid_range(int64_t off, int64_t s, int64_t len, int64_t n_out, int6
 
 // One output plane of a convolution whose groups have one input channel each
 // (depthwise): y[oh, :] += w[kh, kw] * x[ih, ow * s + off], row by row.
-void conv_direct_plane(const ir::Conv2dGeom& g, const float* x, const float* w, float bias, float* y) {
+void conv_direct_plane_base(const ir::Conv2dGeom& g, const float* x, const float* w, float bias, float* y) {
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     float* yr = y + oh * g.OW;
     std::fill(yr, yr + g.OW, bias);
@@ -74,6 +78,79 @@ void conv_direct_plane(const ir::Conv2dGeom& g, const float* x, const float* w, 
       }
     }
   }
+}
+
+// The same with AVX2 + FMA for stride 1 along W: the columns whose every tap lies inside the row
+// are computed 16 (then 8) at a time with the sums in registers over all kH x kW taps (one store
+// per output instead of one load and store per tap and output: the base loop's bound); the few
+// columns at the edges take the scalar path. The recogniser's depthwise convs (3x3 and 5x5 on
+// maps 80-160 wide) were a quarter of its CPU time on the base loop.
+__attribute__((target("avx2,fma"))) void conv_direct_plane_avx2(const ir::Conv2dGeom& g, const float* x,
+                                                                 const float* w, float bias, float* y) {
+  // Interior columns [a, b): 0 <= ow - pl + kw dW <= W - 1 for every kw.
+  const int64_t a = std::min<int64_t>(g.OW, g.pl);
+  const int64_t last = g.W - 1 + g.pl - (g.kW - 1) * g.dW;
+  const int64_t b = std::max<int64_t>(a, std::min<int64_t>(g.OW, last + 1));
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    float* yr = y + oh * g.OW;
+    int64_t kh0 = 0, kh1 = g.kH;  // taps whose row is inside the input
+    const int64_t ih0 = oh * g.sH - g.pt;
+    while (kh0 < kh1 && ih0 + kh0 * g.dH < 0) ++kh0;
+    while (kh1 > kh0 && ih0 + (kh1 - 1) * g.dH >= g.H) --kh1;
+    auto scalar = [&](int64_t ow) {
+      float acc = bias;
+      for (int64_t kh = kh0; kh < kh1; ++kh) {
+        const float* xr = x + (ih0 + kh * g.dH) * g.W;
+        for (int64_t kw = 0; kw < g.kW; ++kw) {
+          const int64_t iw = ow - g.pl + kw * g.dW;
+          if (iw >= 0 && iw < g.W) acc += w[kh * g.kW + kw] * xr[iw];
+        }
+      }
+      yr[ow] = acc;
+    };
+    for (int64_t ow = 0; ow < a; ++ow) scalar(ow);
+    int64_t ow = a;
+    for (; ow + 16 <= b; ow += 16) {
+      __m256 s0 = _mm256_set1_ps(bias), s1 = s0;
+      for (int64_t kh = kh0; kh < kh1; ++kh) {
+        const float* xr = x + (ih0 + kh * g.dH) * g.W + ow - g.pl;
+        const float* wr = w + kh * g.kW;
+        for (int64_t kw = 0; kw < g.kW; ++kw) {
+          const __m256 wv = _mm256_set1_ps(wr[kw]);
+          const float* xs = xr + kw * g.dW;
+          s0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xs), s0);
+          s1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xs + 8), s1);
+        }
+      }
+      _mm256_storeu_ps(yr + ow, s0);
+      _mm256_storeu_ps(yr + ow + 8, s1);
+    }
+    for (; ow + 8 <= b; ow += 8) {
+      __m256 s0 = _mm256_set1_ps(bias);
+      for (int64_t kh = kh0; kh < kh1; ++kh) {
+        const float* xr = x + (ih0 + kh * g.dH) * g.W + ow - g.pl;
+        for (int64_t kw = 0; kw < g.kW; ++kw)
+          s0 = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * g.kW + kw]), _mm256_loadu_ps(xr + kw * g.dW), s0);
+      }
+      _mm256_storeu_ps(yr + ow, s0);
+    }
+    for (; ow < g.OW; ++ow) scalar(ow);
+  }
+}
+
+bool conv_avx2() {
+  static const bool yes = [] {
+    const char* e = std::getenv("RLX_CPU_ISA");
+    if (e && std::string(e) == "base") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return yes;
+}
+
+void conv_direct_plane(const ir::Conv2dGeom& g, const float* x, const float* w, float bias, float* y) {
+  if (g.sW == 1 && conv_avx2()) conv_direct_plane_avx2(g, x, w, bias, y);
+  else conv_direct_plane_base(g, x, w, bias, y);
 }
 
 // col[r, j] for rows r = (c, kh, kw) of one group and output positions p0 + j, j < T.
@@ -135,6 +212,14 @@ void run_conv2d(const Kernel& k, TensorPtr ptr) {
   }
   const bool pointwise = g.kH == 1 && g.kW == 1 && g.sH == 1 && g.sW == 1 && g.pt == 0 && g.pl == 0 &&
                          g.pb == 0 && g.pr == 0;
+  if (pointwise && HW == 1 && g.groups == 1) {
+    // A 1x1 map (squeeze-excitation blocks): per image a matrix-vector product, so the whole batch is
+    // one product y[N, M] = x[N, C] · w[M, C]ᵀ (+ bias) that reads the weights once, not once per image.
+    Epilogue ep;
+    ep.bias = bias;
+    cpu::gemm(false, true, g.N, g.M, K, 1.f, x, K, w, K, y, g.M, ep, Threads::Pool);
+    return;
+  }
   // Tiles of T output positions: the im2col tile (K x T) stays near L2 size, and
   // there are enough tiles to keep every thread busy.
   const int64_t threads = ThreadPool::global().size();
