@@ -264,7 +264,8 @@ void matmul_integer_reference(const Kernel& k, int32_t* y) {
 // ONNX Runtime's MatMulNBits: B [N, k_blocks, block_size * bits / 8] u8, consecutive K values
 // in a byte from the low bits up; w[n, k] = (q - zp) * scale[n, k / block_size]; zero points
 // packed the same way per row, default 2^(bits - 1). The reference: B dequantized into an f32
-// [N, K] panel, then one product (speed comes with the fused kernels).
+// [N, K] copy, then one product (RLX_QGEMM_REFERENCE=1, and dtypes other than f32; f32 runs
+// nbits4_small_m, nbits_f32_blocked or nbits4_int8, qgemm.h).
 void run_matmul_nbits(const Kernel& k) {
   const auto& at = k.node->attrs;
   const int64_t K = at.i("k"), N = at.i("n"), bits = at.i("bits"), bs = at.i("block_size");
@@ -279,13 +280,18 @@ void run_matmul_nbits(const Kernel& k) {
     return;
   }
   // M <= 16 rows, 4 bits, f32: the decode kernel (qgemm.h), reading each weight byte once.
-  if (!reference_only() && bits == 4 && stored_dtype(k.inputs[0]) == DType::f32 && k.output.dtype == DType::f32 &&
+  if (!reference_only() && stored_dtype(k.inputs[0]) == DType::f32 && k.output.dtype == DType::f32 &&
       stored_dtype(k.inputs[2]) == DType::f32) {
     const int64_t M = K ? k.inputs[0].numel() / K : 0;
     const uint8_t* zp = k.inputs.size() == 4 ? bytes(k.inputs[3]) : nullptr;
-    if (nbits4_small_m(M, reinterpret_cast<const float*>(bytes(k.inputs[0])), K, bytes(k.inputs[1]),
+    if (bits == 4 && nbits4_small_m(M, reinterpret_cast<const float*>(bytes(k.inputs[0])), K, bytes(k.inputs[1]),
                        reinterpret_cast<const float*>(bytes(k.inputs[2])), zp, N, bs,
                        reinterpret_cast<float*>(bytes(k.output))))
+      return;
+    // More rows (or no AVX-512): weights expanded block-wise into per-thread panels for the f32 GEMM.
+    if (nbits_f32_blocked(M, reinterpret_cast<const float*>(bytes(k.inputs[0])), K, bytes(k.inputs[1]),
+                          reinterpret_cast<const float*>(bytes(k.inputs[2])), zp, N, bits, bs,
+                          reinterpret_cast<float*>(bytes(k.output))))
       return;
   }
   const int64_t kb = (K + bs - 1) / bs, blob = bs * bits / 8, zcols = (kb * bits + 7) / 8;
