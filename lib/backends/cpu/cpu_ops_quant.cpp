@@ -1,4 +1,5 @@
 // CPU kernels of quantize, dequantize, matmul_integer, matmul_integer_scaled and matmul_nbits
+// (conv2d_integer_scaled: qconv.cpp)
 // (ONNX QuantizeLinear, DequantizeLinear, MatMulInteger, ONNX Runtime's MatMulNBits;
 // docs/graph-format.md). Integer products run qgemm (qgemm.h, exact on every ISA path) where
 // the shapes allow, 4-bit products with up to 16 rows the AVX-512 decode kernel; the plain
@@ -322,7 +323,7 @@ void run_matmul_nbits(const Kernel& k) {
 bool is_quant_op(const Kernel& k) {
   if (k.fused || !k.node) return false;
   return k.node->op == Op::Quantize || k.node->op == Op::Dequantize || k.node->op == Op::MatmulInteger ||
-         k.node->op == Op::MatmulNbits || k.node->op == Op::MatmulIntegerScaled;
+         k.node->op == Op::MatmulNbits || k.node->op == Op::MatmulIntegerScaled || k.node->op == Op::Conv2dIntegerScaled;
 }
 
 bool run_quant_op(const Kernel& k) {
@@ -332,11 +333,13 @@ bool run_quant_op(const Kernel& k) {
     case Op::Dequantize: run_dequantize(k); return true;
     case Op::MatmulNbits: run_matmul_nbits(k); return true;
     case Op::MatmulIntegerScaled: run_matmul_integer_scaled(k, nullptr); return true;
+    case Op::Conv2dIntegerScaled: run_qconv(k, nullptr); return true;
     default: run_matmul_integer(k); return true;
   }
 }
 
 std::shared_ptr<const PackedQB> pack_quant_weight(const Kernel& k) {
+  if (k.node && k.node->op == Op::Conv2dIntegerScaled) return (k.const_inputs & 2u) ? pack_qconv_weight(k) : nullptr;
   if (!k.node || (k.node->op != Op::MatmulInteger && k.node->op != Op::MatmulIntegerScaled)) return nullptr;
   if (!(k.const_inputs & 2u) || k.inputs[1].shape.size() != 2) return nullptr;
   if (!is_byte(stored_dtype(k.inputs[0])) || !is_byte(stored_dtype(k.inputs[1]))) return nullptr;
@@ -345,6 +348,7 @@ std::shared_ptr<const PackedQB> pack_quant_weight(const Kernel& k) {
 }
 
 void run_quant_packed(const Kernel& k, const PackedQB& packed) {
+  if (k.node->op == Op::Conv2dIntegerScaled) return run_qconv(k, &packed);
   if (k.node->op == Op::MatmulIntegerScaled) return run_matmul_integer_scaled(k, &packed);
   if (reference_only() || !matmul_integer_fast(k, &packed, {}, bytes(k.output)))
     matmul_integer_reference(k, reinterpret_cast<int32_t*>(bytes(k.output)));
