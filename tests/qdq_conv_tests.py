@@ -154,6 +154,10 @@ def main():
              p=(0, 1, 2, 1), d=(2, 1), H=11, W=10)
         case(tmp, a.rlx, "u8_u8_perchannel_zw_1x1", rng, wdt="u8", zw=120, k=(1, 1), p=(0, 0, 0, 0), C=17, M=20)
         case(tmp, a.rlx, "i8_i8_7x7_stride2", rng, xdt="i8", k=(7, 7), s=(2, 2), p=(3, 3, 3, 3), H=20, W=18, M=16)
+        # 16 or more channels: the channels-last columns
+        case(tmp, a.rlx, "u8_i8_c32_3x3_stride_dil_pads", rng, C=32, M=24, s=(2, 1), p=(1, 0, 1, 2), d=(1, 2), H=10, W=11)
+        case(tmp, a.rlx, "i8_u8_c16_pertensor_zw_batch2", rng, xdt="i8", wdt="u8", per_channel=False, zw=130, C=16, M=9, N=2,
+             bias=False, H=6, W=7)
         case(tmp, a.rlx, "groups2_left_alone", rng, C=4, M=6, groups=2, expect_rule=False)
         case(tmp, a.rlx, "axis1_left_alone", rng, C=5, M=5, w_axis=1, expect_rule=False)
     print(f"qdq conv tests: {RUN - len(FAILS)} of {RUN} checks passed")
