@@ -209,6 +209,9 @@ bool nbits_f32_blocked(int64_t M, const float* A, int64_t K, const uint8_t* B, c
     };
     if (th == Threads::Single) tile_body(0, tiles);
     else ThreadPool::global().parallel_for(tiles, 1, tile_body);
+    // The packed activations keep their pages for the next call (a plan runs again) unless
+    // they are large (long prefills): then they are given back.
+    if (packed.size() * sizeof(float) > ((size_t)64 << 20)) std::vector<float>().swap(packed);
     return true;
   }
   const int threads = th == Threads::Pool ? ThreadPool::global().size() : 1;

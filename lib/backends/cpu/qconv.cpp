@@ -155,6 +155,12 @@ void run_qconv(const Kernel& k, const PackedQB* packed) {
       }
     });
   }
+  // The buffers keep their pages for the next call unless they are large (big images).
+  if (cols.size() + xt.size() + acc.size() * sizeof(float) > ((size_t)64 << 20)) {
+    std::vector<uint8_t>().swap(cols);
+    std::vector<uint8_t>().swap(xt);
+    std::vector<float>().swap(acc);
+  }
 }
 
 }  // namespace rlx::cpu
