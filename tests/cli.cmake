@@ -12,3 +12,5 @@ add_test(NAME shell_completion COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/completi
 # rlx quantize (issue 19, docs/quantize.md): weights, runs and reported errors against NumPy.
 add_test(NAME quantize_cli COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/quantize_tests.py --rlx $<TARGET_FILE:rlx>)
 set_tests_properties(quantize_cli PROPERTIES TIMEOUT 300)
+add_test(NAME qdq_conv COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/qdq_conv_tests.py --rlx $<TARGET_FILE:rlx>)
+set_tests_properties(qdq_conv PROPERTIES TIMEOUT 120)

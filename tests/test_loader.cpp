@@ -151,6 +151,7 @@ TEST(Registry, EveryOpOfTheSpecIsRegistered) {
   const char* control_ops[] = {"if", "loop", "scan", "result"};
   std::set<std::string> known(std::begin(spec_ops), std::end(spec_ops));
   known.insert("matmul_integer_scaled");  // issue 19's fused integer product (compiled mode, CPU)
+  known.insert("conv2d_integer_scaled");  // issue 19's int8 convolution of QDQ models (compiled mode, CPU)
   known.insert(std::begin(onnx_ops), std::end(onnx_ops));
   known.insert(std::begin(quant_ops), std::end(quant_ops));
   known.insert(std::begin(control_ops), std::end(control_ops));

@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/qgemm.h"
@@ -198,6 +200,55 @@ TEST(Nbits4, SmallMAgainstTheDequantizedProduct) {
   std::vector<uint8_t> B(8 * 3 * 8);
   EXPECT_FALSE(nbits4_small_m(1, A.data(), 40, B.data(), sc.data(), nullptr, 8, 16, C.data()));
   EXPECT_FALSE(nbits4_small_m(17, A.data(), 32, B.data(), sc.data(), nullptr, 8, 16, C.data()));
+}
+
+// matmul_nbits with more than 16 rows (nbits_f32_blocked: the 14 x 32 AVX-512 kernel over weights
+// expanded per task, or per-thread panels for OpenBLAS with RLX_NBITS_OPENBLAS=1 / without
+// AVX-512) against a double-precision loop over the dequantized weights: 4 and 8 bits, zero
+// points or none, K not a multiple of the block or of 16, blocks longer than the kernel's
+// 256-value k runs, N not a multiple of 14, M not a multiple of 32, pool and single thread.
+TEST(NbitsF32, ManyRowsAgainstTheDequantizedProduct) {
+  struct Case { int64_t M, K, N, bits, bs; };
+  const Case cases[] = {{17, 32, 1, 4, 16},   {33, 37, 15, 4, 16},  {70, 256, 29, 4, 32}, {40, 300, 40, 4, 64},
+                        {64, 1024, 28, 4, 512}, {19, 600, 17, 4, 128}, {17, 48, 20, 8, 16},  {50, 520, 31, 8, 256}};
+  uint32_t s = 7;
+  for (const char* path : {"kernel", "openblas"}) {
+    if (std::string(path) == "openblas") setenv("RLX_NBITS_OPENBLAS", "1", 1);
+    for (const Case& c : cases)
+      for (bool with_zp : {false, true})
+        for (Threads th : {Threads::Pool, Threads::Single}) {
+          const int64_t kb = (c.K + c.bs - 1) / c.bs, blob = c.bs * c.bits / 8, zcols = (kb * c.bits + 7) / 8;
+          std::vector<uint8_t> B((size_t)(c.N * kb * blob)), zp((size_t)(c.N * zcols));
+          std::vector<float> sc((size_t)(c.N * kb)), A((size_t)(c.M * c.K)), C((size_t)(c.M * c.N), NAN);
+          for (auto& v : B) v = (uint8_t)next(s);
+          for (auto& v : zp) v = (uint8_t)next(s);
+          for (auto& v : sc) v = 0.01f + (float)(next(s) % 1000) * 1e-4f;
+          for (auto& v : A) v = (float)((int)(next(s) % 2001) - 1000) * 1e-3f;
+          ASSERT_TRUE(nbits_f32_blocked(c.M, A.data(), c.K, B.data(), sc.data(), with_zp ? zp.data() : nullptr, c.N,
+                                        c.bits, c.bs, C.data(), th));
+          const int mask = (1 << c.bits) - 1, per_byte = 8 / (int)c.bits;
+          for (int64_t m = 0; m < c.M; ++m)
+            for (int64_t n = 0; n < c.N; ++n) {
+              double want = 0, mag = 0;
+              for (int64_t k = 0; k < c.K; ++k) {
+                const int64_t b = k / c.bs, j = k % c.bs;
+                const int q = (B[(n * kb + b) * blob + j / per_byte] >> ((j % per_byte) * c.bits)) & mask;
+                const int z = with_zp ? (zp[n * zcols + b / per_byte] >> ((b % per_byte) * c.bits)) & mask
+                                      : 1 << (c.bits - 1);
+                const double t = (double)A[m * c.K + k] * (double)((float)(q - z) * sc[n * kb + b]);
+                want += t;
+                mag += std::abs(t);
+              }
+              ASSERT_NEAR(C[m * c.N + n], want, 1e-5 * mag + 1e-6)
+                  << path << " M=" << c.M << " K=" << c.K << " N=" << c.N << " bits=" << c.bits << " bs=" << c.bs
+                  << " zp=" << with_zp << " m=" << m << " n=" << n;
+            }
+        }
+    unsetenv("RLX_NBITS_OPENBLAS");
+  }
+  std::vector<float> A(32), C(2), sc(2);
+  std::vector<uint8_t> B(32);
+  EXPECT_FALSE(nbits_f32_blocked(1, A.data(), 32, B.data(), sc.data(), nullptr, 2, 2, 16, C.data()));  // 2 bits
 }
 
 // minmax_f32 (the whole-tensor min and max of dynamic quantization) against a plain loop, on

@@ -100,7 +100,7 @@ Conv2dGeom conv2d_geom(const Node& n, const std::vector<Shape>& ins, const std::
   g.Cg = g.C / g.groups;
   g.kH = w[2], g.kW = w[3];
   if (g.kH < 1 || g.kW < 1) bad(where, "the kernel " + shape_str(w) + " is empty");
-  if (n.op == Op::Conv2d) {
+  if (n.op == Op::Conv2d || n.op == Op::Conv2dIntegerScaled) {
     g.M = w[0];
     if (g.M % g.groups) bad(where, "output channels " + std::to_string(g.M) + " (weight " + shape_str(w) +
                                        ") are not divisible by groups " + std::to_string(g.groups));

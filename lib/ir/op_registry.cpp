@@ -110,7 +110,7 @@ std::vector<AttrSpec> attrs_for(Op op) {
       return {req_int("num_scan_inputs"), opt_int("num_captures", 0), opt_ints("scan_input_axes", {}),
               opt_ints("scan_input_directions", {}), opt_ints("scan_output_axes", {}), opt_ints("scan_output_directions", {})};
     case Op::Result: return {req_int("index")};
-    case Op::Conv2d:
+    case Op::Conv2d: case Op::Conv2dIntegerScaled:
       return {opt_ints("strides", {1, 1}), opt_ints("pads", {0, 0, 0, 0}), opt_ints("dilations", {1, 1}),
               opt_int("groups", 1)};
     case Op::ConvTranspose2d:
@@ -218,6 +218,13 @@ OpDoc doc_for(Op op) {
               "f32(matmul_integer(a, b, a_zero_point, b_zero_point)) × scale [+ bias], with exactly the f32 operations of "
               "cast, mul and add; what compiled mode makes of matmul_integer → cast → mul [→ add] and of dequantize → "
               "matmul ← dequantize (CPU only: one exact integer GEMM with a float epilogue)",
+              {}};
+    case Op::Conv2dIntegerScaled:
+      return {"x [N, C, H, W], w [M, C, kH, kW] (i8/u8), x_zero_point (x's dtype, scalar), w_zero_point (w's dtype: scalar "
+              "or [M]), scale (f32: scalar or [M]), bias [M] (f32)?",
+              "f32(Σ (x − x_zp)(w − w_zp[m])) × scale[m] [+ bias[m]] [N, M, OH, OW], the sum exact in i32 over C·kH·kW, padding "
+              "contributing 0 (x = x_zp); attributes as conv2d (groups 1); what compiled mode makes of "
+              "conv2d(dequantize(xq), dequantize(const W)) (CPU only: im2col in bytes, one exact integer GEMM, a float epilogue)",
               {}};
     case Op::MatmulNbits:
       return {"a [..., K] (float), b [N, k_blocks, block_size·bits/8] (u8), scales [N, k_blocks] (float), zero_points [N, ceil(k_blocks·bits/8)] (u8)?",
@@ -516,7 +523,7 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
       case Op::Slice: case Op::Pad: case Op::Gather: case Op::GatherElements: case Op::Where:
       case Op::Dequantize: case Op::MatmulInteger:
         return true;
-      case Op::MatmulIntegerScaled: return k < 4;
+      case Op::MatmulIntegerScaled: case Op::Conv2dIntegerScaled: return k < 4;
       case Op::MatmulNbits: return k == 1 || k == 3;
       case Op::Embedding: return k == 0;
       case Op::Quantize: return k == 2;
@@ -903,6 +910,35 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
         ts.dtypes[idx] = dt;
         return;
       }
+      if (n.op == Op::Conv2dIntegerScaled) {
+        for (int k = 0; k < 2; ++k)
+          if (!is_quant_storage(in_dt(k)))
+            fail(g, n, std::string(k ? "w" : "x") + " must be i8 or u8, got " + dtype_name(in_dt(k)));
+        if (n.attrs.i("groups") != 1) fail(g, n, "groups must be 1, got " + std::to_string(n.attrs.i("groups")));
+        std::vector<Shape> cins{in(0), in(1)};
+        if (n.inputs.size() == 6) cins.push_back(in(5));
+        const ir::Conv2dGeom cg = conv2d_geom(n, cins, node_ref(g, n));
+        const int64_t M = cg.M;
+        if (cg.Cg * cg.kH * cg.kW > INT32_MAX / (255 * 255))
+          fail(g, n, "C·kH·kW = " + std::to_string(cg.Cg * cg.kH * cg.kW) + " could overflow the i32 accumulator");
+        const char* zname[2] = {"x_zero_point", "w_zero_point"};
+        for (int k = 2; k < 4; ++k) {
+          if (in_dt(k) != in_dt(k - 2))
+            fail(g, n, std::string(zname[k - 2]) + " is " + dtype_name(in_dt(k)) + "; it must be " + dtype_name(in_dt(k - 2)));
+          const bool scalar = shape_numel(in(k)) == 1 && in(k).size() <= 1;
+          if (!scalar && !(k == 3 && in(k) == Shape{M}))
+            fail(g, n, std::string(zname[k - 2]) + " has shape " + shape_str(in(k)) + "; it must be a scalar" +
+                           (k == 3 ? " or [" + std::to_string(M) + "]" : std::string()));
+        }
+        if (in_dt(4) != DType::f32) fail(g, n, std::string("scale must be f32, got ") + dtype_name(in_dt(4)));
+        if (!(shape_numel(in(4)) == 1 && in(4).size() <= 1) && in(4) != Shape{M})
+          fail(g, n, "scale has shape " + shape_str(in(4)) + "; it must be a scalar or [" + std::to_string(M) + "]");
+        if (n.inputs.size() == 6 && in_dt(5) != DType::f32)
+          fail(g, n, std::string("bias must be f32, got ") + dtype_name(in_dt(5)));
+        ts.shapes[idx] = {cg.N, M, cg.OH, cg.OW};
+        ts.dtypes[idx] = DType::f32;
+        return;
+      }
       if (n.op == Op::MatmulNbits) {
         const int64_t K = n.attrs.i("k"), N = n.attrs.i("n"), bits = n.attrs.i("bits"), bs = n.attrs.i("block_size");
         if (bits != 4 && bits != 8) fail(g, n, "bits must be 4 or 8, got " + std::to_string(bits));
@@ -1078,6 +1114,10 @@ double node_flops(const Graph& g, int idx, const TypedShapes& ts) {
     }
     case Category::Quant:
       if (n.op == Op::MatmulInteger || n.op == Op::MatmulNbits || n.op == Op::MatmulIntegerScaled) return 2 * out * (double)ts.shapes[n.inputs[0]].back();
+      if (n.op == Op::Conv2dIntegerScaled) {
+        const Shape& wq = ts.shapes[n.inputs[1]];
+        return 2 * out * (double)(wq[1] * wq[2] * wq[3]);
+      }
       return 2 * out;
     case Category::Spatial: {
       std::vector<Shape> ins;

@@ -21,7 +21,11 @@
 //              constant matrix per tensor or per column         -> matmul_integer_scaled(xq, W,
 //              zx, zw, sx * sw, bias)  (one exact integer product, then one f32 rounding of
 //              the scale: within f32 rounding of the dequantized product, not bit-equal)
-//              Both only where the backend runs integer products (OptOptions::integer_gemm).
+//   QDQ conv   conv2d(dequantize(xq, sx, zx), dequantize(W, sw, zw) [, bias]), x per tensor, W a
+//              constant [M, C, kH, kW] per tensor or per output channel, groups 1
+//                                                       -> conv2d_integer_scaled(xq, W, zx, zw,
+//              sx * sw, bias)  (the same exact integer sum and one f32 rounding of the scale)
+//              All three only where the backend runs integer products (OptOptions::integer_gemm).
 //
 // Every rewrite checks dtypes (f32), axes, constants, shapes and that the nodes it absorbs are
 // read by nothing else; anything that does not fit exactly stays as it was. The rewritten node
@@ -802,6 +806,39 @@ struct Rewriter {
     return become(last, Op::MatmulIntegerScaled, ins, {}, inner, "qdq matmul -> matmul_integer_scaled");
   }
 
+  // conv2d(dequantize(xq), dequantize(const W) [, bias]): x per tensor, W [M, C, kH, kW] per
+  // tensor or per output channel (axis 0), groups 1.
+  bool qdq_conv(int cv) {
+    if (!o.integer_gemm || op(cv) != Op::Conv2d || !f32(cv) || node(cv).attrs.i("groups") != 1) return false;
+    const int dx = in(cv, 0), dw = in(cv, 1);
+    const Dq x = dequant(dx, false);
+    if (x.q < 0 || op(dw) != Op::Dequantize || !f32(dw)) return false;
+    const Node& wn = node(dw);
+    const int wq = wn.inputs[0], ws = wn.inputs[1], wz = wn.inputs.size() > 2 ? wn.inputs[2] : -1;
+    if (!byte_dtype(wq) || !f32(ws) || !leaf(wq) || shape(wq).size() != 4 ||
+        (wn.attrs.has("block_size") && wn.attrs.i("block_size") != 0))
+      return false;
+    const int64_t M = shape(wq)[0];
+    const bool per_channel = shape_numel(shape(ws)) != 1;
+    if (per_channel) {
+      const int64_t ax = wn.attrs.has("axis") ? wn.attrs.i("axis") : 1;
+      if ((ax < 0 ? ax + 4 : ax) != 0 || shape(ws) != Shape{M}) return false;
+    }
+    if (shape(x.q).size() != 4 || (x.z >= 0 && shape_numel(shape(x.z)) != 1)) return false;
+    if (wz >= 0 && shape_numel(shape(wz)) != 1 && shape(wz) != Shape{M}) return false;
+    const std::vector<int> cin = node(cv).inputs;
+    if (cin.size() == 3 && (!f32(cin[2]) || shape(cin[2]) != Shape{M})) return false;
+    std::vector<int> inner{dx, dw, cv};
+    if (!exclusive(inner, cv)) return false;
+    const ir::Attrs at = node(cv).attrs;
+    const int sx = reshape(x.s, {}), sw = per_channel ? ws : reshape(ws, {});
+    const int s = add_node(Op::Mul, {sx, sw}, {}, node(cv).id + "/scale");
+    auto scalar_zp = [&](int z, DType dt) { return z >= 0 && shape_numel(shape(z)) == 1 ? reshape(z, {}) : zero_point(z, dt); };
+    std::vector<int> ins{x.q, wq, scalar_zp(x.z, w.dtypes[x.q]), scalar_zp(wz, w.dtypes[wq]), s};
+    if (cin.size() == 3) ins.push_back(cin[2]);
+    return become(cv, Op::Conv2dIntegerScaled, ins, at, inner, "qdq conv2d -> conv2d_integer_scaled");
+  }
+
   template <class F>
   void sweep(F f) {
     index();
@@ -814,7 +851,7 @@ struct Rewriter {
 
 void rewrite_patterns(Work& w, const OptOptions& o, OptStats& st) {
   Rewriter rw{w, o, st, {}, {}, {}, {}};
-  rw.sweep([&](int v) { rw.integer_scaled(v) || rw.qdq_matmul(v); });
+  rw.sweep([&](int v) { rw.integer_scaled(v) || rw.qdq_matmul(v) || rw.qdq_conv(v); });
   rw.sweep([&](int v) { rw.gelu(v); });
   rw.sweep([&](int v) { rw.layer_norm(v) || rw.rms_norm(v); });
   rw.sweep([&](int v) { rw.conv_affine(v); });

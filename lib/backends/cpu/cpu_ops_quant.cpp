@@ -1,4 +1,5 @@
 // CPU kernels of quantize, dequantize, matmul_integer, matmul_integer_scaled and matmul_nbits
+// (conv2d_integer_scaled: qconv.cpp)
 // (ONNX QuantizeLinear, DequantizeLinear, MatMulInteger, ONNX Runtime's MatMulNBits;
 // docs/graph-format.md). Integer products run qgemm (qgemm.h, exact on every ISA path) where
 // the shapes allow, 4-bit products with up to 16 rows the AVX-512 decode kernel; the plain
@@ -264,7 +265,8 @@ void matmul_integer_reference(const Kernel& k, int32_t* y) {
 // ONNX Runtime's MatMulNBits: B [N, k_blocks, block_size * bits / 8] u8, consecutive K values
 // in a byte from the low bits up; w[n, k] = (q - zp) * scale[n, k / block_size]; zero points
 // packed the same way per row, default 2^(bits - 1). The reference: B dequantized into an f32
-// [N, K] panel, then one product (speed comes with the fused kernels).
+// [N, K] copy, then one product (RLX_QGEMM_REFERENCE=1, and dtypes other than f32; f32 runs
+// nbits4_small_m, nbits_f32_blocked or nbits4_int8, qgemm.h).
 void run_matmul_nbits(const Kernel& k) {
   const auto& at = k.node->attrs;
   const int64_t K = at.i("k"), N = at.i("n"), bits = at.i("bits"), bs = at.i("block_size");
@@ -279,13 +281,18 @@ void run_matmul_nbits(const Kernel& k) {
     return;
   }
   // M <= 16 rows, 4 bits, f32: the decode kernel (qgemm.h), reading each weight byte once.
-  if (!reference_only() && bits == 4 && stored_dtype(k.inputs[0]) == DType::f32 && k.output.dtype == DType::f32 &&
+  if (!reference_only() && stored_dtype(k.inputs[0]) == DType::f32 && k.output.dtype == DType::f32 &&
       stored_dtype(k.inputs[2]) == DType::f32) {
     const int64_t M = K ? k.inputs[0].numel() / K : 0;
     const uint8_t* zp = k.inputs.size() == 4 ? bytes(k.inputs[3]) : nullptr;
-    if (nbits4_small_m(M, reinterpret_cast<const float*>(bytes(k.inputs[0])), K, bytes(k.inputs[1]),
+    if (bits == 4 && nbits4_small_m(M, reinterpret_cast<const float*>(bytes(k.inputs[0])), K, bytes(k.inputs[1]),
                        reinterpret_cast<const float*>(bytes(k.inputs[2])), zp, N, bs,
                        reinterpret_cast<float*>(bytes(k.output))))
+      return;
+    // More rows (or no AVX-512): weights expanded block-wise into per-thread panels for the f32 GEMM.
+    if (nbits_f32_blocked(M, reinterpret_cast<const float*>(bytes(k.inputs[0])), K, bytes(k.inputs[1]),
+                          reinterpret_cast<const float*>(bytes(k.inputs[2])), zp, N, bits, bs,
+                          reinterpret_cast<float*>(bytes(k.output))))
       return;
   }
   const int64_t kb = (K + bs - 1) / bs, blob = bs * bits / 8, zcols = (kb * bits + 7) / 8;
@@ -316,7 +323,7 @@ void run_matmul_nbits(const Kernel& k) {
 bool is_quant_op(const Kernel& k) {
   if (k.fused || !k.node) return false;
   return k.node->op == Op::Quantize || k.node->op == Op::Dequantize || k.node->op == Op::MatmulInteger ||
-         k.node->op == Op::MatmulNbits || k.node->op == Op::MatmulIntegerScaled;
+         k.node->op == Op::MatmulNbits || k.node->op == Op::MatmulIntegerScaled || k.node->op == Op::Conv2dIntegerScaled;
 }
 
 bool run_quant_op(const Kernel& k) {
@@ -326,11 +333,13 @@ bool run_quant_op(const Kernel& k) {
     case Op::Dequantize: run_dequantize(k); return true;
     case Op::MatmulNbits: run_matmul_nbits(k); return true;
     case Op::MatmulIntegerScaled: run_matmul_integer_scaled(k, nullptr); return true;
+    case Op::Conv2dIntegerScaled: run_qconv(k, nullptr); return true;
     default: run_matmul_integer(k); return true;
   }
 }
 
 std::shared_ptr<const PackedQB> pack_quant_weight(const Kernel& k) {
+  if (k.node && k.node->op == Op::Conv2dIntegerScaled) return (k.const_inputs & 2u) ? pack_qconv_weight(k) : nullptr;
   if (!k.node || (k.node->op != Op::MatmulInteger && k.node->op != Op::MatmulIntegerScaled)) return nullptr;
   if (!(k.const_inputs & 2u) || k.inputs[1].shape.size() != 2) return nullptr;
   if (!is_byte(stored_dtype(k.inputs[0])) || !is_byte(stored_dtype(k.inputs[1]))) return nullptr;
@@ -339,6 +348,7 @@ std::shared_ptr<const PackedQB> pack_quant_weight(const Kernel& k) {
 }
 
 void run_quant_packed(const Kernel& k, const PackedQB& packed) {
+  if (k.node->op == Op::Conv2dIntegerScaled) return run_qconv(k, &packed);
   if (k.node->op == Op::MatmulIntegerScaled) return run_matmul_integer_scaled(k, &packed);
   if (reference_only() || !matmul_integer_fast(k, &packed, {}, bytes(k.output)))
     matmul_integer_reference(k, reinterpret_cast<int32_t*>(bytes(k.output)));

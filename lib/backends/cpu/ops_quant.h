@@ -1,6 +1,6 @@
 #pragma once
 // CPU kernels of the quantization ops (cpu_ops_quant.cpp): quantize, dequantize,
-// matmul_integer[_scaled] and matmul_nbits, with ONNX's (and ONNX Runtime's) semantics. They read every dtype themselves (native kernels).
+// matmul_integer[_scaled], matmul_nbits and conv2d_integer_scaled, with ONNX's (and ONNX Runtime's) semantics. They read every dtype themselves (native kernels).
 #include <memory>
 
 #include "runtime/executor.h"
@@ -22,5 +22,10 @@ bool matmul_integer_fast(const Kernel& k, const PackedQB* packed, const QEpilogu
 // (null otherwise), and runs on it.
 std::shared_ptr<const PackedQB> pack_quant_weight(const Kernel& k);
 void run_quant_packed(const Kernel& k, const PackedQB& packed);
+
+// conv2d_integer_scaled (qconv.cpp): w^T packed for qgemm, and the convolution on it (packed
+// null: packed here).
+std::shared_ptr<const PackedQB> pack_qconv_weight(const Kernel& k);
+void run_qconv(const Kernel& k, const PackedQB* packed);
 
 }  // namespace rlx::cpu

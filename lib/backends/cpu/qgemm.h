@@ -73,6 +73,15 @@ void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_
 bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp,
                     int64_t N, int64_t block_size, float* C, Threads th = Threads::Pool);
 
+// matmul_nbits (4 or 8 bits, ONNX Runtime's layout) with f32 activations, any M (the path
+// above 16 rows, prefill and batches): C[M, N] = A[M, K] * dequant(B)^T with B kept in its
+// packed form. Each pool task takes a group of output columns, expands their weights block
+// by block into a per-thread f32 panel (float(q - z) * scale: the reference's value, one
+// rounding) and runs the f32 GEMM on it: no f32 copy of the whole weight, no packed copy
+// held between calls. Returns false (nothing done) for other bit widths.
+bool nbits_f32_blocked(int64_t M, const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp,
+                       int64_t N, int64_t bits, int64_t block_size, float* C, Threads th = Threads::Pool);
+
 // matmul_nbits with accuracy_level 4 (ONNX Runtime's CompInt8), any M: per row and block the
 // activations are quantized to int8 (scale max|a| / 127, a times its reciprocal rounded to
 // nearest even, as ONNX Runtime), the 4-bit values multiplied with them in exact int32
