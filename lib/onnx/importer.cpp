@@ -277,6 +277,7 @@ const std::vector<OpDef>& op_table() {
     signal_ops(t);
     nn_ops(t);
     control_ops(t);
+    dynamic_ops(t);
     quant_ops(t);
     std::set<std::tuple<std::string, std::string, int>> seen;
     for (const auto& d : t)
