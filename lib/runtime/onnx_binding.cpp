@@ -151,6 +151,10 @@ void convert_onnx(const Binding& b, const std::string& graph_out, const std::str
     throw InputError("--params-out " + params_out + ": rlx convert writes the weights as safetensors; give a file name ending in .safetensors");
   Prepared P = prepare(b, false);
   auto sp = P.model->specialize(P.shapes, P.dims, P.inputs);
+  for (const auto& n : sp->graph->nodes)
+    if (ir::data_dependent_results(n.op))
+      throw InputError(b.graph + ": node '" + n.id + "' (" + ir::op_name(n.op) + ") has a data-dependent output size, known only "
+                       "when it runs; rlx convert cannot write it (a graph file's results have fixed sizes): run the ONNX model itself");
   if (sp->params.size() && params_out.empty())
     throw InputError("the model has " + std::to_string(sp->params.size()) + " weight tensor(s): give --params-out FILE.safetensors");
   for (const auto& [name, v] : sp->value_deps)

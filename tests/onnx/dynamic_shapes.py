@@ -305,6 +305,32 @@ def main():
         if not (r.returncode == 0 and d["planned"] == 0 and d["reused"] == 3 and d["planned_total"] == 3):
             fails.append(f"cache {mode}: expected the last of 3 runs to plan 0 sizes and reuse 3, 3 planned in all; got {d}")
 
+    # Refusals (exit 2, naming the node): rlx convert cannot write a data-dependent size; a graph
+    # file's nonzero declares its result's size, and another size at run time is an error.
+    name, path, cases, _ = all_cases[3]
+    r = subprocess.run([a.rlx, "convert", path, "-o", os.path.join(a.out, "empty.json"), "--params-out",
+                        os.path.join(a.out, "empty.safetensors")] + save_case(a.out, name, 0, cases[0][0], {}),
+                       capture_output=True, text=True, timeout=300)
+    runs += 1
+    if r.returncode != 2 or "data-dependent output size" not in r.stderr or "'nz/nonzero'" not in r.stderr:
+        fails.append(f"convert refusal: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+    g = {"format": "rlx.graph", "version": 1, "name": "nz", "nodes": [
+        {"id": "x", "op": "input", "shape": [4], "dtype": "f32"},
+        {"id": "n", "op": "nonzero", "inputs": ["x"]},
+        {"id": "idx", "op": "result", "inputs": ["n"], "attrs": {"index": 0}, "shape": [1, 2], "dtype": "i64"}], "outputs": ["idx"]}
+    gp = os.path.join(a.out, "nonzero_graph.json")
+    json.dump(g, open(gp, "w"))
+    np.save(os.path.join(a.out, "nz_expect.npy"), np.array([[1, 3]], np.int64))
+    r = subprocess.run([a.rlx, "run", gp, "-b", a.backend, "-i", "x=4xf32=0,1,0,2", "--expect", "idx=@" + os.path.join(a.out, "nz_expect.npy")],
+                       capture_output=True, text=True, timeout=300)
+    runs += 1
+    if r.returncode != 0:
+        fails.append(f"graph file nonzero: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+    r = subprocess.run([a.rlx, "run", gp, "-b", a.backend, "-i", "x=4xf32=1,1,0,2"], capture_output=True, text=True, timeout=300)
+    runs += 1
+    if r.returncode != 2 or "node 'n' (nonzero)" not in r.stderr or "size 3" not in r.stderr:
+        fails.append(f"graph file nonzero, another size: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+
     for f in fails:
         print("FAIL", f)
     print(f"data-dependent shapes ({a.backend}): {runs - len(fails)} passed, {len(fails)} failed")
