@@ -284,8 +284,8 @@ struct ModelParser {
     }
     if (m.opset_ < 0) m.opset_ = mp.opset_import().empty() ? 1 : -1;
     if (m.opset_ < 0) fail("the model imports no default-domain (ai.onnx) opset");
-    if (m.opset_ < 7 || m.opset_ > 21)
-      fail("opset " + std::to_string(m.opset_) + " is not supported (rlx reads opsets 7 to 21)");
+    if (m.opset_ < 1 || m.opset_ > 21)
+      fail("opset " + std::to_string(m.opset_) + " is not supported (rlx reads opsets 1 to 21; below 7, the operators unchanged up to 7)");
     if (mp.functions_size() > 0) fail("model-local functions are not supported");
     const auto& g = mp.graph();
     if ((size_t)g.node_size() > m.limits_.max_nodes) fail("the graph has " + std::to_string(g.node_size()) + " nodes, above the limit");
