@@ -143,7 +143,9 @@ TEST(Registry, EveryOpOfTheSpecIsRegistered) {
                             "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor",
                             "where", "mod", "min", "prod", "argmax", "argmin", "cumsum", "topk", "gather",
                             "gather_elements", "slice", "pad", "trilu", "conv2d", "conv_transpose2d", "max_pool2d",
-                            "avg_pool2d", "resize"};
+                            "avg_pool2d", "resize",
+                            // inverse trigonometric functions (issue 20: ONNX's Asin, Acos, Atan)
+                            "asin", "acos", "atan"};
   // The quantization ops of docs/ir-design.md section 2 (issue 19).
   const char* quant_ops[] = {"quantize", "dequantize", "matmul_integer", "matmul_nbits"};
   for (const char* op : quant_ops) EXPECT_TRUE(ir::op_from_name(op).has_value()) << op;

@@ -153,6 +153,7 @@ OpDoc doc_for(Op op) {
     case Op::Neg: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Abs: case Op::Tanh:
     case Op::Sigmoid: case Op::Relu: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Square:
       return {"x", "elementwise", {}};
+    case Op::Asin: case Op::Acos: case Op::Atan: return {"x", "elementwise (radians; NaN outside [−1, 1] for asin and acos)", {}};
     case Op::Gelu: return {"x", "elementwise", {{"approximate", "\"none\" = erf form, or \"tanh\""}}};
     case Op::Floor: case Op::Ceil: case Op::Round: case Op::Sign:
       return {"x", "elementwise; `round` is half to even; integer inputs keep their dtype", {}};
@@ -358,6 +359,9 @@ EwOp node_ew_op(const Node& n) {
     case Op::Softplus: return EwOp::Softplus;
     case Op::LogicalNot: return EwOp::LogicalNot;
     case Op::Sign: return EwOp::Sign;
+    case Op::Asin: return EwOp::Asin;
+    case Op::Acos: return EwOp::Acos;
+    case Op::Atan: return EwOp::Atan;
     case Op::Equal: return EwOp::Equal;
     case Op::Less: return EwOp::Less;
     case Op::LessEqual: return EwOp::LessEqual;
