@@ -116,6 +116,9 @@ std::vector<AttrSpec> attrs_for(Op op) {
     case Op::TopKDynamic:
       return {opt_int("axis", -1), opt_bool("largest", true), opt_bool("sorted", true), opt_string("size_key", "", {})};
     case Op::NonMaxSuppression: return {opt_int("center_point_box", 0), opt_string("size_key", "", {})};
+    case Op::RoiAlign:
+      return {req_int("output_height"), req_int("output_width"), opt_int("sampling_ratio", 0), opt_float("spatial_scale", 1.0),
+              opt_string("mode", "avg", {"avg", "max"}), opt_bool("half_pixel", true), opt_string("size_key", "", {})};
     case Op::Conv2d:
       return {opt_ints("strides", {1, 1}), opt_ints("pads", {0, 0, 0, 0}), opt_ints("dilations", {1, 1}),
               opt_int("groups", 1)};
@@ -256,6 +259,13 @@ OpDoc doc_for(Op op) {
       return {"x, k (an i64 scalar known at run time)", "a tuple of two results: the k largest (or smallest) values along `axis` and "
               "their indices (i64); ties keep the lower index first (a host step)",
               {{"size_key", "the name under which an ONNX import records k"}}};
+    case Op::RoiAlign:
+      return {"x [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices [R] (i64)",
+              "a tuple of one result [R, C, output_height, output_width]: each box's bins averaged (or max) over a grid of "
+              "bilinear samples, as ONNX's RoiAlign (a host step: the grid follows the boxes)",
+              {{"sampling_ratio", "0: ceil(box size / output size) samples per bin"},
+               {"half_pixel", "true: ONNX's half_pixel (torchvision's aligned=True); false: output_half_pixel"},
+               {"size_key", "unused (the output shape is fixed)"}}};
     case Op::NonMaxSuppression:
       return {"boxes [B, N, 4], scores [B, C, N], max_output_boxes_per_class?, iou_threshold?, score_threshold?",
               "a tuple of one result: selected indices [n, 3] (batch, class, box), i64, as ONNX's NonMaxSuppression (a host step)",
@@ -284,7 +294,7 @@ const OpInfo& op_info(Op op) { return table()[(size_t)op]; }
 
 int data_dependent_results(Op op) {
   switch (op) {
-    case Op::NonZero: case Op::Compress: case Op::NonMaxSuppression: return 1;
+    case Op::NonZero: case Op::Compress: case Op::NonMaxSuppression: case Op::RoiAlign: return 1;
     case Op::TopKDynamic: return 2;
     case Op::Unique: return 4;
     default: return 0;

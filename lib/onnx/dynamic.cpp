@@ -148,6 +148,26 @@ struct Dynamic : Importer {
     emit_step(ir::Op::NonMaxSuppression, ins, {{"center_point_box", cpb}}, key, {{{n, 3}, DType::i64}});
   }
 
+  void map_RoiAlign() {
+    const int x = node(0), rois = node(1), bidx = node(2);
+    const Shape xs = shp(x), rs = shp(rois);
+    if (xs.size() != 4) fail("X must be [N, C, H, W], got " + shape_str(xs));
+    if (rs.size() != 2 || rs[1] != 4) fail("rois must be [num_rois, 4], got " + shape_str(rs));
+    if (shp(bidx) != Shape{rs[0]}) fail("batch_indices must be [" + std::to_string(rs[0]) + "], got " + shape_str(shp(bidx)));
+    const int64_t oh = ai("output_height", 1), ow = ai("output_width", 1), sr = ai("sampling_ratio", 0);
+    if (oh < 1 || ow < 1) fail("output_height and output_width must be positive");
+    if (sr < 0) fail("sampling_ratio must not be negative");
+    const std::string mode = as("mode", "avg");
+    if (mode != "avg" && mode != "max") fail("mode must be avg or max, it is '" + mode + "'");
+    // opset 10 has no coordinate_transformation_mode and behaves as output_half_pixel
+    const std::string ctm = m_.opset() >= 16 ? as("coordinate_transformation_mode", "half_pixel") : "output_half_pixel";
+    if (ctm != "half_pixel" && ctm != "output_half_pixel") fail("coordinate_transformation_mode must be half_pixel or output_half_pixel");
+    emit_step(ir::Op::RoiAlign, {x, rois, cast(bidx, DType::i64)},
+              {{"output_height", oh}, {"output_width", ow}, {"sampling_ratio", sr}, {"spatial_scale", af("spatial_scale", 1.0)},
+               {"mode", mode}, {"half_pixel", ctm == "half_pixel"}},
+              "", {{{rs[0], xs[1], oh, ow}, ts_.dtypes[x]}});
+  }
+
   void map_TopK_dynamic() {
     const int x = node(0);
     const Shape s = shp(x);
@@ -177,6 +197,9 @@ void dynamic_ops(std::vector<OpDef>& t) {
       {"Unique", "", 11, map<&F::map_Unique>, nullptr, "unique, result", "unique result", how},
       {"NonMaxSuppression", "", 10, map<&F::map_NonMaxSuppression>, nullptr, "non_max_suppression, result",
        "non_max_suppression result", how},
+      {"RoiAlign", "", 10, map<&F::map_RoiAlign>, nullptr, "roi_align, result", "roi_align result",
+       "a host step of a fixed output shape (the kernel runs on the host; on Vulkan its operands are downloaded): avg and max "
+       "(max as ONNX Runtime: of the weighted corner values), half_pixel and output_half_pixel, adaptive sampling_ratio 0"},
   });
 }
 

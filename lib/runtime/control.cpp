@@ -498,8 +498,9 @@ std::string ControlRunner::plan_text() const {
       if (ir::data_dependent_results(nd.op)) {
         const std::string& key = nd.attrs.s("size_key");
         auto sz = g.sizes.find(key);
-        s += "host step: " + std::string(ir::op_name(nd.op)) + " '" + nd.id + "' (data-dependent size" +
-             (sz == g.sizes.end() ? ", provisional" : " " + std::to_string(sz->second)) + ")\n";
+        s += "host step: " + std::string(ir::op_name(nd.op)) + " '" + nd.id + "' (" +
+             (key.empty() ? std::string("on the host") : sz == g.sizes.end() ? "data-dependent size, provisional"
+                                                                              : "data-dependent size " + std::to_string(sz->second)) + ")\n";
       } else {
         s += "host step: " + std::string(ir::op_name(nd.op)) + " '" + nd.id + "' (" + std::to_string(nd.bodies.size()) + " bodies)\n";
       }

@@ -249,6 +249,64 @@ HostStepResult nms(const ir::Node& nd, const std::vector<Tensor>& ins, const std
   return {{i64_tensor({n, 3}, out)}, n};
 }
 
+// As ONNX Runtime's RoiAlign (torchvision's roi_align for avg): per box and bin, a grid of
+// bilinear samples (zero beyond one pixel outside the image), averaged, or their max.
+HostStepResult roi_align(const ir::Node& nd, const Tensor& x, const Tensor& rois, const Tensor& bidx, const std::string& who) {
+  if (x.rank() != 4) throw InputError(who + ": x must be [N, C, H, W], got " + shape_str(x.shape()));
+  if (rois.rank() != 2 || rois.shape()[1] != 4) throw InputError(who + ": rois must be [R, 4], got " + shape_str(rois.shape()));
+  const int64_t R = rois.shape()[0];
+  if (bidx.numel() != R) throw InputError(who + ": batch_indices has " + std::to_string(bidx.numel()) + " entries for " + std::to_string(R) + " boxes");
+  const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
+  const int64_t oh = nd.attrs.i("output_height"), ow = nd.attrs.i("output_width"), sr = nd.attrs.i("sampling_ratio");
+  const double scale = nd.attrs.f("spatial_scale"), off = nd.attrs.b("half_pixel") ? 0.5 : 0.0;
+  const bool mx = nd.attrs.s("mode") == "max";
+  Tensor y({R, C, oh, ow}, DType::f32);
+  float* out = y.mutable_data();
+  const Tensor xf = x.dtype() == DType::f32 ? x : x.astype(DType::f32);
+  const float* in = xf.data();
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t b = bidx.int_at(r);
+    if (b < 0 || b >= N) throw InputError(who + ": batch index " + std::to_string(b) + " of box " + std::to_string(r) + " is outside [0, " + std::to_string(N) + ")");
+    const double x1 = rois.at(r * 4) * scale - off, y1 = rois.at(r * 4 + 1) * scale - off;
+    double rw = rois.at(r * 4 + 2) * scale - off - x1, rh = rois.at(r * 4 + 3) * scale - off - y1;
+    if (off == 0) rw = std::max(rw, 1.0), rh = std::max(rh, 1.0);  // output_half_pixel: at least one pixel
+    const double bh = rh / (double)oh, bw = rw / (double)ow;
+    const int64_t gh = sr > 0 ? sr : (int64_t)std::ceil(rh / (double)oh), gw = sr > 0 ? sr : (int64_t)std::ceil(rw / (double)ow);
+    const double count = (double)std::max<int64_t>(gh * gw, 1);
+    for (int64_t c = 0; c < C; ++c) {
+      const float* img = in + (b * C + c) * H * W;
+      for (int64_t ph = 0; ph < oh; ++ph)
+        for (int64_t pw = 0; pw < ow; ++pw) {
+          double acc = 0;
+          bool first = true;
+          for (int64_t iy = 0; iy < gh; ++iy)
+            for (int64_t ix = 0; ix < gw; ++ix) {
+              double yy = y1 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
+              double xx = x1 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
+              double v = 0;
+              if (!(yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W)) {
+                yy = std::max(yy, 0.0), xx = std::max(xx, 0.0);
+                int64_t yl = (int64_t)yy, xl = (int64_t)xx, yh, xh;
+                if (yl >= H - 1) yh = yl = H - 1, yy = (double)yl;
+                else yh = yl + 1;
+                if (xl >= W - 1) xh = xl = W - 1, xx = (double)xl;
+                else xh = xl + 1;
+                const double ly = yy - (double)yl, lx = xx - (double)xl, hy = 1 - ly, hx = 1 - lx;
+                const double t1 = hy * hx * img[yl * W + xl], t2 = hy * lx * img[yl * W + xh], t3 = ly * hx * img[yh * W + xl],
+                             t4 = ly * lx * img[yh * W + xh];
+                v = mx ? std::max(std::max(t1, t2), std::max(t3, t4)) : t1 + t2 + t3 + t4;
+              }
+              if (mx) acc = first ? v : std::max(acc, v);
+              else acc += v;
+              first = false;
+            }
+          out[((r * C + c) * oh + ph) * ow + pw] = (float)(mx ? acc : acc / count);
+        }
+    }
+  }
+  return {{x.dtype() == DType::f32 ? y : y.astype(x.dtype())}, R};
+}
+
 }  // namespace
 
 HostStepResult run_data_dependent(const ir::Node& n, const std::vector<Tensor>& ins, const std::string& who) {
@@ -258,6 +316,7 @@ HostStepResult run_data_dependent(const ir::Node& n, const std::vector<Tensor>& 
     case ir::Op::Unique: return unique(n, ins.at(0), who);
     case ir::Op::TopKDynamic: return topk(n, ins.at(0), ins.at(1), who);
     case ir::Op::NonMaxSuppression: return nms(n, ins, who);
+    case ir::Op::RoiAlign: return roi_align(n, ins.at(0), ins.at(1), ins.at(2), who);
     default: throw InputError(who + ": not a data-dependent op");
   }
 }

@@ -12,6 +12,7 @@ the size produced, checked against the same computation in NumPy, written here:
   * nms_tail: NonMaxSuppression (center-point boxes, every optional input) whose selected
     indices gather the kept boxes and their scores, as a detector's last stage does.
   * empty: a mask with no element set (size 0) flowing into the rest of the graph.
+A torchvision.ops.roi_align export (RoiAlign: a host step of a fixed shape) against PyTorch.
 And a torchvision-style detector head exported by PyTorch (a conv backbone, sigmoid scores,
 torch.nonzero for the boxes above a threshold, torchvision.ops.nms, a topk whose k is min(4, the number that
 survive), exported as Shape/Gather/Min: rlx folds it once the size is known), checked against PyTorch's own forward pass and, with --ort, ONNX Runtime.
@@ -233,6 +234,34 @@ def torch_detector(out):
     return path, cases
 
 
+def torch_roi_align(out):
+    """torchvision.ops.roi_align (aligned, adaptive sampling) after a conv, exported at opset 16."""
+    import torch
+    import torchvision
+
+    class Pool(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(1)
+            self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, img, boxes):
+            f = torch.relu(self.conv(img))
+            return torchvision.ops.roi_align(f, boxes, output_size=(3, 2), spatial_scale=0.5, sampling_ratio=-1, aligned=True)
+
+    net = Pool().eval()
+    path = os.path.join(out, "torch_roi_align.onnx")
+    rs = np.random.RandomState(9)
+    img = rs.randn(2, 3, 16, 20).astype(np.float32)
+    # [batch, x1, y1, x2, y2] in image coordinates (twice the feature map's), sizes from 3 to 30 pixels
+    boxes = np.array([[0, 1, 2, 9, 7], [1, 0, 0, 30, 28], [0, 14.5, 3.2, 17.8, 30.1], [1, -3, 5, 6, 9]], np.float32)
+    torch.onnx.export(net, (torch.from_numpy(img), torch.from_numpy(boxes)), path, input_names=["img", "boxes"], output_names=["pooled"],
+                      opset_version=16)
+    with torch.no_grad():
+        ref = net(torch.from_numpy(img), torch.from_numpy(boxes)).numpy()
+    return path, [({"img": img, "boxes": boxes}, {"pooled": ref})]
+
+
 def save_case(out, name, k, ins, exps):
     args = []
     for n, v in ins.items():
@@ -264,6 +293,7 @@ def main():
         open(path, "wb").write(m.SerializeToString())
         all_cases.append((name, path, cases, ATOL))
     all_cases.append(("torch_detector",) + torch_detector(a.out) + (1e-4,))
+    all_cases.append(("torch_roi_align",) + torch_roi_align(a.out) + (1e-5,))
 
     for name, path, cases, atol in all_cases:
         for k, (ins, exps) in enumerate(cases):
