@@ -278,6 +278,7 @@ const std::vector<OpDef>& op_table() {
     nn_ops(t);
     control_ops(t);
     dynamic_ops(t);
+    training_ops(t);
     quant_ops(t);
     std::set<std::tuple<std::string, std::string, int>> seen;
     for (const auto& d : t)
@@ -296,6 +297,7 @@ void Importer::import_node() {
   const NodeDef& n = *cur_;
   const std::string domain = default_domain(n.domain) ? "" : n.domain;
   const int64_t version = m_.opset(domain);  // 0: the model imports no such domain
+  if (version == 0 && domain.empty()) fail("the model imports no default-domain (ai.onnx) opset, and this node is of that domain");
   const OpDef* def = nullptr;
   for (const auto& d : op_table())
     if (d.op_type == n.op_type && d.domain == domain && d.since_version <= version &&
@@ -304,7 +306,7 @@ void Importer::import_node() {
   if (!domain.empty() && !def) {
     if (domain == "com.microsoft")
       unsupported("operator com.microsoft." + n.op_type + " (of ONNX Runtime's contrib ops rlx reads MatMulNBits, MatMulIntegerToFloat and DynamicQuantizeMatMul)");
-    unsupported("operator domain '" + n.domain + "' (only the default ONNX domain and com.microsoft's quantized products are supported)");
+    unsupported("operator domain '" + n.domain + "' (only the default ONNX domain, com.microsoft's quantized products and ai.onnx.preview.training's optimizers are supported)");
   }
   // Opsets 1 to 6 are read for the operators whose definition did not change up to opset 7
   // (GlobalAveragePool, Not, Softplus, ... and the activations' opset-6 forms); an operator

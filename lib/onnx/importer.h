@@ -399,6 +399,7 @@ void values_ops(std::vector<OpDef>& t);
 void signal_ops(std::vector<OpDef>& t);
 void control_ops(std::vector<OpDef>& t);
 void dynamic_ops(std::vector<OpDef>& t);
+void training_ops(std::vector<OpDef>& t);
 // TopK whose k is known only at run time (dynamic.cpp): a host step of a data-dependent size.
 void map_topk_dynamic(Importer& b);
 void quant_ops(std::vector<OpDef>& t);
