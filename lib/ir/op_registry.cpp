@@ -116,6 +116,7 @@ std::vector<AttrSpec> attrs_for(Op op) {
     case Op::TopKDynamic:
       return {opt_int("axis", -1), opt_bool("largest", true), opt_bool("sorted", true), opt_string("size_key", "", {})};
     case Op::NonMaxSuppression: return {opt_int("center_point_box", 0), opt_string("size_key", "", {})};
+    case Op::MaxUnpool: return {req_ints("shape"), opt_ints_none("index_shape"), opt_string("size_key", "", {})};
     case Op::RoiAlign:
       return {req_int("output_height"), req_int("output_width"), opt_int("sampling_ratio", 0), opt_float("spatial_scale", 1.0),
               opt_string("mode", "avg", {"avg", "max"}), opt_bool("half_pixel", true), opt_string("size_key", "", {})};
@@ -259,6 +260,11 @@ OpDoc doc_for(Op op) {
       return {"x, k (an i64 scalar known at run time)", "a tuple of two results: the k largest (or smallest) values along `axis` and "
               "their indices (i64); ties keep the lower index first (a host step)",
               {{"size_key", "the name under which an ONNX import records k"}}};
+    case Op::MaxUnpool:
+      return {"x, indices (i64, x's shape)", "a tuple of one result of `shape`: zeros, with x's values at the flat positions `indices` "
+              "name (MaxPool's Indices output), as ONNX's MaxUnpool (a host step)",
+              {{"index_shape", "`shape`: the shape the flat indices count in; an index keeps its coordinates in `shape`"},
+               {"size_key", "unused (the output shape is fixed)"}}};
     case Op::RoiAlign:
       return {"x [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices [R] (i64)",
               "a tuple of one result [R, C, output_height, output_width]: each box's bins averaged (or max) over a grid of "
@@ -294,7 +300,7 @@ const OpInfo& op_info(Op op) { return table()[(size_t)op]; }
 
 int data_dependent_results(Op op) {
   switch (op) {
-    case Op::NonZero: case Op::Compress: case Op::NonMaxSuppression: case Op::RoiAlign: return 1;
+    case Op::NonZero: case Op::Compress: case Op::NonMaxSuppression: case Op::RoiAlign: case Op::MaxUnpool: return 1;
     case Op::TopKDynamic: return 2;
     case Op::Unique: return 4;
     default: return 0;

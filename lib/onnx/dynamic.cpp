@@ -168,6 +168,31 @@ struct Dynamic : Importer {
               "", {{{rs[0], xs[1], oh, ow}, ts_.dtypes[x]}});
   }
 
+  void map_MaxUnpool() {
+    const int x = node(0), idx = node(1);
+    const Shape xs = shp(x);
+    if (xs.size() < 3) fail("X must be [N, C, D1, ...], got " + shape_str(xs));
+    if (shp(idx) != xs) fail("I must have X's shape " + shape_str(xs) + ", got " + shape_str(shp(idx)));
+    const size_t sp = xs.size() - 2;
+    auto k = aints("kernel_shape");
+    if (!k || k->size() != sp) fail("kernel_shape must have one entry per spatial axis (" + std::to_string(sp) + ")");
+    const std::vector<int64_t> st = aints("strides").value_or(std::vector<int64_t>(sp, 1)), pads = aints("pads").value_or(std::vector<int64_t>(2 * sp, 0));
+    if (st.size() != sp || pads.size() != 2 * sp) fail("strides needs " + std::to_string(sp) + " entries and pads " + std::to_string(2 * sp));
+    Shape inferred{xs[0], xs[1]};
+    for (size_t d = 0; d < sp; ++d) inferred.push_back((xs[2 + d] - 1) * st[d] - pads[d] - pads[sp + d] + (*k)[d]);
+    Shape o = inferred;
+    if (has_in(2)) {
+      auto v = need_ints(2, "output_shape");
+      o.assign(v.begin(), v.end());
+      if (o.size() != xs.size() || o[0] != xs[0] || o[1] != xs[1]) fail("output_shape must be [N, C, ...] with X's N and C, got " + shape_str(o));
+    }
+    for (size_t d = 0; d < o.size(); ++d)
+      if (o[d] <= 0 || inferred[d] <= 0) fail("the output shape " + shape_str(o) + " (from the kernel: " + shape_str(inferred) + ") has an empty axis");
+    emit_step(ir::Op::MaxUnpool, {x, cast(idx, DType::i64)},
+              {{"shape", std::vector<int64_t>(o.begin(), o.end())}, {"index_shape", std::vector<int64_t>(inferred.begin(), inferred.end())}}, "",
+              {{o, ts_.dtypes[x]}});
+  }
+
   void map_TopK_dynamic() {
     const int x = node(0);
     const Shape s = shp(x);
@@ -197,6 +222,9 @@ void dynamic_ops(std::vector<OpDef>& t) {
       {"Unique", "", 11, map<&F::map_Unique>, nullptr, "unique, result", "unique result", how},
       {"NonMaxSuppression", "", 10, map<&F::map_NonMaxSuppression>, nullptr, "non_max_suppression, result",
        "non_max_suppression result", how},
+      {"MaxUnpool", "", 9, map<&F::map_MaxUnpool>, nullptr, "max_unpool, result", "max_unpool result",
+       "a host step of a fixed output shape (the kernel runs on the host; on Vulkan its operands are downloaded): x scattered "
+       "to the flat positions of I; output_shape known at specialisation, else from kernel_shape, strides and pads"},
       {"RoiAlign", "", 10, map<&F::map_RoiAlign>, nullptr, "roi_align, result", "roi_align result",
        "a host step of a fixed output shape (the kernel runs on the host; on Vulkan its operands are downloaded): avg and max "
        "(max as ONNX Runtime: of the weighted corner values), half_pixel and output_half_pixel, adaptive sampling_ratio 0"},

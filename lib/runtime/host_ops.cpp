@@ -307,6 +307,38 @@ HostStepResult roi_align(const ir::Node& nd, const Tensor& x, const Tensor& rois
   return {{x.dtype() == DType::f32 ? y : y.astype(x.dtype())}, R};
 }
 
+HostStepResult max_unpool(const ir::Node& nd, const Tensor& x, const Tensor& idx, const std::string& who) {
+  if (idx.shape() != x.shape()) throw InputError(who + ": indices have shape " + shape_str(idx.shape()) + ", x " + shape_str(x.shape()));
+  const auto& s = nd.attrs.ints("shape");
+  Shape o(s.begin(), s.end());
+  // indices count in `index_shape` (the unpooled shape the kernel implies) and keep their
+  // coordinates in the output (as ONNX's reference, when output_shape is larger)
+  const Shape is = nd.attrs.has("index_shape") ? Shape(nd.attrs.ints("index_shape").begin(), nd.attrs.ints("index_shape").end()) : o;
+  if (is.size() != o.size()) throw InputError(who + ": index_shape and shape have different ranks");
+  const std::vector<int64_t> ist = contiguous_strides(is), ost = contiguous_strides(o);
+  const int64_t ni = shape_numel(is);
+  Tensor y(o, x.dtype());
+  const int64_t n = shape_numel(o);
+  const size_t es = dtype_size(x.dtype());
+  auto* dst = static_cast<uint8_t*>(y.mutable_raw());
+  std::memset(dst, 0, (size_t)n * es);
+  const auto* src = static_cast<const uint8_t*>(x.raw());
+  for (int64_t k = 0; k < x.numel(); ++k) {
+    const int64_t p = idx.int_at(k);
+    if (p < 0 || p >= ni)
+      throw InputError(who + ": index " + std::to_string(p) + " at element " + std::to_string(k) + " is outside the " + std::to_string(ni) +
+                       " elements of " + shape_str(is));
+    int64_t q = 0;
+    for (size_t d = 0; d < is.size(); ++d) {
+      const int64_t c = p / ist[d] % is[d];
+      if (c >= o[d]) throw InputError(who + ": index " + std::to_string(p) + " falls outside the output shape " + shape_str(o));
+      q += c * ost[d];
+    }
+    std::memcpy(dst + (size_t)q * es, src + (size_t)k * es, es);
+  }
+  return {{y}, n};
+}
+
 }  // namespace
 
 HostStepResult run_data_dependent(const ir::Node& n, const std::vector<Tensor>& ins, const std::string& who) {
@@ -316,6 +348,7 @@ HostStepResult run_data_dependent(const ir::Node& n, const std::vector<Tensor>& 
     case ir::Op::Unique: return unique(n, ins.at(0), who);
     case ir::Op::TopKDynamic: return topk(n, ins.at(0), ins.at(1), who);
     case ir::Op::NonMaxSuppression: return nms(n, ins, who);
+    case ir::Op::MaxUnpool: return max_unpool(n, ins.at(0), ins.at(1), who);
     case ir::Op::RoiAlign: return roi_align(n, ins.at(0), ins.at(1), ins.at(2), who);
     default: throw InputError(who + ": not a data-dependent op");
   }
