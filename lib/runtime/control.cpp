@@ -313,6 +313,9 @@ std::vector<Tensor> ControlRunner::continue_with(Mode mode, const std::map<std::
                      "), but the graph declares other sizes for them (a graph file's data-dependent results have the sizes "
                      "written in it; an ONNX model is planned for each observed size)");
   }
+  if (auto made = g.sizes.find(key); made != g.sizes.end() && made->second == hr.size)  // never loop on one size
+    throw RuntimeError(node_name(g, nd) + ": internal: the graph made for size " + std::to_string(hr.size) +
+                       " declares other result shapes than the node produced");
   std::map<std::string, int64_t> sizes = g.sizes;
   sizes[key] = hr.size;
   std::string sig;
