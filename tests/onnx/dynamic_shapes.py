@@ -19,7 +19,8 @@ survive), exported as Shape/Gather/Min: rlx folds it once the size is known), ch
 
 Every case runs in eager, lazy and compiled mode on the chosen backend. The plan cache is
 checked by its counter: `rlx run --repeat 3 --json` reports data_dependent_sizes; the repeated
-runs plan nothing (planned 0, reused > 0) and the process planned each size once.
+runs plan nothing (planned 0, reused > 0) and the process planned each size once; and with
+--steps/--feed making the size alternate between two values, 2 are planned in all.
 
   tests/onnx/dynamic_shapes.py --rlx build/apps/rlx/rlx [--out DIR] [--backend cpu|vulkan] [--modes ...] [--ort NODE_MODULES_DIR]
 """
@@ -334,6 +335,33 @@ def main():
         # nonzero_gather has three host steps, each with a size other than its provisional one
         if not (r.returncode == 0 and d["planned"] == 0 and d["reused"] == 3 and d["planned_total"] == 3):
             fails.append(f"cache {mode}: expected the last of 3 runs to plan 0 sizes and reuse 3, 3 planned in all; got {d}")
+
+    # Sizes that alternate within one process: --steps 5 feeds y = 1 - x back as x, so the count
+    # of x > 0.5 alternates between two sizes; each is planned once (2 in all), and the last step
+    # reuses its plan. The collected counts are checked against NumPy.
+    nodes = [helper.make_node("Greater", ["x", "half"], ["m"]), helper.make_node("NonZero", ["m"], ["nz"]),
+             helper.make_node("Shape", ["nz"], ["shp"]), helper.make_node("Gather", ["shp", "one_i"], ["count"], axis=0),
+             helper.make_node("Sub", ["one", "x"], ["y"])]
+    m = model(nodes, [vi("x", [100])], [vi("count", None, I64), vi("y", None)],
+              [init("half", np.float32(0.5)), init("one_i", np.int64(1)), init("one", np.float32(1))])
+    ap_ = os.path.join(a.out, "alternating.onnx")
+    open(ap_, "wb").write(m.SerializeToString())
+    x0 = np.random.RandomState(5).rand(100).astype(np.float32) * 0.8  # about 37 above 0.5, 63 after 1 - x
+    np.save(os.path.join(a.out, "alternating.x.npy"), x0)
+    want = np.array([(x0 > 0.5).sum() if s % 2 == 0 else ((1 - x0) > 0.5).sum() for s in range(5)], np.int64)
+    np.save(os.path.join(a.out, "alternating.counts.npy"), want)
+    for mode in modes:
+        r = subprocess.run([a.rlx, "run", ap_, "-b", a.backend, "-m", mode, "-i", "x=@" + os.path.join(a.out, "alternating.x.npy"),
+                            "--steps", "5", "--feed", "y=x", "--collect", "count", "--json",
+                            "--expect", "count=@" + os.path.join(a.out, "alternating.counts.npy")], capture_output=True, text=True, timeout=300)
+        runs += 1
+        try:
+            d = json.loads(r.stdout)["data_dependent_sizes"]
+        except (ValueError, KeyError) as e:
+            fails.append(f"alternating sizes {mode}: exit {r.returncode} ({e}): {r.stderr.strip()[-300:]}")
+            continue
+        if not (r.returncode == 0 and d["planned"] == 0 and d["reused"] == 1 and d["planned_total"] == 2 and want[0] != want[1]):
+            fails.append(f"alternating sizes {mode}: exit {r.returncode}, expected 2 sizes planned in all and the last step reusing one; got {d}")
 
     # Refusals (exit 2, naming the node): rlx convert cannot write a data-dependent size; a graph
     # file's nonzero declares its result's size, and another size at run time is an error.
