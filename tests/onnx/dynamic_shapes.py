@@ -346,7 +346,7 @@ def main():
               [init("half", np.float32(0.5)), init("one_i", np.int64(1)), init("one", np.float32(1))])
     ap_ = os.path.join(a.out, "alternating.onnx")
     open(ap_, "wb").write(m.SerializeToString())
-    x0 = np.random.RandomState(5).rand(100).astype(np.float32) * 0.8  # about 37 above 0.5, 63 after 1 - x
+    x0 = np.random.RandomState(5).rand(100).astype(np.float32) * 0.8  # 36 above 0.5, 64 after 1 - x
     np.save(os.path.join(a.out, "alternating.x.npy"), x0)
     want = np.array([(x0 > 0.5).sum() if s % 2 == 0 else ((1 - x0) > 0.5).sum() for s in range(5)], np.int64)
     np.save(os.path.join(a.out, "alternating.counts.npy"), want)
