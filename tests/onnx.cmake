@@ -85,6 +85,27 @@ if(TARGET rlx_vulkan)
            --out ${CMAKE_BINARY_DIR}/onnx-control-flow --backend vulkan)
   set_tests_properties(onnx_control_flow_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_control_flow)
 endif()
+# Data-dependent output shapes (NonZero, Compress, Unique, NonMaxSuppression, TopK with a run-time
+# k) and a PyTorch-exported detector head (torch.nonzero, torchvision.ops.nms, topk), against
+# NumPy and PyTorch, every mode; the plan cache by its counter (--repeat 3 --json).
+add_test(NAME onnx_dynamic_shapes_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/dynamic_shapes.py --rlx $<TARGET_FILE:rlx>
+         --out ${CMAKE_BINARY_DIR}/onnx-dynamic-shapes --backend cpu)
+set_tests_properties(onnx_dynamic_shapes_cpu PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_dynamic_shapes)
+if(TARGET rlx_vulkan)
+  add_test(NAME onnx_dynamic_shapes_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/dynamic_shapes.py --rlx $<TARGET_FILE:rlx>
+           --out ${CMAKE_BINARY_DIR}/onnx-dynamic-shapes --backend vulkan)
+  set_tests_properties(onnx_dynamic_shapes_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_dynamic_shapes)
+endif()
+# DFT/STFT/MelWeightMatrix forms the node tests leave out (onesided, dft_length, complex,
+# inverse, windowed complex STFT, an STFT -> power -> mel front end) against NumPy's FFT.
+add_test(NAME onnx_signal_ops_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/signal_ops.py --rlx $<TARGET_FILE:rlx>
+         --out ${CMAKE_BINARY_DIR}/onnx-signal-ops --backend cpu)
+set_tests_properties(onnx_signal_ops_cpu PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_signal_ops)
+if(TARGET rlx_vulkan)
+  add_test(NAME onnx_signal_ops_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/signal_ops.py --rlx $<TARGET_FILE:rlx>
+           --out ${CMAKE_BINARY_DIR}/onnx-signal-ops --backend vulkan)
+  set_tests_properties(onnx_signal_ops_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_signal_ops)
+endif()
 # Silero VAD v5 (@ricky0123/vad-web, If nodes folded at specialisation, LSTM): a 30-chunk
 # stream with the state fed back against ONNX Runtime's (kept in tests/onnx/real_models/;
 # `silero_vad.py --ort` re-checks them live). Fetches the package with `npm pack` once.

@@ -143,12 +143,16 @@ TEST(Registry, EveryOpOfTheSpecIsRegistered) {
                             "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor",
                             "where", "mod", "min", "prod", "argmax", "argmin", "cumsum", "topk", "gather",
                             "gather_elements", "slice", "pad", "trilu", "conv2d", "conv_transpose2d", "max_pool2d",
-                            "avg_pool2d", "resize"};
+                            "avg_pool2d", "resize",
+                            // inverse trigonometric functions (issue 20: ONNX's Asin, Acos, Atan)
+                            "asin", "acos", "atan"};
   // The quantization ops of docs/ir-design.md section 2 (issue 19).
   const char* quant_ops[] = {"quantize", "dequantize", "matmul_integer", "matmul_nbits"};
   for (const char* op : quant_ops) EXPECT_TRUE(ir::op_from_name(op).has_value()) << op;
   // Control flow (issue 20, docs/ir-design.md section 3): nodes with bodies and their results.
-  const char* control_ops[] = {"if", "loop", "scan", "result"};
+  const char* control_ops[] = {"if", "loop", "scan", "result",
+                               // data-dependent output shapes (issue 20): host steps without bodies
+                               "nonzero", "compress", "unique", "topk_dynamic", "non_max_suppression", "roi_align", "max_unpool"};
   std::set<std::string> known(std::begin(spec_ops), std::end(spec_ops));
   known.insert("matmul_integer_scaled");  // issue 19's fused integer product (compiled mode, CPU)
   known.insert("conv2d_integer_scaled");  // issue 19's int8 convolution of QDQ models (compiled mode, CPU)

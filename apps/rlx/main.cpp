@@ -420,6 +420,8 @@ int cmd_run(RunFlags& f) {
     j["kernels"] = st.kernels;
     j["peak_bytes"] = st.peak_bytes;
     j["compiles"] = s.compile_count();
+    if (st.sizes_planned_total + st.sizes_reused)
+      j["data_dependent_sizes"] = {{"planned", st.sizes_planned}, {"reused", st.sizes_reused}, {"planned_total", st.sizes_planned_total}};
     if (f.steps > 1) {
       j["steps"] = {{"run", steps_run}, {"requested", f.steps}, {"first_step_ms", first_step_s * 1e3},
                     {"steps_per_s", steps_per_s}, {"respecialized", respecialized},

@@ -1,6 +1,7 @@
 #pragma once
 // The IR: a graph of nodes in topological order. Loaded from the JSON format
 // (loader.h), typed by the op registry (op_registry.h).
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -71,6 +72,12 @@ struct Graph {
   std::vector<Node> nodes;  // topological order
   std::vector<int> outputs;
   std::map<std::string, int> index;  // id -> node index
+  // Data-dependent sizes (docs/ir-design.md section 3): the sizes this graph was made for, by
+  // their nodes' `size_key` (a node whose key is absent was given a provisional size), and, for
+  // an ONNX import, how to make the graph again (with its params) for other observed sizes.
+  // A graph without `resize` (a JSON file) runs only with the sizes its results declare.
+  std::map<std::string, int64_t> sizes;
+  std::function<std::pair<std::shared_ptr<const Graph>, std::map<std::string, Tensor>>(const std::map<std::string, int64_t>&)> resize;
 
   int find(const std::string& id) const {
     auto it = index.find(id);

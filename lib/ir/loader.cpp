@@ -224,7 +224,7 @@ Node parse_node(const Ctx& c, size_t idx, const json& jn) {
     if (!keys.count(it.key())) c.fail(where, "unknown field " + io::quoted_excerpt(it.key()));
 
   bool leaf = info.category == Category::Leaf;
-  const bool tuple = info.category == Category::Control && n.op != Op::Result;
+  const bool tuple = info.category == Category::Control && n.op != Op::Result && !data_dependent_results(n.op);
   if (jn.contains("bodies") && !tuple) c.fail(where, "\"bodies\" is only allowed on if, loop and scan nodes");
   if (tuple) {
     const size_t want = n.op == Op::If ? 2 : 1;
@@ -318,6 +318,7 @@ void check_control(const Ctx& c, const Graph& g, int i, const std::string& w) {
   if (op_info(n.op).category != Category::Control) return;
   const std::string where = w + where_node(i, n.id, op_name(n.op));
   auto results = [&](const Node& ctl) -> int64_t {
+    if (int r = data_dependent_results(ctl.op)) return r;
     const Graph& b = *ctl.bodies.at(0);
     if (ctl.op == Op::Loop) return (int64_t)b.outputs.size() - 1;
     return (int64_t)b.outputs.size();
@@ -332,6 +333,7 @@ void check_control(const Ctx& c, const Graph& g, int i, const std::string& w) {
       if (!d.symbol.empty()) c.fail(where, "a result's shape is concrete");
     return;
   }
+  if (data_dependent_results(n.op)) return;  // no bodies; arity checked by the registry
   const int64_t nin = (int64_t)n.inputs.size(), ncap = n.attrs.i("num_captures");
   if (ncap < 0 || ncap > nin) c.fail(where, "num_captures is " + std::to_string(ncap) + " with " + std::to_string(nin) + " inputs");
   int64_t own = nin - ncap;  // the node's inputs before the captures

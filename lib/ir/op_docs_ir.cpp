@@ -159,7 +159,7 @@ nlohmann::ordered_json graph_schema() {
     e["properties"]["op"] = {{"const", name}};
     e["properties"]["attrs"] = attrs;
     e["required"] = required.empty() ? oj{"inputs"} : oj{"inputs", "attrs"};
-    if (info.category == Category::Control) e["required"].push_back(info.op == Op::Result ? "shape" : "bodies");
+    if (info.category == Category::Control && !data_dependent_results(info.op)) e["required"].push_back(info.op == Op::Result ? "shape" : "bodies");
     if (info.op == Op::Result) e["required"].push_back("dtype");
     one.push_back(e);
   }

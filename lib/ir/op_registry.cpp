@@ -110,6 +110,16 @@ std::vector<AttrSpec> attrs_for(Op op) {
       return {req_int("num_scan_inputs"), opt_int("num_captures", 0), opt_ints("scan_input_axes", {}),
               opt_ints("scan_input_directions", {}), opt_ints("scan_output_axes", {}), opt_ints("scan_output_directions", {})};
     case Op::Result: return {req_int("index")};
+    case Op::NonZero: return {opt_string("size_key", "", {})};
+    case Op::Compress: return {opt_int_none("axis"), opt_string("size_key", "", {})};
+    case Op::Unique: return {opt_bool("sorted", true), opt_int_none("axis"), opt_string("size_key", "", {})};
+    case Op::TopKDynamic:
+      return {opt_int("axis", -1), opt_bool("largest", true), opt_bool("sorted", true), opt_string("size_key", "", {})};
+    case Op::NonMaxSuppression: return {opt_int("center_point_box", 0), opt_string("size_key", "", {})};
+    case Op::MaxUnpool: return {req_ints("shape"), opt_ints_none("index_shape"), opt_string("size_key", "", {})};
+    case Op::RoiAlign:
+      return {req_int("output_height"), req_int("output_width"), opt_int("sampling_ratio", 0), opt_float("spatial_scale", 1.0),
+              opt_string("mode", "avg", {"avg", "max"}), opt_bool("half_pixel", true), opt_string("size_key", "", {})};
     case Op::Conv2d: case Op::Conv2dIntegerScaled:
       return {opt_ints("strides", {1, 1}), opt_ints("pads", {0, 0, 0, 0}), opt_ints("dilations", {1, 1}),
               opt_int("groups", 1)};
@@ -147,6 +157,7 @@ OpDoc doc_for(Op op) {
     case Op::Neg: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Abs: case Op::Tanh:
     case Op::Sigmoid: case Op::Relu: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Square:
       return {"x", "elementwise", {}};
+    case Op::Asin: case Op::Acos: case Op::Atan: return {"x", "elementwise (radians; NaN outside [−1, 1] for asin and acos)", {}};
     case Op::Gelu: return {"x", "elementwise", {{"approximate", "\"none\" = erf form, or \"tanh\""}}};
     case Op::Floor: case Op::Ceil: case Op::Round: case Op::Sign:
       return {"x", "elementwise; `round` is half to even; integer inputs keep their dtype", {}};
@@ -244,6 +255,37 @@ OpDoc doc_for(Op op) {
               {{"scan_input_axes", "all 0"}, {"scan_input_directions", "all 0 (forward)"}, {"scan_output_axes", "all 0"},
                {"scan_output_directions", "all 0"}}};
     case Op::Result: return {"a control node", "its result `index`, of the node's declared shape and dtype", {}};
+    case Op::NonZero:
+      return {"x", "a tuple of one result: the indices of x's nonzero elements, i64 [rank, n], in row-major order (a host step)",
+              {{"size_key", "the name under which an ONNX import records n (set by the importer)"}}};
+    case Op::Compress:
+      return {"x, condition", "a tuple of one result: the slices of x along `axis` (of x flattened when absent) where condition is nonzero (a host step)",
+              {{"axis", "none: x flattened"}, {"size_key", "the name under which an ONNX import records the count"}}};
+    case Op::Unique:
+      return {"x", "a tuple of four results: the unique values (or slices along `axis`), their first indices, the inverse indices, "
+              "the counts (i64); sorted ascending, else in order of first occurrence (a host step)",
+              {{"axis", "none: x flattened"}, {"size_key", "the name under which an ONNX import records the count"}}};
+    case Op::TopKDynamic:
+      return {"x, k (an i64 scalar known at run time)", "a tuple of two results: the k largest (or smallest) values along `axis` and "
+              "their indices (i64); ties keep the lower index first (a host step)",
+              {{"size_key", "the name under which an ONNX import records k"}}};
+    case Op::MaxUnpool:
+      return {"x, indices (i64, x's shape)", "a tuple of one result of `shape`: zeros, with x's values at the flat positions `indices` "
+              "name (MaxPool's Indices output), as ONNX's MaxUnpool (a host step)",
+              {{"index_shape", "`shape`: the shape the flat indices count in; an index keeps its coordinates in `shape`"},
+               {"size_key", "unused (the output shape is fixed)"}}};
+    case Op::RoiAlign:
+      return {"x [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices [R] (i64)",
+              "a tuple of one result [R, C, output_height, output_width]: each box's bins averaged (or max) over a grid of "
+              "bilinear samples, as ONNX's RoiAlign (a host step: the grid follows the boxes)",
+              {{"sampling_ratio", "0: ceil(box size / output size) samples per bin"},
+               {"half_pixel", "true: ONNX's half_pixel (torchvision's aligned=True); false: output_half_pixel"},
+               {"size_key", "unused (the output shape is fixed)"}}};
+    case Op::NonMaxSuppression:
+      return {"boxes [B, N, 4], scores [B, C, N], max_output_boxes_per_class?, iou_threshold?, score_threshold?",
+              "a tuple of one result: selected indices [n, 3] (batch, class, box), i64, as ONNX's NonMaxSuppression (a host step)",
+              {{"center_point_box", "0: [y1, x1, y2, x2] corners; 1: [x_center, y_center, width, height]"},
+               {"size_key", "the name under which an ONNX import records n"}}};
     default: return {};  // an op without a doc: OpsDocs tests refuse it
   }
 }
@@ -264,6 +306,15 @@ const std::vector<OpInfo>& table() {
 }  // namespace
 
 const OpInfo& op_info(Op op) { return table()[(size_t)op]; }
+
+int data_dependent_results(Op op) {
+  switch (op) {
+    case Op::NonZero: case Op::Compress: case Op::NonMaxSuppression: case Op::RoiAlign: case Op::MaxUnpool: return 1;
+    case Op::TopKDynamic: return 2;
+    case Op::Unique: return 4;
+    default: return 0;
+  }
+}
 
 const OpDoc& op_doc(Op op) {
   static const std::vector<OpDoc> docs = [] {
@@ -333,6 +384,9 @@ EwOp node_ew_op(const Node& n) {
     case Op::Softplus: return EwOp::Softplus;
     case Op::LogicalNot: return EwOp::LogicalNot;
     case Op::Sign: return EwOp::Sign;
+    case Op::Asin: return EwOp::Asin;
+    case Op::Acos: return EwOp::Acos;
+    case Op::Atan: return EwOp::Atan;
     case Op::Equal: return EwOp::Equal;
     case Op::Less: return EwOp::Less;
     case Op::LessEqual: return EwOp::LessEqual;
@@ -545,7 +599,8 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
         return;
       }
       if (op_info(g.nodes[n.inputs[0]].op).category != Category::Control || g.nodes[n.inputs[0]].op == Op::Result)
-        fail(g, n, "a result reads a control node (if, loop, scan)");
+        fail(g, n, "a result reads a control node (if, loop, scan) or a data-dependent one (nonzero, compress, unique, "
+                   "topk_dynamic, non_max_suppression)");
       for (const auto& d : n.decl_shape) {
         if (!d.symbol.empty() || d.value < 0) fail(g, n, "a result declares a concrete shape");
         out.push_back(d.value);

@@ -45,6 +45,9 @@ struct OpDoc {
 };
 
 const OpInfo& op_info(Op op);
+// The data-dependent ops (nonzero, compress, unique, topk_dynamic, non_max_suppression): how
+// many results they have; 0 for every other op.
+int data_dependent_results(Op op);
 const OpDoc& op_doc(Op op);
 const char* op_name(Op op);
 std::optional<Op> op_from_name(const std::string& name);

@@ -13,7 +13,8 @@ namespace {
 const std::map<std::string, const char*> unary_ops = {
     {"Neg", "neg"}, {"Exp", "exp"}, {"Log", "log"}, {"Sqrt", "sqrt"}, {"Tanh", "tanh"}, {"Erf", "erf"},
     {"Sigmoid", "sigmoid"}, {"Relu", "relu"}, {"Abs", "abs"}, {"Sin", "sin"}, {"Cos", "cos"}, {"Floor", "floor"},
-    {"Ceil", "ceil"}, {"Round", "round"}, {"Sign", "sign"}, {"Not", "logical_not"}};
+    {"Ceil", "ceil"}, {"Round", "round"}, {"Sign", "sign"}, {"Not", "logical_not"},
+    {"Asin", "asin"}, {"Acos", "acos"}, {"Atan", "atan"}};
 const std::map<std::string, const char*> binary_ops = {
     {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Pow", "pow"},
     {"Equal", "equal"}, {"Less", "less"}, {"Greater", "greater"}, {"LessOrEqual", "less_equal"},
@@ -376,6 +377,9 @@ void elementwise_ops(std::vector<OpDef>& t) {
       {"Sin", "", 1, map<&F::map_unary>, nullptr, "sin", "sin", ""},
       {"Cos", "", 1, map<&F::map_unary>, nullptr, "cos", "cos", ""},
       {"Tan", "", 1, map<&F::map_Tan>, nullptr, "sin, cos, div", "sin cos div", ""},
+      {"Asin", "", 7, map<&F::map_unary>, nullptr, "asin", "asin", ""},
+      {"Acos", "", 7, map<&F::map_unary>, nullptr, "acos", "acos", ""},
+      {"Atan", "", 7, map<&F::map_unary>, nullptr, "atan", "atan", ""},
       {"Sinh", "", 1, map<&F::map_Sinh_Cosh>, nullptr, "exp, neg, sub, mul", "exp", ""},
       {"Cosh", "", 1, map<&F::map_Sinh_Cosh>, nullptr, "exp, neg, add, mul", "exp", ""},
       {"Asinh", "", 1, map<&F::map_Asinh>, nullptr, "sign(x) log(|x| + sqrt(x^2 + 1))", "sign log sqrt", ""},

@@ -277,6 +277,8 @@ const std::vector<OpDef>& op_table() {
     signal_ops(t);
     nn_ops(t);
     control_ops(t);
+    dynamic_ops(t);
+    training_ops(t);
     quant_ops(t);
     std::set<std::tuple<std::string, std::string, int>> seen;
     for (const auto& d : t)
@@ -295,6 +297,7 @@ void Importer::import_node() {
   const NodeDef& n = *cur_;
   const std::string domain = default_domain(n.domain) ? "" : n.domain;
   const int64_t version = m_.opset(domain);  // 0: the model imports no such domain
+  if (version == 0 && domain.empty()) fail("the model imports no default-domain (ai.onnx) opset, and this node is of that domain");
   const OpDef* def = nullptr;
   for (const auto& d : op_table())
     if (d.op_type == n.op_type && d.domain == domain && d.since_version <= version &&
@@ -303,7 +306,29 @@ void Importer::import_node() {
   if (!domain.empty() && !def) {
     if (domain == "com.microsoft")
       unsupported("operator com.microsoft." + n.op_type + " (of ONNX Runtime's contrib ops rlx reads MatMulNBits, MatMulIntegerToFloat and DynamicQuantizeMatMul)");
-    unsupported("operator domain '" + n.domain + "' (only the default ONNX domain and com.microsoft's quantized products are supported)");
+    unsupported("operator domain '" + n.domain + "' (only the default ONNX domain, com.microsoft's quantized products and ai.onnx.preview.training's optimizers are supported)");
+  }
+  // Opsets 1 to 6 are read for the operators whose definition did not change up to opset 7
+  // (GlobalAveragePool, Not, Softplus, ... and the activations' opset-6 forms); an operator
+  // that changed between the model's opset and 7 (the `broadcast` attribute of Add, Cast's
+  // string `to`, `consumed_inputs`, ...) is refused naming both, never read with the later meaning.
+  // (The versions below are ONNX's own: each operator's new definitions at opsets 2 to 7.)
+  if (domain.empty() && version < 7) {
+    static const std::map<std::string, std::vector<int>> changed_by_7 = {
+        {"Abs", {6}}, {"Add", {6, 7}}, {"And", {7}}, {"AveragePool", {7}}, {"BatchNormalization", {6, 7}}, {"Cast", {6}},
+        {"Ceil", {6}}, {"Clip", {6}}, {"Concat", {4}}, {"Div", {6, 7}}, {"Dropout", {6, 7}}, {"Elu", {6}}, {"Equal", {7}},
+        {"Exp", {6}}, {"Floor", {6}}, {"GRU", {3, 7}}, {"Gemm", {6, 7}}, {"GlobalLpPool", {2}}, {"Greater", {7}},
+        {"HardSigmoid", {6}}, {"InstanceNormalization", {6}}, {"LSTM", {7}}, {"LeakyRelu", {6}}, {"Less", {7}}, {"Log", {6}},
+        {"LpPool", {2}}, {"Max", {6}}, {"Mean", {6}}, {"Min", {6}}, {"Mul", {6, 7}}, {"Neg", {6}}, {"Or", {7}},
+        {"PRelu", {6, 7}}, {"Pad", {2}}, {"Pow", {7}}, {"RNN", {7}}, {"Reciprocal", {6}}, {"Relu", {6}}, {"Reshape", {5}},
+        {"Selu", {6}}, {"Sigmoid", {6}}, {"Split", {2}}, {"Sqrt", {6}}, {"Sub", {6, 7}}, {"Sum", {6}}, {"Tanh", {6}},
+        {"Tile", {6}}, {"Upsample", {7}}, {"Xor", {7}}};
+    auto it = changed_by_7.find(n.op_type);
+    if (it != changed_by_7.end())
+      for (int v : it->second)
+        if (v > version)
+          unsupported("operator " + n.op_type + " as defined at opset " + std::to_string(version) + " (the model's opset; it changed at opset " +
+                      std::to_string(v) + ", and rlx implements " + n.op_type + " as defined from opset " + std::to_string(it->second.back()) + ")");
   }
   // Opsets 18 to 21 are read for the quantization operators; an operator whose semantics
   // changed in those opsets (axes as an input, new attributes or modes) is imported only by a

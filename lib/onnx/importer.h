@@ -398,6 +398,10 @@ void nn_ops(std::vector<OpDef>& t);
 void values_ops(std::vector<OpDef>& t);
 void signal_ops(std::vector<OpDef>& t);
 void control_ops(std::vector<OpDef>& t);
+void dynamic_ops(std::vector<OpDef>& t);
+void training_ops(std::vector<OpDef>& t);
+// TopK whose k is known only at run time (dynamic.cpp): a host step of a data-dependent size.
+void map_topk_dynamic(Importer& b);
 void quant_ops(std::vector<OpDef>& t);
 // Every family's rows, in that order (docs/onnx.md lists them so); built once.
 const std::vector<OpDef>& op_table();

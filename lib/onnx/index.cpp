@@ -215,6 +215,7 @@ struct Index : Importer {
   void map_TopK() {
     const NodeDef& n = *cur_;
     const int64_t opset = m_.opset();
+    if (opset >= 10 && has_in(1) && !value_of(1)) return map_topk_dynamic(*this);  // k known only at run time
     // (need_scalar: an empty k was read with .at(0), found by fuzz_onnx_struct)
     int64_t k = opset < 10 ? ai("k", 1) : need_scalar(1, "k")->n(0);
     std::map<std::string, ir::AttrValue> a{{"k", k}, {"axis", ai("axis", -1)}, {"largest", (bool)ai("largest", 1)}, {"sorted", (bool)ai("sorted", 1)}};
@@ -330,7 +331,9 @@ void index_ops(std::vector<OpDef>& t) {
   using F = Index;
   t.insert(t.end(), {
       {"OneHot", "", 1, map<&F::map_OneHot>, nullptr, "equal, where", "equal where", "depth must be known; negative indices wrap"},
-      {"TopK", "", 1, map<&F::map_TopK>, nullptr, "topk (values and indices)", "topk", "k must be a constant"},
+      {"TopK", "", 1, map<&F::map_TopK>, nullptr, "topk (values and indices); topk_dynamic, result",
+       "topk", "k known at specialisation (a constant, shape arithmetic or a small input given by value): topk; else a host "
+       "step of a data-dependent size (topk_dynamic, as NonZero)"},
       {"Gather", "", 1, map<&F::map_Gather>, fold<&F::fold_Gather>, "narrow (one constant index), embedding (axis 0 of a 2-D table) or gather", "", "folded when data and indices are known"},
       {"GatherElements", "", 1, map<&F::map_GatherElements>, nullptr, "gather_elements", "gather_elements", ""},
       {"ReverseSequence", "", 1, map<&F::map_ReverseSequence>, nullptr, "less, sub, where, broadcast_to, gather_elements", "where gather_elements", "time and batch axes 0 and 1; lengths at run time"},

@@ -283,9 +283,12 @@ struct ModelParser {
       else m.domain_opsets_[o.domain()] = o.version();
     }
     if (m.opset_ < 0) m.opset_ = mp.opset_import().empty() ? 1 : -1;
-    if (m.opset_ < 0) fail("the model imports no default-domain (ai.onnx) opset");
-    if (m.opset_ < 7 || m.opset_ > 21)
-      fail("opset " + std::to_string(m.opset_) + " is not supported (rlx reads opsets 7 to 21)");
+    // A model of other domains only (ai.onnx.preview.training's node tests) may import none: 0,
+    // and a default-domain node is then refused when imported.
+    if (m.opset_ < 0 && m.domain_opsets_.empty()) fail("the model imports no default-domain (ai.onnx) opset");
+    if (m.opset_ < 0) m.opset_ = 0;
+    if (m.opset_ != 0 && (m.opset_ < 1 || m.opset_ > 21))
+      fail("opset " + std::to_string(m.opset_) + " is not supported (rlx reads opsets 1 to 21; below 7, the operators unchanged up to 7)");
     if (mp.functions_size() > 0) fail("model-local functions are not supported");
     const auto& g = mp.graph();
     if ((size_t)g.node_size() > m.limits_.max_nodes) fail("the graph has " + std::to_string(g.node_size()) + " nodes, above the limit");

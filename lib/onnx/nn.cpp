@@ -171,13 +171,14 @@ struct Nn : Importer {
     const std::string& op = cur_->op_type;
     const int64_t opset = m_.opset();
     std::string mode = as("mode", "nearest");
-    if (mode != "nearest" && mode != "linear") unsupported(op + " attribute 'mode' = \"" + mode + "\"");
+    if (mode != "nearest" && mode != "linear" && !(mode == "cubic" && op == "Resize" && opset >= 11))
+      unsupported(op + " attribute 'mode' = \"" + mode + "\"");
     std::string ctm = as("coordinate_transformation_mode", op == "Upsample" || opset < 11 ? "asymmetric" : "half_pixel");
     static const std::set<std::string> ctms = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nn"};
     if (!ctms.count(ctm)) unsupported(op + " attribute 'coordinate_transformation_mode' = \"" + ctm + "\"");
     std::string nm = as("nearest_mode", opset < 11 ? "floor" : "round_prefer_floor");
     if (op == "Upsample" || opset < 11) nm = "floor";
-    if (ai("exclude_outside", 0)) unsupported(op + " attribute 'exclude_outside' = 1");
+    if (ai("exclude_outside", 0) && mode != "cubic") unsupported(op + " attribute 'exclude_outside' = 1 with mode " + mode);
     Shape s = in(0).shape;
     std::vector<double> scales;
     std::vector<int64_t> sizes;
@@ -192,10 +193,69 @@ struct Nn : Importer {
       if (sizes.size() != s.size()) fail("sizes has the wrong length");
       scales.clear();
     }
+    if (mode == "cubic") return resize_cubic(s, sizes, scales, ctm);
     std::map<std::string, ir::AttrValue> a{{"sizes", sizes}, {"mode", mode}, {"coordinate_transformation_mode", ctm}, {"nearest_mode", nm}};
     if (!scales.empty()) set_floats_attr(a, "resize", "scales", scales);
     return set_node(0, emit("resize", {node(0)}, a, out_name()));
   }
+  // Cubic Resize is separable: along each axis whose size or scale changes, the output is a
+  // constant [out, in] matrix (ONNX's cubic coefficients with cubic_coeff_a, edge-clamped
+  // neighbours, exclude_outside renormalising) applied as a matmul with that axis moved last.
+  // Coordinates as for linear (ONNX Runtime's: align_corners divides by the integer out - 1).
+  void resize_cubic(const Shape& s, const std::vector<int64_t>& sizes, const std::vector<double>& scales, const std::string& ctm) {
+    const double A = af("cubic_coeff_a", -0.75);
+    const bool excl = ai("exclude_outside", 0) != 0;
+    int x = node(0);
+    const int r = (int)s.size();
+    for (int k = 0; k < r; ++k) {
+      const int64_t in = s[k], out = sizes[k];
+      const double scale = scales.empty() ? (double)out / (double)in : (double)(float)scales[k];
+      if (in == out && scale == 1.0) continue;
+      if (in <= 0 || out <= 0) fail("cubic resize of an empty axis");
+      if (in * out > (int64_t(1) << 24)) unsupported("a cubic resize matrix of " + std::to_string(in * out) + " entries");
+      std::vector<double> w((size_t)(in * out), 0.0);  // [in, out]: y = x . w
+      for (int64_t o = 0; o < out; ++o) {
+        double xo;
+        if (ctm == "align_corners") xo = out == 1 ? 0 : (double)o * (double)(in - 1) / (double)(out - 1);
+        else if (ctm == "asymmetric") xo = (double)o / scale;
+        else if (ctm == "pytorch_half_pixel") xo = out > 1 ? ((double)o + 0.5) / scale - 0.5 : 0;
+        else if (ctm == "tf_half_pixel_for_nn") xo = ((double)o + 0.5) / scale;
+        else xo = ((double)o + 0.5) / scale - 0.5;  // half_pixel
+        int64_t xi = (int64_t)std::floor(xo);
+        double t = xo - (double)xi;
+        if (t == 0) t = 1, xi -= 1;  // as ONNX's reference: an integral point takes the left neighbourhood
+        const double u = 1 - t;
+        double c[4] = {((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A, ((A + 2) * t - (A + 3)) * t * t + 1,
+                       ((A + 2) * u - (A + 3)) * u * u + 1, ((A * (u + 1) - 5 * A) * (u + 1) + 8 * A) * (u + 1) - 4 * A};
+        if (excl) {
+          double sum = 0;
+          for (int j = 0; j < 4; ++j) {
+            const int64_t idx = xi - 1 + j;
+            if (idx < 0 || idx >= in) c[j] = 0;
+            sum += c[j];
+          }
+          for (double& v : c) v = sum != 0 ? v / sum : 0;
+        }
+        for (int j = 0; j < 4; ++j) {
+          const int64_t idx = std::clamp<int64_t>(xi - 1 + j, 0, in - 1);
+          w[(size_t)(idx * out + o)] += c[j];
+        }
+      }
+      std::vector<int64_t> perm;
+      for (int q = 0; q < r; ++q)
+        if (q != k) perm.push_back(q);
+      perm.push_back(k);
+      std::vector<int64_t> back((size_t)r);
+      for (int q = 0; q < r; ++q) back[(size_t)perm[q]] = q;
+      const bool moved = k != r - 1;
+      int v = moved ? emit("transpose", {x}, {{"perm", perm}}) : x;
+      v = emit("matmul", {v, constant({in, out}, w, ts_.dtypes[x])});
+      x = moved ? emit("transpose", {v}, {{"perm", back}}) : v;
+    }
+    x = emit("reshape", {x}, {{"shape", std::vector<int64_t>(sizes.begin(), sizes.end())}}, out_name());
+    set_node(0, x);
+  }
+
   void map_GridSample() {
     // Sampling points from the grid, unnormalised per align_corners; each of the (1 or 4)
     // neighbours is a gather_elements over the flattened H*W axis, masked to zero outside the
@@ -302,7 +362,8 @@ void nn_ops(std::vector<OpDef>& t) {
       {"AveragePool", "", 1, map<&F::map_conv_pool>, nullptr, "avg_pool2d", "avg_pool2d", ""},
       {"GlobalAveragePool", "", 1, map<&F::map_global_pool>, nullptr, "mean over the spatial axes", "mean", ""},
       {"GlobalMaxPool", "", 1, map<&F::map_global_pool>, nullptr, "max over the spatial axes", "max", ""},
-      {"Resize", "", 1, map<&F::map_Resize_Upsample>, nullptr, "resize", "resize", "modes nearest and linear"},
+      {"Resize", "", 1, map<&F::map_Resize_Upsample>, nullptr, "resize (cubic: transpose, matmul)", "resize",
+       "modes nearest and linear; cubic (opset 11+) as constant matrices per resized axis, cubic_coeff_a and exclude_outside"},
       {"GridSample", "", 1, map<&F::map_GridSample>, nullptr, "gather_elements per neighbour, weights, where", "gather_elements where floor round", "modes bilinear and nearest; padding zeros and border; align_corners"},
       {"Upsample", "", 1, map<&F::map_Resize_Upsample>, nullptr, "resize", "resize", "opsets 7 to 9: scales from the attribute or input; modes nearest and linear"},
       {"LRN", "", 1, map<&F::map_LRN>, nullptr, "square, avg_pool2d, mul, add, pow, div", "square avg_pool2d pow", "the channel window as a zero-padded average pool"},

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "ir/op_registry.h"
+#include "runtime/host_ops.h"
 #include "runtime/session.h"
 
 namespace rlx {
@@ -97,8 +98,10 @@ void ControlRunner::build(const std::map<std::string, Tensor>& inputs) {
   auto plan = std::make_unique<Plan>();
   // stage of a value: 0 for leaves; k for results of the k-th control node (1-based) and for
   // ordinary nodes that depend on them (their segment runs after that control node).
+  // Nodes after a data-dependent node (by position) run after it too (`floor`), so that the
+  // segments before it hold only nodes that a continuation (made for another size) shares.
   std::vector<int> stage(n, 0), ctl_index(n, -1);
-  int nctl = 0;
+  int nctl = 0, floor = 0;
   for (int i = 0; i < n; ++i) {
     const ir::Node& nd = g.nodes[i];
     if (nd.op == Op::Result) {
@@ -106,7 +109,9 @@ void ControlRunner::build(const std::map<std::string, Tensor>& inputs) {
       plan->results[nd.inputs[0]].push_back(i);
     } else if (is_control(nd.op)) {
       ctl_index[i] = ++nctl;
+      if (ir::data_dependent_results(nd.op)) floor = nctl;
     } else if (!is_leaf(nd.op)) {
+      stage[i] = floor;
       for (int u : nd.inputs) stage[i] = std::max(stage[i], stage[u]);
     }
   }
@@ -187,7 +192,8 @@ void ControlRunner::build(const std::map<std::string, Tensor>& inputs) {
   plan_ = std::move(plan);
 }
 
-std::vector<Tensor> ControlRunner::run(Mode mode, const std::map<std::string, Tensor>& inputs) {
+std::vector<Tensor> ControlRunner::run(Mode mode, const std::map<std::string, Tensor>& inputs,
+                                       const std::map<std::string, Tensor>* known) {
   const ir::Graph& g = *g_;
   std::string sig;
   for (const auto& [id, t] : inputs) sig += id + ":" + shape_str(t.shape()) + ";";
@@ -198,6 +204,7 @@ std::vector<Tensor> ControlRunner::run(Mode mode, const std::map<std::string, Te
   kernels_ = 0;
   segments_run_ = 0;
   peak_bytes_ = 0;
+  sizes_planned_ = sizes_reused_ = 0;
   std::vector<Tensor> val(g.nodes.size());
   std::vector<bool> have(g.nodes.size(), false);
   auto value = [&](int u) -> const Tensor& {
@@ -219,7 +226,22 @@ std::vector<Tensor> ControlRunner::run(Mode mode, const std::map<std::string, Te
     have[u] = true;
     return val[u];
   };
+  // Values the runner this one continues already computed (the same nodes: they precede the step
+  // where the graphs diverge).
+  auto take_known = [&](const std::vector<int>& nodes) {
+    if (!known || nodes.empty()) return false;
+    for (int u : nodes)
+      if (!known->count(g.nodes[u].id)) return false;
+    for (int u : nodes) {
+      const Tensor& t = known->at(g.nodes[u].id);
+      val[u] = t.dtype() == g.nodes[u].dtype || g.nodes[u].op != Op::Result ? t : t.astype(g.nodes[u].dtype);
+      have[u] = true;
+    }
+    return true;
+  };
   for (int step : plan_->steps) {
+    if (step >= 0 && take_known(plan_->segs[step].out_src)) continue;
+    if (step < 0 && take_known(plan_->results[-(step + 1)])) continue;
     if (step >= 0) {
       Segment& seg = plan_->segs[step];
       for (size_t k = 0; k < seg.in_src.size(); ++k) seg.s->set_input(g.nodes[seg.in_src[k]].id, value(seg.in_src[k]));
@@ -236,6 +258,26 @@ std::vector<Tensor> ControlRunner::run(Mode mode, const std::map<std::string, Te
       const ir::Node& nd = g.nodes[c];
       std::vector<Tensor> ins;
       for (int u : nd.inputs) ins.push_back(value(u));
+      if (ir::data_dependent_results(nd.op)) {
+        HostStepResult hr = run_data_dependent(nd, ins, node_name(g, nd));
+        bool fits = true;
+        for (int r : plan_->results[c]) {
+          const ir::Node& rn = g.nodes[r];
+          const int64_t k = rn.attrs.i("index");
+          Shape want;
+          for (const auto& d : rn.decl_shape) want.push_back(d.value);
+          if (k < 0 || k >= (int64_t)hr.outs.size()) throw InputError(node_name(g, rn) + ": no result " + std::to_string(k));
+          fits = fits && hr.outs[k].shape() == want;
+        }
+        if (!fits) return continue_with(mode, inputs, c, hr, val, have);
+        for (int r : plan_->results[c]) {
+          const ir::Node& rn = g.nodes[r];
+          const Tensor& t = hr.outs[rn.attrs.i("index")];
+          val[r] = t.dtype() == rn.dtype ? t : t.astype(rn.dtype);
+          have[r] = true;
+        }
+        continue;
+      }
       std::vector<Tensor> outs = run_control(mode, c, ins);
       for (int r : plan_->results[c]) {
         const ir::Node& rn = g.nodes[r];
@@ -256,6 +298,61 @@ std::vector<Tensor> ControlRunner::run(Mode mode, const std::map<std::string, Te
   std::vector<Tensor> result;
   for (int o : g.outputs) result.push_back(value(o));
   return result;
+}
+
+std::vector<Tensor> ControlRunner::continue_with(Mode mode, const std::map<std::string, Tensor>& inputs, int c,
+                                                const HostStepResult& hr, const std::vector<Tensor>& val,
+                                                const std::vector<bool>& have) {
+  const ir::Graph& g = *g_;
+  const ir::Node& nd = g.nodes[c];
+  const std::string& key = nd.attrs.s("size_key");
+  if (!g.resize || key.empty()) {
+    std::string got;
+    for (const auto& t : hr.outs) got += (got.empty() ? "" : ", ") + shape_str(t.shape());
+    throw InputError(node_name(g, nd) + ": its results have shapes " + got + " at run time (size " + std::to_string(hr.size) +
+                     "), but the graph declares other sizes for them (a graph file's data-dependent results have the sizes "
+                     "written in it; an ONNX model is planned for each observed size)");
+  }
+  if (auto made = g.sizes.find(key); made != g.sizes.end() && made->second == hr.size)  // never loop on one size
+    throw RuntimeError(node_name(g, nd) + ": internal: the graph made for size " + std::to_string(hr.size) +
+                       " declares other result shapes than the node produced");
+  std::map<std::string, int64_t> sizes = g.sizes;
+  sizes[key] = hr.size;
+  std::string sig;
+  for (const auto& [k, v] : sizes) sig += k + "=" + std::to_string(v) + ";";
+  auto it = continuations_.find(sig);
+  if (it == continuations_.end()) {
+    auto [g2, params2] = g.resize(sizes);
+    if (!g2) throw InputError(node_name(g, nd) + ": internal: no graph for the observed size " + std::to_string(hr.size));
+    it = continuations_.emplace(sig, std::make_unique<ControlRunner>(g2, ex_, std::move(params2), *opts_)).first;
+    continuation_order_.push_back(sig);
+    if (continuation_order_.size() > kMaxContinuations) {
+      continuations_.erase(continuation_order_.front());
+      continuation_order_.erase(continuation_order_.begin());
+    }
+    sizes_planned_++;
+    sizes_planned_total_++;
+  } else {
+    sizes_reused_++;
+    continuation_order_.erase(std::find(continuation_order_.begin(), continuation_order_.end(), sig));
+    continuation_order_.push_back(sig);
+  }
+  ControlRunner& next = *it->second;  // (the erase above never removes the one just made)
+  // What this run computed up to and including this step (node ids are the same there).
+  std::map<std::string, Tensor> known;
+  int last = c;
+  for (int r : plan_->results[c]) last = std::max(last, r);
+  for (int i = 0; i <= last; ++i)
+    if (have[i] && !is_leaf(g.nodes[i].op)) known[g.nodes[i].id] = val[i];
+  for (int r : plan_->results[c]) known[g.nodes[r].id] = hr.outs.at(g.nodes[r].attrs.i("index"));
+  auto outs = next.run(mode, inputs, &known);
+  kernels_ += next.kernels();
+  segments_run_ += next.segments_run();
+  peak_bytes_ = std::max(peak_bytes_, next.peak_bytes());
+  sizes_planned_ += next.sizes_planned();
+  sizes_reused_ += next.sizes_reused();
+  sizes_planned_total_ += next.sizes_planned();
+  return outs;
 }
 
 std::vector<Tensor> ControlRunner::run_body(Mode mode, const ir::Node& ctl, int body, const std::vector<Tensor>& ins) {
@@ -401,10 +498,19 @@ std::string ControlRunner::plan_text() const {
       s += plan_->segs[step].s->plan_text();
     } else {
       const ir::Node& nd = g.nodes[-(step + 1)];
-      s += "host step: " + std::string(ir::op_name(nd.op)) + " '" + nd.id + "' (" + std::to_string(nd.bodies.size()) + " bodies)\n";
+      if (ir::data_dependent_results(nd.op)) {
+        const std::string& key = nd.attrs.s("size_key");
+        auto sz = g.sizes.find(key);
+        s += "host step: " + std::string(ir::op_name(nd.op)) + " '" + nd.id + "' (" +
+             (key.empty() ? std::string("on the host") : sz == g.sizes.end() ? "data-dependent size, provisional"
+                                                                              : "data-dependent size " + std::to_string(sz->second)) + ")\n";
+      } else {
+        s += "host step: " + std::string(ir::op_name(nd.op)) + " '" + nd.id + "' (" + std::to_string(nd.bodies.size()) + " bodies)\n";
+      }
     }
   }
   for (const auto& [b, r] : bodies_) s += "body '" + b->name + "':\n" + r->plan_text();
+  for (const auto& [sig, r] : continuations_) s += "continuation for sizes " + sig + ":\n" + r->plan_text();
   return s;
 }
 

@@ -7,6 +7,14 @@
 // itself a ControlRunner over the body graph, built once per body and reused (its Sessions
 // cache one plan per input signature), never unrolled. First version: values cross between
 // segments and bodies through the host.
+//
+// Data-dependent ops (nonzero, compress, unique, topk_dynamic, non_max_suppression) are host
+// steps too: their kernels run on the host (host_ops.h) and give the size of their results.
+// Nodes after such a step (by position) always run in later segments. When the size differs from
+// the one the graph was made for, the graph's `resize` (an ONNX import) makes the graph for the
+// observed sizes, and a ControlRunner over it (a *continuation*, cached by those sizes, at most
+// kMaxContinuations) resumes from that step with the values computed so far: a repeated size
+// plans nothing.
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +28,7 @@ namespace rlx {
 
 class Session;
 struct SessionOptions;
+struct HostStepResult;
 enum class Mode;
 
 class ControlRunner {
@@ -28,13 +37,22 @@ class ControlRunner {
                 const SessionOptions& opts);
   ~ControlRunner();
   // `inputs`: the value of every input node, by node id. Returns the graph's outputs in order.
-  std::vector<Tensor> run(Mode mode, const std::map<std::string, Tensor>& inputs);
+  // `known`: values already computed by the runner this one continues (by node id); segments and
+  // host steps whose results are all known are not run again.
+  std::vector<Tensor> run(Mode mode, const std::map<std::string, Tensor>& inputs,
+                          const std::map<std::string, Tensor>* known = nullptr);
   int kernels() const { return kernels_; }
   int segments_run() const { return segments_run_; }
   // The largest device memory one segment (or body segment) held in the last run: segments run
   // one at a time, their values between them are on the host.
   int64_t peak_bytes() const { return peak_bytes_; }
   std::string plan_text() const;
+  // Data-dependent sizes in the last run: graphs made and planned for a size not seen before
+  // (continuations built), and continuations found in the cache; and continuations built in all runs.
+  int sizes_planned() const { return sizes_planned_; }
+  int sizes_reused() const { return sizes_reused_; }
+  int sizes_planned_total() const { return sizes_planned_total_; }
+  static constexpr size_t kMaxContinuations = 16;
 
   static bool has_control(const ir::Graph& g);
 
@@ -44,6 +62,8 @@ class ControlRunner {
   void build(const std::map<std::string, Tensor>& inputs);
   std::vector<Tensor> run_body(Mode mode, const ir::Node& ctl, int body, const std::vector<Tensor>& ins);
   std::vector<Tensor> run_control(Mode mode, int node, const std::vector<Tensor>& ins);
+  std::vector<Tensor> continue_with(Mode mode, const std::map<std::string, Tensor>& inputs, int node,
+                                    const HostStepResult& hr, const std::vector<Tensor>& val, const std::vector<bool>& have);
 
   std::shared_ptr<const ir::Graph> g_;
   Executor& ex_;
@@ -52,7 +72,9 @@ class ControlRunner {
   std::unique_ptr<Plan> plan_;
   std::string plan_sig_;
   std::map<const ir::Graph*, std::unique_ptr<ControlRunner>> bodies_;
-  int kernels_ = 0, segments_run_ = 0;
+  std::map<std::string, std::unique_ptr<ControlRunner>> continuations_;  // by observed sizes
+  std::vector<std::string> continuation_order_;                           // least recently used first
+  int kernels_ = 0, segments_run_ = 0, sizes_planned_ = 0, sizes_reused_ = 0, sizes_planned_total_ = 0;
   int64_t peak_bytes_ = 0;
 };
 

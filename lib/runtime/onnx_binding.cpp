@@ -92,11 +92,35 @@ Prepared prepare(const Binding& b, bool need_all_inputs) {
   return P;
 }
 
+// A graph with data-dependent host steps (NonZero, Unique, ...) can be made again for the sizes
+// they produced at run time: the same specialisation with those sizes bound (cached by the
+// model), its `resize` attached in turn (lib/runtime/control.cpp continues in it).
+void attach_resize(const std::shared_ptr<onnx::Model>& model, const onnx::Specialized& sp, const std::map<std::string, Shape>& shapes,
+                   const std::map<std::string, int64_t>& dims, const std::map<std::string, Tensor>& values) {
+  bool dynamic = false;
+  for (const auto& n : sp.graph->nodes) dynamic = dynamic || ir::data_dependent_results(n.op);
+  if (!dynamic || sp.graph->resize) return;
+  std::map<std::string, Tensor> used;  // only the inputs the specialisation read by value
+  for (const auto& [name, v] : sp.value_deps)
+    if (auto it = values.find(name); it != values.end()) used.emplace(name, it->second);
+  // (a weak reference: the model's cache holds this graph)
+  sp.graph->resize = [wm = std::weak_ptr<onnx::Model>(model), shapes, dims, used](const std::map<std::string, int64_t>& sizes) {
+    auto model = wm.lock();
+    if (!model) return std::make_pair(std::shared_ptr<const ir::Graph>(), std::map<std::string, Tensor>());
+    std::map<std::string, int64_t> d = dims;
+    for (const auto& [k, v] : sizes) d[k] = v;
+    auto sp2 = model->specialize(shapes, d, used);
+    attach_resize(model, *sp2, shapes, dims, used);
+    return std::make_pair(std::shared_ptr<const ir::Graph>(sp2->graph), sp2->params);
+  };
+}
+
 }  // namespace
 
 Loaded load_onnx_binding(const Binding& b) {
   Prepared P = prepare(b, true);
   auto sp = P.model->specialize(P.shapes, P.dims, P.inputs);
+  attach_resize(P.model, *sp, P.shapes, P.dims, P.inputs);
   Loaded L;
   L.graph = sp->graph;
   L.params = sp->params;
@@ -109,6 +133,7 @@ Loaded load_onnx_binding(const Binding& b) {
     std::map<std::string, Shape> shapes;
     for (const auto& [name, t] : inputs) shapes[name] = t.shape();
     auto sp = model->specialize(shapes, dims, inputs);
+    attach_resize(model, *sp, shapes, dims, inputs);
     Loaded L;
     L.graph = sp->graph;
     L.params = sp->params;
@@ -126,6 +151,10 @@ void convert_onnx(const Binding& b, const std::string& graph_out, const std::str
     throw InputError("--params-out " + params_out + ": rlx convert writes the weights as safetensors; give a file name ending in .safetensors");
   Prepared P = prepare(b, false);
   auto sp = P.model->specialize(P.shapes, P.dims, P.inputs);
+  for (const auto& n : sp->graph->nodes)
+    if (ir::data_dependent_results(n.op))
+      throw InputError(b.graph + ": node '" + n.id + "' (" + ir::op_name(n.op) + ") has a data-dependent output size, known only "
+                       "when it runs; rlx convert cannot write it (a graph file's results have fixed sizes): run the ONNX model itself");
   if (sp->params.size() && params_out.empty())
     throw InputError("the model has " + std::to_string(sp->params.size()) + " weight tensor(s): give --params-out FILE.safetensors");
   for (const auto& [name, v] : sp->value_deps)

@@ -626,6 +626,11 @@ std::vector<Tensor> Session::run(Mode mode) {
     control_outputs_ = control_->run(mode, ins);
     stats_.kernels = control_->kernels();
     stats_.peak_bytes = control_->peak_bytes();
+    stats_.sizes_planned = control_->sizes_planned();
+    stats_.sizes_reused = control_->sizes_reused();
+    stats_.sizes_planned_total = control_->sizes_planned_total();
+    if (opts_.verbose && stats_.sizes_planned + stats_.sizes_reused)
+      log() << "data-dependent sizes: " << stats_.sizes_planned << " planned, " << stats_.sizes_reused << " reused\n";
     plan_text_ = control_->plan_text();
     stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return control_outputs_;

@@ -53,6 +53,9 @@ struct RunStats {
   int64_t unplanned_bytes = 0;  // what intermediates would take without reuse
   double seconds = 0;
   std::vector<ProfileEntry> profile;
+  // Data-dependent sizes (graphs with nonzero, unique, ...; control.h): this run's sizes that
+  // needed a new plan, those whose plan was cached, and new plans over the session's life.
+  int sizes_planned = 0, sizes_reused = 0, sizes_planned_total = 0;
 };
 
 class ControlRunner;

@@ -411,13 +411,28 @@ def test_half_precision():
 
 
 def test_refusals():
-    m = model([helper.make_node("NonMaxSuppression", ["x", "x"], ["y"], name="nms_1")], [vi("x", [1, 2, 4])], [vi("y", [1, 3])])
-    expect_rc("refuse/op", ["run", save(model_with_ir(m), "op.onnx"), "--input", "x=random"], 2, "'nms_1' (NonMaxSuppression)")
-    m = model([helper.make_node("Resize", ["x", "", "s"], ["y"], name="rs", mode="cubic")], [vi("x", [1, 1, 2, 2])], [vi("y", [1, 1, 4, 4])],
+    m = model([helper.make_node("Det", ["x"], ["y"], name="det_1")], [vi("x", [2, 2])], [vi("y", [])])
+    expect_rc("refuse/op", ["run", save(model_with_ir(m), "op.onnx"), "--input", "x=random"], 2, "'det_1' (Det)")
+    m = model([helper.make_node("Resize", ["x", "", "s"], ["y"], name="rs", coordinate_transformation_mode="tf_crop_and_resize")], [vi("x", [1, 1, 2, 2])], [vi("y", [1, 1, 4, 4])],
               [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "s")])
     expect_rc("refuse/attr", ["run", save(model_with_ir(m), "attr.onnx"), "--input", "x=random"], 2, "'rs' (Resize)")
     m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])], opset=22)
     expect_rc("refuse/opset", ["run", save(model_with_ir(m), "opset22.onnx"), "--input", "x=random"], 2, "opset 22")
+    # Opsets 1..6 are read for the operators unchanged up to opset 7: Softsign at opset 1 runs
+    # (against NumPy), Relu at opset 5 (consumed_inputs, changed at 6) and Add at opset 6 (its
+    # `broadcast` attribute, changed at 7) are refused naming the operator and both opsets.
+    m = model([helper.make_node("Softsign", ["x"], ["y"])], [vi("x", [3])], [vi("y", [3])], opset=1)
+    xs = np.array([-2, 0, 3], np.float32)
+    np.save(os.path.join(TMP, "softsign_x.npy"), xs)
+    np.save(os.path.join(TMP, "softsign_y.npy"), xs / (1 + np.abs(xs)))
+    expect_rc("opset1/softsign-runs", ["run", save(model_with_ir(m), "opset1.onnx"), "--input", "x=@" + os.path.join(TMP, "softsign_x.npy"),
+                                       "--expect", "y=@" + os.path.join(TMP, "softsign_y.npy"), "--atol", "1e-6"], 0)
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r5")], [vi("x", [2])], [vi("y", [2])], opset=5)
+    expect_rc("refuse/opset5-relu", ["run", save(model_with_ir(m), "opset5.onnx"), "--input", "x=random"], 2,
+              "'r5' (Relu): unsupported: operator Relu as defined at opset 5")
+    m = model([helper.make_node("Add", ["x", "x"], ["y"], name="a6")], [vi("x", [2])], [vi("y", [2])], opset=6)
+    expect_rc("refuse/opset6-add", ["run", save(model_with_ir(m), "opset6.onnx"), "--input", "x=random"], 2,
+              "it changed at opset 7")
     # Opsets 18..21 are read (for the quantization operators), but an operator whose meaning
     # changed after 17 (ReduceMean's axes became an input in 18) is refused naming the opset.
     m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])], opset=18)
