@@ -15,7 +15,6 @@ the path the batch job must agree with); nothing is compared with the batch job'
   clean run, no temporary files left;
 - --batch - as a worker: a result line comes back for each item before stdin closes.
 """
-import argparse
 import glob
 import json
 import os
@@ -28,11 +27,9 @@ import tempfile
 
 import numpy as np
 
-RLX = None
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TMP = None
-FAILS = []
-RUN = 0
+import clitest  # noqa: E402
+from clitest import ROOT, check  # noqa: E402
+
 MLP = [os.path.join(ROOT, "graphs/mlp.json"), "-p", os.path.join(ROOT, "graphs/mlp.safetensors")]
 CNN = os.path.join(ROOT, "graphs/small_cnn.onnx")
 
@@ -49,21 +46,12 @@ SIMPLE = {
 }
 
 
-def check(name, cond, detail=""):
-    global RUN
-    RUN += 1
-    if not cond:
-        FAILS.append(name)
-        print(f"FAIL {name}\n{detail}")
-
-
 def rlx(*args, cwd=None, stdin=None):
-    r = subprocess.run([RLX] + [str(a) for a in args], capture_output=True, text=True, timeout=300, cwd=cwd, input=stdin)
-    return r.returncode, r.stdout, r.stderr
+    return clitest.rlx(*args, cwd=cwd, stdin=stdin)
 
 
 def scratch():
-    return tempfile.mkdtemp(dir=TMP)
+    return tempfile.mkdtemp(dir=clitest.S.tmp)
 
 
 def simple_graph(d):
@@ -374,7 +362,7 @@ def test_gnu_parallel_shards():
     items = make_inputs(d, 23, lambda i: (1 + i % 2, 4), seed=9)
     lst = write_list(d, items)
     out = os.path.join(d, "out")
-    r = subprocess.run(["parallel", "--will-cite", "-j", "4", RLX, "run", g, "--batch", lst, "--out-dir", out, "--shard", "{}/4",
+    r = subprocess.run(["parallel", "--will-cite", "-j", "4", clitest.rlx_path(), "run", g, "--batch", lst, "--out-dir", out, "--shard", "{}/4",
                         ":::", "0", "1", "2", "3"], capture_output=True, text=True, timeout=300)
     check("parallel/exit0", r.returncode == 0, r.stderr)
     rows = results(out)
@@ -401,7 +389,7 @@ def test_sigkill_then_rerun():
     rc, _, se = rlx("run", *MLP, "--batch", lst, "--out-dir", clean)
     check("kill/clean-run", rc == 0, se)
     out = os.path.join(d, "out")
-    p = subprocess.Popen([RLX, "run", *MLP, "--batch", lst, "--out-dir", out, "--force"], stdout=subprocess.PIPE,
+    p = subprocess.Popen([clitest.rlx_path(), "run", *MLP, "--batch", lst, "--out-dir", out, "--force"], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, text=True)
     seen = 0
     for line in p.stdout:
@@ -437,7 +425,7 @@ def test_worker_through_pipe():
     g = simple_graph(d)
     items = make_inputs(d, 3, lambda i: (1, 4), seed=13)
     out = os.path.join(d, "out")
-    p = subprocess.Popen([RLX, "run", g, "--batch", "-", "--out-dir", out], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    p = subprocess.Popen([clitest.rlx_path(), "run", g, "--batch", "-", "--out-dir", out], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, bufsize=1)
     got = []
     for it in items + [{"id": "w-bad", "inputs": {"x": os.path.join(d, "none.npy")}}]:
@@ -452,7 +440,7 @@ def test_worker_through_pipe():
     check("worker/statuses", [r.get("status") for r in got] == ["ok", "ok", "ok", "error"], str(got))
     check("worker/exit1-after-close", rc == 1, p.stderr.read())
     # --max-errors ends a worker whose standard input is still open.
-    q = subprocess.Popen([RLX, "run", g, "--batch", "-", "--out-dir", out, "--max-errors", "1"], stdin=subprocess.PIPE,
+    q = subprocess.Popen([clitest.rlx_path(), "run", g, "--batch", "-", "--out-dir", out, "--max-errors", "1"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     q.stdin.write("{not json\n")
     q.stdin.flush()
@@ -473,7 +461,7 @@ def test_progress_only_on_a_terminal():
     g = simple_graph(d)
     lst = write_list(d, make_inputs(d, 5, lambda i: (1, 4)))
     master, slave = pty.openpty()
-    p = subprocess.Popen([RLX, "run", g, "--batch", lst, "--out-dir", os.path.join(d, "tty")], stdout=subprocess.PIPE, stderr=slave)
+    p = subprocess.Popen([clitest.rlx_path(), "run", g, "--batch", lst, "--out-dir", os.path.join(d, "tty")], stdout=subprocess.PIPE, stderr=slave)
     os.close(slave)
     p.stdout.read()
     p.wait(timeout=60)
@@ -493,7 +481,7 @@ def test_progress_only_on_a_terminal():
     fifo = os.path.join(d, "list.fifo")
     os.mkfifo(fifo)
     master, slave = pty.openpty()
-    p = subprocess.Popen([RLX, "run", g, "--batch", fifo, "--out-dir", os.path.join(d, "fifo")], stdout=subprocess.PIPE, stderr=slave)
+    p = subprocess.Popen([clitest.rlx_path(), "run", g, "--batch", fifo, "--out-dir", os.path.join(d, "fifo")], stdout=subprocess.PIPE, stderr=slave)
     os.close(slave)
     with open(fifo, "w") as f:
         f.write(open(lst).read())
@@ -510,21 +498,5 @@ def test_progress_only_on_a_terminal():
     check("progress/not-a-terminal", rc == 0 and "items/s" not in se and "\r" not in se and "batch: 5 ok" in se, se)
 
 
-def main():
-    global RLX, TMP
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rlx", required=True)
-    ap.add_argument("-k", default="")
-    a = ap.parse_args()
-    RLX = os.path.abspath(a.rlx)
-    with tempfile.TemporaryDirectory(prefix="rlx-batch-tests-") as t:
-        TMP = t
-        for name, fn in list(globals().items()):
-            if name.startswith("test_") and a.k in name:
-                fn()
-    print(f"batch tests: {RUN - len(FAILS)} of {RUN} checks passed")
-    return 1 if FAILS else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(clitest.main("batch tests", globals()))

@@ -92,6 +92,12 @@ def main(title, tests):
         for name, fn in list(tests.items()):
             if name.startswith("test_") and callable(fn) and a.k in name:
                 fn()
+    return finish(title)
+
+
+def finish(title):
+    """Prints the summary line; returns the exit code (1 when any check failed). For scripts with a
+    main of their own, which set S.rlx and S.tmp themselves."""
     summary = f"{title}: {S.runs - len(S.fails)} of {S.runs} checks passed"
     if S.skips:
         summary += f", {len(S.skips)} skipped (listed above)"

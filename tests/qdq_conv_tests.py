@@ -28,15 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import graphlib as gl  # noqa: E402
 
-FAILS, RUN = [], 0
-
-
-def check(name, cond, detail=""):
-    global RUN
-    RUN += 1
-    if not cond:
-        FAILS.append(name)
-        print(f"FAIL {name}: {detail}")
+import clitest  # noqa: E402
+from clitest import check  # noqa: E402
 
 
 def windows(a, kh, kw, s, p, d):
@@ -160,8 +153,7 @@ def main():
              bias=False, H=6, W=7)
         case(tmp, a.rlx, "groups2_left_alone", rng, C=4, M=6, groups=2, expect_rule=False)
         case(tmp, a.rlx, "axis1_left_alone", rng, C=5, M=5, w_axis=1, expect_rule=False)
-    print(f"qdq conv tests: {RUN - len(FAILS)} of {RUN} checks passed")
-    sys.exit(1 if FAILS else 0)
+    sys.exit(clitest.finish("qdq conv tests"))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ below --min-size, an embedding gather) is quantized to int8 and to q4, asymmetri
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -29,24 +28,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import graphlib as gl  # noqa: E402
 
-RLX = None
-TMP = None
-FAILS = []
-RUN = 0
+import clitest  # noqa: E402
+from clitest import check  # noqa: E402
+
 f32 = np.float32
 
 
-def check(name, cond, detail=""):
-    global RUN
-    RUN += 1
-    if not cond:
-        FAILS.append(name)
-        print(f"FAIL {name}\n  {detail}")
-
-
 def rlx(*args):
-    r = subprocess.run([RLX] + [str(a) for a in args], capture_output=True, text=True, timeout=120, cwd=TMP)
-    return r.returncode, r.stdout, r.stderr
+    return clitest.rlx(*args, cwd=clitest.S.tmp, timeout=120)
 
 
 def has_vulkan():
@@ -83,7 +72,7 @@ def make_model():
         {"id": "y_small", "op": "linear", "inputs": ["y_lin", "w_small"]},
         {"id": "e", "op": "gather", "inputs": ["emb", "ids"], "attrs": {"axis": 0}},
     ], "outputs": ["y_lin", "y_mm", "y_small", "e"]}
-    gp, pp = os.path.join(TMP, "q.json"), os.path.join(TMP, "q.safetensors")
+    gp, pp = os.path.join(clitest.S.tmp, "q.json"), os.path.join(clitest.S.tmp, "q.safetensors")
     with open(gp, "w") as f:
         json.dump(g, f)
     with open(pp, "wb") as f:
@@ -92,8 +81,8 @@ def make_model():
     # decode kernel takes up to 16)
     x = rng.standard_normal((40, 64)).astype(f32)
     ids = np.array([1, 7, 3], dtype=np.int64)
-    np.save(os.path.join(TMP, "x.npy"), x)
-    np.save(os.path.join(TMP, "ids.npy"), ids)
+    np.save(os.path.join(clitest.S.tmp, "x.npy"), x)
+    np.save(os.path.join(clitest.S.tmp, "ids.npy"), ids)
     return gp, pp, t, x, ids
 
 
@@ -160,7 +149,7 @@ def close(a, b, rtol, atol):
 
 # ---------------------------------------------------------------- the tests
 def run_outputs(gp, pp, mode, backend):
-    od = os.path.join(TMP, f"out_{os.path.basename(gp)}_{mode}_{backend}")
+    od = os.path.join(clitest.S.tmp, f"out_{os.path.basename(gp)}_{mode}_{backend}")
     rc, out, err = rlx("run", gp, "-p", pp, "-i", "x=@x.npy", "-i", "ids=@ids.npy", "-m", mode, "-b", backend, "--out-dir", od)
     if rc != 0:
         return None, err
@@ -168,7 +157,7 @@ def run_outputs(gp, pp, mode, backend):
 
 
 def check_quantized(tag, gp, pp, t, x, ids, args, expect_params, expect_out, bytes_after):
-    out = os.path.join(TMP, f"{tag}.json")
+    out = os.path.join(clitest.S.tmp, f"{tag}.json")
     rc, so, se = rlx("quantize", gp, "-p", pp, "--out", out, "-i", "x=@x.npy", "-i", "ids=@ids.npy", "--min-size", "1000",
                      "--json", *args)
     check(f"{tag}/exit-0", rc == 0, se)
@@ -264,7 +253,7 @@ def test_roundtrip(tag, out, qp, dtype, outs):
                                                                   w.get("scales", "").endswith(sc) for w in qw), f"{se} {qw}")
     rc, so, _ = rlx("inspect", out)
     check(f"{tag}/inspect/text", rc == 0 and "quantized weights:" in so and all(n in so for n in names), so)
-    c, cp = os.path.join(TMP, f"{tag}_conv.json"), os.path.join(TMP, f"{tag}_conv.safetensors")
+    c, cp = os.path.join(clitest.S.tmp, f"{tag}_conv.json"), os.path.join(clitest.S.tmp, f"{tag}_conv.safetensors")
     rc, _, se = rlx("convert", out, "-p", qp, "-o", c, "--params-out", cp)
     check(f"{tag}/convert/exit-0", rc == 0, se)
     if rc:
@@ -291,13 +280,13 @@ def test_shared_and_tied(model):
         {"id": "a", "op": "linear", "inputs": ["x", "w"]}, {"id": "b", "op": "linear", "inputs": ["a", "w"]},
         {"id": "e", "op": "gather", "inputs": ["emb", "ids"]}, {"id": "lm", "op": "linear", "inputs": ["b", "emb"]}],
         "outputs": ["lm", "e"]}
-    with open(os.path.join(TMP, "shared.json"), "w") as f:
+    with open(os.path.join(clitest.S.tmp, "shared.json"), "w") as f:
         json.dump(g, f)
-    with open(os.path.join(TMP, "shared.safetensors"), "wb") as f:
+    with open(os.path.join(clitest.S.tmp, "shared.safetensors"), "wb") as f:
         f.write(gl.encode_safetensors({"w": (w, "f32"), "emb": (emb, "f32")}))
     x = rng.standard_normal((4, 64)).astype(f32)
-    np.save(os.path.join(TMP, "xs.npy"), x)
-    np.save(os.path.join(TMP, "idss.npy"), np.array([5, 99], np.int64))
+    np.save(os.path.join(clitest.S.tmp, "xs.npy"), x)
+    np.save(os.path.join(clitest.S.tmp, "idss.npy"), np.array([5, 99], np.int64))
     rc, so, se = rlx("quantize", "shared.json", "-p", "shared.safetensors", "-f", "int8", "--min-size", "0", "-o", "shared8.json",
                      "-i", "x=@xs.npy", "-i", "ids=@idss.npy", "--json")
     check("shared/exit-0", rc == 0, se)
@@ -306,19 +295,19 @@ def test_shared_and_tied(model):
     ws = {r["node"]: r for r in json.loads(so)["weights"]}
     check("shared/w-once", ws["w"]["quantized"] and ws["w"]["consumers"] == "a, b", ws)
     check("shared/tied-kept", not ws["emb"]["quantized"] and "gather" in ws["emb"]["kept_why"], ws)
-    st = read_st(os.path.join(TMP, "shared8.safetensors"))
+    st = read_st(os.path.join(clitest.S.tmp, "shared8.safetensors"))
     check("shared/params", sorted(st) == ["emb", "w.int8", "w.scale"], sorted(st))
     q, s = int8_rule(w)
     a = dynamic_int8_linear(x, q, s)
     want = dynamic_int8_linear(a, q, s) @ emb.T
-    od = os.path.join(TMP, "shared_out")
+    od = os.path.join(clitest.S.tmp, "shared_out")
     rc, _, se = rlx("run", "shared8.json", "-p", "shared8.safetensors", "-i", "x=@xs.npy", "-i", "ids=@idss.npy", "-m", "compiled",
                     "--out-dir", od)
     got = np.load(os.path.join(od, "lm.npy")) if rc == 0 else None
     check("shared/run", got is not None and np.allclose(got, want, rtol=1e-4, atol=1e-4), se)
     # a weight holding NaN stays f32 (no scale represents it): here nothing is left to quantize
     w[1, 2] = np.nan
-    with open(os.path.join(TMP, "nan.safetensors"), "wb") as f:
+    with open(os.path.join(clitest.S.tmp, "nan.safetensors"), "wb") as f:
         f.write(gl.encode_safetensors({"w": (w, "f32"), "emb": (emb, "f32")}))
     rc, _, se = rlx("quantize", "shared.json", "-p", "nan.safetensors", "-f", "int8", "--min-size", "0", "-o", "nan8.json")
     check("shared/nan-weight-kept", rc == 2 and "w [64, 64]: holds NaN" in se, se)
@@ -342,7 +331,7 @@ def test_bad_input(model):
     for name, args, msg in cases:
         rc, _, se = rlx("quantize", *base, *args)
         check(f"bad/{name}", rc == 2 and msg in se, f"exit {rc}: {se.strip()}")
-        check(f"bad/{name}/nothing-written", not os.path.exists(os.path.join(TMP, "a.json")))
+        check(f"bad/{name}/nothing-written", not os.path.exists(os.path.join(clitest.S.tmp, "a.json")))
     rc, so, _ = rlx("quantize", *base, "--format", "int4", "--out", "a.json", "--json")
     check("bad/json-error", rc == 2 and json.loads(so).get("exit_code") == 2, so)
     # --exclude keeps a weight f32 by parameter name
@@ -369,10 +358,10 @@ def test_onnx():
                           initializer=[numpy_helper.from_array(W1, "W1"), numpy_helper.from_array(b1, "b1"), numpy_helper.from_array(W2, "W2")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
-    path = os.path.join(TMP, "q.onnx")
+    path = os.path.join(clitest.S.tmp, "q.onnx")
     onnx.save(m, path)
     x = rng.standard_normal((4, 64)).astype(f32)
-    np.save(os.path.join(TMP, "xo.npy"), x)
+    np.save(os.path.join(clitest.S.tmp, "xo.npy"), x)
     rc, so, se = rlx("quantize", path, "--format", "q4", "--block-size", "16", "--min-size", "0", "--out", "qo.json", "-i", "x=@xo.npy", "--json")
     check("onnx/q4/exit-0", rc == 0, se)
     if rc:
@@ -382,7 +371,7 @@ def test_onnx():
     _, _, _, d1 = q4_rule(W1, 16, False)
     _, _, _, d2 = q4_rule(W2.T.copy(), 16, False)
     want = np.maximum(x @ d1.T + b1, 0) @ d2.T
-    od = os.path.join(TMP, "qo_out")
+    od = os.path.join(clitest.S.tmp, "qo_out")
     rc, _, se = rlx("run", "qo.json", "-p", "qo.safetensors", "-i", "x=@xo.npy", "-m", "compiled", "--out-dir", od)
     got = np.load(os.path.join(od, "y.npy")) if rc == 0 else None
     check("onnx/q4/run", got is not None and np.allclose(got, want, rtol=1e-5, atol=1e-5), se)
@@ -392,20 +381,18 @@ def test_onnx():
 
 
 def main():
-    global RLX, TMP
     ap = argparse.ArgumentParser()
     ap.add_argument("--rlx", required=True)
     ap.add_argument("-k", default="")
     a = ap.parse_args()
-    RLX = os.path.abspath(a.rlx)
+    clitest.S.rlx = os.path.abspath(a.rlx)
     with tempfile.TemporaryDirectory(prefix="rlx-quantize-") as t:
-        TMP = t
+        clitest.S.tmp = t
         model = make_model()
         for name, fn in list(globals().items()):
             if name.startswith("test_") and name != "test_roundtrip" and a.k in name:
                 fn() if name == "test_onnx" else fn(model)
-    print(f"rlx quantize tests: {RUN - len(FAILS)} of {RUN} checks passed")
-    return 1 if FAILS else 0
+    return clitest.finish("rlx quantize tests")
 
 
 if __name__ == "__main__":

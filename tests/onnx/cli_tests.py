@@ -423,10 +423,10 @@ def test_refusals():
     # `broadcast` attribute, changed at 7) are refused naming the operator and both opsets.
     m = model([helper.make_node("Softsign", ["x"], ["y"])], [vi("x", [3])], [vi("y", [3])], opset=1)
     xs = np.array([-2, 0, 3], np.float32)
-    np.save(os.path.join(TMP, "softsign_x.npy"), xs)
-    np.save(os.path.join(TMP, "softsign_y.npy"), xs / (1 + np.abs(xs)))
-    expect_rc("opset1/softsign-runs", ["run", save(model_with_ir(m), "opset1.onnx"), "--input", "x=@" + os.path.join(TMP, "softsign_x.npy"),
-                                       "--expect", "y=@" + os.path.join(TMP, "softsign_y.npy"), "--atol", "1e-6"], 0)
+    np.save(path("softsign_x.npy"), xs)
+    np.save(path("softsign_y.npy"), xs / (1 + np.abs(xs)))
+    expect_rc("opset1/softsign-runs", ["run", save(model_with_ir(m), "opset1.onnx"), "--input", "x=@" + path("softsign_x.npy"),
+                                       "--expect", "y=@" + path("softsign_y.npy"), "--atol", "1e-6"], 0)
     m = model([helper.make_node("Relu", ["x"], ["y"], name="r5")], [vi("x", [2])], [vi("y", [2])], opset=5)
     expect_rc("refuse/opset5-relu", ["run", save(model_with_ir(m), "opset5.onnx"), "--input", "x=random"], 2,
               "'r5' (Relu): unsupported: operator Relu as defined at opset 5")

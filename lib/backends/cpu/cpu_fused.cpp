@@ -18,6 +18,7 @@
 
 #include "backends/cpu/cpu_executor.h"
 #include "backends/cpu/fast_math.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/thread_pool.h"
 
@@ -141,32 +142,18 @@ struct BlockPlan {
 #undef RLX_ISA_NS
 #pragma GCC pop_options
 
-namespace {
-
-bool use_avx2() {
-  static const bool yes = [] {
-    const char* e = std::getenv("RLX_CPU_ISA");
-    if (e && std::string(e) == "base") return false;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return yes;
-}
-
 // Results larger than this are streamed past the caches.
 constexpr int64_t kStreamBytes = 16 << 20;
 
-}  // namespace
-
-const char* fused_isa() { return use_avx2() ? "avx2+fma" : "x86-64"; }
+const char* fused_isa() { return isa_avx2_fma() ? "avx2+fma" : "x86-64"; }
 
 void norm_row(const float* x, float* y, int64_t D, float eps, bool layer, const float* w, const float* bias) {
-  if (use_avx2()) isa_avx2::norm_row(x, y, D, eps, layer, w, bias);
+  if (isa_avx2_fma()) isa_avx2::norm_row(x, y, D, eps, layer, w, bias);
   else isa_base::norm_row(x, y, D, eps, layer, w, bias);
 }
 
 void softmax_row(float* x, int64_t valid, int64_t n, float scale) {
-  if (use_avx2()) isa_avx2::softmax_row(x, valid, n, scale);
+  if (isa_avx2_fma()) isa_avx2::softmax_row(x, valid, n, scale);
   else isa_base::softmax_row(x, valid, n, scale);
 }
 
@@ -220,7 +207,7 @@ void run_fused(const FusedProgram& p, const std::vector<const float*>& inputs, f
   plan.out = out;
   plan.stream = total * 4 >= kStreamBytes;
   assign_slots(p, L, plan);
-  const bool avx2 = use_avx2();
+  const bool avx2 = isa_avx2_fma();
   const int64_t blocks = (total + kBlock - 1) / kBlock;
   // At least 16k elements per task: smaller programs are not worth waking a thread for.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / kBlock);
@@ -255,7 +242,7 @@ FusedSpans::FusedSpans(const FusedProgram& p, const std::vector<const float*>& i
   m.plan.out = out;
   m.plan.stream = false;  // the caller's block is in cache: keep it there
   assign_slots(m.program, m.layout, m.plan);
-  m.avx2 = use_avx2();
+  m.avx2 = isa_avx2_fma();
 }
 
 FusedSpans::~FusedSpans() = default;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
@@ -138,18 +139,8 @@ __attribute__((target("avx2,fma"))) void conv_direct_plane_avx2(const ir::Conv2d
   }
 }
 
-bool conv_avx2() {
-  static const bool yes = [] {
-    const char* e = std::getenv("RLX_CPU_ISA");
-    if (e && std::string(e) == "base") return false;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return yes;
-}
-
 void conv_direct_plane(const ir::Conv2dGeom& g, const float* x, const float* w, float bias, float* y) {
-  if (g.sW == 1 && conv_avx2()) conv_direct_plane_avx2(g, x, w, bias, y);
+  if (g.sW == 1 && isa_avx2_fma()) conv_direct_plane_avx2(g, x, w, bias, y);
   else conv_direct_plane_base(g, x, w, bias, y);
 }
 

@@ -21,6 +21,7 @@
 
 #include "backends/cpu/fast_math.h"
 #include "backends/cpu/host_memory.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 
@@ -667,6 +668,9 @@ void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
 }
 
 }  // namespace
+
+bool isa_avx2_fma() { return use_avx2(); }
+bool isa_avx512() { return use_avx512(); }
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float* C, int64_t ldc, const Epilogue& ep, Threads th) {
