@@ -77,21 +77,26 @@ struct Dynamic : Importer {
     emit_step(ir::Op::NonZero, {x}, {}, key, {{{r, n}, DType::i64}});
   }
 
+  // Compress and Unique select along the "axis" attribute when given (the other dims kept),
+  // else over the flattened input: the output's full-size shape, with `a["axis"]` set.
+  Shape along_axis_or_flat(const Shape& s, std::map<std::string, ir::AttrValue>& a, int* axis) {
+    *axis = 0;
+    if (auto at = attr("axis", kAttrInt)) {
+      *axis = axis_of(at->i, s.size());
+      a["axis"] = (int64_t)*axis;
+      return s;
+    }
+    return {shape_numel(s)};
+  }
+
   void map_Compress() {
     const int x = node(0);
     const int cond = node(1);
     if (shp(cond).size() != 1) fail("the condition must be 1-D, it has shape " + shape_str(shp(cond)));
     const Shape s = shp(x);
     std::map<std::string, ir::AttrValue> a;
-    Shape o;
     int axis = 0;
-    if (auto at = attr("axis", kAttrInt)) {
-      axis = axis_of(at->i, s.size());
-      a["axis"] = (int64_t)axis;
-      o = s;
-    } else {
-      o = {shape_numel(s)};
-    }
+    Shape o = along_axis_or_flat(s, a, &axis);
     const std::string key = size_key();
     o[axis] = size_for(key, std::min(o[axis], shp(cond)[0]));
     emit_step(ir::Op::Compress, {x, cond}, a, key, {{o, ts_.dtypes[x]}});
@@ -101,15 +106,8 @@ struct Dynamic : Importer {
     const int x = node(0);
     const Shape s = shp(x);
     std::map<std::string, ir::AttrValue> a{{"sorted", ai("sorted", 1) != 0}};
-    Shape o;
     int axis = 0;
-    if (auto at = attr("axis", kAttrInt)) {
-      axis = axis_of(at->i, s.size());
-      a["axis"] = (int64_t)axis;
-      o = s;
-    } else {
-      o = {shape_numel(s)};
-    }
+    Shape o = along_axis_or_flat(s, a, &axis);
     const int64_t len = o[axis];
     const std::string key = size_key();
     const int64_t n = size_for(key, len);

@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
+from onnx_build import model, vi  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from clitest import check, expect_rc, path, rlx, save  # noqa: E402
@@ -28,13 +29,6 @@ def npy(name, a):
     return p
 
 
-def model(nodes, inputs, outputs, inits=(), opset=13):
-    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="cli_tests")
-
-
-def vi(name, shape, et=TensorProto.FLOAT):
-    return helper.make_tensor_value_info(name, et, shape)
 
 
 rng = np.random.RandomState(0)

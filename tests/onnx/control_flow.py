@@ -31,17 +31,10 @@ import sys
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
+from onnx_build import model, vi  # noqa: E402
+
 ATOL, RTOL = 1e-5, 1e-5
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
-
-
-def vi(name, shape, et=F):
-    return helper.make_tensor_value_info(name, et, shape)
-
-
-def model(nodes, inputs, outputs, inits=(), opset=13):
-    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="control_flow_test")
 
 
 def const(name, value):

@@ -31,24 +31,15 @@ import subprocess
 import sys
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
+
+from onnx_build import init, model, vi  # noqa: E402
 
 ATOL, RTOL = 1e-5, 1e-5
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def vi(name, shape, et=F):
-    return helper.make_tensor_value_info(name, et, shape)
-
-
-def model(nodes, inputs, outputs, inits=(), opset=13):
-    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="dynamic_shapes_test")
-
-
-def init(name, value):
-    return numpy_helper.from_array(np.asarray(value), name)
 
 
 # ---------- references (plain NumPy) ----------

@@ -12,6 +12,8 @@ import sys
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
+import onnx_build  # noqa: E402
+from onnx_build import vi  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from clitest import check, expect_rc, path, save  # noqa: E402
@@ -19,14 +21,7 @@ import clitest  # noqa: E402
 
 
 def model(nodes, inputs, outputs, inits=(), opset=13):
-    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="hostile_tests")
-    m.ir_version = 8
-    return m
-
-
-def vi(name, shape, et=TensorProto.FLOAT):
-    return helper.make_tensor_value_info(name, et, shape)
+    return onnx_build.model(nodes, inputs, outputs, inits, opset, ir_version=8)
 
 
 def init(a, name):

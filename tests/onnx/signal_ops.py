@@ -17,22 +17,16 @@ import subprocess
 import sys
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
+
+import onnx_build  # noqa: E402
+from onnx_build import init, vi  # noqa: E402
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
 
-def vi(name, shape, et=F):
-    return helper.make_tensor_value_info(name, et, shape)
-
-
 def model(nodes, inputs, outputs, inits=()):
-    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="signal_ops_test")
-
-
-def init(name, value):
-    return numpy_helper.from_array(np.asarray(value), name)
+    return onnx_build.model(nodes, inputs, outputs, inits, opset=17)
 
 
 def ri(z):  # complex -> [..., 2]
