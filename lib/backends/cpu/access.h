@@ -31,6 +31,9 @@ class CpuBuffer : public DeviceBuffer {
   // An f32 copy made by the adapter for an f32-only kernel: elements are f32 whatever
   // the TensorRef's logical dtype says (e.g. a bool mask as 0/1).
   bool f32_view = false;
+  // Host memory of someone else's used in place (the wrapping constructor): a model file's
+  // mapping or ONNX initializers, alive as long as `mem`'s owner.
+  bool external = false;
 };
 
 // Address of a tensor's first element.

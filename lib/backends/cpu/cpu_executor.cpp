@@ -11,6 +11,7 @@
 #include <cstring>
 #include <new>
 #include <vector>
+#include <map>
 #include <memory>
 #include <tuple>
 #include <mutex>
@@ -43,6 +44,7 @@ CpuBuffer::CpuBuffer(const void* p, size_t n, std::shared_ptr<const void> keep) 
   // An aliasing pointer: shares ownership of `keep`, points at the bytes.
   mem = std::shared_ptr<uint8_t>(std::move(keep), static_cast<uint8_t*>(const_cast<void*>(p)));
   data = mem.get();
+  external = true;
 }
 
 void CpuBuffer::renew() {
@@ -948,6 +950,57 @@ bool as_product(const Kernel& k, Product& p) {
   return true;
 }
 
+// ---------------- packed weights kept across plans ----------------
+// A compiled plan packs each constant weight it multiplies (pack_b). A decoder run token by
+// token is specialised, and compiled, once per cache length (docs/modes.md, "Growing shapes"):
+// each compile packed every weight again (61% of a d-2048 token in `perf`). Packs of weights
+// the executor uses in place (CpuBuffer::external: a model file's mapping, ONNX initializers)
+// are kept here, keyed by the weight's address, layout and row count, and used only while that
+// memory is alive (a weak reference to its owner), so a new plan of the same model takes them.
+std::shared_ptr<const cpu::PackedB> shared_pack(const TensorRef& w, const Product& p, bool* reused = nullptr) {
+  const auto* buf = static_cast<const CpuBuffer*>(w.buf);
+  const float* data = ptr(w);
+  if (!buf->external) return cpu::pack_b(p.tb, p.K, p.N, data, p.ldb, p.rows);
+  using Key = std::tuple<const float*, bool, int64_t, int64_t, int64_t, int64_t>;
+  struct Entry {
+    std::weak_ptr<uint8_t> owner;
+    std::shared_ptr<const cpu::PackedB> pack;
+    uint64_t used = 0;
+  };
+  static std::mutex mu;
+  static auto* cache = new std::map<Key, Entry>;  // never destroyed: packs outlive static destructors
+  static uint64_t clock = 0;
+  const Key key{data, p.tb, p.K, p.N, p.ldb, p.rows};
+  {
+    std::lock_guard<std::mutex> l(mu);
+    auto it = cache->find(key);
+    if (it != cache->end() && !it->second.owner.expired()) {
+      it->second.used = ++clock;
+      if (reused) *reused = true;
+      return it->second.pack;
+    }
+  }
+  auto pack = cpu::pack_b(p.tb, p.K, p.N, data, p.ldb, p.rows);  // outside the lock: slow
+  std::lock_guard<std::mutex> l(mu);
+  for (auto it = cache->begin(); it != cache->end();) it = it->second.owner.expired() ? cache->erase(it) : std::next(it);
+  (*cache)[key] = Entry{buf->mem, pack, ++clock};
+  // Packs no plan holds any more (only this cache does) are the ones that cost memory: the
+  // least recently used of them go first beyond 64 MiB of such copies (or 256 packs).
+  constexpr size_t kMaxPacks = 256, kIdleBytes = size_t(64) << 20;
+  for (;;) {
+    size_t idle = 0;
+    auto oldest = cache->end();
+    for (auto it = cache->begin(); it != cache->end(); ++it) {
+      if (it->second.pack.use_count() > 1) continue;  // a plan uses it
+      idle += it->second.pack->bytes();
+      if (oldest == cache->end() || it->second.used < oldest->second.used) oldest = it;
+    }
+    if (oldest == cache->end() || (cache->size() <= kMaxPacks && idle <= kIdleBytes)) break;
+    cache->erase(oldest);
+  }
+  return pack;
+}
+
 std::string short_name(const Kernel& k) { return k.fused || !k.node ? k.label : "'" + k.node->id + "'"; }
 
 size_t ref_bytes(const TensorRef& t) { return (size_t)std::max<int64_t>(t.numel(), 0) * dtype_size(t.dtype); }
@@ -1041,7 +1094,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
   auto rec = std::make_unique<CpuRecording>();
   std::string lines;
   size_t packed_bytes = 0;
-  int n_packed = 0, n_inplace = 0, n_fused = 0, n_later = 0;
+  int n_packed = 0, n_inplace = 0, n_fused = 0, n_later = 0, n_reused = 0;
   for (size_t i = 0; i < kernels.size(); ++i) {
     PlanStep st;
     st.k = kernels[i];
@@ -1073,7 +1126,9 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
       n_later++;
       line += " weight read in place on the first run, packed before the second";
     } else if (st.k.const_inputs & 2u) {
-      if (cpu::prepack_pays(p.rows)) st.packed = cpu::pack_b(p.tb, p.K, p.N, ptr(st.k.inputs[1]), p.ldb, p.rows);
+      bool reused = false;
+      if (cpu::prepack_pays(p.rows)) st.packed = shared_pack(st.k.inputs[1], p, &reused);
+      n_reused += reused;
       if (st.packed && st.packed->bytes() > 0) {
         packed_bytes += st.packed->bytes();
         n_packed++;
@@ -1103,9 +1158,9 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
   if (!lines.empty()) {
     char head[256];
     std::snprintf(head, sizeof head,
-                  "cpu recording: %d weights packed (%.3f MiB of packed copies), %d read in place (no copy), "
-                  "%d packed before the second run, %d consumers run in a product's epilogue\n",
-                  n_packed, packed_bytes / 1048576.0, n_inplace, n_later, n_fused);
+                  "cpu recording: %d weights packed (%.3f MiB of packed copies; %d taken from an earlier plan), %d read "
+                  "in place (no copy), %d packed before the second run, %d consumers run in a product's epilogue\n",
+                  n_packed, packed_bytes / 1048576.0, n_reused, n_inplace, n_later, n_fused);
     rec->text = head + lines;
     if (n_packed)
       rec->text += "  (a packed weight's own memory is not read by this plan: a memory-mapped param stays file pages "
@@ -1161,7 +1216,7 @@ class CpuExecutor : public Executor {
         if (st.pack_later) {
           Product p;
           as_product(st.k, p);
-          st.packed = cpu::pack_b(p.tb, p.K, p.N, ptr(st.k.inputs[1]), p.ldb, p.rows);
+          st.packed = shared_pack(st.k.inputs[1], p);
           st.pack_later = false;
         }
     for (const auto& st : rec->steps) {
