@@ -900,10 +900,11 @@ struct Bf16Prim {
 // The primitive for one slice shape, made once (null when oneDNN refuses it).
 const Bf16Prim* bf16_prim(const Bf16Key& key) {
   static std::mutex mu;
-  static std::map<Bf16Key, Bf16Prim> cache;  // never destroyed: primitives outlive static destructors
+  // Never destroyed (primitives outlive static destructors; still reachable for LeakSanitizer).
+  static auto* cache = new std::map<Bf16Key, Bf16Prim>;
   std::lock_guard<std::mutex> l(mu);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second.prim ? &it->second : nullptr;
+  auto it = cache->find(key);
+  if (it != cache->end()) return it->second.prim ? &it->second : nullptr;
   const Dnnl& d = dnnl();
   Bf16Prim p;
   dnnl_dims_t a_dims = {key.M, key.K}, a_str = {key.lda, 1}, w_dims = {key.K, key.nt}, c_dims = {key.M, key.nt},
@@ -920,7 +921,7 @@ const Bf16Prim* bf16_prim(const Bf16Key& key) {
             d.prim_create(&p.prim, pd) == dnnl_success;
   if (pd) d.pd_destroy(pd);
   if (!ok) p.prim = nullptr;
-  auto& slot = cache[key] = p;
+  auto& slot = (*cache)[key] = p;
   return slot.prim ? &slot : nullptr;
 }
 }  // namespace
