@@ -725,21 +725,31 @@ struct Dnnl {
   void (*omp_threads)(int) = nullptr;
   dnnl_engine_t engine = nullptr;
   bool ok = false;
+  std::string why;  // when not ok: why oneDNN is not used (for `rlx devices`)
 };
 
 const Dnnl& dnnl() {
   static Dnnl d = [] {
     Dnnl r;
     const char* e = std::getenv("RLX_GEMM_DNNL");
-    if (e && std::string(e) == "0") return r;
+    if (e && std::string(e) == "0") {
+      r.why = "off: RLX_GEMM_DNNL=0";
+      return r;
+    }
     // RLX_CPU_ISA caps oneDNN's code generation too (its own ONEDNN_MAX_CPU_ISA, unless the user
     // set that); "base" is below oneDNN's floor (SSE4.1), so OpenBLAS runs those products.
     const std::string cap = isa_cap();
-    if (cap == "base") return r;
+    if (cap == "base") {
+      r.why = "off: RLX_CPU_ISA=base";
+      return r;
+    }
     if ((cap == "avx2" || cap == "avxvnni") && !std::getenv("ONEDNN_MAX_CPU_ISA") && !std::getenv("DNNL_MAX_CPU_ISA"))
       setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1);
     r.h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!r.h) return r;
+    if (!r.h) {
+      r.why = "oneDNN not found (libdnnl.so.2; `apt-get install libdnnl2` for faster products of more than 16 rows)";
+      return r;
+    }
     auto sym = [&](auto& f, const char* name) { f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(r.h, name)); };
     sym(r.engine_create, "dnnl_engine_create");
     sym(r.stream_create, "dnnl_stream_create");
@@ -1109,7 +1119,9 @@ std::string gemm_description() {
                                : " (chosen from CPU features)";
   }
   s += std::string(", skinny M<=16: ") + (use_avx512() ? "avx512" : use_avx2() ? "avx2" : "x86-64");
-  s += dnnl().ok ? ", prepacked M>16: oneDNN matmul" : ", prepacked M>16: OpenBLAS in place";
+  const Dnnl& d = dnnl();
+  s += d.ok ? ", prepacked M>16: oneDNN matmul"
+            : ", prepacked M>16: OpenBLAS in place (" + (d.why.empty() ? std::string("oneDNN failed to start") : d.why) + ")";
   return s;
 }
 
