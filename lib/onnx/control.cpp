@@ -137,36 +137,11 @@ struct Control : Importer {
                     std::vector<std::shared_ptr<const ir::Graph>> bodies, const std::vector<Shape>& shapes, const std::vector<DType>& dtypes) {
     for (const auto& name : caps) inputs.push_back(materialize(vals_.at(name), name));
     attrs["num_captures"] = (int64_t)caps.size();
-    ir::Node n;
-    n.id = fresh((cur_->name.empty() ? out_name() : cur_->name) + "/" + ir::op_name(op));
-    n.op = op;
-    n.inputs = std::move(inputs);
-    for (const auto& spec : ir::op_info(op).attrs)
-      if (!attrs.count(spec.name) && spec.default_value) attrs[spec.name] = *spec.default_value;
-    n.attrs.values = std::move(attrs);
-    n.bodies = std::move(bodies);
-    int c = (int)g_->nodes.size();
-    g_->index[n.id] = c;
-    g_->nodes.push_back(std::move(n));
-    ts_.shapes.push_back({});
-    ts_.dtypes.push_back(DType::f32);
+    const int c = add_multi(op, std::move(inputs), std::move(attrs), std::move(bodies));
     for (size_t k = 0; k < cur_->outputs.size(); ++k) {
       if (cur_->outputs[k].empty()) continue;
       if (k >= shapes.size()) fail("output " + std::to_string(k) + " has no value in the body");
-      ir::Node r;
-      r.id = fresh(cur_->outputs[k]);
-      r.op = ir::Op::Result;
-      r.inputs = {c};
-      r.attrs.values["index"] = (int64_t)k;
-      r.dtype = dtypes[k];
-      r.has_decl_shape = true;
-      for (auto d : shapes[k]) r.decl_shape.push_back(ir::Dim{d, ""});
-      int idx = (int)g_->nodes.size();
-      g_->index[r.id] = idx;
-      g_->nodes.push_back(std::move(r));
-      ts_.shapes.push_back(shapes[k]);
-      ts_.dtypes.push_back(dtypes[k]);
-      set_node(k, idx);
+      add_result(c, k, shapes[k], dtypes[k]);
     }
   }
 

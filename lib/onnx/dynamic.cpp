@@ -35,36 +35,9 @@ struct Dynamic : Importer {
   void emit_step(ir::Op op, std::vector<int> inputs, std::map<std::string, ir::AttrValue> attrs, const std::string& key,
                  const std::vector<std::pair<Shape, DType>>& types) {
     attrs["size_key"] = key;
-    ir::Node n;
-    n.id = fresh((cur_->name.empty() ? out_name() : cur_->name) + "/" + ir::op_name(op));
-    n.op = op;
-    n.inputs = std::move(inputs);
-    for (const auto& spec : ir::op_info(op).attrs)
-      if (!attrs.count(spec.name) && spec.default_value) attrs[spec.name] = *spec.default_value;
-    n.attrs.values = std::move(attrs);
-    const int c = (int)g_->nodes.size();
-    g_->index[n.id] = c;
-    g_->nodes.push_back(std::move(n));
-    ts_.shapes.push_back({});
-    ts_.dtypes.push_back(DType::f32);
-    for (size_t k = 0; k < cur_->outputs.size() && k < types.size(); ++k) {
-      if (cur_->outputs[k].empty()) continue;
-      ir::Node r;
-      r.id = fresh(cur_->outputs[k]);
-      r.op = ir::Op::Result;
-      r.inputs = {c};
-      r.attrs.values["index"] = (int64_t)k;
-      r.dtype = types[k].second;
-      r.has_decl_shape = true;
-      for (auto d : types[k].first) r.decl_shape.push_back(ir::Dim{d, ""});
-      const int idx = (int)g_->nodes.size();
-      g_->index[r.id] = idx;
-      g_->nodes.push_back(std::move(r));
-      ts_.shapes.push_back(types[k].first);
-      ts_.dtypes.push_back(types[k].second);
-      check_size(idx);
-      set_node(k, idx);
-    }
+    const int c = add_multi(op, std::move(inputs), std::move(attrs));
+    for (size_t k = 0; k < cur_->outputs.size() && k < types.size(); ++k)
+      if (!cur_->outputs[k].empty()) check_size(add_result(c, k, types[k].first, types[k].second));
     if (cur_->outputs.size() > types.size()) fail("has " + std::to_string(cur_->outputs.size()) + " outputs, at most " + std::to_string(types.size()));
   }
 

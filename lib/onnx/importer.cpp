@@ -122,6 +122,42 @@ int Importer::add_leaf(ir::Op op, const std::string& id_base, const Shape& s, DT
   return idx;
 }
 
+int Importer::add_multi(ir::Op op, std::vector<int> inputs, std::map<std::string, ir::AttrValue> attrs,
+                        std::vector<std::shared_ptr<const ir::Graph>> bodies) {
+  for (const auto& spec : ir::op_info(op).attrs)
+    if (!attrs.count(spec.name) && spec.default_value) attrs[spec.name] = *spec.default_value;
+  ir::Node n;
+  n.id = fresh((cur_->name.empty() ? out_name() : cur_->name) + "/" + ir::op_name(op));
+  n.op = op;
+  n.inputs = std::move(inputs);
+  n.attrs.values = std::move(attrs);
+  n.bodies = std::move(bodies);
+  const int c = (int)g_->nodes.size();
+  g_->index[n.id] = c;
+  g_->nodes.push_back(std::move(n));
+  ts_.shapes.push_back({});
+  ts_.dtypes.push_back(DType::f32);
+  return c;
+}
+
+int Importer::add_result(int c, size_t k, const Shape& s, DType dt) {
+  ir::Node r;
+  r.id = fresh(cur_->outputs[k]);
+  r.op = ir::Op::Result;
+  r.inputs = {c};
+  r.attrs.values["index"] = (int64_t)k;
+  r.dtype = dt;
+  r.has_decl_shape = true;
+  for (auto d : s) r.decl_shape.push_back(ir::Dim{d, ""});
+  const int idx = (int)g_->nodes.size();
+  g_->index[r.id] = idx;
+  g_->nodes.push_back(std::move(r));
+  ts_.shapes.push_back(s);
+  ts_.dtypes.push_back(dt);
+  set_node(k, idx);
+  return idx;
+}
+
 int Importer::materialize(Val& v, const std::string& name) {
   if (v.node >= 0) return v.node;
   if (v.init && !v.host) {

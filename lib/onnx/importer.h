@@ -236,6 +236,13 @@ class Importer {
   }
 
   int add_leaf(ir::Op op, const std::string& id_base, const Shape& s, DType dt);
+  // A node with several outputs (control flow, host steps), named after the ONNX node, with the
+  // registry's defaults for the attributes it lacks; its outputs are read through result nodes
+  // (add_result).
+  int add_multi(ir::Op op, std::vector<int> inputs, std::map<std::string, ir::AttrValue> attrs,
+                std::vector<std::shared_ptr<const ir::Graph>> bodies = {});
+  // The `result` node reading output k of multi-output node `c`, bound to the ONNX output k.
+  int add_result(int c, size_t k, const Shape& s, DType dt);
 
   int materialize(Val& v, const std::string& name);
   int node(size_t k) { return materialize(in(k), cur_->inputs[k]); }

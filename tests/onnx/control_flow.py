@@ -31,7 +31,7 @@ import sys
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_build import model, vi  # noqa: E402
+from onnx_build import case_args, model, vi  # noqa: E402
 
 ATOL, RTOL = 1e-5, 1e-5
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
@@ -224,15 +224,7 @@ def torch_model(out):
 
 def run_cases(rlx, name, path, cases, out, backend, modes, fails, atol=ATOL, json_too=True):
     for k, (ins, exps) in enumerate(cases):
-        args = []
-        for n, v in ins.items():
-            f = os.path.join(out, f"{name}.{k}.in.{n}.npy")
-            np.save(f, v)
-            args += ["--input", f"{n}=@{f}"]
-        for n, v in exps.items():
-            f = os.path.join(out, f"{name}.{k}.exp.{n}.npy")
-            np.save(f, v)
-            args += ["--expect", f"{n}=@{f}"]
+        args = case_args(out, f"{name}.{k}", ins, exps)
         graphs = [path]
         if json_too:
             # the same model written as an rlx graph (bodies nested in their nodes), then run
@@ -285,11 +277,7 @@ def main():
         p = os.path.join(out, name + ".onnx")
         with open(p, "wb") as f:
             f.write(m.SerializeToString())
-        args = []
-        for n, v in ins.items():
-            f = os.path.join(out, f"{name}.in.{n}.npy")
-            np.save(f, v)
-            args += ["--input", f"{n}=@{f}"]
+        args = case_args(out, name, ins, {})
         r = subprocess.run([rlx, "run", p, "-b", a.backend] + args, capture_output=True, text=True, timeout=300)
         if r.returncode != 2 or phrase not in r.stderr:
             fails.append(f"{name}: exit {r.returncode} (want 2 with {phrase!r}): {r.stderr.strip()[-600:]}")

@@ -33,7 +33,7 @@ import sys
 import numpy as np
 from onnx import TensorProto, helper
 
-from onnx_build import init, model, vi  # noqa: E402
+from onnx_build import case_args, init, model, vi  # noqa: E402
 
 ATOL, RTOL = 1e-5, 1e-5
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
@@ -254,19 +254,6 @@ def torch_roi_align(out):
     return path, [({"img": img, "boxes": boxes}, {"pooled": ref})]
 
 
-def save_case(out, name, k, ins, exps):
-    args = []
-    for n, v in ins.items():
-        f = os.path.join(out, f"{name}.{k}.in.{n}.npy")
-        np.save(f, v)
-        args += ["--input", f"{n}=@{f}"]
-    for n, v in exps.items():
-        f = os.path.join(out, f"{name}.{k}.exp.{n}.npy")
-        np.save(f, v)
-        args += ["--expect", f"{n}=@{f}"]
-    return args
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rlx", required=True)
@@ -289,7 +276,7 @@ def main():
 
     for name, path, cases, atol in all_cases:
         for k, (ins, exps) in enumerate(cases):
-            args = save_case(a.out, name, k, ins, exps)
+            args = case_args(a.out, f"{name}.{k}", ins, exps)
             for mode in modes:
                 r = subprocess.run([a.rlx, "run", path, "-b", a.backend, "-m", mode, "--atol", str(atol), "--rtol", str(RTOL)] + args,
                                    capture_output=True, text=True, timeout=300)
@@ -314,7 +301,7 @@ def main():
     # The cache: three runs of one input plan its sizes once; the repeats reuse them.
     for mode in modes:
         name, path, cases, _ = all_cases[1]
-        args = save_case(a.out, name, 0, *cases[0])
+        args = case_args(a.out, f"{name}.0", *cases[0])
         r = subprocess.run([a.rlx, "run", path, "-b", a.backend, "-m", mode, "--repeat", "3", "--json"] + args,
                            capture_output=True, text=True, timeout=300)
         runs += 1
@@ -358,7 +345,7 @@ def main():
     # file's nonzero declares its result's size, and another size at run time is an error.
     name, path, cases, _ = all_cases[3]
     r = subprocess.run([a.rlx, "convert", path, "-o", os.path.join(a.out, "empty.json"), "--params-out",
-                        os.path.join(a.out, "empty.safetensors")] + save_case(a.out, name, 0, cases[0][0], {}),
+                        os.path.join(a.out, "empty.safetensors")] + case_args(a.out, f"{name}.0", cases[0][0], {}),
                        capture_output=True, text=True, timeout=300)
     runs += 1
     if r.returncode != 2 or "data-dependent output size" not in r.stderr or "'nz/nonzero'" not in r.stderr:

@@ -1,5 +1,7 @@
-"""Small builders of ONNX models for rlx's Python tests (python3-onnx's helper underneath):
+"""Small builders of ONNX models and cases for rlx's Python tests (python3-onnx's helper underneath):
 one place for the boilerplate each test file used to repeat."""
+import os
+
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
@@ -21,3 +23,15 @@ def model(nodes, inputs, outputs, inits=(), opset=13, producer="rlx_tests", ir_v
 def init(name, value):
     """An initializer named `name` holding np.asarray(value)."""
     return numpy_helper.from_array(np.asarray(value), name)
+
+
+def case_args(out, stem, ins, exps):
+    """Saves a case's inputs and expected outputs as out/STEM.in.NAME.npy and out/STEM.exp.NAME.npy;
+    returns the `rlx run` arguments that read them (--input NAME=@... and --expect NAME=@...)."""
+    args = []
+    for kind, flag, values in (("in", "--input", ins), ("exp", "--expect", exps)):
+        for n, v in values.items():
+            f = os.path.join(out, f"{stem}.{kind}.{n}.npy")
+            np.save(f, v)
+            args += [flag, f"{n}=@{f}"]
+    return args

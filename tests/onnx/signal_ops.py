@@ -20,7 +20,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 import onnx_build  # noqa: E402
-from onnx_build import init, vi  # noqa: E402
+from onnx_build import case_args, init, vi  # noqa: E402
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
@@ -102,13 +102,7 @@ def main():
     for name, m, ins, exps in cases():
         path = os.path.join(a.out, name + ".onnx")
         open(path, "wb").write(m.SerializeToString())
-        args = []
-        for n, v in ins.items():
-            np.save(os.path.join(a.out, f"{name}.{n}.npy"), v)
-            args += ["--input", f"{n}=@{os.path.join(a.out, f'{name}.{n}.npy')}"]
-        for n, v in exps.items():
-            np.save(os.path.join(a.out, f"{name}.exp.{n}.npy"), v)
-            args += ["--expect", f"{n}=@{os.path.join(a.out, f'{name}.exp.{n}.npy')}"]
+        args = case_args(a.out, name, ins, exps)
         # f32 products of up to 64 terms against float64 references
         tol = ["--atol", "2e-3" if name == "mel_front_end" else "2e-4", "--rtol", "1e-3"]
         for mode in a.modes.split(","):
