@@ -106,6 +106,16 @@ if(TARGET rlx_vulkan)
            --out ${CMAKE_BINARY_DIR}/onnx-signal-ops --backend vulkan)
   set_tests_properties(onnx_signal_ops_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_signal_ops)
 endif()
+# Sequences and optionals beyond the node tests (SplitToSequence, ConcatFromSequence, erase,
+# a sequence input, a loop growing a sequence) against NumPy, and bad use (exit 2).
+add_test(NAME onnx_sequences_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/sequences.py --rlx $<TARGET_FILE:rlx>
+         --out ${CMAKE_BINARY_DIR}/onnx-sequences --backend cpu)
+set_tests_properties(onnx_sequences_cpu PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_sequences)
+if(TARGET rlx_vulkan)
+  add_test(NAME onnx_sequences_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/sequences.py --rlx $<TARGET_FILE:rlx>
+           --out ${CMAKE_BINARY_DIR}/onnx-sequences --backend vulkan)
+  set_tests_properties(onnx_sequences_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_sequences)
+endif()
 # Silero VAD v5 (@ricky0123/vad-web, If nodes folded at specialisation, LSTM): a 30-chunk
 # stream with the state fed back against ONNX Runtime's (kept in tests/onnx/real_models/;
 # `silero_vad.py --ort` re-checks them live). Fetches the package with `npm pack` once.

@@ -204,13 +204,44 @@ struct ModelParser {
     return td;
   }
 
+  // A TypeProto as rlx reads it: a tensor, a sequence of tensors, or an optional of either.
+  ValueType value_type(const ::onnx::TypeProto& t, const std::string& what) {
+    ValueType r;
+    auto tensor_or_sequence = [&](const ::onnx::TypeProto& x, ValueKind& kind) {
+      if (x.has_tensor_type()) {
+        kind = ValueKind::Tensor;
+        return;
+      }
+      if (x.has_sequence_type() && x.sequence_type().has_elem_type() && x.sequence_type().elem_type().has_tensor_type()) {
+        kind = ValueKind::Sequence;
+        return;
+      }
+      fail(what + " is a " + (x.has_map_type() ? "map" : x.has_sparse_tensor_type() ? "sparse tensor" : "nested sequence or optional") +
+           " (rlx reads tensors, sequences of tensors, and optionals of either)");
+    };
+    if (t.has_optional_type()) {
+      if (!t.optional_type().has_elem_type()) fail(what + " is an optional without an element type");
+      r.kind = ValueKind::Optional;
+      tensor_or_sequence(t.optional_type().elem_type(), r.inner);
+    } else {
+      tensor_or_sequence(t, r.kind);
+    }
+    r.elem_type = bottom_tensor(t).elem_type();
+    return r;
+  }
+  static const ::onnx::TypeProto_Tensor& bottom_tensor(const ::onnx::TypeProto& t) {
+    if (t.has_optional_type()) return bottom_tensor(t.optional_type().elem_type());
+    if (t.has_sequence_type()) return bottom_tensor(t.sequence_type().elem_type());
+    return t.tensor_type();
+  }
+
   ValueInfo value_info(const ::onnx::ValueInfoProto& v, const char* what) {
     ValueInfo vi;
     vi.name = v.name();
     if (vi.name.empty()) fail(std::string("a graph ") + what + " has no name");
     if (!v.has_type() || v.type().value_case() == ::onnx::TypeProto::VALUE_NOT_SET) return vi;  // type unknown (exporters leave subgraph outputs so)
-    if (!v.type().has_tensor_type()) fail(std::string("graph ") + what + " '" + vi.name + "' is not a tensor (sequences, maps and optionals are not supported)");
-    const auto& tt = v.type().tensor_type();
+    vi.type = value_type(v.type(), std::string("graph ") + what + " '" + vi.name + "'");
+    const auto& tt = bottom_tensor(v.type());
     vi.elem_type = tt.elem_type();
     if (tt.has_shape()) {
       vi.has_shape = true;
@@ -247,6 +278,7 @@ struct ModelParser {
     r.floats.assign(a.floats().begin(), a.floats().end());
     r.strings.assign(a.strings().begin(), a.strings().end());
     if (a.has_t()) r.t = tensor(a.t(), where + ": attribute '" + r.name + "'");
+    if (a.has_tp()) r.tp = value_type(a.tp(), where + ": attribute '" + r.name + "'");
     if (r.type == 0) {  // very old writers leave type unset: infer it
       if (a.has_t()) r.type = 4;
       else if (a.has_g()) r.type = 5;
@@ -306,8 +338,9 @@ struct ModelParser {
       if (!seen_inputs.insert(vi.name).second) fail("graph input '" + vi.name + "' is listed twice");
       if (m.inits_.count(vi.name)) defaults.push_back(vi);
       else {
-        if (!v.has_type() || !vi.has_shape)
+        if (!v.has_type() || (!vi.has_shape && vi.type.kind == ValueKind::Tensor))
           fail("graph input '" + vi.name + "' has no tensor type or shape");
+        if (!vi.has_shape) vi.dims.clear();  // a sequence's tensors without a declared shape: any
         m.inputs_.push_back(vi);
       }
     }

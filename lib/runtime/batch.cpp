@@ -106,6 +106,8 @@ std::shared_ptr<Model> load_model(const Binding& b) {
       throw InputError(b.graph + ": --params is not used with ONNX models: the weights are the model's initializers");
     m->onnx = onnx::Model::load(b.graph);
     for (const auto& vi : m->onnx->inputs()) {
+      if (vi.type.kind != onnx::ValueKind::Tensor)
+        throw InputError(b.graph + ": input '" + vi.name + "' is a sequence or an optional; batch jobs take tensor inputs (run such a model with rlx run)");
       m->decls.push_back({vi.name, vi.dims, onnx::to_dtype(vi.elem_type, b.graph + ": input '" + vi.name + "'"),
                           m->onnx->is_default_input(vi.name)});
       for (const auto& d : vi.dims)

@@ -61,6 +61,14 @@ def generate(data_dir):
     print(f"node tests: generated the data in {time.time() - t:.1f} s into {data_dir}", file=sys.stderr)
 
 
+def save_npy(a, npy):
+    if a.dtype.kind not in "fiub" or a.dtype.itemsize > 8:
+        return False
+    if not os.path.exists(npy):
+        np.save(npy, a)
+    return True
+
+
 def to_npy(pb, npy):
     import onnx
     from onnx import numpy_helper
@@ -73,10 +81,46 @@ def to_npy(pb, npy):
         a = numpy_helper.to_array(t)
     except Exception:
         return False
-    if a.dtype.kind not in "fiub" or a.dtype.itemsize > 8:
-        return False
-    np.save(npy, a)
-    return True
+    return save_npy(a, npy)
+
+
+def value_files(pb, vtype):
+    """A graph value of `vtype` (a TypeProto) stored in `pb`, as rlx takes or writes it:
+    [(suffix, npy)] where suffix is "" for a tensor and ".0", ".1", ... for a sequence's tensors;
+    [] for an optional without a value; None where NumPy/.npy cannot carry it. The arrays
+    come from ONNX's own protobuf readers (numpy_helper), written once beside the .pb."""
+    import onnx
+    from onnx import numpy_helper
+    kind = vtype.WhichOneof("value")
+    if kind == "tensor_type":
+        return [("", pb[:-3] + ".npy")] if to_npy(pb, pb[:-3] + ".npy") else None
+    with open(pb, "rb") as f:
+        data = f.read()
+    if kind == "optional_type":
+        o = onnx.OptionalProto()
+        o.ParseFromString(data)
+        if o.elem_type == onnx.OptionalProto.UNDEFINED or not (o.HasField("tensor_value") or o.HasField("sequence_value")):
+            return []
+        arrays = [numpy_helper.to_array(o.tensor_value)] if o.HasField("tensor_value") else \
+            [numpy_helper.to_array(t) for t in o.sequence_value.tensor_values]
+        is_seq = o.HasField("sequence_value")
+    elif kind == "sequence_type":
+        q = onnx.SequenceProto()
+        q.ParseFromString(data)
+        arrays = [numpy_helper.to_array(t) for t in q.tensor_values]
+        is_seq = True
+    else:
+        return None
+    files = []
+    for j, a in enumerate(arrays):
+        suffix = f".{j}" if is_seq else ""
+        npy = f"{pb[:-3]}{suffix}.npy"
+        if not save_npy(a, npy):
+            return None
+        files.append((suffix, npy))
+    if is_seq and not files:
+        files.append(("=[]", None))  # an empty sequence
+    return files
 
 
 def prepare_case(case_dir):
@@ -91,36 +135,45 @@ def prepare_case(case_dir):
                     yield from all_ops(at.g)
     ops = sorted(set(all_ops(m.graph)))
     inits = {t.name for t in m.graph.initializer}
-    ins = [v.name for v in m.graph.input]
-    outs = [v.name for v in m.graph.output]
+    ins = [(v.name, v.type) for v in m.graph.input]
+    outs = [(v.name, v.type) for v in m.graph.output]
     for v in list(m.graph.input) + list(m.graph.output):
-        if not v.type.HasField("tensor_type"):
-            return ops, "a sequence/map/optional input or output"
+        if v.type.WhichOneof("value") not in ("tensor_type", "sequence_type", "optional_type"):
+            return ops, "a map or sparse input or output"
     runs = []
     for ds in sorted(d for d in os.listdir(case_dir) if d.startswith("test_data_set_")):
         p = os.path.join(case_dir, ds)
-        args = []
-        for j, name in enumerate(ins):
+        args, absent = [], []
+        for j, (name, vtype) in enumerate(ins):
             pb = os.path.join(p, f"input_{j}.pb")
             if not os.path.exists(pb):
                 continue
             if name in inits:
                 continue
-            if not to_npy(pb, pb[:-3] + ".npy"):
+            files = value_files(pb, vtype)
+            if files is None:
                 return ops, "an input of an element type NumPy/.npy cannot carry"
-            args += ["--input", f"{name}=@{pb[:-3]}.npy"]
-        for j, name in enumerate(outs):
+            for suffix, npy in files:
+                args += ["--input", f"{name}{suffix}" if npy is None else f"{name}{suffix}=@{npy}"]
+        for j, (name, vtype) in enumerate(outs):
             pb = os.path.join(p, f"output_{j}.pb")
-            if not to_npy(pb, pb[:-3] + ".npy"):
+            files = value_files(pb, vtype)
+            if files is None:
                 return ops, "an output of an element type NumPy/.npy cannot carry"
-            args += ["--expect", f"{name}=@{pb[:-3]}.npy"]
-        runs.append((args, ds))
+            files = [f for f in files if f[1] is not None]
+            for suffix, npy in files:
+                args += ["--expect", f"{name}{suffix}=@{npy}"]
+            # rlx writes a sequence as name.0, name.1, ... and nothing for an optional without a
+            # value: the output after the last (or the name itself) must not be there.
+            absent.append(f"{name}.{len(files)}" if vtype.WhichOneof("value") == "sequence_type" or
+                          (files and files[0][0]) else name if not files else None)
+        runs.append((args, ds, [a for a in absent if a]))
     return ops, runs
 
 
 def run_case(rlx, case_dir, runs, mode, backend):
     """pass | fail | refused | crash, with the first message."""
-    for args, ds in runs:
+    for args, ds, absent in runs:
         cmd = [rlx, "run", os.path.join(case_dir, "model.onnx"), "-m", mode, "-b", backend,
                "--atol", str(ATOL), "--rtol", str(RTOL)] + args
         try:
@@ -130,6 +183,9 @@ def run_case(rlx, case_dir, runs, mode, backend):
         msg = (r.stderr.strip().splitlines() or [""])
         err = next((l for l in msg if "error" in l or "mismatch" in l or "differ" in l), msg[-1])
         if r.returncode == 0:
+            extra = [a for a in absent if any(l.startswith(a + ": ") for l in r.stdout.splitlines())]
+            if extra:
+                return "fail", f"{ds}: output {extra[0]} is written, the reference has no such value"
             continue
         if r.returncode == 2:
             return "refused", err
