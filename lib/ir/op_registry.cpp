@@ -117,6 +117,8 @@ std::vector<AttrSpec> attrs_for(Op op) {
       return {opt_int("axis", -1), opt_bool("largest", true), opt_bool("sorted", true), opt_string("size_key", "", {})};
     case Op::NonMaxSuppression: return {opt_int("center_point_box", 0), opt_string("size_key", "", {})};
     case Op::MaxUnpool: return {req_ints("shape"), opt_ints_none("index_shape"), opt_string("size_key", "", {})};
+    case Op::ScatterElements:
+      return {req_int("axis"), opt_string("reduction", "none", {"none", "add", "mul"}), opt_string("size_key", "", {})};
     case Op::RoiAlign:
       return {req_int("output_height"), req_int("output_width"), opt_int("sampling_ratio", 0), opt_float("spatial_scale", 1.0),
               opt_string("mode", "avg", {"avg", "max"}), opt_bool("half_pixel", true), opt_string("size_key", "", {})};
@@ -274,6 +276,11 @@ OpDoc doc_for(Op op) {
               "name (MaxPool's Indices output), as ONNX's MaxUnpool (a host step)",
               {{"index_shape", "`shape`: the shape the flat indices count in; an index keeps its coordinates in `shape`"},
                {"size_key", "unused (the output shape is fixed)"}}};
+    case Op::ScatterElements:
+      return {"data, indices (i64), updates (indices' shape, data's dtype)",
+              "a tuple of one result of data's shape: data, with updates[c] written (none), added (add) or multiplied (mul) "
+              "at c with its `axis` coordinate replaced by indices[c], in order, as ONNX's ScatterElements (a host step)",
+              {{"size_key", "unused (the output shape is fixed)"}}};
     case Op::RoiAlign:
       return {"x [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices [R] (i64)",
               "a tuple of one result [R, C, output_height, output_width]: each box's bins averaged (or max) over a grid of "
@@ -309,7 +316,8 @@ const OpInfo& op_info(Op op) { return table()[(size_t)op]; }
 
 int data_dependent_results(Op op) {
   switch (op) {
-    case Op::NonZero: case Op::Compress: case Op::NonMaxSuppression: case Op::RoiAlign: case Op::MaxUnpool: return 1;
+    case Op::NonZero: case Op::Compress: case Op::NonMaxSuppression: case Op::RoiAlign: case Op::MaxUnpool:
+    case Op::ScatterElements: return 1;
     case Op::TopKDynamic: return 2;
     case Op::Unique: return 4;
     default: return 0;

@@ -164,6 +164,15 @@ struct Dynamic : Importer {
               {{o, ts_.dtypes[x]}});
   }
 
+  // ScatterElements as a host step (index.cpp's mapping has checked the operands).
+  void map_ScatterElements_step() {
+    const int data = node(0), idx = node(1), upd = node(2);
+    const int a = axis_of(ai("axis", 0), shp(data).size());
+    const std::string red = cur_->op_type == "Scatter" ? "none" : as("reduction", "none");
+    emit_step(ir::Op::ScatterElements, {data, cast(idx, DType::i64), upd}, {{"axis", (int64_t)a}, {"reduction", red}}, "",
+              {{shp(data), ts_.dtypes[data]}});
+  }
+
   void map_TopK_dynamic() {
     const int x = node(0);
     const Shape s = shp(x);
@@ -182,6 +191,7 @@ struct Dynamic : Importer {
 }  // namespace
 
 void map_topk_dynamic(Importer& b) { map<&Dynamic::map_TopK_dynamic>(b); }
+void map_scatter_elements_step(Importer& b) { map<&Dynamic::map_ScatterElements_step>(b); }
 
 void dynamic_ops(std::vector<OpDef>& t) {
   using F = Dynamic;

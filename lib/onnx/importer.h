@@ -426,6 +426,8 @@ void training_ops(std::vector<OpDef>& t);
 void sequence_ops(std::vector<OpDef>& t);
 // TopK whose k is known only at run time (dynamic.cpp): a host step of a data-dependent size.
 void map_topk_dynamic(Importer& b);
+// ScatterElements as a host step (dynamic.cpp), where the match table of index.cpp's mapping would be too large.
+void map_scatter_elements_step(Importer& b);
 void quant_ops(std::vector<OpDef>& t);
 // Every family's rows, in that order (docs/onnx.md lists them so); built once.
 const std::vector<OpDef>& op_table();
