@@ -6,9 +6,11 @@
 # Here (after scripts/build.sh, and ../shared/gpu/prepare-device.sh for .device-vk/):
 #   scripts/device_run.sh --pack      # .device-pack/: binaries, their libraries, sources (<64 MiB)
 # There (the device tool, carrying .device-pack and .device-vk):
-#   scripts/device_run.sh [STAGE]     # STAGE: all (default), test, bench, profile, torch, half, nbits, cpu
+#   scripts/device_run.sh [STAGE]     # STAGE: all (default), test, bench, profile, torch, half, tc, nbits, cpu
 # ("half": issue 9's f16 figures: 2-byte-storage tests on the GPU, f16 matmul 4096^3 and the
 # d-4096 decoder block with --dtype f16, their kernel profiles, and PyTorch fp16 in the same call;
+# "tc": issue 22's tensor-core routes (cm2, KHR, NV) for f16 and bf16 side by side, PyTorch
+# beside them (env: ROUTES, CM2S tiles to sweep, GOLDEN=1 adds the 16-bit goldens, DECODER=1);
 # "nbits": issue 19's byte storage checked on the GPU and the 4-bit gemv 14336x4096 beside PyTorch)
 # Results go to $OUT (or /tmp/rlx-device). RLX_VK_MATMUL / RLX_VK_SPLITK override the matmul
 # tiles and split-K for tuning (lib/backends/vulkan/kernels.cpp says how).
@@ -105,6 +107,29 @@ if [[ $stage == sweep16 ]]; then  # tuning the tensor-core matmul: RLX_VK_COOP /
     done; done; done
   PN=3 PROF bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2 --dtype f16 --repeat 3 2>&1 | tail -3
 fi
+if [[ $stage == tc ]]; then  # issue 22: the tensor-core routes (RLX_VK_COOPMAT cm2 / khr / nv) for f16 and bf16
+  echo "== devices"; $R devices --backend vulkan 2>&1 | grep -iE "api|driver|cooperative|tensor|bf16|16-bit"
+  MM="bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2"
+  for r in ${ROUTES:-cm2 khr nv}; do
+    echo "== RLX_VK_COOPMAT=$r: tests on the GPU"
+    RLX_VK_COOPMAT=$r timeout 120 $P/test_vulkan_half --gtest_brief=1 2>&1 | tail -2
+    [[ -n ${GOLDEN:-} ]] && RLX_VK_COOPMAT=$r timeout 200 $P/test_golden --gtest_filter='Cases/Golden.*vulkan*16*' --gtest_brief=1 2>&1 | tail -2
+    for dt in f16 bf16; do
+      echo "$r $dt: $(RLX_VK_COOPMAT=$r PN=4 PROF $MM --dtype $dt --repeat 5 | grep -E ' matmul' | head -2 | tr '\n' ' ')"
+    done
+  done
+  for c in ${CM2S:-}; do
+    for dt in f16 bf16; do echo "RLX_VK_CM2=$c $dt: $(RLX_VK_CM2=$c PN=4 PROF $MM --dtype $dt --repeat 5 | grep ' matmul' | head -1)"; done
+  done
+  for dt in f16 bf16; do B $MM --dtype $dt --backends vulkan --modes compiled --reps 20; done
+  if [[ -n ${DECODER:-} ]]; then
+    for dt in f16 bf16; do
+      B bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype $dt --backends vulkan --modes compiled --reps 20
+    done
+    PN=40 PROF bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype f16 --repeat 5
+  fi
+  timeout 150 python3 bench/torch_gpu.py --reps 20 --half 2>&1
+fi | tee "$out/tc.txt"
 if [[ $stage == nbits ]]; then  # issue 19: bytes on the device, the 4-bit gemv, PyTorch beside it
   echo "== i8/u8 as bytes: quantization goldens and tests/vulkan_bytes.py on the GPU"
   timeout 200 $P/test_golden --gtest_filter='Cases/Golden.*vulkan*quant*:Cases/Golden.*vulkan*matmul_integer*:Cases/Golden.*vulkan*nbits*:Cases/Golden.*vulkan*cast*8*' --gtest_brief=1 2>&1 | tail -3
