@@ -115,11 +115,11 @@ if [[ $stage == tc ]]; then  # issue 22: the tensor-core routes (RLX_VK_COOPMAT 
     RLX_VK_COOPMAT=$r timeout 120 $P/test_vulkan_half --gtest_brief=1 2>&1 | tail -2
     [[ -n ${GOLDEN:-} ]] && RLX_VK_COOPMAT=$r timeout 200 $P/test_golden --gtest_filter='Cases/Golden.*vulkan*16*' --gtest_brief=1 2>&1 | tail -2
     for dt in f16 bf16; do
-      echo "$r $dt: $(RLX_VK_COOPMAT=$r PN=4 PROF $MM --dtype $dt --repeat 5 | grep -E ' matmul' | head -2 | tr '\n' ' ')"
+      echo "$r $dt: $(RLX_VK_COOPMAT=$r PN=12 PROF $MM --dtype $dt --repeat 5 | grep -E 'matmul' | head -3 | tr '\n' ' ')"
     done
   done
   for c in ${CM2S:-}; do
-    for dt in f16 bf16; do echo "RLX_VK_CM2=$c $dt: $(RLX_VK_CM2=$c PN=4 PROF $MM --dtype $dt --repeat 5 | grep ' matmul' | head -1)"; done
+    for dt in f16 bf16; do echo "RLX_VK_CM2=$c $dt: $(RLX_VK_CM2=$c PN=12 PROF $MM --dtype $dt --repeat 5 | grep 'matmul' | head -2 | tr '\n' ' ')"; done
   done
   for dt in f16 bf16; do B $MM --dtype $dt --backends vulkan --modes compiled --reps 20; done
   if [[ -n ${DECODER:-} ]]; then

@@ -12,7 +12,7 @@ constexpr VkStructureType kFeatures2NV = (VkStructureType)1000593000;    // ..._
 constexpr VkStructureType kFlexPropsNV = (VkStructureType)1000593001;    // COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV
 constexpr VkStructureType kProps2NV = (VkStructureType)1000593002;       // ..._COOPERATIVE_MATRIX_2_PROPERTIES_NV
 constexpr VkStructureType kBf16Features = (VkStructureType)1000141000;   // ..._SHADER_BFLOAT16_FEATURES_KHR
-constexpr uint32_t kF16 = 1, kF32 = 2, kBF16 = 1000141000;               // VkComponentTypeKHR
+constexpr uint32_t kF16 = 0, kF32 = 1, kBF16 = 1000141000;  // VkComponentTypeKHR
 constexpr uint32_t kScopeWorkgroup = 2, kScopeSubgroup = 3;              // VkScopeKHR
 
 struct PropsKHR {  // VkCooperativeMatrixPropertiesKHR

@@ -60,15 +60,14 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
       if (f.wg == t.wg && t.bm % f.mg == 0 && t.bn % f.ng == 0 && t.bk % f.kg == 0) return true;
     return false;
   };
+  // The first tile that fits the device and gives enough work groups (264, 66 tiles: two, a
+  // half per SM of an H100), else the last that fits.
   const Tile* pick = nullptr;
-  for (const auto& t : tiles) {
-    if (!fits(t)) continue;
-    uint64_t n = (uint64_t)cdiv(m.M, t.bm) * cdiv(m.N, t.bn);
-    if (!pick || n >= 264 || m.M <= 64) {
-      pick = &t;
-      if (n >= 264 || tiles.size() == 1) break;
-      if (t.bm == 128 && t.bn == 128) break;  // 128x128 and split-K rather than 64x64 tiles
-    }
+  const uint64_t enough[] = {264, 66, 0};
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    if (!fits(tiles[i])) continue;
+    pick = &tiles[i];
+    if ((uint64_t)cdiv(m.M, tiles[i].bm) * cdiv(m.N, tiles[i].bn) >= enough[std::min<size_t>(i, 2)]) break;
   }
   if (!pick) return false;
   const Tile t = *pick;
