@@ -110,16 +110,20 @@ fi
 if [[ $stage == tc ]]; then  # issue 22: the tensor-core routes (RLX_VK_COOPMAT cm2 / khr / nv) for f16 and bf16
   echo "== devices"; $R devices --backend vulkan 2>&1 | grep -iE "api|driver|cooperative|tensor|bf16|16-bit"
   MM="bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2"
+  NT="bench/graphs/matmul_4096_nt.json --input a=random:1 --input b=random:2"
   for r in ${ROUTES:-cm2 khr nv}; do
     echo "== RLX_VK_COOPMAT=$r: tests on the GPU"
-    RLX_VK_COOPMAT=$r timeout 120 $P/test_vulkan_half --gtest_brief=1 2>&1 | tail -2
+    RLX_VK_COOPMAT=$r timeout 120 $P/test_vulkan_half --gtest_brief=1 2>&1 | grep -E "Failure|want|rror|tests from|PASSED|FAILED" | head -12
     [[ -n ${GOLDEN:-} ]] && RLX_VK_COOPMAT=$r timeout 200 $P/test_golden --gtest_filter='Cases/Golden.*vulkan*16*' --gtest_brief=1 2>&1 | tail -2
     for dt in f16 bf16; do
-      echo "$r $dt: $(RLX_VK_COOPMAT=$r PN=12 PROF $MM --dtype $dt --repeat 5 | grep -E 'matmul' | head -3 | tr '\n' ' ')"
+      for g in MM NT; do
+        echo "$r $g $dt: $(RLX_VK_COOPMAT=$r PN=12 PROF ${!g} --dtype $dt --repeat 5 | grep -E 'matmul' | head -3 | tr '\n' ' ')"
+      done
     done
   done
+  # a . b with b [K, N] (matmul_4096) and b [N, K] (matmul_4096_nt: linear's layout)
   for c in ${CM2S:-}; do
-    for dt in f16 bf16; do echo "RLX_VK_CM2=$c $dt: $(RLX_VK_CM2=$c PN=12 PROF $MM --dtype $dt --repeat 5 | grep 'matmul' | head -2 | tr '\n' ' ')"; done
+    for g in MM NT; do echo "RLX_VK_CM2=$c $g f16: $(RLX_VK_CM2=$c PN=12 PROF ${!g} --dtype f16 --repeat 5 | grep 'matmul' | head -2 | tr '\n' ' ')"; done
   done
   for dt in f16 bf16; do B $MM --dtype $dt --backends vulkan --modes compiled --reps 20; done
   if [[ -n ${DECODER:-} ]]; then

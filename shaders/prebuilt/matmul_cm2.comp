@@ -89,9 +89,7 @@ void main() {
     lbc = setTensorLayoutDimensionNV(lbc, kend, N);
   }
   uint sa = TA == 0u ? K : M, sb = TB != 0u ? K : N;
-  la = setTensorLayoutStrideNV(la, sa, 1);
   lac = setTensorLayoutStrideNV(lac, sa, 1);
-  lb = setTensorLayoutStrideNV(lb, sb, 1);
   lbc = setTensorLayoutStrideNV(lbc, sb, 1);
   ly = setTensorLayoutDimensionNV(ly, M, N);
   ly = setTensorLayoutStrideNV(ly, N, 1);
@@ -102,23 +100,29 @@ void main() {
   coopmat<T, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;
   coopmat<T, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb;
   uint kk = kbeg;
-  const bool inside = m0 + BM <= M && n0 + BN <= N && (kend - kbeg) % BK == 0u && sa % 8u == 0u && sb % 8u == 0u &&
-                      pc.aoff % 8u == 0u && pc.boff % 8u == 0u;
+  const bool inside = m0 + BM <= M && n0 + BN <= N && (kend - kbeg) % BK == 0u && kbeg % 256u == 0u &&
+                      sa % 8u == 0u && sb % 8u == 0u && pc.aoff % 8u == 0u && pc.boff % 8u == 0u;
   if (inside) {
+    // Tells the compiler what was just checked (16-byte aligned rows and offsets, K slices at
+    // multiples of 256), so that it can load 16 bytes at a time.
+    la = setTensorLayoutStrideNV(la, sa & ~7u, 1);
+    lb = setTensorLayoutStrideNV(lb, sb & ~7u, 1);
+    kk &= ~255u;
+    const uint ao = pc.aoff & ~7u, bo = pc.boff & ~7u;
     for (; kk + 4u * BK <= kend;) {
       [[unroll]] for (uint u = 0u; u < 4u; ++u, kk += BK) {
-        if (TA == 0u) coopMatLoadTensorNV(ma, a, pc.aoff, sliceTensorLayoutNV(la, m0, BM, kk, BK));
-        else coopMatLoadTensorNV(ma, a, pc.aoff, sliceTensorLayoutNV(la, kk, BK, m0, BM), tr);
-        if (TB != 0u) coopMatLoadTensorNV(mb, b, pc.boff, sliceTensorLayoutNV(lb, n0, BN, kk, BK), tr);
-        else coopMatLoadTensorNV(mb, b, pc.boff, sliceTensorLayoutNV(lb, kk, BK, n0, BN));
+        if (TA == 0u) coopMatLoadTensorNV(ma, a, ao, sliceTensorLayoutNV(la, m0, BM, kk, BK));
+        else coopMatLoadTensorNV(ma, a, ao, sliceTensorLayoutNV(la, kk, BK, m0, BM), tr);
+        if (TB != 0u) coopMatLoadTensorNV(mb, b, bo, sliceTensorLayoutNV(lb, n0, BN, kk, BK), tr);
+        else coopMatLoadTensorNV(mb, b, bo, sliceTensorLayoutNV(lb, kk, BK, n0, BN));
         acc = coopMatMulAdd(ma, mb, acc);
       }
     }
     for (; kk < kend; kk += BK) {
-      if (TA == 0u) coopMatLoadTensorNV(ma, a, pc.aoff, sliceTensorLayoutNV(la, m0, BM, kk, BK));
-      else coopMatLoadTensorNV(ma, a, pc.aoff, sliceTensorLayoutNV(la, kk, BK, m0, BM), tr);
-      if (TB != 0u) coopMatLoadTensorNV(mb, b, pc.boff, sliceTensorLayoutNV(lb, n0, BN, kk, BK), tr);
-      else coopMatLoadTensorNV(mb, b, pc.boff, sliceTensorLayoutNV(lb, kk, BK, n0, BN));
+      if (TA == 0u) coopMatLoadTensorNV(ma, a, ao, sliceTensorLayoutNV(la, m0, BM, kk, BK));
+      else coopMatLoadTensorNV(ma, a, ao, sliceTensorLayoutNV(la, kk, BK, m0, BM), tr);
+      if (TB != 0u) coopMatLoadTensorNV(mb, b, bo, sliceTensorLayoutNV(lb, n0, BN, kk, BK), tr);
+      else coopMatLoadTensorNV(mb, b, bo, sliceTensorLayoutNV(lb, kk, BK, n0, BN));
       acc = coopMatMulAdd(ma, mb, acc);
     }
   } else {

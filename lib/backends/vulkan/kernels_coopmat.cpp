@@ -17,12 +17,13 @@ namespace {
 
 uint32_t cdiv(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
 
-// Split-K towards ~256 work groups while chunks stay >= 1024 deep (or RLX_VK_SPLITK).
-uint32_t split_for(uint64_t tiles, int64_t K, uint32_t BK) {
+// Split-K towards ~256 work groups while chunks stay >= 1024 deep (or RLX_VK_SPLITK); chunks
+// are multiples of `align`.
+uint32_t split_for(uint64_t tiles, int64_t K, uint32_t align) {
   uint64_t want = 1;
   while (tiles * want < 256 && (uint64_t)K / (2 * want) >= 1024) want *= 2;
   if (const char* e = std::getenv("RLX_VK_SPLITK")) want = std::max(1, std::atoi(e));
-  return (uint32_t)(cdiv(cdiv(K, want), BK) * BK);  // kchunk
+  return (uint32_t)(cdiv(cdiv(K, want), align) * align);  // kchunk
 }
 
 // The split partial products' sum (+ bias, rounded into y's dtype).
@@ -73,7 +74,8 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   const Tile t = *pick;
   uint64_t gx = cdiv(m.N, t.bn), gy = cdiv(m.M, t.bm);
   if (gx > c.max_groups[0] || gy > c.max_groups[1]) return false;
-  const uint32_t kchunk = split_for(gx * gy, m.K, t.bk), nsplit = cdiv(m.K, kchunk);
+  // chunks at multiples of 256 keep the split parts on the shader's aligned path
+  const uint32_t kchunk = split_for(gx * gy, m.K, std::max<uint32_t>(256, t.bk)), nsplit = cdiv(m.K, kchunk);
   if (nsplit > c.max_groups[2]) return false;
   const bool split = nsplit > 1;
   const uint32_t biask = m.bias ? storage_kind(c, m.bias->dtype) : 0u, yk = storage_kind(c, m.y.dtype);
