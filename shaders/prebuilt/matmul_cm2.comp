@@ -11,6 +11,8 @@
 // of BK take unclamped loads; the others clamp (zeros outside). Bias is added per element
 // (coopMatPerElementNV). With SPLIT = 1 work group z multiplies K range [z*kchunk,
 // (z+1)*kchunk) and writes its f32 partial product to y + z*M*N; matmul_splitk sums them.
+// The in-bounds path tells the compiler that rows and offsets are 16-byte aligned (the host
+// checks): without that the H200 ran 4096^3 at 10-67 TFLOP/s instead of 253.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -56,6 +58,10 @@ float add_bias(const in uint32_t r, const in uint32_t c, const in float e, const
   uint gn = min(n0 + c, pc.n - 1u);
   return e + (BIASDT != 0u ? rlx_from16(BIASDT, uint(bias16[pc.biasoff + gn])) : bias[pc.biasoff + gn]);
 }
+
+// The driver's f32 -> bf16 conversion does not round to nearest even (seen on NVIDIA 580): each
+// value is rounded here (common.glsl) to one that bf16 holds exactly, which any conversion keeps.
+float round_bf16(const in uint32_t r, const in uint32_t c, const in float e) { return uintBitsToFloat(rlx_f2bf(e) << 16); }
 
 void main() {
   const uint M = pc.m, N = pc.n, K = pc.k;
@@ -139,6 +145,9 @@ void main() {
   if (YDT == 0u || SPLIT != 0u) {
     coopMatStoreTensorNV(acc, y, ybase, sliceTensorLayoutNV(ly, m0, BM, n0, BN));
   } else {
+#ifdef RLX_BF16
+    coopMatPerElementNV(acc, acc, round_bf16);
+#endif
     coopmat<T, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =
         coopmat<T, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
     coopMatStoreTensorNV(h, yt, ybase, sliceTensorLayoutNV(ly, m0, BM, n0, BN));
