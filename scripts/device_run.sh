@@ -10,7 +10,8 @@
 # ("half": issue 9's f16 figures: 2-byte-storage tests on the GPU, f16 matmul 4096^3 and the
 # d-4096 decoder block with --dtype f16, their kernel profiles, and PyTorch fp16 in the same call;
 # "tc": issue 22's tensor-core routes (cm2, KHR, NV) for f16 and bf16 side by side, PyTorch
-# beside them (env: ROUTES, CM2S tiles to sweep, GOLDEN=1 adds the 16-bit goldens, DECODER=1);
+# beside them (env: ROUTES, CM2S tiles to sweep, GOLDEN=1 adds the 16-bit goldens, DECODER=1 the
+# f16/bf16 d-4096 decoder block, HOST=1 the f32 block's compiled replay alone and in the round robin);
 # "nbits": issue 19's byte storage checked on the GPU and the 4-bit gemv 14336x4096 beside PyTorch)
 # Results go to $OUT (or /tmp/rlx-device). RLX_VK_MATMUL / RLX_VK_SPLITK override the matmul
 # tiles and split-K for tuning (lib/backends/vulkan/kernels.cpp says how).
@@ -130,7 +131,15 @@ if [[ $stage == tc ]]; then  # issue 22: the tensor-core routes (RLX_VK_COOPMAT 
     for dt in f16 bf16; do
       B bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype $dt --backends vulkan --modes compiled --reps 20
     done
+    echo "-- RLX_VK_COOPMAT=khr (subgroup matrices), then nv"
+    for r in khr nv; do
+      RLX_VK_COOPMAT=$r B bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype f16 --backends vulkan --modes compiled --reps 20
+    done
     PN=40 PROF bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype f16 --repeat 5
+  fi
+  if [[ -n ${HOST:-} ]]; then  # the f32 block's compiled replay alone and in the round robin of all modes
+    B bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --backends vulkan --modes compiled --reps 20
+    B bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --backends vulkan --reps 20
   fi
   timeout 150 python3 bench/torch_gpu.py --reps 20 --half 2>&1
 fi | tee "$out/tc.txt"
