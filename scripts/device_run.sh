@@ -138,8 +138,13 @@ if [[ $stage == tc ]]; then  # issue 22: the tensor-core routes (RLX_VK_COOPMAT 
     PN=40 PROF bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype f16 --repeat 5
   fi
   if [[ -n ${HOST:-} ]]; then  # the f32 block's compiled replay alone and in the round robin of all modes
-    B bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --backends vulkan --modes compiled --reps 20
-    B bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --backends vulkan --reps 20
+    DB="bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --backends vulkan"
+    B $DB --modes compiled --reps 20
+    echo "-- RLX_VK_KEEP_BLOCKS=0 (empty blocks freed after every run, as before issue 22)"
+    RLX_VK_KEEP_BLOCKS=0 B $DB --reps 20
+    echo "-- default (empty blocks kept through 4 runs)"
+    B $DB --reps 20
+    B $DB --reps 20 --dtype f16
   fi
   timeout 150 python3 bench/torch_gpu.py --reps 20 --half 2>&1
 fi | tee "$out/tc.txt"
