@@ -365,9 +365,10 @@ Device::Device(int index) {
   if (env_on("RLX_VK_NO_16BIT")) caps.storage16 = false;
   // RLX_VK_COOPMAT=nv|khr|cm2: the newest tensor-core route allowed (tests each kernel on a
   // device that has them all; comparisons).
-  std::string level = std::getenv("RLX_VK_COOPMAT") ? std::getenv("RLX_VK_COOPMAT") : "cm2";
+  const char* lv = std::getenv("RLX_VK_COOPMAT");
+  std::string level = lv && *lv ? lv : "cm2";
   if (level != "nv" && level != "khr" && level != "cm2")
-    throw RuntimeError("RLX_VK_COOPMAT must be nv, khr or cm2 (got '" + level + "')");
+    throw InputError("RLX_VK_COOPMAT must be nv, khr or cm2 (got '" + level + "')");
   if (env_on("RLX_VK_NO_COOPMAT") || !caps.storage16) caps.coop_nv = false, caps.coop_khr = false;
   if (level == "nv" || !caps.prebuilt_tc_usable()) caps.coop_khr = false;
   if (level != "cm2" || !caps.coop_khr) caps.cm2 = false;
