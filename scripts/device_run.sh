@@ -12,6 +12,8 @@
 # "tc": issue 22's tensor-core routes (cm2, KHR, NV) for f16 and bf16 side by side, PyTorch
 # beside them (env: ROUTES, CM2S tiles to sweep, GOLDEN=1 adds the 16-bit goldens, DECODER=1 the
 # f16/bf16 d-4096 decoder block, HOST=1 the f32 block's compiled replay alone and in the round robin);
+# "clocks": profiles with the SM clock beside them; "cm2sweep": cm2 tiles, unrolling, split-K
+# on 4096^3 and the decoder's linears (DCFG="TILE:SPLITK ...");
 # "nbits": issue 19's byte storage checked on the GPU and the 4-bit gemv 14336x4096 beside PyTorch)
 # Results go to $OUT (or /tmp/rlx-device). RLX_VK_MATMUL / RLX_VK_SPLITK override the matmul
 # tiles and split-K for tuning (lib/backends/vulkan/kernels.cpp says how).
@@ -148,6 +150,38 @@ if [[ $stage == tc ]]; then  # issue 22: the tensor-core routes (RLX_VK_COOPMAT 
   fi
   timeout 150 python3 bench/torch_gpu.py --reps 20 --half 2>&1
 fi | tee "$out/tc.txt"
+if [[ $stage == clocks ]]; then  # issue 22: the cm2 matmul's occasional 4x slower runs against the SM clock
+  CLK() { nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active --format=csv,noheader; }
+  MM="bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2"
+  for i in 1 2 3; do
+    for dt in f16 bf16; do
+      echo "clocks $(CLK) | cm2 $dt: $(PN=12 PROF $MM --dtype $dt --repeat 5 | grep matmul | head -1)"
+    done
+  done
+  for dt in f16 bf16; do
+    echo "clocks $(CLK)"
+    B $MM --dtype $dt --backends vulkan --modes compiled --reps 20
+    B bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype $dt --backends vulkan --modes compiled --reps 20
+    echo "clocks $(CLK)"
+  done
+  B bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype f16 --backends vulkan --reps 20
+  echo "clocks $(CLK)"
+  timeout 150 python3 bench/torch_gpu.py --reps 20 --half 2>&1
+fi | tee "$out/clocks.txt"
+if [[ $stage == cm2sweep ]]; then  # issue 22: cm2 tiles, unrolling and split-K on 4096^3 and the decoder's linears
+  MM="bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2"
+  DB="bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype f16"
+  for u in 1 2 4 8; do
+    echo "unroll $u 4096^3 f16: $(RLX_VK_CM2=256x128x256x64x$u PN=12 PROF $MM --dtype f16 --repeat 8 | grep matmul | head -1)"
+  done
+  for c in ${DCFG:-default 256x128x256x64:1 256x128x256x64:2 256x128x128x64:1 256x128x128x64:2 256x128x128x64:4 128x128x128x64:1 256x128x256x64x8:1}; do
+    t=${c%%:*} k=${c#*:}
+    [[ $c == default ]] && t="" k=""
+    echo "== decoder f16 linears, RLX_VK_CM2=$t RLX_VK_SPLITK=$k"
+    ( [[ -n $t ]] && export RLX_VK_CM2=$t; [[ -n $k ]] && export RLX_VK_SPLITK=$k
+      PN=40 PROF $DB --repeat 8 | grep -E "_lin|node '[qkvo]'|total over" )
+  done
+fi | tee "$out/cm2sweep.txt"
 if [[ $stage == nbits ]]; then  # issue 19: bytes on the device, the 4-bit gemv, PyTorch beside it
   echo "== i8/u8 as bytes: quantization goldens and tests/vulkan_bytes.py on the GPU"
   timeout 200 $P/test_golden --gtest_filter='Cases/Golden.*vulkan*quant*:Cases/Golden.*vulkan*matmul_integer*:Cases/Golden.*vulkan*nbits*:Cases/Golden.*vulkan*cast*8*' --gtest_brief=1 2>&1 | tail -3

@@ -42,6 +42,7 @@ layout(constant_id = 6) const uint BIAS = 0;
 layout(constant_id = 7) const uint BIASDT = 0;  // bias storage: 0 f32, 1 f16, 2 bf16
 layout(constant_id = 8) const uint YDT = 1;     // y: 0 f32, else T
 layout(constant_id = 9) const uint SPLIT = 0;
+layout(constant_id = 10) const uint UNROLL = 4;  // K slices per trip of the in-bounds loop
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer A { T a[]; };
@@ -115,8 +116,8 @@ void main() {
     lb = setTensorLayoutStrideNV(lb, sb & ~7u, 1);
     kk &= ~255u;
     const uint ao = pc.aoff & ~7u, bo = pc.boff & ~7u;
-    for (; kk + 4u * BK <= kend;) {
-      [[unroll]] for (uint u = 0u; u < 4u; ++u, kk += BK) {
+    for (; kk + UNROLL * BK <= kend;) {
+      [[unroll]] for (uint u = 0u; u < UNROLL; ++u, kk += BK) {
         if (TA == 0u) coopMatLoadTensorNV(ma, a, ao, sliceTensorLayoutNV(la, m0, BM, kk, BK));
         else coopMatLoadTensorNV(ma, a, ao, sliceTensorLayoutNV(la, kk, BK, m0, BM), tr);
         if (TB != 0u) coopMatLoadTensorNV(mb, b, bo, sliceTensorLayoutNV(lb, n0, BN, kk, BK), tr);

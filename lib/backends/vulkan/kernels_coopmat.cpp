@@ -22,7 +22,7 @@ uint32_t cdiv(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
 uint32_t split_for(uint64_t tiles, int64_t K, uint32_t align) {
   uint64_t want = 1;
   while (tiles * want < 256 && (uint64_t)K / (2 * want) >= 1024) want *= 2;
-  if (const char* e = std::getenv("RLX_VK_SPLITK")) want = std::max(1, std::atoi(e));
+  if (const char* e = std::getenv("RLX_VK_SPLITK"); e && *e) want = std::max(1, std::atoi(e));
   return (uint32_t)(cdiv(cdiv(K, want), align) * align);  // kchunk
 }
 
@@ -42,15 +42,15 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   const auto& flex = tk == 1 ? c.cm2_f16 : c.cm2_bf16;
   if (flex.empty()) return false;
   struct Tile {
-    uint32_t wg, bm, bn, bk;
+    uint32_t wg, bm, bn, bk, unroll = 4;
   };
   // 128x256 tiles of 256 invocations where they give two per SM-ish (>= 264 tiles), else
   // 128x128, then 64x64 (few rows); split-K fills the device where tiles are few.
   std::vector<Tile> tiles = {{256, 128, 256, 64}, {256, 128, 128, 64}, {128, 64, 64, 64}};
-  if (const char* e = std::getenv("RLX_VK_CM2")) {
+  if (const char* e = std::getenv("RLX_VK_CM2"); e && *e) {
     Tile t{};
-    if (std::sscanf(e, "%ux%ux%ux%u", &t.wg, &t.bm, &t.bn, &t.bk) != 4 || !t.wg || !t.bm || !t.bn || !t.bk)
-      L.fail("RLX_VK_CM2 must be WGxBMxBNxBK");
+    int got = std::sscanf(e, "%ux%ux%ux%ux%u", &t.wg, &t.bm, &t.bn, &t.bk, &t.unroll);
+    if (got < 4 || !t.wg || !t.bm || !t.bn || !t.bk || !t.unroll) L.fail("RLX_VK_CM2 must be WGxBMxBNxBK[xUNROLL]");
     tiles = {t};
   }
   auto fits = [&](const Tile& t) {
@@ -84,7 +84,7 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   if (split) part = L.scratch((int64_t)nsplit * m.M * m.N);
   Dispatch& d = L.add(tk == 1 ? "matmul_cm2.f16" : "matmul_cm2.bf16",
                       {t.wg, t.bm, t.bn, t.bk, m.ta, m.tb, m.bias && !split ? 1u : 0u, biask, split ? 0u : yk,
-                       split ? 1u : 0u});
+                       split ? 1u : 0u, t.unroll});
   uint32_t ao = L.read(d, m.A), bo = L.read(d, m.B);
   uint32_t biaso = m.bias && !split ? L.read(d, *m.bias) : (L.bind_dummy(d), 0u);
   uint32_t yo = L.write(d, split ? part : m.y);
