@@ -44,11 +44,16 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   struct Tile {
     uint32_t wg, bm, bn, bk, unroll = 4;
   };
-  // 128x256 tiles of 256 invocations where they give two per SM-ish (>= 264 tiles), else
-  // 128x128, then 64x64 (few rows); split-K fills the device where tiles are few.
+  // The largest tile that gives about one work group per SM of an H100/H200 (132 SMs; >= 120
+  // groups) without splitting K; else 128x128 tiles (64x64 for M <= 64) with K split until they
+  // do (chunks >= 1024).
+  // Measured on the H200 (docs/benchmarks.md): the d-4096 decoder's gate/up linears (M 512,
+  // N 14336) ran best on 128x256 tiles, q/o (N 4096, K 4096) on unsplit 128x128, k/v (N 1024)
+  // on 128x128 split 4 ways; more groups (two per SM) or deeper splits were slower.
   std::vector<Tile> tiles = {{256, 128, 256, 64}, {256, 128, 128, 64}, {128, 64, 64, 64}};
   if (const char* e = std::getenv("RLX_VK_CM2"); e && *e) {
     Tile t{};
+    t.unroll = 4;
     int got = std::sscanf(e, "%ux%ux%ux%ux%u", &t.wg, &t.bm, &t.bn, &t.bk, &t.unroll);
     if (got < 4 || !t.wg || !t.bm || !t.bn || !t.bk || !t.unroll) L.fail("RLX_VK_CM2 must be WGxBMxBNxBK[xUNROLL]");
     tiles = {t};
@@ -61,21 +66,31 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
       if (f.wg == t.wg && t.bm % f.mg == 0 && t.bn % f.ng == 0 && t.bk % f.kg == 0) return true;
     return false;
   };
-  // The first tile that fits the device and gives enough work groups (264, 66 tiles: two, a
-  // half per SM of an H100), else the last that fits.
+  constexpr uint64_t kGroups = 120;
   const Tile* pick = nullptr;
-  const uint64_t enough[] = {264, 66, 0};
-  for (size_t i = 0; i < tiles.size(); ++i) {
-    if (!fits(tiles[i])) continue;
-    pick = &tiles[i];
-    if ((uint64_t)cdiv(m.M, tiles[i].bm) * cdiv(m.N, tiles[i].bn) >= enough[std::min<size_t>(i, 2)]) break;
+  const Tile* mid = nullptr;  // the 128x128 tile, for split-K
+  for (const auto& t : tiles) {
+    if (!fits(t)) continue;
+    if (!mid && t.bm == 128 && t.bn == 128) mid = &t;
+    if ((uint64_t)cdiv(m.M, t.bm) * cdiv(m.N, t.bn) >= kGroups) {
+      pick = &t;
+      break;
+    }
   }
+  if (!pick && m.M > 64) pick = mid;
+  if (!pick)  // few rows: the smallest tile that fits
+    for (auto it = tiles.rbegin(); it != tiles.rend(); ++it)
+      if (!pick && fits(*it)) pick = &*it;
   if (!pick) return false;
   const Tile t = *pick;
   uint64_t gx = cdiv(m.N, t.bn), gy = cdiv(m.M, t.bm);
   if (gx > c.max_groups[0] || gy > c.max_groups[1]) return false;
   // chunks at multiples of 256 keep the split parts on the shader's aligned path
-  const uint32_t kchunk = split_for(gx * gy, m.K, std::max<uint32_t>(256, t.bk)), nsplit = cdiv(m.K, kchunk);
+  uint64_t want = 1;
+  while (gx * gy * want < kGroups && (uint64_t)m.K / (2 * want) >= 1024) want *= 2;
+  if (const char* e = std::getenv("RLX_VK_SPLITK"); e && *e) want = std::max(1, std::atoi(e));
+  const uint32_t align = std::max<uint32_t>(256, t.bk);
+  const uint32_t kchunk = cdiv(cdiv(m.K, want), align) * align, nsplit = cdiv(m.K, kchunk);
   if (nsplit > c.max_groups[2]) return false;
   const bool split = nsplit > 1;
   const uint32_t biask = m.bias ? storage_kind(c, m.bias->dtype) : 0u, yk = storage_kind(c, m.y.dtype);
