@@ -15,6 +15,9 @@
 # "clocks": profiles with the SM clock beside them; "cm2sweep": cm2 tiles, unrolling, split-K
 # on 4096^3 and the decoder's linears (DCFG="TILE:SPLITK ...");
 # "nbits": issue 19's byte storage checked on the GPU and the 4-bit gemv 14336x4096 beside PyTorch)
+# From a helper's worktree (the device tool sends the session's own checkout, not the worktree):
+# copy .device-pack, .device-vk and this script (as DIR/scripts/device_run.sh) into a folder of
+# that checkout which .git/info/exclude ignores, carry DIR, and run `bash DIR/scripts/device_run.sh`.
 # Results go to $OUT (or /tmp/rlx-device). RLX_VK_MATMUL / RLX_VK_SPLITK override the matmul
 # tiles and split-K for tuning (lib/backends/vulkan/kernels.cpp says how).
 set -uo pipefail
