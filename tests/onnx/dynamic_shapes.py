@@ -12,6 +12,7 @@ the size produced, checked against the same computation in NumPy, written here:
   * nms_tail: NonMaxSuppression (center-point boxes, every optional input) whose selected
     indices gather the kept boxes and their scores, as a detector's last stage does.
   * empty: a mask with no element set (size 0) flowing into the rest of the graph.
+  * topk_large_k: TopK of 1000 of 2700 scores and a Gather of them (a detector's RPN).
   * detector_pieces: a ScatterElements of 200 pooled boxes into 300 rows (a host step), a Concat of
     70 inputs, a Concat of empty inputs ([0, 4]), a ConstantOfShape too large to fold.
 A torchvision.ops.roi_align export (RoiAlign: a host step of a fixed shape) against PyTorch.
@@ -215,6 +216,20 @@ def detector_pieces():
                     "none": np.zeros((0, 4), np.float32)})]
 
 
+def topk_large_k():
+    """A detector RPN's pre-NMS pick: TopK of 1000 of 2700 scores (on Vulkan one invocation per
+    element: a pick-by-pick loop of 2.7M iterations was cut short on llvmpipe), then a Gather."""
+    n, k = 2700, 1000
+    nodes = [helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1),
+             helper.make_node("Reshape", ["x", "flat"], ["xf"]),
+             helper.make_node("Gather", ["xf", "i"], ["g"], axis=0)]
+    m = model(nodes, [vi("x", [1, n])], [vi("v", None), vi("i", None, I64), vi("g", None)],
+              [init("k", np.array([k], np.int64)), init("flat", np.array([n], np.int64))])
+    x = np.random.default_rng(11).standard_normal((1, n)).astype(np.float32)
+    idx = np.argsort(-x[0], kind="stable")[:k]
+    return m, [({"x": x}, {"v": x[:, idx], "i": idx[None].astype(np.int64), "g": x[0][idx][None]})]
+
+
 def torch_detector(out):
     """A detector head: PyTorch export; the reference is PyTorch's own forward pass."""
     import torch
@@ -300,7 +315,7 @@ def main():
     fails, runs = [], 0
     all_cases = []
     for name, fn in [("topk_runtime_k", topk_runtime_k), ("nonzero_gather", nonzero_gather), ("nms_tail", nms_tail), ("empty", empty),
-                     ("detector_pieces", detector_pieces)]:
+                     ("detector_pieces", detector_pieces), ("topk_large_k", topk_large_k)]:
         m, cases = fn()
         path = os.path.join(a.out, name + ".onnx")
         open(path, "wb").write(m.SerializeToString())
