@@ -106,6 +106,12 @@ if(TARGET rlx_vulkan)
            --out ${CMAKE_BINARY_DIR}/onnx-signal-ops --backend vulkan)
   set_tests_properties(onnx_signal_ops_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_signal_ops)
 endif()
+# torchvision's Faster R-CNN (MobileNetV3-FPN, seeded weights) exported by torch.onnx, in every
+# mode, against ONNX Runtime on the same export (tests/onnx/detectors.py; --all adds RetinaNet
+# and SSDlite outside CI). Installs onnxruntime-node into the build directory once (npm).
+add_test(NAME onnx_detectors_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/detectors.py --rlx $<TARGET_FILE:rlx>
+         --out ${CMAKE_BINARY_DIR}/onnx-detectors --cache ${CMAKE_BINARY_DIR}/onnx-npm --backend cpu)
+set_tests_properties(onnx_detectors_cpu PROPERTIES TIMEOUT 900 RESOURCE_LOCK onnx_npm)
 # Sequences and optionals beyond the node tests (SplitToSequence, ConcatFromSequence, erase,
 # a sequence input, a loop growing a sequence) against NumPy, and bad use (exit 2).
 add_test(NAME onnx_sequences_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/sequences.py --rlx $<TARGET_FILE:rlx>
