@@ -317,6 +317,7 @@ const std::vector<OpDef>& op_table() {
     nn_ops(t);
     control_ops(t);
     sequence_ops(t);
+    text_ops(t);
     dynamic_ops(t);
     training_ops(t);
     quant_ops(t);

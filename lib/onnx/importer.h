@@ -424,6 +424,7 @@ void control_ops(std::vector<OpDef>& t);
 void dynamic_ops(std::vector<OpDef>& t);
 void training_ops(std::vector<OpDef>& t);
 void sequence_ops(std::vector<OpDef>& t);
+void text_ops(std::vector<OpDef>& t);
 // TopK whose k is known only at run time (dynamic.cpp): a host step of a data-dependent size.
 void map_topk_dynamic(Importer& b);
 // ScatterElements as a host step (dynamic.cpp), where the match table of index.cpp's mapping would be too large.
