@@ -220,10 +220,12 @@ OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const Opt
   auto fusable = [&](int v) {
     const Node& n = w.nodes[v];
     auto cat = ir::op_info(n.op).category;
-    // Fused programs compute in f32: integer values (exact in their own arithmetic) stay unfused.
-    if (is_integer(w.dtypes[v])) return false;
+    // Fused programs compute in f32: integer values (exact in their own arithmetic) and f64
+    // values (computed in double) stay unfused.
+    auto unfused = [](DType t) { return is_integer(t) || t == DType::f64; };
+    if (unfused(w.dtypes[v])) return false;
     for (int u : n.inputs)
-      if (is_integer(w.dtypes[u])) return false;
+      if (unfused(w.dtypes[u])) return false;
     return (cat == Category::Unary && n.op != Op::Cast) || cat == Category::Binary || n.op == Op::BroadcastTo;
   };
   std::vector<int> group(w.nodes.size(), -1);

@@ -119,18 +119,33 @@ def prepare_case(case_dir):
 
 
 def run_case(rlx, case_dir, runs, mode, backend):
-    """pass | fail | refused | crash, with the first message."""
+    """pass | fail | refused | crash, with the first message. Besides the values (--expect), each
+    output's element type must be the expected one: it is written with --output and its .npy
+    dtype compared (rlx writes bf16 as <f4, the one dtype .npy lacks)."""
+    import tempfile
     for args, ds in runs:
         cmd = [rlx, "run", os.path.join(case_dir, "model.onnx"), "-m", mode, "-b", backend,
                "--atol", str(ATOL), "--rtol", str(RTOL)] + args
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        except subprocess.TimeoutExpired:
-            return "crash", f"{ds}: timed out"
-        msg = (r.stderr.strip().splitlines() or [""])
-        err = next((l for l in msg if "error" in l or "mismatch" in l or "differ" in l), msg[-1])
-        if r.returncode == 0:
-            continue
+        with tempfile.TemporaryDirectory(prefix="rlx-node-") as tmp:
+            outs = []
+            for j in range(0, len(args), 2):
+                if args[j] == "--expect":
+                    name, npy = args[j + 1].split("=@", 1)
+                    got = os.path.join(tmp, f"out{len(outs)}.npy")
+                    outs.append((name, npy, got))
+                    cmd += ["--output", f"{name}={got}"]
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            except subprocess.TimeoutExpired:
+                return "crash", f"{ds}: timed out"
+            msg = (r.stderr.strip().splitlines() or [""])
+            err = next((l for l in msg if "error" in l or "mismatch" in l or "differ" in l), msg[-1])
+            if r.returncode == 0:
+                for name, npy, got in outs:
+                    want, have = np.load(npy, mmap_mode="r").dtype, np.load(got, mmap_mode="r").dtype
+                    if want != have:
+                        return "fail", f"{ds}: output '{name}' has element type {have}, expected {want}"
+                continue
         if r.returncode == 2:
             return "refused", err
         if r.returncode in (1, 3):
