@@ -417,7 +417,7 @@ void elementwise_ops(std::vector<OpDef>& t) {
       {"Xor", "", 1, map<&F::map_binary>, nullptr, "logical_xor", "logical_xor", ""},
       {"Mod", "", 1, map<&F::map_Mod>, fold<&F::fold_Mod>, "mod", "mod", ""},
       {"BitShift", "", 11, map<&F::map_BitShift>, nullptr, "bit_shift", "bit_shift", "unsigned integers (uint8 to uint64)"},
-      {"Cast", "", 1, map<&F::map_Cast>, fold<&F::fold_Cast>, "cast", "cast", "to float, float16, bfloat16, int32, int64 or bool"},
+      {"Cast", "", 1, map<&F::map_Cast>, fold<&F::fold_Cast>, "cast", "cast", "to float, double, float16, bfloat16, int8..int64, uint8..uint64 or bool"},
       {"CastLike", "", 1, map<&F::map_Cast>, fold<&F::fold_Cast>, "cast", "cast", ""},
   });
 }
