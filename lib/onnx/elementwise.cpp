@@ -202,6 +202,18 @@ struct Elementwise : Importer {
       for (double v : h.f) h.i.push_back(sat_i64(v));
       h.f.clear();
       h.is_float = false;
+    } else if (float_et(to)) {  // the values the cast gives: rounded once to the target float type
+      const DType dt = to_dtype(to, where() + ": attribute 'to'");
+      if (!h.is_float) {
+        h.f.assign(h.i.begin(), h.i.end());
+        h.i.clear();
+        h.is_float = true;
+      }
+      std::vector<uint8_t> tmp(dtype_size(dt));
+      for (double& v : h.f) {
+        convert_elements(&v, DType::f64, tmp.data(), dt, 1);
+        convert_elements(tmp.data(), dt, &v, DType::f64, 1);
+      }
     }
     set_host(0, x.shape, to, h);
     return true;

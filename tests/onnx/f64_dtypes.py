@@ -96,6 +96,15 @@ def f64_cases():
                                  [init("st", np.array([1], np.int64)), init("en", np.array([6], np.int64)),
                                   init("idx", np.array([2, 0], np.int64))]),
               {"x": x}, {"g": np.concatenate([x.T, x.T])[1:6][:, [2, 0]]}, 0.0))
+    # BatchNormalization with constant statistics folds into a per-channel scale and shift: in
+    # f64 for a double X (an f32 scale would be off by ~1e-8)
+    xb = (1.0 + EPS * rs.randint(1, 1000, (2, 3, 2))).astype(np.float64)
+    sc, bb, mu, var = [(v + EPS * rs.randint(1, 1000, 3)).astype(np.float64) for v in (1.3, 0.1, 0.9, 2.0)]
+    eps = float(np.float32(1e-5))  # ONNX float attributes are float32
+    want = (xb - mu[:, None]) / np.sqrt(var[:, None] + eps) * sc[:, None] + bb[:, None]
+    c.append(("batchnorm", model([node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], epsilon=1e-5)], [vi("x", [2, 3, 2], D)],
+                                 [vi("y", None, D)], [init("s", sc), init("b", bb), init("m", mu), init("v", var)]),
+              {"x": xb}, {"y": want}, 1e-14))
     # 1 + 2^-11 is halfway between two f16 values: 2^-40 above it must round up (an f32 step first
     # would round it to the tie, then to even: 1.0)
     hv = np.array([1.0 + 2.0 ** -11 + EPS, 1.0 + 2.0 ** -11, -(1.0 + 3 * 2.0 ** -11) - EPS, 70000.0], np.float64)
