@@ -845,6 +845,7 @@ void run_f32_adapted(const Kernel& k) {
 bool is_half_product(const Kernel& k) {
   if (k.fused || (k.node->op != Op::Linear && k.node->op != Op::Matmul)) return false;
   if (!is_half(k.inputs[1].dtype) || !is_float(k.inputs[0].dtype) || !is_float(k.output.dtype)) return false;
+  if (k.output.dtype == DType::f64 || k.inputs[0].dtype == DType::f64) return false;  // f64 products: dgemm (ops_f64.h)
   if (k.node->op == Op::Matmul && k.node->attrs.b("transpose_a")) return false;  // the adapter's f32 path
   return k.inputs.size() < 3 || is_float(k.inputs[2].dtype);
 }
