@@ -96,6 +96,12 @@ def f64_cases():
                                  [init("st", np.array([1], np.int64)), init("en", np.array([6], np.int64)),
                                   init("idx", np.array([2, 0], np.int64))]),
               {"x": x}, {"g": np.concatenate([x.T, x.T])[1:6][:, [2, 0]]}, 0.0))
+    # a scalar constant that f32 would read as the unit 1 (compiled mode's x * 1 -> x must not fire)
+    xs = np.array([1.0, 2.0, 3.0], np.float64)
+    from onnx import numpy_helper
+    c.append(("mul_near_one", model([node("Constant", [], ["c"], value=numpy_helper.from_array(np.float64(1.0 + EPS))),
+                                     node("Mul", ["x", "c"], ["y"])], [vi("x", [3], D)], [vi("y", None, D)]),
+              {"x": xs}, {"y": xs * (1.0 + EPS)}, 0.0))
     # BatchNormalization with constant statistics folds into a per-channel scale and shift: in
     # f64 for a double X (an f32 scale would be off by ~1e-8)
     xb = (1.0 + EPS * rs.randint(1, 1000, (2, 3, 2))).astype(np.float64)
