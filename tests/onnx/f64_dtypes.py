@@ -228,6 +228,15 @@ def main():
     xv = 1.0000000000009095
     check("inline-f64-value", rc == 0 and np.array_equal(np.load(os.path.join(a.out, "inline.npy")), np.full((3, 4), (xv + 2) * xv - 2 / xv)),
           f"exit {rc}: {err}")
+    # --json prints f64 and u64 values exactly
+    rc, out, err = run("run", os.path.join(a.out, "mul_near_one.onnx"), "-i", f"x=@{os.path.join(a.out, 'mul_near_one.in.x.npy')}", "--json")
+    got = json.loads(out)["outputs"][0]["values"] if rc == 0 else None
+    check("json-f64-values-exact", got == (np.array([1.0, 2.0, 3.0]) * (1.0 + EPS)).tolist(), f"exit {rc}: {got} {err[-300:]}")
+    rc, out, err = run("run", os.path.join(a.out, "u64_max_min_mod.onnx"), "-i", f"u=@{os.path.join(a.out, 'u64_max_min_mod.in.u.npy')}",
+                       "-i", f"v=@{os.path.join(a.out, 'u64_max_min_mod.in.v.npy')}", "--json")
+    got = json.loads(out)["outputs"][0]["values"] if rc == 0 else None
+    want = np.maximum(np.load(os.path.join(a.out, "u64_max_min_mod.in.u.npy")), np.load(os.path.join(a.out, "u64_max_min_mod.in.v.npy")))
+    check("json-u64-values-exact", got == [int(v) for v in want], f"exit {rc}: {got} {err[-300:]}")
     # Vulkan: refused when planned, never computed in f32
     rc, devs, _ = run("devices")
     if "vulkan device 0" in devs:
