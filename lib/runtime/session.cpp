@@ -121,12 +121,13 @@ void upload_tensor(Executor& ex, DeviceBuffer& buf, size_t offset, const Tensor&
 
 void check_finite(Executor& ex, const TensorRef& t, const ir::Graph& g, const ir::Node& n, const ir::TypedShapes& ts) {
   if (!is_float(t.dtype)) return;  // integers and bool are always finite
-  std::vector<float> v = download_tensor(ex, t).to_vector();
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (std::isfinite(v[i])) continue;
+  const Tensor h = download_tensor(ex, t);
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    const double x = h.at(i);  // in double: an f64 value beyond f32's range is finite
+    if (std::isfinite(x)) continue;
     std::string shapes;
     for (int in : n.inputs) shapes += (shapes.empty() ? "" : ", ") + shape_str(ts.shapes[in]);
-    throw RuntimeError(ir::node_ref(g, n) + ": --check-numerics: produced " + (std::isnan(v[i]) ? "NaN" : "Inf") +
+    throw RuntimeError(ir::node_ref(g, n) + ": --check-numerics: produced " + (std::isnan(x) ? "NaN" : "Inf") +
                        " at element " + std::to_string(i) + " of its output " + shape_str(t.shape) +
                        " (input shapes: " + (shapes.empty() ? "none" : shapes) + ")");
   }

@@ -237,6 +237,11 @@ def main():
     got = json.loads(out)["outputs"][0]["values"] if rc == 0 else None
     want = np.maximum(np.load(os.path.join(a.out, "u64_max_min_mod.in.u.npy")), np.load(os.path.join(a.out, "u64_max_min_mod.in.v.npy")))
     check("json-u64-values-exact", got == [int(v) for v in want], f"exit {rc}: {got} {err[-300:]}")
+    # --check-numerics looks at f64 values in double: 1e300 is finite (as f32 it would be inf)
+    rc, _, err = run("run", os.path.join(a.out, "mul_near_one.onnx"), "-i", "x=3xf64=1e300,2,3", "--check-numerics")
+    check("check-numerics-f64-finite", rc == 0, f"exit {rc}: {err[-300:]}")
+    rc, _, err = run("run", os.path.join(a.out, "mul_near_one.onnx"), "-i", "x=3xf64=1.7976931348623157e308,2,3", "--check-numerics")
+    check("check-numerics-f64-overflow", rc == 3 and "produced Inf at element 0" in err, f"exit {rc}: {err[-300:]}")
     # Vulkan: refused when planned, never computed in f32
     rc, devs, _ = run("devices")
     if "vulkan device 0" in devs:
