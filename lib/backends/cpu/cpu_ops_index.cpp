@@ -511,6 +511,9 @@ void run_int_compare(const Kernel& k) {
   else run_int_compare_t<int32_t, int32_t>(k);
 }
 
+// The integer dtypes the compare kernel reads (i32, i64).
+bool wide_int(DType t) { return t == DType::i32 || t == DType::i64; }
+
 bool numeric_dtype(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::i32 || t == DType::i64; }
 
 }  // namespace
@@ -525,7 +528,7 @@ bool index_op_native(const Kernel& k) {
     case Op::Where: return k.inputs[1].dtype == out && k.inputs[2].dtype == out;
     case Op::Gather: case Op::GatherElements: case Op::Slice: case Op::Pad: case Op::Trilu: return in == out;
     case Op::Equal: case Op::Less: case Op::LessEqual: case Op::Greater: case Op::GreaterEqual:
-      return out == DType::boolean && is_integer(k.inputs[0].dtype) && is_integer(k.inputs[1].dtype);
+      return out == DType::boolean && wide_int(k.inputs[0].dtype) && wide_int(k.inputs[1].dtype);
     default: return false;
   }
 }
@@ -553,7 +556,7 @@ bool run_index_op(const Kernel& k) {
     case Op::Trilu: run_trilu(k); return true;
     default:
       // Compares of integer tensors that are stored as integers; the rest is elementwise.
-      if (int_compare(k.node->op) && is_integer(stored(k.inputs[0])) && is_integer(stored(k.inputs[1]))) {
+      if (int_compare(k.node->op) && wide_int(stored(k.inputs[0])) && wide_int(stored(k.inputs[1]))) {
         run_int_compare(k);
         return true;
       }
