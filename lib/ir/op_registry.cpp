@@ -449,7 +449,10 @@ DType elementwise_dtype(const Graph& g, const Node& n, const TypedShapes& ts) {
     for (int i : n.inputs)
       if (dtype_traits(ts.dtypes[i]).cls != DClass::Unsigned)
         fail(g, n, std::string("bit_shift takes unsigned integers (u8, u16, u32, u64), got ") + dtype_name(ts.dtypes[i]));
-  if (all_int && (is_elementwise_int_closed(n.op) || is_shift(n.op))) {
+  // div of integers other than i32/i64 alone (i8, u8, i16, u16, u32, u64: ONNX's integer Div)
+  // divides exactly in their own type, truncating toward zero; i32/i64 div keeps the graph
+  // format's rule (an f32 result)
+  if (all_int && (is_elementwise_int_closed(n.op) || is_shift(n.op) || (n.op == Op::Div && !wide_only))) {
     if (same) return ts.dtypes[n.inputs[0]];  // every integer dtype computes in its own arithmetic
     if (wide_only) return any64 ? DType::i64 : DType::i32;
     fail(g, n, std::string("integer inputs of different dtypes (") + dtype_name(ts.dtypes[n.inputs[0]]) + " and " +
@@ -604,7 +607,7 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
       default:
         // integer-closed elementwise ops and bit_shift on integers alone compute in the
         // integer's own arithmetic (8-bit wrap), never through a float
-        if (is_elementwise_int_closed(n.op) || is_shift(n.op)) {
+        if (is_elementwise_int_closed(n.op) || is_shift(n.op) || n.op == Op::Div) {
           for (int i : n.inputs)
             if (!is_integer(ts.dtypes[i])) return false;
           return true;

@@ -133,6 +133,16 @@ def int_cases():
     c.append(("u64_max_min_mod", model([node("Max", ["u", "v"], ["mx"]), node("Min", ["u", "v"], ["mn"]), node("Mod", ["u", "v"], ["md"])],
                                        [vi("u", [4], U64), vi("v", [4], U64)], [vi("mx", None, U64), vi("mn", None, U64), vi("md", None, U64)]),
               {"u": u, "v": v}, {"mx": np.maximum(u, v), "mn": np.minimum(u, v), "md": np.mod(u, v)}, 0.0))
+    # Div of these widths divides exactly in the type, truncating toward zero (f32 would round
+    # 2^32 - 1 and 2^64 - 1); NumPy's floor division agrees for these non-negative values and is
+    # adjusted for the signed ones
+    for et, dt, a_, b_ in ((U32, np.uint32, [2 ** 32 - 1, 16777217, 7, 0], [3, 2, 7, 5]),
+                           (U64, np.uint64, [2 ** 64 - 1, 2 ** 53 + 1, 9, 1], [7, 1, 2, 3]),
+                           (I8, np.int8, [-7, 7, -128, 127], [2, -2, 3, -1]), (I16, np.int16, [-32768, 32767, -5, 9], [7, -7, 5, 4])):
+        av, bv = np.array(a_, dt), np.array(b_, dt)
+        q = np.array([int(abs(int(x)) // abs(int(y))) * (1 if (int(x) < 0) == (int(y) < 0) else -1) for x, y in zip(a_, b_)]).astype(dt)
+        c.append((f"div_{np.dtype(dt).name}", model([node("Div", ["a", "b"], ["q"])], [vi("a", [4], et), vi("b", [4], et)], [vi("q", None, et)]),
+                  {"a": av, "b": bv}, {"q": q}, 0.0))
     for et, dt, bits in ((U8, np.uint8, 8), (U16, np.uint16, 16), (U32, np.uint32, 32), (U64, np.uint64, 64)):
         xs = [1, 3, (1 << bits) - 1, 5, 1 << (bits - 1)]
         ss = [bits - 1, 2, 1, bits, 1]  # a shift by the width gives 0
