@@ -21,6 +21,7 @@ Every value case runs in eager, lazy and compiled mode on the CPU.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -238,6 +239,18 @@ def main():
     xv = 1.0000000000009095
     check("inline-f64-value", rc == 0 and np.array_equal(np.load(os.path.join(a.out, "inline.npy")), np.full((3, 4), (xv + 2) * xv - 2 / xv)),
           f"exit {rc}: {err}")
+    # a compiled plan of f64 (and u64) tensors is stored in the compile cache and read back (its
+    # dtype byte was refused as a bad entry beyond bool)
+    shutil.rmtree(os.path.join(a.out, "cache"), ignore_errors=True)
+    env = dict(os.environ, RLX_CACHE_DIR=os.path.join(a.out, "cache"))
+    for name, ins in (("arith", ["x", "y"]), ("u64_max_min_mod", ["u", "v"])):
+        args = [x for k in ins for x in ("-i", f"{k}=@{os.path.join(a.out, f'{name}.in.{k}.npy')}")]
+        for attempt in ("store", "hit"):
+            r = subprocess.run([a.rlx, "run", os.path.join(a.out, name + ".onnx"), "-m", "compiled", "--verbose"] + args,
+                               capture_output=True, text=True, timeout=120, env=env)
+            want = "compile cache: miss" if attempt == "store" else "compile cache: hit: plan"
+            check(f"cache/{name}/{attempt}", r.returncode == 0 and want in r.stderr and "bad entry" not in r.stderr,
+                  f"exit {r.returncode}: {r.stderr[-400:]}")
     # --json prints f64 and u64 values exactly
     rc, out, err = run("run", os.path.join(a.out, "mul_near_one.onnx"), "-i", f"x=@{os.path.join(a.out, 'mul_near_one.in.x.npy')}", "--json")
     got = json.loads(out)["outputs"][0]["values"] if rc == 0 else None
