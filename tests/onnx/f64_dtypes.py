@@ -9,7 +9,11 @@
     where the op says so) holding NumPy's values (exact, or within 1e-15 relative where libm
     rounds);
   * u64 beyond 2^63, u32, u16, i16 and i8 arithmetic in their own width (wrap-around as NumPy),
-    BitShift (uint8 to uint64, a shift by the width giving 0), each output's dtype checked;
+    Div exact in the type (truncating toward zero), BitShift (uint8 to uint64, a shift by the
+    width giving 0), each output's dtype checked;
+  * around the run: an f64 constant 1 + 2^-40 is not simplified away as a unit in compiled
+    mode, `--json` prints f64 and u64 values exactly, `--check-numerics` judges f64 values in
+    double, compiled plans of f64/u64 graphs are stored in the compile cache and read back;
   * refusals: an op without an f64 kernel (Softmax) is refused before running (exit 2, naming the
     node); a JSON graph naming f64 is refused (exit 2: the graph format has no f64); `rlx convert`
     of an f64 model to JSON is refused (exit 2); on Vulkan (where a device is present) an f64
