@@ -598,7 +598,7 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
     switch (n.op) {
       case Op::Reshape: case Op::Transpose: case Op::BroadcastTo: case Op::Narrow: case Op::Concat: case Op::Cast:
       case Op::Slice: case Op::Pad: case Op::Gather: case Op::GatherElements: case Op::Where:
-      case Op::Dequantize: case Op::MatmulInteger:
+      case Op::Dequantize: case Op::MatmulInteger: case Op::MaxPool2d:
         return true;
       case Op::MatmulIntegerScaled: case Op::Conv2dIntegerScaled: return k < 4;
       case Op::MatmulNbits: return k == 1 || k == 3;
@@ -1104,12 +1104,15 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
     }
     case Category::Spatial: {
       std::vector<Shape> ins;
+      // max_pool2d also selects among i8/u8 values (ONNX MaxPool on int8/uint8): exact, kept in their dtype
+      const bool byte_pool = n.op == Op::MaxPool2d && is_quant_storage(in_dt(0));
       for (size_t k = 0; k < n.inputs.size(); ++k) {
-        if (!is_float(in_dt((int)k)))
+        if (!is_float(in_dt((int)k)) && !byte_pool)
           fail(g, n, "input " + std::to_string(k) + " must be a float tensor, got " + dtype_name(in_dt((int)k)));
         ins.push_back(in((int)k));
       }
       out = infer_spatial(n, ins, node_ref(g, n));
+      if (byte_pool) dt = in_dt(0);
       break;
     }
   }
