@@ -87,6 +87,13 @@ def to_npy(pb, npy, declared=0):
     return True
 
 
+def npy_name(pb, declared):
+    """Where to_npy caches `pb`: bfloat16 values (saved as their f32 numbers) get a name of their
+    own, so a cache written by an older runner (their uint16 bits) is never read for them."""
+    import onnx
+    return pb[:-3] + (".bf16-as-f32.npy" if declared == onnx.TensorProto.BFLOAT16 else ".npy")
+
+
 def prepare_case(case_dir):
     """Returns (op_types, [(args, data_set_name)]) or a reason string when it cannot run."""
     import onnx
@@ -116,14 +123,16 @@ def prepare_case(case_dir):
                 continue
             if name in inits:
                 continue
-            if not to_npy(pb, pb[:-3] + ".npy", et.get(name, 0)):
+            npy = npy_name(pb, et.get(name, 0))
+            if not to_npy(pb, npy, et.get(name, 0)):
                 return ops, "an input of an element type NumPy/.npy cannot carry"
-            args += ["--input", f"{name}=@{pb[:-3]}.npy"]
+            args += ["--input", f"{name}=@{npy}"]
         for j, name in enumerate(outs):
             pb = os.path.join(p, f"output_{j}.pb")
-            if not to_npy(pb, pb[:-3] + ".npy", et.get(name, 0)):
+            npy = npy_name(pb, et.get(name, 0))
+            if not to_npy(pb, npy, et.get(name, 0)):
                 return ops, "an output of an element type NumPy/.npy cannot carry"
-            args += ["--expect", f"{name}=@{pb[:-3]}.npy"]
+            args += ["--expect", f"{name}=@{npy}"]
         runs.append((args, ds))
     return ops, runs
 
