@@ -31,6 +31,13 @@ if(TARGET rlx_vulkan)
     set_tests_properties(onnx_node_tests_vulkan_quant_${mode} PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_node_data)
   endforeach()
 endif()
+# float64 (values only double holds: 1 + k 2^-40) and the other integer widths (u64 beyond 2^63,
+# u32, u16, i16, i8 wrap-around, BitShift) against NumPy in every mode on the CPU, each output's
+# .npy dtype checked; the refusals (an op without an f64 kernel, f64 in a JSON graph, convert to
+# JSON, and Vulkan's plan-time refusal where a device is present).
+add_test(NAME onnx_f64_dtypes COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/f64_dtypes.py --rlx $<TARGET_FILE:rlx>
+         --out ${CMAKE_BINARY_DIR}/onnx-f64-dtypes)
+set_tests_properties(onnx_f64_dtypes PROPERTIES TIMEOUT 300)
 # Names, symbolic dims, defaults, convert, external data and hostile files (exit codes + messages).
 add_test(NAME onnx_cli COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/cli_tests.py --rlx $<TARGET_FILE:rlx>)
 set_tests_properties(onnx_cli PROPERTIES TIMEOUT 300)

@@ -124,6 +124,8 @@ struct Dynamic : Importer {
     const Shape xs = shp(x), rs = shp(rois);
     if (xs.size() != 4) fail("X must be [N, C, H, W], got " + shape_str(xs));
     if (rs.size() != 2 || rs[1] != 4) fail("rois must be [num_rois, 4], got " + shape_str(rs));
+    if (in(0).et == kDouble)  // the host step samples in f32: never a silent narrowing
+      unsupported("RoiAlign on double X (its sampling runs in f32); cast X to float first");
     if (shp(bidx) != Shape{rs[0]}) fail("batch_indices must be [" + std::to_string(rs[0]) + "], got " + shape_str(shp(bidx)));
     const int64_t oh = ai("output_height", 1), ow = ai("output_width", 1), sr = ai("sampling_ratio", 0);
     if (oh < 1 || ow < 1) fail("output_height and output_width must be positive");

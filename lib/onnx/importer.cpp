@@ -179,13 +179,22 @@ int Importer::materialize(Val& v, const std::string& name) {
 }
 
 Tensor Importer::host_tensor(const Shape& s, const Host& h, DType dt) {
-  if (is_float(dt)) {
-    std::vector<float> fv(h.size());
-    for (size_t k = 0; k < fv.size(); ++k) fv[k] = (float)h.d(k);
-    return Tensor::from_vector(s, fv, dt);
+  if (is_float(dt)) {  // from the double values: f64 exact, the others rounded once
+    std::vector<double> fv(h.size());
+    for (size_t k = 0; k < fv.size(); ++k) fv[k] = h.d(k);
+    if ((int64_t)fv.size() != shape_numel(s)) throw InputError("internal: value count does not match shape");
+    Tensor t(s, dt);
+    convert_elements(fv.data(), DType::f64, t.mutable_raw(), dt, (int64_t)fv.size());
+    return t;
   }
   std::vector<int64_t> iv(h.size());
   for (size_t k = 0; k < iv.size(); ++k) iv[k] = h.n(k);
+  if (dt == DType::u64) {  // host integers hold u64 values as their bits
+    if ((int64_t)iv.size() != shape_numel(s)) throw InputError("internal: value count does not match shape");
+    Tensor t(s, dt);
+    convert_elements(iv.data(), DType::i64, t.mutable_raw(), dt, (int64_t)iv.size());
+    return t;
+  }
   return Tensor::from_ints(s, iv, dt);
 }
 

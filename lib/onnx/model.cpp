@@ -43,19 +43,10 @@ const char* elem_type_name(int t) {
 }
 
 DType to_dtype(int t, const std::string& where) {
-  switch (t) {
-    case kFloat: return DType::f32;
-    case kFloat16: return DType::f16;
-    case kBfloat16: return DType::bf16;
-    case kInt32: return DType::i32;
-    case kInt64: return DType::i64;
-    case kBool: return DType::boolean;
-    case kInt8: return DType::i8;
-    case kUint8: return DType::u8;
-    default:
-      throw InputError(where + ": unsupported element type " + elem_type_name(t) +
-                       " (rlx tensors are float, float16, bfloat16, int8, uint8, int32, int64 or bool)");
-  }
+  if (auto d = dtype_from_onnx(t)) return *d;  // the dtype table's ONNX column (core/dtype.h)
+  std::string names;
+  for (const auto& r : kDTypeTable) names += (names.empty() ? "" : ", ") + std::string(elem_type_name(r.onnx));
+  throw InputError(where + ": unsupported element type " + elem_type_name(t) + " (rlx tensors are " + names + ")");
 }
 
 namespace {
@@ -187,9 +178,9 @@ struct ModelParser {
         if (t.int64_data_size() != td->numel) count_mismatch(t.int64_data_size(), "int64_data");
         td->ints.assign(t.int64_data().begin(), t.int64_data().end());
         break;
-      case kUint32: case kUint64:
+      case kUint32: case kUint64:  // u64 values above 2^63 keep their bits (to_tensor stores them so)
         if (t.uint64_data_size() != td->numel) count_mismatch(t.uint64_data_size(), "uint64_data");
-        for (uint64_t v : t.uint64_data()) td->ints.push_back((int64_t)std::min<uint64_t>(v, INT64_MAX));
+        for (uint64_t v : t.uint64_data()) td->ints.push_back((int64_t)v);
         break;
       case kFloat16: case kBfloat16:
         if (t.int32_data_size() != td->numel) count_mismatch(t.int32_data_size(), "int32_data");
@@ -506,12 +497,19 @@ Tensor to_tensor(const TensorData& t, const std::string& where) {
     std::memcpy(r.mutable_raw(), t.raw, r.nbytes());
     return r;
   }
-  if (!t.floats.empty()) {
-    std::vector<float> v(t.floats.begin(), t.floats.end());
-    return Tensor::from_vector(t.shape, v, dt);
+  if (!t.floats.empty()) {  // double values (float_data's are exact in double): f64 keeps every bit
+    if ((int64_t)t.floats.size() != t.numel) throw InputError(where + ": value count does not match shape");
+    Tensor r(t.shape, dt);
+    convert_elements(t.floats.data(), DType::f64, r.mutable_raw(), dt, t.numel);
+    return r;
   }
   std::vector<int64_t> v(t.ints.begin(), t.ints.end());
   v.resize((size_t)t.numel, 0);
+  if (dt == DType::u64) {  // the bits of uint64_data (from_ints would refuse values above 2^63)
+    Tensor r(t.shape, dt);
+    std::memcpy(r.mutable_raw(), v.data(), v.size() * 8);
+    return r;
+  }
   return Tensor::from_ints(t.shape, v, dt);
 }
 

@@ -95,7 +95,7 @@ std::shared_ptr<Model> load_model(const Binding& b) {
   m->file = b.graph;
   if (!b.dtype.empty()) {
     const auto dt = parse_dtype(b.dtype);
-    if (!dt || !is_float(*dt)) throw InputError("--dtype " + b.dtype + ": expected bf16, f16 or f32");
+    if (!dt || !(is_half(*dt) || *dt == DType::f32)) throw InputError("--dtype " + b.dtype + ": expected bf16, f16 or f32");
     if (*dt != DType::f32) m->half = *dt;
   }
   m->dims = parse_dims(b.dims);

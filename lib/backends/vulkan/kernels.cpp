@@ -86,6 +86,8 @@ uint32_t round_mode(DType t) {
     case DType::boolean: return 4;
     case DType::i8: return 5;
     case DType::u8: return 6;
+    // ONNX-only dtypes: the executor refuses them when planning (VulkanExecutor::dtype_refusal)
+    case DType::f64: case DType::i16: case DType::u16: case DType::u32: case DType::u64: return 3;
   }
   return 0;
 }
@@ -740,7 +742,7 @@ bool Lowering::native16() const {
   switch (k_.node->op) {
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Pow: case Op::Maximum: case Op::Minimum:
     case Op::SiluVjp: case Op::GeluVjp: case Op::Equal: case Op::Less: case Op::LessEqual: case Op::Greater:
-    case Op::GreaterEqual: case Op::LogicalAnd: case Op::LogicalOr: case Op::LogicalXor: case Op::Mod:
+    case Op::GreaterEqual: case Op::LogicalAnd: case Op::LogicalOr: case Op::LogicalXor: case Op::Mod: case Op::BitShift:
     case Op::Neg: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Abs: case Op::Tanh:
     case Op::Sigmoid: case Op::Relu: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Square:
     case Op::Gelu: case Op::Floor: case Op::Ceil: case Op::Round: case Op::Softplus: case Op::LogicalNot:
@@ -805,7 +807,7 @@ std::vector<Dispatch> Lowering::run() {
   switch (op) {
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Pow: case Op::Maximum: case Op::Minimum:
     case Op::SiluVjp: case Op::GeluVjp: case Op::Equal: case Op::Less: case Op::LessEqual: case Op::Greater:
-    case Op::GreaterEqual: case Op::LogicalAnd: case Op::LogicalOr: case Op::LogicalXor: case Op::Mod:
+    case Op::GreaterEqual: case Op::LogicalAnd: case Op::LogicalOr: case Op::LogicalXor: case Op::Mod: case Op::BitShift:
       binary(ir::node_ew_op(*k_.node));
       break;
     case Op::Neg: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Abs: case Op::Tanh:
