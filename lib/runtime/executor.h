@@ -42,6 +42,7 @@ struct TensorRef {
 struct Kernel {
   const ir::Node* node = nullptr;       // op + attrs (null for a fused kernel)
   const FusedProgram* fused = nullptr;  // set for fused kernels
+  const ir::Graph* graph = nullptr;     // the graph `node` is in, where known (names inputs in messages)
   std::vector<TensorRef> inputs;        // node inputs in order (optional inputs omitted)
   TensorRef output;
   std::string label;  // node id, or "fused[a,b,c]" — for errors and profiles
