@@ -84,17 +84,23 @@ def cases(rng):
          "yh": x3.astype(np.float64) @ Wh.astype(np.float64).T}, 1e-3))
 
     # matmul with b [600, 200] (480 KB) by K blocks: a of 5 rows (its columns copied), a vector,
-    # a transposed a; many rows of a and y (a [2000, 40], y [2000, 30]) by row blocks.
+    # a transposed a, 100 rows (row blocks, each by K blocks), an f16 b; many rows of a and y
+    # (a [2000, 40], y [2000, 30]) by row blocks.
     a5, a1, at, B = f(5, 600), f(1, 600), f(600, 5), f(600, 200) * 0.05
     am, Wm = f(2000, 40), f(30, 40)
+    a100, Bh = f(100, 600), (f(600, 200) * 0.05).astype(np.float16)
     out.append(("matmul_k_blocks", [
-        inp("a5", a5), inp("a1", a1), inp("at", at), inp("B", B), inp("am", am), inp("Wm", Wm),
+        inp("a5", a5), inp("a1", a1), inp("at", at), inp("B", B), inp("am", am), inp("Wm", Wm), inp("a100", a100),
+        inp("Bh", Bh),
+        {"id": "y100", "op": "matmul", "inputs": ["a100", "B"], "shape": [100, 200]},
+        {"id": "yh", "op": "matmul", "inputs": ["a5", "Bh"], "shape": [5, 200]},
         {"id": "y5", "op": "matmul", "inputs": ["a5", "B"], "shape": [5, 200]},
         {"id": "yv", "op": "matmul", "inputs": ["a1", "B"], "shape": [1, 200]},
         {"id": "yt", "op": "matmul", "inputs": ["at", "B"], "attrs": {"transpose_a": True}, "shape": [5, 200]},
         {"id": "ym", "op": "linear", "inputs": ["am", "Wm"], "shape": [2000, 30]},
-    ], {"a5": a5, "a1": a1, "at": at, "B": B, "am": am, "Wm": Wm},
-        {"y5": a5.astype(np.float64) @ B, "yv": a1.astype(np.float64) @ B, "yt": at.T.astype(np.float64) @ B,
+    ], {"a5": a5, "a1": a1, "at": at, "B": B, "am": am, "Wm": Wm, "a100": a100, "Bh": Bh},
+        {"y100": a100.astype(np.float64) @ B, "yh": a5.astype(np.float64) @ Bh.astype(np.float64),
+         "y5": a5.astype(np.float64) @ B, "yv": a1.astype(np.float64) @ B, "yt": at.T.astype(np.float64) @ B,
          "ym": am.astype(np.float64) @ Wm.T.astype(np.float64)}, 1e-3))
 
     # batched products: batches of their own (a, b [4, 100, 64] and [4, 64, 100]: 100 KB each),
@@ -158,6 +164,30 @@ def cases(rng):
         {"id": "cv", "op": "conv2d", "inputs": ["xc", "wc", "bcv"], "attrs": {"pads": [1, 1, 1, 1]}, "shape": [8, 8, 32, 32]},
         {"id": "mp", "op": "max_pool2d", "inputs": ["cv"], "attrs": {"kernel": [2, 2], "strides": [2, 2]}, "shape": [8, 8, 16, 16]},
     ], {"xc": xc, "wc": wc, "bcv": bcv}, {"cv": conv, "mp": pool}, 1e-3))
+
+    # conv2d weights above the limit: [128, 16, 3, 3] in 2 groups (74 KB: by whole groups) and
+    # [40, 64, 3, 3] in one group (92 KB: by blocks of output channels), per image.
+    def conv_ref(xx, ww, bb, groups):
+        n, cin, hh, wd = xx.shape
+        m = ww.shape[0]
+        cg, mg = cin // groups, m // groups
+        xq = np.pad(xx.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+        y = np.zeros((n, m, hh, wd))
+        for gi in range(groups):
+            for i in range(3):
+                for j in range(3):
+                    y[:, gi * mg:(gi + 1) * mg] += np.einsum(
+                        "nchw,mc->nmhw", xq[:, gi * cg:(gi + 1) * cg, i:i + hh, j:j + wd],
+                        ww[gi * mg:(gi + 1) * mg, :, i, j].astype(np.float64))
+        return y + bb[None, :, None, None]
+    xg, wg, bg = f(2, 32, 6, 6), f(128, 16, 3, 3) * 0.2, f(128)
+    x1, w1, b1 = f(3, 64, 5, 7), f(40, 64, 3, 3) * 0.1, f(40)
+    out.append(("conv_big_weights", [
+        inp("xg", xg), inp("wg", wg), inp("bg", bg), inp("x1", x1), inp("w1", w1), inp("b1", b1),
+        {"id": "cg", "op": "conv2d", "inputs": ["xg", "wg", "bg"], "attrs": {"pads": [1, 1, 1, 1], "groups": 2}, "shape": [2, 128, 6, 6]},
+        {"id": "c1", "op": "conv2d", "inputs": ["x1", "w1", "b1"], "attrs": {"pads": [1, 1, 1, 1]}, "shape": [3, 40, 5, 7]},
+    ], {"xg": xg, "wg": wg, "bg": bg, "x1": x1, "w1": w1, "b1": b1},
+        {"cg": conv_ref(xg, wg, bg, 2), "c1": conv_ref(x1, w1, b1, 1)}, 1e-3))
     return out
 
 

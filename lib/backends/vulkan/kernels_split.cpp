@@ -24,6 +24,7 @@
 #include "backends/vulkan/kernels.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
+#include "ir/spatial.h"
 
 namespace rlx::vk {
 
@@ -153,6 +154,7 @@ class Splitter {
 
   void elementwise();
   void rows(const std::vector<size_t>& per_row, bool flatten);
+  void conv_channels();
   void matmul(bool linear);
   void product2d(const TensorRef& A, const TensorRef& B, const TensorRef* bias, const TensorRef& Y, int64_t M,
                  int64_t N, int64_t K, bool ta, bool tb, bool linear);
@@ -222,7 +224,11 @@ bool Splitter::run() {
       return true;
     case Op::Matmul: matmul(false); return true;
     case Op::Linear: matmul(true); return true;
-    case Op::Conv2d: case Op::ConvTranspose2d: case Op::MaxPool2d: case Op::AvgPool2d:
+    case Op::Conv2d:
+      if (!binds_whole(c_, in(1)) || (k_.inputs.size() >= 3 && !binds_whole(c_, in(2)))) conv_channels();
+      else rows({0}, false);
+      return true;
+    case Op::ConvTranspose2d: case Op::MaxPool2d: case Op::AvgPool2d:
       rows({0}, false);
       return true;
     case Op::LayerNorm: case Op::RmsNorm: rows({0}, true); return true;
@@ -328,6 +334,43 @@ void Splitter::rows(const std::vector<size_t>& per_row, bool flatten) {
   }
 }
 
+// A conv2d weight larger than a binding: per image, blocks of whole groups of output channels
+// (the weight's rows) with the input channels of their groups, or, where one group is too large
+// (groups 1), blocks of one group's output channels, each a convolution of groups 1 over that
+// group's input channels. y's channels of one image are contiguous.
+void Splitter::conv_channels() {
+  std::vector<Shape> shapes;
+  for (const auto& t : k_.inputs) shapes.push_back(t.shape);
+  const ir::Conv2dGeom g = ir::conv2d_geom(*k_.node, shapes, k_.label);
+  const TensorRef &x = in(0), &w = in(1);
+  const bool bias = k_.inputs.size() >= 3;
+  const int64_t wrow = w.numel() / std::max<int64_t>(1, g.M);  // weight elements per output channel
+  const uint64_t xgroup = (uint64_t)g.Cg * g.H * g.W * es(x);  // one group's inputs, one image
+  const uint64_t chan = std::max({(uint64_t)wrow * es(w), (uint64_t)g.OH * g.OW * es(out()), (uint64_t)4});
+  if (xgroup > budget_ || chan > budget_) refuse("one output channel or one group's input is larger than a binding");
+  // Output channels per part: whole groups where a group fits, else a block of one group's.
+  const uint64_t per_group = (uint64_t)g.Mg * chan;
+  const int64_t gc =
+      per_group <= budget_ ? std::min<int64_t>(g.groups, (int64_t)(budget_ / std::max(per_group, xgroup))) : 0;
+  const int64_t mc = gc ? gc * g.Mg : std::min<int64_t>(g.Mg, (int64_t)(budget_ / chan));
+  count((uint64_t)g.N * (uint64_t)((g.M + mc - 1) / mc));
+  for (int64_t m0 = 0, mn = 0; m0 < g.M; m0 += mn) {
+    // Parts never straddle a group: whole groups (gc), or blocks inside one group.
+    mn = gc ? std::min(mc, g.M - m0) : std::min(mc, g.Mg - m0 % g.Mg);
+    const int64_t g0 = m0 / g.Mg, gn = gc ? mn / g.Mg : 1;
+    nodes_.push_back(*k_.node);
+    nodes_.back().attrs.values["groups"] = gn;
+    const ir::Node* node = &nodes_.back();
+    for (int64_t n = 0; n < g.N; ++n) {
+      std::vector<TensorRef> ins = {
+          view_of(c_, x, (n * g.C + g0 * g.Cg) * g.H * g.W, {1, gn * g.Cg, g.H, g.W}),
+          view_of(c_, w, m0 * wrow, {mn, w.shape[1], w.shape[2], w.shape[3]})};
+      if (bias) ins.push_back(view_of(c_, in(2), m0, {mn}));
+      L_.lower_sub(sub(std::move(ins), view_of(c_, out(), (n * g.M + m0) * g.OH * g.OW, {1, mn, g.OH, g.OW}), node));
+    }
+  }
+}
+
 void Splitter::matmul(bool linear) {
   const TensorRef &A = in(0), &B = in(1);
   const TensorRef* bias = linear && k_.inputs.size() >= 3 ? &in(2) : nullptr;
@@ -384,17 +427,24 @@ void Splitter::product2d(const TensorRef& A, const TensorRef& B, const TensorRef
   };
   const uint64_t esa = es(A), esb = es(B), esy = std::max<uint64_t>(es(Y), 4);
   const bool b_fits = (uint64_t)N * K * esb <= budget_;
-  // A [K, M] (transposed) wider than a binding would need a strided copy of its columns.
-  if (ta && (uint64_t)M * K * esa > budget_ && b_fits) refuse("a transposed a larger than a binding");
-  // K blocks of a [K, N] weight: kc rows of B per part, partial products in f32.
-  const int64_t kc = tb || b_fits ? K : std::max<int64_t>(1, (int64_t)(budget_ / ((uint64_t)N * esb)));
+  // K blocks of a [K, N] weight: kc rows of B per part (and kc rows of a transposed a).
+  int64_t kc = K;
+  if (!tb && !b_fits) {
+    kc = (int64_t)(budget_ / ((uint64_t)N * esb));
+    if (ta) kc = std::min<int64_t>(kc, (int64_t)(budget_ / ((uint64_t)M * esa)));
+    if (kc < 1) refuse("one row of b is larger than a binding");
+  }
   const int64_t nsplit = (K + kc - 1) / kc;
-  // Rows of a and y per part: a's rows, y's rows (in f32 when they go through scratch) and the
-  // nsplit partial products must each fit.
-  uint64_t row = std::max<uint64_t>({ta ? 0 : (uint64_t)K * esa, (uint64_t)N * esy * (uint64_t)nsplit});
-  if (tb && !b_fits) row = std::max(row, (uint64_t)K * esa);
+  // Bytes per row of a and y that a part must hold: y's row (in f32 where it goes through
+  // scratch) for each of the nsplit partial products, a's row, and the block of a's columns
+  // copied for a K block.
+  uint64_t row = (uint64_t)N * esy * (uint64_t)nsplit;
+  if (!ta) row = std::max(row, (uint64_t)K * esa);
+  if (!ta && !tb && !b_fits) row = std::max(row, (uint64_t)kc * 4);
   if (row > budget_) refuse("one row of the product is larger than a binding");
-  const int64_t mc = ta ? M : std::min<int64_t>(M, (int64_t)(budget_ / std::max<uint64_t>(1, row)));
+  if (ta && ((uint64_t)M * row > budget_ || ((tb || b_fits) && (uint64_t)M * K * esa > budget_)))
+    refuse("a transposed a: its rows are not cut");
+  const int64_t mc = ta ? M : std::min<int64_t>(M, (int64_t)(budget_ / row));
   if (mc < M) {
     count((uint64_t)((M + mc - 1) / mc));
     for (int64_t m0 = 0; m0 < M; m0 += mc) {
