@@ -3,7 +3,8 @@
 RLX_VK_MAX_BINDING_BYTES=65536 lowers the device's binding limit, and every graph here has
 tensors of 100 KB to 1 MB, so the Vulkan executor must cut its kernels into parts that fit
 (matmul/linear by rows, weight rows and K blocks, batched products by batches, elementwise and
-fused kernels by slabs, copies by boxes, convolutions, pools, norms and softmax by rows). Every
+fused kernels by slabs, copies by boxes, convolutions by images and output channels, pools,
+norms and softmax by rows, embedding tables by rows). Every
 expected value is computed here with NumPy; eager, lazy and compiled mode; the CPU runs the same
 graphs (it has no such limit), Vulkan where `rlx devices` lists a device. An op that cannot be
 split must be refused with exit 3 and a message naming the tensor, its bytes and the limit.
@@ -59,7 +60,7 @@ def run(rlx, graph, inputs, outputs, backend, mode, d, env):
 
 
 def inp(name, a):
-    dt = {np.float32: "f32", np.float16: "f16"}[a.dtype.type]
+    dt = {np.float32: "f32", np.float16: "f16", np.int32: "i32"}[a.dtype.type]
     return {"id": name, "op": "input", "shape": list(a.shape), "dtype": dt}
 
 
@@ -188,6 +189,20 @@ def cases(rng):
         {"id": "c1", "op": "conv2d", "inputs": ["x1", "w1", "b1"], "attrs": {"pads": [1, 1, 1, 1]}, "shape": [3, 40, 5, 7]},
     ], {"xg": xg, "wg": wg, "bg": bg, "x1": x1, "w1": w1, "b1": b1},
         {"cg": conv_ref(xg, wg, bg, 2), "c1": conv_ref(x1, w1, b1, 1)}, 1e-3))
+
+    # embedding: a [600, 40] table (96 KB) and a [300, 64] f16 table with an f16 output, by
+    # blocks of the table's rows and of the output's rows.
+    tab, tabh = f(600, 40), f(300, 64).astype(np.float16)
+    ids = rng.integers(0, 600, (5, 90)).astype(np.int32)
+    idh = rng.integers(0, 300, (700,)).astype(np.int32)
+    out.append(("embedding", [
+        inp("tab", tab), inp("tabh", tabh), {"id": "ids", "op": "input", "shape": [5, 90], "dtype": "i32"},
+        {"id": "idh", "op": "input", "shape": [700], "dtype": "i32"},
+        {"id": "em", "op": "embedding", "inputs": ["tab", "ids"], "shape": [5, 90, 40]},
+        {"id": "eh", "op": "embedding", "inputs": ["tabh", "idh"], "shape": [700, 64], "dtype": "f16"},
+        {"id": "ehf", "op": "cast", "inputs": ["eh"], "attrs": {"dtype": "f32"}, "shape": [700, 64]},
+    ], {"tab": tab, "tabh": tabh, "ids": ids, "idh": idh},
+        {"em": tab[ids].astype(np.float64), "ehf": tabh[idh].astype(np.float64)}, 0))
     return out
 
 
@@ -227,6 +242,14 @@ def main():
             got, p = run(args.rlx, g, {"big": x}, ["s"], "vulkan", "lazy", d, {"RLX_VK_MAX_BINDING_BYTES": "64k"})
             check(got is None and p.returncode == 2 and "RLX_VK_MAX_BINDING_BYTES must be a number of bytes" in p.stderr,
                   "a bad RLX_VK_MAX_BINDING_BYTES is refused (exit 2): %s" % (p.stderr.strip() if got is None else "ran"))
+            # A bad index into a split embedding table is still reported (by the first block).
+            tab = rng.standard_normal((600, 40)).astype(np.float32)
+            ids = np.array([[3, 600, 5]], dtype=np.int32)
+            ge = write_graph(d, "bad_index", [inp("tab", tab), {"id": "ids", "op": "input", "shape": [1, 3], "dtype": "i32"},
+                                              {"id": "em", "op": "embedding", "inputs": ["tab", "ids"], "shape": [1, 3, 40]}], ["em"])
+            got, p = run(args.rlx, ge, {"tab": tab, "ids": ids}, ["em"], "vulkan", "lazy", d, env)
+            check(got is None and p.returncode == 3 and "index 600 is outside [0, 600)" in p.stderr,
+                  "bad index into a split table: %s" % (p.stderr.strip() if got is None else "ran"))
         # Without the lower limit the reduction runs (the device's own limit is far above 300 KB).
         for be in bes:
             got, p = run(args.rlx, g, {"big": x}, ["s"], be, "lazy", d, {})

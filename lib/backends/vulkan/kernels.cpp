@@ -270,12 +270,13 @@ void Lowering::strided(const TensorRef& x, int64_t xextra, const Strides& xs, co
   const DeviceCaps& caps = env_.dev.caps;
   if (binds_whole(caps, x) && binds_whole(caps, y)) return strided_one(x, xextra, c, y, yextra, op, round);
   // A side larger than one binding: boxes of the iteration whose footprints fit (issue 30).
+  const bool was = in_split_;
   in_split_ = true;
   split_strided(caps, x, xextra, c.strides[0], y, yextra, c.strides[1], c.dims,
                 [&](const TensorRef& bx, int64_t bxe, const TensorRef& by, int64_t bye, const Shape& box) {
                   strided_one(bx, bxe, collapse(box, {c.strides[0], c.strides[1]}), by, bye, op, round);
                 });
-  in_split_ = false;
+  in_split_ = was;
 }
 
 void Lowering::strided_one(const TensorRef& x, int64_t xextra, const Collapsed& c, const TensorRef& y, int64_t yextra,
@@ -731,7 +732,7 @@ void Lowering::embedding() {
   uint32_t to = read(d, table), io = read(d, idx);
   d.bindings.push_back(env_.error);
   uint32_t yo = write(d, out());
-  d.push = {(uint32_t)out().numel(), (uint32_t)D, (uint32_t)V, to, io, yo, id_};
+  d.push = {(uint32_t)out().numel(), (uint32_t)D, (uint32_t)V, to, io, yo, id_, 0u, (uint32_t)V};
   grid(d, out().numel(), 256);
 }
 
@@ -900,7 +901,10 @@ std::vector<Dispatch> Lowering::widened(bool w16, bool w8) {
 
 std::vector<Dispatch> Lowering::run() {
   if (!k_.fused && !k_.node) fail("kernel has neither a node nor a fused program");
-  if (lower_split(*this)) return std::move(ds_);  // a tensor larger than one binding
+  in_split_ = true;  // what lower_split() binds itself is tracked over whole descriptor ranges
+  const bool split = lower_split(*this);  // a tensor larger than one binding
+  in_split_ = false;
+  if (split) return std::move(ds_);
   const bool w16 = touches(is_kind16) && !native16(), w8 = touches(is_kind8) && !native8();
   if (w16 || w8) return widened(w16, w8);
   if (k_.fused) {

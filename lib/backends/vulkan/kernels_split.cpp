@@ -155,6 +155,7 @@ class Splitter {
   void elementwise();
   void rows(const std::vector<size_t>& per_row, bool flatten);
   void conv_channels();
+  void embedding();
   void matmul(bool linear);
   void product2d(const TensorRef& A, const TensorRef& B, const TensorRef* bias, const TensorRef& Y, int64_t M,
                  int64_t N, int64_t K, bool ta, bool tb, bool linear);
@@ -198,7 +199,7 @@ void Splitter::refuse(const std::string& why) const {
                      " the largest storage-buffer binding, " + limit + ", and " +
                      (k_.fused ? std::string("this fused kernel") : std::string("op ") + ir::op_name(k_.node->op)) +
                      " cannot be split over several bindings" + (why.empty() ? "" : " (" + why + ")") +
-                     "; matmul, linear, elementwise ops, copies, convolutions, pools, norms and softmax can");
+                     "; matmul, linear, embedding, elementwise ops, copies, convolutions, pools, norms and softmax can");
 }
 
 bool Splitter::run() {
@@ -231,6 +232,7 @@ bool Splitter::run() {
     case Op::ConvTranspose2d: case Op::MaxPool2d: case Op::AvgPool2d:
       rows({0}, false);
       return true;
+    case Op::Embedding: embedding(); return true;
     case Op::LayerNorm: case Op::RmsNorm: rows({0}, true); return true;
     case Op::LayerNormVjp: case Op::RmsNormVjp: rows({0, 1}, true); return true;
     case Op::Softmax: case Op::SoftmaxVjp: {
@@ -368,6 +370,49 @@ void Splitter::conv_channels() {
       if (bias) ins.push_back(view_of(c_, in(2), m0, {mn}));
       L_.lower_sub(sub(std::move(ins), view_of(c_, out(), (n * g.M + m0) * g.OH * g.OW, {1, mn, g.OH, g.OW}), node));
     }
+  }
+}
+
+// An embedding table (or its output) larger than a binding: y in row blocks, each by blocks of
+// the table's rows; a part writes the rows of y whose index falls in its block (embedding.comp's
+// vbase/vall), the first block also the zeros and the error of bad indices. 2-byte or byte
+// tables and outputs go through f32 scratch per part (this kernel's own widening would copy
+// the whole output after each part).
+void Splitter::embedding() {
+  const TensorRef &table = in(0), &idx = in(1);
+  if (table.shape.size() != 2) refuse("a table of rank " + std::to_string(table.shape.size()));
+  const int64_t V = table.shape[0], D = table.shape[1], R = D ? out().numel() / D : 0;
+  const bool wide_t = storage_kind(c_, table.dtype) != 0, wide_y = storage_kind(c_, out().dtype) != 0;
+  const uint64_t row_t = (uint64_t)D * std::max<uint64_t>(es(table), wide_t ? 4 : 0);
+  const uint64_t row_y = (uint64_t)D * std::max<uint64_t>(es(out()), 4);
+  if (row_t > budget_ || row_y > budget_ || !binds_whole(c_, idx)) refuse("one row, or the indices, larger than a binding");
+  const int64_t vc = std::min<int64_t>(V, (int64_t)(budget_ / row_t)), rc = std::min<int64_t>(R, (int64_t)(budget_ / row_y));
+  count((uint64_t)((R + rc - 1) / rc) * (uint64_t)((V + vc - 1) / vc) * (wide_t ? 2 : 1) + (wide_y ? 1 : 0));
+  for (int64_t r0 = 0; r0 < R; r0 += rc) {
+    const int64_t rn = std::min(rc, R - r0);
+    const TensorRef ix = view_of(c_, idx, r0, {rn});
+    TensorRef y = view_of(c_, out(), r0 * D, {rn, D});
+    if (wide_y) {
+      y = L_.scratch(rn * D);
+      y.shape = {rn, D};
+    }
+    for (int64_t v0 = 0; v0 < V; v0 += vc) {
+      const int64_t vn = std::min(vc, V - v0);
+      TensorRef t = view_of(c_, table, v0 * D, {vn, D});
+      if (wide_t) {
+        TensorRef s = L_.scratch(vn * D);
+        s.shape = {vn, D};
+        L_.strided(t, 0, {1}, s, 0, {1}, {vn * D}, kEwIdentity, 0);
+        t = s;
+      }
+      Dispatch& d = L_.add("embedding", {});
+      const uint32_t to = L_.read(d, t), io = L_.read(d, ix);
+      L_.bind_error(d);
+      const uint32_t yo = L_.write(d, y);
+      d.push = {(uint32_t)(rn * D), (uint32_t)D, (uint32_t)vn, to, io, yo, L_.kernel_id(), (uint32_t)v0, (uint32_t)V};
+      L_.grid(d, (uint64_t)rn * D, 256);
+    }
+    if (wide_y) L_.strided(y, 0, {1}, view_of(c_, out(), r0 * D, {rn * D}), 0, {1}, {rn * D}, kEwIdentity, 0);
   }
 }
 
