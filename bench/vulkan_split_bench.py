@@ -3,12 +3,12 @@
 and what does a split cost? Runs `rlx bench` (compiled mode, Vulkan) alternately with a baseline
 rlx (built from the commit before the change) and this one, several rounds, and prints the median
 of the per-round medians and the ratio. Cases: a 1024^3 matmul, a linear of one row against a
-4096 x 4096 weight (64 MB: the gemv AlexNet's classifier uses), torchvision's resnet18 (seeded
-weights, exported here); then, with this rlx only, the same gemv with RLX_VK_MAX_BINDING_BYTES
+4096 x 4096 weight (64 MB: the gemv AlexNet's classifier uses), graphs/small_cnn.onnx at batch
+64, with --resnet18 torchvision's resnet18 (seeded weights, exported here); then, with this rlx only, the same gemv with RLX_VK_MAX_BINDING_BYTES
 lowered so that its weight is split into 2 and 3 parts, and AlexNet (fc6 weight 151 MB, above
 lavapipe's 128 MiB, which the baseline refuses).
 
-  /usr/bin/python3 bench/vulkan_split_bench.py --base BASE/rlx --rlx build/apps/rlx/rlx [--rounds 5]
+  /usr/bin/python3 bench/vulkan_split_bench.py --base BASE/rlx --rlx build/apps/rlx/rlx [--rounds 5] [--resnet18]
 """
 import argparse
 import json
@@ -22,7 +22,7 @@ import tempfile
 def bench(rlx, graph, inputs, env, reps):
     args = [rlx, "bench", graph, "-b", "vulkan", "--modes", "compiled", "--reps", str(reps), "--format", "json"]
     for i in inputs:
-        args += ["--input", i]
+        args += ["--dim", i[4:]] if i.startswith("dim:") else ["--input", i]
     p = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, **env))
     if p.returncode != 0:
         return None, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "exit %d" % p.returncode
@@ -49,6 +49,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--resnet18", action="store_true", help="also resnet18 (about 20 s a run on a busy 2-core lavapipe)")
+    ap.add_argument("--no-alexnet", action="store_true")
     a = ap.parse_args()
     d = a.dir or tempfile.mkdtemp()
     gemv = os.path.join(d, "gemv_4096.json")
@@ -60,8 +62,11 @@ def main():
     cases = [
         ("matmul 1024^3", os.path.join(here, "graphs", "matmul_1024.json"), ["a=random:1", "b=random:2"]),
         ("linear 1x4096 . 4096x4096 (gemv)", gemv, ["x=random:1", "w=random:2"]),
-        ("resnet18 batch 1", export(d, "resnet18", 1), ["x=random:1"]),
+        ("small_cnn batch 64 (3 conv, pools, gemm)", os.path.join(here, "..", "graphs", "small_cnn.onnx"),
+         ["image=random:1", "dim:batch=64"]),
     ]
+    if a.resnet18:
+        cases.append(("resnet18 batch 1", export(d, "resnet18", 1), ["x=random:1"]))
     print("| case | baseline ms (device ms) | this rlx ms (device ms) | ratio |")
     print("|---|---:|---:|---:|")
     for name, g, ins in cases:
@@ -93,6 +98,8 @@ def main():
         m, dm = statistics.median(x[0] for x in res[n]), statistics.median(x[1] for x in res[n])
         print("| %s | %.1f (%.1f) | %.3f |" % (n, m, dm, m / whole))
     # AlexNet: fc6 (151 MB) above lavapipe's binding limit.
+    if a.no_alexnet:
+        return
     alex = export(d, "alexnet", 1)
     r, err = bench(a.base, alex, ["x=random:1"], {}, a.reps)
     print("\nalexnet batch 1, baseline: %s" % ("%.1f ms" % r[0] if r else "refused: " + err))
