@@ -5,7 +5,7 @@ product over several bindings. Exports torchvision's alexnet (seeded random weig
 torch.onnx.export, runs it with rlx on the given backend in every mode, and compares with
 PyTorch's output. Outside CI (the export and lavapipe's run take a minute):
 
-  /usr/bin/python3 bench/vulkan_alexnet.py --rlx build/apps/rlx/rlx [--backend vulkan] [--batch 2]
+  /usr/bin/python3 bench/vulkan_alexnet.py --rlx build/apps/rlx/rlx [--backend vulkan] [--batch 2] [--model vgg11]
 """
 import argparse
 import os
@@ -26,19 +26,20 @@ def main():
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--modes", default="eager,lazy,compiled")
     ap.add_argument("--dir", default=None, help="keep the export here")
+    ap.add_argument("--model", default="alexnet", help="another torchvision classifier (e.g. vgg11: fc6 411 MB)")
     args = ap.parse_args()
     torch.manual_seed(0)
-    model = torchvision.models.alexnet(weights=None).eval()
+    model = getattr(torchvision.models, args.model)(weights=None).eval()
     x = torch.randn(args.batch, 3, 224, 224)
     with torch.no_grad():
         want = model(x).double().numpy()
     d = args.dir or tempfile.mkdtemp()
-    onnx_path = os.path.join(d, "alexnet.onnx")
+    onnx_path = os.path.join(d, args.model + ".onnx")
     if not os.path.exists(onnx_path):
         torch.onnx.export(model, x, onnx_path, input_names=["x"], output_names=["y"], opset_version=13)
     np.save(os.path.join(d, "x.npy"), x.numpy())
-    fc6 = model.classifier[1].weight
-    print("fc6 weight %s: %d bytes" % (list(fc6.shape), fc6.numel() * 4))
+    big = max(model.parameters(), key=lambda p: p.numel())
+    print("largest weight %s: %d bytes" % (list(big.shape), big.numel() * 4))
     fails = 0
     for mode in args.modes.split(","):
         out = os.path.join(d, "y_%s.npy" % mode)
