@@ -1048,7 +1048,8 @@ TEST(VulkanLimits, LinearWeightBeyondStorageBufferRange) {
       for (int64_t n = 0; n < N; ++n) {
         double s = b[n];
         for (int64_t k = 0; k < K; ++k) s += (double)x[m * K + k] * w[n * K + k];
-        if (got[m * N + n] != (float)s && bad++ < 5) ADD_FAILURE() << "y[" << m << ", " << n << "] = " << got[m * N + n] << ", want " << s;
+        if (got[m * N + n] != (float)s && bad++ < 5)
+          ADD_FAILURE() << "y[" << m << ", " << n << "] = " << got[m * N + n] << ", want " << s;
       }
     EXPECT_EQ(bad, 0) << M << " rows";
   }

@@ -564,7 +564,8 @@ void Lowering::matmul(bool linear) {
       if (const char* e = std::getenv("RLX_VK_SPLITK")) want = std::max(1, std::atoi(e));
       kchunk = (uint32_t)(ceil_div(ceil_div(K, want), BK) * BK);
       nsplit = (uint32_t)ceil_div(K, kchunk);
-      if ((uint64_t)nsplit * M * N * 4 > view_budget(caps)) nsplit = 1, kchunk = (uint32_t)K;  // partials must fit a binding
+      // The partial products must fit one binding (issue 30).
+      if ((uint64_t)nsplit * M * N * 4 > view_budget(caps)) nsplit = 1, kchunk = (uint32_t)K;
     }
   }
   const auto& mg = caps.max_groups;

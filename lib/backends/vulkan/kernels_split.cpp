@@ -199,7 +199,8 @@ void Splitter::refuse(const std::string& why) const {
                      " the largest storage-buffer binding, " + limit + ", and " +
                      (k_.fused ? std::string("this fused kernel") : std::string("op ") + ir::op_name(k_.node->op)) +
                      " cannot be split over several bindings" + (why.empty() ? "" : " (" + why + ")") +
-                     "; matmul, linear, embedding, elementwise ops, copies, convolutions, pools, norms and softmax can");
+                     "; matmul, linear, embedding, elementwise ops, copies, convolutions, pools, norms and "
+                     "softmax can");
 }
 
 bool Splitter::run() {
@@ -385,8 +386,10 @@ void Splitter::embedding() {
   const bool wide_t = storage_kind(c_, table.dtype) != 0, wide_y = storage_kind(c_, out().dtype) != 0;
   const uint64_t row_t = (uint64_t)D * std::max<uint64_t>(es(table), wide_t ? 4 : 0);
   const uint64_t row_y = (uint64_t)D * std::max<uint64_t>(es(out()), 4);
-  if (row_t > budget_ || row_y > budget_ || !binds_whole(c_, idx)) refuse("one row, or the indices, larger than a binding");
-  const int64_t vc = std::min<int64_t>(V, (int64_t)(budget_ / row_t)), rc = std::min<int64_t>(R, (int64_t)(budget_ / row_y));
+  if (row_t > budget_ || row_y > budget_ || !binds_whole(c_, idx))
+    refuse("one row, or the indices, larger than a binding");
+  const int64_t vc = std::min<int64_t>(V, (int64_t)(budget_ / row_t));
+  const int64_t rc = std::min<int64_t>(R, (int64_t)(budget_ / row_y));
   count((uint64_t)((R + rc - 1) / rc) * (uint64_t)((V + vc - 1) / vc) * (wide_t ? 2 : 1) + (wide_y ? 1 : 0));
   for (int64_t r0 = 0; r0 < R; r0 += rc) {
     const int64_t rn = std::min(rc, R - r0);
@@ -442,7 +445,8 @@ void Splitter::matmul(bool linear) {
               view_of(c_, out(), 0, {nab * M, N}), nab * M, N, K, false, tb, false);
   } else if (ab == bb) {  // batches of their own: as many whole batches per part as fit, else one each
     const uint64_t per = std::max({device_bytes(c_, A), device_bytes(c_, B), device_bytes(c_, out())}) / nab;
-    const int64_t chunk = std::max<int64_t>(1, (int64_t)std::min<uint64_t>((uint64_t)nab, budget_ / std::max<uint64_t>(1, per)));
+    const int64_t chunk =
+        std::max<int64_t>(1, (int64_t)std::min<uint64_t>((uint64_t)nab, budget_ / std::max<uint64_t>(1, per)));
     count((uint64_t)((nab + chunk - 1) / chunk));
     const ir::Node* node = node_like(Op::Matmul, {{"transpose_a", ta}, {"transpose_b", tb}});
     for (int64_t b0 = 0; b0 < nab; b0 += chunk) {
@@ -462,7 +466,8 @@ void Splitter::matmul(bool linear) {
 void Splitter::product2d(const TensorRef& A, const TensorRef& B, const TensorRef* bias, const TensorRef& Y, int64_t M,
                          int64_t N, int64_t K, bool ta, bool tb, bool linear) {
   auto node_for = [&](bool ta2, bool tb2, bool with_bias) {
-    return linear && !ta2 && tb2 && with_bias ? k_.node : node_like(Op::Matmul, {{"transpose_a", ta2}, {"transpose_b", tb2}});
+    return linear && !ta2 && tb2 && with_bias ? k_.node
+                                              : node_like(Op::Matmul, {{"transpose_a", ta2}, {"transpose_b", tb2}});
   };
   auto product = [&](const TensorRef& a, const TensorRef& b, const TensorRef* bi, const TensorRef& y, bool ta2,
                      bool tb2) {
