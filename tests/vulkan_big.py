@@ -4,7 +4,7 @@ RLX_VK_MAX_BINDING_BYTES=65536 lowers the device's binding limit, and every grap
 tensors of 100 KB to 1 MB, so the Vulkan executor must cut its kernels into parts that fit
 (matmul/linear by rows, weight rows and K blocks, batched products by batches, elementwise and
 fused kernels by slabs, copies by boxes, convolutions by images and output channels, pools,
-norms and softmax by rows, embedding tables by rows). Every
+norms, softmax and reductions by rows, embedding tables by rows). Every
 expected value is computed here with NumPy; eager, lazy and compiled mode; the CPU runs the same
 graphs (it has no such limit), Vulkan where `rlx devices` lists a device. An op that cannot be
 split must be refused with exit 3 and a message naming the tensor, its bytes and the limit.
@@ -134,8 +134,11 @@ def cases(rng):
         {"id": "zh", "op": "cast", "inputs": ["h"], "attrs": {"dtype": "f32"}, "shape": [300, 257]},
         {"id": "sm", "op": "softmax", "inputs": ["z"], "attrs": {"axis": -1}, "shape": [300, 257]},
         {"id": "ln", "op": "layer_norm", "inputs": ["e"], "shape": [300, 257]},
+        {"id": "rs", "op": "sum", "inputs": ["e"], "attrs": {"axes": [1]}, "shape": [300]},
+        {"id": "rm", "op": "max", "inputs": ["e"], "attrs": {"axes": [-1], "keepdims": True}, "shape": [300, 1]},
     ], {"e": e, "r": r, "c": c},
-        {"z": z, "zh": z.astype(np.float16).astype(np.float64), "sm": sm, "ln": (e - mu) / np.sqrt(var + 1e-5)},
+        {"z": z, "zh": z.astype(np.float16).astype(np.float64), "sm": sm, "ln": (e - mu) / np.sqrt(var + 1e-5),
+         "rs": e.astype(np.float64).sum(1), "rm": e.max(1, keepdims=True).astype(np.float64)},
         2e-3))
 
     # copies: transpose, narrow, concat, broadcast_to, reshape of tensors above the limit.
@@ -229,7 +232,7 @@ def main():
                         check(got[k].shape == want.shape and err <= tol,
                               "%s %s %s %s: max rel err %.3g (tol %g)" % (name, be, mode, k, err, tol))
 
-        # What cannot be split (a reduction over a tensor above the limit) is refused, naming it.
+        # What cannot be split (a reduction of a whole tensor above the limit) is refused, naming it.
         x = rng.standard_normal((300, 257)).astype(np.float32)
         g = write_graph(d, "refused", [inp("big", x), {"id": "s", "op": "sum", "inputs": ["big"], "shape": []}], ["s"])
         if "vulkan" in bes:

@@ -13,7 +13,8 @@
 //     its rows (output columns; written straight into y when y has one row, else through an f32
 //     scratch and a strided copy); a weight [K, N] by blocks of K, the partial products summed by
 //     matmul_splitk (with the bias); batched products by batches;
-//   - the convolution family, pools, norms and softmax: by leading rows (images, rows).
+//   - the convolution family, pools, norms, softmax and reductions that keep the leading axis:
+//     by leading rows (images, rows); conv2d weights by output channels; embedding tables by rows.
 // Whatever else is too large is refused, naming the tensor, its bytes and the limit.
 // A kernel whose tensors all fit takes none of these paths (one check of its sizes).
 #include <algorithm>
@@ -199,8 +200,8 @@ void Splitter::refuse(const std::string& why) const {
                      " the largest storage-buffer binding, " + limit + ", and " +
                      (k_.fused ? std::string("this fused kernel") : std::string("op ") + ir::op_name(k_.node->op)) +
                      " cannot be split over several bindings" + (why.empty() ? "" : " (" + why + ")") +
-                     "; matmul, linear, embedding, elementwise ops, copies, convolutions, pools, norms and "
-                     "softmax can");
+                     "; matmul, linear, embedding, elementwise ops, copies, convolutions, pools, norms, "
+                     "softmax and reductions that keep the leading axis can");
 }
 
 bool Splitter::run() {
@@ -234,6 +235,15 @@ bool Splitter::run() {
       rows({0}, false);
       return true;
     case Op::Embedding: embedding(); return true;
+    case Op::Sum: case Op::Mean: case Op::Max: case Op::Min: case Op::Prod: {  // by rows of a kept leading axis
+      const int64_t r = (int64_t)in(0).shape.size();
+      bool lead = r < 2 || !k_.node->attrs.has("axes");
+      if (!lead)
+        for (int64_t a : k_.node->attrs.ints("axes")) lead = lead || (a % r + r) % r == 0;
+      if (lead) refuse("a reduction over its leading axis");
+      rows({0}, false);
+      return true;
+    }
     case Op::LayerNorm: case Op::RmsNorm: rows({0}, true); return true;
     case Op::LayerNormVjp: case Op::RmsNormVjp: rows({0, 1}, true); return true;
     case Op::Softmax: case Op::SoftmaxVjp: {
