@@ -14,7 +14,8 @@ add_test(NAME vulkan_bytes COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/
 set_tests_properties(vulkan_bytes PROPERTIES TIMEOUT 300)
 # Issue 30: tensors larger than one storage-buffer binding, made testable without large tensors by
 # RLX_VK_MAX_BINDING_BYTES=65536 (matmul/linear, batched products, elementwise and fused kernels,
-# copies, conv/pool, norms, softmax split into parts; an op that cannot be split refused by name)
-# against NumPy in every mode, on the CPU and on Vulkan where `rlx devices` lists one.
+# copies, conv/pool, norms, softmax, reductions, embedding split into parts; an op that cannot be
+# split refused by name) against NumPy in every mode, on the CPU and on Vulkan where `rlx devices`
+# lists one; plus 88 golden cases of those ops on Vulkan under a 4096-byte limit (lazy mode).
 add_test(NAME vulkan_big COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/vulkan_big.py --rlx $<TARGET_FILE:rlx>)
 set_tests_properties(vulkan_big PROPERTIES TIMEOUT 300)

@@ -209,6 +209,45 @@ def cases(rng):
     return out
 
 
+# The golden cases of the ops split above (their expected values come from NumPy or PyTorch via
+# scripts/gen_goldens.py), on Vulkan under a 4096-byte binding limit, lazy mode: most of their
+# tensors are then larger than a binding. op_conv2d_tiles must be refused (one image's input,
+# 31680 bytes, is larger than 4096), by name.
+GOLDEN_RE = (r"^op_(matmul|conv|max_pool|avg_pool|layer_norm|rms_norm|softmax|add|mul|cast|transpose|concat|"
+             r"embedding|sum|mean|linear|narrow|broadcast)|^example_(mlp|tiny_llama|norms|gelu_chain)$")
+REFUSED = {"op_conv2d_tiles": "input 0 'x' ([1, 8, 30, 33] f32, 31680 bytes on the device)"}
+
+
+def goldens(rlx):
+    import glob
+    import re
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+    n = 0
+    for cj in sorted(glob.glob(os.path.join(root, "*", "case.json"))):
+        d = os.path.dirname(cj)
+        name = os.path.basename(d)
+        if not re.search(GOLDEN_RE, name):
+            continue
+        c = json.load(open(cj))
+        a = [rlx, "run", os.path.join(d, c["graph"]), "--backend", "vulkan", "--mode", "lazy",
+             "--atol", str(c["atol"]), "--rtol", str(c["rtol"])]
+        for q in c["params"]:
+            a += ["--params", os.path.join(d, q)]
+        for k, v in c["inputs"].items():
+            a += ["--input", "%s=@%s" % (k, os.path.join(d, v))]
+        for k, v in c["expected"].items():
+            a += ["--expect", "%s=@%s" % (k, os.path.join(d, v))]
+        p = subprocess.run(a, capture_output=True, text=True, env=dict(os.environ, RLX_VK_MAX_BINDING_BYTES="4096"))
+        n += 1
+        if name in REFUSED:
+            check(p.returncode == 3 and REFUSED[name] in p.stderr and "cannot be split" in p.stderr,
+                  "golden %s refused under a 4096-byte limit: %s" % (name, p.stderr.strip()[-300:]))
+        else:
+            check(p.returncode == 0, "golden %s on Vulkan under a 4096-byte limit%s" %
+                  (name, "" if p.returncode == 0 else ": rc %d %s" % (p.returncode, p.stderr.strip()[-300:])))
+    check(n >= 80, "%d golden cases run under the 4096-byte limit" % n)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rlx", required=True)
@@ -258,6 +297,8 @@ def main():
             got, p = run(args.rlx, g, {"big": x}, ["s"], be, "lazy", d, {})
             check(got is not None and abs(float(got["s"]) - x.astype(np.float64).sum()) < 1e-2,
                   "sum without the lowered limit on %s" % be)
+    if "vulkan" in bes:
+        goldens(args.rlx)
     print("%d failures" % len(failures))
     return 1 if failures else 0
 
