@@ -1042,6 +1042,37 @@ TEST(VulkanLimits, TensorBeyondStorageBufferRange) {
   }
 }
 
+// Issue 30: a weight larger than the device's own maxStorageBufferRange (no lowered limit): the
+// linear is split over several bindings, by the weight's rows. Values are multiples of 1/64 whose
+// products and sums are exact in f32, so every result is compared bit for bit with a host loop.
+TEST(VulkanLimits, LinearWeightBeyondStorageBufferRange) {
+  auto devs = vulkan_devices();
+  uint64_t range = 0;
+  for (const auto& [k, v] : devs[0].properties)
+    if (k == "max storage buffer range") range = std::stoull(v);
+  if (range == 0 || range > (512ull << 20)) GTEST_SKIP() << "range too large to test cheaply";
+  const int64_t K = 1024, N = (int64_t)(range / (4 * K)) + 40;  // just over the range
+  std::vector<float> w((size_t)(N * K)), x(2 * K), b(N);
+  for (int64_t i = 0; i < N * K; ++i) w[i] = (float)((i * 7 + i / K * 3) % 17 - 8) / 8.f;
+  for (int64_t i = 0; i < 2 * K; ++i) x[i] = (float)((i * 5) % 13 - 6) / 8.f;
+  for (int64_t i = 0; i < N; ++i) b[i] = (float)(i % 9) / 4.f;
+  Dev dw = put(vk(), {N, K}, w), db = put(vk(), {N}, b);
+  ASSERT_GT((uint64_t)N * K * 4, range);
+  for (int64_t M : {1, 2}) {  // one row: straight into y; two: through scratch and a strided copy
+    Dev dx = put(vk(), {M, K}, std::vector<float>(x.begin(), x.begin() + M * K));
+    std::vector<float> got = run(node(Op::Linear), {&dx, &dw, &db}, {M, N});
+    int64_t bad = 0;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = b[n];
+        for (int64_t k = 0; k < K; ++k) s += (double)x[m * K + k] * w[n * K + k];
+        if (got[m * N + n] != (float)s && bad++ < 5)
+          ADD_FAILURE() << "y[" << m << ", " << n << "] = " << got[m * N + n] << ", want " << s;
+      }
+    EXPECT_EQ(bad, 0) << M << " rows";
+  }
+}
+
 }  // namespace
 }  // namespace rlx
 

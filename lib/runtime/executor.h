@@ -51,6 +51,7 @@ struct Kernel {
   // prepack constant weights and fold a product's consumer into its epilogue):
   uint32_t const_inputs = 0;  // bit i: input i is a param or constant (the same bytes every run)
   bool graph_output = false;  // the output is a graph output (read after the run)
+  const ir::Graph* graph = nullptr;  // the graph `node` is in, where known (names inputs in messages)
 };
 
 // A recorded sequence of kernels that can be replayed (compiled mode).

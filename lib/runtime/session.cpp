@@ -345,6 +345,7 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
       e->where[i] = {e->owned.back().get(), 0, s, e->ts.dtypes[i]};
       Kernel k;
       k.node = &node;
+      k.graph = &g;
       k.fused = e->fused[i].get();
       for (int u : node.inputs) k.inputs.push_back(e->where[u]);
       k.output = e->where[i];
@@ -401,6 +402,7 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
     const ir::Node& node = g.nodes[i];
     Kernel k;
     k.node = &node;
+    k.graph = &g;
     k.fused = e->fused[i].get();
     for (int u : node.inputs) {
       const Op leaf = g.nodes[root[u]].op;
@@ -601,6 +603,7 @@ std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
     where[i] = {bufs[i].get(), 0, s, ts.dtypes[i]};
     Kernel k;
     k.node = &node;
+    k.graph = &g;
     for (int u : node.inputs) k.inputs.push_back(where[u]);
     k.output = where[i];
     k.label = node_label(g, node);

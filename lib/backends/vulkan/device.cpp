@@ -3,6 +3,7 @@
 #include "backends/vulkan/coopmat_caps.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,6 +62,20 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_debug_message(VkDebugUtilsMessageSeverityFlagB
     std::fprintf(stderr, "rlx: Vulkan validation warning: %s\n", msg);
   }
   return VK_FALSE;
+}
+
+// RLX_VK_MAX_BINDING_BYTES: a lower binding limit than the device's (0 when unset). Only
+// lowers: a value above maxStorageBufferRange changes nothing. Bad values are refused (exit 2).
+uint64_t binding_limit_override() {
+  const char* e = std::getenv("RLX_VK_MAX_BINDING_BYTES");
+  if (!e || !*e) return 0;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(e, &end, 10);
+  if (*e < '0' || *e > '9' || *end || errno || v < 4096)
+    throw InputError(std::string("RLX_VK_MAX_BINDING_BYTES must be a number of bytes >= 4096 (it can only lower the "
+                                 "device's maxStorageBufferRange), not '") + printable(e) + "'");
+  return v;
 }
 
 }  // namespace
@@ -193,6 +208,11 @@ DeviceCaps Instance::query(VkPhysicalDevice pd) const {
   c.max_shared_bytes = L.maxComputeSharedMemorySize;
   c.max_push_bytes = L.maxPushConstantsSize;
   c.max_storage_range = L.maxStorageBufferRange;
+  c.max_binding_bytes = c.max_storage_range;
+  if (uint64_t lowered = binding_limit_override(); lowered && lowered < c.max_binding_bytes) {
+    c.max_binding_bytes = lowered;
+    c.binding_lowered = true;
+  }
   c.max_storage_bindings = L.maxPerStageDescriptorStorageBuffers;
   c.min_storage_align = std::max<uint64_t>(4, L.minStorageBufferOffsetAlignment);
   for (int i = 0; i < 3; ++i) c.max_groups[i] = L.maxComputeWorkGroupCount[i];
@@ -258,7 +278,10 @@ DeviceCaps Instance::query(VkPhysicalDevice pd) const {
   VkPhysicalDeviceMemoryProperties mem;
   fn.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
   for (uint32_t i = 0; i < mem.memoryHeapCount; ++i)
-    if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) c.device_local_bytes += mem.memoryHeaps[i].size;
+    if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
+      c.device_local_bytes += mem.memoryHeaps[i].size;
+      c.max_heap_bytes = std::max<uint64_t>(c.max_heap_bytes, mem.memoryHeaps[i].size);
+    }
 
   uint32_t nq = 0;
   fn.vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);
@@ -298,7 +321,11 @@ std::vector<std::pair<std::string, std::string>> DeviceCaps::describe() const {
       {"subgroup arithmetic", yes(subgroup_arithmetic)},
       {"max work group invocations", std::to_string(max_wg_invocations)},
       {"max shared memory", std::to_string(max_shared_bytes) + " bytes"},
-      {"max storage buffer range", std::to_string(max_storage_range) + " bytes"},
+      {"max storage buffer range", std::to_string(max_storage_range) + " bytes" +
+                                       (binding_lowered ? " (bindings limited to " + std::to_string(max_binding_bytes) +
+                                                              " by RLX_VK_MAX_BINDING_BYTES)"
+                                                        : "")},
+      {"max allocation", std::to_string(max_allocation) + " bytes"},
       {"max push constants", std::to_string(max_push_bytes) + " bytes"},
       {"fp16 arithmetic", yes(fp16)},
       {"16-bit storage", yes(storage16)},

@@ -23,10 +23,16 @@ struct DeviceCaps {
   bool subgroup_arithmetic = false;  // subgroupAdd/Max usable in compute shaders
   uint32_t max_shared_bytes = 16384;
   uint32_t max_push_bytes = 128;
-  uint64_t max_storage_range = 1u << 27;
+  uint64_t max_storage_range = 1u << 27;  // maxStorageBufferRange, as the driver says
+  // The most bytes one storage-buffer binding may cover, as the lowering uses it:
+  // maxStorageBufferRange, or less where RLX_VK_MAX_BINDING_BYTES lowers it (tests make tensors
+  // "too large" with it). A tensor above it is bound as several views (kernels_split.cpp).
+  uint64_t max_binding_bytes = 1u << 27;
+  bool binding_lowered = false;  // RLX_VK_MAX_BINDING_BYTES took effect
   uint32_t max_storage_bindings = 4;  // maxPerStageDescriptorStorageBuffers
   uint64_t min_storage_align = 256;
-  uint64_t max_allocation = 1ull << 30;
+  uint64_t max_allocation = 1ull << 30;  // maxMemoryAllocationSize
+  uint64_t max_heap_bytes = 0;           // the largest device-local heap
   uint32_t max_groups[3] = {65535, 65535, 65535};
   uint32_t max_wg_invocations = 128;
   bool timestamps = false;

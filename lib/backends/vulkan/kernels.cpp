@@ -107,7 +107,7 @@ std::vector<uint32_t> with_wg(std::vector<uint32_t> spec, uint32_t wg) {
 // Builds the dispatches of one kernel.
 class Lowering : public LowerCtx {
  public:
-  Lowering(LowerEnv& env, const Kernel& k, uint32_t id) : env_(env), k_(k), id_(id) {}
+  Lowering(LowerEnv& env, const Kernel& k, uint32_t id, int depth = 0) : env_(env), k_(k), id_(id), depth_(depth) {}
 
   std::vector<Dispatch> run();
   const Kernel& kernel() const override { return k_; }
@@ -115,6 +115,11 @@ class Lowering : public LowerCtx {
   const DeviceCaps& caps() const override { return env_.dev.caps; }
   void bind_error(Dispatch& d) override { d.bindings.push_back(env_.error); }
   void drop_last() override { ds_.pop_back(); }
+  void lower_sub(const Kernel& sub) override {
+    if (depth_ >= 8) fail("internal: splitting a kernel over bindings did not converge");
+    for (Dispatch& d : Lowering(env_, sub, id_, depth_ + 1).run()) ds_.push_back(std::move(d));
+  }
+  TensorRef scratch(int64_t floats) override { return env_.scratch(floats); }
 
  private:
   const ir::Attrs& attrs() const { return k_.node->attrs; }
@@ -166,6 +171,8 @@ class Lowering : public LowerCtx {
 
   void strided(const TensorRef& x, int64_t xextra, const Strides& xs, const TensorRef& y, int64_t yextra,
                const Strides& ys, const Shape& iter, uint32_t op, uint32_t round);
+  void strided_one(const TensorRef& x, int64_t xextra, const Collapsed& c, const TensorRef& y, int64_t yextra,
+                   uint32_t op, uint32_t round);
   void unary(uint32_t op, uint32_t round);
   void binary(EwOp op);
   void transpose();
@@ -197,6 +204,8 @@ class Lowering : public LowerCtx {
   LowerEnv& env_;
   const Kernel& k_;
   uint32_t id_;
+  int depth_ = 0;  // parts of a kernel split over bindings are lowered one level down
+  bool in_split_ = false;  // binding the boxes of a strided copy split over bindings
   std::vector<Dispatch> ds_;
 };
 
@@ -222,16 +231,20 @@ uint32_t Lowering::bind(Dispatch& d, const TensorRef& t, bool write) {
   // the whole last word: it stays inside the memory block, whose allocations are rounded up to
   // the pool's alignment (>= 256 bytes, MemoryPool), and the bytes past the tensor are never used.
   VkDeviceSize range = (start + bytes + 3) / 4 * 4 - base;
-  if (range > caps.max_storage_range)
+  if (range > caps.max_binding_bytes)  // the parts of lower_split() always fit: an internal tensor
     fail("a tensor of " + std::to_string(bytes) + " bytes " + shape_str(t.shape) +
-         " exceeds the device's maxStorageBufferRange (" + std::to_string(caps.max_storage_range) + " bytes on " +
-         caps.name + "); split the tensor or use a device with a larger range");
+         " exceeds the largest storage-buffer binding (" + std::to_string(caps.max_binding_bytes) + " bytes on " +
+         caps.name + (caps.binding_lowered ? ", lowered by RLX_VK_MAX_BINDING_BYTES" : "") + ")");
   Binding b;
   b.buffer = vb->block->buffer;
   b.offset = base;
   b.range = range;
-  b.lo = start;
-  b.hi = start + bytes;
+  // Parts of a kernel split over bindings (issue 30) are views next to each other: their hazards
+  // are tracked over the whole descriptor range, as the validation layer sees them, so that two
+  // parts whose aligned-down ranges share a few bytes are ordered by a barrier.
+  const bool whole = depth_ > 0 || in_split_;
+  b.lo = whole ? base : start;
+  b.hi = whole ? base + range : start + bytes;
   b.write = write;
   d.bindings.push_back(b);
   return (uint32_t)((start - base) / es);
@@ -255,6 +268,22 @@ void Lowering::strided(const TensorRef& x, int64_t xextra, const Strides& xs, co
   int64_t n = shape_numel(iter);
   if (n == 0) return;
   Collapsed c = collapse(iter, {xs, ys});
+  const DeviceCaps& caps = env_.dev.caps;
+  if (binds_whole(caps, x) && binds_whole(caps, y)) return strided_one(x, xextra, c, y, yextra, op, round);
+  // A side larger than one binding: boxes of the iteration whose footprints fit (issue 30).
+  const bool was = in_split_;
+  in_split_ = true;
+  split_strided(caps, x, xextra, c.strides[0], y, yextra, c.strides[1], c.dims,
+                [&](const TensorRef& bx, int64_t bxe, const TensorRef& by, int64_t bye, const Shape& box) {
+                  strided_one(bx, bxe, collapse(box, {c.strides[0], c.strides[1]}), by, bye, op, round);
+                });
+  in_split_ = was;
+}
+
+void Lowering::strided_one(const TensorRef& x, int64_t xextra, const Collapsed& c, const TensorRef& y, int64_t yextra,
+                           uint32_t op, uint32_t round) {
+  int64_t n = 1;
+  for (int64_t d : c.dims) n *= d;
   if (c.dims.size() > kMaxRank) fail("more than 8 dims after collapsing");
   uint32_t xk = kind(x), yk = kind(y);
   Dispatch& d = add(is_kind16(xk) || is_kind16(yk) ? "unary.h16" : "unary",
@@ -327,7 +356,8 @@ void Lowering::transpose() {
     B = size_of(groups[0]), R = size_of(groups[2]), C = size_of(groups[1]), tiled = true;
   }
   const auto& mg = env_.dev.caps.max_groups;
-  if (tiled && !kind(in(0)) && ceil_div(C, 32) <= mg[0] && ceil_div(R, 32) <= mg[1] && (uint64_t)B <= mg[2]) {
+  if (tiled && !kind(in(0)) && binds_whole(env_.dev.caps, in(0)) && binds_whole(env_.dev.caps, out()) &&
+      ceil_div(C, 32) <= mg[0] && ceil_div(R, 32) <= mg[1] && (uint64_t)B <= mg[2]) {
     Dispatch& d = add("transpose2d", {});
     uint32_t xo = read(d, in(0)), yo = write(d, out());
     d.push = {(uint32_t)R, (uint32_t)C, xo, yo};
@@ -537,6 +567,8 @@ void Lowering::matmul(bool linear) {
       if (const char* e = std::getenv("RLX_VK_SPLITK")) want = std::max(1, std::atoi(e));
       kchunk = (uint32_t)(ceil_div(ceil_div(K, want), BK) * BK);
       nsplit = (uint32_t)ceil_div(K, kchunk);
+      // The partial products must fit one binding (issue 30).
+      if ((uint64_t)nsplit * M * N * 4 > view_budget(caps)) nsplit = 1, kchunk = (uint32_t)K;
     }
   }
   const auto& mg = caps.max_groups;
@@ -627,7 +659,7 @@ void Lowering::embedding() {
   uint32_t to = read(d, table), io = read(d, idx);
   d.bindings.push_back(env_.error);
   uint32_t yo = write(d, out());
-  d.push = {(uint32_t)out().numel(), (uint32_t)D, (uint32_t)V, to, io, yo, id_};
+  d.push = {(uint32_t)out().numel(), (uint32_t)D, (uint32_t)V, to, io, yo, id_, 0u, (uint32_t)V};
   grid(d, out().numel(), 256);
 }
 
@@ -796,6 +828,10 @@ std::vector<Dispatch> Lowering::widened(bool w16, bool w8) {
 
 std::vector<Dispatch> Lowering::run() {
   if (!k_.fused && !k_.node) fail("kernel has neither a node nor a fused program");
+  in_split_ = true;  // what lower_split() binds itself is tracked over whole descriptor ranges
+  const bool split = lower_split(*this);  // a tensor larger than one binding
+  in_split_ = false;
+  if (split) return std::move(ds_);
   const bool w16 = touches(is_kind16) && !native16(), w8 = touches(is_kind8) && !native8();
   if (w16 || w8) return widened(w16, w8);
   if (k_.fused) {

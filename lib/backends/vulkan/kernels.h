@@ -97,7 +97,38 @@ class LowerCtx {
                        int64_t yextra, const std::vector<int64_t>& ys, const Shape& iter, uint32_t op,
                        uint32_t round) = 0;
   [[noreturn]] virtual void fail(const std::string& what) const = 0;
+  // Appends the dispatches of `sub` (a part of this kernel: views of its tensors, or scratch),
+  // lowered as a kernel of its own under this kernel's id and label.
+  virtual void lower_sub(const Kernel& sub) = 0;
+  // f32 scratch alive as long as the recorded commands (LowerEnv::scratch).
+  virtual TensorRef scratch(int64_t floats) = 0;
 };
+
+// ---- Tensors larger than one storage-buffer binding (kernels_split.cpp, issue 30)
+// Bytes of `t` in its device storage dtype.
+uint64_t device_bytes(const DeviceCaps& c, const TensorRef& t);
+// Whether binding `t` whole stays within caps.max_binding_bytes (the descriptor's range as
+// Lowering::bind makes it: offset aligned down, last 32-bit word included).
+bool binds_whole(const DeviceCaps& c, const TensorRef& t);
+// The bytes a view may cover so that its binding, wherever it starts, fits the limit.
+uint64_t view_budget(const DeviceCaps& c);
+// `t`'s elements [elem, elem + numel(shape)) as a tensor of `shape` (same buffer and dtype).
+TensorRef view_of(const DeviceCaps& c, const TensorRef& t, int64_t elem, Shape shape);
+// A strided copy y[yextra + i.ys] = x[xextra + i.xs] over `dims` whose x or y footprint exceeds
+// the budget, cut into boxes whose footprints fit; `emit` gets views of x and y covering one
+// box's footprint, the offsets of the box's first element in them, and the box's extents.
+using EmitBox = std::function<void(const TensorRef& x, int64_t xextra, const TensorRef& y, int64_t yextra,
+                                   const Shape& box)>;
+void split_strided(const DeviceCaps& c, const TensorRef& x, int64_t xextra, const std::vector<int64_t>& xs,
+                   const TensorRef& y, int64_t yextra, const std::vector<int64_t>& ys, const std::vector<int64_t>& dims,
+                   const EmitBox& emit);
+// When a tensor of L's kernel does not fit one binding: lowers the kernel as parts that fit
+// (elementwise and fused kernels by slabs of the output, matmul/linear by blocks of rows,
+// columns or K, the convolution family, pools, norms and softmax by batch rows) and returns
+// true; false when every tensor fits or when the op's own lowering cuts its copies
+// (strided copies: unary ops, cast, reshape, transpose, broadcast_to, narrow, concat, slice).
+// Anything else too large is refused with a RuntimeError naming the tensor, its size and the limit.
+bool lower_split(LowerCtx& L);
 
 // Dims of `shape` (size-1 dims dropped, mergeable neighbours merged) with each operand's
 // strides over them. Never empty: a scalar becomes one dim of size 1.

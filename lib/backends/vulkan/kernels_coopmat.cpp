@@ -19,10 +19,12 @@ uint32_t cdiv(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
 
 // Split-K towards ~256 work groups while chunks stay >= 1024 deep (or RLX_VK_SPLITK); chunks
 // are multiples of `align`.
-uint32_t split_for(uint64_t tiles, int64_t K, uint32_t align) {
+// The split partials (f32, M x N each) must fit one binding (`budget` bytes).
+uint32_t split_for(uint64_t tiles, int64_t K, uint32_t align, uint64_t mn, uint64_t budget) {
   uint64_t want = 1;
   while (tiles * want < 256 && (uint64_t)K / (2 * want) >= 1024) want *= 2;
   if (const char* e = std::getenv("RLX_VK_SPLITK"); e && *e) want = std::max(1, std::atoi(e));
+  while (want > 1 && want * mn * 4 > budget) want /= 2;
   return (uint32_t)(cdiv(cdiv(K, want), align) * align);  // kchunk
 }
 
@@ -89,6 +91,7 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   uint64_t want = 1;
   while (gx * gy * want < kGroups && (uint64_t)m.K / (2 * want) >= 1024) want *= 2;
   if (const char* e = std::getenv("RLX_VK_SPLITK"); e && *e) want = std::max(1, std::atoi(e));
+  while (want > 1 && want * (uint64_t)m.M * m.N * 4 > view_budget(c)) want /= 2;  // the partials must fit a binding
   const uint32_t align = std::max<uint32_t>(256, t.bk);
   const uint32_t kchunk = cdiv(cdiv(m.K, want), align) * align, nsplit = cdiv(m.K, kchunk);
   if (nsplit > c.max_groups[2]) return false;
@@ -150,7 +153,7 @@ bool subgroup_coop(LowerCtx& L, const MatmulOperands& m, const std::string& shad
   if (wg > c.max_wg_invocations || shared > c.max_shared_bytes) return false;
   uint64_t gx = cdiv(N, BN), gy = cdiv(M, BM);
   if (gx > c.max_groups[0] || gy > c.max_groups[1]) return false;
-  const uint32_t kchunk = split_for(gx * gy, K, BK), nsplit = cdiv(K, kchunk);
+  const uint32_t kchunk = split_for(gx * gy, K, BK, (uint64_t)M * N, view_budget(c)), nsplit = cdiv(K, kchunk);
   if (nsplit > c.max_groups[2]) return false;
   const uint32_t biask = m.bias ? storage_kind(c, m.bias->dtype) : 0u, yk = storage_kind(c, m.y.dtype);
   bool split = nsplit > 1;

@@ -159,6 +159,11 @@ Block* MemoryPool::new_block(VkDeviceSize bytes, bool dedicated) {
   VkMemoryRequirements req;
   f.vkGetBufferMemoryRequirements(dev_.dev, b->buffer, &req);
   uint32_t type = pick_type(req.memoryTypeBits, false);
+  if (VkDeviceSize heap = dev_.mem.memoryHeaps[dev_.mem.memoryTypes[type].heapIndex].size; req.size > heap) {
+    f.vkDestroyBuffer(dev_.dev, b->buffer, nullptr);
+    throw RuntimeError("out of device memory allocating " + std::to_string(bytes) + " bytes on " + dev_.caps.name +
+                       ": larger than its memory heap (" + std::to_string(heap) + " bytes)");
+  }
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   ai.allocationSize = req.size;
   ai.memoryTypeIndex = type;
