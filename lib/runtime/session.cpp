@@ -190,6 +190,30 @@ void Session::feed(const std::string& out_id, const std::string& in_id) {
   inputs_[in_id] = std::move(p);
 }
 
+void Session::input_bytes_changed(const std::string& id, const Tensor& value, size_t offset, size_t bytes) {
+  auto it = inputs_.find(id);
+  if (it == inputs_.end() || it->second->on_device || it->second->host.raw() != value.raw() ||
+      it->second->host.shape() != value.shape()) {
+    set_input(id, value);
+    return;
+  }
+  PendingInput& p = *it->second;
+  if (offset + bytes > p.host.nbytes() || offset % dtype_size(p.dtype) || bytes % dtype_size(p.dtype))
+    throw RuntimeError("internal: input '" + id + "': changed bytes [" + std::to_string(offset) + ", " +
+                       std::to_string(offset + bytes) + ") are not whole elements of its " + std::to_string(p.host.nbytes()) + " bytes");
+  if (!opts_.inputs_constant || !p.uploaded_to || !last_exec_ || last_exec_->id != p.uploaded_to) {
+    p.uploaded_to = 0;  // the next run uploads the whole value
+    return;
+  }
+  auto ref = last_exec_->input_refs.find(id);
+  if (ref == last_exec_->input_refs.end()) return;  // the plan does not read it
+  const size_t dev_offset = ref->second.offset + ex_.storage_bytes((int64_t)(offset / dtype_size(p.dtype)), p.dtype);
+  upload_tensor(ex_, *ref->second.buf, dev_offset,
+                Tensor::borrow({(int64_t)(bytes / dtype_size(p.dtype))}, p.dtype, static_cast<const uint8_t*>(p.host.raw()) + offset,
+                               p.host.keepalive()),
+                "input '" + id + "'");
+}
+
 ir::TypedShapes Session::bind_shapes() const {
   std::map<std::string, Shape> shapes;
   for (const auto& [id, p] : inputs_) shapes[id] = p->shape();

@@ -75,6 +75,13 @@ class Session {
   // After a run: the output `out_id` becomes input `in_id` of the next run,
   // copied on the device (no round trip through the host).
   void feed(const std::string& out_id, const std::string& in_id);
+  // The caller wrote bytes [offset, offset + bytes) of `value`, the tensor it gave set_input(id)
+  // (tensors share storage when copied, so the session's host copy sees the change). Where a
+  // compiled plan's input buffer already holds the rest (inputs_constant), only those bytes are
+  // uploaded now; otherwise the next run uploads the whole value, as after set_input. A tensor
+  // that is not the one set (other storage) is set anew. Used for a KV cache kept as
+  // persistent input state and appended to in place (rlx generate, lib/runtime/kv_cache.h).
+  void input_bytes_changed(const std::string& id, const Tensor& value, size_t offset, size_t bytes);
 
   // Runs the graph; returns the outputs (in graph order) on the host.
   std::vector<Tensor> run(Mode mode);
