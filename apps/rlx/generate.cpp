@@ -243,6 +243,7 @@ int cmd_generate(GenerateFlags& f) {
   if (f.kv_cache == "capacity" && !no_capacity.empty()) throw InputError(f.model + ": --kv-cache capacity: " + no_capacity);
   SessionOptions so_cap = so;
   so_cap.inputs_constant = true;  // the cache inputs are uploaded once per plan, then row by row
+  so_cap.in_place_inputs = {L.past.begin(), L.past.end()};  // on the CPU, read from the cache itself
   std::unique_ptr<KvCache> kv;
   struct CapacityStep {
     std::shared_ptr<const onnx::Specialized> sp;
@@ -325,8 +326,8 @@ int cmd_generate(GenerateFlags& f) {
   auto capacity_step = [&](StepInfo& info, std::string& why) -> Tensor {
     const int64_t n = kv->length(), C_before = kv->capacity();
     if (n + 1 > C_before) {
+      cap.reset();  // the old plan (and its copy of the cache) goes first: a lower peak
       kv->grow(2 * C_before);
-      cap.reset();
     }
     const int64_t C = kv->capacity();
     info.capacity = C;

@@ -83,6 +83,7 @@ struct Session::Exec {
   std::unique_ptr<DeviceBuffer> arena;
   std::vector<std::unique_ptr<DeviceBuffer>> owned;
   std::map<std::string, TensorRef> input_refs;
+  std::map<std::string, const void*> in_place;  // inputs read from the host tensor at this address
   std::unique_ptr<Recording> rec;
   passes::MemoryPlan mp;
   int64_t leaf_bytes = 0;
@@ -205,6 +206,7 @@ void Session::input_bytes_changed(const std::string& id, const Tensor& value, si
     p.uploaded_to = 0;  // the next run uploads the whole value
     return;
   }
+  if (last_exec_->in_place.count(id)) return;  // the plan reads the host tensor itself
   auto ref = last_exec_->input_refs.find(id);
   if (ref == last_exec_->input_refs.end()) return;  // the plan does not read it
   const size_t dev_offset = ref->second.offset + ex_.storage_bytes((int64_t)(offset / dtype_size(p.dtype)), p.dtype);
@@ -319,7 +321,17 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
     const Shape& s = e->ts.shapes[i];
     root[i] = (int)i;
     if (node.op == Op::Input) {
-      e->owned.push_back(ex_.allocate(ex_.storage_bytes(std::max<int64_t>(shape_numel(s), 1), e->ts.dtypes[i])));
+      std::unique_ptr<DeviceBuffer> wrapped;
+      auto in = inputs_.find(node.id);
+      if (opts_.in_place_inputs.count(node.id) && in != inputs_.end() && !in->second->on_device &&
+          in->second->host.shape() == s && in->second->host.dtype() == e->ts.dtypes[i] && in->second->host.numel() > 0)
+        wrapped = ex_.wrap_host(in->second->host.raw(), in->second->host.nbytes(), e->ts.dtypes[i], in->second->host.keepalive());
+      if (wrapped) {
+        e->in_place[node.id] = in->second->host.raw();
+        e->owned.push_back(std::move(wrapped));
+      } else {
+        e->owned.push_back(ex_.allocate(ex_.storage_bytes(std::max<int64_t>(shape_numel(s), 1), e->ts.dtypes[i])));
+      }
       e->where[i] = {e->owned.back().get(), 0, s, e->ts.dtypes[i]};
       e->input_refs[node.id] = e->where[i];
       e->leaf_bytes += ex_.storage_bytes(shape_numel(s), e->ts.dtypes[i]);
@@ -439,6 +451,11 @@ void Session::bind_inputs(Exec& e) {
     auto it = inputs_.find(id);
     if (it == inputs_.end()) throw InputError("no value given for input '" + id + "'");
     PendingInput& p = *it->second;
+    if (auto w = e.in_place.find(id); w != e.in_place.end()) {
+      if (p.on_device || p.host.raw() != w->second)
+        throw RuntimeError("internal: input '" + id + "' is read in place from the tensor first given; another value was set");
+      continue;
+    }
     if (p.on_device) {
       if (p.dev.buf == ref.buf && p.dev.offset == ref.offset) continue;
       Kernel k;

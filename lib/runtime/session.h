@@ -6,6 +6,7 @@
 //   compiled : optimise (CSE, folding, simplification, fusion), plan a static
 //              arena, record once; cached by input shapes/dtypes and replayed
 #include <map>
+#include <set>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -36,6 +37,11 @@ struct SessionOptions {
   // value then goes to a compiled plan's input buffer once, not on every replay
   // (`rlx bench` sets this; by default every run uploads, seeing in-place changes).
   bool inputs_constant = false;
+  // Inputs a plan reads straight from the host tensor given to set_input, where the backend can
+  // (the CPU: no input buffer, no upload). The caller keeps that tensor, changes it only through
+  // input_bytes_changed, and sets no other tensor for it while the session lives (an internal
+  // error otherwise). rlx generate's KV cache (lib/runtime/kv_cache.h).
+  std::set<std::string> in_place_inputs;
   std::ostream* log = nullptr;   // notes (--verbose), default std::cerr
   // Compiled plans go through the persistent compile cache (io::active_cache(), when the
   // program installed one; docs/cache.md).
