@@ -119,7 +119,6 @@ class Lowering : public LowerCtx {
     if (depth_ >= 8) fail("internal: splitting a kernel over bindings did not converge");
     for (Dispatch& d : Lowering(env_, sub, id_, depth_ + 1).run()) ds_.push_back(std::move(d));
   }
-  TensorRef scratch(int64_t floats) override { return env_.scratch(floats); }
 
  private:
   const ir::Attrs& attrs() const { return k_.node->attrs; }

@@ -86,8 +86,8 @@ class LowerCtx {
   // Binds a tensor; returns the element offset of its first element in the binding.
   virtual uint32_t read(Dispatch& d, const TensorRef& t) = 0;
   virtual uint32_t write(Dispatch& d, const TensorRef& t) = 0;
-  virtual void bind_error(Dispatch& d) = 0;
-  virtual void drop_last() = 0;  // forgets the dispatch add() made last  // the device error flag (see LowerEnv::error)
+  virtual void bind_error(Dispatch& d) = 0;  // the device error flag (see LowerEnv::error)
+  virtual void drop_last() = 0;                // forgets the dispatch add() made last
   virtual void grid(Dispatch& d, uint64_t items, uint32_t wg) = 0;
   virtual void bind_dummy(Dispatch& d) = 0;  // an absent optional input
   // Temporary device memory of `floats` f32 values, alive while the command buffer is.
@@ -100,8 +100,6 @@ class LowerCtx {
   // Appends the dispatches of `sub` (a part of this kernel: views of its tensors, or scratch),
   // lowered as a kernel of its own under this kernel's id and label.
   virtual void lower_sub(const Kernel& sub) = 0;
-  // f32 scratch alive as long as the recorded commands (LowerEnv::scratch).
-  virtual TensorRef scratch(int64_t floats) = 0;
 };
 
 // ---- Tensors larger than one storage-buffer binding (kernels_split.cpp, issue 30)
