@@ -319,14 +319,16 @@ VIDEO = ["r3d_18", "mc3_18", "r2plus1d_18", "s3d"]
 
 def video_models():
     """--video: torchvision 0.14's four video networks (3-D convolutions and pools), randomly
-    initialised with non-trivial BatchNorm statistics, on one 8-frame 112x112 clip. Not part of
-    the test suite (a few minutes, most of it on lavapipe); its result is recorded in docs/onnx.md."""
+    initialised with non-trivial BatchNorm statistics, on one 8-frame 112x112 clip (S3D: 16 frames
+    of 224x224, the least its final 2x7x7 average pool accepts). Not part of the test suite (a few
+    minutes, most of it on lavapipe); its result is recorded in docs/onnx.md."""
     import torch
     import torchvision.models.video as tvv
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(3)
+    clip = {"s3d": (1, 3, 16, 224, 224)}
     return {f"video_{n}": (with_bn_statistics(getattr(tvv, n)(num_classes=10), g), ["clip"], ["logits"], {},
-                           [(torch.randn(1, 3, 8, 112, 112, generator=g),)], 14) for n in VIDEO}
+                           [(torch.randn(*clip.get(n, (1, 3, 8, 112, 112)), generator=g),)], 14) for n in VIDEO}
 
 
 def export(out, published=False, video=False):
