@@ -244,7 +244,8 @@ def build_models():
                   (torch.randn(1, 3, 5, 7, generator=g), torch.rand(1, 4, 6, 2, generator=g) * 2.6 - 1.3)], 16),
         # 3-D convolution and pooling (issue 30): strides, dilations, groups, pads, ceil_mode, count_include_pad
         "cnn3d": (with_bn_statistics(c["Cnn3d"](), g), ["clip"], ["logits"], {"clip": {0: "batch", 2: "time"}, "logits": {0: "batch"}},
-                  [(torch.randn(2, 3, 6, 12, 10, generator=g),), (torch.randn(1, 3, 5, 12, 10, generator=g),)], 14),
+                  [(torch.randn(2, 3, 6, 12, 10, generator=g),), (torch.randn(1, 3, 5, 12, 10, generator=g),)], 14,
+                  {"training": torch.onnx.TrainingMode.PRESERVE}),  # BatchNormalization kept: rlx folds it into conv3d
         "gru_encoder": (c["GruEncoder"](), ["x", "h0"], ["y", "h"],
                         {"x": {0: "seq", 1: "batch"}, "h0": {1: "batch"}, "y": {0: "seq", 1: "batch"}, "h": {1: "batch"}},
                         [(torch.randn(6, 2, 8, generator=g), torch.randn(1, 2, 10, generator=g)),
@@ -367,6 +368,7 @@ FUSED = {
     "bert_layer": (["layer_norm", "gelu", "linear", "attention"], ["attention 1", "gelu 1", "layer_norm 3", "linear 6"]),
     "llama_layer": (["rms_norm", "rope", "attention"], ["attention 1", "rms_norm 3", "rope 2"]),
     "conv_bn": (["conv2d"], ["conv2d+affine 2"]),
+    "cnn3d": (["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d"], ["conv3d+affine 1"]),
 }
 # The CPU packs a weight in either layout itself, so matmul + bias stays a product on the weight
 # as exported (no transposed copy held beside the packed one); the bias, and the GELU after it,
