@@ -145,7 +145,9 @@ TEST(Registry, EveryOpOfTheSpecIsRegistered) {
                             "gather_elements", "slice", "pad", "trilu", "conv2d", "conv_transpose2d", "max_pool2d",
                             "avg_pool2d", "resize",
                             // inverse trigonometric functions (issue 20: ONNX's Asin, Acos, Atan)
-                            "asin", "acos", "atan"};
+                            "asin", "acos", "atan",
+                            // the 3-D convolution family (issue 30: ONNX's Conv, ConvTranspose, MaxPool, AveragePool on NCDHW)
+                            "conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d"};
   // The quantization ops of docs/ir-design.md section 2 (issue 19).
   const char* quant_ops[] = {"quantize", "dequantize", "matmul_integer", "matmul_nbits"};
   for (const char* op : quant_ops) EXPECT_TRUE(ir::op_from_name(op).has_value()) << op;
