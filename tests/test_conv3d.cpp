@@ -180,6 +180,28 @@ TEST_P(Conv3dFamily, Conv3dRandomGeometriesInEveryMode) {
   }
 }
 
+// Layers whose group's weights exceed 2 MiB take the CPU's whole-plane vol2col and one pooled
+// product (r3d_18's layers 3 and 4); with bias, with groups and a batch of 2.
+TEST_P(Conv3dFamily, Conv3dDeepLayersInEveryMode) {
+  // Vulkan has one conv shader for every size (covered above); lavapipe would take seconds here.
+  if (GetParam() != "cpu") GTEST_SKIP() << "the whole-plane path is the CPU kernel's";
+  std::mt19937 rng(3033);
+  for (int grouped = 0; grouped < 2; ++grouped) {
+    Geo g;
+    g.G = grouped ? 2 : 1, g.N = grouped ? 2 : 1, g.C = 64 * g.G, g.M = 320 * g.G, g.bias = !grouped;
+    g.in = {2, 4, 3}, g.k = {3, 3, 3}, g.s = {1, 1, 1}, g.d = {1, 1, 1}, g.p0 = {1, 1, 1}, g.p1 = {1, 1, 1};
+    const V3 out = g.in;
+    Tensor x = random_tensor({g.N, g.C, g.in[0], g.in[1], g.in[2]}, rng);
+    Tensor w = random_tensor({g.M, g.C / g.G, 3, 3, 3}, rng), b = random_tensor({g.M}, rng);
+    const std::string attrs = R"({"pads": [1, 1, 1, 1, 1, 1], "groups": )" + std::to_string(g.G) + "}";
+    std::map<std::string, Tensor> params{{"w", w}};
+    if (g.bias) params["b"] = b;
+    // f32 sums of K = 1728 products of N(0, 1) values: rounding grows like sqrt(K).
+    check(conv_nodes("conv3d", x, w, g.bias ? &b : nullptr, attrs), params, x, conv_ref(g, out, x, w, g.bias ? &b : nullptr),
+          {g.N, g.M, out[0], out[1], out[2]}, 1e-5 * std::sqrt(1728.0), grouped ? "grouped deep conv3d" : "deep conv3d");
+  }
+}
+
 TEST_P(Conv3dFamily, ConvTranspose3dRandomGeometriesInEveryMode) {
   std::mt19937 rng(3031);
   auto U = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
