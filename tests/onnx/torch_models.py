@@ -19,7 +19,7 @@ Conv + BatchNorm: lib/passes/patterns.cpp). Exports are cached in --out.
 A model whose ONNX operators need registry ops this build lacks (`rlx onnx-ops --json`) is
 reported as NOT RUN with the missing ops and does not fail; any other mismatch or error fails.
 
-  tests/onnx/torch_models.py --rlx build/apps/rlx/rlx [--out DIR] [--backend cpu] [-k NAME] [--published | --video]
+  tests/onnx/torch_models.py --rlx build/apps/rlx/rlx [--out DIR] [--backend cpu] [-k NAME] [--published | --video | --video-small] [--timeout S]
 """
 import argparse
 import hashlib
@@ -318,29 +318,31 @@ def published_models():
 VIDEO = ["r3d_18", "mc3_18", "r2plus1d_18", "s3d"]
 
 
-def video_models():
+def video_models(small=False):
     """--video: torchvision 0.14's four video networks (3-D convolutions and pools), randomly
     initialised with non-trivial BatchNorm statistics, on one 8-frame 112x112 clip (S3D: 16 frames
-    of 224x224, the least its final 2x7x7 average pool accepts). Not part of the test suite (a few
-    minutes, most of it on lavapipe); its result is recorded in docs/onnx.md."""
+    of 224x224, the least its final 2x7x7 average pool accepts). --video-small: 4 frames of 56x56
+    (S3D unchanged), for lavapipe, whose direct convolution shader takes minutes per run at the
+    full size. Not part of the test suite; the result is recorded in docs/onnx.md."""
     import torch
     import torchvision.models.video as tvv
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(3)
     clip = {"s3d": (1, 3, 16, 224, 224)}
     return {f"video_{n}": (with_bn_statistics(getattr(tvv, n)(num_classes=10), g), ["clip"], ["logits"], {},
-                           [(torch.randn(*clip.get(n, (1, 3, 8, 112, 112)), generator=g),)], 14) for n in VIDEO}
+                           [(torch.randn(*clip.get(n, (1, 3, 4, 56, 56) if small else (1, 3, 8, 112, 112)), generator=g),)], 14)
+            for n in VIDEO}
 
 
-def export(out, published=False, video=False):
-    """Exports every model with its references; cached by this file's hash."""
-    kind = "-published" if published else "-video" if video else ""
+def export(out, published=False, video=None):
+    """Exports every model with its references; cached by this file's hash. video: None, "full" or "small"."""
+    kind = "-published" if published else f"-video-{video}" if video else ""
     stamp = os.path.join(out, "EXPORTED-" + hashlib.sha1(open(__file__, "rb").read()).hexdigest()[:12] + kind)
     if os.path.exists(stamp):
         return
     import torch
     t0 = time.time()
-    for name, (mod, in_names, out_names, dyn, sets, opset, *extra) in (published_models() if published else video_models() if video else build_models()).items():
+    for name, (mod, in_names, out_names, dyn, sets, opset, *extra) in (published_models() if published else video_models(video == "small") if video else build_models()).items():
         mod.eval()
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
@@ -403,14 +405,17 @@ def main():
     ap.add_argument("-k", default="")
     ap.add_argument("--published", action="store_true", help="torchvision's models at their published sizes instead (not in CI)")
     ap.add_argument("--video", action="store_true", help="torchvision's four video networks instead (not in CI)")
+    ap.add_argument("--video-small", action="store_true", help="--video on smaller clips (for lavapipe)")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per rlx run (default 300)")
     a = ap.parse_args()
     rlx = os.path.abspath(a.rlx)
     out = a.out or os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(rlx))), "onnx-torch-models")
     os.makedirs(out, exist_ok=True)
-    if a.published or a.video:
-        out = os.path.join(out, "published" if a.published else "video")
+    video = "small" if a.video_small else "full" if a.video else None
+    if a.published or video:
+        out = os.path.join(out, "published" if a.published else "video" if video == "full" else "video-small")
         os.makedirs(out, exist_ok=True)
-    export(out, a.published, a.video)
+    export(out, a.published, video)
     table = json.loads(subprocess.run([rlx, "onnx-ops", "--json"], check=True, capture_output=True, text=True).stdout)
     needs = {r["op_type"]: r["needs"] for r in table}
     status, ran, notrun, fused_checked = 0, 0, [], 0
@@ -433,7 +438,7 @@ def main():
             for mode in a.modes.split(","):
                 plan = mode == "compiled" and i == 0 and name in FUSED
                 r = subprocess.run([rlx, "run", model, "-b", a.backend, "-m", mode, "--atol", str(ATOL), "--rtol", str(RTOL)] + args
-                                   + (["--dump-plan"] if plan else []), capture_output=True, text=True, timeout=300)
+                                   + (["--dump-plan"] if plan else []), capture_output=True, text=True, timeout=a.timeout)
                 ran += 1
                 if r.returncode != 0:
                     status = 1
