@@ -151,10 +151,10 @@ void im2col_tile(const ir::Conv2dGeom& g, const float* xg, int64_t p0, int64_t T
   if (ld == 0) ld = T;
   const int64_t DHW = g.D * g.H * g.W, OHW = g.OH * g.OW;
   for (int64_t c = 0; c < g.Cg; ++c)
-    for (int64_t kd = 0; kd < g.kD; ++kd)
-    for (int64_t kh = 0; kh < g.kH; ++kh)
+    for (int64_t kdh = 0; kdh < g.kD * g.kH; ++kdh)  // (kd, kh)
       for (int64_t kw = 0; kw < g.kW; ++kw) {
-        float* dst = col + (((c * g.kD + kd) * g.kH + kh) * g.kW + kw) * ld;
+        const int64_t kd = kdh / g.kH, kh = kdh % g.kH;
+        float* dst = col + ((c * g.kD * g.kH + kdh) * g.kW + kw) * ld;
         const float* xc = xg + c * DHW;
         const int64_t off = kw * g.dW - g.pl;
         int64_t j = 0;
