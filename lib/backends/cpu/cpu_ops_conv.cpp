@@ -150,6 +150,18 @@ void conv_direct_plane(const ir::Conv2dGeom& g, const float* x, const float* w, 
 void im2col_tile(const ir::Conv2dGeom& g, const float* xg, int64_t p0, int64_t T, float* col, int64_t ld = 0) {
   if (ld == 0) ld = T;
   const int64_t DHW = g.D * g.H * g.W, OHW = g.OH * g.OW;
+  // The tile's output-row segments (fixed od, oh), the same for every row of col: found once.
+  struct Seg {
+    int64_t j, n, id0, ih0, ow0;  // columns [j, j + n); input depth and row of the first tap
+  };
+  thread_local std::vector<Seg> segs;
+  segs.clear();
+  for (int64_t j = 0; j < T;) {
+    const int64_t p = p0 + j, od = p / OHW, oh = p % OHW / g.OW, ow0 = p % g.OW;
+    const int64_t n = std::min(T - j, g.OW - ow0);
+    segs.push_back({j, n, od * g.sD - g.pf, oh * g.sH - g.pt, ow0});
+    j += n;
+  }
   for (int64_t c = 0; c < g.Cg; ++c)
     for (int64_t kdh = 0; kdh < g.kD * g.kH; ++kdh)  // (kd, kh)
       for (int64_t kw = 0; kw < g.kW; ++kw) {
@@ -157,25 +169,21 @@ void im2col_tile(const ir::Conv2dGeom& g, const float* xg, int64_t p0, int64_t T
         float* dst = col + ((c * g.kD * g.kH + kdh) * g.kW + kw) * ld;
         const float* xc = xg + c * DHW;
         const int64_t off = kw * g.dW - g.pl;
-        int64_t j = 0;
-        while (j < T) {  // one output row (fixed od, oh) segment at a time
-          const int64_t p = p0 + j, od = p / OHW, oh = p % OHW / g.OW, ow0 = p % g.OW;
-          const int64_t seg = std::min(T - j, g.OW - ow0);
-          const int64_t id = od * g.sD - g.pf + kd * g.dD, ih = oh * g.sH - g.pt + kh * g.dH;
-          float* d = dst + j;
+        int64_t lo, hi;  // output columns whose tap lies inside the input row
+        valid_range(off, g.sW, g.W, g.OW, lo, hi);
+        for (const Seg& sg : segs) {
+          const int64_t id = sg.id0 + kd * g.dD, ih = sg.ih0 + kh * g.dH, ow0 = sg.ow0, seg = sg.n;
+          float* d = dst + sg.j;
           if (id < 0 || id >= g.D || ih < 0 || ih >= g.H) {
             std::fill(d, d + seg, 0.f);
           } else {
             const float* xr = xc + (id * g.H + ih) * g.W;
-            int64_t lo, hi;
-            valid_range(off, g.sW, g.W, g.OW, lo, hi);
             const int64_t a = std::clamp(lo, ow0, ow0 + seg), b = std::clamp(hi, a, ow0 + seg);
             std::fill(d, d + (a - ow0), 0.f);
             if (g.sW == 1) std::memcpy(d + (a - ow0), xr + a + off, (b - a) * 4);
             else for (int64_t ow = a; ow < b; ++ow) d[ow - ow0] = xr[ow * g.sW + off];
             std::fill(d + (b - ow0), d + seg, 0.f);
           }
-          j += seg;
         }
       }
 }
