@@ -5,8 +5,8 @@ CUDA events (median of --reps after warm-up). Prints one JSON object per line.
 
     python3 bench/torch_gpu.py [--reps 20] [--half]
 
---half: the fp16 figures instead (issue 9): matmul 4096^3, the d-4096 decoder's linears and the
-decoder block with weights, activations and rope tables in fp16.
+--half: the fp16 figures instead (issue 9): matmul 4096^3 (and bf16, issue 22), the d-4096 decoder's linears and the
+decoder block with weights, activations and rope tables in fp16 (and bf16).
 """
 import argparse
 import json
@@ -84,6 +84,9 @@ def main():
             B = torch.randn(4096, 4096, device="cuda", dtype=h)
             ms = timed(lambda: A @ B, a.reps)
             out(what="matmul 4096^3 fp16", ms=ms, tflops=2 * 4096**3 / ms / 1e9)
+            Ab, Bb = A.to(torch.bfloat16), B.to(torch.bfloat16)
+            ms = timed(lambda: Ab @ Bb, a.reps)
+            out(what="matmul 4096^3 bf16", ms=ms, tflops=2 * 4096**3 / ms / 1e9)
             for (m, n, k) in [(512, 4096, 4096), (512, 1024, 4096), (512, 14336, 4096), (512, 4096, 14336)]:
                 X = torch.randn(m, k, device="cuda", dtype=h)
                 Wt = torch.randn(n, k, device="cuda", dtype=h)
@@ -91,6 +94,8 @@ def main():
                 out(what=f"linear M{m} N{n} K{k} fp16", ms=ms, tflops=2 * m * n * k / ms / 1e9)
             ms = timed(block_fn(4096, 32, 8, 128, 14336, 512, h), a.reps)
             out(what="decoder block d4096 seq512 fp16", ms=ms)
+            ms = timed(block_fn(4096, 32, 8, 128, 14336, 512, torch.bfloat16), a.reps)
+            out(what="decoder block d4096 seq512 bf16", ms=ms)
         return
     with torch.inference_mode():
         A = torch.randn(4096, 4096, device="cuda")

@@ -6,10 +6,18 @@
 # Here (after scripts/build.sh, and ../shared/gpu/prepare-device.sh for .device-vk/):
 #   scripts/device_run.sh --pack      # .device-pack/: binaries, their libraries, sources (<64 MiB)
 # There (the device tool, carrying .device-pack and .device-vk):
-#   scripts/device_run.sh [STAGE]     # STAGE: all (default), test, bench, profile, torch, half, nbits, cpu
+#   scripts/device_run.sh [STAGE]     # STAGE: all (default), test, bench, profile, torch, half, tc, nbits, cpu
 # ("half": issue 9's f16 figures: 2-byte-storage tests on the GPU, f16 matmul 4096^3 and the
 # d-4096 decoder block with --dtype f16, their kernel profiles, and PyTorch fp16 in the same call;
+# "tc": issue 22's tensor-core routes (cm2, KHR, NV) for f16 and bf16 side by side, PyTorch
+# beside them (env: ROUTES, CM2S tiles to sweep, GOLDEN=1 adds the 16-bit goldens, DECODER=1 the
+# f16/bf16 d-4096 decoder block, HOST=1 the f32 block's compiled replay alone and in the round robin);
+# "clocks": profiles with the SM clock beside them; "cm2sweep": cm2 tiles, unrolling, split-K
+# on 4096^3 and the decoder's linears (DCFG="TILE:SPLITK ...");
 # "nbits": issue 19's byte storage checked on the GPU and the 4-bit gemv 14336x4096 beside PyTorch)
+# From a helper's worktree (the device tool sends the session's own checkout, not the worktree):
+# copy .device-pack, .device-vk and this script (as DIR/scripts/device_run.sh) into a folder of
+# that checkout which .git/info/exclude ignores, carry DIR, and run `bash DIR/scripts/device_run.sh`.
 # Results go to $OUT (or /tmp/rlx-device). RLX_VK_MATMUL / RLX_VK_SPLITK override the matmul
 # tiles and split-K for tuning (lib/backends/vulkan/kernels.cpp says how).
 set -uo pipefail
@@ -105,6 +113,78 @@ if [[ $stage == sweep16 ]]; then  # tuning the tensor-core matmul: RLX_VK_COOP /
     done; done; done
   PN=3 PROF bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2 --dtype f16 --repeat 3 2>&1 | tail -3
 fi
+if [[ $stage == tc ]]; then  # issue 22: the tensor-core routes (RLX_VK_COOPMAT cm2 / khr / nv) for f16 and bf16
+  echo "== devices"; $R devices --backend vulkan 2>&1 | grep -iE "api|driver|cooperative|tensor|bf16|16-bit"
+  MM="bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2"
+  NT="bench/graphs/matmul_4096_nt.json --input a=random:1 --input b=random:2"
+  for r in ${ROUTES:-cm2 khr nv}; do
+    echo "== RLX_VK_COOPMAT=$r: tests on the GPU"
+    RLX_VK_COOPMAT=$r timeout 120 $P/test_vulkan_half --gtest_brief=1 2>&1 | grep -E "Failure|want|rror|tests from|PASSED|FAILED" | head -12
+    [[ -n ${GOLDEN:-} ]] && RLX_VK_COOPMAT=$r timeout 200 $P/test_golden --gtest_filter='Cases/Golden.*vulkan*16*' --gtest_brief=1 2>&1 | tail -2
+    for dt in f16 bf16; do
+      for g in MM NT; do
+        echo "$r $g $dt: $(RLX_VK_COOPMAT=$r PN=12 PROF ${!g} --dtype $dt --repeat 5 | grep -E 'matmul' | head -3 | tr '\n' ' ')"
+      done
+    done
+  done
+  # a . b with b [K, N] (matmul_4096) and b [N, K] (matmul_4096_nt: linear's layout)
+  for c in ${CM2S:-}; do
+    for g in MM NT; do echo "RLX_VK_CM2=$c $g f16: $(RLX_VK_CM2=$c PN=12 PROF ${!g} --dtype f16 --repeat 5 | grep 'matmul' | head -2 | tr '\n' ' ')"; done
+  done
+  for dt in f16 bf16; do B $MM --dtype $dt --backends vulkan --modes compiled --reps 20; done
+  if [[ -n ${DECODER:-} ]]; then
+    for dt in f16 bf16; do
+      B bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype $dt --backends vulkan --modes compiled --reps 20
+    done
+    echo "-- RLX_VK_COOPMAT=khr (subgroup matrices), then nv"
+    for r in khr nv; do
+      RLX_VK_COOPMAT=$r B bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype f16 --backends vulkan --modes compiled --reps 20
+    done
+    PN=40 PROF bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype f16 --repeat 5
+  fi
+  if [[ -n ${HOST:-} ]]; then  # the f32 block's compiled replay alone and in the round robin of all modes
+    DB="bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --backends vulkan"
+    B $DB --modes compiled --reps 20
+    echo "-- RLX_VK_KEEP_BLOCKS=0 (empty blocks freed after every run, as before issue 22)"
+    RLX_VK_KEEP_BLOCKS=0 B $DB --reps 20
+    echo "-- default (empty blocks kept through 4 runs)"
+    B $DB --reps 20
+    B $DB --reps 20 --dtype f16
+  fi
+  timeout 150 python3 bench/torch_gpu.py --reps 20 --half 2>&1
+fi | tee "$out/tc.txt"
+if [[ $stage == clocks ]]; then  # issue 22: the cm2 matmul's occasional 4x slower runs against the SM clock
+  CLK() { nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active --format=csv,noheader; }
+  MM="bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2"
+  for i in 1 2 3; do
+    for dt in f16 bf16; do
+      echo "clocks $(CLK) | cm2 $dt: $(PN=12 PROF $MM --dtype $dt --repeat 5 | grep matmul | head -1)"
+    done
+  done
+  for dt in f16 bf16; do
+    echo "clocks $(CLK)"
+    B $MM --dtype $dt --backends vulkan --modes compiled --reps 20
+    B bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype $dt --backends vulkan --modes compiled --reps 20
+    echo "clocks $(CLK)"
+  done
+  B bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype f16 --backends vulkan --reps 20
+  echo "clocks $(CLK)"
+  timeout 150 python3 bench/torch_gpu.py --reps 20 --half 2>&1
+fi | tee "$out/clocks.txt"
+if [[ $stage == cm2sweep ]]; then  # issue 22: cm2 tiles, unrolling and split-K on 4096^3 and the decoder's linears
+  MM="bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2"
+  DB="bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype f16"
+  for u in 1 2 4 8; do
+    echo "unroll $u 4096^3 f16: $(RLX_VK_CM2=256x128x256x64x$u PN=12 PROF $MM --dtype f16 --repeat 8 | grep matmul | head -1)"
+  done
+  for c in ${DCFG:-default 256x128x256x64:1 256x128x256x64:2 256x128x128x64:1 256x128x128x64:2 256x128x128x64:4 128x128x128x64:1 256x128x256x64x8:1}; do
+    t=${c%%:*} k=${c#*:}
+    [[ $c == default ]] && t="" k=""
+    echo "== decoder f16 linears, RLX_VK_CM2=$t RLX_VK_SPLITK=$k"
+    ( [[ -n $t ]] && export RLX_VK_CM2=$t; [[ -n $k ]] && export RLX_VK_SPLITK=$k
+      PN=40 PROF $DB --repeat 8 | grep -E "_lin|node '[qkvo]'|total over" )
+  done
+fi | tee "$out/cm2sweep.txt"
 if [[ $stage == nbits ]]; then  # issue 19: bytes on the device, the 4-bit gemv, PyTorch beside it
   echo "== i8/u8 as bytes: quantization goldens and tests/vulkan_bytes.py on the GPU"
   timeout 200 $P/test_golden --gtest_filter='Cases/Golden.*vulkan*quant*:Cases/Golden.*vulkan*matmul_integer*:Cases/Golden.*vulkan*nbits*:Cases/Golden.*vulkan*cast*8*' --gtest_brief=1 2>&1 | tail -3

@@ -2,9 +2,11 @@
 // Ops along one axis of x viewed as [outer, len, inner], one invocation per line (outer, inner):
 //   OP 0 argmax, 1 argmin (FLAGS bit 0: select_last_index; NaN counts as the extreme, first wins)
 //   OP 2 cumsum (bit 0 exclusive, bit 1 reverse; Kahan-compensated f32 sum)
-//   OP 3 topk of K (bit 0 largest, bit 1 write indices instead of values): the j-th pick is
-//        the best element ordered after the (j-1)-th in (value, then lower index) order,
-//        NaN above every number; O(K * len) per line.
+//   OP 3 topk of K (bit 0 largest, bit 1 write indices instead of values): one invocation per
+//        element (line, j), which counts the elements ordered before it in (value, then lower
+//        index) order, NaN above every number, and writes itself at that rank when it is below K;
+//        O(len) per invocation, all in parallel. (A pick-by-pick loop of K * len iterations in one
+//        invocation is cut short by llvmpipe's limit of 65535 loop iterations per invocation.)
 // Indices are written as float values (f32 storage).
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 64) in;
@@ -30,6 +32,19 @@ bool before(float va, uint ia, float vb, uint ib, bool largest) {
 
 void main() {
   uint t = rlx_global_index();
+  if (OP == 3u) {
+    if (t >= pc.lines * pc.len) return;
+    uint line = t / pc.len, j = t % pc.len;
+    uint o = line / pc.inner, i = line % pc.inner;
+    uint base = pc.xoff + o * pc.len * pc.inner + i;
+    bool largest = (pc.flags & 1u) != 0u, want_idx = (pc.flags & 2u) != 0u;
+    float v = x[base + j * pc.inner];
+    uint rank = 0u;
+    for (uint q = 0u; q < pc.len && rank < pc.k; ++q)
+      if (before(x[base + q * pc.inner], q, v, j, largest)) ++rank;
+    if (rank < pc.k) y[pc.yoff + o * pc.k * pc.inner + i + rank * pc.inner] = want_idx ? float(j) : v;
+    return;
+  }
   if (t >= pc.lines) return;
   uint o = t / pc.inner, i = t % pc.inner;
   uint base = pc.xoff + o * pc.len * pc.inner + i;
@@ -59,28 +74,6 @@ void main() {
       comp = isinf(w) ? 0.0 : (w - s) - tv;  // no inf - inf once the sum is infinite
       s = w;
       if (!excl) y[ybase + j * pc.inner] = s;
-    }
-  } else {
-    bool largest = (pc.flags & 1u) != 0u, want_idx = (pc.flags & 2u) != 0u;
-    uint ybase = pc.yoff + o * pc.k * pc.inner + i;
-    float pv = 0.0;
-    uint pi = 0u;
-    for (uint n = 0u; n < pc.k; ++n) {
-      bool have = false;
-      float bv = 0.0;
-      uint bi = 0u;
-      for (uint j = 0u; j < pc.len; ++j) {
-        float c = x[base + j * pc.inner];
-        if (n > 0u && !before(pv, pi, c, j, largest)) continue;  // already taken
-        if (!have || before(c, j, bv, bi, largest)) {
-          have = true;
-          bv = c;
-          bi = j;
-        }
-      }
-      pv = bv;
-      pi = bi;
-      y[ybase + n * pc.inner] = want_idx ? float(bi) : bv;
     }
   }
 }

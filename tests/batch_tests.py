@@ -178,14 +178,18 @@ def test_stacked_batch_size():
         b = np.load(os.path.join(d, "b8", it["id"], "probs.npy"))
         check(f"stacked/cnn/{it['id']}", rc == 0 and a.shape == b.shape == (1, 10) and np.allclose(a, b, rtol=1e-5, atol=1e-6),
               f"{a}\n{b}")
-    # 7 items at --batch-size 4: one alone, a stack of 4, then a short group of 2 padded to 4 with
-    # copies of its last item (the plan of 4 reused): every item's output is its own.
+    # 7 items at --batch-size 4: a stack of 4 (the split learnt from shape inference, no item run
+    # alone first), then a short group of 3 padded to 4 with copies of its last item: one plan
+    # for the whole job, and every item's output is its own.
     d = scratch()
     items = make_inputs(d, 7, lambda i: (1, 3, 32, 32), seed=8)
     for it in items:
         it["inputs"] = {"image": it["inputs"]["x"]}
-    rc, so, se = rlx("run", CNN, "--batch", write_list(d, items), "--out-dir", os.path.join(d, "b4"), "--batch-size", "4")
+    rc, so, se = rlx("run", CNN, "--batch", write_list(d, items), "--out-dir", os.path.join(d, "b4"), "--batch-size", "4",
+                     "--verbose")
     check("stacked/cnn-padded-tail/exit0", rc == 0, se)
+    plans = [l for l in se.splitlines() if l.startswith("compile #")]
+    check("stacked/cnn-padded-tail/one-plan", len(plans) == 1 and "[4, 3, 32, 32]" in se, se)
     for it in items:
         alone = os.path.join(d, "alone", it["id"])
         rc, _, se = rlx("run", CNN, "-i", f"image=@{it['inputs']['image']}", "--mode", "compiled", "--out-dir", alone)

@@ -31,6 +31,13 @@ if(TARGET rlx_vulkan)
     set_tests_properties(onnx_node_tests_vulkan_quant_${mode} PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_node_data)
   endforeach()
 endif()
+# float64 (values only double holds: 1 + k 2^-40) and the other integer widths (u64 beyond 2^63,
+# u32, u16, i16, i8 wrap-around, BitShift) against NumPy in every mode on the CPU, each output's
+# .npy dtype checked; the refusals (an op without an f64 kernel, f64 in a JSON graph, convert to
+# JSON, and Vulkan's plan-time refusal where a device is present).
+add_test(NAME onnx_f64_dtypes COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/f64_dtypes.py --rlx $<TARGET_FILE:rlx>
+         --out ${CMAKE_BINARY_DIR}/onnx-f64-dtypes)
+set_tests_properties(onnx_f64_dtypes PROPERTIES TIMEOUT 300)
 # Names, symbolic dims, defaults, convert, external data and hostile files (exit codes + messages).
 add_test(NAME onnx_cli COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/cli_tests.py --rlx $<TARGET_FILE:rlx>)
 set_tests_properties(onnx_cli PROPERTIES TIMEOUT 300)
@@ -110,6 +117,22 @@ if(TARGET rlx_vulkan)
   add_test(NAME onnx_signal_ops_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/signal_ops.py --rlx $<TARGET_FILE:rlx>
            --out ${CMAKE_BINARY_DIR}/onnx-signal-ops --backend vulkan)
   set_tests_properties(onnx_signal_ops_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_signal_ops)
+endif()
+# torchvision's Faster R-CNN (MobileNetV3-FPN, seeded weights) exported by torch.onnx, in every
+# mode, against ONNX Runtime on the same export (tests/onnx/detectors.py; --all adds RetinaNet
+# and SSDlite outside CI). Installs onnxruntime-node into the build directory once (npm).
+add_test(NAME onnx_detectors_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/detectors.py --rlx $<TARGET_FILE:rlx>
+         --out ${CMAKE_BINARY_DIR}/onnx-detectors --cache ${CMAKE_BINARY_DIR}/onnx-npm --backend cpu)
+set_tests_properties(onnx_detectors_cpu PROPERTIES TIMEOUT 900 RESOURCE_LOCK onnx_npm)
+# Sequences and optionals beyond the node tests (SplitToSequence, ConcatFromSequence, erase,
+# a sequence input, a loop growing a sequence) against NumPy, and bad use (exit 2).
+add_test(NAME onnx_sequences_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/sequences.py --rlx $<TARGET_FILE:rlx>
+         --out ${CMAKE_BINARY_DIR}/onnx-sequences --backend cpu)
+set_tests_properties(onnx_sequences_cpu PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_sequences)
+if(TARGET rlx_vulkan)
+  add_test(NAME onnx_sequences_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/sequences.py --rlx $<TARGET_FILE:rlx>
+           --out ${CMAKE_BINARY_DIR}/onnx-sequences --backend vulkan)
+  set_tests_properties(onnx_sequences_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_sequences)
 endif()
 # Silero VAD v5 (@ricky0123/vad-web, If nodes folded at specialisation, LSTM): a 30-chunk
 # stream with the state fed back against ONNX Runtime's (kept in tests/onnx/real_models/;

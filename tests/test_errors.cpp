@@ -304,12 +304,13 @@ TEST(FileLimits, NpyShapeOverflowAndHugeShapeAreRefusedBeforeAllocating) {
 }
 
 TEST(FileLimits, WrongDtypeStrings) {
-  Bytes f8 = raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", Bytes(8, 0));
-  EXPECT_HAS(error_of([&] { rlx::io::parse_npy(f8.data(), f8.size(), "f8.npy"); }), "unsupported dtype '<f8'");
+  // (float64 is a dtype now, f64: complex is not)
+  Bytes c8 = raw_npy("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", Bytes(8, 0));
+  EXPECT_HAS(error_of([&] { rlx::io::parse_npy(c8.data(), c8.size(), "c8.npy"); }), "unsupported dtype '<c8'");
   auto st = std::make_shared<const Bytes>(
-      raw_safetensors(R"({"t": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", Bytes(8, 0)));
-  EXPECT_HAS(error_of([&] { rlx::io::SafetensorsFile::from_memory(st, "f.safetensors"); }), "found dtype \"F64\"");
-  EXPECT_HAS(error_of([] { rlx::io::parse_tensor_spec("2xf64=1,2"); }), "unknown dtype 'f64'");
+      raw_safetensors(R"({"t": {"dtype": "C64", "shape": [1], "data_offsets": [0, 8]}})", Bytes(8, 0)));
+  EXPECT_HAS(error_of([&] { rlx::io::SafetensorsFile::from_memory(st, "f.safetensors"); }), "found dtype \"C64\"");
+  EXPECT_HAS(error_of([] { rlx::io::parse_tensor_spec("2xc64=1,2"); }), "unknown dtype 'c64'");
   EXPECT_HAS(error_of([] { load_and_infer(graph_with(R"({"id": "y", "op": "input", "shape": [1], "dtype": "float"})")); }),
              "dtype must be one of f32, f16, bf16, i32, i64, bool, i8, u8; got \"float\"");
 }
@@ -587,24 +588,32 @@ TEST_F(Cli, HostileSafetensorsParams) {
        raw_safetensors(R"({"tab": {"dtype": "F32", "shape": [4, 2], "data_offsets": [0, 1152921504606846976]}})", Bytes(32, 0)),
        "expected offsets within the data section (32 bytes)"},
       {"bad_json.safetensors", raw_safetensors("{\"tab\": [", {}), "header is not valid JSON"},
-      {"f64.safetensors", raw_safetensors(R"({"tab": {"dtype": "F64", "shape": [4, 2], "data_offsets": [0, 64]}})", Bytes(64, 0)),
-       "found dtype \"F64\""}};
+      {"c64.safetensors", raw_safetensors(R"({"tab": {"dtype": "C64", "shape": [4, 2], "data_offsets": [0, 64]}})", Bytes(64, 0)),
+       "found dtype \"C64\""}};
   for (const H& h : files) {
     SCOPED_TRACE(h.file);
     std::string f = write(h.file, h.bytes);
     expect_fail({"run", path("g.json"), "--params", f, "--input", "idx=3xi32=0,1,2"}, 2, {f + ": ", h.phrase});
   }
+  // F64 is read (ONNX models' f64), but never narrowed into the graph's f32 table
+  std::string f64 = write("f64.safetensors", raw_safetensors(R"({"tab": {"dtype": "F64", "shape": [4, 2], "data_offsets": [0, 64]}})", Bytes(64, 0)));
+  expect_fail({"run", path("g.json"), "--params", f64, "--input", "idx=3xi32=0,1,2"}, 2,
+              {"tab: the graph declares f32, the file has f64 (float64), which is not narrowed silently"});
 }
 
 // ---- inputs ----
 
 TEST_F(Cli, WrongDtypeStrings) {
   write("g.json", kEmbGraph);
+  expect_fail({"run", path("g.json"), "--random-params", "--input", "idx=3xc64=0,1,2"}, 2,
+              {"bad tensor spec '3xc64=0,1,2': unknown dtype 'c64' (supported: f32, f16, bf16, i32, i64, bool, i8, u8, f64, "
+               "i16, u16, u32, u64)"});
   expect_fail({"run", path("g.json"), "--random-params", "--input", "idx=3xf64=0,1,2"}, 2,
-              {"bad tensor spec '3xf64=0,1,2': unknown dtype 'f64' (supported: f32, f16, bf16, i32, i64, bool, i8, u8)"});
+              {"--input idx: got a f64 tensor, the graph declares i32"});
   Bytes f8 = raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", Bytes(24, 0));
   std::string f = write("f8.npy", f8);
-  expect_fail({"run", path("g.json"), "--random-params", "--input", "idx=@" + f}, 2, {f + ": unsupported dtype '<f8'"});
+  expect_fail({"run", path("g.json"), "--random-params", "--input", "idx=@" + f}, 2,
+              {"--input idx: got a f64 tensor, the graph declares i32"});
   expect_fail({"run", path("g.json"), "--random-params", "--input", "idx=3xf32=0,1,2"}, 2,
               {"--input idx: got a f32 tensor, the graph declares i32"});
   write("bad_dtype.json", graph_with(R"({"id": "y", "op": "input", "shape": [1], "dtype": "float32"})"));
@@ -1358,7 +1367,8 @@ TEST_F(Cli, HugeShapesAreExit2AndUnallocatableOnesExit3InEveryMode) {
 }  // namespace
 
 // ================================================================ i8/u8 and the quantization ops
-// i8/u8 are storage types (docs/graph-format.md): arithmetic refuses them naming the node;
+// i8/u8 are storage types (docs/graph-format.md): arithmetic refuses them naming the node (but
+// for the integer elementwise ops on integers alone, which wrap in 8 bits);
 // integers that do not fit are refused where they enter; quantization attributes are checked.
 TEST(Quant, InferenceRefusesWhatItCannotCompute) {
   auto in = [](const char* id, const char* shape, const char* dt) {
@@ -1366,7 +1376,8 @@ TEST(Quant, InferenceRefusesWhatItCannotCompute) {
   };
   const std::string u = in("u", "[2, 4]", "u8"), x = in("x", "[2, 4]", "f32");
   const std::pair<std::string, const char*> cases[] = {
-      {u + R"(, {"id": "y", "op": "add", "inputs": ["u", "u"]})", "input 0 is u8, a storage type that add does not compute on; cast first"},
+      {u + "," + x + R"(, {"id": "y", "op": "add", "inputs": ["u", "x"]})", "input 0 is u8, a storage type that add does not compute on; cast first"},
+      {u + R"(, {"id": "y", "op": "exp", "inputs": ["u"]})", "input 0 is u8, a storage type that exp does not compute on; cast first"},
       {u + R"(, {"id": "y", "op": "sum", "inputs": ["u"]})", "cast first"},
       {u + R"(, {"id": "y", "op": "matmul", "inputs": ["u", "u"], "attrs": {"transpose_b": true}})", "cast first"},
       {x + R"(, {"id": "s", "op": "constant", "shape": [3], "value": 1}, {"id": "y", "op": "quantize", "inputs": ["x", "s"]})",
@@ -1445,9 +1456,22 @@ TEST_F(Cli, QuantizedValuesRunExactlyAndBadOnesExit2) {
   // an i32 tensor for a u8 input is taken when its values fit, refused when one does not
   EXPECT_EQ(run_rlx({"run", path("q.json"), "--input", "x=4xi32=0,1,1,2"}).code, 0);
   expect_fail({"run", path("q.json"), "--input", "x=4xi32=0,1,300,2"}, 2, {"value 300 at element 2 of the i32 tensor does not fit the declared u8 [0, 255]"});
+  // integer arithmetic on i8 alone wraps in 8 bits, as NumPy (np.int8(12) * np.int8(12) == -112)
   write("add.json", graph_with(R"({"id": "x", "op": "input", "shape": [4], "dtype": "i8"},
       {"id": "y", "op": "mul", "inputs": ["x", "x"]})"));
-  expect_fail({"run", path("add.json"), "--input", "x=4xi8=1,2,3,4"}, 2, {"node 'y' (mul)", "cast first"});
+  for (const std::string& backend : built_backends()) {
+    SCOPED_TRACE(backend);
+    Proc p = run_rlx({"run", path("add.json"), "--backend", backend, "--input", "x=4xi8=1,2,12,-12", "--json"});
+    ASSERT_EQ(p.code, 0) << show(p);
+    json j = json::parse(p.out);
+    EXPECT_EQ(j["outputs"][0]["dtype"], "i8");
+    EXPECT_EQ(j["outputs"][0]["values"], json::parse("[1, 4, -112, -112]"));
+  }
+  // ... and with a float operand it is refused (it would compute in a dtype nobody asked for)
+  write("mixed.json", graph_with(R"({"id": "x", "op": "input", "shape": [4], "dtype": "i8"},
+      {"id": "f", "op": "input", "shape": [4]}, {"id": "y", "op": "mul", "inputs": ["x", "f"]})"));
+  expect_fail({"run", path("mixed.json"), "--input", "x=4xi8=1,2,3,4", "--input", "f=4xf32=1,2,3,4"}, 2,
+              {"node 'y' (mul)", "cast first"});
 }
 
 // Integers travel as f32 on the Vulkan device (exact to 2^24): a matmul_integer result beyond

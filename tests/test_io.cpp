@@ -300,11 +300,21 @@ TEST(Npy, RefusesBigEndian) {
   EXPECT_TRUE(Contains(msg, "big-endian data (dtype '>f4')"));
 }
 
+// float64 is a dtype of its own (ONNX models' f64): read as f64, every bit kept, never narrowed.
+TEST(Npy, ReadsFloat64AsF64) {
+  Tensor t = read_npy(kData + "f64.npy");  // np.save(np.array([1.0, 2.0]))
+  ASSERT_EQ(t.dtype(), DType::f64);
+  ASSERT_EQ(t.shape(), Shape{2});
+  EXPECT_EQ(t.data<double>()[0], 1.0);
+  EXPECT_EQ(t.data<double>()[1], 2.0);
+}
+
 TEST(Npy, RefusesUnknownDtypesListingTheSupportedOnes) {
-  std::string msg = input_error([] { read_npy(kData + "f64.npy"); });
-  EXPECT_TRUE(Contains(msg, "f64.npy: unsupported dtype '<f8'"));
+  std::string msg = npy_error("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", Bytes(16));
+  EXPECT_TRUE(Contains(msg, "unsupported dtype '<c8'"));
   EXPECT_TRUE(Contains(msg, "'<f4' f32, '<f2' f16, '<i4' i32, '<i8' i64, '|b1' bool"));
-  for (const char* d : {"<u2", "<u4", "<c8", "<f16", "S3", ""})
+  EXPECT_TRUE(Contains(msg, "'<f8' f64, '<i2' i16, '<u2' u16, '<u4' u32, '<u8' u64"));
+  for (const char* d : {"<c8", "<c16", "<f16", "S3", ""})
     EXPECT_TRUE(Contains(npy_error(std::string("{'descr': '") + d + "', 'fortran_order': False, 'shape': (1,), }",
                                    Bytes(16)),
                          "unsupported dtype")) << d;
@@ -514,10 +524,10 @@ TEST(Safetensors, RefusesBadEntries) {
   EXPECT_TRUE(Contains(st_error("{\"a\": {\"dtype\": \"F32\", \"shape\": [1]}}", 4), "field 'data_offsets'"));
   EXPECT_TRUE(Contains(st_error("{\"a\": " + entry("F32", "[1]", "[0, 4]").replace(1, 0, "\"x\": 1, ") + "}", 4),
                        "field 'x'"));
-  for (const char* dt : {"F64", "U16", "I16", "F8_E4M3", "f32"}) {
+  for (const char* dt : {"C64", "F8_E5M2", "F8_E4M3", "f32"}) {
     std::string msg = st_error("{\"a\": " + entry(dt, "[1]", "[0, 1]") + "}", 1);
     EXPECT_TRUE(Contains(msg, std::string("dtype \"") + dt + "\""));
-    EXPECT_TRUE(Contains(msg, "supported: F32, F16, BF16, I32, I64, BOOL, I8, U8"));
+    EXPECT_TRUE(Contains(msg, "supported: F32, F16, BF16, I32, I64, BOOL, I8, U8, F64, I16, U16, U32, U64"));
   }
   EXPECT_TRUE(Contains(st_error("{\"a\": " + entry("F32", "[-1]", "[0, 4]") + "}", 4), "non-negative integer"));
   EXPECT_TRUE(Contains(st_error("{\"a\": " + entry("F32", "[1.5]", "[0, 4]") + "}", 4), "non-negative integer"));
@@ -788,7 +798,8 @@ TEST(Spec, MalformedFormsAreInputErrors) {
       {"@", "empty file name"},
       {"2x3xf32=1,2,3", "shape [2, 3] has 6 elements but 3 values were given"},
       {"f32=", "shape [] has 1 elements but 0 values"},
-      {"2xf64=1,2", "unknown dtype 'f64'"},
+      {"2xf65=1,2", "unknown dtype 'f65'"},
+      {"2xu16=1,65536", "u16 value '65536' is not an integer in range [0, 65535]"},
       {"=1", "unknown dtype ''"},
       {"axf32=1", "dimension 'a'"},
       {"-1xf32=1", "dimension '-1'"},

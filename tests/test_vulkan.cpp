@@ -142,6 +142,24 @@ TEST(VulkanDevice, NoDriverIsAClearError) {
   else unsetenv("VK_ICD_FILENAMES");
 }
 
+// Issue 22: the tensor-core route override names itself when misspelt (an input error, exit 2).
+TEST(VulkanDevice, BadTensorCoreRouteIsAClearError) {
+  setenv("RLX_VK_COOPMAT", "wmma", 1);
+  try {
+    make_vulkan_executor(0);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("RLX_VK_COOPMAT must be nv, khr or cm2 (got 'wmma')"), std::string::npos)
+        << e.what();
+  }
+  unsetenv("RLX_VK_COOPMAT");
+  for (const char* ok : {"nv", "khr", "cm2"}) {  // each accepted, whatever the device has
+    setenv("RLX_VK_COOPMAT", ok, 1);
+    EXPECT_NO_THROW(make_vulkan_executor(0)) << ok;
+    unsetenv("RLX_VK_COOPMAT");
+  }
+}
+
 TEST(VulkanMemory, UploadDownloadAndLimits) {
   Executor& e = vk();
   auto v = randn(1000, 1);

@@ -12,3 +12,6 @@ endif()
 # where `rlx devices` lists one, Vulkan; every mode.
 add_test(NAME vulkan_bytes COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/vulkan_bytes.py --rlx $<TARGET_FILE:rlx>)
 set_tests_properties(vulkan_bytes PROPERTIES TIMEOUT 300)
+# Issue 22: the committed prebuilt SPIR-V (shaders/prebuilt/) is what its MANIFEST says, built
+# from the GLSL sources as they are now (no GPU or glslang needed).
+add_test(NAME prebuilt_spirv COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/prebuilt_spirv.sh --check)

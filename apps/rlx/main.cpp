@@ -438,9 +438,17 @@ int cmd_run(RunFlags& f) {
       const int64_t shown = std::min<int64_t>(t.numel(), 4096);
       const char* key = t.numel() <= 4096 ? "values" : "first_values";
       o["numel"] = t.numel();
-      if (is_integer(t.dtype())) {  // exact over the whole i64 range
+      if (t.dtype() == DType::u64) {  // exact over the whole u64 range
+        std::vector<uint64_t> v(shown);
+        std::memcpy(v.data(), t.raw(), (size_t)shown * 8);
+        o[key] = v;
+      } else if (is_integer(t.dtype())) {  // exact over the whole i64 range
         std::vector<int64_t> v(shown);
         for (int64_t i = 0; i < shown; ++i) v[i] = t.int_at(i);
+        o[key] = v;
+      } else if (t.dtype() == DType::f64) {  // every bit (nlohmann writes the shortest exact form)
+        std::vector<double> v(shown);
+        for (int64_t i = 0; i < shown; ++i) v[i] = t.at(i);
         o[key] = v;
       } else {
         std::vector<float> v(shown);

@@ -1,7 +1,8 @@
 #pragma once
 // Element types of the graph format. A tensor holds its values in its dtype:
 // f32 4 bytes, f16/bf16 2 (IEEE half / bfloat16 bits), i32 4, i64 8, bool 1 (0 or 1),
-// i8/u8 1 (quantized values).
+// i8/u8 1 (quantized values); f64 8, i16/u16 2, u32 4, u64 8 (ONNX models only: the graph
+// format's JSON does not name them, docs/graph-format.md).
 // Every conversion between dtypes goes through convert_elements (core/dtype.cpp).
 #include <climits>
 #include <cmath>
@@ -13,7 +14,7 @@
 
 namespace rlx {
 
-enum class DType : uint8_t { f32, f16, bf16, i32, i64, boolean, i8, u8 };
+enum class DType : uint8_t { f32, f16, bf16, i32, i64, boolean, i8, u8, f64, i16, u16, u32, u64 };
 
 // What kind of number a dtype holds.
 enum class DClass : uint8_t { Float, Signed, Unsigned, Bool };
@@ -31,17 +32,25 @@ struct DTypeTraits {
   const char* safetensors;  // the safetensors dtype code
   const char* npy;          // the npy descr (little-endian)
   int onnx;                 // the ONNX TensorProto element type
+  bool json;                // named by the graph format (JSON graphs); the others come from ONNX models
 };
 
 inline constexpr DTypeTraits kDTypeTable[] = {
-    {DType::f32, "f32", 4, DClass::Float, 0, 0, "F32", "<f4", 1},
-    {DType::f16, "f16", 2, DClass::Float, 0, 0, "F16", "<f2", 10},
-    {DType::bf16, "bf16", 2, DClass::Float, 0, 0, "BF16", "", 16},  // npy has no bfloat16
-    {DType::i32, "i32", 4, DClass::Signed, INT32_MIN, INT32_MAX, "I32", "<i4", 6},
-    {DType::i64, "i64", 8, DClass::Signed, INT64_MIN, INT64_MAX, "I64", "<i8", 7},
-    {DType::boolean, "bool", 1, DClass::Bool, 0, 1, "BOOL", "|b1", 9},
-    {DType::i8, "i8", 1, DClass::Signed, -128, 127, "I8", "|i1", 3},
-    {DType::u8, "u8", 1, DClass::Unsigned, 0, 255, "U8", "|u1", 2},
+    {DType::f32, "f32", 4, DClass::Float, 0, 0, "F32", "<f4", 1, true},
+    {DType::f16, "f16", 2, DClass::Float, 0, 0, "F16", "<f2", 10, true},
+    {DType::bf16, "bf16", 2, DClass::Float, 0, 0, "BF16", "", 16, true},  // npy has no bfloat16
+    {DType::i32, "i32", 4, DClass::Signed, INT32_MIN, INT32_MAX, "I32", "<i4", 6, true},
+    {DType::i64, "i64", 8, DClass::Signed, INT64_MIN, INT64_MAX, "I64", "<i8", 7, true},
+    {DType::boolean, "bool", 1, DClass::Bool, 0, 1, "BOOL", "|b1", 9, true},
+    {DType::i8, "i8", 1, DClass::Signed, -128, 127, "I8", "|i1", 3, true},
+    {DType::u8, "u8", 1, DClass::Unsigned, 0, 255, "U8", "|u1", 2, true},
+    {DType::f64, "f64", 8, DClass::Float, 0, 0, "F64", "<f8", 11, false},
+    {DType::i16, "i16", 2, DClass::Signed, INT16_MIN, INT16_MAX, "I16", "<i2", 5, false},
+    {DType::u16, "u16", 2, DClass::Unsigned, 0, UINT16_MAX, "U16", "<u2", 4, false},
+    {DType::u32, "u32", 4, DClass::Unsigned, 0, UINT32_MAX, "U32", "<u4", 12, false},
+    // u64's range is given as [0, 2^63 - 1]: values written as text (constants, --input) stop
+    // there; tensors read from files and computed values use all 64 bits.
+    {DType::u64, "u64", 8, DClass::Unsigned, 0, INT64_MAX, "U64", "<u8", 13, false},
 };
 inline constexpr int kNumDTypes = (int)(sizeof(kDTypeTable) / sizeof(kDTypeTable[0]));
 
@@ -53,6 +62,13 @@ inline std::optional<DType> parse_dtype(std::string_view s) {
   for (const auto& r : kDTypeTable)
     if (s == r.name) return r.dtype;
   return std::nullopt;
+}
+// The dtypes the graph format's JSON names (a JSON graph's `dtype` and cast's attribute): every
+// row but the ONNX-only ones (f64, i16, u16, u32, u64).
+inline std::optional<DType> parse_json_dtype(std::string_view s) {
+  auto t = parse_dtype(s);
+  if (t && !dtype_traits(*t).json) return std::nullopt;
+  return t;
 }
 // The dtype of a safetensors code / npy descr / ONNX element type, if rlx has one.
 inline std::optional<DType> dtype_from_safetensors(std::string_view s) {
@@ -72,8 +88,16 @@ inline std::string dtype_names() {
   return r;
 }
 
+// The dtypes a JSON graph may name, "f32, f16, ..." (for the loader's messages).
+inline std::string json_dtype_names() {
+  std::string r;
+  for (const auto& d : kDTypeTable)
+    if (d.json) r += (r.empty() ? "" : ", ") + std::string(d.name);
+  return r;
+}
+
 inline bool is_float(DType t) { return dtype_traits(t).cls == DClass::Float; }
-// Signed or unsigned integers (i8, u8, i32, i64), not bool.
+// Signed or unsigned integers (i8, u8, i16, u16, i32, u32, i64, u64), not bool.
 inline bool is_integer(DType t) {
   const DClass c = dtype_traits(t).cls;
   return c == DClass::Signed || c == DClass::Unsigned;
@@ -152,7 +176,7 @@ inline uint16_t f32_to_bf16(float f) {
 // Rounds an f32 value to what a tensor of dtype `t` can hold (the value `cast` produces).
 inline float round_to_dtype(float v, DType t) {
   switch (t) {
-    case DType::f32: return v;
+    case DType::f32: case DType::f64: return v;
     case DType::f16: return f16_to_f32(f32_to_f16(v));
     case DType::bf16: return bf16_to_f32(f32_to_bf16(v));
     case DType::i32: case DType::i64: {
@@ -163,7 +187,8 @@ inline float round_to_dtype(float v, DType t) {
       return (float)(int64_t)v;  // truncation toward zero, as NumPy's astype
     }
     case DType::boolean: return v != 0.f ? 1.f : 0.f;
-    case DType::i8: case DType::u8: {  // truncation toward zero, saturated to the range
+    case DType::i8: case DType::u8: case DType::i16: case DType::u16: case DType::u32: case DType::u64: {
+      // truncation toward zero, saturated to the range
       if (v != v) return 0.f;
       const auto& r = dtype_traits(t);
       if (v <= (float)r.min) return (float)r.min;
@@ -187,6 +212,7 @@ inline std::string literal_value_problem(double v, DType t) {
       return "is not an integer in range [" + std::to_string(r.min) + ", " + std::to_string(r.max) + "]";
     return "";
   }
+  if (t == DType::f64) return "";
   // 0x1.ffffffp127 is where rounding to f32 gives infinity.
   if (std::isfinite(v) && std::fabs(v) >= 0x1.ffffffp127) return "is out of range for f32";
   return "";
@@ -195,14 +221,16 @@ inline std::string literal_value_problem(double v, DType t) {
 // Converts `n` elements of dtype `from` at `src` into dtype `to` at `dst` (host memory,
 // native byte order; src and dst must not overlap unless from == to). The rules (the
 // values `cast` produces, and what NumPy's astype gives where it is defined):
-//   float -> float    f32 -> f16/bf16 round to nearest even (overflow -> inf); widening is exact
+//   float -> float    f32 -> f16/bf16, f64 -> f32/f16/bf16 round to nearest even, once (overflow
+//                     -> inf); widening is exact
 //   float -> integer  truncation toward zero, NaN -> 0, saturated to the integer's range
-//   integer -> float  nearest representable value (exact for |v| <= 2^24 in f32)
+//   integer -> float  nearest representable value (exact for |v| <= 2^24 in f32, 2^53 in f64)
 //   i64 -> i32        keeps the low 32 bits (two's complement wrap, as NumPy and ONNX Runtime)
-//   integer -> i8/u8  keeps the low 8 bits (the same wrap; float -> i8/u8 saturates, above)
+//   integer -> narrower integer  keeps the low bits (the same wrap: i64 -> i8/u8/i16/u16/u32,
+//                     u64 <-> i64 reinterpret; float -> integer saturates, above)
 //   any -> bool       value != 0 (NaN -> true);  bool -> any: 0 or 1
 void convert_elements(const void* src, DType from, void* dst, DType to, int64_t n);
-// Element `i` of an array of dtype `t`, as double (exact for every dtype but i64 beyond 2^53)
+// Element `i` of an array of dtype `t`, as double (exact for every dtype but i64/u64 beyond 2^53)
 // and as int64 (floats truncated toward zero and saturated, NaN -> 0; integers exact).
 double element_as_double(const void* data, DType t, int64_t i);
 int64_t element_as_i64(const void* data, DType t, int64_t i);

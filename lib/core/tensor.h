@@ -17,9 +17,13 @@ namespace rlx {
 template <class T>
 bool storage_type_matches(DType t) {
   if constexpr (std::is_same_v<T, float>) return t == DType::f32;
-  else if constexpr (std::is_same_v<T, uint16_t>) return t == DType::f16 || t == DType::bf16;
+  else if constexpr (std::is_same_v<T, double>) return t == DType::f64;
+  else if constexpr (std::is_same_v<T, uint16_t>) return t == DType::f16 || t == DType::bf16 || t == DType::u16;
+  else if constexpr (std::is_same_v<T, int16_t>) return t == DType::i16;
   else if constexpr (std::is_same_v<T, int32_t>) return t == DType::i32;
+  else if constexpr (std::is_same_v<T, uint32_t>) return t == DType::u32;
   else if constexpr (std::is_same_v<T, int64_t>) return t == DType::i64;
+  else if constexpr (std::is_same_v<T, uint64_t>) return t == DType::u64;
   else if constexpr (std::is_same_v<T, uint8_t>) return t == DType::boolean || t == DType::u8;
   else if constexpr (std::is_same_v<T, int8_t>) return t == DType::i8;
   else return false;

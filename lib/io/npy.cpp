@@ -15,7 +15,13 @@ constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicLen = 6;
 constexpr size_t kAlign = 64;             // NumPy's ARRAY_ALIGN
 constexpr size_t kGrowthAxisDigits = 21;  // NumPy's GROWTH_AXIS_MAX_DIGITS
-constexpr char kSupported[] = "supported: '<f4' f32, '<f2' f16, '<i4' i32, '<i8' i64, '|b1' bool, '|i1' i8, '|u1' u8";
+// "supported: '<f4' f32, '<f2' f16, ..." from core/dtype.h's table.
+std::string supported_descrs() {
+  std::string r;
+  for (const auto& d : kDTypeTable)
+    if (*d.npy) r += (r.empty() ? "supported: '" : ", '") + std::string(d.npy) + "' " + d.name;
+  return r;
+}
 
 
 struct NpyHeader {
@@ -42,7 +48,7 @@ class HeaderParser {
       expect(':');
       if (key == "descr") {
         skip_ws();
-        if (peek() == '[') throw InputError(what_ + ": structured dtypes are not supported; " + kSupported);
+        if (peek() == '[') throw InputError(what_ + ": structured dtypes are not supported; " + supported_descrs());
         h.descr = string_literal();
       } else if (key == "fortran_order") {
         h.fortran_order = boolean();
@@ -146,17 +152,11 @@ DType npy_dtype(const std::string& descr, const std::string& what) {
   const std::string found = " (dtype '" + descr + "')";
   if (descr.find('O') != std::string::npos)
     throw InputError(what + ": object arrays" + found + " are not supported: they hold pickled Python objects; " +
-                     kSupported);
+                     supported_descrs());
   if (!descr.empty() && descr[0] == '>')
     throw InputError(what + ": big-endian data" + found +
                      " is not supported, expected little-endian; convert with arr.astype(arr.dtype.newbyteorder('<'))");
-  // float64 is refused, not narrowed: rlx would have to round every value (and turn those
-  // beyond f32's range into inf) behind the user's back. The message says how to convert.
-  if (descr == "<f8" || descr == "=f8")
-    throw InputError(what + ": unsupported dtype '" + descr + "'; " + kSupported +
-                     ". float64 is not narrowed silently: convert it, e.g. np.save(PATH, np.load(PATH).astype(np.float32)) "
-                     "(values beyond f32's range, |x| > 3.4e38, become inf: check them first)");
-  throw InputError(what + ": unsupported dtype '" + descr + "'; " + kSupported);
+  throw InputError(what + ": unsupported dtype '" + descr + "'; " + supported_descrs());
 }
 
 const char* npy_descr(DType t) {

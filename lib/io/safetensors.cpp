@@ -16,7 +16,12 @@ namespace {
 using json = nlohmann::json;
 
 constexpr uint64_t kMaxHeader = 100u << 20;  // 100 MB, as the reference implementation
-constexpr char kSupported[] = "supported: F32, F16, BF16, I32, I64, BOOL, I8, U8";
+// "supported: F32, F16, ..." from core/dtype.h's table.
+std::string supported_codes() {
+  std::string r;
+  for (const auto& d : kDTypeTable) r += (r.empty() ? "supported: " : ", ") + std::string(d.safetensors);
+  return r;
+}
 
 // The codes come from core/dtype.h's table.
 std::optional<DType> st_dtype(const std::string& s) { return dtype_from_safetensors(s); }
@@ -74,7 +79,7 @@ class HeaderChecker {
     const json& dt = v["dtype"];
     if (!dt.is_string()) fail(where + " dtype", "a string", json_excerpt(dt));
     std::optional<DType> dtype = st_dtype(dt.get<std::string>());
-    if (!dtype) fail(where, std::string("a known dtype (") + kSupported + ")", "dtype " + json_excerpt(dt));
+    if (!dtype) fail(where, std::string("a known dtype (") + supported_codes() + ")", "dtype " + json_excerpt(dt));
     info.dtype = *dtype;
 
     const json& shape = v["shape"];

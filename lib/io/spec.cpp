@@ -157,10 +157,10 @@ Tensor load_tensor_spec(const TensorSpec& spec, const Shape& shape, DType dtype,
       if (is_integer(spec.dtype) || spec.dtype == DType::boolean) {  // exact over the whole range
         return Tensor::from_ints(spec.shape, spec.ints, spec.dtype);
       }
-      std::vector<float> values;
-      values.reserve(spec.values.size());
-      for (double v : spec.values) values.push_back((float)v);
-      return Tensor::from_vector(spec.shape, values, spec.dtype);
+      // from the parsed doubles: f64 keeps them, the other floats round once
+      Tensor t(spec.shape, spec.dtype);
+      convert_elements(spec.values.data(), DType::f64, t.mutable_raw(), spec.dtype, (int64_t)spec.values.size());
+      return t;
     }
   }
   throw InputError("bad tensor spec '" + spec.text + "'");

@@ -50,6 +50,19 @@ float ew_apply(EwOp op, float x, float b) {
   return 0.f;
 }
 
+double ew_apply_f64(EwOp op, double x, double b) {
+  double a = x;
+  (void)a;
+  switch (op) {
+#define UNARY(E, C, G) case EwOp::E: return C;
+#define BINARY(E, C, G) case EwOp::E: return C;
+#include "ir/elementwise.def"
+#undef UNARY
+#undef BINARY
+  }
+  return 0.0;
+}
+
 std::string FusedProgram::describe() const {
   std::vector<std::string> r(code.size());
   for (size_t i = 0; i < code.size(); ++i) {

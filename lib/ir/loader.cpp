@@ -20,6 +20,12 @@ using json = nlohmann::json;
 
 namespace {
 
+// " (f64 is a dtype of ONNX models only ...)" for a dtype rlx has but the graph format does not name.
+std::string onnx_only_note(const json& v) {
+  if (!v.is_string() || !parse_dtype(v.get<std::string>())) return "";
+  return " (" + v.get<std::string>() + " is a dtype of ONNX models only: the graph format does not name it)";
+}
+
 struct Ctx {
   std::string file;
   const LoadLimits& limits;
@@ -99,8 +105,8 @@ AttrValue parse_attr(const Ctx& c, const std::string& where, const AttrSpec& spe
       return s;
     }
     case AttrType::Dtype: {
-      if (!v.is_string() || !parse_dtype(v.get<std::string>()))
-        return bad("a dtype (" + dtype_names() + ")");
+      if (!v.is_string() || !parse_json_dtype(v.get<std::string>()))
+        return bad("a dtype (" + json_dtype_names() + ")" + onnx_only_note(v));
       return v.get<std::string>();
     }
     case AttrType::Floats: {
@@ -242,8 +248,9 @@ Node parse_node(const Ctx& c, size_t idx, const json& jn) {
   if (n.op == Op::Result && (!jn.contains("shape") || !jn.contains("dtype")))
     c.fail(where, "a result declares its \"shape\" and \"dtype\"");
   if (jn.contains("dtype")) {
-    if (!jn["dtype"].is_string() || !parse_dtype(jn["dtype"].get<std::string>()))
-      c.fail(where, "dtype must be one of " + dtype_names() + "; got " + io::json_excerpt(jn["dtype"]));
+    if (!jn["dtype"].is_string() || !parse_json_dtype(jn["dtype"].get<std::string>()))
+      c.fail(where, "dtype must be one of " + json_dtype_names() + "; got " + io::json_excerpt(jn["dtype"]) +
+                        onnx_only_note(jn["dtype"]));
     n.dtype = *parse_dtype(jn["dtype"].get<std::string>());
   }
   if (jn.contains("shape")) parse_shape(c, where, jn["shape"], n.op == Op::Input, n);

@@ -106,7 +106,8 @@ nlohmann::ordered_json graph_schema() {
   oj& defs = s["$defs"];
   defs["ints"] = {{"type", "array"}, {"items", {{"type", "integer"}}}};
   oj dtypes = oj::array();
-  for (const auto& d : kDTypeTable) dtypes.push_back(d.name);  // core/dtype.h's table
+  for (const auto& d : kDTypeTable)  // core/dtype.h's table: the dtypes the graph format names
+    if (d.json) dtypes.push_back(d.name);
   defs["dtype"] = {{"enum", dtypes}};
   defs["dim"] = {{"oneOf", {{{"type", "integer"}, {"minimum", 0}}, {{"type", "string"}, {"minLength", 1}}}}};
   defs["value"] = {{"oneOf", {{{"type", "number"}}, {{"type", "boolean"}}, {{"type", "array"}, {"items", {{"$ref", "#/$defs/value"}}}}}}};

@@ -92,6 +92,7 @@ std::vector<AttrSpec> attrs_for(Op op) {
     case Op::ScaledMaskedSoftmax: return {opt_float("scale", 1.0), opt_bool("causal", false)};
     case Op::Attention: return {opt_float_none("scale"), opt_bool("causal", false)};
     case Op::Mod: return {opt_bool("fmod", false)};
+    case Op::BitShift: return {{"direction", AttrType::String, AttrValue{std::string("left")}, false, {"left", "right"}}};
     case Op::ArgMax: case Op::ArgMin:
       return {opt_int("axis", 0), opt_bool("keepdims", true), opt_bool("select_last_index", false)};
     case Op::CumSum: return {req_int("axis"), opt_bool("exclusive", false), opt_bool("reverse", false)};
@@ -117,6 +118,8 @@ std::vector<AttrSpec> attrs_for(Op op) {
       return {opt_int("axis", -1), opt_bool("largest", true), opt_bool("sorted", true), opt_string("size_key", "", {})};
     case Op::NonMaxSuppression: return {opt_int("center_point_box", 0), opt_string("size_key", "", {})};
     case Op::MaxUnpool: return {req_ints("shape"), opt_ints_none("index_shape"), opt_string("size_key", "", {})};
+    case Op::ScatterElements:
+      return {req_int("axis"), opt_string("reduction", "none", {"none", "add", "mul"}), opt_string("size_key", "", {})};
     case Op::RoiAlign:
       return {req_int("output_height"), req_int("output_width"), opt_int("sampling_ratio", 0), opt_float("spatial_scale", 1.0),
               opt_string("mode", "avg", {"avg", "max"}), opt_bool("half_pixel", true), opt_string("size_key", "", {})};
@@ -182,6 +185,10 @@ OpDoc doc_for(Op op) {
       return {"a, b", "bool, broadcasting; any nonzero value is true", {}};
     case Op::Mod:
       return {"a, b", "ONNX Mod: remainder with the divisor's sign (fmod false) or the dividend's (C fmod)", {}};
+    case Op::BitShift:
+      return {"a, b (unsigned integers of one dtype)",
+              "a shifted by b bits (ONNX BitShift); a shift by the width or more gives 0",
+              {{"direction", "\"left\" or \"right\""}}};
     case Op::Sum: case Op::Mean: case Op::Max: return {"x", "reduction", all_axes};
     case Op::Min: case Op::Prod:
       return {"x", "reduction; integer inputs keep their dtype; `min` propagates NaN", all_axes};
@@ -292,6 +299,11 @@ OpDoc doc_for(Op op) {
               "name (MaxPool's Indices output), as ONNX's MaxUnpool (a host step)",
               {{"index_shape", "`shape`: the shape the flat indices count in; an index keeps its coordinates in `shape`"},
                {"size_key", "unused (the output shape is fixed)"}}};
+    case Op::ScatterElements:
+      return {"data, indices (i64), updates (indices' shape, data's dtype)",
+              "a tuple of one result of data's shape: data, with updates[c] written (none), added (add) or multiplied (mul) "
+              "at c with its `axis` coordinate replaced by indices[c], in order, as ONNX's ScatterElements (a host step)",
+              {{"size_key", "unused (the output shape is fixed)"}}};
     case Op::RoiAlign:
       return {"x [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices [R] (i64)",
               "a tuple of one result [R, C, output_height, output_width]: each box's bins averaged (or max) over a grid of "
@@ -327,7 +339,8 @@ const OpInfo& op_info(Op op) { return table()[(size_t)op]; }
 
 int data_dependent_results(Op op) {
   switch (op) {
-    case Op::NonZero: case Op::Compress: case Op::NonMaxSuppression: case Op::RoiAlign: case Op::MaxUnpool: return 1;
+    case Op::NonZero: case Op::Compress: case Op::NonMaxSuppression: case Op::RoiAlign: case Op::MaxUnpool:
+    case Op::ScatterElements: return 1;
     case Op::TopKDynamic: return 2;
     case Op::Unique: return 4;
     default: return 0;
@@ -414,6 +427,7 @@ EwOp node_ew_op(const Node& n) {
     case Op::LogicalOr: return EwOp::LogicalOr;
     case Op::LogicalXor: return EwOp::LogicalXor;
     case Op::Mod: return n.attrs.b("fmod") ? EwOp::Fmod : EwOp::Mod;
+    case Op::BitShift: return n.attrs.s("direction") == "right" ? EwOp::ShiftRight : EwOp::ShiftLeft;
     default: throw InputError(std::string("internal: op ") + op_name(n.op) + " is not elementwise");
   }
 }
@@ -435,6 +449,8 @@ bool is_elementwise_int_closed(Op op) {
   }
 }
 
+bool is_shift(Op op) { return op == Op::BitShift; }
+
 // Ops whose result is bool whatever their inputs (nonzero counts as true for the logical ones).
 bool is_bool_result(Op op) {
   switch (op) {
@@ -445,14 +461,29 @@ bool is_bool_result(Op op) {
   }
 }
 
-DType elementwise_dtype(const Node& n, const TypedShapes& ts) {
+DType elementwise_dtype(const Graph& g, const Node& n, const TypedShapes& ts) {
   if (is_bool_result(n.op)) return DType::boolean;
-  bool all_int = true, any64 = false;
+  bool all_int = true, any64 = false, same = true, wide_only = true;
   for (int i : n.inputs) {
-    all_int = all_int && is_integer(ts.dtypes[i]);
-    any64 = any64 || ts.dtypes[i] == DType::i64;
+    const DType t = ts.dtypes[i];
+    all_int = all_int && is_integer(t);
+    any64 = any64 || t == DType::i64;
+    same = same && t == ts.dtypes[n.inputs[0]];
+    wide_only = wide_only && (t == DType::i32 || t == DType::i64);
   }
-  if (all_int && is_elementwise_int_closed(n.op)) return any64 ? DType::i64 : DType::i32;
+  if (is_shift(n.op))
+    for (int i : n.inputs)
+      if (dtype_traits(ts.dtypes[i]).cls != DClass::Unsigned)
+        fail(g, n, std::string("bit_shift takes unsigned integers (u8, u16, u32, u64), got ") + dtype_name(ts.dtypes[i]));
+  // div of integers other than i32/i64 alone (i8, u8, i16, u16, u32, u64: ONNX's integer Div)
+  // divides exactly in their own type, truncating toward zero; i32/i64 div keeps the graph
+  // format's rule (an f32 result)
+  if (all_int && (is_elementwise_int_closed(n.op) || is_shift(n.op) || (n.op == Op::Div && !wide_only))) {
+    if (same) return ts.dtypes[n.inputs[0]];  // every integer dtype computes in its own arithmetic
+    if (wide_only) return any64 ? DType::i64 : DType::i32;
+    fail(g, n, std::string("integer inputs of different dtypes (") + dtype_name(ts.dtypes[n.inputs[0]]) + " and " +
+                   dtype_name(ts.dtypes[n.inputs.back()]) + "); cast one to the other's dtype first");
+  }
   return DType::f32;
 }
 
@@ -593,13 +624,21 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
     switch (n.op) {
       case Op::Reshape: case Op::Transpose: case Op::BroadcastTo: case Op::Narrow: case Op::Concat: case Op::Cast:
       case Op::Slice: case Op::Pad: case Op::Gather: case Op::GatherElements: case Op::Where:
-      case Op::Dequantize: case Op::MatmulInteger:
+      case Op::Dequantize: case Op::MatmulInteger: case Op::MaxPool2d:
         return true;
       case Op::MatmulIntegerScaled: case Op::Conv2dIntegerScaled: return k < 4;
       case Op::MatmulNbits: return k == 1 || k == 3;
       case Op::Embedding: return k == 0;
       case Op::Quantize: return k == 2;
-      default: return false;
+      default:
+        // integer-closed elementwise ops and bit_shift on integers alone compute in the
+        // integer's own arithmetic (8-bit wrap), never through a float
+        if (is_elementwise_int_closed(n.op) || is_shift(n.op) || n.op == Op::Div) {
+          for (int i : n.inputs)
+            if (!is_integer(ts.dtypes[i])) return false;
+          return true;
+        }
+        return false;
     }
   };
   for (size_t k = 0; k < n.inputs.size(); ++k)
@@ -631,13 +670,13 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
         out = in(0);
       } else {
         out = broadcast_shapes(in(0), in(1), n, g);
-        dt = elementwise_dtype(n, ts);
+        dt = elementwise_dtype(g, n, ts);
       }
       break;
     case Category::Unary:
       out = in(0);
       if (n.op == Op::Cast) dt = *parse_dtype(n.attrs.s("dtype"));
-      else dt = elementwise_dtype(n, ts);
+      else dt = elementwise_dtype(g, n, ts);
       break;
     case Category::Reduce: {
       const Shape& x = in(0);
@@ -1091,18 +1130,21 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
     }
     case Category::Spatial: {
       std::vector<Shape> ins;
+      // max_pool2d also selects among i8/u8 values (ONNX MaxPool on int8/uint8): exact, kept in their dtype
+      const bool byte_pool = n.op == Op::MaxPool2d && is_quant_storage(in_dt(0));
       for (size_t k = 0; k < n.inputs.size(); ++k) {
-        if (!is_float(in_dt((int)k)))
+        if (!is_float(in_dt((int)k)) && !byte_pool)
           fail(g, n, "input " + std::to_string(k) + " must be a float tensor, got " + dtype_name(in_dt((int)k)));
         ins.push_back(in((int)k));
       }
       out = infer_spatial(n, ins, node_ref(g, n));
+      if (byte_pool) dt = in_dt(0);
       break;
     }
   }
   // Half precision (docs/graph-format.md, compute rules): an op that computes a float result
   // gives its float operands' common dtype: all f16 -> f16, all bf16 -> bf16; any f32, or f16
-  // mixed with bf16, -> f32. Integer and bool operands (indices, offsets, masks) and
+  // mixed with bf16, -> f32; f64 with any other float -> f64. Integer and bool operands (indices, offsets, masks) and
   // attention's mask do not count; cast and the integer-closed elementwise ops keep theirs.
   if (dt == DType::f32 && n.op != Op::Cast) {
     std::optional<DType> common;
@@ -1115,6 +1157,9 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
       else if (*common != t) mixed = true;
     }
     if (common && !mixed) dt = *common;
+    if (mixed)  // f64 with any other float: f64 (widening is exact)
+      for (size_t k = 0; k < n.inputs.size(); ++k)
+        if (!(info.category == Category::Attention && k == 3) && in_dt((int)k) == DType::f64) dt = DType::f64;
   }
   ts.shapes[idx] = out;
   ts.dtypes[idx] = dt;

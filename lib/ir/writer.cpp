@@ -29,6 +29,13 @@ json graph_object(const Graph& g) {
       jn["inputs"] = ins;
     }
     bool leaf = op_info(n.op).category == Category::Leaf;
+    // f64 and the 16/32/64-bit integer widths other than i32/i64 are ONNX-only dtypes: the
+    // graph format does not name them, so a graph holding them has no JSON form.
+    std::string dt_text = (leaf || n.op == Op::Result) ? dtype_name(n.dtype) : "";
+    if (n.attrs.has("dtype") && parse_dtype(n.attrs.s("dtype"))) dt_text = n.attrs.s("dtype");
+    if (!dt_text.empty() && !parse_json_dtype(dt_text))
+      throw InputError(node_ref(g, n) + ": dtype " + dt_text + " is a dtype of ONNX models only (the graph format "
+                       "names " + json_dtype_names() + "); the graph cannot be written as JSON");
     if (!n.bodies.empty()) {
       json bodies = json::array();
       for (const auto& b : n.bodies) bodies.push_back(graph_object(*b));

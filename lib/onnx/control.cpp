@@ -162,6 +162,73 @@ struct Control : Importer {
     emit_control(ir::Op::If, {cond}, caps, {}, {tb.g, eb.g}, tb.shapes, tb.dtypes);
   }
 
+  // A loop that carries a sequence or an optional is unrolled when the model is specialised (a
+  // sequence's length is part of the specialisation): the body imported once per iteration, with
+  // the iteration number and the condition known, as long as the trip count or the body's
+  // condition says so; scan outputs are stacked. Other loops run as a host step (map_Loop).
+  static constexpr int64_t kMaxUnrolled = 4096;
+  bool fold_Loop() {
+    const size_t nc = cur_->inputs.size() < 2 ? 0 : cur_->inputs.size() - 2;
+    bool carries_sequence = false;
+    for (size_t k = 0; k < nc; ++k) carries_sequence = carries_sequence || (has_in(2 + k) && (in(2 + k).seq || in(2 + k).optional));
+    if (!carries_sequence) return false;
+    const GraphDef& bg = body("body");
+    auto known = [&](size_t k, const char* what) -> std::optional<int64_t> {
+      if (!has_in(k)) return std::nullopt;
+      auto h = value_of(k);
+      if (!h || h->size() != 1)
+        unsupported(std::string("a loop carrying a sequence is unrolled when the model is specialised, and needs ") + what +
+                    " known then (a constant, shape arithmetic or a small input given by value)");
+      return h->n(0);
+    };
+    const std::optional<int64_t> trips = known(0, "its trip count M");
+    bool cond = known(1, "its condition").value_or(1) != 0;
+    std::vector<Val> carried;
+    for (size_t k = 0; k < nc; ++k) {
+      if (!has_in(2 + k)) fail("loop-carried input " + std::to_string(k) + " is missing");
+      carried.push_back(in(2 + k));
+    }
+    auto host_scalar = [](int et, int64_t x) {
+      Val v;
+      v.defined = true;
+      v.et = et;
+      auto h = std::make_shared<Host>();
+      h->i = {x};
+      v.host = h;
+      return v;
+    };
+    std::vector<std::vector<Val>> scans;
+    for (int64_t i = 0; cond && (!trips || i < *trips); ++i) {
+      if (i >= kMaxUnrolled)
+        unsupported("a loop carrying a sequence runs more than " + std::to_string(kMaxUnrolled) + " iterations (it is unrolled when the model is specialised)");
+      std::vector<Val> ins{host_scalar(kInt64, i), host_scalar(kBool, 1)};
+      ins.insert(ins.end(), carried.begin(), carried.end());
+      std::vector<Val> outs = inline_graph(bg, ins);
+      if (g_->nodes.size() > L_.max_nodes) fail("unrolled, the graph grows past " + std::to_string(L_.max_nodes) + " nodes");
+      if (outs.size() < 1 + nc) fail("the body has " + std::to_string(outs.size()) + " outputs, it needs the condition and " + std::to_string(nc) + " carried values");
+      auto c = host_of(outs[0], 1);
+      if (!c || c->size() != 1) unsupported("a loop carrying a sequence needs the body's condition known when the model is specialised");
+      cond = c->d(0) != 0;
+      for (size_t k = 0; k < nc; ++k) carried[k] = outs[1 + k];
+      if (scans.empty()) scans.resize(outs.size() - 1 - nc);
+      for (size_t k = 0; k < scans.size(); ++k) scans[k].push_back(outs[1 + nc + k]);
+    }
+    for (size_t k = 0; k < nc; ++k) set_out(k, carried[k]);
+    for (size_t k = 0; k < scans.size() && nc + k < cur_->outputs.size(); ++k) {
+      std::vector<int> xs;
+      for (size_t j = 0; j < scans[k].size(); ++j) {
+        int x = materialize(scans[k][j], out_name(nc + k) + "/" + std::to_string(j));
+        Shape sh = shp(x);
+        sh.insert(sh.begin(), 1);
+        xs.push_back(reshape(x, sh));
+      }
+      set_node(nc + k, concat_many(xs, 0));
+    }
+    if (scans.empty() && cur_->outputs.size() > nc)
+      unsupported("scan outputs of a loop carrying a sequence that runs no iteration (their shapes are unknown)");
+    return true;
+  }
+
   void map_Loop() {
     const GraphDef& bg = body("body");
     const size_t nc = cur_->inputs.size() < 2 ? 0 : cur_->inputs.size() - 2;
@@ -287,9 +354,10 @@ void control_ops(std::vector<OpDef>& t) {
        "folded when the condition is known at specialisation (a constant, shape arithmetic, or a small input given by value: "
        "the plan is then specialised for that value): the chosen branch is imported inline. Otherwise a host step picks the "
        "branch at run time; both branches must then give each output the same shape and dtype"},
-      {"Loop", "", 1, map<&F::map_Loop>, nullptr, "loop, result", "loop result",
+      {"Loop", "", 1, map<&F::map_Loop>, fold<&F::fold_Loop>, "loop, result", "loop result",
        "a host step runs the body (planned once per input signature, never unrolled) while i < M and cond; loop-carried values "
-       "keep their shapes; scan outputs need M known at specialisation, and a loop that stops early with scan outputs is refused at run time"},
+       "keep their shapes; scan outputs need M known at specialisation, and a loop that stops early with scan outputs is refused at run time. "
+       "A loop carrying a sequence or optional is unrolled at specialisation (M or the body's condition known then; at most 4096 iterations)"},
       {"Scan", "", 9, map<&F::map_Scan>, nullptr, "scan, result", "scan result",
        "opset 9+ form (no batch axis); axes and directions of inputs and outputs; a host step runs the body per slice"},
   });

@@ -124,6 +124,8 @@ struct Dynamic : Importer {
     const Shape xs = shp(x), rs = shp(rois);
     if (xs.size() != 4) fail("X must be [N, C, H, W], got " + shape_str(xs));
     if (rs.size() != 2 || rs[1] != 4) fail("rois must be [num_rois, 4], got " + shape_str(rs));
+    if (in(0).et == kDouble)  // the host step samples in f32: never a silent narrowing
+      unsupported("RoiAlign on double X (its sampling runs in f32); cast X to float first");
     if (shp(bidx) != Shape{rs[0]}) fail("batch_indices must be [" + std::to_string(rs[0]) + "], got " + shape_str(shp(bidx)));
     const int64_t oh = ai("output_height", 1), ow = ai("output_width", 1), sr = ai("sampling_ratio", 0);
     if (oh < 1 || ow < 1) fail("output_height and output_width must be positive");
@@ -164,6 +166,15 @@ struct Dynamic : Importer {
               {{o, ts_.dtypes[x]}});
   }
 
+  // ScatterElements as a host step (index.cpp's mapping has checked the operands).
+  void map_ScatterElements_step() {
+    const int data = node(0), idx = node(1), upd = node(2);
+    const int a = axis_of(ai("axis", 0), shp(data).size());
+    const std::string red = cur_->op_type == "Scatter" ? "none" : as("reduction", "none");
+    emit_step(ir::Op::ScatterElements, {data, cast(idx, DType::i64), upd}, {{"axis", (int64_t)a}, {"reduction", red}}, "",
+              {{shp(data), ts_.dtypes[data]}});
+  }
+
   void map_TopK_dynamic() {
     const int x = node(0);
     const Shape s = shp(x);
@@ -182,6 +193,7 @@ struct Dynamic : Importer {
 }  // namespace
 
 void map_topk_dynamic(Importer& b) { map<&Dynamic::map_TopK_dynamic>(b); }
+void map_scatter_elements_step(Importer& b) { map<&Dynamic::map_ScatterElements_step>(b); }
 
 void dynamic_ops(std::vector<OpDef>& t) {
   using F = Dynamic;

@@ -36,8 +36,21 @@ struct Elementwise : Importer {
     if (!float_et(in(0).et)) d = emit("cast", {d}, {{"dtype", std::string(dtype_name(to_dtype(in(0).et, where())))}}, out_name());
     return set_node(0, d);
   }
+  // Pow's result has the base's element type: an integer base gives the float power cast back
+  // (truncated toward zero, as the ONNX reference's astype), like Div of integers.
+  void map_Pow() {
+    if (float_et(in(0).et)) return binary("pow");
+    int d = emit("pow", {node(0), node(1)});
+    return set_node(0, emit("cast", {d}, {{"dtype", std::string(dtype_name(to_dtype(in(0).et, where())))}}, out_name()));
+  }
   void map_Mod() {
     return set_node(0, emit("mod", {node(0), node(1)}, {{"fmod", (bool)ai("fmod", 0)}}, out_name()));
+  }
+  void map_BitShift() {
+    const std::string d = as("direction", "");
+    if (d != "LEFT" && d != "RIGHT") fail("attribute 'direction' is \"" + d + "\"; expected \"LEFT\" or \"RIGHT\"");
+    return set_node(0, emit("bit_shift", {node(0), node(1)}, {{"direction", std::string(d == "LEFT" ? "left" : "right")}},
+                            out_name()));
   }
   void map_Reciprocal() {
     int x = node(0); return set_node(0, emit("div", {scalar_like(1, x), x}, {}, out_name()));
@@ -189,6 +202,18 @@ struct Elementwise : Importer {
       for (double v : h.f) h.i.push_back(sat_i64(v));
       h.f.clear();
       h.is_float = false;
+    } else if (float_et(to)) {  // the values the cast gives: rounded once to the target float type
+      const DType dt = to_dtype(to, where() + ": attribute 'to'");
+      if (!h.is_float) {
+        h.f.assign(h.i.begin(), h.i.end());
+        h.i.clear();
+        h.is_float = true;
+      }
+      std::vector<uint8_t> tmp(dtype_size(dt));
+      for (double& v : h.f) {
+        convert_elements(&v, DType::f64, tmp.data(), dt, 1);
+        convert_elements(tmp.data(), dt, &v, DType::f64, 1);
+      }
     }
     set_host(0, x.shape, to, h);
     return true;
@@ -348,7 +373,7 @@ void elementwise_ops(std::vector<OpDef>& t) {
       {"Sub", "", 1, map<&F::map_binary>, fold<&F::fold_Sub>, "sub", "sub", "folded on the host when both inputs are known"},
       {"Mul", "", 1, map<&F::map_binary>, fold<&F::fold_Mul>, "mul", "mul", "folded on the host when both inputs are known"},
       {"Div", "", 1, map<&F::map_Div>, fold<&F::fold_Div>, "div (+ cast for integers: truncation)", "div", "folded on the host when both inputs are known"},
-      {"Pow", "", 1, map<&F::map_binary>, nullptr, "pow", "pow", ""},
+      {"Pow", "", 1, map<&F::map_Pow>, nullptr, "pow", "pow", "an integer base: the float power cast to its type"},
       {"Neg", "", 1, map<&F::map_unary>, fold<&F::fold_Neg>, "neg", "neg", ""},
       {"Exp", "", 1, map<&F::map_unary>, nullptr, "exp", "exp", ""},
       {"Log", "", 1, map<&F::map_unary>, nullptr, "log", "log", ""},
@@ -403,7 +428,8 @@ void elementwise_ops(std::vector<OpDef>& t) {
       {"Or", "", 1, map<&F::map_binary>, fold<&F::fold_And_Or>, "logical_or", "logical_or", ""},
       {"Xor", "", 1, map<&F::map_binary>, nullptr, "logical_xor", "logical_xor", ""},
       {"Mod", "", 1, map<&F::map_Mod>, fold<&F::fold_Mod>, "mod", "mod", ""},
-      {"Cast", "", 1, map<&F::map_Cast>, fold<&F::fold_Cast>, "cast", "cast", "to float, float16, bfloat16, int32, int64 or bool"},
+      {"BitShift", "", 11, map<&F::map_BitShift>, nullptr, "bit_shift", "bit_shift", "unsigned integers (uint8 to uint64)"},
+      {"Cast", "", 1, map<&F::map_Cast>, fold<&F::fold_Cast>, "cast", "cast", "to float, double, float16, bfloat16, int8..int64, uint8..uint64 or bool"},
       {"CastLike", "", 1, map<&F::map_Cast>, fold<&F::fold_Cast>, "cast", "cast", ""},
   });
 }

@@ -160,6 +160,9 @@ int Importer::add_result(int c, size_t k, const Shape& s, DType dt) {
 
 int Importer::materialize(Val& v, const std::string& name) {
   if (v.node >= 0) return v.node;
+  if (!v.is_tensor())
+    fail("'" + name + "' is " + v.kind_name() + " where a tensor is needed" +
+         (v.seq ? " (SequenceAt or ConcatFromSequence reads a sequence's tensors)" : " (OptionalHasElement tells whether it has one)"));
   if (v.init && !v.host) {
     DType dt = to_dtype(v.init->elem_type, where() + ": initializer '" + name + "'");
     int idx = add_leaf(ir::Op::Param, name, v.shape, dt);
@@ -176,13 +179,22 @@ int Importer::materialize(Val& v, const std::string& name) {
 }
 
 Tensor Importer::host_tensor(const Shape& s, const Host& h, DType dt) {
-  if (is_float(dt)) {
-    std::vector<float> fv(h.size());
-    for (size_t k = 0; k < fv.size(); ++k) fv[k] = (float)h.d(k);
-    return Tensor::from_vector(s, fv, dt);
+  if (is_float(dt)) {  // from the double values: f64 exact, the others rounded once
+    std::vector<double> fv(h.size());
+    for (size_t k = 0; k < fv.size(); ++k) fv[k] = h.d(k);
+    if ((int64_t)fv.size() != shape_numel(s)) throw InputError("internal: value count does not match shape");
+    Tensor t(s, dt);
+    convert_elements(fv.data(), DType::f64, t.mutable_raw(), dt, (int64_t)fv.size());
+    return t;
   }
   std::vector<int64_t> iv(h.size());
   for (size_t k = 0; k < iv.size(); ++k) iv[k] = h.n(k);
+  if (dt == DType::u64) {  // host integers hold u64 values as their bits
+    if ((int64_t)iv.size() != shape_numel(s)) throw InputError("internal: value count does not match shape");
+    Tensor t(s, dt);
+    convert_elements(iv.data(), DType::i64, t.mutable_raw(), dt, (int64_t)iv.size());
+    return t;
+  }
   return Tensor::from_ints(s, iv, dt);
 }
 
@@ -313,6 +325,8 @@ const std::vector<OpDef>& op_table() {
     signal_ops(t);
     nn_ops(t);
     control_ops(t);
+    sequence_ops(t);
+    text_ops(t);
     dynamic_ops(t);
     training_ops(t);
     quant_ops(t);
@@ -485,35 +499,63 @@ void Importer::finish_outputs() {
     auto it = vals_.find(o.name);
     if (it == vals_.end() || !it->second.defined) fail("graph output '" + o.name + "' is not produced by any node");
     Val& v = it->second;
-    int idx = materialize(v, o.name);
-    if (g_->nodes[idx].id != o.name || used.count(idx)) {
-      // An alias (Identity, a folded value materialised under another name, a repeated output):
-      // give the output its own node under its ONNX name.
-      if (g_->index.count(o.name)) {
-        // the name belongs to another node: rename that node out of the way first
-        int other = g_->index[o.name];
-        std::string nid = fresh(o.name + "/alias");
-        g_->index.erase(o.name);
-        g_->nodes[other].id = nid;
-        g_->index[nid] = other;
-        if (params_.count(o.name)) { params_[nid] = params_[o.name]; params_.erase(o.name); g_->nodes[other].param_name = nid; }
-      }
-      std::map<std::string, ir::AttrValue> a{{"shape", std::vector<int64_t>(ts_.shapes[idx].begin(), ts_.shapes[idx].end())}};
-      ir::Node nd;
-      nd.id = o.name;
-      nd.op = ir::Op::Reshape;
-      nd.inputs = {idx};
-      nd.attrs.values["shape"] = std::get<std::vector<int64_t>>(a["shape"]);
-      int k = (int)g_->nodes.size();
-      g_->index[nd.id] = k;
-      g_->nodes.push_back(std::move(nd));
-      ts_.shapes.push_back(ts_.shapes[idx]);
-      ts_.dtypes.push_back(ts_.dtypes[idx]);
-      idx = k;
+    if (v.none) continue;  // an optional without a value: no output (docs/onnx.md, "Sequences and optionals")
+    if (v.seq) {  // a sequence: one output per element, "name.0", "name.1", ...
+      std::vector<Val> elems = *v.seq;
+      for (size_t j = 0; j < elems.size(); ++j) add_output(o.name + "." + std::to_string(j), elems[j], used);
+      continue;
     }
-    used.insert(idx);
-    g_->outputs.push_back(idx);
+    add_output(o.name, v, used);
   }
+}
+
+void Importer::add_output(const std::string& name, Val& v, std::set<int>& used) {
+  int idx = materialize(v, name);
+  if (g_->nodes[idx].id != name || used.count(idx)) {
+    // An alias (Identity, a folded value materialised under another name, a repeated output):
+    // give the output its own node under its ONNX name.
+    if (g_->index.count(name)) {
+      // the name belongs to another node: rename that node out of the way first
+      int other = g_->index[name];
+      std::string nid = fresh(name + "/alias");
+      g_->index.erase(name);
+      g_->nodes[other].id = nid;
+      g_->index[nid] = other;
+      if (params_.count(name)) { params_[nid] = params_[name]; params_.erase(name); g_->nodes[other].param_name = nid; }
+    }
+    std::map<std::string, ir::AttrValue> a{{"shape", std::vector<int64_t>(ts_.shapes[idx].begin(), ts_.shapes[idx].end())}};
+    ir::Node nd;
+    nd.id = name;
+    nd.op = ir::Op::Reshape;
+    nd.inputs = {idx};
+    nd.attrs.values["shape"] = std::get<std::vector<int64_t>>(a["shape"]);
+    int k = (int)g_->nodes.size();
+    g_->index[nd.id] = k;
+    g_->nodes.push_back(std::move(nd));
+    ts_.shapes.push_back(ts_.shapes[idx]);
+    ts_.dtypes.push_back(ts_.dtypes[idx]);
+    idx = k;
+  }
+  used.insert(idx);
+  g_->outputs.push_back(idx);
+}
+
+Val Importer::tensor_input(const std::string& name, const Shape& s, int et) {
+  DType dt = to_dtype(et, m_.file() + ": input '" + name + "'");
+  int idx = add_leaf(ir::Op::Input, name, s, dt);
+  check_size(idx);
+  if (g_->nodes[idx].id != name) throw InputError(m_.file() + ": input name '" + name + "' is used twice");
+  Val v;
+  v.defined = true;
+  v.node = idx;
+  v.shape = s;
+  v.et = et;
+  if (auto iv = in_values_.find(name); iv != in_values_.end() && iv->second.numel() <= Model::kMaxValueBoundElements &&
+                                       iv->second.shape() == s) {
+    v.input_value = host_from_tensor(iv->second);
+    v.value_from = {name};
+  }
+  return v;
 }
 
 std::shared_ptr<Specialized> Importer::run() {
@@ -527,7 +569,7 @@ std::shared_ptr<Specialized> Importer::run() {
   // The given inputs bind their symbolic dimensions first, whatever their order in the model.
   for (const auto& vi : m_.inputs()) {
     auto it = in_shapes_.find(vi.name);
-    if (it == in_shapes_.end() || !vi.has_shape) continue;
+    if (it == in_shapes_.end() || !vi.has_shape || vi.type.kind != ValueKind::Tensor) continue;
     const Shape& s = it->second;
     if (s.size() != vi.dims.size())
       throw InputError(m_.file() + ": input '" + vi.name + "' has rank " + std::to_string(vi.dims.size()) + ", got a tensor of shape " + shape_str(s));
@@ -549,7 +591,7 @@ std::shared_ptr<Specialized> Importer::run() {
   std::string names;
   int n_unbound = 0;
   for (const auto& vi : m_.inputs()) {
-    if (in_shapes_.count(vi.name) || m_.is_default_input(vi.name)) continue;
+    if (in_shapes_.count(vi.name) || m_.is_default_input(vi.name) || vi.type.kind != ValueKind::Tensor) continue;
     if (std::none_of(vi.dims.begin(), vi.dims.end(), [&](const ir::Dim& d) { return !d.symbol.empty() && !dims_.count(d.symbol); }))
       continue;
     unbound.insert(unbound.end(), vi.dims.begin(), vi.dims.end());
@@ -557,6 +599,10 @@ std::shared_ptr<Specialized> Importer::run() {
   }
   if (n_unbound) ir::bind_dims(unbound, dims_, m_.file() + (n_unbound > 1 ? ": inputs " : ": input ") + names);
   for (const auto& vi : m_.inputs()) {
+    if (vi.type.kind != ValueKind::Tensor) {
+      vals_[vi.name] = sequence_input(vi);
+      continue;
+    }
     auto it = in_shapes_.find(vi.name);
     bool is_default = m_.is_default_input(vi.name);
     if (is_default && it == in_shapes_.end()) continue;  // the initializer's value stands
@@ -566,21 +612,7 @@ std::shared_ptr<Specialized> Importer::run() {
     } else {
       s = ir::bind_dims(vi.dims, dims_, m_.file());  // every symbol is bound by now
     }
-    DType dt = to_dtype(vi.elem_type, m_.file() + ": input '" + vi.name + "'");
-    int idx = add_leaf(ir::Op::Input, vi.name, s, dt);
-    check_size(idx);
-    if (g_->nodes[idx].id != vi.name) throw InputError(m_.file() + ": input name '" + vi.name + "' is used twice");
-    Val v;
-    v.defined = true;
-    v.node = idx;
-    v.shape = s;
-    v.et = vi.elem_type;
-    if (auto iv = in_values_.find(vi.name); iv != in_values_.end() && iv->second.numel() <= Model::kMaxValueBoundElements &&
-                                            iv->second.shape() == s) {
-      v.input_value = host_from_tensor(iv->second);
-      v.value_from = {vi.name};
-    }
-    vals_[vi.name] = v;
+    vals_[vi.name] = tensor_input(vi.name, s, vi.elem_type);
   }
   for (const auto& n : m_.nodes()) {
     cur_ = &n;
@@ -624,7 +656,13 @@ std::shared_ptr<const Specialized> Model::specialize(const std::map<std::string,
       if (value_matches(*sp)) return sp;
   for (const auto& [name, s] : input_shapes) {
     bool known = false;
-    for (const auto& vi : inputs_) known = known || vi.name == name;
+    for (const auto& vi : inputs_) {
+      known = known || vi.name == name;
+      // a sequence's elements: "name.0", "name.1", ...
+      if (vi.type.is_sequence() && name.size() > vi.name.size() + 1 && name.compare(0, vi.name.size(), vi.name) == 0 &&
+          name[vi.name.size()] == '.' && name.find_first_not_of("0123456789", vi.name.size() + 1) == std::string::npos)
+        known = true;
+    }
     if (!known) {
       std::string names;
       for (const auto& vi : inputs_) if (!is_default_input(vi.name)) names += (names.empty() ? "" : ", ") + vi.name;

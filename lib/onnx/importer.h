@@ -58,6 +58,15 @@ struct Val {
   // specialisation then depends on those inputs' values (`value_from`, by input name).
   std::shared_ptr<const Host> input_value;
   std::set<std::string> value_from;
+  // A sequence (ONNX sequence type): its elements, each a tensor value, known at specialisation
+  // (a sequence's length is part of the specialisation, as a shape is); `et` is their element type.
+  std::shared_ptr<const std::vector<Val>> seq;
+  // An optional: `none` when it holds no value (then `inner` says whether it would hold a tensor
+  // or a sequence); otherwise the other fields describe its value.
+  bool optional = false, none = false;
+  ValueKind inner = ValueKind::Tensor;
+  bool is_tensor() const { return !seq && !none; }
+  const char* kind_name() const { return none ? "an optional without a value" : seq ? "a sequence" : optional ? "an optional" : "a tensor"; }
 };
 
 // An initializer as a not-yet-materialised value.
@@ -146,7 +155,7 @@ class Importer {
   // a node is refused when the file is parsed.) ai, af, as and aints are attr() for int,
   // float, string and ints.
   enum AttrType : int { kAttrFloat = 1, kAttrInt = 2, kAttrString = 3, kAttrTensor = 4, kAttrGraph = 5,
-                        kAttrFloats = 6, kAttrInts = 7, kAttrStrings = 8 };
+                        kAttrFloats = 6, kAttrInts = 7, kAttrStrings = 8, kAttrTypeProto = 13 };
   static const char* attr_type_name(int t);
   // The attribute `n` of the current node, or null; of another type than `type`: refused.
   const Attribute* attr(const char* n, AttrType type) const;
@@ -359,6 +368,13 @@ class Importer {
   // its outputs' values. The names it defines are restored afterwards (scoping).
   std::vector<Val> inline_graph(const GraphDef& g, const std::vector<Val>& inputs);
   void finish_outputs();
+  // One graph output `name` for the tensor value v (its own node under that name).
+  void add_output(const std::string& name, Val& v, std::set<int>& used);
+  // A graph input's value: a tensor input node, bound by value when small and given so.
+  Val tensor_input(const std::string& name, const Shape& s, int et);
+  // A sequence or optional graph input (sequence.cpp): its elements "name.0", "name.1", ... as
+  // tensor inputs; an optional not given has no value.
+  Val sequence_input(const ValueInfo& vi);
 };
 
 // ---------- the operator table ----------
@@ -407,8 +423,12 @@ void signal_ops(std::vector<OpDef>& t);
 void control_ops(std::vector<OpDef>& t);
 void dynamic_ops(std::vector<OpDef>& t);
 void training_ops(std::vector<OpDef>& t);
+void sequence_ops(std::vector<OpDef>& t);
+void text_ops(std::vector<OpDef>& t);
 // TopK whose k is known only at run time (dynamic.cpp): a host step of a data-dependent size.
 void map_topk_dynamic(Importer& b);
+// ScatterElements as a host step (dynamic.cpp), where the match table of index.cpp's mapping would be too large.
+void map_scatter_elements_step(Importer& b);
 void quant_ops(std::vector<OpDef>& t);
 // Every family's rows, in that order (docs/onnx.md lists them so); built once.
 const std::vector<OpDef>& op_table();

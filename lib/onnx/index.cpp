@@ -136,8 +136,9 @@ struct Index : Importer {
     for (int d = a + 1; d < r; ++d) inner *= ds[d];
     const int64_t J = is[a], P = ds[a];
     if (J == 0 || shape_numel(ds) == 0) return set_node(0, reshape_out(data, ds));
-    if ((double)outer * J * P * inner > (double)(int64_t(1) << 26))
-      unsupported("ScatterElements with a match table of " + std::to_string(outer * J * P * inner) + " entries (more than 2^26)");
+    // Beyond 2^22 entries (torchvision's MultiScaleRoIAlign writes K pooled boxes into N rows:
+    // K x N x C*7*7), a host step: linear in the entries, run on the host.
+    if ((double)outer * J * P * inner > (double)(int64_t(1) << 22)) return map_scatter_elements_step(*this);
     // Positions: each index range-checked and wrapped through a gather on 0..P-1.
     int at = emit("gather", {positions({P}), reshape(cast(idx, DType::i64), {outer * J * inner})}, {{"axis", (int64_t)0}});
     int hit = emit("equal", {reshape(at, {outer, J, 1, inner}), positions({1, 1, P, 1})});  // [outer, J, P, inner]
@@ -338,7 +339,7 @@ void index_ops(std::vector<OpDef>& t) {
       {"GatherElements", "", 1, map<&F::map_GatherElements>, nullptr, "gather_elements", "gather_elements", ""},
       {"ReverseSequence", "", 1, map<&F::map_ReverseSequence>, nullptr, "less, sub, where, broadcast_to, gather_elements", "where gather_elements", "time and batch axes 0 and 1; lengths at run time"},
       {"GatherND", "", 1, map<&F::map_GatherND>, nullptr, "gather (per coordinate, then of rows)", "gather", "batch_dims; coordinates range-checked and wrapped as Gather's"},
-      {"ScatterElements", "", 1, map<&F::map_ScatterElements>, nullptr, "gather, equal, argmax, gather_elements, where (add/mul: where, sum/prod)", "equal argmax gather_elements where", "reductions none (the last entry wins), add, mul; indices must span data across the axis"},
+      {"ScatterElements", "", 1, map<&F::map_ScatterElements>, nullptr, "gather, equal, argmax, gather_elements, where (add/mul: where, sum/prod)", "equal argmax gather_elements where", "reductions none (the last entry wins), add, mul; indices must span data across the axis; a host step where matching every position against every index would take more than 2^22 entries"},
       {"Scatter", "", 1, map<&F::map_ScatterElements>, nullptr, "as ScatterElements", "equal argmax gather_elements where", "opsets 9 and 10"},
       {"ScatterND", "", 1, map<&F::map_ScatterND>, fold<&F::fold_ScatterND>, "folded; at run time: gather, equal, argmax, max, where (add/mul: where, sum/prod)", "equal argmax where", "folded when data, indices and updates are known (reductions none, add, mul, max, min); at run time none (the last update of a row wins), add, mul"},
   });

@@ -104,9 +104,23 @@ struct Layout : Importer {
     std::vector<int> ins;
     for (size_t k = 0; k < n.inputs.size(); ++k)
       if (has_in(k) && shape_numel(in(k).shape) > 0) ins.push_back(node(k));
-    if (ins.empty()) ins.push_back(node(0));
+    if (ins.empty()) {  // every input empty: an empty result of the concatenated shape ([0, 1] x 4 -> [0, 4])
+      Shape o = in(0).shape;
+      const int a = axis_of(ai("axis", 0), o.size());
+      o[a] = 0;
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        if (!has_in(k)) continue;
+        const Shape& sk = in(k).shape;
+        if (sk.size() != o.size()) fail("inputs 0 and " + std::to_string(k) + " differ in rank");
+        for (size_t d = 0; d < o.size(); ++d)
+          if ((int)d != a && sk[d] != o[d]) fail("input " + std::to_string(k) + " has shape " + shape_str(sk) + ", input 0 " + shape_str(in(0).shape));
+        o[a] += sk[a];
+      }
+      return set_node(0, reshape_out(constant(o, {}, to_dtype(in(0).et, where())), o));
+    }
     int a = axis_of(ai("axis", 0), shp(ins[0]).size());
     if (ins.size() == 1) return set_node(0, ins[0]);
+    if (ins.size() > 64) return set_node(0, concat_many(ins, a));  // the registry op takes at most 64 inputs
     return set_node(0, emit("concat", ins, {{"axis", (int64_t)a}}, out_name()));
   }
   void map_Expand() {

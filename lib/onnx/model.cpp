@@ -43,19 +43,10 @@ const char* elem_type_name(int t) {
 }
 
 DType to_dtype(int t, const std::string& where) {
-  switch (t) {
-    case kFloat: return DType::f32;
-    case kFloat16: return DType::f16;
-    case kBfloat16: return DType::bf16;
-    case kInt32: return DType::i32;
-    case kInt64: return DType::i64;
-    case kBool: return DType::boolean;
-    case kInt8: return DType::i8;
-    case kUint8: return DType::u8;
-    default:
-      throw InputError(where + ": unsupported element type " + elem_type_name(t) +
-                       " (rlx tensors are float, float16, bfloat16, int8, uint8, int32, int64 or bool)");
-  }
+  if (auto d = dtype_from_onnx(t)) return *d;  // the dtype table's ONNX column (core/dtype.h)
+  std::string names;
+  for (const auto& r : kDTypeTable) names += (names.empty() ? "" : ", ") + std::string(elem_type_name(r.onnx));
+  throw InputError(where + ": unsupported element type " + elem_type_name(t) + " (rlx tensors are " + names + ")");
 }
 
 namespace {
@@ -187,9 +178,9 @@ struct ModelParser {
         if (t.int64_data_size() != td->numel) count_mismatch(t.int64_data_size(), "int64_data");
         td->ints.assign(t.int64_data().begin(), t.int64_data().end());
         break;
-      case kUint32: case kUint64:
+      case kUint32: case kUint64:  // u64 values above 2^63 keep their bits (to_tensor stores them so)
         if (t.uint64_data_size() != td->numel) count_mismatch(t.uint64_data_size(), "uint64_data");
-        for (uint64_t v : t.uint64_data()) td->ints.push_back((int64_t)std::min<uint64_t>(v, INT64_MAX));
+        for (uint64_t v : t.uint64_data()) td->ints.push_back((int64_t)v);
         break;
       case kFloat16: case kBfloat16:
         if (t.int32_data_size() != td->numel) count_mismatch(t.int32_data_size(), "int32_data");
@@ -204,13 +195,44 @@ struct ModelParser {
     return td;
   }
 
+  // A TypeProto as rlx reads it: a tensor, a sequence of tensors, or an optional of either.
+  ValueType value_type(const ::onnx::TypeProto& t, const std::string& what) {
+    ValueType r;
+    auto tensor_or_sequence = [&](const ::onnx::TypeProto& x, ValueKind& kind) {
+      if (x.has_tensor_type()) {
+        kind = ValueKind::Tensor;
+        return;
+      }
+      if (x.has_sequence_type() && x.sequence_type().has_elem_type() && x.sequence_type().elem_type().has_tensor_type()) {
+        kind = ValueKind::Sequence;
+        return;
+      }
+      fail(what + " is a " + (x.has_map_type() ? "map" : x.has_sparse_tensor_type() ? "sparse tensor" : "nested sequence or optional") +
+           " (rlx reads tensors, sequences of tensors, and optionals of either)");
+    };
+    if (t.has_optional_type()) {
+      if (!t.optional_type().has_elem_type()) fail(what + " is an optional without an element type");
+      r.kind = ValueKind::Optional;
+      tensor_or_sequence(t.optional_type().elem_type(), r.inner);
+    } else {
+      tensor_or_sequence(t, r.kind);
+    }
+    r.elem_type = bottom_tensor(t).elem_type();
+    return r;
+  }
+  static const ::onnx::TypeProto_Tensor& bottom_tensor(const ::onnx::TypeProto& t) {
+    if (t.has_optional_type()) return bottom_tensor(t.optional_type().elem_type());
+    if (t.has_sequence_type()) return bottom_tensor(t.sequence_type().elem_type());
+    return t.tensor_type();
+  }
+
   ValueInfo value_info(const ::onnx::ValueInfoProto& v, const char* what) {
     ValueInfo vi;
     vi.name = v.name();
     if (vi.name.empty()) fail(std::string("a graph ") + what + " has no name");
     if (!v.has_type() || v.type().value_case() == ::onnx::TypeProto::VALUE_NOT_SET) return vi;  // type unknown (exporters leave subgraph outputs so)
-    if (!v.type().has_tensor_type()) fail(std::string("graph ") + what + " '" + vi.name + "' is not a tensor (sequences, maps and optionals are not supported)");
-    const auto& tt = v.type().tensor_type();
+    vi.type = value_type(v.type(), std::string("graph ") + what + " '" + vi.name + "'");
+    const auto& tt = bottom_tensor(v.type());
     vi.elem_type = tt.elem_type();
     if (tt.has_shape()) {
       vi.has_shape = true;
@@ -247,6 +269,7 @@ struct ModelParser {
     r.floats.assign(a.floats().begin(), a.floats().end());
     r.strings.assign(a.strings().begin(), a.strings().end());
     if (a.has_t()) r.t = tensor(a.t(), where + ": attribute '" + r.name + "'");
+    if (a.has_tp()) r.tp = value_type(a.tp(), where + ": attribute '" + r.name + "'");
     if (r.type == 0) {  // very old writers leave type unset: infer it
       if (a.has_t()) r.type = 4;
       else if (a.has_g()) r.type = 5;
@@ -306,8 +329,9 @@ struct ModelParser {
       if (!seen_inputs.insert(vi.name).second) fail("graph input '" + vi.name + "' is listed twice");
       if (m.inits_.count(vi.name)) defaults.push_back(vi);
       else {
-        if (!v.has_type() || !vi.has_shape)
+        if (!v.has_type() || (!vi.has_shape && vi.type.kind == ValueKind::Tensor))
           fail("graph input '" + vi.name + "' has no tensor type or shape");
+        if (!vi.has_shape) vi.dims.clear();  // a sequence's tensors without a declared shape: any
         m.inputs_.push_back(vi);
       }
     }
@@ -473,12 +497,19 @@ Tensor to_tensor(const TensorData& t, const std::string& where) {
     std::memcpy(r.mutable_raw(), t.raw, r.nbytes());
     return r;
   }
-  if (!t.floats.empty()) {
-    std::vector<float> v(t.floats.begin(), t.floats.end());
-    return Tensor::from_vector(t.shape, v, dt);
+  if (!t.floats.empty()) {  // double values (float_data's are exact in double): f64 keeps every bit
+    if ((int64_t)t.floats.size() != t.numel) throw InputError(where + ": value count does not match shape");
+    Tensor r(t.shape, dt);
+    convert_elements(t.floats.data(), DType::f64, r.mutable_raw(), dt, t.numel);
+    return r;
   }
   std::vector<int64_t> v(t.ints.begin(), t.ints.end());
   v.resize((size_t)t.numel, 0);
+  if (dt == DType::u64) {  // the bits of uint64_data (from_ints would refuse values above 2^63)
+    Tensor r(t.shape, dt);
+    std::memcpy(r.mutable_raw(), v.data(), v.size() * 8);
+    return r;
+  }
   return Tensor::from_ints(t.shape, v, dt);
 }
 

@@ -56,6 +56,16 @@ struct TensorData {
   bool external = false;
 };
 
+// What a graph value is: a tensor, a sequence of tensors, or an optional (of a tensor or of a
+// sequence). Maps are refused when the file is parsed.
+enum class ValueKind : uint8_t { Tensor, Sequence, Optional };
+struct ValueType {
+  ValueKind kind = ValueKind::Tensor;
+  ValueKind inner = ValueKind::Tensor;  // an optional's content: Tensor or Sequence
+  int elem_type = 0;                    // of the tensor(s) at the bottom; 0: unknown
+  bool is_sequence() const { return kind == ValueKind::Sequence || (kind == ValueKind::Optional && inner == ValueKind::Sequence); }
+};
+
 struct GraphDef;
 
 struct Attribute {
@@ -69,6 +79,7 @@ struct Attribute {
   std::vector<std::string> strings;
   std::shared_ptr<TensorData> t;
   std::shared_ptr<const GraphDef> g;  // a GRAPH attribute (If's branches, Loop's and Scan's body)
+  ValueType tp;                        // a TYPE_PROTO attribute (Optional's `type`)
 };
 
 struct NodeDef {
@@ -87,7 +98,8 @@ struct ValueInfo {
   std::string name;
   int elem_type = 0;
   bool has_shape = false;
-  std::vector<ir::Dim> dims;  // symbol set for dim_param (or unknown dims: "?N")
+  std::vector<ir::Dim> dims;  // symbol set for dim_param (or unknown dims: "?N"); of the elements of a sequence
+  ValueType type;             // type.elem_type == elem_type
 };
 
 // A subgraph (a GRAPH attribute), checked like the main graph when the file is parsed. Its
@@ -143,7 +155,9 @@ class Model {
   bool is_default_input(const std::string& name) const { return inits_.count(name) > 0; }
 
   // Specialises the graph for the given input shapes (by ONNX input name; a name that is an
-  // initializer overrides that default) and symbolic dims (--dim NAME=SIZE, used for inputs
+  // initializer overrides that default; a sequence input `x` of k tensors is given as
+  // shapes["x"] = {k} and its elements as "x.0" ... "x.<k-1>"; an optional input without a value
+  // is not given) and symbolic dims (--dim NAME=SIZE, used for inputs
   // not given). Cached by the shape signature. Throws InputError naming the ONNX node.
   // `values`: the given inputs' values; an input of at most kMaxValueBoundElements elements
   // that a node needs as a constant (Reshape's shape, Slice's starts, TopK's k, ...) is

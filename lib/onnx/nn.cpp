@@ -337,13 +337,17 @@ struct Nn : Importer {
       for (const auto& [h, name] : params)
         if ((int64_t)h->size() != C)
           fail(std::string(name) + " has " + std::to_string(h->size()) + " elements; X has " + std::to_string(C) + " channels");
+      // in f32 (the scale rounded to f32 first, as the shift then uses it), or in f64 for a double X
+      const bool f64 = ts_.dtypes[x] == DType::f64;
       std::vector<double> sc(C), sh(C);
       for (int64_t c = 0; c < C; ++c) {
-        sc[c] = (double)(float)(hs->d(c) / std::sqrt(hv->d(c) + eps));
+        const double v = hs->d(c) / std::sqrt(hv->d(c) + eps);
+        sc[c] = f64 ? v : (double)(float)v;
         sh[c] = hb->d(c) - hm->d(c) * sc[c];
       }
-      int y = emit("mul", {x, constant(cs, sc, DType::f32)});
-      return set_node(0, emit("add", {y, constant(cs, sh, DType::f32)}, {}, out_name()));
+      const DType cdt = f64 ? DType::f64 : DType::f32;
+      int y = emit("mul", {x, constant(cs, sc, cdt)});
+      return set_node(0, emit("add", {y, constant(cs, sh, cdt)}, {}, out_name()));
     }
     int sc = emit("div", {reshape(node(1), cs), emit("sqrt", {emit("add", {reshape(node(4), cs), scalar(eps)})})});
     int y = emit("mul", {emit("sub", {x, reshape(node(3), cs)}), sc});

@@ -36,6 +36,8 @@ struct Training : Importer {
   int tensor(size_t k) {
     int x = node(k);
     if (!is_float(ts_.dtypes[x])) fail("input " + std::to_string(k) + " must be a float tensor");
+    if (ts_.dtypes[x] == DType::f64)  // these run in f32: a double tensor is refused, never narrowed
+      unsupported("input " + std::to_string(k) + " is double; the training operators run in float32");
     return cast(x, DType::f32);
   }
 

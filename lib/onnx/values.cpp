@@ -70,7 +70,6 @@ struct Values : Importer {
     Shape s(dims.begin(), dims.end());
     for (auto d : s) if (d < 0) fail("negative dimension in the shape");
     int64_t n = shape_numel(s);
-    if (n < 0 || n > L_.max_folded_elements) unsupported("ConstantOfShape of shape " + shape_str(s) + " is too large to fold");
     Host h;
     int et = kFloat;
     double v = 0;
@@ -82,6 +81,12 @@ struct Values : Importer {
       if (!hv) unsupported("value of element type " + std::string(elem_type_name(a->t->elem_type)));
       et = a->t->elem_type;
       v = hv->d(0);
+    }
+    if (n < 0 || n > L_.max_folded_elements) {  // too large to hold on the host: the value broadcast at run time
+      int y = emit("broadcast_to", {scalar(v, to_dtype(et, where()))}, {{"shape", std::vector<int64_t>(s.begin(), s.end())}}, out_name());
+      check_size(y);
+      set_node(0, y);
+      return true;
     }
     if (float_et(et)) h.f.assign(n, v);
     else h.i.assign(n, sat_i64(v));
@@ -139,7 +144,7 @@ void values_ops(std::vector<OpDef>& t) {
   t.insert(t.end(), {
       {"Shape", "", 1, nullptr, fold<&F::fold_Shape>, "folded", "", "start/end (opset 15)"},
       {"Size", "", 1, nullptr, fold<&F::fold_Size>, "folded", "", ""},
-      {"ConstantOfShape", "", 1, nullptr, fold<&F::fold_ConstantOfShape>, "folded", "", ""},
+      {"ConstantOfShape", "", 1, nullptr, fold<&F::fold_ConstantOfShape>, "folded (broadcast_to beyond 2^22 values)", "", "larger than 2^22 values: the value broadcast at run time"},
       {"EyeLike", "", 1, nullptr, fold<&F::fold_EyeLike>, "folded", "", "depends on the input's shape only"},
       {"Range", "", 1, nullptr, fold<&F::fold_Range>, "folded", "", "inputs must be known"},
       {"Identity", "", 1, map<&F::map_Identity>, fold<&F::fold_Identity>, "alias", "", ""},

@@ -21,10 +21,12 @@ bool is_alias_node(const Node& n, const ir::TypedShapes&, int) { return n.op == 
 
 namespace {
 
-bool is_scalar_const(const Work& w, int i, float* value = nullptr) {
+// The value in double: exact for every dtype but i64 beyond 2^53 (an f64 constant 1 + 2^-40 is
+// not the unit 1, as it would be read as f32).
+bool is_scalar_const(const Work& w, int i, double* value = nullptr) {
   const Node& n = w.nodes[i];
   if (n.op != Op::Constant || n.constant.numel() != 1) return false;
-  if (value) *value = (float)n.constant.at(0);
+  if (value) *value = n.constant.at(0);
   return true;
 }
 
@@ -108,8 +110,8 @@ int simplify(Work& w, int i, OptStats& st) {
       if (same(0)) return in(0);
       break;
     case Op::Mul: case Op::Add: case Op::Sub: case Op::Div: {
-      float c;
-      float unit = (n.op == Op::Mul || n.op == Op::Div) ? 1.f : 0.f;
+      double c;
+      const double unit = (n.op == Op::Mul || n.op == Op::Div) ? 1.0 : 0.0;
       bool commutes = n.op == Op::Mul || n.op == Op::Add;
       if (is_scalar_const(w, in(1), &c) && c == unit && same(0)) return in(0);
       if (commutes && is_scalar_const(w, in(0), &c) && c == unit && same(1)) return in(1);
@@ -118,9 +120,9 @@ int simplify(Work& w, int i, OptStats& st) {
       if ((n.op == Op::Mul || n.op == Op::Add) && w.dtypes[i] == DType::f32 && w.dtypes[in(1)] == DType::f32 &&
           is_scalar_const(w, in(1), &c)) {
         Node& inner = w.nodes[in(0)];
-        float c1;
+        double c1;
         if (inner.op == n.op && is_scalar_const(w, inner.inputs[1], &c1) && w.shapes[inner.inputs[0]] == out) {
-          float merged = n.op == Op::Mul ? c1 * c : c1 + c;
+          const float merged = n.op == Op::Mul ? (float)c1 * (float)c : (float)c1 + (float)c;  // f32 constants: exact
           int x = inner.inputs[0];
           int k = w.add_constant(Tensor::from_vector({}, {merged}));
           Node& me = w.nodes[i];  // add_constant may have reallocated
@@ -220,10 +222,12 @@ OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const Opt
   auto fusable = [&](int v) {
     const Node& n = w.nodes[v];
     auto cat = ir::op_info(n.op).category;
-    // Fused programs compute in f32: integer values (exact in their own arithmetic) stay unfused.
-    if (is_integer(w.dtypes[v])) return false;
+    // Fused programs compute in f32: integer values (exact in their own arithmetic) and f64
+    // values (computed in double) stay unfused.
+    auto unfused = [](DType t) { return is_integer(t) || t == DType::f64; };
+    if (unfused(w.dtypes[v])) return false;
     for (int u : n.inputs)
-      if (is_integer(w.dtypes[u])) return false;
+      if (unfused(w.dtypes[u])) return false;
     return (cat == Category::Unary && n.op != Op::Cast) || cat == Category::Binary || n.op == Op::BroadcastTo;
   };
   std::vector<int> group(w.nodes.size(), -1);
@@ -278,8 +282,8 @@ OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const Opt
         if (group[u] == root) return reg.at(u);
         auto r = reg.find(u);
         if (r != reg.end()) return r->second;
-        float c;
-        if (is_scalar_const(w, u, &c)) p->code.push_back({FusedInstr::Const, EwOp::Add, 0, 0, c});
+        double c;
+        if (is_scalar_const(w, u, &c)) p->code.push_back({FusedInstr::Const, EwOp::Add, 0, 0, (float)c});
         else {
           p->code.push_back({FusedInstr::Load, EwOp::Add, (int32_t)ext.size()});
           ext.push_back(u);

@@ -26,6 +26,7 @@
 #include "io/npy.h"
 #include "io/spec.h"
 #include "ir/loader.h"
+#include "ir/op_registry.h"
 #include "onnx/model.h"
 #include "runtime/executor.h"
 #include "runtime/onnx_binding.h"
@@ -94,7 +95,7 @@ std::shared_ptr<Model> load_model(const Binding& b) {
   m->file = b.graph;
   if (!b.dtype.empty()) {
     const auto dt = parse_dtype(b.dtype);
-    if (!dt || !is_float(*dt)) throw InputError("--dtype " + b.dtype + ": expected bf16, f16 or f32");
+    if (!dt || !(is_half(*dt) || *dt == DType::f32)) throw InputError("--dtype " + b.dtype + ": expected bf16, f16 or f32");
     if (*dt != DType::f32) m->half = *dt;
   }
   m->dims = parse_dims(b.dims);
@@ -105,6 +106,8 @@ std::shared_ptr<Model> load_model(const Binding& b) {
       throw InputError(b.graph + ": --params is not used with ONNX models: the weights are the model's initializers");
     m->onnx = onnx::Model::load(b.graph);
     for (const auto& vi : m->onnx->inputs()) {
+      if (vi.type.kind != onnx::ValueKind::Tensor)
+        throw InputError(b.graph + ": input '" + vi.name + "' is a sequence or an optional; batch jobs take tensor inputs (run such a model with rlx run)");
       m->decls.push_back({vi.name, vi.dims, onnx::to_dtype(vi.elem_type, b.graph + ": input '" + vi.name + "'"),
                           m->onnx->is_default_input(vi.name)});
       for (const auto& d : vi.dims)
@@ -255,7 +258,7 @@ struct Reader {
     q->not_full.wait(lk, [&] { return q->stop || q->items.size() < q->capacity; });
     if (q->stop) return false;
     q->items.push_back(std::move(it));
-    if (q->items.size() == 1) q->not_empty.notify_one();
+    q->not_empty.notify_one();  // every item: a stacked run may wait for --batch-size of them
     return true;
   }
 
@@ -353,6 +356,25 @@ class Runner {
     for (const auto& [name, t] : inputs) s.set_input(name, t);
     *graph = &s.graph();
     return s.run(mode_);
+  }
+
+  // The output shapes one item of these inputs gives, from shape inference alone (no plan, no
+  // run), so that a stacked run can be split without first running an item by itself; nullopt
+  // where they depend on values (control flow, data-dependent ops) or inference fails.
+  std::optional<std::vector<Shape>> output_shapes(const std::map<std::string, Tensor>& inputs) {
+    try {
+      const ir::Graph& g = session_for(inputs).graph();
+      for (const auto& n : g.nodes)
+        if (ir::op_info(n.op).category == ir::Category::Control) return std::nullopt;
+      std::map<std::string, Shape> shapes;
+      for (const auto& [name, t] : inputs) shapes[name] = t.shape();
+      const ir::TypedShapes ts = ir::infer_shapes(g, shapes);
+      std::vector<Shape> r;
+      for (int k : g.outputs) r.push_back(ts.shapes.at((size_t)k));
+      return r;
+    } catch (const std::exception&) {
+      return std::nullopt;  // the run reports the problem
+    }
   }
 
  private:
@@ -532,6 +554,7 @@ BatchSummary run_batch(const BatchOptions& o) {
   } reader_thread{q, o.list == "-", std::thread(reader)};
   std::map<std::string, std::vector<Shape>> alone_shapes;  // by input signature: output shapes of one item
   std::set<std::string> no_stack;                          // signatures whose stacked run failed or did not split
+  std::set<std::string> inferred;                          // signatures whose output shapes inference was asked for
   std::set<std::string> full_stack;  // signatures with a stacked run of --batch-size items that split: a plan exists
 
   auto report = [&](const Item& it, const char* status, double ms, const std::string& error) {
@@ -638,22 +661,33 @@ BatchSummary run_batch(const BatchOptions& o) {
       }
       taken.push_back(std::move(q->items.front()));
       q->items.pop_front();
-      // More items of the same signature that are already read join a stacked run.
-      Item& first = taken.front();
-      if (o.batch_size > 1 && first.kind == Item::Run) {
-        const std::string sig = signature(first.inputs);
-        bool rank_ok = true;
-        for (const auto& [name, t] : first.inputs) rank_ok = rank_ok && !t.shape().empty();
-        if (rank_ok && alone_shapes.count(sig) && !no_stack.count(sig))
-          while ((int)taken.size() < o.batch_size && !q->items.empty() && q->items.front().kind == Item::Run &&
-                 signature(q->items.front().inputs) == sig) {
-            taken.push_back(std::move(q->items.front()));
-            q->items.pop_front();
-          }
-      }
       if (q->items.size() <= q->capacity / 2) q->not_full.notify_one();
     }
+    // More items of the same signature that are already read join a stacked run, once the
+    // output shapes of one item are known: inferred from the shapes (the reader goes on
+    // meanwhile), else learnt by running the first item of the signature alone.
     Item& first = taken.front();
+    if (o.batch_size > 1 && first.kind == Item::Run) {
+      const std::string sig = signature(first.inputs);
+      bool rank_ok = true;
+      for (const auto& [name, t] : first.inputs) rank_ok = rank_ok && !t.shape().empty();
+      if (rank_ok && !alone_shapes.count(sig) && inferred.insert(sig).second)
+        if (auto shapes = runner.output_shapes(first.inputs)) alone_shapes.emplace(sig, std::move(*shapes));
+      if (rank_ok && alone_shapes.count(sig) && !no_stack.count(sig)) {
+        std::unique_lock<std::mutex> lk(q->mu);
+        // From a file, wait until the reader has the group's other items (or the list ends): a
+        // short group would be a shape of its own to plan. Items from standard input are answered
+        // as they come, with whatever has arrived.
+        if (o.list != "-")
+          q->not_empty.wait(lk, [&] { return q->done || (int)(taken.size() + q->items.size()) >= o.batch_size; });
+        while ((int)taken.size() < o.batch_size && !q->items.empty() && q->items.front().kind == Item::Run &&
+               signature(q->items.front().inputs) == sig) {
+          taken.push_back(std::move(q->items.front()));
+          q->items.pop_front();
+        }
+        if (q->items.size() <= q->capacity / 2) q->not_full.notify_one();
+      }
+    }
     if (first.kind == Item::Fail) report(first, "error", first.read_ms, first.error);
     else if (first.kind == Item::Skip) report(first, "skipped", first.read_ms, "");
     else if (taken.size() == 1) run_alone(first);

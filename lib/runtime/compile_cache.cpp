@@ -123,7 +123,7 @@ struct Reader {
   }
   DType dtype() {
     uint8_t d = u8();
-    if (d > (uint8_t)DType::boolean) throw std::runtime_error("bad dtype");
+    if (d >= (uint8_t)kNumDTypes) throw std::runtime_error("bad dtype");  // a row of core/dtype.h's table
     return (DType)d;
   }
   void value(int64_t& v) { v = i64(); }

@@ -97,6 +97,13 @@ class Executor {
   // Whether the backend runs matmul_integer_scaled (passes::OptOptions::integer_gemm).
   virtual bool integer_gemm() const { return false; }
 
+  // Refuses a node this backend has no kernel for in these dtypes (e.g. f64 on Vulkan), by
+  // throwing the backend's error naming `where` (the node); called for every node that becomes a
+  // kernel, and for inputs, params and constants, when a plan or an eager run is built, before
+  // anything runs.
+  virtual void check_dtypes(const std::string& where, const ir::Node& n, const std::vector<DType>& inputs,
+                            DType output) const {}
+
   // The dtype this backend keeps in memory for a tensor of logical dtype `logical`.
   virtual DType storage_dtype(DType logical) const { return logical; }
   // Bytes a tensor of `numel` elements of logical dtype `logical` occupies on the device.

@@ -339,6 +339,55 @@ HostStepResult max_unpool(const ir::Node& nd, const Tensor& x, const Tensor& idx
   return {{y}, n};
 }
 
+template <class T>
+void scatter_into(T* out, const T* upd, const Tensor& idx, const Shape& is, const Shape& ds, int axis, const std::string& red,
+                  const std::string& who) {
+  const std::vector<int64_t> ist = contiguous_strides(is), dst = contiguous_strides(ds);
+  const int r = (int)is.size();
+  const int64_t P = ds[axis];
+  for (int64_t k = 0; k < shape_numel(is); ++k) {
+    int64_t p = idx.int_at(k);
+    if (p < -P || p >= P)
+      throw InputError(who + ": index " + std::to_string(p) + " at element " + std::to_string(k) + " is out of range for an axis of size " +
+                       std::to_string(P));
+    if (p < 0) p += P;
+    int64_t q = 0;
+    for (int d = 0; d < r; ++d) q += (d == axis ? p : k / ist[d] % is[d]) * dst[d];
+    if (red == "add") out[q] += upd[k];
+    else if (red == "mul") out[q] *= upd[k];
+    else out[q] = upd[k];
+  }
+}
+
+HostStepResult scatter_elements(const ir::Node& nd, const Tensor& data, const Tensor& idx, const Tensor& upd, const std::string& who) {
+  const Shape& ds = data.shape();
+  const Shape& is = idx.shape();
+  if (upd.shape() != is) throw InputError(who + ": updates have shape " + shape_str(upd.shape()) + ", indices " + shape_str(is));
+  if (upd.dtype() != data.dtype()) throw InputError(who + ": updates and data differ in dtype");
+  if (is.size() != ds.size()) throw InputError(who + ": indices " + shape_str(is) + " and data " + shape_str(ds) + " differ in rank");
+  const int axis = axis_of(nd.attrs.i("axis"), (int)ds.size(), who);
+  for (size_t d = 0; d < ds.size(); ++d)
+    if ((int)d != axis && is[d] > ds[d]) throw InputError(who + ": indices " + shape_str(is) + " exceed data " + shape_str(ds));
+  const std::string red = nd.attrs.has("reduction") ? nd.attrs.s("reduction") : "none";
+  Tensor y(ds, data.dtype());
+  if (data.nbytes()) std::memcpy(y.mutable_raw(), data.raw(), data.nbytes());
+  switch (data.dtype()) {
+    case DType::f32: scatter_into(y.mutable_data<float>(), upd.data<float>(), idx, is, ds, axis, red, who); break;
+    case DType::i32: scatter_into(y.mutable_data<int32_t>(), upd.data<int32_t>(), idx, is, ds, axis, red, who); break;
+    case DType::i64: scatter_into(y.mutable_data<int64_t>(), upd.data<int64_t>(), idx, is, ds, axis, red, who); break;
+    default: {
+      if (red != "none") throw InputError(who + ": reduction " + red + " on " + dtype_name(data.dtype()) + " (f32, i32 and i64 have it)");
+      // any dtype: the element's bytes (16-bit floats, bool, int8)
+      if (dtype_size(data.dtype()) != 2 && dtype_size(data.dtype()) != 1) throw InputError(who + ": dtype " + dtype_name(data.dtype()));
+      if (dtype_size(data.dtype()) == 2)
+        scatter_into(static_cast<uint16_t*>(y.mutable_raw()), static_cast<const uint16_t*>(upd.raw()), idx, is, ds, axis, red, who);
+      else
+        scatter_into(static_cast<uint8_t*>(y.mutable_raw()), static_cast<const uint8_t*>(upd.raw()), idx, is, ds, axis, red, who);
+    }
+  }
+  return {{y}, shape_numel(ds)};
+}
+
 }  // namespace
 
 HostStepResult run_data_dependent(const ir::Node& n, const std::vector<Tensor>& ins, const std::string& who) {
@@ -349,6 +398,7 @@ HostStepResult run_data_dependent(const ir::Node& n, const std::vector<Tensor>& 
     case ir::Op::TopKDynamic: return topk(n, ins.at(0), ins.at(1), who);
     case ir::Op::NonMaxSuppression: return nms(n, ins, who);
     case ir::Op::MaxUnpool: return max_unpool(n, ins.at(0), ins.at(1), who);
+    case ir::Op::ScatterElements: return scatter_elements(n, ins.at(0), ins.at(1), ins.at(2), who);
     case ir::Op::RoiAlign: return roi_align(n, ins.at(0), ins.at(1), ins.at(2), who);
     default: throw InputError(who + ": not a data-dependent op");
   }

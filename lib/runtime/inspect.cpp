@@ -43,12 +43,17 @@ std::string onnx_symbolic_summary(const onnx::Model& m, const std::string& path,
   for (const auto& [name, t] : m.initializers()) init_values += t->numel;
   std::string list;
   for (const auto& u : unbound) list += (list.empty() ? "" : ", ") + u;
-  auto value_type = [](int et) {  // rlx's dtype names where rlx has the type, else ONNX's
+  auto elem_type = [](int et) {  // rlx's dtype names where rlx has the type, else ONNX's
     try {
       return std::string(dtype_name(onnx::to_dtype(et, "")));
     } catch (const Error&) {
       return std::string(onnx::elem_type_name(et));
     }
+  };
+  // "f32", "sequence of f32", "optional f32", "optional sequence of f32"
+  auto value_type = [&](const onnx::ValueInfo& vi) {
+    const onnx::ValueType& t = vi.type;
+    return std::string(t.kind == onnx::ValueKind::Optional ? "optional " : "") + (t.is_sequence() ? "sequence of " : "") + elem_type(vi.elem_type);
   };
   if (json) {
     nlohmann::json j;
@@ -61,11 +66,12 @@ std::string onnx_symbolic_summary(const onnx::Model& m, const std::string& path,
     for (const char* k : {"inputs", "outputs"}) j[k] = nlohmann::json::array();
     for (const auto& vi : m.inputs())
       if (!m.is_default_input(vi.name))
-        j["inputs"].push_back({{"name", vi.name}, {"shape", vi.has_shape ? dims_json(vi.dims) : nlohmann::json()}, {"dtype", value_type(vi.elem_type)}});
+        j["inputs"].push_back({{"name", vi.name}, {"shape", vi.has_shape ? dims_json(vi.dims) : nlohmann::json()}, {"dtype", value_type(vi)}});
     for (const auto& vi : m.outputs())
-      j["outputs"].push_back({{"name", vi.name}, {"shape", vi.has_shape ? dims_json(vi.dims) : nlohmann::json()}, {"dtype", value_type(vi.elem_type)}});
+      j["outputs"].push_back({{"name", vi.name}, {"shape", vi.has_shape ? dims_json(vi.dims) : nlohmann::json()}, {"dtype", value_type(vi)}});
     j["unbound_dims"] = unbound;
-    j["note"] = "output shapes as declared in the model; the imported graph, its shapes and FLOPs need --dim NAME=SIZE for " + list;
+    j["note"] = unbound.empty() ? "output shapes as declared in the model; the imported graph depends on the tensors of its sequence or optional inputs"
+                              : "output shapes as declared in the model; the imported graph, its shapes and FLOPs need --dim NAME=SIZE for " + list;
     return j.dump(2) + "\n";
   }
   std::ostringstream s;
@@ -76,11 +82,12 @@ std::string onnx_symbolic_summary(const onnx::Model& m, const std::string& path,
   s << "inputs:\n";
   for (const auto& vi : m.inputs())
     if (!m.is_default_input(vi.name))
-      s << fmt::format("  {} {} {}\n", vi.name, vi.has_shape ? dims_text(vi.dims) : "(shape not declared)", value_type(vi.elem_type));
+      s << fmt::format("  {} {} {}\n", vi.name, vi.has_shape ? dims_text(vi.dims) : "(shape not declared)", value_type(vi));
   s << "outputs (as declared in the model):\n";
   for (const auto& vi : m.outputs())
-    s << fmt::format("  {} {} {}\n", vi.name, vi.has_shape ? dims_text(vi.dims) : "(shape not declared)", value_type(vi.elem_type));
-  s << "the imported graph (registry ops, shapes, FLOPs) needs the symbolic dimension(s) " << list << ": pass --dim NAME=SIZE\n";
+    s << fmt::format("  {} {} {}\n", vi.name, vi.has_shape ? dims_text(vi.dims) : "(shape not declared)", value_type(vi));
+  if (!unbound.empty()) s << "the imported graph (registry ops, shapes, FLOPs) needs the symbolic dimension(s) " << list << ": pass --dim NAME=SIZE\n";
+  else s << "the imported graph (registry ops, shapes, FLOPs) depends on the tensors of its sequence or optional inputs (rlx run MODEL --input NAME.0=SPEC --input NAME.1=SPEC ...)\n";
   return s.str();
 }
 
@@ -164,10 +171,12 @@ std::string inspect_text(const std::string& path, const std::vector<std::string>
     for (const auto& vi : m->inputs())
       for (const auto& d : vi.dims)
         if (!d.symbol.empty() && known.insert(d.symbol).second && !given.count(d.symbol) && !m->is_default_input(vi.name) &&
-            d.symbol.rfind("?", 0) != 0)
+            d.symbol.rfind("?", 0) != 0 && vi.type.kind == onnx::ValueKind::Tensor)
           unbound.push_back(d.symbol);
     check_dim_names(given, known, path);
-    if (!unbound.empty()) return onnx_symbolic_summary(*m, path, unbound, json);
+    bool sequences = false;  // a sequence's length and shapes come only with its tensors (rlx run)
+    for (const auto& vi : m->inputs()) sequences = sequences || vi.type.kind != onnx::ValueKind::Tensor;
+    if (!unbound.empty() || sequences) return onnx_symbolic_summary(*m, path, unbound, json);
   }
   ir::Graph g = is_onnx_file(path) ? *onnx_graph_for(path, dims) : ir::load_graph_file(path);
   std::map<std::string, int64_t> sym = parse_dims(dims);

@@ -64,22 +64,63 @@ Prepared prepare(const Binding& b, bool need_all_inputs) {
     return r;
   };
   std::map<std::string, io::TensorSpec> specs;
+  // A sequence input's tensors: --input NAME.0=SPEC --input NAME.1=SPEC ... (NAME=[]: empty).
+  std::map<std::string, std::map<int64_t, std::string>> elements;  // sequence input -> index -> spec key
+  std::set<std::string> empty_sequences;
+  auto sequence_of = [&](const std::string& id, int64_t& index) -> const onnx::ValueInfo* {
+    const size_t dot = id.rfind('.');
+    if (dot == std::string::npos || dot + 1 >= id.size() || id.find_first_not_of("0123456789", dot + 1) != std::string::npos ||
+        id.size() - dot > 10)
+      return nullptr;
+    auto it = by_name.find(id.substr(0, dot));
+    if (it == by_name.end() || !it->second->type.is_sequence()) return nullptr;
+    index = std::stoll(id.substr(dot + 1));
+    return it->second;
+  };
   for (const auto& s : b.inputs) {
     auto [id, spec] = split_named_assignment(s, "--input", names);
-    if (!by_name.count(id))
+    int64_t index = 0;
+    if (const onnx::ValueInfo* seq = by_name.count(id) ? nullptr : sequence_of(id, index)) {
+      if (!elements[seq->name].emplace(index, id).second) throw InputError("--input " + id + " is given twice");
+    } else if (!by_name.count(id)) {
       throw InputError("--input " + id + ": the model has no input '" + id + "' (its inputs: " + list(false) + ")");
+    } else if (by_name[id]->type.is_sequence()) {
+      if (spec != "[]")
+        throw InputError("--input " + id + ": '" + id + "' is a sequence: give its tensors as --input " + id + ".0=SPEC --input " + id +
+                         ".1=SPEC ..., or " + id + "=[] for an empty sequence");
+      if (!empty_sequences.insert(id).second) throw InputError("--input " + id + " is given twice");
+      continue;
+    }
     if (specs.count(id)) throw InputError("--input " + id + " is given twice");
     specs[id] = io::parse_tensor_spec(spec);
   }
   std::vector<std::string> missing;
   std::vector<InputDecl> given;
   for (const auto& vi : m.inputs()) {
-    auto it = specs.find(vi.name);
-    if (it == specs.end()) {
-      if (!m.is_default_input(vi.name)) missing.push_back(vi.name);
+    const DType dt = onnx::to_dtype(vi.elem_type, b.graph + ": input '" + vi.name + "'");
+    if (vi.type.is_sequence()) {
+      const auto& el = elements[vi.name];
+      if (!el.empty() && empty_sequences.count(vi.name))
+        throw InputError("--input " + vi.name + "=[] and --input " + vi.name + ".N are both given");
+      int64_t k = 0;
+      for (const auto& [index, key] : el)
+        if (index != k++)
+          throw InputError("--input " + vi.name + "." + std::to_string(k - 1) + " is missing (the tensors of sequence '" + vi.name +
+                           "' are numbered from 0 without gaps)");
+      if (el.empty() && !empty_sequences.count(vi.name)) {
+        if (vi.type.kind != onnx::ValueKind::Optional) missing.push_back(vi.name + ".0 ...");
+        continue;
+      }
+      P.shapes[vi.name] = Shape{(int64_t)el.size()};
+      for (const auto& [index, key] : el) given.push_back({key, &vi.dims, dt, 16, &specs.at(key)});
       continue;
     }
-    given.push_back({vi.name, &vi.dims, onnx::to_dtype(vi.elem_type, b.graph + ": input '" + vi.name + "'"), 16, &it->second});
+    auto it = specs.find(vi.name);
+    if (it == specs.end()) {
+      if (!m.is_default_input(vi.name) && vi.type.kind != onnx::ValueKind::Optional) missing.push_back(vi.name);
+      continue;
+    }
+    given.push_back({vi.name, &vi.dims, dt, 16, &it->second});
   }
   load_input_values(given, P.dims, P.inputs);
   for (const auto& [name, t] : P.inputs) P.shapes[name] = t.shape();

@@ -106,6 +106,11 @@ std::map<std::string, Tensor> bind_params(const ir::Graph& g, const ParamStore& 
     }
     DType have = t->dtype();
     bool ok = have == n.dtype || (is_float(have) && is_float(n.dtype)) || (is_integer(have) && is_integer(n.dtype));
+    if (have == DType::f64 && n.dtype != DType::f64) {  // never narrowed silently (docs/graph-format.md, Files)
+      problems.push_back("  " + n.param_name + ": the graph declares " + dtype_name(n.dtype) + ", the file has f64 (float64), "
+                         "which is not narrowed silently; convert the file to " + dtype_name(n.dtype) + " first");
+      continue;
+    }
     if (!ok) {
       problems.push_back("  " + n.param_name + ": the graph declares " + dtype_name(n.dtype) + ", the file has " + dtype_name(have));
       continue;

@@ -151,7 +151,7 @@ Loaded load_binding(const Binding& b) {
   std::optional<DType> half;  // --dtype f16 / bf16
   if (!b.dtype.empty()) {
     const auto dt = parse_dtype(b.dtype);
-    if (!dt || !is_float(*dt)) throw InputError("--dtype " + b.dtype + ": expected bf16, f16 or f32");
+    if (!dt || !(is_half(*dt) || *dt == DType::f32)) throw InputError("--dtype " + b.dtype + ": expected bf16, f16 or f32");
     if (*dt != DType::f32) half = *dt;
   }
   if (is_onnx_file(b.graph)) {

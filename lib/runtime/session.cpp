@@ -121,12 +121,13 @@ void upload_tensor(Executor& ex, DeviceBuffer& buf, size_t offset, const Tensor&
 
 void check_finite(Executor& ex, const TensorRef& t, const ir::Graph& g, const ir::Node& n, const ir::TypedShapes& ts) {
   if (!is_float(t.dtype)) return;  // integers and bool are always finite
-  std::vector<float> v = download_tensor(ex, t).to_vector();
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (std::isfinite(v[i])) continue;
+  const Tensor h = download_tensor(ex, t);
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    const double x = h.at(i);  // in double: an f64 value beyond f32's range is finite
+    if (std::isfinite(x)) continue;
     std::string shapes;
     for (int in : n.inputs) shapes += (shapes.empty() ? "" : ", ") + shape_str(ts.shapes[in]);
-    throw RuntimeError(ir::node_ref(g, n) + ": --check-numerics: produced " + (std::isnan(v[i]) ? "NaN" : "Inf") +
+    throw RuntimeError(ir::node_ref(g, n) + ": --check-numerics: produced " + (std::isnan(x) ? "NaN" : "Inf") +
                        " at element " + std::to_string(i) + " of its output " + shape_str(t.shape) +
                        " (input shapes: " + (shapes.empty() ? "none" : shapes) + ")");
   }
@@ -153,6 +154,12 @@ void Session::set_input(const std::string& id, const Tensor& value) {
   bool ok = have == want || (is_float(have) && is_float(want)) || (is_integer(have) && is_integer(want));
   if (!ok)
     throw InputError("--input " + id + ": got a " + dtype_name(have) + " tensor, the graph declares " + dtype_name(want));
+  // float64 is not narrowed: rlx would round every value (and turn those beyond f32's range
+  // into inf) behind the user's back. The message says how to convert.
+  if (have == DType::f64 && want != DType::f64)
+    throw InputError("--input " + id + ": got float64 data (f64; .npy dtype '<f8'), the graph declares " + dtype_name(want) +
+                     "; float64 is not narrowed silently: convert it, e.g. np.save(PATH, np.load(PATH).astype(np.float32)) "
+                     "(values beyond f32's range, |x| > 3.4e38, become inf: check them first)");
   if (have != want && is_integer(want))  // another integer dtype: every value must fit, never wrapped
     for (int64_t k = 0; k < value.numel(); ++k)
       if (!fits_dtype(value.int_at(k), want))
@@ -264,6 +271,17 @@ std::unique_ptr<passes::OptimizedGraph> Session::optimized(const ir::TypedShapes
   return og;
 }
 
+// Every node that becomes a kernel, with its dtypes, past the backend's check (Executor::check_dtypes).
+void Session::check_backend_dtypes(const ir::Graph& g, const ir::TypedShapes& ts) const {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    if (ir::op_info(n.op).category == ir::Category::Control && n.op != Op::Result) continue;  // a tuple
+    std::vector<DType> in;
+    for (int u : n.inputs) in.push_back(ts.dtypes[u]);
+    ex_.check_dtypes(ir::node_ref(g, n), n, in, ts.dtypes[i]);
+  }
+}
+
 std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedShapes& ts0) {
   auto e = std::make_unique<Exec>();
   e->mode = mode;
@@ -278,6 +296,7 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
     e->fused.assign(graph_->nodes.size(), nullptr);
   }
   const ir::Graph& g = *e->g;
+  check_backend_dtypes(g, e->ts);
   const size_t n = g.nodes.size();
   e->where.resize(n);
   std::vector<int> root(n), step(n, -1);
@@ -520,6 +539,7 @@ std::vector<Tensor> Session::run_planned(Exec& e, bool replay) {
 
 std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
   const ir::Graph& g = *graph_;
+  check_backend_dtypes(g, ts);
   const size_t n = g.nodes.size();
   std::vector<TensorRef> where(n);
   std::vector<std::unique_ptr<DeviceBuffer>> bufs(n);

@@ -87,6 +87,7 @@ class Session {
   struct Exec;
   struct PendingInput;
   std::unique_ptr<Exec> build_exec(Mode mode, const ir::TypedShapes& ts);
+  void check_backend_dtypes(const ir::Graph& g, const ir::TypedShapes& ts) const;
   std::unique_ptr<passes::OptimizedGraph> optimized(const ir::TypedShapes& ts);
   ir::TypedShapes bind_shapes() const;
   std::string signature() const;

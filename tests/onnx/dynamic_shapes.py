@@ -12,6 +12,9 @@ the size produced, checked against the same computation in NumPy, written here:
   * nms_tail: NonMaxSuppression (center-point boxes, every optional input) whose selected
     indices gather the kept boxes and their scores, as a detector's last stage does.
   * empty: a mask with no element set (size 0) flowing into the rest of the graph.
+  * topk_large_k: TopK of 1000 of 2700 scores and a Gather of them (a detector's RPN).
+  * detector_pieces: a ScatterElements of 200 pooled boxes into 300 rows (a host step), a Concat of
+    70 inputs, a Concat of empty inputs ([0, 4]), a ConstantOfShape too large to fold.
 A torchvision.ops.roi_align export (RoiAlign: a host step of a fixed shape) against PyTorch.
 And a torchvision-style detector head exported by PyTorch (a conv backbone, sigmoid scores,
 torch.nonzero for the boxes above a threshold, torchvision.ops.nms, a topk whose k is min(4, the number that
@@ -182,6 +185,51 @@ def empty():
                                 "y": np.array(np.nonzero(x * 10 > 5)[0].sum() + 1, np.float32)})]
 
 
+def detector_pieces():
+    """What torchvision's detectors add: MultiScaleRoIAlign's ScatterElements of K pooled boxes
+    into N rows (a host step: matching every row against every index would take K x N x C*7*7
+    entries), a Concat of 70 inputs (SSD's heads), a Concat whose inputs are all empty (no box
+    survives: [0, 1] x 4 -> [0, 4]) and a ConstantOfShape too large to fold (zeros of the
+    pooled size, broadcast at run time). Expected values from NumPy."""
+    N, K, C = 300, 200, 128
+    nodes = [
+        helper.make_node("ConstantOfShape", ["shape"], ["zeros"], value=helper.make_tensor("v", F, [1], [0.0])),
+        helper.make_node("Reshape", ["idx", "col"], ["idx1"]),
+        helper.make_node("Expand", ["idx1", "ushape"], ["idx4"]),
+        helper.make_node("ScatterElements", ["zeros", "idx4", "upd"], ["pooled"], axis=0),
+        helper.make_node("Concat", [f"p{j}" for j in range(70)], ["heads"], axis=1),
+        helper.make_node("Concat", ["e0", "e1", "e2", "e3"], ["none"], axis=1),
+    ]
+    inits = [init("shape", np.array([N, C, 7, 7], np.int64)), init("col", np.array([K, 1, 1, 1], np.int64)),
+             init("ushape", np.array([K, C, 7, 7], np.int64))]
+    ins = [vi("idx", [K], I64), vi("upd", [K, C, 7, 7])] + [vi(f"p{j}", [2, 3]) for j in range(70)] + \
+        [vi(f"e{j}", ["n", 1]) for j in range(4)]
+    m = model(nodes, ins, [vi("pooled", None), vi("heads", None), vi("none", None)], inits)
+    rng = np.random.default_rng(3)
+    idx = rng.permutation(N)[:K].astype(np.int64)
+    upd = rng.standard_normal((K, C, 7, 7)).astype(np.float32)
+    parts = {f"p{j}": rng.standard_normal((2, 3)).astype(np.float32) for j in range(70)}
+    pooled = np.zeros((N, C, 7, 7), np.float32)
+    pooled[idx] = upd
+    x = {"idx": idx, "upd": upd, **parts, **{f"e{j}": np.zeros((0, 1), np.float32) for j in range(4)}}
+    return m, [(x, {"pooled": pooled, "heads": np.concatenate([parts[f"p{j}"] for j in range(70)], axis=1),
+                    "none": np.zeros((0, 4), np.float32)})]
+
+
+def topk_large_k():
+    """A detector RPN's pre-NMS pick: TopK of 1000 of 2700 scores (on Vulkan one invocation per
+    element: a pick-by-pick loop of 2.7M iterations was cut short on llvmpipe), then a Gather."""
+    n, k = 2700, 1000
+    nodes = [helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1),
+             helper.make_node("Reshape", ["x", "flat"], ["xf"]),
+             helper.make_node("Gather", ["xf", "i"], ["g"], axis=0)]
+    m = model(nodes, [vi("x", [1, n])], [vi("v", None), vi("i", None, I64), vi("g", None)],
+              [init("k", np.array([k], np.int64)), init("flat", np.array([n], np.int64))])
+    x = np.random.default_rng(11).standard_normal((1, n)).astype(np.float32)
+    idx = np.argsort(-x[0], kind="stable")[:k]
+    return m, [({"x": x}, {"v": x[:, idx], "i": idx[None].astype(np.int64), "g": x[0][idx][None]})]
+
+
 def torch_detector(out):
     """A detector head: PyTorch export; the reference is PyTorch's own forward pass."""
     import torch
@@ -266,7 +314,8 @@ def main():
     modes = a.modes.split(",")
     fails, runs = [], 0
     all_cases = []
-    for name, fn in [("topk_runtime_k", topk_runtime_k), ("nonzero_gather", nonzero_gather), ("nms_tail", nms_tail), ("empty", empty)]:
+    for name, fn in [("topk_runtime_k", topk_runtime_k), ("nonzero_gather", nonzero_gather), ("nms_tail", nms_tail), ("empty", empty),
+                     ("detector_pieces", detector_pieces), ("topk_large_k", topk_large_k)]:
         m, cases = fn()
         path = os.path.join(a.out, name + ".onnx")
         open(path, "wb").write(m.SerializeToString())

@@ -8,8 +8,10 @@ expected values are ONNX's own reference computations (NumPy), never rlx's outpu
 
 Every case whose operators are all in rlx's ONNX operator table (`rlx onnx-ops --json`)
 is run, once per test_data_set_*, with each output checked by `rlx run --expect`.
-Outcomes: pass, fail (wrong answer or runtime error), refused (clean exit 2: an
-attribute value, element type or registry op this build does not support), crash.
+Outcomes: pass, fail (wrong answer, wrong output element type or runtime error), refused
+(clean exit 2: an attribute value, element type or registry op this build does not support),
+backend (a non-CPU backend's clean exit 3 for an element type or op it refuses when planning,
+e.g. f64 on Vulkan: docs/backends.md), crash.
 
 The suite fails when
   * any case listed in tests/onnx/node_tests_expected.txt does not pass (a regression),
@@ -61,7 +63,17 @@ def generate(data_dir):
     print(f"node tests: generated the data in {time.time() - t:.1f} s into {data_dir}", file=sys.stderr)
 
 
-def to_npy(pb, npy):
+def save_npy(a, npy):
+    if a.dtype.kind not in "fiub" or a.dtype.itemsize > 8:
+        return False
+    if not os.path.exists(npy):
+        np.save(npy, a)
+    return True
+
+
+def to_npy(pb, npy, declared=0):
+    """Saves the TensorProto in `pb` as `npy` (cached); False when .npy cannot carry it. `declared`:
+    the element type the model gives the value."""
     import onnx
     from onnx import numpy_helper
     if os.path.exists(npy):
@@ -73,10 +85,58 @@ def to_npy(pb, npy):
         a = numpy_helper.to_array(t)
     except Exception:
         return False
-    if a.dtype.kind not in "fiub" or a.dtype.itemsize > 8:
-        return False
-    np.save(npy, a)
-    return True
+    if declared == onnx.TensorProto.BFLOAT16 and t.data_type in (onnx.TensorProto.BFLOAT16, onnx.TensorProto.UINT16):
+        # onnx 1.12 stores a bfloat16 value's test data as its uint16 bits; .npy has no bfloat16,
+        # so the values are saved as the f32 numbers they are (exact), as rlx writes a bf16 output
+        a = (np.asarray(a, np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return save_npy(a, npy)
+
+
+def npy_name(pb, declared):
+    """Where to_npy caches `pb`: bfloat16 values (saved as their f32 numbers) get a name of their
+    own, so a cache written by an older runner (their uint16 bits) is never read for them."""
+    import onnx
+    return pb[:-3] + (".bf16-as-f32.npy" if declared == onnx.TensorProto.BFLOAT16 else ".npy")
+
+
+def value_files(pb, vtype):
+    """A graph value of `vtype` (a TypeProto) stored in `pb`, as rlx takes or writes it:
+    [(suffix, npy)] where suffix is "" for a tensor and ".0", ".1", ... for a sequence's tensors;
+    [] for an optional without a value; None where NumPy/.npy cannot carry it. The arrays
+    come from ONNX's own protobuf readers (numpy_helper), written once beside the .pb."""
+    import onnx
+    from onnx import numpy_helper
+    kind = vtype.WhichOneof("value")
+    if kind == "tensor_type":
+        npy = npy_name(pb, vtype.tensor_type.elem_type)
+        return [("", npy)] if to_npy(pb, npy, vtype.tensor_type.elem_type) else None
+    with open(pb, "rb") as f:
+        data = f.read()
+    if kind == "optional_type":
+        o = onnx.OptionalProto()
+        o.ParseFromString(data)
+        if o.elem_type == onnx.OptionalProto.UNDEFINED or not (o.HasField("tensor_value") or o.HasField("sequence_value")):
+            return []
+        arrays = [numpy_helper.to_array(o.tensor_value)] if o.HasField("tensor_value") else \
+            [numpy_helper.to_array(t) for t in o.sequence_value.tensor_values]
+        is_seq = o.HasField("sequence_value")
+    elif kind == "sequence_type":
+        q = onnx.SequenceProto()
+        q.ParseFromString(data)
+        arrays = [numpy_helper.to_array(t) for t in q.tensor_values]
+        is_seq = True
+    else:
+        return None
+    files = []
+    for j, a in enumerate(arrays):
+        suffix = f".{j}" if is_seq else ""
+        npy = f"{pb[:-3]}{suffix}.npy"
+        if not save_npy(a, npy):
+            return None
+        files.append((suffix, npy))
+    if is_seq and not files:
+        files.append(("=[]", None))  # an empty sequence
+    return files
 
 
 def prepare_case(case_dir):
@@ -91,48 +151,79 @@ def prepare_case(case_dir):
                     yield from all_ops(at.g)
     ops = sorted(set(all_ops(m.graph)))
     inits = {t.name for t in m.graph.initializer}
-    ins = [v.name for v in m.graph.input]
-    outs = [v.name for v in m.graph.output]
+    ins = [(v.name, v.type) for v in m.graph.input]
+    outs = [(v.name, v.type) for v in m.graph.output]
     for v in list(m.graph.input) + list(m.graph.output):
-        if not v.type.HasField("tensor_type"):
-            return ops, "a sequence/map/optional input or output"
+        if v.type.WhichOneof("value") not in ("tensor_type", "sequence_type", "optional_type"):
+            return ops, "a map or sparse input or output"
     runs = []
     for ds in sorted(d for d in os.listdir(case_dir) if d.startswith("test_data_set_")):
         p = os.path.join(case_dir, ds)
-        args = []
-        for j, name in enumerate(ins):
+        args, absent = [], []
+        for j, (name, vtype) in enumerate(ins):
             pb = os.path.join(p, f"input_{j}.pb")
             if not os.path.exists(pb):
                 continue
             if name in inits:
                 continue
-            if not to_npy(pb, pb[:-3] + ".npy"):
+            files = value_files(pb, vtype)
+            if files is None:
                 return ops, "an input of an element type NumPy/.npy cannot carry"
-            args += ["--input", f"{name}=@{pb[:-3]}.npy"]
-        for j, name in enumerate(outs):
+            for suffix, npy in files:
+                args += ["--input", f"{name}{suffix}" if npy is None else f"{name}{suffix}=@{npy}"]
+        for j, (name, vtype) in enumerate(outs):
             pb = os.path.join(p, f"output_{j}.pb")
-            if not to_npy(pb, pb[:-3] + ".npy"):
+            files = value_files(pb, vtype)
+            if files is None:
                 return ops, "an output of an element type NumPy/.npy cannot carry"
-            args += ["--expect", f"{name}=@{pb[:-3]}.npy"]
-        runs.append((args, ds))
+            files = [f for f in files if f[1] is not None]
+            for suffix, npy in files:
+                args += ["--expect", f"{name}{suffix}=@{npy}"]
+            # rlx writes a sequence as name.0, name.1, ... and nothing for an optional without a
+            # value: the output after the last (or the name itself) must not be there.
+            absent.append(f"{name}.{len(files)}" if vtype.WhichOneof("value") == "sequence_type" or
+                          (files and files[0][0]) else name if not files else None)
+        runs.append((args, ds, [a for a in absent if a]))
     return ops, runs
 
 
 def run_case(rlx, case_dir, runs, mode, backend):
-    """pass | fail | refused | crash, with the first message."""
-    for args, ds in runs:
+    """pass | fail | refused | crash, with the first message. Besides the values (--expect), each
+    output's element type must be the expected one: it is written with --output and its .npy
+    dtype compared (rlx writes bf16 as <f4, the one dtype .npy lacks)."""
+    import tempfile
+    for args, ds, absent in runs:
         cmd = [rlx, "run", os.path.join(case_dir, "model.onnx"), "-m", mode, "-b", backend,
                "--atol", str(ATOL), "--rtol", str(RTOL)] + args
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        except subprocess.TimeoutExpired:
-            return "crash", f"{ds}: timed out"
-        msg = (r.stderr.strip().splitlines() or [""])
-        err = next((l for l in msg if "error" in l or "mismatch" in l or "differ" in l), msg[-1])
-        if r.returncode == 0:
-            continue
+        with tempfile.TemporaryDirectory(prefix="rlx-node-") as tmp:
+            outs = []
+            for j in range(0, len(args), 2):
+                if args[j] == "--expect":
+                    name, npy = args[j + 1].split("=@", 1)
+                    got = os.path.join(tmp, f"out{len(outs)}.npy")
+                    outs.append((name, npy, got))
+                    cmd += ["--output", f"{name}={got}"]
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            except subprocess.TimeoutExpired:
+                return "crash", f"{ds}: timed out"
+            msg = (r.stderr.strip().splitlines() or [""])
+            err = next((l for l in msg if "error" in l or "mismatch" in l or "differ" in l), msg[-1])
+            if r.returncode == 0:
+                extra = [a for a in absent if any(l.startswith(a + ": ") for l in r.stdout.splitlines())]
+                if extra:
+                    return "fail", f"{ds}: output {extra[0]} is written, the reference has no such value"
+                for name, npy, got in outs:
+                    want, have = np.load(npy, mmap_mode="r").dtype, np.load(got, mmap_mode="r").dtype
+                    if want != have:
+                        return "fail", f"{ds}: output '{name}' has element type {have}, expected {want}"
+                continue
         if r.returncode == 2:
             return "refused", err
+        if r.returncode == 3 and backend != "cpu" and f"the {backend.capitalize()} backend has no" in r.stderr:
+            # an element type (f64, u16, ...) or op (bit_shift) this backend refuses when planning,
+            # before anything runs (docs/backends.md): not a regression of the CPU list
+            return "backend", err
         if r.returncode in (1, 3):
             return "fail", f"{ds}: {err}"
         return "crash", f"{ds}: exit {r.returncode}: {err}"
@@ -194,11 +285,12 @@ def main():
     print(f"ONNX node tests ({a.backend}, {a.mode}{sample}): {len(cases)} cases; "
           f"{len(cases) - count('unmapped')} use only mapped operators, of which "
           f"{count('pass')} pass, {count('fail')} fail, {count('refused')} are refused (exit 2), "
-          f"{count('crash')} crash; {count('unmapped')} use operators outside the table "
+          f"{count('crash')} crash; {count('unmapped')} use operators outside the table"
+          + (f"; {count('backend')} use element types or ops the {a.backend} backend refuses (exit 3)" if count('backend') else "") + " "
           f"[{dt:.1f} s for {len(todo)} runs]")
     if a.verbose:
         for c in sorted(outcome):
-            if outcome[c] in ("fail", "refused", "crash"):
+            if outcome[c] in ("fail", "refused", "crash", "backend"):
                 print(f"  {outcome[c]:8s} {c}: {why[c]}")
     if a.json:
         json.dump({c: {"outcome": outcome[c], "why": why[c]} for c in sorted(outcome)}, open(a.json, "w"), indent=1)
@@ -216,7 +308,8 @@ def main():
         return 0
     status = 0
     considered = set(cases)
-    regress = sorted((expected & considered) - passed)
+    backend_refused = {c for c, v in outcome.items() if v == "backend"}
+    regress = sorted((expected & considered) - passed - backend_refused)
     for c in regress:
         print(f"REGRESSION {c}: {outcome.get(c)}: {why.get(c)}")
         status = 1

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <type_traits>
 #include <mutex>
 #include <string>
 
@@ -23,6 +24,7 @@
 #include "backends/cpu/cpu_ops_conv.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/ops_f64.h"
 #include "backends/cpu/ops_index.h"
 #include "backends/cpu/ops_quant.h"
 #include "backends/cpu/qgemm.h"
@@ -133,12 +135,18 @@ void run_broadcast_copy(const Kernel& k) {
 }
 
 // ---------------- integer elementwise (exact, in the integer's own arithmetic) ----------------
+// Unsigned arithmetic of T's width (products of 8/16-bit values are promoted to int first,
+// which cannot overflow for these widths' wrap).
+template <class T>
+using UOf = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
 template <class T>
 T int_unary(EwOp op, T a, const Kernel& k) {
+  using U = UOf<T>;
   switch (op) {
-    case EwOp::Neg: return (T)(0 - (std::make_unsigned_t<T>)a);  // wraps like two's complement
-    case EwOp::Abs: return a < 0 ? (T)(0 - (std::make_unsigned_t<T>)a) : a;
-    case EwOp::Square: return (T)((std::make_unsigned_t<T>)a * (std::make_unsigned_t<T>)a);
+    case EwOp::Neg: return (T)(0 - (U)a);  // wraps like two's complement
+    case EwOp::Abs: return std::is_signed_v<T> && a < 0 ? (T)(0 - (U)a) : a;
+    case EwOp::Square: return (T)((U)a * (U)a);
     case EwOp::Relu: return a > 0 ? a : 0;
     case EwOp::Floor: case EwOp::Ceil: case EwOp::Round: return a;  // integers are already whole
     case EwOp::Sign: return (T)((a > 0) - (a < 0));
@@ -150,24 +158,34 @@ T int_unary(EwOp op, T a, const Kernel& k) {
 
 template <class T>
 T int_binary(EwOp op, T a, T b, const Kernel& k) {
-  using U = std::make_unsigned_t<T>;
+  using U = UOf<T>;
   switch (op) {
     case EwOp::Add: return (T)((U)a + (U)b);
     case EwOp::Sub: return (T)((U)a - (U)b);
     case EwOp::Mul: return (T)((U)a * (U)b);
     case EwOp::Div:  // truncation toward zero, as C++ and ONNX Div on integers
       if (b == 0) throw RuntimeError(k.label + ": integer division by zero");
-      if (b == -1) return (T)(0 - (U)a);  // MIN / -1 wraps instead of trapping
+      if constexpr (std::is_signed_v<T>)
+        if (b == -1) return (T)(0 - (U)a);  // MIN / -1 wraps instead of trapping
       return a / b;
     case EwOp::Maximum: return a > b ? a : b;
     case EwOp::Minimum: return a < b ? a : b;
     case EwOp::Mod:   // ONNX Mod fmod=0: the result takes the divisor's sign (Python's %)
     case EwOp::Fmod: {  // fmod=1: C's truncated remainder
       if (b == 0) throw RuntimeError(k.label + ": integer modulo by zero");
-      if (b == -1) return 0;  // MIN % -1 would trap
-      T r = a % b;
-      if (op == EwOp::Mod && r != 0 && ((r < 0) != (b < 0))) r = (T)((U)r + (U)b);
-      return r;
+      if constexpr (std::is_signed_v<T>) {
+        if (b == -1) return 0;  // MIN % -1 would trap
+        T r = a % b;
+        if (op == EwOp::Mod && r != 0 && ((r < 0) != (b < 0))) r = (T)((U)r + (U)b);
+        return r;
+      } else {
+        return a % b;
+      }
+    }
+    case EwOp::ShiftLeft: case EwOp::ShiftRight: {  // bit_shift (unsigned): by the width or more gives 0
+      const uint64_t s = (uint64_t)b;
+      if (s >= 8 * sizeof(T)) return 0;
+      return op == EwOp::ShiftLeft ? (T)((U)a << s) : (T)((U)a >> s);
     }
     default: break;
   }
@@ -231,8 +249,17 @@ bool is_native(const Kernel& k) {
 }
 
 void run_int_elementwise(const Kernel& k) {
-  if (k.output.dtype == DType::i32) run_int_elementwise_t<int32_t>(k);
-  else run_int_elementwise_t<int64_t>(k);
+  switch (k.output.dtype) {
+    case DType::i8: return run_int_elementwise_t<int8_t>(k);
+    case DType::u8: return run_int_elementwise_t<uint8_t>(k);
+    case DType::i16: return run_int_elementwise_t<int16_t>(k);
+    case DType::u16: return run_int_elementwise_t<uint16_t>(k);
+    case DType::i32: return run_int_elementwise_t<int32_t>(k);
+    case DType::u32: return run_int_elementwise_t<uint32_t>(k);
+    case DType::i64: return run_int_elementwise_t<int64_t>(k);
+    case DType::u64: return run_int_elementwise_t<uint64_t>(k);
+    default: throw RuntimeError(k.label + ": internal: no integer kernel for " + dtype_name(k.output.dtype));
+  }
 }
 
 // ---------------- shape ops ----------------
@@ -818,6 +845,7 @@ void run_f32_adapted(const Kernel& k) {
 bool is_half_product(const Kernel& k) {
   if (k.fused || (k.node->op != Op::Linear && k.node->op != Op::Matmul)) return false;
   if (!is_half(k.inputs[1].dtype) || !is_float(k.inputs[0].dtype) || !is_float(k.output.dtype)) return false;
+  if (k.output.dtype == DType::f64 || k.inputs[0].dtype == DType::f64) return false;  // f64 products: dgemm (ops_f64.h)
   if (k.node->op == Op::Matmul && k.node->attrs.b("transpose_a")) return false;  // the adapter's f32 path
   return k.inputs.size() < 3 || is_float(k.inputs[2].dtype);
 }
@@ -880,6 +908,10 @@ void run_kernel(const Kernel& k) {
   }
   if (is_native(k)) {
     run_node(k);
+    return;
+  }
+  if (cpu::touches_f64(k)) {  // computed in double, never through the f32 adapter
+    cpu::run_f64(k);
     return;
   }
   bool all_f32 = k.output.dtype == DType::f32;
@@ -1180,6 +1212,41 @@ class CpuExecutor : public Executor {
     return "CPU, " + std::to_string(cpu::ThreadPool::global().size()) + " threads, " + cpu::gemm_description();
   }
   std::unique_ptr<DeviceBuffer> allocate(size_t n) override { return std::make_unique<CpuBuffer>(n); }
+  // f64 runs where a kernel computes it in double (ops_f64.h); the ONNX-only integer widths
+  // (i16, u16, u32, u64) where a kernel keeps them exact (data movement, cast, the integer
+  // elementwise ops, bit_shift) or where the documented integer -> float rule converts them
+  // into a float op's dtype. Anything else is refused here, before the run, rather than
+  // computed through f32.
+  void check_dtypes(const std::string& where, const ir::Node& n, const std::vector<DType>& inputs,
+                    DType output) const override {
+    std::vector<DType> all(inputs);
+    all.push_back(output);
+    bool f64 = false, wide = false;
+    for (DType t : all) {
+      f64 = f64 || t == DType::f64;
+      wide = wide || (is_integer(t) && !dtype_traits(t).json);
+    }
+    if (f64)
+      if (std::string why = cpu::f64_refusal(n); !why.empty()) throw InputError(where + ": " + why);
+    if (!wide) return;
+    const auto cat = ir::op_info(n.op).category;
+    switch (n.op) {
+      case Op::Where: case Op::Gather: case Op::GatherElements: case Op::Slice: case Op::Pad: case Op::Trilu:
+      case Op::Embedding: case Op::Cast:
+        return;
+      default: break;
+    }
+    if (cat == ir::Category::Leaf || cat == ir::Category::Shape || cat == ir::Category::Control) return;
+    if (cat == ir::Category::Unary || cat == ir::Category::Binary) {
+      if (is_integer(output) || is_float(output)) return;  // native integers, or converted into a float op
+    }
+    std::string names;
+    for (DType t : all)
+      if (is_integer(t) && !dtype_traits(t).json) names = dtype_name(t);
+    throw InputError(where + ": the CPU executor has no " + ir::op_name(n.op) + " kernel for " + names +
+                     " tensors (they are moved, cast, shifted and computed on by the integer elementwise ops); cast "
+                     "to i32, i64 or a float dtype first");
+  }
   // Host memory holds every dtype as itself (storage_dtype is the logical dtype).
   void upload(DeviceBuffer& dst, size_t offset, const void* src, size_t n, DType) override {
     check(dst, offset, n, "upload");

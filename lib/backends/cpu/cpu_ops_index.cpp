@@ -55,11 +55,12 @@ std::vector<uint8_t> truths(const TensorRef& t) {
   return r;
 }
 
-// Calls f(T{}) with T the C++ type of the stored numeric dtype (f32, i32, i64).
+// Calls f(T{}) with T the C++ type of the stored numeric dtype (f32, f64, i32, i64).
 template <class F>
 void numeric(const Kernel& k, const TensorRef& t, F&& f) {
   switch (stored(t)) {
     case DType::f32: f(float{}); return;
+    case DType::f64: f(double{}); return;
     case DType::i32: f(int32_t{}); return;
     case DType::i64: f(int64_t{}); return;
     default: throw RuntimeError(k.label + ": internal: no kernel for " + dtype_name(stored(t)) + " elements");
@@ -394,34 +395,7 @@ void run_slice(const Kernel& k) {
 template <class U>
 U pad_value(DType t, double v) {
   U u{};
-  switch (t) {
-    case DType::f32: {
-      float f = (float)v;
-      std::memcpy(&u, &f, 4);
-      break;
-    }
-    case DType::f16: case DType::bf16: {
-      uint16_t h = t == DType::f16 ? f32_to_f16((float)v) : f32_to_bf16((float)v);
-      std::memcpy(&u, &h, 2);
-      break;
-    }
-    case DType::i32: {
-      int32_t i = v != v ? 0 : (int32_t)std::clamp(std::trunc(v), (double)INT32_MIN, (double)INT32_MAX);
-      std::memcpy(&u, &i, 4);
-      break;
-    }
-    case DType::i64: {
-      int64_t i = v != v ? 0 : v >= 0x1p63 ? INT64_MAX : v <= -0x1p63 ? INT64_MIN : (int64_t)v;
-      std::memcpy(&u, &i, 8);
-      break;
-    }
-    case DType::boolean: u = (U)(v != 0); break;
-    case DType::i8: case DType::u8: {  // checked to fit by the registry
-      const uint8_t b = (uint8_t)(int64_t)v;
-      std::memcpy(&u, &b, 1);
-      break;
-    }
-  }
+  convert_elements(&v, DType::f64, &u, t, 1);  // the cast's rules, from the exact value
   return u;
 }
 
@@ -537,7 +511,10 @@ void run_int_compare(const Kernel& k) {
   else run_int_compare_t<int32_t, int32_t>(k);
 }
 
-bool numeric_dtype(DType t) { return t == DType::f32 || t == DType::i32 || t == DType::i64; }
+// The integer dtypes the compare kernel reads (i32, i64).
+bool wide_int(DType t) { return t == DType::i32 || t == DType::i64; }
+
+bool numeric_dtype(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::i32 || t == DType::i64; }
 
 }  // namespace
 
@@ -551,7 +528,7 @@ bool index_op_native(const Kernel& k) {
     case Op::Where: return k.inputs[1].dtype == out && k.inputs[2].dtype == out;
     case Op::Gather: case Op::GatherElements: case Op::Slice: case Op::Pad: case Op::Trilu: return in == out;
     case Op::Equal: case Op::Less: case Op::LessEqual: case Op::Greater: case Op::GreaterEqual:
-      return out == DType::boolean && is_integer(k.inputs[0].dtype) && is_integer(k.inputs[1].dtype);
+      return out == DType::boolean && wide_int(k.inputs[0].dtype) && wide_int(k.inputs[1].dtype);
     default: return false;
   }
 }
@@ -579,7 +556,7 @@ bool run_index_op(const Kernel& k) {
     case Op::Trilu: run_trilu(k); return true;
     default:
       // Compares of integer tensors that are stored as integers; the rest is elementwise.
-      if (int_compare(k.node->op) && is_integer(stored(k.inputs[0])) && is_integer(stored(k.inputs[1]))) {
+      if (int_compare(k.node->op) && wide_int(stored(k.inputs[0])) && wide_int(stored(k.inputs[1]))) {
         run_int_compare(k);
         return true;
       }

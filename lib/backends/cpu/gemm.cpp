@@ -39,6 +39,7 @@ namespace {
 // The environment is restored after the load, so child processes see what the user set.
 struct Blas {
   decltype(&cblas_sgemm) sgemm = nullptr;
+  decltype(&cblas_dgemm) dgemm = nullptr;  // f64 products (dgemm below)
   void (*set_num_threads)(int) = nullptr;
   char* (*get_corename)() = nullptr;
   std::string asked;  // the coretype rlx asked for ("" = OpenBLAS's own detection)
@@ -103,6 +104,7 @@ const Blas& blas() {
       return r;
     }
     r.sgemm = reinterpret_cast<decltype(&cblas_sgemm)>(dlsym(h, "cblas_sgemm"));
+    r.dgemm = reinterpret_cast<decltype(&cblas_dgemm)>(dlsym(h, "cblas_dgemm"));
     r.set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads"));
     r.get_corename = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_corename"));
     if (!r.sgemm || !r.set_num_threads) {
@@ -121,6 +123,13 @@ decltype(&cblas_sgemm) sgemm_fn() {
   const Blas& b = blas();
   if (!b.sgemm) throw RuntimeError(b.error);
   return b.sgemm;
+}
+
+decltype(&cblas_dgemm) dgemm_fn() {
+  const Blas& b = blas();
+  if (!b.sgemm) throw RuntimeError(b.error);
+  if (!b.dgemm) throw RuntimeError("the loaded OpenBLAS lacks cblas_dgemm (needed for f64 products)");
+  return b.dgemm;
 }
 
 int blas_int(int64_t v) {
@@ -1123,6 +1132,28 @@ std::string gemm_description() {
   s += d.ok ? ", prepacked M>16: oneDNN matmul"
             : ", prepacked M>16: OpenBLAS in place (" + (d.why.empty() ? std::string("oneDNN failed to start") : d.why) + ")";
   return s;
+}
+
+// ---------------- f64 ----------------
+void dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
+           int64_t ldb, double* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + N, 0.0);
+    return;
+  }
+  auto f = dgemm_fn();
+  auto call = [&](int64_t m0, int64_t m1) {
+    if (m1 <= m0) return;
+    f(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, blas_int(m1 - m0), blas_int(N),
+      blas_int(K), 1.0, ta ? A + m0 : A + m0 * lda, blas_int(lda), B, blas_int(ldb), 0.0, C + m0 * ldc, blas_int(ldc));
+  };
+  const int T = ThreadPool::global().size();
+  if (T == 1 || 2.0 * M * N * K < 4e6 || M < 2 * T) return call(0, M);
+  const int64_t part = (M + T - 1) / T;  // rows per task; each task reads all of B
+  ThreadPool::global().parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) call(std::min(M, t * part), std::min(M, (t + 1) * part));
+  });
 }
 
 }  // namespace rlx::cpu

@@ -46,6 +46,11 @@ enum class Threads { Pool, Single };
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float* C, int64_t ldc, const Epilogue& ep = {}, Threads th = Threads::Pool);
 
+// f64: C = op(A) op(B) with OpenBLAS's cblas_dgemm (the same library as the f32 products, split
+// over rlx's pool by rows); no epilogue, no prepacking.
+void dgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
+           int64_t ldb, double* C, int64_t ldc);
+
 // A batch of products of one shape: product i reads A + a_off[i] and B + b_off[i] (offsets in
 // floats; broadcasting repeats offsets) and writes C + i * c_stride. Many small products run
 // in parallel, one per task; few large ones each use the pool.

@@ -1,5 +1,7 @@
 #include "backends/vulkan/device.h"
 
+#include "backends/vulkan/coopmat_caps.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -251,6 +253,8 @@ DeviceCaps Instance::query(VkPhysicalDevice pd) const {
     }
   }
 
+  query_coopmat(*this, pd, exts, c);
+
   VkPhysicalDeviceMemoryProperties mem;
   fn.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
   for (uint32_t i = 0; i < mem.memoryHeapCount; ++i)
@@ -273,9 +277,20 @@ std::vector<std::pair<std::string, std::string>> DeviceCaps::describe() const {
   auto yes = [](bool b) { return std::string(b ? "yes" : "no"); };
   std::string cm;
   for (const auto& e : coopmat) cm += (cm.empty() ? "" : ", ") + e;
-  std::string shapes;
-  for (const auto& q : coop_f16)
-    shapes += (shapes.empty() ? "" : ", ") + std::to_string(q.m) + "x" + std::to_string(q.n) + "x" + std::to_string(q.k);
+  auto list = [](const std::vector<CoopShape>& v) {
+    std::string s;
+    for (const auto& q : v)
+      s += (s.empty() ? "" : ", ") + std::to_string(q.m) + "x" + std::to_string(q.n) + "x" + std::to_string(q.k);
+    return s.empty() ? std::string("none") : s;
+  };
+  auto flex = [&](const std::vector<FlexShape>& v) {
+    std::string s;
+    for (const auto& q : v)
+      s += (s.empty() ? "" : ", ") + std::to_string(q.mg) + "x" + std::to_string(q.ng) + "x" + std::to_string(q.kg) +
+           " (" + std::to_string(q.wg) + " invocations)";
+    return s.empty() ? std::string("none") : s;
+  };
+  std::string shapes = list(coop_f16);
   return {
       {"api", version_str(api_version)},
       {"driver", driver},
@@ -288,7 +303,12 @@ std::vector<std::pair<std::string, std::string>> DeviceCaps::describe() const {
       {"fp16 arithmetic", yes(fp16)},
       {"16-bit storage", yes(storage16)},
       {"cooperative matrix", cm.empty() ? "no" : cm},
-      {"f16 tensor-core shapes (NV)", shapes.empty() ? "none" : shapes},
+      {"f16 tensor-core shapes (NV)", shapes},
+      {"f16 tensor cores (KHR)", coop_khr ? list(khr_f16) : "none"},
+      {"bf16 tensor cores (KHR)", coop_khr ? list(khr_bf16) : "none"},
+      {"bf16 shader type", bf16_coop ? "yes, in cooperative matrices" : yes(bf16_type)},
+      {"f16 tensor cores (NV2)", cm2 ? flex(cm2_f16) : "none"},
+      {"bf16 tensor cores (NV2)", cm2 ? flex(cm2_bf16) : "none"},
       {"timestamps", yes(timestamps)},
   };
 }
@@ -343,9 +363,21 @@ Device::Device(int index) {
     return v && *v && std::strcmp(v, "0") != 0;
   };
   if (env_on("RLX_VK_NO_16BIT")) caps.storage16 = false;
-  if (env_on("RLX_VK_NO_COOPMAT") || !caps.storage16) caps.coop_nv = false;
+  // RLX_VK_COOPMAT=nv|khr|cm2: the newest tensor-core route allowed (tests each kernel on a
+  // device that has them all; comparisons).
+  const char* lv = std::getenv("RLX_VK_COOPMAT");
+  std::string level = lv && *lv ? lv : "cm2";
+  if (level != "nv" && level != "khr" && level != "cm2")
+    throw InputError("RLX_VK_COOPMAT must be nv, khr or cm2 (got '" + level + "')");
+  if (env_on("RLX_VK_NO_COOPMAT") || !caps.storage16) caps.coop_nv = false, caps.coop_khr = false;
+  if (level == "nv" || !caps.prebuilt_tc_usable()) caps.coop_khr = false;
+  if (level != "cm2" || !caps.coop_khr) caps.cm2 = false;
+  if (!caps.coop_khr) caps.khr_f16.clear(), caps.khr_bf16.clear(), caps.bf16_coop = false;
+  if (!caps.bf16_coop) caps.khr_bf16.clear(), caps.cm2_bf16.clear();
+  if (!caps.cm2) caps.cm2_f16.clear(), caps.cm2_bf16.clear();
   bool coop = caps.coop_nv_usable();
   if (!coop) caps.coop_f16.clear(), caps.coop_nv = false;
+  CoopmatEnable tc;
   VkPhysicalDevice16BitStorageFeatures s16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
   VkPhysicalDeviceShaderFloat16Int8Features f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
   VkPhysicalDeviceVulkanMemoryModelFeatures mm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
@@ -355,14 +387,18 @@ Device::Device(int index) {
     s16.storageBuffer16BitAccess = VK_TRUE;
     features = &s16;
   }
-  if (coop) {  // all 1.2 core features but the extension's own
+  if (coop || caps.coop_khr) {  // all 1.2 core features but the extensions' own
     f16.shaderFloat16 = VK_TRUE;
     mm.vulkanMemoryModel = VK_TRUE;
-    cm.cooperativeMatrix = VK_TRUE;
     s16.pNext = &f16;
     f16.pNext = &mm;
-    mm.pNext = &cm;
-    enable.push_back("VK_NV_cooperative_matrix");
+    void** tail = &mm.pNext;
+    if (coop) {
+      cm.cooperativeMatrix = VK_TRUE;
+      *tail = &cm, tail = &cm.pNext;
+      enable.push_back("VK_NV_cooperative_matrix");
+    }
+    tc.chain(caps, tail, enable);
   }
 
   float prio = 1.0f;

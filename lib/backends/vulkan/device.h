@@ -50,6 +50,23 @@ struct DeviceCaps {
   bool coop_nv_usable() const {
     return coop_nv && storage16 && fp16 && memory_model && rte16 && !coop_f16.empty();
   }
+  // The prebuilt kernels (shaders/prebuilt/, SPIR-V 1.6: Vulkan 1.3 and maintenance4),
+  // filled by query_coopmat (coopmat_caps.cpp). VK_KHR_cooperative_matrix: subgroup shapes
+  // multiplying f16 x f16 and bf16 x bf16 into f32 (matmul_cm1).
+  bool spirv16 = false, maintenance4 = false;
+  bool coop_khr = false;
+  std::vector<CoopShape> khr_f16, khr_bf16;
+  bool bf16_type = false, bf16_coop = false;  // VK_KHR_shader_bfloat16: the type, and in cooperative matrices
+  // VK_NV_cooperative_matrix2 (matmul_cm2): workgroup-scope matrices of flexible dimensions
+  // (multiples of these granularities, for a work group of `wg` invocations), loaded with
+  // tensor addressing.
+  bool cm2 = false;
+  uint32_t cm2_max_wg = 0, cm2_max_dim = 0, cm2_reserved_shared = 0;
+  struct FlexShape {
+    uint32_t mg, ng, kg, wg;
+  };
+  std::vector<FlexShape> cm2_f16, cm2_bf16;
+  bool prebuilt_tc_usable() const { return coop_khr && storage16 && fp16 && memory_model && rte16; }
   std::vector<std::pair<std::string, std::string>> describe() const;  // for DeviceInfo
 };
 

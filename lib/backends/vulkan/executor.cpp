@@ -333,6 +333,25 @@ class VulkanExecutor final : public Executor {
   // the storage dtype and download converts back; same-dtype copies are plain byte copies.
   DType storage_dtype(DType t) const override { return device_storage(dev_.caps, t); }
 
+  // f64 and the ONNX-only integer widths (i16, u16, u32, u64) have no storage here: they would
+  // travel as f32 (rounding f64, and integers beyond 2^24), so a graph holding one is refused
+  // when planned (docs/backends.md); so is bit_shift (its wrap-around needs real integers).
+  void check_dtypes(const std::string& where, const ir::Node& n, const std::vector<DType>& inputs,
+                    DType output) const override {
+    auto onnx_only = [](DType t) { return !dtype_traits(t).json; };
+    std::vector<DType> all(inputs);
+    all.push_back(output);
+    for (DType t : all)
+      if (onnx_only(t))
+        throw RuntimeError(where + ": the Vulkan backend has no " + dtype_name(t) + " tensors (" +
+                           (t == DType::f64 ? "no float64 shaders; f32 storage would round every value"
+                                            : "integers live as f32 on the device") +
+                           "); run this model with --backend cpu");
+    if (n.op == ir::Op::BitShift)
+      throw RuntimeError(where + ": the Vulkan backend has no bit_shift kernel (integers live as f32 on the device); "
+                         "run this model with --backend cpu");
+  }
+
   void upload(DeviceBuffer& dst, size_t offset, const void* src, size_t bytes, DType dtype) override {
     if (!live_->empty()) flush();  // queued kernels must see the old contents
     const size_t n = bytes / dtype_size(dtype);

@@ -86,6 +86,8 @@ uint32_t round_mode(DType t) {
     case DType::boolean: return 4;
     case DType::i8: return 5;
     case DType::u8: return 6;
+    // ONNX-only dtypes: the executor refuses them when planning (VulkanExecutor::dtype_refusal)
+    case DType::f64: case DType::i16: case DType::u16: case DType::u32: case DType::u64: return 3;
   }
   return 0;
 }
@@ -132,7 +134,8 @@ class Lowering : public LowerCtx {
   uint32_t bind(Dispatch& d, const TensorRef& t, bool write);
   uint32_t read(Dispatch& d, const TensorRef& t) { return bind(d, t, false); }
   uint32_t write(Dispatch& d, const TensorRef& t) { return bind(d, t, true); }
-  void bind_dummy(Dispatch& d) { d.bindings.push_back(env_.dummy); }
+  void bind_dummy(Dispatch& d) override { d.bindings.push_back(env_.dummy); }
+  TensorRef scratch(int64_t floats) override { return env_.scratch(floats); }
   // One invocation per item over a (x, y) grid of `wg`-sized groups.
   void grid(Dispatch& d, uint64_t items, uint32_t wg);
   // A row shader's reduction flavour.
@@ -190,8 +193,6 @@ class Lowering : public LowerCtx {
   bool native16() const;
   bool native8() const;
   std::vector<Dispatch> widened(bool w16, bool w8);
-  bool matmul_coop(const TensorRef& A, const TensorRef& B, const TensorRef* bias, bool ta, bool tb, int64_t M,
-                   int64_t N, int64_t K);
 
   LowerEnv& env_;
   const Kernel& k_;
@@ -466,7 +467,9 @@ void Lowering::matmul(bool linear) {
   const uint32_t ak = kind(A), bk = kind(B), biask = bias ? kind(*bias) : 0u, yk = kind(out());
   const bool half = ak || bk || biask || yk;
   bool no_batch_dims = batch.dims.size() == 1 && batch.dims[0] == 1;
-  if (half && ak == 1 && bk == 1 && no_batch_dims && M > 16 && matmul_coop(A, B, bias, ta, tb, M, N, K)) return;
+  if (half && ak == bk && no_batch_dims && M > 16 &&
+      lower_matmul_tensor_cores(*this, {A, B, bias, out(), ta ? 1u : 0u, tb ? 1u : 0u, M, N, K}))
+    return;
   bool gemv = M <= 16;
   uint32_t BM = 128, BN = 128, BK = 8, TM = 8, TN = 8, DB = 1, wg, ROWS = M <= 8 ? 4 : 2;
   if (M < 64) {
@@ -615,82 +618,6 @@ void Lowering::matmul(bool linear) {
   }
 }
 
-// f16 x f16 on tensor cores (VK_NV_cooperative_matrix): false where it does not apply.
-// The tile is chosen from M, N, K and the device's limits: 128x128 (4 subgroups of 64x64) when
-// that gives enough work groups, else 64x128 (4 of 32x64), then split-K towards ~256 groups.
-// Needs rows of 8 halves (K, and M or N where they are the contiguous dim, and the offsets,
-// multiples of 8) for the 16-byte loads; false sends the product to the shared-memory kernel.
-bool Lowering::matmul_coop(const TensorRef& A, const TensorRef& B, const TensorRef* bias, bool ta, bool tb,
-                           int64_t M, int64_t N, int64_t K) {
-  const DeviceCaps& caps = env_.dev.caps;
-  if (caps.coop_f16.empty() || M == 0 || N == 0 || K == 0) return false;
-  const DeviceCaps::CoopShape* sh = nullptr;
-  // 16x8x16 (the hardware's mma shape on NVIDIA) measured a little faster than 16x16x16 on the H100.
-  std::vector<std::array<uint32_t, 3>> prefer = {{16, 8, 16}, {16, 16, 16}};
-  if (const char* e = std::getenv("RLX_VK_COOP_SHAPE")) {
-    uint32_t m = 0, n = 0, k = 0;
-    std::sscanf(e, "%ux%ux%u", &m, &n, &k);
-    prefer = {{m, n, k}};
-  }
-  for (const auto& want : prefer)
-    for (const auto& q : caps.coop_f16)
-      if (!sh && q.m == want[0] && q.n == want[1] && q.k == want[2]) sh = &q;
-  for (const auto& q : caps.coop_f16)
-    if (!sh && q.m % 8 == 0 && q.n % 8 == 0 && q.k % 8 == 0 && 32 % q.m == 0 && 64 % q.n == 0 && 32 % q.k == 0) sh = &q;
-  if (!sh) return false;
-  if (K % 8 || (ta && M % 8) || (!tb && N % 8)) return false;
-  // 8 subgroups per work group, 128x128 tiles of 64x32 per subgroup: on the H100 this beat
-  // 64x64, 64x128 and 128x64 tiles and 4 subgroups of 64x64 for the 4096^3 product and every
-  // linear of the d-4096 decoder (M 512), few tiles being better served by split-K below.
-  uint32_t BM = 128, BN = 128, BK = 32, WM = 64, WN = 32;
-  if (const char* e = std::getenv("RLX_VK_COOP")) {  // benchmarking: "BMxBNxWMxWN[xBK]"
-    int got = std::sscanf(e, "%ux%ux%ux%ux%u", &BM, &BN, &WM, &WN, &BK);
-    if (got < 4 || !WM || !WN || BM % WM || BN % WN || WM % sh->m || WN % sh->n || BM % 8 || BN % 8 || BK % sh->k ||
-        BK % 8)
-      fail("RLX_VK_COOP must be BMxBNxWMxWN[xBK] with BM % WM = BN % WN = 0, WM, WN multiples of the MMA shape, "
-           "BK of its K");
-  }
-  const uint32_t SG = caps.subgroup_size, warps = (BM / WM) * (BN / WN), wg = warps * SG;
-  uint64_t shared = 16ull * 2 * ((ta ? BK * (BM + 8) : BM * (BK + 8)) / 8 + (tb ? BN * (BK + 8) : BK * (BN + 8)) / 8) +
-                    4ull * std::max<uint64_t>((uint64_t)warps * sh->m * sh->n, (uint64_t)sh->m * BN);
-  if (wg > caps.max_wg_invocations || shared > caps.max_shared_bytes) return false;
-  uint64_t gx = ceil_div(N, BN), gy = ceil_div(M, BM);
-  if (gx > caps.max_groups[0] || gy > caps.max_groups[1]) return false;
-  uint64_t want = 1;
-  while (gx * gy * want < 256 && (uint64_t)K / (2 * want) >= 1024) want *= 2;
-  if (const char* e = std::getenv("RLX_VK_SPLITK")) want = std::max(1, std::atoi(e));
-  uint32_t kchunk = (uint32_t)(ceil_div(ceil_div(K, want), BK) * BK), nsplit = (uint32_t)ceil_div(K, kchunk);
-  if (nsplit > caps.max_groups[2]) return false;
-  const uint32_t biask = bias ? kind(*bias) : 0u, yk = kind(out());
-  bool split = nsplit > 1;
-  TensorRef part;
-  if (split) part = env_.scratch((int64_t)nsplit * M * N);
-  const char* shared16 = std::getenv("RLX_VK_COOP_S16");
-  Dispatch& d = add(shared16 && *shared16 == '1' ? "matmul_coop.s16" : "matmul_coop", {BM, BN, BK, WM, WN, ta, tb, bias && !split ? 1u : 0u, sh->m, sh->n, wg, sh->k,
-                                    split ? 1u : 0u, biask, split ? 0u : yk, SG});
-  d.spec.resize(18, 0);
-  if (const char* e = std::getenv("RLX_VK_COOP_PROBE")) d.spec[16] = (uint32_t)std::atoi(e);  // tuning only
-  uint32_t ao = read(d, A), bo = read(d, B);
-  uint32_t biaso = bias && !split ? read(d, *bias) : (bind_dummy(d), 0u);
-  uint32_t yo = write(d, split ? part : out());
-  const uint32_t ydt = split ? 0u : yk, align = ydt == 0 ? 4 : 8;  // 16-byte rows for direct stores
-  d.spec[17] = ydt != 2 && yo % align == 0 && N % align == 0;
-  if (ao % 8 || bo % 8) {  // not 16-byte aligned: the shared-memory kernel instead
-    ds_.pop_back();
-    return false;
-  }
-  d.push = {(uint32_t)M, (uint32_t)N, (uint32_t)K, ao, bo, biaso, yo, kchunk};
-  d.groups[0] = (uint32_t)gx;
-  d.groups[1] = (uint32_t)gy;
-  d.groups[2] = nsplit;
-  if (!split) return true;
-  Dispatch& r = add("matmul_splitk.h16", {bias ? 1u : 0u, biask, yk});
-  uint32_t pr = read(r, part), bo2 = bias ? read(r, *bias) : (bind_dummy(r), 0u), yo2 = write(r, out());
-  r.push = {(uint32_t)(M * N), (uint32_t)N, nsplit, pr, bo2, yo2};
-  grid(r, ceil_div(M * N, 4), 256);
-  return true;
-}
-
 // ------------------------------------------------------------ gather, rope, attention
 
 void Lowering::embedding() {
@@ -815,7 +742,7 @@ bool Lowering::native16() const {
   switch (k_.node->op) {
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Pow: case Op::Maximum: case Op::Minimum:
     case Op::SiluVjp: case Op::GeluVjp: case Op::Equal: case Op::Less: case Op::LessEqual: case Op::Greater:
-    case Op::GreaterEqual: case Op::LogicalAnd: case Op::LogicalOr: case Op::LogicalXor: case Op::Mod:
+    case Op::GreaterEqual: case Op::LogicalAnd: case Op::LogicalOr: case Op::LogicalXor: case Op::Mod: case Op::BitShift:
     case Op::Neg: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Abs: case Op::Tanh:
     case Op::Sigmoid: case Op::Relu: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Square:
     case Op::Gelu: case Op::Floor: case Op::Ceil: case Op::Round: case Op::Softplus: case Op::LogicalNot:
@@ -880,7 +807,7 @@ std::vector<Dispatch> Lowering::run() {
   switch (op) {
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Pow: case Op::Maximum: case Op::Minimum:
     case Op::SiluVjp: case Op::GeluVjp: case Op::Equal: case Op::Less: case Op::LessEqual: case Op::Greater:
-    case Op::GreaterEqual: case Op::LogicalAnd: case Op::LogicalOr: case Op::LogicalXor: case Op::Mod:
+    case Op::GreaterEqual: case Op::LogicalAnd: case Op::LogicalOr: case Op::LogicalXor: case Op::Mod: case Op::BitShift:
       binary(ir::node_ew_op(*k_.node));
       break;
     case Op::Neg: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Abs: case Op::Tanh:

@@ -89,6 +89,9 @@ class LowerCtx {
   virtual void bind_error(Dispatch& d) = 0;
   virtual void drop_last() = 0;  // forgets the dispatch add() made last  // the device error flag (see LowerEnv::error)
   virtual void grid(Dispatch& d, uint64_t items, uint32_t wg) = 0;
+  virtual void bind_dummy(Dispatch& d) = 0;  // an absent optional input
+  // Temporary device memory of `floats` f32 values, alive while the command buffer is.
+  virtual TensorRef scratch(int64_t floats) = 0;
   // y[yextra + iter . ys] = x[xextra + iter . xs] (element strides may be negative), no op, no rounding.
   virtual void strided(const TensorRef& x, int64_t xextra, const std::vector<int64_t>& xs, const TensorRef& y,
                        int64_t yextra, const std::vector<int64_t>& ys, const Shape& iter, uint32_t op,
@@ -116,6 +119,18 @@ ReduceGroups reduce_groups(const Shape& xs, const ir::Attrs& attrs);
 
 // Lowers min/prod and the Index-category ops; false for any other op.
 bool lower_index_op(LowerCtx& L);
+// A matrix product y = op(A) . op(B) (+ bias) without batch dims: A is [M, K] ([K, M] when ta),
+// B [K, N] ([N, K] when tb), y [M, N].
+struct MatmulOperands {
+  const TensorRef &A, &B;
+  const TensorRef* bias;
+  const TensorRef& y;
+  uint32_t ta, tb;
+  int64_t M, N, K;
+};
+// On tensor cores (kernels_coopmat.cpp) where the device has them for A's and B's type; false
+// where no tensor-core kernel applies (nothing added).
+bool lower_matmul_tensor_cores(LowerCtx& L, const MatmulOperands& m);
 // Lowers quantize, dequantize and matmul_integer (kernels_quant.cpp); false for any other op.
 bool lower_quant_op(LowerCtx& L);
 

@@ -72,7 +72,7 @@ void where(LowerCtx& L) {
   L.grid(d, k.output.numel(), 256);
 }
 
-// argmax (0), argmin (1), cumsum (2), topk (3): one invocation per line along the axis.
+// argmax (0), argmin (1), cumsum (2): one invocation per line along the axis; topk (3): one per element.
 void axis_op(LowerCtx& L, uint32_t op) {
   const Kernel& k = L.kernel();
   const TensorRef& x = k.inputs[0];
@@ -93,7 +93,12 @@ void axis_op(LowerCtx& L, uint32_t op) {
   Dispatch& d = L.add("axis_op", {op});
   uint32_t xo = L.read(d, x), yo = L.write(d, k.output);
   d.push = {(uint32_t)lines, (uint32_t)v.len, (uint32_t)v.inner, (uint32_t)K, xo, yo, flags};
-  L.grid(d, lines, 64);
+  if (op == 3) {  // topk: one invocation per element, which writes itself at its rank
+    check_u32(L, lines * v.len);
+    L.grid(d, lines * v.len, 64);
+  } else {
+    L.grid(d, lines, 64);
+  }
 }
 
 // gather (MODE 0) and gather_elements (MODE 1); bad indices set the error flag.

@@ -96,6 +96,7 @@ MemoryPool::MemoryPool(Device& dev) : dev_(dev) {
   // Blocks small enough to be bound whole; big requests get a block of their own.
   block_size_ = std::min<VkDeviceSize>({64 * kMiB, dev.caps.max_storage_range, dev.caps.max_allocation});
   align_ = std::max<VkDeviceSize>(256, dev.caps.min_storage_align);
+  if (const char* e = std::getenv("RLX_VK_KEEP_BLOCKS"); e && *e) keep_collects_ = (uint32_t)std::max(0, std::atoi(e));
   VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pi.queueFamilyIndex = dev.queue_family;
@@ -162,6 +163,7 @@ Block* MemoryPool::new_block(VkDeviceSize bytes, bool dedicated) {
   ai.allocationSize = req.size;
   ai.memoryTypeIndex = type;
   r = f.vkAllocateMemory(dev_.dev, &ai, nullptr, &b->memory);
+  if (is_oom(r) && trim()) r = f.vkAllocateMemory(dev_.dev, &ai, nullptr, &b->memory);  // kept blocks first
   if (r != VK_SUCCESS) {
     f.vkDestroyBuffer(dev_.dev, b->buffer, nullptr);
     if (is_oom(r)) throw oom();
@@ -190,7 +192,12 @@ std::unique_ptr<VulkanBuffer> MemoryPool::allocate(size_t capacity_bytes) {
   Block* blk = nullptr;
   VkDeviceSize off = 0;
   if (bytes > block_size_ / 2) {
-    blk = new_block(bytes, true);
+    // An empty dedicated block kept by collect() that wastes at most a quarter, else a new one.
+    for (auto& b : blocks_)
+      if (b->dedicated && b->used == 0 && b->size >= bytes && b->size - bytes <= bytes / 4 &&
+          (!blk || b->size < blk->size))
+        blk = b.get();
+    if (!blk) blk = new_block(bytes, true);
     blk->free.clear();
   } else {
     for (auto& b : blocks_) {
@@ -210,6 +217,7 @@ std::unique_ptr<VulkanBuffer> MemoryPool::allocate(size_t capacity_bytes) {
     if (rest) blk->free[off + bytes] = rest;
   }
   blk->used += bytes;
+  blk->idle = 0;
   buf->block = blk;
   buf->offset = off;
   buf->bytes = bytes;
@@ -243,7 +251,9 @@ void MemoryPool::collect() {
   for (auto it = blocks_.begin(); it != blocks_.end();) {
     Block& b = **it;
     bool empty = b.used == 0;
-    if (empty && !b.dedicated && !kept_spare) {
+    if (empty && ++b.idle <= keep_collects_) {
+      ++it;
+    } else if (empty && !b.dedicated && !kept_spare) {
       kept_spare = true;
       ++it;
     } else if (empty) {
@@ -253,6 +263,22 @@ void MemoryPool::collect() {
       ++it;
     }
   }
+}
+
+bool MemoryPool::trim() {
+  // Only blocks empty since a collect() (idle > 0): no command recorded since then uses them,
+  // and the GPU was idle at that collect().
+  bool any = false;
+  for (auto it = blocks_.begin(); it != blocks_.end();) {
+    if ((*it)->used == 0 && (*it)->idle > 0) {
+      destroy_block(**it);
+      it = blocks_.erase(it);
+      any = true;
+    } else {
+      ++it;
+    }
+  }
+  return any;
 }
 
 void MemoryPool::destroy_block(Block& b) {

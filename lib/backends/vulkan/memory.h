@@ -58,6 +58,7 @@ struct Block {
   bool dedicated = false;  // holds exactly one allocation
   VkDeviceSize used = 0;
   std::map<VkDeviceSize, VkDeviceSize> free;  // offset -> size
+  uint32_t idle = 0;  // collect() calls it has been empty through
 };
 
 // A DeviceBuffer living in a Block at `offset` bytes.
@@ -86,13 +87,19 @@ class MemoryPool {
   std::unique_ptr<Block> host_block(VkDeviceSize bytes);
   void destroy_block(Block& b);
 
-  // Frees blocks that became empty; call only while the GPU is idle.
+  // Frees blocks that have been empty through the last few calls (RLX_VK_KEEP_BLOCKS, default 4;
+  // 0 frees every empty block but one spare at once); call only while the GPU is idle. Keeping
+  // them lets the next runs (of this or another session on the device) reuse the memory instead
+  // of allocating it again: on the H200, freeing and re-allocating an eager run's ~900 MiB every
+  // run doubled the wall time of another session's compiled replay (docs/benchmarks.md).
   void collect();
 
   TransferStats take_stats() { return std::exchange(stats_, TransferStats{}); }
 
  private:
   Block* new_block(VkDeviceSize bytes, bool dedicated);
+  bool trim();  // frees the blocks collect() kept empty (out of memory); false when there was none
+  uint32_t keep_collects_ = 4;
   uint32_t pick_type(uint32_t type_bits, bool host) const;
   struct Slot {  // one staging buffer of the ring, with its own command buffer and fence
     std::unique_ptr<Block> block;

@@ -1,0 +1,197 @@
+// Tensor-core matrix products (f16 x f16 or bf16 x bf16, f32 accumulation), in order of
+// preference: VK_NV_cooperative_matrix2 (prebuilt matmul_cm2: workgroup-scope matrices loaded
+// from device memory with tensor addressing), VK_KHR_cooperative_matrix (prebuilt matmul_cm1:
+// subgroup matrices, hand-staged through shared memory), VK_NV_cooperative_matrix (matmul_coop,
+// f16 only, built with Debian's glslang). kernels.cpp's shared-memory kernel is the last resort.
+// Each kernel is used only for shapes and types the device lists (DeviceCaps, coopmat_caps.cpp).
+// RLX_VK_COOPMAT=nv|khr|cm2 caps the route (device.cpp); RLX_VK_CM2 and RLX_VK_COOP set tiles
+// and RLX_VK_SPLITK the K split, for tuning (scripts/device_run.sh). Figures: docs/benchmarks.md.
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+
+#include "backends/vulkan/kernels.h"
+
+namespace rlx::vk {
+namespace {
+
+uint32_t cdiv(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+
+// Split-K towards ~256 work groups while chunks stay >= 1024 deep (or RLX_VK_SPLITK); chunks
+// are multiples of `align`.
+uint32_t split_for(uint64_t tiles, int64_t K, uint32_t align) {
+  uint64_t want = 1;
+  while (tiles * want < 256 && (uint64_t)K / (2 * want) >= 1024) want *= 2;
+  if (const char* e = std::getenv("RLX_VK_SPLITK"); e && *e) want = std::max(1, std::atoi(e));
+  return (uint32_t)(cdiv(cdiv(K, want), align) * align);  // kchunk
+}
+
+// The split partial products' sum (+ bias, rounded into y's dtype).
+void splitk_sum(LowerCtx& L, const MatmulOperands& m, const TensorRef& part, uint32_t nsplit) {
+  const DeviceCaps& c = L.caps();
+  const uint32_t biask = m.bias ? storage_kind(c, m.bias->dtype) : 0u, yk = storage_kind(c, m.y.dtype);
+  Dispatch& r = L.add("matmul_splitk.h16", {m.bias ? 1u : 0u, biask, yk});
+  uint32_t pr = L.read(r, part), bo = m.bias ? L.read(r, *m.bias) : (L.bind_dummy(r), 0u), yo = L.write(r, m.y);
+  r.push = {(uint32_t)(m.M * m.N), (uint32_t)m.N, nsplit, pr, bo, yo};
+  L.grid(r, cdiv(m.M * m.N, 4), 256);
+}
+
+// matmul_cm2: a BM x BN tile per work group of WG invocations, BK-deep slices.
+bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
+  const DeviceCaps& c = L.caps();
+  const auto& flex = tk == 1 ? c.cm2_f16 : c.cm2_bf16;
+  if (flex.empty()) return false;
+  struct Tile {
+    uint32_t wg, bm, bn, bk, unroll = 4;
+  };
+  // The largest tile that gives about one work group per SM of an H100/H200 (132 SMs; >= 120
+  // groups) without splitting K; else 128x128 tiles (64x64 for M <= 64) with K split until they
+  // do (chunks >= 1024).
+  // Measured on the H200 (docs/benchmarks.md): the d-4096 decoder's gate/up linears (M 512,
+  // N 14336) ran best on 128x256 tiles, q/o (N 4096, K 4096) on unsplit 128x128, k/v (N 1024)
+  // on 128x128 split 4 ways; more groups (two per SM) or deeper splits were slower.
+  std::vector<Tile> tiles = {{256, 128, 256, 64}, {256, 128, 128, 64}, {128, 64, 64, 64}};
+  if (const char* e = std::getenv("RLX_VK_CM2"); e && *e) {
+    Tile t{};
+    t.unroll = 4;
+    int got = std::sscanf(e, "%ux%ux%ux%ux%u", &t.wg, &t.bm, &t.bn, &t.bk, &t.unroll);
+    if (got < 4 || !t.wg || !t.bm || !t.bn || !t.bk || !t.unroll) L.fail("RLX_VK_CM2 must be WGxBMxBNxBK[xUNROLL]");
+    tiles = {t};
+  }
+  auto fits = [&](const Tile& t) {
+    if (t.bm > c.cm2_max_dim || t.bn > c.cm2_max_dim || t.bk > c.cm2_max_dim || t.wg > c.cm2_max_wg ||
+        t.wg > c.max_wg_invocations)
+      return false;
+    for (const auto& f : flex)
+      if (f.wg == t.wg && t.bm % f.mg == 0 && t.bn % f.ng == 0 && t.bk % f.kg == 0) return true;
+    return false;
+  };
+  constexpr uint64_t kGroups = 120;
+  const Tile* pick = nullptr;
+  const Tile* mid = nullptr;  // the 128x128 tile, for split-K
+  for (const auto& t : tiles) {
+    if (!fits(t)) continue;
+    if (!mid && t.bm == 128 && t.bn == 128) mid = &t;
+    if ((uint64_t)cdiv(m.M, t.bm) * cdiv(m.N, t.bn) >= kGroups) {
+      pick = &t;
+      break;
+    }
+  }
+  if (!pick && m.M > 64) pick = mid;
+  if (!pick)  // few rows: the smallest tile that fits
+    for (auto it = tiles.rbegin(); it != tiles.rend(); ++it)
+      if (!pick && fits(*it)) pick = &*it;
+  if (!pick) return false;
+  const Tile t = *pick;
+  uint64_t gx = cdiv(m.N, t.bn), gy = cdiv(m.M, t.bm);
+  if (gx > c.max_groups[0] || gy > c.max_groups[1]) return false;
+  // chunks at multiples of 256 keep the split parts on the shader's aligned path
+  uint64_t want = 1;
+  while (gx * gy * want < kGroups && (uint64_t)m.K / (2 * want) >= 1024) want *= 2;
+  if (const char* e = std::getenv("RLX_VK_SPLITK"); e && *e) want = std::max(1, std::atoi(e));
+  const uint32_t align = std::max<uint32_t>(256, t.bk);
+  const uint32_t kchunk = cdiv(cdiv(m.K, want), align) * align, nsplit = cdiv(m.K, kchunk);
+  if (nsplit > c.max_groups[2]) return false;
+  const bool split = nsplit > 1;
+  const uint32_t biask = m.bias ? storage_kind(c, m.bias->dtype) : 0u, yk = storage_kind(c, m.y.dtype);
+  if (!split && yk != 0 && yk != tk) return false;  // y is f32 or the operands' type
+  TensorRef part;
+  if (split) part = L.scratch((int64_t)nsplit * m.M * m.N);
+  Dispatch& d = L.add(tk == 1 ? "matmul_cm2.f16" : "matmul_cm2.bf16",
+                      {t.wg, t.bm, t.bn, t.bk, m.ta, m.tb, m.bias && !split ? 1u : 0u, biask, split ? 0u : yk,
+                       split ? 1u : 0u, t.unroll});
+  uint32_t ao = L.read(d, m.A), bo = L.read(d, m.B);
+  uint32_t biaso = m.bias && !split ? L.read(d, *m.bias) : (L.bind_dummy(d), 0u);
+  uint32_t yo = L.write(d, split ? part : m.y);
+  d.push = {(uint32_t)m.M, (uint32_t)m.N, (uint32_t)m.K, ao, bo, biaso, yo, kchunk};
+  d.groups[0] = (uint32_t)gx;
+  d.groups[1] = (uint32_t)gy;
+  d.groups[2] = nsplit;
+  if (split) splitk_sum(L, m, part, nsplit);
+  return true;
+}
+
+// matmul_cm1 (KHR) and matmul_coop (NV): subgroup matrices of shape LM x LN x LK; shaders/matmul_coop.comp
+// says how. Needs rows of 8 halves (K, and M or N where they are the contiguous dim, and the
+// offsets, multiples of 8) for the 16-byte loads.
+bool subgroup_coop(LowerCtx& L, const MatmulOperands& m, const std::string& shader,
+                   const std::vector<DeviceCaps::CoopShape>& shapes) {
+  const DeviceCaps& c = L.caps();
+  const DeviceCaps::CoopShape* sh = nullptr;
+  // 16x8x16 (the hardware's mma shape on NVIDIA) measured a little faster than 16x16x16 on the H100.
+  std::vector<std::array<uint32_t, 3>> prefer = {{16, 8, 16}, {16, 16, 16}};
+  if (const char* e = std::getenv("RLX_VK_COOP_SHAPE")) {
+    uint32_t a = 0, b = 0, k = 0;
+    std::sscanf(e, "%ux%ux%u", &a, &b, &k);
+    prefer = {{a, b, k}};
+  }
+  for (const auto& want : prefer)
+    for (const auto& q : shapes)
+      if (!sh && q.m == want[0] && q.n == want[1] && q.k == want[2]) sh = &q;
+  for (const auto& q : shapes)
+    if (!sh && q.m % 8 == 0 && q.n % 8 == 0 && q.k % 8 == 0 && 32 % q.m == 0 && 64 % q.n == 0 && 32 % q.k == 0) sh = &q;
+  if (!sh) return false;
+  const int64_t M = m.M, N = m.N, K = m.K;
+  if (K % 8 || (m.ta && M % 8) || (!m.tb && N % 8)) return false;
+  // 8 subgroups per work group, 128x128 tiles of 64x32 per subgroup: on the H100 this beat
+  // 64x64, 64x128 and 128x64 tiles and 4 subgroups of 64x64 for the 4096^3 product and every
+  // linear of the d-4096 decoder (M 512), few tiles being better served by split-K below.
+  uint32_t BM = 128, BN = 128, BK = 32, WM = 64, WN = 32;
+  if (const char* e = std::getenv("RLX_VK_COOP")) {  // benchmarking: "BMxBNxWMxWN[xBK]"
+    int got = std::sscanf(e, "%ux%ux%ux%ux%u", &BM, &BN, &WM, &WN, &BK);
+    if (got < 4 || !WM || !WN || BM % WM || BN % WN || WM % sh->m || WN % sh->n || BM % 8 || BN % 8 || BK % sh->k ||
+        BK % 8)
+      L.fail("RLX_VK_COOP must be BMxBNxWMxWN[xBK] with BM % WM = BN % WN = 0, WM, WN multiples of the MMA shape, "
+             "BK of its K");
+  }
+  const uint32_t SG = c.subgroup_size, warps = (BM / WM) * (BN / WN), wg = warps * SG;
+  uint64_t shared = 16ull * 2 * ((m.ta ? BK * (BM + 8) : BM * (BK + 8)) / 8 + (m.tb ? BN * (BK + 8) : BK * (BN + 8)) / 8) +
+                    4ull * std::max<uint64_t>((uint64_t)warps * sh->m * sh->n, (uint64_t)sh->m * BN);
+  if (wg > c.max_wg_invocations || shared > c.max_shared_bytes) return false;
+  uint64_t gx = cdiv(N, BN), gy = cdiv(M, BM);
+  if (gx > c.max_groups[0] || gy > c.max_groups[1]) return false;
+  const uint32_t kchunk = split_for(gx * gy, K, BK), nsplit = cdiv(K, kchunk);
+  if (nsplit > c.max_groups[2]) return false;
+  const uint32_t biask = m.bias ? storage_kind(c, m.bias->dtype) : 0u, yk = storage_kind(c, m.y.dtype);
+  bool split = nsplit > 1;
+  TensorRef part;
+  if (split) part = L.scratch((int64_t)nsplit * M * N);
+  Dispatch& d = L.add(shader, {BM, BN, BK, WM, WN, m.ta, m.tb, m.bias && !split ? 1u : 0u, sh->m, sh->n, wg, sh->k,
+                               split ? 1u : 0u, biask, split ? 0u : yk, SG});
+  d.spec.resize(18, 0);
+  if (const char* e = std::getenv("RLX_VK_COOP_PROBE")) d.spec[16] = (uint32_t)std::atoi(e);  // tuning only
+  uint32_t ao = L.read(d, m.A), bo = L.read(d, m.B);
+  uint32_t biaso = m.bias && !split ? L.read(d, *m.bias) : (L.bind_dummy(d), 0u);
+  uint32_t yo = L.write(d, split ? part : m.y);
+  const uint32_t ydt = split ? 0u : yk, align = ydt == 0 ? 4 : 8;  // 16-byte rows for direct stores
+  d.spec[17] = ydt != 2 && yo % align == 0 && N % align == 0;
+  if (ao % 8 || bo % 8) {  // not 16-byte aligned: the shared-memory kernel instead
+    L.drop_last();
+    return false;
+  }
+  d.push = {(uint32_t)M, (uint32_t)N, (uint32_t)K, ao, bo, biaso, yo, kchunk};
+  d.groups[0] = (uint32_t)gx;
+  d.groups[1] = (uint32_t)gy;
+  d.groups[2] = nsplit;
+  if (split) splitk_sum(L, m, part, nsplit);
+  return true;
+}
+
+}  // namespace
+
+bool lower_matmul_tensor_cores(LowerCtx& L, const MatmulOperands& m) {
+  const DeviceCaps& c = L.caps();
+  if (m.M == 0 || m.N == 0 || m.K == 0) return false;
+  const uint32_t ak = storage_kind(c, m.A.dtype), bk = storage_kind(c, m.B.dtype);
+  if (ak != bk || (ak != 1 && ak != 2)) return false;
+  if (c.cm2 && cm2(L, m, ak)) return true;
+  if (c.coop_khr && subgroup_coop(L, m, ak == 1 ? "matmul_cm1.f16" : "matmul_cm1.bf16", ak == 1 ? c.khr_f16 : c.khr_bf16))
+    return true;
+  if (ak == 1 && c.coop_nv) {
+    const char* s16 = std::getenv("RLX_VK_COOP_S16");
+    return subgroup_coop(L, m, s16 && *s16 == '1' ? "matmul_coop.s16" : "matmul_coop", c.coop_f16);
+  }
+  return false;
+}
+
+}  // namespace rlx::vk

@@ -1,0 +1,156 @@
+#version 450
+// Prebuilt (shaders/prebuilt/README.md): compiled by a newer glslang than Debian 12's, the
+// SPIR-V committed beside this source. f16 x f16 (or, built with -DRLX_BF16=1, bf16 x bf16)
+// matrix product on tensor cores through VK_NV_cooperative_matrix2: y = op(a) . op(b) (+ bias),
+// products accumulated in f32 and rounded once into y's dtype.
+//
+// A work group owns a BM x BN tile as one workgroup-scope accumulator; each BK-deep slice of a
+// and b is loaded straight from device memory with tensor addressing (coopMatLoadTensorNV), the
+// driver doing the staging that the NV_cooperative_matrix kernel (shaders/matmul_coop.comp)
+// does by hand in 48 KiB of shared memory. Tiles wholly inside the matrices with K a multiple
+// of BK take unclamped loads; the others clamp (zeros outside). Bias is added per element
+// (coopMatPerElementNV). With SPLIT = 1 work group z multiplies K range [z*kchunk,
+// (z+1)*kchunk) and writes its f32 partial product to y + z*M*N; matmul_splitk sums them.
+// The in-bounds path tells the compiler that rows and offsets are 16-byte aligned (the host
+// checks): without that the H200 ran 4096^3 at 10-67 TFLOP/s instead of 253.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int32 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_NV_cooperative_matrix2 : require
+#extension GL_EXT_spirv_intrinsics : require
+#ifdef RLX_BF16
+#extension GL_EXT_bfloat16 : require
+#define T bfloat16_t
+#else
+#define T float16_t
+#endif
+// f32 -> 16-bit conversions round to nearest even (SPV_KHR_float_controls RoundingModeRTE, 16 bits)
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4467], 4462, 16);
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 256;
+layout(constant_id = 1) const uint BM = 128;
+layout(constant_id = 2) const uint BN = 128;
+layout(constant_id = 3) const uint BK = 32;
+layout(constant_id = 4) const uint TA = 0;  // a is [K, M]
+layout(constant_id = 5) const uint TB = 1;  // b is [N, K] (linear's weight)
+layout(constant_id = 6) const uint BIAS = 0;
+layout(constant_id = 7) const uint BIASDT = 0;  // bias storage: 0 f32, 1 f16, 2 bf16
+layout(constant_id = 8) const uint YDT = 1;     // y: 0 f32, else T
+layout(constant_id = 9) const uint SPLIT = 0;
+layout(constant_id = 10) const uint UNROLL = 4;  // K slices per trip of the in-bounds loop
+#include "common.glsl"
+
+layout(std430, binding = 0) restrict readonly buffer A { T a[]; };
+layout(std430, binding = 1) restrict readonly buffer B { T b[]; };
+layout(std430, binding = 2) restrict readonly buffer Bias { float bias[]; };
+layout(std430, binding = 2) restrict readonly buffer Bias16 { uint16_t bias16[]; };
+layout(std430, binding = 3) restrict writeonly buffer Y { float y[]; };
+layout(std430, binding = 3) restrict writeonly buffer YT { T yt[]; };
+layout(push_constant) uniform PC {
+  uint m, n, k, aoff, boff, biasoff, yoff, kchunk;
+} pc;
+
+float add_bias(const in uint32_t r, const in uint32_t c, const in float e, const in uint32_t n0) {
+  uint gn = min(n0 + c, pc.n - 1u);
+  return e + (BIASDT != 0u ? rlx_from16(BIASDT, uint(bias16[pc.biasoff + gn])) : bias[pc.biasoff + gn]);
+}
+
+// The driver's f32 -> bf16 conversion does not round to nearest even (seen on NVIDIA 580): each
+// value is rounded here (common.glsl) to one that bf16 holds exactly, which any conversion keeps.
+float round_bf16(const in uint32_t r, const in uint32_t c, const in float e) { return uintBitsToFloat(rlx_f2bf(e) << 16); }
+
+void main() {
+  const uint M = pc.m, N = pc.n, K = pc.k;
+  const uint z = gl_WorkGroupID.z;
+  uint kbeg = 0u, kend = K;
+  if (SPLIT != 0u) {
+    kbeg = z * pc.kchunk;
+    kend = min(K, kbeg + pc.kchunk);
+  }
+  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+
+  // a as stored: [M, K] (TA 0) or [K, M]; b: [N, K] (TB 1) or [K, N]. kend bounds the K extent
+  // (split-K chunks clamp there).
+  tensorLayoutNV<2> la = createTensorLayoutNV(2);
+  tensorLayoutNV<2> lb = createTensorLayoutNV(2);
+  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lac = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lbc = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ly = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+  if (TA == 0u) {
+    la = setTensorLayoutDimensionNV(la, M, kend);
+    lac = setTensorLayoutDimensionNV(lac, M, kend);
+  } else {
+    la = setTensorLayoutDimensionNV(la, kend, M);
+    lac = setTensorLayoutDimensionNV(lac, kend, M);
+  }
+  if (TB != 0u) {
+    lb = setTensorLayoutDimensionNV(lb, N, kend);
+    lbc = setTensorLayoutDimensionNV(lbc, N, kend);
+  } else {
+    lb = setTensorLayoutDimensionNV(lb, kend, N);
+    lbc = setTensorLayoutDimensionNV(lbc, kend, N);
+  }
+  uint sa = TA == 0u ? K : M, sb = TB != 0u ? K : N;
+  lac = setTensorLayoutStrideNV(lac, sa, 1);
+  lbc = setTensorLayoutStrideNV(lbc, sb, 1);
+  ly = setTensorLayoutDimensionNV(ly, M, N);
+  ly = setTensorLayoutStrideNV(ly, N, 1);
+  tensorViewNV<2, false, 1, 0> tr = createTensorViewNV(2, false, 1, 0);
+
+  coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
+      coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+  coopmat<T, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;
+  coopmat<T, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb;
+  uint kk = kbeg;
+  const bool inside = m0 + BM <= M && n0 + BN <= N && (kend - kbeg) % BK == 0u && kbeg % 256u == 0u &&
+                      sa % 8u == 0u && sb % 8u == 0u && pc.aoff % 8u == 0u && pc.boff % 8u == 0u;
+  if (inside) {
+    // Tells the compiler what was just checked (16-byte aligned rows and offsets, K slices at
+    // multiples of 256), so that it can load 16 bytes at a time.
+    la = setTensorLayoutStrideNV(la, sa & ~7u, 1);
+    lb = setTensorLayoutStrideNV(lb, sb & ~7u, 1);
+    kk &= ~255u;
+    const uint ao = pc.aoff & ~7u, bo = pc.boff & ~7u;
+    for (; kk + UNROLL * BK <= kend;) {
+      [[unroll]] for (uint u = 0u; u < UNROLL; ++u, kk += BK) {
+        if (TA == 0u) coopMatLoadTensorNV(ma, a, ao, sliceTensorLayoutNV(la, m0, BM, kk, BK));
+        else coopMatLoadTensorNV(ma, a, ao, sliceTensorLayoutNV(la, kk, BK, m0, BM), tr);
+        if (TB != 0u) coopMatLoadTensorNV(mb, b, bo, sliceTensorLayoutNV(lb, n0, BN, kk, BK), tr);
+        else coopMatLoadTensorNV(mb, b, bo, sliceTensorLayoutNV(lb, kk, BK, n0, BN));
+        acc = coopMatMulAdd(ma, mb, acc);
+      }
+    }
+    for (; kk < kend; kk += BK) {
+      if (TA == 0u) coopMatLoadTensorNV(ma, a, ao, sliceTensorLayoutNV(la, m0, BM, kk, BK));
+      else coopMatLoadTensorNV(ma, a, ao, sliceTensorLayoutNV(la, kk, BK, m0, BM), tr);
+      if (TB != 0u) coopMatLoadTensorNV(mb, b, bo, sliceTensorLayoutNV(lb, n0, BN, kk, BK), tr);
+      else coopMatLoadTensorNV(mb, b, bo, sliceTensorLayoutNV(lb, kk, BK, n0, BN));
+      acc = coopMatMulAdd(ma, mb, acc);
+    }
+  } else {
+    for (; kk < kend; kk += BK) {
+      if (TA == 0u) coopMatLoadTensorNV(ma, a, pc.aoff, sliceTensorLayoutNV(lac, m0, BM, kk, BK));
+      else coopMatLoadTensorNV(ma, a, pc.aoff, sliceTensorLayoutNV(lac, kk, BK, m0, BM), tr);
+      if (TB != 0u) coopMatLoadTensorNV(mb, b, pc.boff, sliceTensorLayoutNV(lbc, n0, BN, kk, BK), tr);
+      else coopMatLoadTensorNV(mb, b, pc.boff, sliceTensorLayoutNV(lbc, kk, BK, n0, BN));
+      acc = coopMatMulAdd(ma, mb, acc);
+    }
+  }
+  if (BIAS != 0u && SPLIT == 0u) coopMatPerElementNV(acc, acc, add_bias, n0);
+  uint ybase = pc.yoff + (SPLIT != 0u ? z * M * N : 0u);
+  if (YDT == 0u || SPLIT != 0u) {
+    coopMatStoreTensorNV(acc, y, ybase, sliceTensorLayoutNV(ly, m0, BM, n0, BN));
+  } else {
+#ifdef RLX_BF16
+    coopMatPerElementNV(acc, acc, round_bf16);
+#endif
+    coopmat<T, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =
+        coopmat<T, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
+    coopMatStoreTensorNV(h, yt, ybase, sliceTensorLayoutNV(ly, m0, BM, n0, BN));
+  }
+}

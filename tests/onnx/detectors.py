@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""torchvision's detection models exported with torch.onnx, run through `rlx run`, against
+ONNX Runtime on the same export (docs/onnx.md, "Detection models"). They exercise what detectors are made of: If and
+Loop, NonZero, TopK with a run-time k, NonMaxSuppression, RoiAlign, a ScatterElements over
+pooled boxes (MultiScaleRoIAlign), Concats of more than 64 inputs, empty results.
+
+Weights are seeded random ones (nothing is downloaded); the classification layers are scaled up
+so that scores spread out: with the plain random init most scores tie, and which of several
+equal-scored boxes a top-k keeps is then a matter of float rounding (PyTorch, ONNX Runtime and
+rlx all differ there; boxes over the image's padding or its edges still tie). ONNX Runtime
+(onnxruntime-node, installed into --cache from npm) is the reference: it runs the same graph
+with ONNX's tie rules, where PyTorch's own forward pass may keep another of several equal
+boxes. The check, for fasterrcnn_mobilenet_v3_large_320_fpn (and with --all
+retinanet_resnet50_fpn and ssdlite320_mobilenet_v3_large): the same output shapes, and every
+detection whose score is unique in ONNX Runtime's output (no other within 1e-4; at least 5 of
+them) is in rlx's output with the same label and box (within 1e-2); tied scores are not
+compared one by one. How many of PyTorch's unique-score detections rlx reproduces is printed.
+
+  tests/onnx/detectors.py --rlx build/apps/rlx/rlx [--out DIR] [--backend cpu|vulkan]
+                          [--modes eager,lazy,compiled] [--all] [--cache NPM_PREFIX]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+MODELS = {  # name: (scale of the classification layers, input H, W)
+    "fasterrcnn_mobilenet_v3_large_320_fpn": (30.0, 240, 320),
+    "retinanet_resnet50_fpn": (2.0, 256, 320),
+    "ssdlite320_mobilenet_v3_large": (2.0, 256, 320),
+}
+
+
+def export(name, out):
+    """Exports `name` with seeded weights; saves the image and PyTorch's outputs beside it."""
+    import torch
+    import torchvision
+    path = os.path.join(out, name + ".onnx")
+    if os.path.exists(path):
+        return path
+    cls, H, W = MODELS[name]
+    kw = dict(weights=None, weights_backbone=None)
+    if "rcnn" in name or "retina" in name:
+        kw.update(min_size=256, max_size=320)
+    if "rcnn" in name:
+        kw["box_score_thresh"] = 0.0
+    if "retina" in name:
+        kw["score_thresh"] = 0.0
+    torch.manual_seed(0)
+    m = getattr(torchvision.models.detection, name)(**kw).eval()
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * (0.5 / max(1, p[0].numel()) ** 0.5))
+        for n, p in m.named_parameters():
+            if n.endswith("weight") and any(k in n for k in ("cls_score", "cls_logits", "classification_head")):
+                p.mul_(cls)
+        for n, b in m.named_buffers():
+            if n.endswith("running_var"):
+                b.uniform_(0.5, 1.5, generator=g)
+            elif n.endswith("running_mean"):
+                b.normal_(0, 0.1, generator=g)
+        yy, xx = torch.meshgrid(torch.linspace(0, 1, H), torch.linspace(0, 1, W), indexing="ij")
+        x = torch.stack([torch.sin(7 * xx + 3 * yy), torch.cos(5 * yy - 2 * xx), torch.sin(11 * xx * yy)]) * 0.4 + 0.5
+        x = (x + 0.1 * torch.rand(3, H, W, generator=g)).clamp(0, 1)
+        ref = m([x])[0]
+    np.save(os.path.join(out, name + ".image.npy"), x.numpy())
+    for k, v in ref.items():
+        np.save(os.path.join(out, f"{name}.ref.{k}.npy"), v.numpy())
+    import warnings
+    warnings.filterwarnings("ignore")
+    torch.onnx.export(m, ([x],), path + ".tmp", opset_version=13, input_names=["image"], output_names=list(ref.keys()))
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def load(prefix):
+    return [np.load(f"{prefix}{k}.npy") for k in ("boxes", "scores", "labels")]
+
+
+def box_close(a, b):
+    return np.abs(a - b).max() <= 1e-2 * (1 + np.abs(b).max())
+
+
+def unique_scores(ref, got):
+    """Same shapes; the detections whose score is unique in the reference agree."""
+    rb, rs, rl = ref
+    gb, gs, gl = got
+    if rb.shape != gb.shape or rs.shape != gs.shape:
+        return f"{gb.shape[0]} detections, PyTorch {rb.shape[0]}"
+    n = 0
+    for i in range(len(rs)):
+        if (np.abs(rs - rs[i]) < 1e-4).sum() != 1:
+            continue
+        n += 1
+        j = np.where(np.abs(gs - rs[i]) < 1e-4)[0]
+        if len(j) != 1 or gl[j[0]] != rl[i] or not box_close(gb[j[0]], rb[i]):
+            return f"PyTorch's detection {i} (label {rl[i]}, score {rs[i]:.6f}, box {rb[i]}) differs in the output checked"
+    return "" if n >= 5 else f"only {n} detections have a unique score: too few to compare"
+
+
+def ort_outputs(cache, path, image, od):
+    """ONNX Runtime's outputs (tests/onnx/ort_run.js) for the export, written into od."""
+    import real_models
+    real_models.npm_install(cache, real_models.ORT_PACKAGE, "onnxruntime-node")
+    env = dict(os.environ, NODE_PATH=os.path.join(cache, "node_modules"))
+    r = subprocess.run(["node", os.path.join(os.path.dirname(os.path.abspath(__file__)), "ort_run.js"), path, od, f"image={image}"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    if r.returncode != 0:
+        sys.exit(f"ONNX Runtime failed on {path}:\n{r.stderr[-1500:]}")
+    return load(od + "/")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rlx", required=True)
+    ap.add_argument("--out", default="/tmp/rlx-detectors")
+    ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--modes", default="eager,lazy,compiled")
+    ap.add_argument("--all", action="store_true", help="also RetinaNet (ResNet-50) and SSDlite")
+    ap.add_argument("--cache", default=None, help="npm install prefix for onnxruntime-node (default: BUILD/onnx-npm)")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    cache = a.cache or os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(a.rlx)))), "onnx-npm")
+    names = list(MODELS) if a.all else ["fasterrcnn_mobilenet_v3_large_320_fpn"]
+    fails, runs = [], 0
+    for name in names:
+        t = time.time()
+        path = export(name, a.out)
+        image = os.path.join(a.out, name + ".image.npy")
+        torch_ref = load(os.path.join(a.out, f"{name}.ref."))
+        ref = ort_outputs(cache, path, image, os.path.join(a.out, name + ".ort"))
+        print(f"{name}: exported ({time.time() - t:.1f} s), {len(ref[1])} detections; ONNX Runtime against PyTorch: "
+              f"{unique_scores(torch_ref, ref) or 'agree'}", flush=True)
+        for mode in a.modes.split(","):
+            od = os.path.join(a.out, f"{name}.{a.backend}.{mode}")
+            t = time.time()
+            r = subprocess.run([a.rlx, "run", path, "-b", a.backend, "-m", mode, "-i", f"image=@{image}",
+                                "--out-dir", od], capture_output=True, text=True, timeout=600)
+            runs += 1
+            if r.returncode != 0:
+                fails.append(f"{name} {a.backend}/{mode}: exit {r.returncode}: {r.stderr.strip()[-400:]}")
+                continue
+            got = load(od + "/")
+            why = unique_scores(ref, got)
+            vs_torch = unique_scores(torch_ref, got)
+            print(f"  {a.backend}/{mode}: {'ok' if not why else 'FAIL: ' + why} ({time.time() - t:.1f} s); "
+                  f"against PyTorch: {vs_torch or 'agree'}", flush=True)
+            if why:
+                fails.append(f"{name} {a.backend}/{mode}: {why}")
+    for f in fails:
+        print("FAIL", f)
+    print(f"detectors ({a.backend}): {runs - len(fails)} passed, {len(fails)} failed")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
