@@ -1,5 +1,5 @@
 """Golden cases of the convolution family (conv2d, conv_transpose2d, max_pool2d, avg_pool2d,
-resize) for scripts/gen_goldens.py, plus self-checks of their NumPy reference
+their 3-D forms, resize) for scripts/gen_goldens.py, plus self-checks of their NumPy reference
 (scripts/graphlib_conv.py) against independent formulations, and malformed graphs."""
 import math
 
@@ -89,6 +89,8 @@ def build(G):
            {"kernel": [2, 3], "strides": [2, 2], "pads": [0, 1, 1, 0], "ceil_mode": True}, family="reduction",
            desc="ceil_mode, asymmetric pads, count_include_pad false")
 
+    build_3d(G, conv)
+
     # ---- resize ----
     r = rng_for("resize")
     n = r.standard_normal
@@ -165,7 +167,7 @@ def self_checks():
         w = r.standard_normal((M, C // G, kH, kW))
         b = r.standard_normal(M)
         A = {"strides": list(st), "dilations": list(dl), "pads": list(pads), "groups": G}
-        y = gc.conv2d(c, x, w, b, A, err)
+        y = gc.conv(c, x, w, b, A, err, 2)
         pt, pl, pb, pr = pads
         OH, OW = y.shape[2:]
         ref = np.zeros_like(y)
@@ -190,7 +192,7 @@ def self_checks():
         opad = [H + pt + pb - ((OH - 1) * st[0] + (kH - 1) * dl[0] + 1),
                 W + pl + pr - ((OW - 1) * st[1] + (kW - 1) * dl[1] + 1)]
         At = dict(A, output_padding=opad)
-        xt = gc.conv_transpose2d(c, v, wt, None, At, err)
+        xt = gc.conv_transpose(c, v, wt, None, At, err, 2)
         assert xt.shape == x.shape, (xt.shape, x.shape)
         lhs = np.sum((y - b[None, :, None, None]) * v)
         assert abs(lhs - np.sum(x * xt)) < 1e-9 * max(1.0, abs(lhs)), "conv_transpose2d adjoint self-check"
@@ -198,8 +200,8 @@ def self_checks():
     x = r.standard_normal((1, 1, 7, 6))
     A = {"kernel": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1], "dilations": [1, 1], "ceil_mode": True,
          "count_include_pad": True}
-    ym = gc.max_pool2d(c, x, A, err)
-    ya = gc.avg_pool2d(c, x, A, err)
+    ym = gc.max_pool(c, x, A, err, 2)
+    ya = gc.avg_pool(c, x, A, err, 2)
     for oh in range(ym.shape[2]):
         for ow in range(ym.shape[3]):
             hs, ws = oh * 2 - 1, ow * 2 - 0
@@ -207,6 +209,7 @@ def self_checks():
             assert ym[0, 0, oh, ow] == max(vals)
             div = (min(hs + 3, 7 + 1) - hs) * (min(ws + 2, 6 + 1) - ws)
             assert abs(ya[0, 0, oh, ow] - sum(vals) / div) < 1e-12, "avg_pool2d self-check"
+    self_checks_3d(c, r, err)
     # resize linear: np.interp against the two-tap formula
     x = r.standard_normal((1, 1, 4, 5))
     y = gc.resize(c, x, {"sizes": [1, 1, 7, 3], "scales": None, "mode": "linear",
@@ -221,6 +224,96 @@ def self_checks():
             w0, w1, b_ = taps(5, 3, ow)
             ref = (1 - a) * ((1 - b_) * x[0, 0, h0, w0] + b_ * x[0, 0, h0, w1]) + a * ((1 - b_) * x[0, 0, h1, w0] + b_ * x[0, 0, h1, w1])
             assert abs(y[0, 0, oh, ow] - ref) < 1e-12, "resize linear self-check"
+
+
+def build_3d(G, conv):
+    """The 3-D forms (NCDHW; issue 30): strides, dilations, groups, asymmetric pads, ceil_mode and
+    count_include_pad on the depth axis as on the others."""
+    f32, single, rng_for = G.f32, G.single, G.rng_for
+    r = rng_for("conv3d")
+    n = r.standard_normal
+    conv("op_conv3d_3x3x3_p1", f32(n((1, 3, 5, 9, 8))), f32(n((6, 3, 3, 3, 3)) / 9), f32(n(6) * 0.1),
+         op="conv3d", pads=[1, 1, 1, 1, 1, 1], desc="3x3x3 pad 1 (r3d_18's block conv), several vol2col tiles, bias")
+    conv("op_conv3d_stem_strides", f32(n((2, 3, 6, 11, 10))), f32(n((4, 3, 3, 5, 5)) / 9), op="conv3d",
+         strides=[1, 2, 2], pads=[1, 2, 2, 1, 2, 2], desc="3x5x5 strides [1,2,2] (a video stem), batch 2, no bias")
+    conv("op_conv3d_groups_dilation_asym", f32(n((1, 4, 7, 6, 8))), f32(n((6, 2, 2, 3, 2)) / 4), f32(n(6) * 0.1),
+         op="conv3d", groups=2, dilations=[2, 1, 3], strides=[2, 1, 1], pads=[1, 0, 2, 0, 1, 1],
+         desc="groups 2, dilations [2,1,3], strides [2,1,1], asymmetric pads [front 1, top 0, left 2, back 0, bottom 1, right 1]")
+    conv("op_conv3d_depthwise_separable", f32(n((1, 4, 6, 7, 7))), f32(n((4, 1, 3, 1, 1)) / 2), op="conv3d",
+         groups=4, pads=[1, 0, 0, 1, 0, 0], desc="depthwise 3x1x1 (temporal only, as (2+1)-D and S3D factorise)")
+    conv("op_conv3d_pointwise", f32(n((2, 6, 3, 4, 5))), f32(n((5, 6, 1, 1, 1)) / 3), f32(n(5) * 0.1), op="conv3d",
+         desc="1x1x1 (reads x directly), batch 2, bias")
+    conv("op_conv_transpose3d_s2_outpad_groups", f32(n((1, 4, 3, 4, 5))), f32(n((4, 3, 3, 2, 3)) / 4), f32(n(6) * 0.1),
+         op="conv_transpose3d", groups=2, strides=[2, 2, 1], pads=[1, 0, 1, 1, 1, 0], output_padding=[1, 1, 0],
+         dilations=[1, 1, 2], desc="groups 2, strides [2,2,1], dilation 2 on W, asymmetric pads, output_padding [1,1,0], bias")
+    conv("op_conv_transpose3d_k2s2", f32(n((2, 3, 2, 3, 3))), f32(n((3, 2, 2, 2, 2)) / 2), op="conv_transpose3d",
+         strides=[2, 2, 2], desc="2x2x2 stride 2 (3-D U-Net upsampling), batch 2")
+    r = rng_for("pool3d")
+    n = r.standard_normal
+    single("op_max_pool3d_stem", "max_pool3d", [("x", f32(n((1, 3, 5, 9, 9))), "input")],
+           {"kernel": [3, 3, 3], "strides": [2, 2, 2], "pads": [1, 1, 1, 1, 1, 1]}, desc="3x3x3 stride 2 pad 1 (mc3/r3d-style)")
+    single("op_max_pool3d_ceil_dilation", "max_pool3d", [("x", f32(n((2, 2, 7, 6, 8))), "input")],
+           {"kernel": [2, 2, 3], "strides": [2, 1, 2], "dilations": [2, 1, 1], "pads": [1, 0, 1, 0, 1, 1], "ceil_mode": True},
+           desc="ceil_mode, dilation 2 on D, asymmetric pads, batch 2")
+    neg = f32(-np.abs(n((1, 2, 3, 4, 4))) - 1)
+    single("op_max_pool3d_negative_padded", "max_pool3d", [("x", neg, "input")],
+           {"kernel": [3, 3, 3], "pads": [1, 1, 1, 1, 1, 1]}, desc="all-negative input, pad 1: padding never wins")
+    single("op_avg_pool3d_pad_exclude_ceil", "avg_pool3d", [("x", f32(n((1, 3, 5, 7, 6))), "input")],
+           {"kernel": [3, 3, 2], "strides": [2, 2, 2], "pads": [1, 1, 0, 1, 0, 1], "ceil_mode": True}, family="reduction",
+           desc="count_include_pad false, ceil_mode, asymmetric pads: edges divide by the real elements")
+    single("op_avg_pool3d_pad_include", "avg_pool3d", [("x", f32(n((2, 2, 4, 5, 5))), "input")],
+           {"kernel": [2, 3, 3], "strides": [1, 2, 2], "pads": [1, 1, 1, 0, 1, 1], "count_include_pad": True,
+            "ceil_mode": True}, family="reduction", desc="count_include_pad with ceil_mode: the divisor counts pads, not the overhang")
+
+
+def self_checks_3d(c, r, err):
+    """conv3d against a plain loop, conv_transpose3d as its adjoint, the 3-D pools by explicit windows."""
+    N, C, D, H, W, M, G = 1, 4, 4, 5, 4, 4, 2
+    k, st, dl, pads = (2, 3, 2), (2, 1, 2), (1, 2, 1), (1, 2, 0, 0, 1, 1)
+    x = r.standard_normal((N, C, D, H, W))
+    w = r.standard_normal((M, C // G) + k)
+    b = r.standard_normal(M)
+    A = {"strides": list(st), "dilations": list(dl), "pads": list(pads), "groups": G}
+    y = gc.conv(c, x, w, b, A, err, 3)
+    OD, OH, OW = y.shape[2:]
+    Cg, Mg = C // G, M // G
+    ref = np.zeros_like(y)
+    for m in range(M):
+        for od in range(OD):
+            for oh in range(OH):
+                for ow in range(OW):
+                    s = b[m]
+                    for cl in range(Cg):
+                        for i in range(k[0]):
+                            for j in range(k[1]):
+                                for l in range(k[2]):
+                                    idd = od * st[0] - pads[0] + i * dl[0]
+                                    ih = oh * st[1] - pads[1] + j * dl[1]
+                                    iw = ow * st[2] - pads[2] + l * dl[2]
+                                    if 0 <= idd < D and 0 <= ih < H and 0 <= iw < W:
+                                        s += x[0, (m // Mg) * Cg + cl, idd, ih, iw] * w[m, cl, i, j, l]
+                    ref[0, m, od, oh, ow] = s
+    assert np.max(np.abs(y - ref)) < 1e-12, "conv3d self-check"
+    v = r.standard_normal(y.shape)
+    opad = [(D, H, W)[a] + pads[a] + pads[3 + a] - ((y.shape[2 + a] - 1) * st[a] + (k[a] - 1) * dl[a] + 1) for a in range(3)]
+    xt = gc.conv_transpose(c, v, w, None, dict(A, output_padding=opad), err, 3)
+    assert xt.shape == x.shape, (xt.shape, x.shape)
+    lhs = np.sum((y - b[None, :, None, None, None]) * v)
+    assert abs(lhs - np.sum(x * xt)) < 1e-9 * max(1.0, abs(lhs)), "conv_transpose3d adjoint self-check"
+    x = r.standard_normal((1, 1, 5, 4, 6))
+    A = {"kernel": [2, 3, 2], "strides": [2, 1, 2], "pads": [1, 1, 0, 0, 1, 1], "dilations": [1, 1, 1], "ceil_mode": True,
+         "count_include_pad": True}
+    ym = gc.max_pool(c, x, A, err, 3)
+    ya = gc.avg_pool(c, x, A, err, 3)
+    for od in range(ym.shape[2]):
+        for oh in range(ym.shape[3]):
+            for ow in range(ym.shape[4]):
+                ds, hs, ws = od * 2 - 1, oh - 1, ow * 2
+                vals = [x[0, 0, a, b_, c_] for a in range(ds, ds + 2) for b_ in range(hs, hs + 3) for c_ in range(ws, ws + 2)
+                        if 0 <= a < 5 and 0 <= b_ < 4 and 0 <= c_ < 6]
+                assert ym[0, 0, od, oh, ow] == max(vals)
+                div = (min(ds + 2, 5 + 0) - ds) * (min(hs + 3, 4 + 1) - hs) * (min(ws + 2, 6 + 1) - ws)
+                assert abs(ya[0, 0, od, oh, ow] - sum(vals) / div) < 1e-12, "avg_pool3d self-check"
 
 
 def bad_graphs(doc):

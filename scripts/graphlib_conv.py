@@ -1,5 +1,6 @@
 """NumPy reference for the convolution family of the graph format (conv2d, conv_transpose2d,
-max_pool2d, avg_pool2d, resize), ONNX semantics, NCHW. Part of scripts/graphlib.py's independent
+max_pool2d, avg_pool2d, their 3-D forms conv3d, conv_transpose3d, max_pool3d, avg_pool3d, and
+resize), ONNX semantics, NCHW / NCDHW (the functions below take any number of spatial axes). Part of scripts/graphlib.py's independent
 interpreter: it knows nothing about the C++ code. Written from the definitions, as sums over kernel
 taps of strided views (einsum over channels), never as im2col / col2im or index tables:
 
@@ -12,6 +13,7 @@ taps of strided views (einsum over channels), never as im2col / col2im or index 
   avg_pool2d        window sums of x padded with zeros, divided by window sums of a count mask
   resize            nearest: per-axis index arrays; linear: np.interp along W then H
 """
+import itertools
 import math
 
 import numpy as np
@@ -34,7 +36,14 @@ SPATIAL_OPS = {
                       "nearest_mode": ("enum:round_prefer_floor,round_prefer_ceil,floor,ceil",
                                        "round_prefer_floor")}),
 }
-REQUIRED = {("max_pool2d", "kernel"), ("avg_pool2d", "kernel"), ("resize", "sizes")}
+# The 3-D forms (NCDHW): lists of 3 (strides, dilations, kernel, output_padding) and 6 (pads:
+# front, top, left, back, bottom, right).
+SPATIAL_OPS.update({
+    op.replace("2d", "3d"): (lo, hi, {k: (t, None if v is None else [v[0]] * (len(v) * 3 // 2)) if t == "ints" else (t, v)
+                                      for k, (t, v) in attrs.items()})
+    for op, (lo, hi, attrs) in list(SPATIAL_OPS.items()) if op.endswith("2d")})
+REQUIRED = {("max_pool2d", "kernel"), ("avg_pool2d", "kernel"), ("max_pool3d", "kernel"), ("avg_pool3d", "kernel"),
+            ("resize", "sizes")}
 
 
 def _list(A, key, count, lo, err):
@@ -54,126 +63,138 @@ def _pool_len(n, p0, p1, ext, s, ceil_mode):
     return out
 
 
-def conv2d(c, x, w, b, A, err):
+def _nd(op):
+    """Spatial axes of an op of the family: 3 for the *3d ops (NCDHW), else 2 (NCHW)."""
+    return 3 if op.endswith("3d") else 2
+
+
+def _all(nd):
+    return (slice(None), slice(None))
+
+
+def _taps(k, d, s, out):
+    """Every kernel tap (a tuple of kernel indices) with its strided view: the slices of the
+    positions it reads (conv, pools) or writes (conv_transpose) along the spatial axes."""
+    for t in itertools.product(*[range(n) for n in k]):
+        yield t, tuple(slice(t[a] * d[a], t[a] * d[a] + s[a] * (out[a] - 1) + 1, s[a]) for a in range(len(k)))
+
+
+def conv(c, x, w, b, A, err, nd):
     x, w = c.f(x), c.f(w)
-    if x.ndim != 4 or w.ndim != 4:
-        err(f"conv2d needs x [N,C,H,W] and w [M,C/groups,kH,kW], got {list(x.shape)} and {list(w.shape)}")
-    N, C, H, W = x.shape
-    M, Cg, kH, kW = w.shape
-    sH, sW = _list(A, "strides", 2, 1, err)
-    dH, dW = _list(A, "dilations", 2, 1, err)
-    pt, pl, pb, pr = _list(A, "pads", 4, 0, err)
+    if x.ndim != nd + 2 or w.ndim != nd + 2:
+        err(f"conv{nd}d needs x and w of rank {nd + 2}, got {list(x.shape)} and {list(w.shape)}")
+    N, C, sp = x.shape[0], x.shape[1], x.shape[2:]
+    M, Cg, k = w.shape[0], w.shape[1], w.shape[2:]
+    s = _list(A, "strides", nd, 1, err)
+    d = _list(A, "dilations", nd, 1, err)
+    p = _list(A, "pads", 2 * nd, 0, err)
+    p0, p1 = p[:nd], p[nd:]
     G = A["groups"]
     if G < 1 or C % G or M % G or C // G != Cg:
         err(f"channels do not fit groups {G}: x {list(x.shape)}, w {list(w.shape)}")
-    eh, ew = (kH - 1) * dH + 1, (kW - 1) * dW + 1
-    if eh > H + pt + pb or ew > W + pl + pr:
-        err(f"kernel {eh}x{ew} larger than the padded input {H + pt + pb}x{W + pl + pr}")
+    ext = [(k[a] - 1) * d[a] + 1 for a in range(nd)]
+    padded = [sp[a] + p0[a] + p1[a] for a in range(nd)]
+    if any(ext[a] > padded[a] for a in range(nd)):
+        err(f"kernel {ext} larger than the padded input {padded}")
     if b is not None and np.shape(b) != (M,):
         err(f"bias must be [{M}], got {list(np.shape(b))}")
-    OH, OW = (H + pt + pb - eh) // sH + 1, (W + pl + pr - ew) // sW + 1
-    xp = np.zeros((N, C, H + pt + pb, W + pl + pr), dtype=c.F)
-    xp[:, :, pt:pt + H, pl:pl + W] = x
+    out = [(padded[a] - ext[a]) // s[a] + 1 for a in range(nd)]
+    xp = np.zeros((N, C) + tuple(padded), dtype=c.F)
+    xp[_all(nd) + tuple(slice(p0[a], p0[a] + sp[a]) for a in range(nd))] = x
     Mg = M // G
-    y = np.zeros((N, M, OH, OW), dtype=c.F)
+    y = np.zeros((N, M) + tuple(out), dtype=c.F)
     for g in range(G):
         xg = xp[:, g * Cg:(g + 1) * Cg]
-        for i in range(kH):
-            for j in range(kW):
-                patch = xg[:, :, i * dH:i * dH + sH * (OH - 1) + 1:sH, j * dW:j * dW + sW * (OW - 1) + 1:sW]
-                y[:, g * Mg:(g + 1) * Mg] += np.einsum("nchw,mc->nmhw", patch, w[g * Mg:(g + 1) * Mg, :, i, j])
+        for t, sl in _taps(k, d, s, out):
+            y[:, g * Mg:(g + 1) * Mg] += np.einsum("nc...,mc->nm...", xg[_all(nd) + sl], w[(slice(g * Mg, (g + 1) * Mg), slice(None)) + t])
     if b is not None:
-        y += c.f(b)[None, :, None, None]
+        y += c.f(b).reshape((1, M) + (1,) * nd)
     return y
 
 
-def conv_transpose2d(c, x, w, b, A, err):
+def conv_transpose(c, x, w, b, A, err, nd):
     x, w = c.f(x), c.f(w)
-    if x.ndim != 4 or w.ndim != 4:
-        err(f"conv_transpose2d needs x [N,C,H,W] and w [C,M/groups,kH,kW], got {list(x.shape)} and {list(w.shape)}")
-    N, C, H, W = x.shape
-    Cw, Mg, kH, kW = w.shape
-    sH, sW = _list(A, "strides", 2, 1, err)
-    dH, dW = _list(A, "dilations", 2, 1, err)
-    pt, pl, pb, pr = _list(A, "pads", 4, 0, err)
-    oph, opw = _list(A, "output_padding", 2, 0, err)
+    if x.ndim != nd + 2 or w.ndim != nd + 2:
+        err(f"conv_transpose{nd}d needs x and w of rank {nd + 2}, got {list(x.shape)} and {list(w.shape)}")
+    N, C, sp = x.shape[0], x.shape[1], x.shape[2:]
+    Cw, Mg, k = w.shape[0], w.shape[1], w.shape[2:]
+    s = _list(A, "strides", nd, 1, err)
+    d = _list(A, "dilations", nd, 1, err)
+    p = _list(A, "pads", 2 * nd, 0, err)
+    p0, p1 = p[:nd], p[nd:]
+    op = _list(A, "output_padding", nd, 0, err)
     G = A["groups"]
     if G < 1 or C % G or Cw != C:
         err(f"channels do not fit groups {G}: x {list(x.shape)}, w {list(w.shape)}")
-    if oph >= max(sH, dH) or opw >= max(sW, dW):
-        err(f"output_padding {[oph, opw]} must be smaller than the stride or the dilation")
+    if any(op[a] >= max(s[a], d[a]) for a in range(nd)):
+        err(f"output_padding {op} must be smaller than the stride or the dilation")
     M, Cg = Mg * G, C // G
     if b is not None and np.shape(b) != (M,):
         err(f"bias must be [{M}], got {list(np.shape(b))}")
-    Hf, Wf = sH * (H - 1) + (kH - 1) * dH + 1 + oph, sW * (W - 1) + (kW - 1) * dW + 1 + opw
-    if Hf - pt - pb < 1 or Wf - pl - pr < 1:
+    full_len = [s[a] * (sp[a] - 1) + (k[a] - 1) * d[a] + 1 + op[a] for a in range(nd)]
+    if any(full_len[a] - p0[a] - p1[a] < 1 for a in range(nd)):
         err("the pads remove the whole output")
-    full = np.zeros((N, M, Hf, Wf), dtype=c.F)
+    full = np.zeros((N, M) + tuple(full_len), dtype=c.F)
     for g in range(G):
         xg = x[:, g * Cg:(g + 1) * Cg]
-        for i in range(kH):
-            for j in range(kW):
-                full[:, g * Mg:(g + 1) * Mg, i * dH:i * dH + sH * (H - 1) + 1:sH, j * dW:j * dW + sW * (W - 1) + 1:sW] += \
-                    np.einsum("nchw,cm->nmhw", xg, w[g * Cg:(g + 1) * Cg, :, i, j])
-    y = full[:, :, pt:Hf - pb, pl:Wf - pr]
+        for t, sl in _taps(k, d, s, sp):
+            full[(slice(None), slice(g * Mg, (g + 1) * Mg)) + sl] += \
+                np.einsum("nc...,cm->nm...", xg, w[(slice(g * Cg, (g + 1) * Cg), slice(None)) + t])
+    y = full[_all(nd) + tuple(slice(p0[a], full_len[a] - p1[a]) for a in range(nd))]
     if b is not None:
-        y = y + c.f(b)[None, :, None, None]
+        y = y + c.f(b).reshape((1, M) + (1,) * nd)
     return np.ascontiguousarray(y)
 
 
-def _pool_setup(x, A, err, dilated):
-    if x.ndim != 4:
-        err(f"pooling needs x [N,C,H,W], got {list(x.shape)}")
-    N, C, H, W = x.shape
-    kH, kW = _list(A, "kernel", 2, 1, err)
-    sH, sW = _list(A, "strides", 2, 1, err)
-    dH, dW = _list(A, "dilations", 2, 1, err) if dilated else (1, 1)
-    pt, pl, pb, pr = _list(A, "pads", 4, 0, err)
-    eh, ew = (kH - 1) * dH + 1, (kW - 1) * dW + 1
-    if max(pt, pb) >= eh or max(pl, pr) >= ew:
-        err(f"pads {[pt, pl, pb, pr]} must be smaller than the window {eh}x{ew}")
-    if eh > H + pt + pb or ew > W + pl + pr:
-        err(f"window {eh}x{ew} larger than the padded input")
-    OH = _pool_len(H, pt, pb, eh, sH, A["ceil_mode"])
-    OW = _pool_len(W, pl, pr, ew, sW, A["ceil_mode"])
+def _pool_setup(x, A, err, dilated, nd):
+    if x.ndim != nd + 2:
+        err(f"pooling needs x of rank {nd + 2}, got {list(x.shape)}")
+    sp = x.shape[2:]
+    k = _list(A, "kernel", nd, 1, err)
+    s = _list(A, "strides", nd, 1, err)
+    d = _list(A, "dilations", nd, 1, err) if dilated else [1] * nd
+    p = _list(A, "pads", 2 * nd, 0, err)
+    p0, p1 = p[:nd], p[nd:]
+    ext = [(k[a] - 1) * d[a] + 1 for a in range(nd)]
+    if any(max(p0[a], p1[a]) >= ext[a] for a in range(nd)):
+        err(f"pads {p} must be smaller than the window {ext}")
+    if any(ext[a] > sp[a] + p0[a] + p1[a] for a in range(nd)):
+        err(f"window {ext} larger than the padded input")
+    out = [_pool_len(sp[a], p0[a], p1[a], ext[a], s[a], A["ceil_mode"]) for a in range(nd)]
     # room for every window, including ceil_mode's overhang past the padding
-    Hx = max(H + pt + pb, (OH - 1) * sH + eh)
-    Wx = max(W + pl + pr, (OW - 1) * sW + ew)
-    return (N, C, H, W, kH, kW, sH, sW, dH, dW, pt, pl, pb, pr, OH, OW, Hx, Wx)
+    room = [max(sp[a] + p0[a] + p1[a], (out[a] - 1) * s[a] + ext[a]) for a in range(nd)]
+    inside = tuple(slice(p0[a], p0[a] + sp[a]) for a in range(nd))
+    return k, s, d, p0, p1, out, room, inside
 
 
-def _windows(a, kH, kW, sH, sW, dH, dW, OH, OW):
-    for i in range(kH):
-        for j in range(kW):
-            yield a[..., i * dH:i * dH + sH * (OH - 1) + 1:sH, j * dW:j * dW + sW * (OW - 1) + 1:sW]
-
-
-def max_pool2d(c, x, A, err):
+def max_pool(c, x, A, err, nd):
     x = c.f(x)
-    N, C, H, W, kH, kW, sH, sW, dH, dW, pt, pl, pb, pr, OH, OW, Hx, Wx = _pool_setup(x, A, err, True)
-    xp = np.full((N, C, Hx, Wx), -np.inf, dtype=c.F)
-    xp[:, :, pt:pt + H, pl:pl + W] = x
-    y = np.full((N, C, OH, OW), -np.inf, dtype=c.F)
-    for v in _windows(xp, kH, kW, sH, sW, dH, dW, OH, OW):
-        y = np.maximum(y, v)
+    k, s, d, p0, p1, out, room, inside = _pool_setup(x, A, err, True, nd)
+    xp = np.full(x.shape[:2] + tuple(room), -np.inf, dtype=c.F)
+    xp[_all(nd) + inside] = x
+    y = np.full(x.shape[:2] + tuple(out), -np.inf, dtype=c.F)
+    for _, sl in _taps(k, d, s, out):
+        y = np.maximum(y, xp[_all(nd) + sl])
     return y
 
 
-def avg_pool2d(c, x, A, err):
+def avg_pool(c, x, A, err, nd):
     x = c.f(x)
-    N, C, H, W, kH, kW, sH, sW, dH, dW, pt, pl, pb, pr, OH, OW, Hx, Wx = _pool_setup(x, A, err, False)
-    xp = np.zeros((N, C, Hx, Wx), dtype=c.F)
-    xp[:, :, pt:pt + H, pl:pl + W] = x
-    count = np.zeros((Hx, Wx))  # which positions a window's divisor counts
+    k, s, d, p0, p1, out, room, inside = _pool_setup(x, A, err, False, nd)
+    sp = x.shape[2:]
+    xp = np.zeros(x.shape[:2] + tuple(room), dtype=c.F)
+    xp[_all(nd) + inside] = x
+    count = np.zeros(tuple(room))  # which positions a window's divisor counts
     if A["count_include_pad"]:
-        count[:H + pt + pb, :W + pl + pr] = 1  # the padded input, not ceil_mode's overhang
+        count[tuple(slice(0, sp[a] + p0[a] + p1[a]) for a in range(nd))] = 1  # the padded input, not ceil_mode's overhang
     else:
-        count[pt:pt + H, pl:pl + W] = 1
-    s = np.zeros((N, C, OH, OW), dtype=c.F)
-    for v in _windows(xp, kH, kW, sH, sW, 1, 1, OH, OW):
-        s = s + v
-    div = sum(_windows(count, kH, kW, sH, sW, 1, 1, OH, OW))
-    return s / c.f(div)
+        count[inside] = 1
+    total = np.zeros(x.shape[:2] + tuple(out), dtype=c.F)
+    div = np.zeros(tuple(out))
+    for _, sl in _taps(k, d, s, out):
+        total = total + xp[_all(nd) + sl]
+        div = div + count[sl]
+    return total / c.f(div)
 
 
 def _source_coord(o, L, O, scale, mode):
@@ -245,12 +266,13 @@ def eval_spatial(c, op, X, T, A, err):
     for i, t in enumerate(T):
         if t not in ("f32", "f16", "bf16"):
             err(f"input {i} must be a float tensor, is {t}")
-    if op == "conv2d":
-        return conv2d(c, X[0], X[1], X[2] if len(X) > 2 else None, A, err)
-    if op == "conv_transpose2d":
-        return conv_transpose2d(c, X[0], X[1], X[2] if len(X) > 2 else None, A, err)
-    if op == "max_pool2d":
-        return max_pool2d(c, X[0], A, err)
-    if op == "avg_pool2d":
-        return avg_pool2d(c, X[0], A, err)
+    nd = _nd(op)
+    if op.startswith("conv_transpose"):
+        return conv_transpose(c, X[0], X[1], X[2] if len(X) > 2 else None, A, err, nd)
+    if op.startswith("conv"):
+        return conv(c, X[0], X[1], X[2] if len(X) > 2 else None, A, err, nd)
+    if op.startswith("max_pool"):
+        return max_pool(c, X[0], A, err, nd)
+    if op.startswith("avg_pool"):
+        return avg_pool(c, X[0], A, err, nd)
     return resize(c, X[0], A, err)

@@ -1,9 +1,10 @@
 #version 450
-// conv2d and conv_transpose2d (NCHW, groups, strides, dilations, pads), one
-// invocation per output element, direct summation over the group's input
-// channels and the kernel taps. TRANSPOSE = 0: conv2d, w [M, C/groups, kH, kW];
-// TRANSPOSE = 1: conv_transpose2d, w [C, M/groups, kH, kW], an output element
-// gathers every input position whose scattered tap lands on it.
+// conv2d / conv3d and conv_transpose2d / conv_transpose3d (NC[D]HW, groups,
+// strides, dilations, pads; 2-D as 3-D with D = OD = kD = 1), one invocation per
+// output element, direct summation over the group's input channels and the kernel
+// taps. TRANSPOSE = 0: conv, w [M, C/groups, kD, kH, kW]; TRANSPOSE = 1:
+// conv_transpose, w [C, M/groups, kD, kH, kW], an output element gathers every
+// input position whose scattered tap lands on it.
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint TRANSPOSE = 0;
@@ -18,6 +19,8 @@ layout(push_constant) uniform PC {
   uint n, C, H, W, M, OH, OW, kH, kW;
   int sH, sW, dH, dW, pt, pl;
   uint Cg, Mg, xoff, woff, boff, yoff;
+  uint D, OD, kD;
+  int sD, dD, pf;
 } pc;
 
 void main() {
@@ -27,14 +30,27 @@ void main() {
   uint t = i / pc.OW;
   int oh = int(t % pc.OH);
   t /= pc.OH;
+  int od = int(t % pc.OD);
+  t /= pc.OD;
   uint m = t % pc.M, nb = t / pc.M;
+  uint KK = pc.kD * pc.kH * pc.kW;
   uint grp = m / pc.Mg, ml = m % pc.Mg;
   float acc = HAS_BIAS != 0u ? bias[pc.boff + m] : 0.0;
   for (uint cl = 0u; cl < pc.Cg; ++cl) {
     uint c = grp * pc.Cg + cl;
-    uint xc = pc.xoff + (nb * pc.C + c) * pc.H * pc.W;
-    uint wc = TRANSPOSE == 0u ? pc.woff + (m * pc.Cg + cl) * pc.kH * pc.kW
-                              : pc.woff + (c * pc.Mg + ml) * pc.kH * pc.kW;
+    uint xc = pc.xoff + (nb * pc.C + c) * pc.D * pc.H * pc.W;
+    uint wc = TRANSPOSE == 0u ? pc.woff + (m * pc.Cg + cl) * KK : pc.woff + (c * pc.Mg + ml) * KK;
+    for (uint kd = 0u; kd < pc.kD; ++kd) {
+    int id;
+    if (TRANSPOSE == 0u) {
+      id = od * pc.sD - pc.pf + int(kd) * pc.dD;
+    } else {
+      int td = od + pc.pf - int(kd) * pc.dD;
+      if (td < 0 || td % pc.sD != 0) continue;
+      id = td / pc.sD;
+    }
+    if (id < 0 || id >= int(pc.D)) continue;
+    uint xd = xc + uint(id) * pc.H * pc.W, wd = wc + kd * pc.kH * pc.kW;
     for (uint kh = 0u; kh < pc.kH; ++kh) {
       int ih;
       if (TRANSPOSE == 0u) {
@@ -55,8 +71,9 @@ void main() {
           iw = tw / pc.sW;
         }
         if (iw < 0 || iw >= int(pc.W)) continue;
-        acc = fma(w[wc + kh * pc.kW + kw], x[xc + uint(ih) * pc.W + uint(iw)], acc);
+        acc = fma(w[wd + kh * pc.kW + kw], x[xd + uint(ih) * pc.W + uint(iw)], acc);
       }
+    }
     }
   }
   y[pc.yoff + i] = acc;

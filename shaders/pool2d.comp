@@ -1,6 +1,6 @@
 #version 450
-// max_pool2d (MODE 0) and avg_pool2d (MODE 1) over NCHW, one invocation per
-// output element. Padding never enters a max; the average divides by the window
+// max_pool2d / max_pool3d (MODE 0) and avg_pool2d / avg_pool3d (MODE 1) over
+// NC[D]HW (2-D as 3-D with D = OD = kD = 1), one invocation per output element. Padding never enters a max; the average divides by the window
 // clipped to the input (or, with count_include_pad, to the padded input).
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 256) in;
@@ -13,6 +13,8 @@ layout(push_constant) uniform PC {
   uint n, H, W, OH, OW;
   int kH, kW, sH, sW, dH, dW, pt, pl, pb, pr;
   uint count_include_pad, xoff, yoff;
+  uint D, OD;
+  int kD, sD, dD, pf, pk;
 } pc;
 
 void main() {
@@ -21,10 +23,16 @@ void main() {
   int ow = int(i % pc.OW);
   uint t = i / pc.OW;
   int oh = int(t % pc.OH);
-  uint plane = t / pc.OH;
-  uint xp = pc.xoff + plane * pc.H * pc.W;
-  int hs = oh * pc.sH - pc.pt, ws = ow * pc.sW - pc.pl;
+  t /= pc.OH;
+  int od = int(t % pc.OD);
+  uint plane = t / pc.OD;
+  uint xp0 = pc.xoff + plane * pc.D * pc.H * pc.W;
+  int ds = od * pc.sD - pc.pf, hs = oh * pc.sH - pc.pt, ws = ow * pc.sW - pc.pl;
   float acc = MODE == 0u ? -rlx_inf() : 0.0;
+  for (int kd = 0; kd < pc.kD; ++kd) {
+  int id = ds + kd * pc.dD;
+  if (id < 0 || id >= int(pc.D)) continue;
+  uint xp = xp0 + uint(id) * pc.H * pc.W;
   for (int kh = 0; kh < pc.kH; ++kh) {
     int ih = hs + kh * pc.dH;
     if (ih < 0 || ih >= int(pc.H)) continue;
@@ -36,18 +44,22 @@ void main() {
       else acc += v;
     }
   }
+  }
   if (MODE == 1u) {
-    int he, we, h0 = hs, w0 = ws;
+    int de, he, we, d0 = ds, h0 = hs, w0 = ws;
     if (pc.count_include_pad != 0u) {
+      de = min(ds + pc.kD, int(pc.D) + pc.pk);
       he = min(hs + pc.kH, int(pc.H) + pc.pb);
       we = min(ws + pc.kW, int(pc.W) + pc.pr);
     } else {
+      de = min(ds + pc.kD, int(pc.D));
       he = min(hs + pc.kH, int(pc.H));
       we = min(ws + pc.kW, int(pc.W));
+      d0 = max(ds, 0);
       h0 = max(hs, 0);
       w0 = max(ws, 0);
     }
-    acc /= float((he - h0) * (we - w0));
+    acc /= float((de - d0) * (he - h0) * (we - w0));
   }
   y[pc.yoff + i] = acc;
 }

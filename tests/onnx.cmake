@@ -44,6 +44,11 @@ set_tests_properties(onnx_cli PROPERTIES TIMEOUT 300)
 # Issue 21: hostile and unusual models (crashes, silent misreads, absurd sizes, --dim names, convert files).
 add_test(NAME onnx_hostile COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/hostile_tests.py --rlx $<TARGET_FILE:rlx>)
 set_tests_properties(onnx_hostile PROPERTIES TIMEOUT 300)
+# Issue 30: 3-D Conv/ConvTranspose/MaxPool/AveragePool with auto_pad, output_shape and asymmetric pads, every mode,
+# CPU and (where `rlx devices` lists one) Vulkan, against PyTorch.
+add_test(NAME onnx_conv3d_attrs COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/conv3d_attrs.py --rlx $<TARGET_FILE:rlx>
+         --out ${CMAKE_BINARY_DIR}/onnx-conv3d-attrs)
+set_tests_properties(onnx_conv3d_attrs PROPERTIES TIMEOUT 300)
 # PyTorch exports (MLP, CNN, BERT-style and Llama-style layers, ten torchvision architectures) against PyTorch's outputs.
 add_test(NAME onnx_torch_models_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/torch_models.py --rlx $<TARGET_FILE:rlx>
          --out ${CMAKE_BINARY_DIR}/onnx-torch-models --backend cpu)

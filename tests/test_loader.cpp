@@ -147,7 +147,9 @@ TEST(Registry, EveryOpOfTheSpecIsRegistered) {
                             // inverse trigonometric functions (issue 20: ONNX's Asin, Acos, Atan)
                             "asin", "acos", "atan",
                             // ONNX's BitShift on unsigned integers (issue 20)
-                            "bit_shift"};
+                            "bit_shift",
+                            // the 3-D convolution family (issue 30: ONNX's Conv, ConvTranspose, MaxPool, AveragePool on NCDHW)
+                            "conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d"};
   // The quantization ops of docs/ir-design.md section 2 (issue 19).
   const char* quant_ops[] = {"quantize", "dequantize", "matmul_integer", "matmul_nbits"};
   for (const char* op : quant_ops) EXPECT_TRUE(ir::op_from_name(op).has_value()) << op;

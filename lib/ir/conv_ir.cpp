@@ -11,7 +11,11 @@ namespace rlx::ir {
 
 bool is_spatial(Op op) {
   return op == Op::Conv2d || op == Op::ConvTranspose2d || op == Op::MaxPool2d || op == Op::AvgPool2d ||
-         op == Op::Resize;
+         op == Op::Conv3d || op == Op::ConvTranspose3d || op == Op::MaxPool3d || op == Op::AvgPool3d || op == Op::Resize;
+}
+
+int spatial_rank(Op op) {
+  return op == Op::Conv3d || op == Op::ConvTranspose3d || op == Op::MaxPool3d || op == Op::AvgPool3d ? 3 : 2;
 }
 
 namespace {
@@ -55,94 +59,134 @@ int64_t pool_out(int64_t in, int64_t pad0, int64_t pad1, int64_t ext, int64_t s,
 
 Conv2dGeom conv2d_geom(const Node& n, const std::vector<Shape>& ins, const std::string& where) {
   Conv2dGeom g;
+  const int nd = spatial_rank(n.op);
+  const size_t nds = (size_t)nd;
+  g.nd = nd;
   const Shape& x = ins.at(0);
-  if (x.size() != 4) bad(where, "x must be [N, C, H, W] (rank 4), got " + shape_str(x));
-  g.N = x[0], g.C = x[1], g.H = x[2], g.W = x[3];
+  if (x.size() != nds + 2)
+    bad(where, nd == 3 ? "x must be [N, C, D, H, W] (rank 5), got " + shape_str(x)
+                       : "x must be [N, C, H, W] (rank 4), got " + shape_str(x));
   for (const Shape& s : ins)
     for (auto d : s)
       if (d > kMaxExtent) bad(where, "dimension " + std::to_string(d) + " of " + shape_str(s) + " is too large (at most 2^31 - 1)");
-  auto st = ints_attr(n, "strides", 2, 1, where);
-  auto pads = ints_attr(n, "pads", 4, 0, where);
-  g.sH = st[0], g.sW = st[1];
-  g.pt = pads[0], g.pl = pads[1], g.pb = pads[2], g.pr = pads[3];
-  if (n.op != Op::AvgPool2d) {
-    auto dl = ints_attr(n, "dilations", 2, 1, where);
-    g.dH = dl[0], g.dW = dl[1];
+  // Per spatial axis (the last nd of D, H, W): input, kernel, stride, dilation, pads.
+  int64_t in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, st[3] = {1, 1, 1}, dl[3] = {1, 1, 1}, p0[3] = {0, 0, 0}, p1[3] = {0, 0, 0};
+  int64_t out[3] = {1, 1, 1};
+  const int a0 = 3 - nd;  // first active axis
+  // "AxBxC" of the active axes of v
+  auto dims = [&](const int64_t* v) {
+    std::string s;
+    for (int a = a0; a < 3; ++a) s += (a > a0 ? "x" : "") + std::to_string(v[a]);
+    return s;
+  };
+  for (int a = 0; a < nd; ++a) in[a0 + a] = x[2 + a];
+  g.N = x[0], g.C = x[1];
+  auto stv = ints_attr(n, "strides", nds, 1, where);
+  auto pads = ints_attr(n, "pads", 2 * nds, 0, where);
+  for (int a = 0; a < nd; ++a) st[a0 + a] = stv[a], p0[a0 + a] = pads[a], p1[a0 + a] = pads[nds + a];
+  const bool avg = n.op == Op::AvgPool2d || n.op == Op::AvgPool3d;
+  if (!avg) {
+    auto dv = ints_attr(n, "dilations", nds, 1, where);
+    for (int a = 0; a < nd; ++a) dl[a0 + a] = dv[a];
   }
-  const bool pool = n.op == Op::MaxPool2d || n.op == Op::AvgPool2d;
+  int64_t ext[3];
+  auto set_ext = [&] {
+    for (int a = 0; a < 3; ++a) ext[a] = (k[a] - 1) * dl[a] + 1;
+  };
+  int64_t padded[3];
+  for (int a = 0; a < 3; ++a) padded[a] = in[a] + p0[a] + p1[a];
+  auto finish = [&] {
+    g.D = in[0], g.H = in[1], g.W = in[2];
+    g.kD = k[0], g.kH = k[1], g.kW = k[2];
+    g.sD = st[0], g.sH = st[1], g.sW = st[2];
+    g.dD = dl[0], g.dH = dl[1], g.dW = dl[2];
+    g.pf = p0[0], g.pt = p0[1], g.pl = p0[2];
+    g.pk = p1[0], g.pb = p1[1], g.pr = p1[2];
+    g.OD = out[0], g.OH = out[1], g.OW = out[2];
+  };
+  const bool pool = avg || n.op == Op::MaxPool2d || n.op == Op::MaxPool3d;
   if (pool) {
-    auto k = ints_attr(n, "kernel", 2, 1, where);
-    g.kH = k[0], g.kW = k[1];
+    auto kv = ints_attr(n, "kernel", nds, 1, where);
+    for (int a = 0; a < nd; ++a) k[a0 + a] = kv[a];
+    set_ext();
     g.M = g.C;
     g.ceil_mode = n.attrs.b("ceil_mode");
-    if (n.op == Op::AvgPool2d) g.count_include_pad = n.attrs.b("count_include_pad");
-    if (g.pt >= g.ext_h() || g.pb >= g.ext_h() || g.pl >= g.ext_w() || g.pr >= g.ext_w())
-      bad(where, "pads " + list_str(pads) + " must each be smaller than the (dilated) window " +
-                     std::to_string(g.ext_h()) + "x" + std::to_string(g.ext_w()) + ", or a window could see only padding");
-    if (g.ext_h() > g.H + g.pt + g.pb || g.ext_w() > g.W + g.pl + g.pr)
-      bad(where, "the window " + std::to_string(g.ext_h()) + "x" + std::to_string(g.ext_w()) +
-                     " is larger than the padded input " + std::to_string(g.H + g.pt + g.pb) + "x" +
-                     std::to_string(g.W + g.pl + g.pr));
-    g.OH = pool_out(g.H, g.pt, g.pb, g.ext_h(), g.sH, g.ceil_mode);
-    g.OW = pool_out(g.W, g.pl, g.pr, g.ext_w(), g.sW, g.ceil_mode);
+    if (avg) g.count_include_pad = n.attrs.b("count_include_pad");
+    for (int a = a0; a < 3; ++a)
+      if (p0[a] >= ext[a] || p1[a] >= ext[a])
+        bad(where, "pads " + list_str(pads) + " must each be smaller than the (dilated) window " + dims(ext) +
+                       ", or a window could see only padding");
+    for (int a = a0; a < 3; ++a)
+      if (ext[a] > padded[a])
+        bad(where, "the window " + dims(ext) + " is larger than the padded input " + dims(padded));
+    for (int a = a0; a < 3; ++a) out[a] = pool_out(in[a], p0[a], p1[a], ext[a], st[a], g.ceil_mode);
     g.groups = g.C;
     g.Cg = g.Mg = 1;
+    finish();
     return g;
   }
-  // conv2d / conv_transpose2d
+  // conv / conv_transpose
   if (ins.size() < 2) bad(where, "needs a weight input");
   const Shape& w = ins[1];
-  if (w.size() != 4) bad(where, "weight must have rank 4, got " + shape_str(w));
+  if (w.size() != nds + 2) bad(where, "weight must have rank " + std::to_string(nd + 2) + ", got " + shape_str(w));
+  const std::string kdims = nd == 3 ? "kD, kH, kW" : "kH, kW";
   g.groups = n.attrs.i("groups");
   if (g.groups < 1) bad(where, "groups must be >= 1, got " + std::to_string(g.groups));
   if (g.C % g.groups) bad(where, "input channels " + std::to_string(g.C) + " are not divisible by groups " +
                                      std::to_string(g.groups));
   g.Cg = g.C / g.groups;
-  g.kH = w[2], g.kW = w[3];
-  if (g.kH < 1 || g.kW < 1) bad(where, "the kernel " + shape_str(w) + " is empty");
-  if (n.op == Op::Conv2d || n.op == Op::Conv2dIntegerScaled) {
+  for (int a = 0; a < nd; ++a) k[a0 + a] = w[2 + a];
+  for (int a = a0; a < 3; ++a)
+    if (k[a] < 1) bad(where, "the kernel " + shape_str(w) + " is empty");
+  set_ext();
+  if (n.op == Op::Conv2d || n.op == Op::Conv3d || n.op == Op::Conv2dIntegerScaled) {
     g.M = w[0];
     if (g.M % g.groups) bad(where, "output channels " + std::to_string(g.M) + " (weight " + shape_str(w) +
                                        ") are not divisible by groups " + std::to_string(g.groups));
     if (w[1] != g.Cg)
-      bad(where, "weight " + shape_str(w) + " must be [M, C/groups, kH, kW] = [" + std::to_string(g.M) + ", " +
-                     std::to_string(g.Cg) + ", kH, kW] for x " + shape_str(x) + " and groups " + std::to_string(g.groups));
+      bad(where, "weight " + shape_str(w) + " must be [M, C/groups, " + kdims + "] = [" + std::to_string(g.M) + ", " +
+                     std::to_string(g.Cg) + ", " + kdims + "] for x " + shape_str(x) + " and groups " + std::to_string(g.groups));
     g.Mg = g.M / g.groups;
-    if (g.ext_h() > g.H + g.pt + g.pb || g.ext_w() > g.W + g.pl + g.pr)
-      bad(where, "the kernel " + std::to_string(g.ext_h()) + "x" + std::to_string(g.ext_w()) +
-                     " (with dilation) is larger than the padded input " + std::to_string(g.H + g.pt + g.pb) + "x" +
-                     std::to_string(g.W + g.pl + g.pr));
-    g.OH = (g.H + g.pt + g.pb - g.ext_h()) / g.sH + 1;
-    g.OW = (g.W + g.pl + g.pr - g.ext_w()) / g.sW + 1;
+    for (int a = a0; a < 3; ++a)
+      if (ext[a] > padded[a])
+        bad(where, "the kernel " + dims(ext) + " (with dilation) is larger than the padded input " + dims(padded));
+    for (int a = a0; a < 3; ++a) out[a] = (padded[a] - ext[a]) / st[a] + 1;
   } else {
     if (w[0] != g.C)
-      bad(where, "weight " + shape_str(w) + " must be [C, M/groups, kH, kW] with C = " + std::to_string(g.C) +
+      bad(where, "weight " + shape_str(w) + " must be [C, M/groups, " + kdims + "] with C = " + std::to_string(g.C) +
                      " (the channels of x " + shape_str(x) + ")");
     g.Mg = w[1];
     g.M = g.Mg * g.groups;
-    auto op = ints_attr(n, "output_padding", 2, 0, where);
-    if (op[0] >= std::max(g.sH, g.dH) || op[1] >= std::max(g.sW, g.dW))
-      bad(where, "output_padding " + list_str(op) + " must be smaller than the stride or the dilation on each axis");
-    g.OH = g.sH * (g.H - 1) + op[0] + g.ext_h() - g.pt - g.pb;
-    g.OW = g.sW * (g.W - 1) + op[1] + g.ext_w() - g.pl - g.pr;
-    if (g.H < 1 || g.W < 1 || g.OH < 1 || g.OW < 1)
-      bad(where, "the output would be " + std::to_string(g.OH) + "x" + std::to_string(g.OW) +
-                     " (the pads remove more than the transposed convolution produces)");
+    auto op = ints_attr(n, "output_padding", nds, 0, where);
+    for (int a = 0; a < nd; ++a)
+      if (op[a] >= std::max(st[a0 + a], dl[a0 + a]))
+        bad(where, "output_padding " + list_str(op) + " must be smaller than the stride or the dilation on each axis");
+    bool empty = false;
+    for (int a = 0; a < nd; ++a) {
+      const int b = a0 + a;
+      out[b] = st[b] * (in[b] - 1) + op[a] + ext[b] - p0[b] - p1[b];
+      empty = empty || in[b] < 1 || out[b] < 1;
+    }
+    if (empty)
+      bad(where, "the output would be " + dims(out) + " (the pads remove more than the transposed convolution produces)");
   }
   g.has_bias = ins.size() >= 3;
   if (g.has_bias && (ins[2].size() != 1 || ins[2][0] != g.M))
     bad(where, "bias must have shape [" + std::to_string(g.M) + "], got " + shape_str(ins[2]));
+  finish();
   return g;
 }
 
-int64_t avg_pool_divisor(const Conv2dGeom& g, int64_t oh, int64_t ow) {
-  int64_t hs = oh * g.sH - g.pt, ws = ow * g.sW - g.pl;
+int64_t avg_pool_divisor(const Conv2dGeom& g, int64_t oh, int64_t ow) { return avg_pool_divisor(g, 0, oh, ow); }
+
+int64_t avg_pool_divisor(const Conv2dGeom& g, int64_t od, int64_t oh, int64_t ow) {
+  int64_t ds = od * g.sD - g.pf, hs = oh * g.sH - g.pt, ws = ow * g.sW - g.pl;
   if (g.count_include_pad) {
-    int64_t he = std::min(hs + g.kH, g.H + g.pb), we = std::min(ws + g.kW, g.W + g.pr);
-    return (he - hs) * (we - ws);
+    int64_t de = std::min(ds + g.kD, g.D + g.pk), he = std::min(hs + g.kH, g.H + g.pb), we = std::min(ws + g.kW, g.W + g.pr);
+    return (de - ds) * (he - hs) * (we - ws);
   }
-  int64_t he = std::min(hs + g.kH, g.H), we = std::min(ws + g.kW, g.W);
-  return (he - std::max<int64_t>(hs, 0)) * (we - std::max<int64_t>(ws, 0));
+  int64_t de = std::min(ds + g.kD, g.D), he = std::min(hs + g.kH, g.H), we = std::min(ws + g.kW, g.W);
+  return (de - std::max<int64_t>(ds, 0)) * (he - std::max<int64_t>(hs, 0)) * (we - std::max<int64_t>(ws, 0));
 }
 
 ResizePlan resize_plan(const Node& n, const Shape& in, const Shape& out) {
@@ -197,6 +241,7 @@ ResizePlan resize_plan(const Node& n, const Shape& in, const Shape& out) {
 Shape infer_spatial(const Node& n, const std::vector<Shape>& ins, const std::string& where) {
   if (n.op != Op::Resize) {
     Conv2dGeom g = conv2d_geom(n, ins, where);
+    if (g.nd == 3) return {g.N, g.M, g.OD, g.OH, g.OW};
     return {g.N, g.M, g.OH, g.OW};
   }
   const Shape& x = ins.at(0);
@@ -225,17 +270,18 @@ Shape infer_spatial(const Node& n, const std::vector<Shape>& ins, const std::str
 double spatial_flops(const Node& n, const std::vector<Shape>& ins, const Shape& out) {
   double numel = (double)shape_numel(out);
   switch (n.op) {
-    case Op::Conv2d: {
+    case Op::Conv2d: case Op::Conv3d: {
       const Shape& w = ins[1];
-      return 2 * numel * (double)(w[1] * w[2] * w[3]);
+      return 2 * numel * (double)(shape_numel(w) / std::max<int64_t>(w[0], 1));
     }
-    case Op::ConvTranspose2d: {
+    case Op::ConvTranspose2d: case Op::ConvTranspose3d: {
       const Shape& w = ins[1];
-      return 2 * (double)shape_numel(ins[0]) * (double)(w[1] * w[2] * w[3]);
+      return 2 * (double)shape_numel(ins[0]) * (double)(shape_numel(w) / std::max<int64_t>(w[0], 1));
     }
-    case Op::MaxPool2d: case Op::AvgPool2d: {
-      const auto& k = n.attrs.ints("kernel");
-      return numel * (double)(k.size() == 2 ? k[0] * k[1] : 1);
+    case Op::MaxPool2d: case Op::AvgPool2d: case Op::MaxPool3d: case Op::AvgPool3d: {
+      double win = 1;
+      for (auto k : n.attrs.ints("kernel")) win *= (double)k;
+      return numel * win;
     }
     case Op::Resize: return n.attrs.s("mode") == "linear" ? 7 * numel : 0;
     default: return 0;

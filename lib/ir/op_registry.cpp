@@ -123,18 +123,31 @@ std::vector<AttrSpec> attrs_for(Op op) {
     case Op::RoiAlign:
       return {req_int("output_height"), req_int("output_width"), opt_int("sampling_ratio", 0), opt_float("spatial_scale", 1.0),
               opt_string("mode", "avg", {"avg", "max"}), opt_bool("half_pixel", true), opt_string("size_key", "", {})};
-    case Op::Conv2d: case Op::Conv2dIntegerScaled:
-      return {opt_ints("strides", {1, 1}), opt_ints("pads", {0, 0, 0, 0}), opt_ints("dilations", {1, 1}),
-              opt_int("groups", 1)};
-    case Op::ConvTranspose2d:
-      return {opt_ints("strides", {1, 1}), opt_ints("pads", {0, 0, 0, 0}), opt_ints("dilations", {1, 1}),
-              opt_int("groups", 1), opt_ints("output_padding", {0, 0})};
-    case Op::MaxPool2d:
-      return {req_ints("kernel"), opt_ints("strides", {1, 1}), opt_ints("pads", {0, 0, 0, 0}),
-              opt_ints("dilations", {1, 1}), opt_bool("ceil_mode", false)};
-    case Op::AvgPool2d:
-      return {req_ints("kernel"), opt_ints("strides", {1, 1}), opt_ints("pads", {0, 0, 0, 0}),
-              opt_bool("ceil_mode", false), opt_bool("count_include_pad", false)};
+    // 2-D: strides/dilations [H, W], pads [top, left, bottom, right]; 3-D: [D, H, W] and
+    // [front, top, left, back, bottom, right]
+    case Op::Conv2d: case Op::Conv2dIntegerScaled: case Op::Conv3d: {
+      const int64_t nd = ir::spatial_rank(op);
+      return {opt_ints("strides", std::vector<int64_t>(nd, 1)), opt_ints("pads", std::vector<int64_t>(2 * nd, 0)),
+              opt_ints("dilations", std::vector<int64_t>(nd, 1)), opt_int("groups", 1)};
+    }
+    case Op::ConvTranspose2d: case Op::ConvTranspose3d: {
+      const int64_t nd = ir::spatial_rank(op);
+      return {opt_ints("strides", std::vector<int64_t>(nd, 1)), opt_ints("pads", std::vector<int64_t>(2 * nd, 0)),
+              opt_ints("dilations", std::vector<int64_t>(nd, 1)), opt_int("groups", 1),
+              opt_ints("output_padding", std::vector<int64_t>(nd, 0))};
+    }
+    case Op::MaxPool2d: case Op::MaxPool3d: {
+      const int64_t nd = ir::spatial_rank(op);
+      return {req_ints("kernel"), opt_ints("strides", std::vector<int64_t>(nd, 1)),
+              opt_ints("pads", std::vector<int64_t>(2 * nd, 0)), opt_ints("dilations", std::vector<int64_t>(nd, 1)),
+              opt_bool("ceil_mode", false)};
+    }
+    case Op::AvgPool2d: case Op::AvgPool3d: {
+      const int64_t nd = ir::spatial_rank(op);
+      return {req_ints("kernel"), opt_ints("strides", std::vector<int64_t>(nd, 1)),
+              opt_ints("pads", std::vector<int64_t>(2 * nd, 0)), opt_bool("ceil_mode", false),
+              opt_bool("count_include_pad", false)};
+    }
     case Op::Resize:
       return {req_ints("sizes"), {"scales", AttrType::Floats, std::nullopt, false, {}},
               opt_string("mode", "nearest", {"nearest", "linear"}),
@@ -216,6 +229,11 @@ OpDoc doc_for(Op op) {
     case Op::ConvTranspose2d: return {"x [N, C, H, W], w [C, M/groups, kH, kW], bias [M]?", "[N, M, OH, OW], below", {}};
     case Op::MaxPool2d: return {"x [N, C, H, W]", "window maxima; padding never wins", {}};
     case Op::AvgPool2d: return {"x [N, C, H, W]", "window means", {}};
+    case Op::Conv3d: return {"x [N, C, D, H, W], w [M, C/groups, kD, kH, kW], bias [M]?", "[N, M, OD, OH, OW], as conv2d", {}};
+    case Op::ConvTranspose3d:
+      return {"x [N, C, D, H, W], w [C, M/groups, kD, kH, kW], bias [M]?", "[N, M, OD, OH, OW], as conv_transpose2d", {}};
+    case Op::MaxPool3d: return {"x [N, C, D, H, W]", "window maxima, as max_pool2d", {}};
+    case Op::AvgPool3d: return {"x [N, C, D, H, W]", "window means, as avg_pool2d", {}};
     case Op::Resize: return {"x (any rank)", "below", {{"sizes", "required, the full output shape"}, {"scales", "optional"}}};
     case Op::Quantize:
       return {"x (float), scale (float), zero_point (i8/u8)?",

@@ -68,7 +68,7 @@ struct Nn : Importer {
     int x = node(0);
     Shape s = shp(x);
     size_t sd = s.size() >= 2 ? s.size() - 2 : 0;
-    if (sd != 1 && sd != 2) unsupported(op + " on " + std::to_string(sd) + "-D data (1-D and 2-D are supported)");
+    if (sd < 1 || sd > 3) unsupported(op + " on " + std::to_string(sd) + "-D data (1-D, 2-D and 3-D are supported)");
     if (op == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty()) unsupported("MaxPool's Indices output");
     if (ai("storage_order", 0)) unsupported("MaxPool attribute 'storage_order' = 1");
     bool conv = op == "Conv" || op == "ConvTranspose";
@@ -137,23 +137,25 @@ struct Nn : Importer {
       dil.insert(dil.begin(), 1);
       pads = {0, pads[0], 0, pads[1]};
     }
-    std::vector<int64_t> p4{pads[0], pads[1], pads[2], pads[3]};  // [top, left, bottom, right]
+    // 2-D: [top, left, bottom, right]; 3-D: [front, top, left, back, bottom, right]
+    const std::vector<int64_t>& p4 = pads;
+    const std::string nd = sd == 3 ? "3d" : "2d";
     int y;
     std::string id = sd == 1 ? "" : out_name();
     if (op == "Conv") {
       std::vector<int> ins{x, w};
       if (has_in(2)) ins.push_back(node(2));
-      y = emit("conv2d", ins, {{"strides", strides}, {"pads", p4}, {"dilations", dil}, {"groups", ai("group", 1)}}, id);
+      y = emit("conv" + nd, ins, {{"strides", strides}, {"pads", p4}, {"dilations", dil}, {"groups", ai("group", 1)}}, id);
     } else if (op == "ConvTranspose") {
       if (sd == 1) op_pad.insert(op_pad.begin(), 0);
       std::vector<int> ins{x, w};
       if (has_in(2)) ins.push_back(node(2));
-      y = emit("conv_transpose2d", ins, {{"strides", strides}, {"pads", p4}, {"dilations", dil}, {"groups", ai("group", 1)}, {"output_padding", op_pad}}, id);
+      y = emit("conv_transpose" + nd, ins, {{"strides", strides}, {"pads", p4}, {"dilations", dil}, {"groups", ai("group", 1)}, {"output_padding", op_pad}}, id);
     } else if (op == "MaxPool") {
-      y = emit("max_pool2d", {x}, {{"kernel", std::vector<int64_t>(ksz.begin(), ksz.end())}, {"strides", strides}, {"pads", p4}, {"dilations", dil}, {"ceil_mode", (bool)ai("ceil_mode", 0)}}, id);
+      y = emit("max_pool" + nd, {x}, {{"kernel", std::vector<int64_t>(ksz.begin(), ksz.end())}, {"strides", strides}, {"pads", p4}, {"dilations", dil}, {"ceil_mode", (bool)ai("ceil_mode", 0)}}, id);
     } else {
       if (std::any_of(dil.begin(), dil.end(), [](int64_t d) { return d != 1; })) unsupported("AveragePool attribute 'dilations' != 1");
-      y = emit("avg_pool2d", {x}, {{"kernel", std::vector<int64_t>(ksz.begin(), ksz.end())}, {"strides", strides}, {"pads", p4}, {"ceil_mode", (bool)ai("ceil_mode", 0)}, {"count_include_pad", (bool)ai("count_include_pad", 0)}}, id);
+      y = emit("avg_pool" + nd, {x}, {{"kernel", std::vector<int64_t>(ksz.begin(), ksz.end())}, {"strides", strides}, {"pads", p4}, {"ceil_mode", (bool)ai("ceil_mode", 0)}, {"count_include_pad", (bool)ai("count_include_pad", 0)}}, id);
     }
     if (sd == 1) {
       Shape o = shp(y);
@@ -360,10 +362,10 @@ void nn_ops(std::vector<OpDef>& t) {
   t.insert(t.end(), {
       {"BatchNormalization", "", 1, map<&F::map_BatchNormalization>, nullptr, "mul, add (scale and shift folded per channel)", "mul add", "inference only"},
       {"Dropout", "", 1, map<&F::map_Dropout>, fold<&F::fold_Dropout>, "alias (inference)", "", "mask output: all true; training_mode = true refused unless ratio = 0"},
-      {"Conv", "", 1, map<&F::map_conv_pool>, nullptr, "conv2d (1-D as 2-D)", "conv2d", "groups, dilations, pads, strides, auto_pad"},
-      {"ConvTranspose", "", 1, map<&F::map_conv_pool>, nullptr, "conv_transpose2d", "conv_transpose2d", "output_shape and auto_pad: pads generated as the spec says"},
-      {"MaxPool", "", 1, map<&F::map_conv_pool>, nullptr, "max_pool2d", "max_pool2d", "Indices output refused"},
-      {"AveragePool", "", 1, map<&F::map_conv_pool>, nullptr, "avg_pool2d", "avg_pool2d", ""},
+      {"Conv", "", 1, map<&F::map_conv_pool>, nullptr, "conv2d (1-D as 2-D), conv3d", "conv2d conv3d", "1-D, 2-D and 3-D; groups, dilations, pads, strides, auto_pad"},
+      {"ConvTranspose", "", 1, map<&F::map_conv_pool>, nullptr, "conv_transpose2d, conv_transpose3d", "conv_transpose2d conv_transpose3d", "1-D, 2-D and 3-D; output_shape and auto_pad: pads generated as the spec says"},
+      {"MaxPool", "", 1, map<&F::map_conv_pool>, nullptr, "max_pool2d, max_pool3d", "max_pool2d max_pool3d", "1-D, 2-D and 3-D; Indices output refused"},
+      {"AveragePool", "", 1, map<&F::map_conv_pool>, nullptr, "avg_pool2d, avg_pool3d", "avg_pool2d avg_pool3d", "1-D, 2-D and 3-D"},
       {"GlobalAveragePool", "", 1, map<&F::map_global_pool>, nullptr, "mean over the spatial axes", "mean", ""},
       {"GlobalMaxPool", "", 1, map<&F::map_global_pool>, nullptr, "max over the spatial axes", "max", ""},
       {"Resize", "", 1, map<&F::map_Resize_Upsample>, nullptr, "resize (cubic: transpose, matmul)", "resize",

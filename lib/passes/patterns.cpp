@@ -673,7 +673,10 @@ struct Rewriter {
     return v;
   }
   bool conv_affine(int conv) {
-    if (op(conv) != Op::Conv2d || !f32(conv) || shape(conv).size() != 4) return false;
+    // conv2d or conv3d (the same weight layout [M, C/groups, k...]: one scale per leading row)
+    const Op cop = op(conv);
+    const size_t rank = cop == Op::Conv2d ? 4 : cop == Op::Conv3d ? 5 : 0;
+    if (!rank || !f32(conv) || shape(conv).size() != rank) return false;
     const Shape& os = shape(conv);
     const int64_t M = os[1];
     std::vector<double> sc(M, 1.0), sh(M, 0.0);
@@ -706,9 +709,11 @@ struct Rewriter {
     const std::vector<int> conv_in = node(conv).inputs;
     int W = conv_in[1];
     const Shape ws = shape(W);
-    if (!f32(W) || ws.size() != 4 || ws[0] != M) return false;
+    if (!f32(W) || ws.size() != rank || ws[0] != M) return false;
     auto to_f = [](const std::vector<double>& d) { return std::vector<float>(d.begin(), d.end()); };
-    if (scaled) W = add_node(Op::Mul, {W, constant({M, 1, 1, 1}, to_f(sc))}, {}, node(W).id + "/scaled");
+    Shape per_row(rank, 1);
+    per_row[0] = M;
+    if (scaled) W = add_node(Op::Mul, {W, constant(per_row, to_f(sc))}, {}, node(W).id + "/scaled");
     int bias;
     if (conv_in.size() == 3) {
       bias = conv_in[2];
@@ -718,7 +723,7 @@ struct Rewriter {
     } else {
       bias = constant({M}, to_f(sh));
     }
-    return become(last, Op::Conv2d, {conv_in[0], W, bias}, conv_attrs, inner, "conv2d+affine");
+    return become(last, cop, {conv_in[0], W, bias}, conv_attrs, inner, cop == Op::Conv2d ? "conv2d+affine" : "conv3d+affine");
   }
 
   // ---------------------------------------------------------------- integer products

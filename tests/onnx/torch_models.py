@@ -19,7 +19,7 @@ Conv + BatchNorm: lib/passes/patterns.cpp). Exports are cached in --out.
 A model whose ONNX operators need registry ops this build lacks (`rlx onnx-ops --json`) is
 reported as NOT RUN with the missing ops and does not fail; any other mismatch or error fails.
 
-  tests/onnx/torch_models.py --rlx build/apps/rlx/rlx [--out DIR] [--backend cpu] [-k NAME] [--published]
+  tests/onnx/torch_models.py --rlx build/apps/rlx/rlx [--out DIR] [--backend cpu] [-k NAME] [--published | --video | --video-small] [--timeout S]
 """
 import argparse
 import hashlib
@@ -175,8 +175,27 @@ def classes():
             b = F.grid_sample(x, grid, mode="nearest", padding_mode="border", align_corners=True)
             return a + 2 * b
 
+    class Cnn3d(nn.Module):  # a small video CNN: every 3-D conv and pool form, BatchNorm3d, a transposed conv
+        def __init__(self):
+            super().__init__()
+            self.c1, self.b1 = nn.Conv3d(3, 8, (3, 5, 3), stride=(1, 2, 2), padding=(1, 2, 1)), nn.BatchNorm3d(8)
+            self.c2 = nn.Conv3d(8, 8, 3, padding=(2, 1, 2), dilation=(2, 1, 2), groups=2, bias=False)
+            self.c3 = nn.Conv3d(8, 8, 3, padding=1, groups=8)  # depthwise
+            self.up = nn.ConvTranspose3d(8, 6, (2, 3, 3), stride=(2, 2, 1), padding=(0, 1, 1), output_padding=(1, 1, 0),
+                                         groups=2)
+            self.fc = nn.Linear(6, 5)
+
+        def forward(self, x):
+            x = F.relu(self.b1(self.c1(x)))
+            x = F.max_pool3d(x, (2, 3, 3), stride=(1, 2, 2), padding=(1, 1, 1), ceil_mode=True)
+            x = F.relu(self.c2(x)) + self.c3(x)
+            x = F.avg_pool3d(x, 3, stride=(2, 1, 2), padding=1, ceil_mode=True, count_include_pad=False)
+            x = torch.tanh(self.up(x))
+            x = F.avg_pool3d(x, (2, 2, 2), padding=(1, 0, 1), count_include_pad=True)
+            return self.fc(F.adaptive_avg_pool3d(x, 1).flatten(1))
+
     return {"MLP": MLP, "CNN": CNN, "BertLayer": BertLayer, "LlamaLayer": LlamaLayer, "ConvBN": ConvBN,
-            "LstmTagger": LstmTagger, "GruEncoder": GruEncoder, "Warp": Warp}
+            "LstmTagger": LstmTagger, "GruEncoder": GruEncoder, "Warp": Warp, "Cnn3d": Cnn3d}
 
 
 def build_models():
@@ -223,6 +242,10 @@ def build_models():
         "warp": (c["Warp"](), ["x", "grid"], ["y"], {"x": {0: "batch"}, "grid": {0: "batch"}, "y": {0: "batch"}},
                  [(torch.randn(2, 3, 5, 7, generator=g), torch.rand(2, 4, 6, 2, generator=g) * 2.6 - 1.3),
                   (torch.randn(1, 3, 5, 7, generator=g), torch.rand(1, 4, 6, 2, generator=g) * 2.6 - 1.3)], 16),
+        # 3-D convolution and pooling (issue 30): strides, dilations, groups, pads, ceil_mode, count_include_pad
+        "cnn3d": (with_bn_statistics(c["Cnn3d"](), g), ["clip"], ["logits"], {"clip": {0: "batch", 2: "time"}, "logits": {0: "batch"}},
+                  [(torch.randn(2, 3, 6, 12, 10, generator=g),), (torch.randn(1, 3, 5, 12, 10, generator=g),)], 14,
+                  {"training": torch.onnx.TrainingMode.PRESERVE}),  # BatchNormalization kept: rlx folds it into conv3d
         "gru_encoder": (c["GruEncoder"](), ["x", "h0"], ["y", "h"],
                         {"x": {0: "seq", 1: "batch"}, "h0": {1: "batch"}, "y": {0: "seq", 1: "batch"}, "h": {1: "batch"}},
                         [(torch.randn(6, 2, 8, generator=g), torch.randn(1, 2, 10, generator=g)),
@@ -270,7 +293,7 @@ def with_bn_statistics(m, g):
     """Non-trivial BatchNorm running statistics (a fresh model's are 0 and 1)."""
     import torch
     for mod in m.modules():
-        if isinstance(mod, torch.nn.BatchNorm2d):
+        if isinstance(mod, (torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)):
             mod.running_mean.uniform_(-0.3, 0.3, generator=g)
             mod.running_var.uniform_(0.5, 2.0, generator=g)
     return m
@@ -292,14 +315,34 @@ def published_models():
                          [(torch.randn(1, 3, 224, 224, generator=g),)], 14) for n in PUBLISHED}
 
 
-def export(out, published=False):
-    """Exports every model with its references; cached by this file's hash."""
-    stamp = os.path.join(out, "EXPORTED-" + hashlib.sha1(open(__file__, "rb").read()).hexdigest()[:12] + ("-published" if published else ""))
+VIDEO = ["r3d_18", "mc3_18", "r2plus1d_18", "s3d"]
+
+
+def video_models(small=False):
+    """--video: torchvision 0.14's four video networks (3-D convolutions and pools), randomly
+    initialised with non-trivial BatchNorm statistics, on one 8-frame 112x112 clip (S3D: 16 frames
+    of 224x224, the least its final 2x7x7 average pool accepts). --video-small: 4 frames of 56x56
+    (S3D unchanged), for lavapipe, whose direct convolution shader takes minutes per run at the
+    full size. Not part of the test suite; the result is recorded in docs/onnx.md."""
+    import torch
+    import torchvision.models.video as tvv
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(3)
+    clip = {"s3d": (1, 3, 16, 224, 224)}
+    return {f"video_{n}": (with_bn_statistics(getattr(tvv, n)(num_classes=10), g), ["clip"], ["logits"], {},
+                           [(torch.randn(*clip.get(n, (1, 3, 4, 56, 56) if small else (1, 3, 8, 112, 112)), generator=g),)], 14)
+            for n in VIDEO}
+
+
+def export(out, published=False, video=None):
+    """Exports every model with its references; cached by this file's hash. video: None, "full" or "small"."""
+    kind = "-published" if published else f"-video-{video}" if video else ""
+    stamp = os.path.join(out, "EXPORTED-" + hashlib.sha1(open(__file__, "rb").read()).hexdigest()[:12] + kind)
     if os.path.exists(stamp):
         return
     import torch
     t0 = time.time()
-    for name, (mod, in_names, out_names, dyn, sets, opset, *extra) in (published_models() if published else build_models()).items():
+    for name, (mod, in_names, out_names, dyn, sets, opset, *extra) in (published_models() if published else video_models(video == "small") if video else build_models()).items():
         mod.eval()
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
@@ -327,6 +370,7 @@ FUSED = {
     "bert_layer": (["layer_norm", "gelu", "linear", "attention"], ["attention 1", "gelu 1", "layer_norm 3", "linear 6"]),
     "llama_layer": (["rms_norm", "rope", "attention"], ["attention 1", "rms_norm 3", "rope 2"]),
     "conv_bn": (["conv2d"], ["conv2d+affine 2"]),
+    "cnn3d": (["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d"], ["conv3d+affine 1"]),
 }
 # The CPU packs a weight in either layout itself, so matmul + bias stays a product on the weight
 # as exported (no transposed copy held beside the packed one); the bias, and the GELU after it,
@@ -360,14 +404,18 @@ def main():
     ap.add_argument("--modes", default="eager,lazy,compiled")
     ap.add_argument("-k", default="")
     ap.add_argument("--published", action="store_true", help="torchvision's models at their published sizes instead (not in CI)")
+    ap.add_argument("--video", action="store_true", help="torchvision's four video networks instead (not in CI)")
+    ap.add_argument("--video-small", action="store_true", help="--video on smaller clips (for lavapipe)")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per rlx run (default 300)")
     a = ap.parse_args()
     rlx = os.path.abspath(a.rlx)
     out = a.out or os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(rlx))), "onnx-torch-models")
     os.makedirs(out, exist_ok=True)
-    if a.published:
-        out = os.path.join(out, "published")
+    video = "small" if a.video_small else "full" if a.video else None
+    if a.published or video:
+        out = os.path.join(out, "published" if a.published else "video" if video == "full" else "video-small")
         os.makedirs(out, exist_ok=True)
-    export(out, a.published)
+    export(out, a.published, video)
     table = json.loads(subprocess.run([rlx, "onnx-ops", "--json"], check=True, capture_output=True, text=True).stdout)
     needs = {r["op_type"]: r["needs"] for r in table}
     status, ran, notrun, fused_checked = 0, 0, [], 0
@@ -390,7 +438,7 @@ def main():
             for mode in a.modes.split(","):
                 plan = mode == "compiled" and i == 0 and name in FUSED
                 r = subprocess.run([rlx, "run", model, "-b", a.backend, "-m", mode, "--atol", str(ATOL), "--rtol", str(RTOL)] + args
-                                   + (["--dump-plan"] if plan else []), capture_output=True, text=True, timeout=300)
+                                   + (["--dump-plan"] if plan else []), capture_output=True, text=True, timeout=a.timeout)
                 ran += 1
                 if r.returncode != 0:
                     status = 1

@@ -881,6 +881,7 @@ std::vector<Dispatch> Lowering::run() {
     case Op::Rope: rope(); break;
     case Op::Attention: attention(); break;
     case Op::Conv2d: case Op::ConvTranspose2d: case Op::MaxPool2d: case Op::AvgPool2d: case Op::Resize:
+    case Op::Conv3d: case Op::ConvTranspose3d: case Op::MaxPool3d: case Op::AvgPool3d:
       lower_spatial({env_, k_, [this](Dispatch& d, const TensorRef& t, bool w) { return bind(d, t, w); },
                      [this](Dispatch& d, uint64_t items, uint32_t wg) { grid(d, items, wg); }},
                     ds_);

@@ -1,6 +1,6 @@
-// Vulkan lowering of the convolution family: conv2d / conv_transpose2d
-// (shaders/conv2d.comp), max_pool2d / avg_pool2d (pool2d.comp) and resize
-// (resize.comp). Geometry comes from ir/spatial.h, as on the CPU.
+// Vulkan lowering of the convolution family: conv2d / conv_transpose2d and their 3-D
+// forms (shaders/conv2d.comp), max_pool2d / avg_pool2d and 3d (pool2d.comp) and resize
+// (resize.comp). Geometry comes from ir/spatial.h, as on the CPU (2-D: D = kD = 1).
 #include <cstring>
 
 #include "backends/vulkan/kernels.h"
@@ -40,7 +40,8 @@ void conv(const SpatialLowering& s, std::vector<Dispatch>& out, bool transpose) 
   else d.bindings.push_back(s.env.dummy);
   uint32_t yo = s.bind(d, k.output, true);
   d.push = {u(n),    u(g.C),  u(g.H),  u(g.W),  u(g.M),  u(g.OH), u(g.OW), u(g.kH), u(g.kW), u(g.sH), u(g.sW),
-            u(g.dH), u(g.dW), u(g.pt), u(g.pl), u(g.Cg), u(g.Mg), xo,      wo,      bo,      yo};
+            u(g.dH), u(g.dW), u(g.pt), u(g.pl), u(g.Cg), u(g.Mg), xo,      wo,      bo,      yo,
+            u(g.D),  u(g.OD), u(g.kD), u(g.sD), u(g.dD), u(g.pf)};
   s.grid(d, (uint64_t)n, 256);
   out.push_back(std::move(d));
 }
@@ -57,7 +58,7 @@ void pool(const SpatialLowering& s, std::vector<Dispatch>& out, bool is_max) {
   uint32_t xo = s.bind(d, k.inputs[0], false), yo = s.bind(d, k.output, true);
   d.push = {u(n),    u(g.H),  u(g.W),  u(g.OH), u(g.OW), u(g.kH), u(g.kW), u(g.sH),
             u(g.sW), u(g.dH), u(g.dW), u(g.pt), u(g.pl), u(g.pb), u(g.pr), g.count_include_pad ? 1u : 0u,
-            xo,      yo};
+            xo,      yo,      u(g.D),  u(g.OD), u(g.kD), u(g.sD), u(g.dD), u(g.pf), u(g.pk)};
   s.grid(d, (uint64_t)n, 256);
   out.push_back(std::move(d));
 }
@@ -102,10 +103,10 @@ void resize(const SpatialLowering& s, std::vector<Dispatch>& out) {
 
 void lower_spatial(const SpatialLowering& s, std::vector<Dispatch>& out) {
   switch (s.k.node->op) {
-    case Op::Conv2d: conv(s, out, false); return;
-    case Op::ConvTranspose2d: conv(s, out, true); return;
-    case Op::MaxPool2d: pool(s, out, true); return;
-    case Op::AvgPool2d: pool(s, out, false); return;
+    case Op::Conv2d: case Op::Conv3d: conv(s, out, false); return;
+    case Op::ConvTranspose2d: case Op::ConvTranspose3d: conv(s, out, true); return;
+    case Op::MaxPool2d: case Op::MaxPool3d: pool(s, out, true); return;
+    case Op::AvgPool2d: case Op::AvgPool3d: pool(s, out, false); return;
     case Op::Resize: resize(s, out); return;
     default: fail(s.k, std::string("not an op of the convolution family: ") + ir::op_name(s.k.node->op));
   }

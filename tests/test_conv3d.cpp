@@ -1,0 +1,333 @@
+// The 3-D convolution family (conv3d, conv_transpose3d, max_pool3d, avg_pool3d; issue 30):
+// randomized geometries on every available backend and in every mode against plain reference
+// loops written here (conv as a gather over (c, kd, kh, kw), conv_transpose as a scatter, pools
+// as explicit windows with the ONNX output-size rule), and the load-time refusals of bad 3-D
+// shapes and attributes. Small shapes: a few seconds per backend.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/error.h"
+#include "ir/loader.h"
+#include "runtime/session.h"
+
+using namespace rlx;
+
+namespace {
+
+using V3 = std::array<int64_t, 3>;  // one entry per spatial axis: D, H, W
+
+std::string ints(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+std::string ints3(const V3& v) { return ints({v[0], v[1], v[2]}); }
+std::string pads6(const V3& a, const V3& b) { return ints({a[0], a[1], a[2], b[0], b[1], b[2]}); }
+std::string shape_json(const Shape& s) { return ints(std::vector<int64_t>(s.begin(), s.end())); }
+
+std::shared_ptr<ir::Graph> graph(const std::string& nodes) {
+  return std::make_shared<ir::Graph>(ir::load_graph_text(
+      R"({"format": "rlx.graph", "version": 1, "nodes": [)" + nodes + R"(], "outputs": ["y"]})", "t.json"));
+}
+
+Tensor random_tensor(Shape s, std::mt19937& rng) {
+  Tensor t(s);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  float* d = t.mutable_data();
+  for (int64_t i = 0; i < t.numel(); ++i) d[i] = nd(rng);
+  return t;
+}
+
+// Flat index of (i0, i1, i2) in a [.., n0, n1, n2] block.
+int64_t at3(const V3& n, int64_t a, int64_t b, int64_t c) { return (a * n[1] + b) * n[2] + c; }
+
+struct Geo {
+  int64_t N = 1, C = 1, M = 1, G = 1;
+  V3 in{}, k{}, s{}, d{}, p0{}, p1{}, op{};
+  bool bias = false;
+};
+
+// y[n, m, o] = b[m] + sum over the group's channels c and taps t of x[n, c, o s - p0 + t d] w[m, c', t].
+std::vector<double> conv_ref(const Geo& g, const V3& out, const Tensor& x, const Tensor& w, const Tensor* b) {
+  const int64_t Cg = g.C / g.G, Mg = g.M / g.G, IN = g.in[0] * g.in[1] * g.in[2], OUT = out[0] * out[1] * out[2];
+  const int64_t KK = g.k[0] * g.k[1] * g.k[2];
+  std::vector<double> y(g.N * g.M * OUT);
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t m = 0; m < g.M; ++m)
+      for (int64_t o0 = 0; o0 < out[0]; ++o0)
+        for (int64_t o1 = 0; o1 < out[1]; ++o1)
+          for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+            double acc = b ? b->data()[m] : 0.0;
+            for (int64_t cl = 0; cl < Cg; ++cl)
+              for (int64_t t0 = 0; t0 < g.k[0]; ++t0)
+                for (int64_t t1 = 0; t1 < g.k[1]; ++t1)
+                  for (int64_t t2 = 0; t2 < g.k[2]; ++t2) {
+                    const int64_t i0 = o0 * g.s[0] - g.p0[0] + t0 * g.d[0], i1 = o1 * g.s[1] - g.p0[1] + t1 * g.d[1],
+                                  i2 = o2 * g.s[2] - g.p0[2] + t2 * g.d[2];
+                    if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1] || i2 < 0 || i2 >= g.in[2]) continue;
+                    const int64_t c = (m / Mg) * Cg + cl;
+                    acc += (double)x.data()[(n * g.C + c) * IN + at3(g.in, i0, i1, i2)] *
+                           w.data()[(m * Cg + cl) * KK + at3(g.k, t0, t1, t2)];
+                  }
+            y[(n * g.M + m) * OUT + at3(out, o0, o1, o2)] = acc;
+          }
+  return y;
+}
+
+// Every x[n, c, i] * w[c, m', t] lands on output position i s + t d - p0.
+std::vector<double> conv_transpose_ref(const Geo& g, const V3& out, const Tensor& x, const Tensor& w, const Tensor* b) {
+  const int64_t Cg = g.C / g.G, Mg = g.M / g.G, IN = g.in[0] * g.in[1] * g.in[2], OUT = out[0] * out[1] * out[2];
+  const int64_t KK = g.k[0] * g.k[1] * g.k[2];
+  std::vector<double> y(g.N * g.M * OUT, 0.0);
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t i0 = 0; i0 < g.in[0]; ++i0)
+        for (int64_t i1 = 0; i1 < g.in[1]; ++i1)
+          for (int64_t i2 = 0; i2 < g.in[2]; ++i2)
+            for (int64_t ml = 0; ml < Mg; ++ml)
+              for (int64_t t0 = 0; t0 < g.k[0]; ++t0)
+                for (int64_t t1 = 0; t1 < g.k[1]; ++t1)
+                  for (int64_t t2 = 0; t2 < g.k[2]; ++t2) {
+                    const int64_t o0 = i0 * g.s[0] + t0 * g.d[0] - g.p0[0], o1 = i1 * g.s[1] + t1 * g.d[1] - g.p0[1],
+                                  o2 = i2 * g.s[2] + t2 * g.d[2] - g.p0[2];
+                    if (o0 < 0 || o0 >= out[0] || o1 < 0 || o1 >= out[1] || o2 < 0 || o2 >= out[2]) continue;
+                    const int64_t m = (c / Cg) * Mg + ml;
+                    y[(n * g.M + m) * OUT + at3(out, o0, o1, o2)] += (double)x.data()[(n * g.C + c) * IN + at3(g.in, i0, i1, i2)] *
+                                                                     w.data()[(c * Mg + ml) * KK + at3(g.k, t0, t1, t2)];
+                  }
+  if (b)
+    for (int64_t i = 0; i < (int64_t)y.size(); ++i) y[i] += b->data()[(i / OUT) % g.M];
+  return y;
+}
+
+// ONNX / PyTorch pooling length (with ceil_mode a window starting in the trailing padding is dropped).
+int64_t pool_len(int64_t in, int64_t p0, int64_t p1, int64_t ext, int64_t s, bool ceil_mode) {
+  double q = double(in + p0 + p1 - ext) / double(s);
+  int64_t out = (int64_t)(ceil_mode ? std::ceil(q) : std::floor(q)) + 1;
+  if (ceil_mode && (out - 1) * s >= in + p0) --out;
+  return out;
+}
+
+void expect_close(const Tensor& got, const std::vector<double>& want, const Shape& shape, double tol,
+                  const std::string& what) {
+  ASSERT_EQ(got.shape(), shape) << what;
+  ASSERT_EQ((size_t)got.numel(), want.size()) << what;
+  std::vector<float> g = got.to_vector();
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    double e = std::abs(g[i] - want[i]) / (1 + std::abs(want[i]));
+    if (!(e <= worst)) worst = e, at = i;  // NaN counts as worst
+  }
+  EXPECT_LE(worst, tol) << what << ": element " << at << " is " << g[at] << ", expected " << want[at];
+}
+
+class Conv3dFamily : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    try {
+      ex_ = make_executor(GetParam(), 0);
+    } catch (const std::exception& e) {
+      GTEST_SKIP() << GetParam() << " unavailable: " << e.what();
+    }
+  }
+  // Runs `nodes` (output "y") in every mode; each result must match `want`.
+  void check(const std::string& nodes, const std::map<std::string, Tensor>& params, const Tensor& x,
+             const std::vector<double>& want, const Shape& shape, double tol, const std::string& what) {
+    for (Mode m : {Mode::Eager, Mode::Lazy, Mode::Compiled}) {
+      Session s(graph(nodes), *ex_, params);
+      s.set_input("x", x);
+      expect_close(s.run(m)[0], want, shape, tol, what + " in " + mode_name(m) + " mode: " + nodes);
+    }
+  }
+  std::unique_ptr<Executor> ex_;
+};
+
+std::string conv_nodes(const char* op, const Tensor& x, const Tensor& w, const Tensor* b, const std::string& attrs) {
+  return R"({"id": "x", "op": "input", "shape": )" + shape_json(x.shape()) + R"(}, {"id": "w", "op": "param", "shape": )" +
+         shape_json(w.shape()) + "}, " + (b ? R"({"id": "b", "op": "param", "shape": )" + shape_json(b->shape()) + "}, " : "") +
+         R"({"id": "y", "op": ")" + op + R"(", "inputs": ["x", "w")" + (b ? R"(, "b")" : "") + R"(], "attrs": )" + attrs + "}";
+}
+
+TEST_P(Conv3dFamily, Conv3dRandomGeometriesInEveryMode) {
+  std::mt19937 rng(3030);
+  auto U = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int it = 0; it < 16; ++it) {
+    Geo g;
+    g.G = U(1, 2);
+    g.C = g.G * U(1, 3);
+    g.M = g.G * U(1, 3);
+    if (it % 4 == 0) g.G = g.C, g.M = g.C * U(1, 2);  // depthwise (with multiplier)
+    g.N = U(1, 2), g.bias = U(0, 1);
+    V3 out;
+    for (int a = 0; a < 3; ++a) {
+      g.k[a] = U(1, 3), g.s[a] = U(1, 2), g.d[a] = U(1, 2), g.p0[a] = U(0, 2), g.p1[a] = U(0, 2);
+      const int64_t ext = (g.k[a] - 1) * g.d[a] + 1;
+      g.in[a] = std::max<int64_t>(1, ext - g.p0[a] - g.p1[a]) + U(0, 4);
+      out[a] = (g.in[a] + g.p0[a] + g.p1[a] - ext) / g.s[a] + 1;
+    }
+    if (it == 1) g.k = {1, 1, 1}, g.s = {1, 1, 1}, g.p0 = g.p1 = {0, 0, 0}, out = g.in;  // 1x1x1: x read in place
+    Tensor x = random_tensor({g.N, g.C, g.in[0], g.in[1], g.in[2]}, rng);
+    Tensor w = random_tensor({g.M, g.C / g.G, g.k[0], g.k[1], g.k[2]}, rng), b = random_tensor({g.M}, rng);
+    const std::string attrs = R"({"strides": )" + ints3(g.s) + R"(, "dilations": )" + ints3(g.d) + R"(, "pads": )" +
+                              pads6(g.p0, g.p1) + R"(, "groups": )" + std::to_string(g.G) + "}";
+    std::map<std::string, Tensor> params{{"w", w}};
+    if (g.bias) params["b"] = b;
+    check(conv_nodes("conv3d", x, w, g.bias ? &b : nullptr, attrs), params, x, conv_ref(g, out, x, w, g.bias ? &b : nullptr),
+          {g.N, g.M, out[0], out[1], out[2]}, 1e-5, "conv3d case " + std::to_string(it));
+  }
+}
+
+// Layers whose group's weights exceed 2 MiB take the CPU's whole-plane vol2col and one pooled
+// product (r3d_18's layers 3 and 4); with bias, with groups and a batch of 2.
+TEST_P(Conv3dFamily, Conv3dDeepLayersInEveryMode) {
+  // Vulkan has one conv shader for every size (covered above); lavapipe would take seconds here.
+  if (GetParam() != "cpu") GTEST_SKIP() << "the whole-plane path is the CPU kernel's";
+  std::mt19937 rng(3033);
+  for (int grouped = 0; grouped < 2; ++grouped) {
+    Geo g;
+    g.G = grouped ? 2 : 1, g.N = grouped ? 2 : 1, g.C = 64 * g.G, g.M = 320 * g.G, g.bias = !grouped;
+    g.in = {2, 4, 3}, g.k = {3, 3, 3}, g.s = {1, 1, 1}, g.d = {1, 1, 1}, g.p0 = {1, 1, 1}, g.p1 = {1, 1, 1};
+    const V3 out = g.in;
+    Tensor x = random_tensor({g.N, g.C, g.in[0], g.in[1], g.in[2]}, rng);
+    Tensor w = random_tensor({g.M, g.C / g.G, 3, 3, 3}, rng), b = random_tensor({g.M}, rng);
+    const std::string attrs = R"({"pads": [1, 1, 1, 1, 1, 1], "groups": )" + std::to_string(g.G) + "}";
+    std::map<std::string, Tensor> params{{"w", w}};
+    if (g.bias) params["b"] = b;
+    // f32 sums of K = 1728 products of N(0, 1) values: rounding grows like sqrt(K).
+    check(conv_nodes("conv3d", x, w, g.bias ? &b : nullptr, attrs), params, x, conv_ref(g, out, x, w, g.bias ? &b : nullptr),
+          {g.N, g.M, out[0], out[1], out[2]}, 1e-5 * std::sqrt(1728.0), grouped ? "grouped deep conv3d" : "deep conv3d");
+  }
+}
+
+TEST_P(Conv3dFamily, ConvTranspose3dRandomGeometriesInEveryMode) {
+  std::mt19937 rng(3031);
+  auto U = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int it = 0; it < 12; ++it) {
+    Geo g;
+    g.G = U(1, 2);
+    g.C = g.G * U(1, 3);
+    g.M = g.G * U(1, 3);
+    g.N = U(1, 2), g.bias = U(0, 1);
+    V3 out;
+    for (int a = 0; a < 3; ++a) {
+      g.k[a] = U(1, 3), g.s[a] = U(1, 2), g.d[a] = U(1, 2), g.in[a] = U(1, 4);
+      g.op[a] = U(0, std::max(g.s[a], g.d[a]) - 1);
+      const int64_t full = g.s[a] * (g.in[a] - 1) + (g.k[a] - 1) * g.d[a] + 1 + g.op[a];
+      g.p0[a] = U(0, std::min<int64_t>(2, (full - 1) / 2)), g.p1[a] = U(0, std::min<int64_t>(2, (full - 1) / 2));
+      out[a] = full - g.p0[a] - g.p1[a];
+    }
+    Tensor x = random_tensor({g.N, g.C, g.in[0], g.in[1], g.in[2]}, rng);
+    Tensor w = random_tensor({g.C, g.M / g.G, g.k[0], g.k[1], g.k[2]}, rng), b = random_tensor({g.M}, rng);
+    const std::string attrs = R"({"strides": )" + ints3(g.s) + R"(, "dilations": )" + ints3(g.d) + R"(, "pads": )" +
+                              pads6(g.p0, g.p1) + R"(, "groups": )" + std::to_string(g.G) + R"(, "output_padding": )" +
+                              ints3(g.op) + "}";
+    std::map<std::string, Tensor> params{{"w", w}};
+    if (g.bias) params["b"] = b;
+    check(conv_nodes("conv_transpose3d", x, w, g.bias ? &b : nullptr, attrs), params, x,
+          conv_transpose_ref(g, out, x, w, g.bias ? &b : nullptr), {g.N, g.M, out[0], out[1], out[2]}, 1e-5,
+          "conv_transpose3d case " + std::to_string(it));
+  }
+}
+
+TEST_P(Conv3dFamily, Pools3dRandomGeometriesInEveryMode) {
+  std::mt19937 rng(3032);
+  auto U = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int it = 0; it < 24; ++it) {
+    const bool is_max = it % 2 == 0, ceil_mode = U(0, 1), include_pad = U(0, 1);
+    const int64_t N = U(1, 2), C = U(1, 3);
+    V3 k, s, d, p0, p1, in, ext, out;
+    for (int a = 0; a < 3; ++a) {
+      k[a] = U(1, 3), s[a] = U(1, 3), d[a] = is_max ? U(1, 2) : 1;
+      ext[a] = (k[a] - 1) * d[a] + 1;
+      p0[a] = U(0, std::min<int64_t>(2, ext[a] - 1)), p1[a] = U(0, std::min<int64_t>(2, ext[a] - 1));
+      in[a] = std::max<int64_t>(1, ext[a] - p0[a] - p1[a]) + U(0, 4);
+      out[a] = pool_len(in[a], p0[a], p1[a], ext[a], s[a], ceil_mode);
+    }
+    Tensor x = random_tensor({N, C, in[0], in[1], in[2]}, rng);
+    std::string attrs = R"({"kernel": )" + ints3(k) + R"(, "strides": )" + ints3(s) + R"(, "pads": )" + pads6(p0, p1) +
+                        R"(, "ceil_mode": )" + (ceil_mode ? "true" : "false");
+    attrs += is_max ? R"(, "dilations": )" + ints3(d) : std::string(R"(, "count_include_pad": )") + (include_pad ? "true" : "false");
+    const std::string nodes = R"({"id": "x", "op": "input", "shape": )" + shape_json(x.shape()) + R"(}, {"id": "y", "op": ")" +
+                              (is_max ? "max_pool3d" : "avg_pool3d") + R"(", "inputs": ["x"], "attrs": )" + attrs + "}}";
+    const int64_t IN = in[0] * in[1] * in[2], OUT = out[0] * out[1] * out[2];
+    std::vector<double> want(N * C * OUT);
+    for (int64_t p = 0; p < N * C; ++p)
+      for (int64_t o0 = 0; o0 < out[0]; ++o0)
+        for (int64_t o1 = 0; o1 < out[1]; ++o1)
+          for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+            double acc = is_max ? -INFINITY : 0.0;
+            int64_t count = 0, padded = 0;
+            for (int64_t t0 = 0; t0 < k[0]; ++t0)
+              for (int64_t t1 = 0; t1 < k[1]; ++t1)
+                for (int64_t t2 = 0; t2 < k[2]; ++t2) {
+                  const int64_t i[3] = {o0 * s[0] - p0[0] + t0 * d[0], o1 * s[1] - p0[1] + t1 * d[1], o2 * s[2] - p0[2] + t2 * d[2]};
+                  bool in_padded = true, inside = true;
+                  for (int a = 0; a < 3; ++a) {
+                    // the padded input spans [-p0, in + p1); ceil_mode windows may overhang it
+                    in_padded = in_padded && i[a] >= -p0[a] && i[a] < in[a] + p1[a];
+                    inside = inside && i[a] >= 0 && i[a] < in[a];
+                  }
+                  padded += in_padded;
+                  if (!inside) continue;
+                  const double v = x.data()[p * IN + at3(in, i[0], i[1], i[2])];
+                  acc = is_max ? std::max(acc, v) : acc + v;
+                  ++count;
+                }
+            want[p * OUT + at3(out, o0, o1, o2)] = is_max ? acc : acc / double(include_pad ? padded : count);
+          }
+    check(nodes, {}, x, want, {N, C, out[0], out[1], out[2]}, 1e-6, "pool case " + std::to_string(it));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Conv3dFamily, ::testing::Values("cpu", "vulkan"),
+                         [](const auto& info) { return info.param; });
+
+// ---------------- load-time refusals ----------------
+
+std::string load_error(const std::string& nodes) {
+  try {
+    graph(nodes);  // a graph without symbols is shape-checked completely when loaded
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Conv3dRefusals, BadShapesAndAttributesNameTheNode) {
+  const std::string x5 = R"({"id": "x", "op": "input", "shape": [1, 4, 6, 8, 8]}, )";
+  const std::string w5 = R"({"id": "w", "op": "param", "shape": [4, 4, 3, 3, 3]}, )";
+  const std::pair<std::string, const char*> cases[] = {
+      {R"({"id": "x", "op": "input", "shape": [1, 4, 8, 8]}, )" + w5 + R"({"id": "y", "op": "conv3d", "inputs": ["x", "w"]})",
+       "x must be [N, C, D, H, W] (rank 5), got [1, 4, 8, 8]"},
+      {x5 + R"({"id": "w", "op": "param", "shape": [4, 4, 3, 3]}, {"id": "y", "op": "conv3d", "inputs": ["x", "w"]})",
+       "weight must have rank 5"},
+      {x5 + w5 + R"({"id": "y", "op": "conv3d", "inputs": ["x", "w"], "attrs": {"pads": [1, 1, 1, 1]}})",
+       "attribute 'pads' must have 6 entries, got [1, 1, 1, 1]"},
+      {x5 + w5 + R"({"id": "y", "op": "conv3d", "inputs": ["x", "w"], "attrs": {"strides": [1, 1]}})",
+       "attribute 'strides' must have 3 entries"},
+      {x5 + w5 + R"({"id": "y", "op": "conv3d", "inputs": ["x", "w"], "attrs": {"dilations": [4, 1, 1]}})",
+       "the kernel 9x3x3 (with dilation) is larger than the padded input 6x8x8"},
+      {x5 + w5 + R"({"id": "y", "op": "conv3d", "inputs": ["x", "w"], "attrs": {"groups": 2}})",
+       "must be [M, C/groups, kD, kH, kW] = [4, 2, kD, kH, kW]"},
+      {x5 + w5 + R"({"id": "y", "op": "conv_transpose3d", "inputs": ["x", "w"], "attrs": {"strides": [2, 2, 2], "output_padding": [0, 2, 0]}})",
+       "output_padding [0, 2, 0] must be smaller than the stride or the dilation"},
+      {x5 + R"({"id": "y", "op": "max_pool3d", "inputs": ["x"], "attrs": {"kernel": [3, 3]}})",
+       "attribute 'kernel' must have 3 entries, got [3, 3]"},
+      {x5 + R"({"id": "y", "op": "max_pool3d", "inputs": ["x"], "attrs": {"kernel": [7, 3, 3], "dilations": [2, 1, 1]}})",
+       "the window 13x3x3 is larger than the padded input 6x8x8"},
+      {x5 + R"({"id": "y", "op": "avg_pool3d", "inputs": ["x"], "attrs": {"kernel": [2, 2, 2], "pads": [2, 0, 0, 0, 0, 0]}})",
+       "must each be smaller than the (dilated) window 2x2x2"},
+      {x5 + R"({"id": "y", "op": "avg_pool3d", "inputs": ["x"], "attrs": {"kernel": [2, 2, 2], "dilations": [2, 2, 2]}})",
+       "dilations"},
+  };
+  for (const auto& [nodes, phrase] : cases) {
+    const std::string msg = load_error(nodes);
+    EXPECT_NE(msg.find("node 'y'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(phrase), std::string::npos) << "expected \"" << phrase << "\" in: " << msg;
+  }
+}
+
+}  // namespace
