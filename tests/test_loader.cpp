@@ -156,7 +156,8 @@ TEST(Registry, EveryOpOfTheSpecIsRegistered) {
   // Control flow (issue 20, docs/ir-design.md section 3): nodes with bodies and their results.
   const char* control_ops[] = {"if", "loop", "scan", "result",
                                // data-dependent output shapes (issue 20): host steps without bodies
-                               "nonzero", "compress", "unique", "topk_dynamic", "non_max_suppression", "roi_align", "max_unpool"};
+                               "nonzero", "compress", "unique", "topk_dynamic", "non_max_suppression", "roi_align", "max_unpool",
+                               "scatter_elements"};
   std::set<std::string> known(std::begin(spec_ops), std::end(spec_ops));
   known.insert("matmul_integer_scaled");  // issue 19's fused integer product (compiled mode, CPU)
   known.insert("conv2d_integer_scaled");  // issue 19's int8 convolution of QDQ models (compiled mode, CPU)
