@@ -2,12 +2,54 @@
 #include <set>
 #include "onnx/importer.h"
 
+#include <functional>
+
 namespace rlx::onnx {
 
 namespace {
 
 struct Linalg : Importer {
   using Importer::Importer;
+
+  // Det of [..., n, n] for n <= 4 by cofactor expansion along the first row (at most 24
+  // products of n entries): exact formulas from narrow, mul, sub and add. Larger matrices are
+  // refused (they need a factorisation kernel).
+  static constexpr int64_t kMaxDetN = 4;
+  void map_Det() {
+    const int x = node(0);
+    const Shape s = shp(x);
+    if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2]) fail("X must be [..., n, n], got " + shape_str(s));
+    if (!is_float(ts_.dtypes[x])) fail("X must hold floating-point values");
+    const int64_t n = s.back();
+    if (n > kMaxDetN) unsupported("Det of " + std::to_string(n) + "x" + std::to_string(n) + " matrices (rlx computes up to 4x4, by cofactors)");
+    Shape batch(s.begin(), s.end() - 2);
+    const int r = (int)s.size();
+    std::map<std::pair<int64_t, int64_t>, int> entry;
+    auto at = [&](int64_t i, int64_t j) {
+      auto it = entry.find({i, j});
+      if (it != entry.end()) return it->second;
+      return entry[{i, j}] = reshape(narrow(narrow(x, r - 2, i, 1), r - 1, j, 1), batch);
+    };
+    std::map<std::vector<int64_t>, int> memo;  // det of rows k.. over the columns listed
+    std::function<int(int64_t, const std::vector<int64_t>&)> det = [&](int64_t row, const std::vector<int64_t>& cols) -> int {
+      if (cols.size() == 1) return at(row, cols[0]);
+      std::vector<int64_t> key = cols;
+      key.push_back(row);
+      if (auto it = memo.find(key); it != memo.end()) return it->second;
+      int acc = -1;
+      for (size_t k = 0; k < cols.size(); ++k) {
+        std::vector<int64_t> rest = cols;
+        rest.erase(rest.begin() + (long)k);
+        int term = emit("mul", {at(row, cols[k]), det(row + 1, rest)});
+        acc = acc < 0 ? term : emit(k % 2 ? "sub" : "add", {acc, term});
+      }
+      return memo[key] = acc;
+    };
+    if (n == 0) return set_node(0, reshape_out(constant(batch, std::vector<double>((size_t)shape_numel(batch), 1.0), ts_.dtypes[x]), batch));
+    std::vector<int64_t> cols;
+    for (int64_t j = 0; j < n; ++j) cols.push_back(j);
+    set_node(0, reshape_out(det(0, cols), batch));
+  }
 
   void einsum();
 
@@ -185,6 +227,7 @@ void linalg_ops(std::vector<OpDef>& t) {
       {"MatMul", "", 1, map<&F::map_MatMul>, nullptr, "matmul (1-D operands reshaped)", "matmul", ""},
       {"Einsum", "", 1, map<&F::einsum>, nullptr, "sum, transpose, reshape, matmul", "sum transpose matmul", "operands contracted pairwise; ellipsis and implicit output; a repeated index within one operand (a diagonal) is refused"},
       {"Gemm", "", 1, map<&F::map_Gemm>, nullptr, "linear, or matmul + mul + add", "matmul", ""},
+      {"Det", "", 11, map<&F::map_Det>, nullptr, "narrow, mul, sub, add (cofactor expansion)", "mul", "matrices up to 4x4"},
   });
 }
 

@@ -318,9 +318,38 @@ struct Nn : Importer {
     int den = emit("add", {emit("mul", {reshape(avg, s), scalar_like(alpha, x)}), scalar_like(bias, x)});
     return set_node(0, emit("div", {x, emit("pow", {den, scalar_like(beta, x)})}, {}, out_name()));
   }
+  // training_mode = 1 (opset 14+): normalised by the batch's own mean and (population) variance
+  // over every axis but the channels; the running statistics come out as
+  // input * momentum + batch * (1 - momentum), as ONNX's reference computes them.
+  void batch_norm_training() {
+    int x = node(0);
+    const Shape s = shp(x);
+    if (s.size() < 2) fail("X must have rank >= 2");
+    const int64_t C = s[1];
+    Shape cs{C};
+    for (size_t k = 2; k < s.size(); ++k) cs.push_back(1);
+    std::vector<int64_t> axes{0};
+    for (size_t k = 2; k < s.size(); ++k) axes.push_back((int64_t)k);
+    std::map<std::string, ir::AttrValue> over{{"axes", axes}, {"keepdims", true}};
+    const double eps = af("epsilon", 1e-5), mom = af("momentum", 0.9);
+    int mean = emit("mean", {x}, over);  // [1, C, 1, ...]
+    int d = emit("sub", {x, mean});
+    int var = emit("mean", {emit("mul", {d, d})}, over);
+    int y = emit("mul", {d, emit("div", {reshape(node(1), cs), emit("sqrt", {emit("add", {var, scalar_like(eps, var)})})})});
+    set_node(0, emit("add", {y, reshape(node(2), cs)}, {}, out_name()));
+    auto running = [&](size_t k, int in, int batch) {
+      if (k >= cur_->outputs.size() || cur_->outputs[k].empty()) return;
+      int r = emit("add", {emit("mul", {in, scalar_like(mom, in)}), emit("mul", {reshape(batch, {C}), scalar_like(1 - mom, in)})}, {},
+                   out_name(k));
+      set_node(k, r);
+    };
+    running(1, node(3), mean);
+    running(2, node(4), var);
+  }
+
   void map_BatchNormalization() {
     const NodeDef& n = *cur_;
-    if (ai("training_mode", 0)) unsupported("BatchNormalization attribute 'training_mode' = 1 (inference only)");
+    if (ai("training_mode", 0)) return batch_norm_training();
     for (size_t k = 1; k < n.outputs.size(); ++k)
       if (!n.outputs[k].empty()) unsupported("BatchNormalization's running mean/var outputs (training only)");
     int x = node(0);
@@ -360,7 +389,7 @@ struct Nn : Importer {
 void nn_ops(std::vector<OpDef>& t) {
   using F = Nn;
   t.insert(t.end(), {
-      {"BatchNormalization", "", 1, map<&F::map_BatchNormalization>, nullptr, "mul, add (scale and shift folded per channel)", "mul add", "inference only"},
+      {"BatchNormalization", "", 1, map<&F::map_BatchNormalization>, nullptr, "mul, add (scale and shift folded per channel)", "mul add", "training_mode = 1: the batch's mean and variance (mean, sub, div, sqrt), running mean/var outputs as ONNX's reference"},
       {"Dropout", "", 1, map<&F::map_Dropout>, fold<&F::fold_Dropout>, "alias (inference)", "", "mask output: all true; training_mode = true refused unless ratio = 0"},
       {"Conv", "", 1, map<&F::map_conv_pool>, nullptr, "conv2d (1-D as 2-D), conv3d", "conv2d conv3d", "1-D, 2-D and 3-D; groups, dilations, pads, strides, auto_pad"},
       {"ConvTranspose", "", 1, map<&F::map_conv_pool>, nullptr, "conv_transpose2d, conv_transpose3d", "conv_transpose2d conv_transpose3d", "1-D, 2-D and 3-D; output_shape and auto_pad: pads generated as the spec says"},

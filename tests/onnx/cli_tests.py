@@ -321,6 +321,46 @@ def test_scatter_elements():
                                                 "--input", "i=1x1xi64=5", "--input", "u=random"], 3, "index 5 at position 0 is outside [-5, 5)")
 
 
+def test_scatter_elements_host_step():
+    # Beyond a 2^22-entry match table ScatterElements runs as a host step (torchvision's
+    # MultiScaleRoIAlign): none with repeated indices (the last wins), add and mul, negative
+    # indices, against the spec's loop; an index out of range is an error naming the node.
+    data = rng.randn(300, 40, 7).astype(np.float32)
+    for name, red in [("none", None), ("add", "add"), ("mul", "mul")]:
+        ind = rng.randint(-300, 300, size=(260, 40, 7)).astype(np.int64)
+        upd = rng.randn(*ind.shape).astype(np.float32)
+        attrs = {"axis": 0, **({"reduction": red} if red else {})}
+        m = model([helper.make_node("ScatterElements", ["d", "i", "u"], ["y"], **attrs)],
+                  [vi("d", list(data.shape)), vi("i", list(ind.shape), TensorProto.INT64), vi("u", list(ind.shape))],
+                  [vi("y", list(data.shape))], opset=16)
+        ref = scatter_elements_ref(data, ind, upd, 0, red)
+        args = ["run", save(model_with_ir(m), f"seh_{name}.onnx"), "--input", f"d=@{npy('seh_d.npy', data)}",
+                "--input", f"i=@{npy(f'seh_{name}_i.npy', ind)}", "--input", f"u=@{npy(f'seh_{name}_u.npy', upd)}",
+                "--expect", f"y=@{npy(f'seh_{name}_y.npy', ref)}", "--atol", "1e-5", "--rtol", "1e-5"]
+        for mode in ("eager", "compiled"):
+            expect_rc(f"scatter-elements-host/{name}/{mode}", args + ["-m", mode], 0)
+    bad = np.zeros((260, 40, 7), np.int64)
+    bad[7, 3, 2] = 300
+    expect_rc("scatter-elements-host/out-of-range", ["run", save(model_with_ir(m), "seh_bad.onnx"), "--input", f"d=@{npy('seh_d.npy', data)}",
+                                                     "--input", f"i=@{npy('seh_bad_i.npy', bad)}", "--input", "u=random"], 2,
+              "index 300 at element")
+
+
+def test_det():
+    # Det by cofactors up to 4x4 (batched), against NumPy; 5x5 is refused by name.
+    for n in (1, 2, 3, 4):
+        x = rng.randn(2, 3, n, n).astype(np.float32)
+        m = model([helper.make_node("Det", ["x"], ["y"])], [vi("x", [2, 3, n, n])], [vi("y", [2, 3])], opset=11)
+        args = ["run", save(model_with_ir(m), f"det{n}.onnx"), "--input", f"x=@{npy(f'det{n}_x.npy', x)}",
+                "--expect", f"y=@{npy(f'det{n}_y.npy', np.linalg.det(x.astype(np.float64)).astype(np.float32))}",
+                "--atol", "1e-5", "--rtol", "1e-5"]
+        for mode in ("eager", "compiled"):
+            expect_rc(f"det/{n}x{n}/{mode}", args + ["-m", mode], 0)
+    m = model([helper.make_node("Det", ["x"], ["y"], name="d5")], [vi("x", [5, 5])], [vi("y", [])], opset=11)
+    expect_rc("det/5x5-refused", ["run", save(model_with_ir(m), "det5.onnx"), "--input", "x=random"], 2,
+              "node 'd5' (Det): unsupported: Det of 5x5 matrices")
+
+
 def test_reverse_sequence():
     # 3-D inputs, either axis order, lengths 0 to the full length; against a NumPy loop.
     x = rng.randn(5, 3, 2).astype(np.float32)
