@@ -27,6 +27,8 @@ import time
 
 import numpy as np
 
+import onnx_build  # noqa: E402
+
 MODELS = {  # name: (scale of the classification layers, input H, W)
     "fasterrcnn_mobilenet_v3_large_320_fpn": (30.0, 240, 320),
     "retinanet_resnet50_fpn": (2.0, 256, 320),
@@ -151,10 +153,7 @@ def main():
                   f"against PyTorch: {vs_torch or 'agree'}", flush=True)
             if why:
                 fails.append(f"{name} {a.backend}/{mode}: {why}")
-    for f in fails:
-        print("FAIL", f)
-    print(f"detectors ({a.backend}): {runs - len(fails)} passed, {len(fails)} failed")
-    return 1 if fails else 0
+    return onnx_build.finish(f"detectors ({a.backend})", runs, fails)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ import subprocess
 import sys
 
 import numpy as np
+
+import onnx_build  # noqa: E402
 from onnx import TensorProto, helper
 
 from onnx_build import case_args, init, model, vi  # noqa: E402
@@ -416,10 +418,7 @@ def main():
     if r.returncode != 2 or "node 'n' (nonzero)" not in r.stderr or "size 3" not in r.stderr:
         fails.append(f"graph file nonzero, another size: exit {r.returncode}: {r.stderr.strip()[-300:]}")
 
-    for f in fails:
-        print("FAIL", f)
-    print(f"data-dependent shapes ({a.backend}): {runs - len(fails)} passed, {len(fails)} failed")
-    return 1 if fails else 0
+    return onnx_build.finish(f"data-dependent shapes ({a.backend})", runs, fails)
 
 
 if __name__ == "__main__":

@@ -35,3 +35,11 @@ def case_args(out, stem, ins, exps):
             np.save(f, v)
             args += [flag, f"{n}=@{f}"]
     return args
+
+
+def finish(title, runs, fails):
+    """Prints each failure and the summary line; returns the exit status (1 when a check failed)."""
+    for f in fails:
+        print("FAIL", f)
+    print(f"{title}: {runs - len(fails)} passed, {len(fails)} failed")
+    return 1 if fails else 0

@@ -141,10 +141,7 @@ def main():
         if r.returncode != 2 or want not in r.stderr:
             fails.append(f"bad use '{what}': exit {r.returncode}, wanted 2 and '{want}' in: {r.stderr.strip()[-400:]}")
 
-    for f in fails:
-        print("FAIL", f)
-    print(f"sequences ({a.backend}): {runs - len(fails)} passed, {len(fails)} failed")
-    return 1 if fails else 0
+    return onnx_build.finish(f"sequences ({a.backend})", runs, fails)
 
 
 if __name__ == "__main__":

@@ -110,10 +110,7 @@ def main():
             runs += 1
             if r.returncode != 0:
                 fails.append(f"{name} {a.backend}/{mode}: exit {r.returncode}: {r.stderr.strip()[-500:]}")
-    for f in fails:
-        print("FAIL", f)
-    print(f"signal ops ({a.backend}): {runs - len(fails)} passed, {len(fails)} failed")
-    return 1 if fails else 0
+    return onnx_build.finish(f"signal ops ({a.backend})", runs, fails)
 
 
 if __name__ == "__main__":
