@@ -13,6 +13,7 @@ failed. A check that cannot run here (no Vulkan in this build) is recorded with 
 and counted apart: it is never counted as passed.
 """
 import argparse
+import json
 import os
 import subprocess
 import tempfile
@@ -103,3 +104,17 @@ def finish(title):
         summary += f", {len(S.skips)} skipped (listed above)"
     print(summary)
     return 1 if S.fails else 0
+
+
+def backends(rlx_binary):
+    """["cpu"], plus "vulkan" where `rlx devices` lists a Vulkan device (the sanitizer build has none)."""
+    out = subprocess.run([rlx_binary, "devices"], capture_output=True, text=True).stdout
+    return ["cpu"] + (["vulkan"] if "vulkan device 0" in out else [])
+
+
+def write_graph(d, name, nodes, outputs):
+    """An rlx JSON graph of `nodes` and `outputs`, written as d/NAME.json; returns its path."""
+    p = os.path.join(d, name + ".json")
+    with open(p, "w") as f:
+        json.dump({"format": "rlx.graph", "version": 1, "name": name, "nodes": nodes, "outputs": outputs}, f)
+    return p

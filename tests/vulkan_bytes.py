@@ -16,6 +16,9 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from clitest import backends, write_graph  # noqa: E402
+
 MODES = ["eager", "lazy", "compiled"]
 failures = []
 
@@ -26,16 +29,6 @@ def check(ok, what):
         failures.append(what)
 
 
-def backends(rlx):
-    out = subprocess.run([rlx, "devices"], capture_output=True, text=True).stdout
-    return ["cpu"] + (["vulkan"] if "vulkan device 0" in out else [])
-
-
-def write_graph(d, name, nodes, outputs):
-    p = os.path.join(d, name + ".json")
-    with open(p, "w") as f:
-        json.dump({"format": "rlx.graph", "version": 1, "name": name, "nodes": nodes, "outputs": outputs}, f)
-    return p
 
 
 def run(rlx, graph, inputs, outputs, backend, mode, d, env=None, extra=()):
