@@ -23,7 +23,7 @@ the ratio rlx/ORT is taken per round and the table shows the median over rounds.
   bench/zoo.py [--rlx build/apps/rlx/rlx] [--out build/zoo] [-k resnet18,vit] [--all]
                [--backends cpu[,vulkan]] [--modes eager,lazy,compiled] [--vulkan-k NAMES]
                [--no-time] [--no-ort] [--size 224] [--rounds 3] [--reps 10] [--threads 2]
-               [--table FILE.md] [--list]
+               [--table FILE.md] [--list] [--export-only] [--profile N]
 
 -k takes comma-separated substrings (a model runs when its name contains one of them; an exact
 name selects only that model). The default set is one or two models of every family at its
@@ -343,6 +343,94 @@ def time_pair(a, d, meta):
     return rounds, ""
 
 
+# --------------------------------------------------------------------------- --profile
+def conv_kinds(model_path):
+    """{ONNX Conv output name: 'conv depthwise' | 'conv grouped' | 'conv 1x1' | 'conv KxK'}."""
+    import onnx
+    m = onnx.load(model_path)
+    shapes = {i.name: list(i.dims) for i in m.graph.initializer}
+    kinds = {}
+    for n in m.graph.node:
+        if n.op_type != "Conv":
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        w = shapes.get(n.input[1])
+        group = attrs.get("group", 1)
+        k = attrs.get("kernel_shape") or (w[2:] if w else [])
+        if group > 1 and w and w[1] == 1:
+            kind = "conv depthwise"
+        elif group > 1:
+            kind = "conv grouped"
+        elif all(x == 1 for x in k):
+            kind = "conv 1x1"
+        else:
+            kind = "conv " + "x".join(map(str, k))
+        kinds[n.output[0]] = kind
+    return kinds
+
+
+def profile(a, d, meta, runs):
+    """Per-kernel minimum over `runs` processes of `rlx run --profile --repeat 5` (a busy machine
+    preempts single kernels), summed by kind: [(kind, ms, GFLOP)], total ms."""
+    import re
+    line = re.compile(r"^\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+(?: \(packed\))?)\s+(.*)$")
+    cmd = [a.rlx, "run", os.path.join(d, "model.onnx"), "-b", "cpu", "-m", "compiled", "--profile", "--repeat", "5"]
+    for n in meta["inputs"]:
+        cmd += ["-i", f"{n}=@{os.path.join(d, f'in.{n}.npy')}"]
+    best = {}
+    for _ in range(runs):
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout,
+                           env=dict(os.environ, RLX_NUM_THREADS=str(a.threads)))
+        if r.returncode != 0:
+            return None, 0.0
+        seen = {}
+        for l in (r.stdout + r.stderr).splitlines():
+            mt = line.match(l)
+            if not mt:
+                continue
+            ms, gflops, op, label = float(mt.group(1)), float(mt.group(3)), mt.group(5), mt.group(6)
+            key = (op, label, seen.setdefault((op, label), 0))
+            seen[(op, label)] += 1
+            if key not in best or ms < best[key][0]:
+                best[key] = (ms, gflops * ms * 1e-3)
+    kinds = conv_kinds(os.path.join(d, "model.onnx"))
+    sums = {}
+    for (op, label, _), (ms, gflop) in best.items():
+        kind = op
+        if op == "conv2d":
+            mn = re.search(r"node '([^']+)'", label)
+            kind = kinds.get(mn.group(1), "conv2d") if mn else "conv2d"
+        elif op == "fused":
+            kind = "fused elementwise"
+        t = sums.setdefault(kind, [0.0, 0.0])
+        t[0] += ms
+        t[1] += gflop
+    total = sum(v[0] for v in sums.values())
+    return sorted(((k, v[0], v[1]) for k, v in sums.items()), key=lambda x: -x[1]), total
+
+
+def print_profiles(a, models):
+    for spec in models:
+        d = os.path.join(a.out, spec["name"])
+        mp = os.path.join(d, "meta.json")
+        if not os.path.exists(mp) or "export_error" in json.load(open(mp)):
+            print(f"{spec['name']}: not exported (run without --profile first)")
+            continue
+        rows, total = profile(a, d, json.load(open(mp)), a.profile)
+        if rows is None:
+            print(f"{spec['name']}: rlx run --profile failed")
+            continue
+        print(f"\n{spec['name']}: compiled, CPU, {a.threads} threads; each kernel's fastest of {a.profile} profiled runs, "
+              f"summed by kind: {total:.1f} ms\n")
+        print("| kind | ms | % | GFLOP/s |")
+        print("| --- | ---: | ---: | ---: |")
+        for kind, ms, gflop in rows:
+            if ms / total < 0.01:
+                continue
+            print(f"| {kind} | {ms:.2f} | {100 * ms / total:.0f} | {gflop / ms * 1e3:.1f} |" if gflop > 0 else
+                  f"| {kind} | {ms:.2f} | {100 * ms / total:.0f} | |")
+
+
 # --------------------------------------------------------------------------- main
 def fmt_params(n):
     return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.0f}k"
@@ -371,6 +459,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=900, help="seconds for one rlx or ORT process")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="instead of checking: each selected (exported) model's compiled CPU profile, the fastest of N "
+                         "runs per kernel, summed by kind (depthwise, grouped, 1x1, KxK convolutions, ...)")
     ap.add_argument("--table", help="also write the Markdown table to this file (atomically)")
     a = ap.parse_args()
 
@@ -395,6 +486,9 @@ def main():
     if not a.no_ort and not a.export_only:
         ensure_ort(a.ort_dir)
     os.makedirs(a.out, exist_ok=True)
+    if a.profile:
+        print_profiles(a, models)
+        return 0
     vk_pats = [p for p in a.vulkan_k.split(",") if p]
 
     rows, status = [], 0
