@@ -299,7 +299,7 @@ def run_rlx(a, d, meta, backend, mode):
         return f"timeout {a.timeout} s", None, None, time.time() - t0
     dt = time.time() - t0
     if r.returncode != 0:
-        err = " ".join(r.stderr.strip().split())
+        err = " ".join(r.stderr.strip().split()).replace(os.path.join(d, "model.onnx") + ": ", "")
         return f"exit {r.returncode}: {err[:300]}", None, None, dt
     dt_torch, dt_ort = 0.0, 0.0
     for i, n in enumerate(meta["outputs"]):
@@ -531,7 +531,10 @@ def main():
                 row.setdefault("dist", []).append(dtorch if dtorch is not None else float("nan"))
                 if dort is not None:
                     row.setdefault("dist_ort", []).append(dort)
-        if msgs:
+        if msgs:  # the same message in every mode and backend said once
+            bodies = {m.split(": ", 1)[1] for m in msgs}
+            if len(bodies) == 1 and len(msgs) == len(row["cells"]) > 1:
+                msgs = [f"every mode: {bodies.pop()}"]
             row["note"] = (row["note"] + "; " if row["note"] else "") + "; ".join(msgs)
         if not a.no_time and not a.no_ort and spec["timed"] and meta.get("ort_ok") and "cpu" in backends \
                 and row["cells"].get(("cpu", "compiled")) == "ok":
@@ -545,7 +548,8 @@ def main():
                 row["note"] = (row["note"] + "; " if row["note"] else "") + err
         cells = " ".join(f"{b}/{m}={s if s in ('ok', 'FAIL') else 'ERR'}" for (b, m), s in row["cells"].items())
         timing = f" rlx {row['rlx_ms']:.2f} ms ORT {row['ort_ms']:.2f} ms ratio {row['ratio']:.2f} (rounds {row['ratios']})" if "ratio" in row else ""
-        dist = f" max dist vs PyTorch {max(row['dist']):.1e}" if row.get("dist") else ""
+        ran = [x for x in row.get("dist", []) if x == x]
+        dist = f" max dist vs PyTorch {max(ran):.1e}" if ran else ""
         ortd = f", ORT vs PyTorch {row['ort_vs_torch']:.1e}" if "ort_vs_torch" in row else ""
         print(f"{name}: {cells}{dist}{ortd}{timing} ({time.time() - t0:.0f} s)" + (f"\n  {row['note']}" if row["note"] else ""),
               flush=True)
