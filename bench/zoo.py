@@ -18,7 +18,9 @@ PyTorch is printed beside it). torchaudio's hubert_base is left out: in torchaud
 wav2vec2_base's network (the same graph). Timing (CPU, compiled):
 in each round `rlx bench --modes compiled` then ONNX Runtime (bench/ort_time.cjs, pool threads
 sleeping between runs: the better setting on a shared machine), both with --threads threads;
-the ratio rlx/ORT is taken per round and the table shows the median over rounds.
+the ratio rlx/ORT is taken per round and the table shows the median over rounds. After the first
+round a model gets enough reps for --min-ms per side (a 3 ms model's median of 10 runs swings
+with the machine's load).
 
   bench/zoo.py [--rlx build/apps/rlx/rlx] [--out build/zoo] [-k resnet18,vit] [--all]
                [--backends cpu[,vulkan]] [--modes eager,lazy,compiled] [--vulkan-k NAMES]
@@ -332,18 +334,21 @@ def time_pair(a, d, meta):
     for n in meta["inputs"]:
         x = np.load(os.path.join(d, f"in.{n}.npy"))
         np.save(os.path.join(in_dir, n + ".npy"), x)
-    rounds = []
+    rounds, reps = [], a.reps
     for _ in range(a.rounds):
+        bench[bench.index("--reps") + 1] = str(reps)
         r = subprocess.run(bench, capture_output=True, text=True, env=env, timeout=a.timeout)
         if r.returncode != 0:
             return None, "rlx bench: " + " ".join(r.stderr.split())[:200]
         row = [x for x in json.loads(r.stdout)["rows"] if x["mode"] == "compiled"][0]
         o = subprocess.run(["node", os.path.join(HERE, "ort_time.cjs"), a.ort_dir, model, in_dir, str(a.threads),
-                            str(a.warmup), str(a.reps), os.path.join(d, "ort_time_out"), a.ort_spin],
+                            str(a.warmup), str(reps), os.path.join(d, "ort_time_out"), a.ort_spin],
                            capture_output=True, text=True, timeout=a.timeout)
         if o.returncode != 0:
             return None, "ORT: " + " ".join(o.stderr.split())[:200]
         rounds.append((row["median_ms"], json.loads(o.stdout.strip().splitlines()[-1])["median_ms"]))
+        # a small model gets more reps, so that each side of a round runs for --min-ms at least
+        reps = max(a.reps, min(200, int(a.min_ms / max(0.05, min(rounds[-1])) + 1)))
     return rounds, ""
 
 
@@ -460,6 +465,7 @@ def main():
     ap.add_argument("--no-time", action="store_true", help="correctness only")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--min-ms", type=float, default=400, help="after the first round, reps enough for this many ms per side")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=900, help="seconds for one rlx or ORT process")
@@ -593,8 +599,8 @@ def markdown(a, rows, backends, modes):
                  f" (max |rlx - ref| <= {a.tol:g} max |ref|, against PyTorch" + ("" if a.no_ort else " and ONNX Runtime") + ").")
     if ratios:
         worst = sorted((r for r in rows if "ratio" in r), key=lambda r: -r["ratio"])[:5]
-        lines.append(f"rlx compiled / ONNX Runtime over {len(ratios)} timed models ({a.threads} threads each, {a.rounds} rounds x "
-                     f"{a.reps} reps, median of per-round ratios): median {statistics.median(ratios):.2f}x, best "
+        lines.append(f"rlx compiled / ONNX Runtime over {len(ratios)} timed models ({a.threads} threads each, {a.rounds} rounds of "
+                     f"{a.reps} reps or more (>= {a.min_ms:g} ms a side), median of per-round ratios): median {statistics.median(ratios):.2f}x, best "
                      f"{ratios[0]:.2f}x, worst {ratios[-1]:.2f}x ({', '.join('%s %.2f' % (r['name'], r['ratio']) for r in worst)}).")
     notes = [f"- {r['name']}: {r['note']}" for r in rows if r["note"]]
     if notes:
