@@ -374,6 +374,8 @@ def conv_kinds(model_path):
             kind = "conv 1x1"
         else:
             kind = "conv " + "x".join(map(str, k))
+        if len(k) == 1:
+            kind += " (1-D)"
         kinds[n.output[0]] = kind
     return kinds
 
@@ -408,7 +410,10 @@ def profile(a, d, meta, runs):
         kind = op
         if op == "conv2d":
             mn = re.search(r"node '([^']+)'", label)
-            kind = kinds.get(mn.group(1), "conv2d") if mn else "conv2d"
+            name = mn.group(1) if mn else ""
+            if name not in kinds and "/" in name:  # a 1-D conv runs as '<output>/conv2d'
+                name = name.rsplit("/", 1)[0]
+            kind = kinds.get(name, "conv2d")
         elif op == "fused":
             kind = "fused elementwise"
         t = sums.setdefault(kind, [0.0, 0.0])
@@ -511,6 +516,8 @@ def main():
         except ModuleNotFoundError as e:  # torchaudio not installed
             meta = {"export_error": f"{e} (apt-get install python3-torchaudio)"}
         row = {"name": name, "params": meta.get("params"), "cells": {}, "note": ""}
+        if "export_error" in meta:
+            meta["export_error"] = meta["export_error"].split(" Please feel free")[0]
         rows.append(row)
         if "export_error" in meta:
             row["note"] = "export: " + meta["export_error"]
