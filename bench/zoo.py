@@ -584,8 +584,9 @@ def main():
 
 def markdown(a, rows, backends, modes):
     combos = [(b, m) for b in backends for m in modes]
-    head = "| model | params | " + " | ".join(f"{b} {m}" for b, m in combos) + " | rlx ms | ORT ms | rlx/ORT |"
-    lines = [head, "| --- | ---: | " + " | ".join(":---:" for _ in combos) + " | ---: | ---: | ---: |"]
+    timed = not a.no_time and not a.no_ort
+    head = "| model | params | " + " | ".join(f"{b} {m}" for b, m in combos) + (" | rlx ms | ORT ms | rlx/ORT |" if timed else " |")
+    lines = [head, "| --- | ---: | " + " | ".join(":---:" for _ in combos) + (" | ---: | ---: | ---: |" if timed else " |")]
     for r in rows:
         cells = []
         for c in combos:
@@ -595,15 +596,16 @@ def markdown(a, rows, backends, modes):
         if not r["cells"]:
             cells = ["not exported" if r["note"].startswith("export") else "-"] + [""] * (len(combos) - 1)
         t = [f"{r['rlx_ms']:.1f}", f"{r['ort_ms']:.1f}", f"{r['ratio']:.2f}"] if "ratio" in r else ["", "", ""]
-        lines.append(f"| {r['name']} | {fmt_params(r['params']) if r.get('params') else ''} | " + " | ".join(cells) + " | "
-                     + " | ".join(t) + " |")
+        lines.append(f"| {r['name']} | {fmt_params(r['params']) if r.get('params') else ''} | " + " | ".join(cells)
+                     + (" | " + " | ".join(t) if timed else "") + " |")
     ratios = sorted(r["ratio"] for r in rows if "ratio" in r)
     exported = [r for r in rows if r["cells"]]
     passing = [r for r in exported if all(s == "ok" for s in r["cells"].values())]
     lines.append("")
-    lines.append(f"{len(rows)} models, {len(exported)} exported, {len(passing)} pass in every mode and backend run; "
-                 "refused: rlx exits 2 with the reason below (unsupported, or a model ONNX Runtime refuses too)"
-                 f" (max |rlx - ref| <= {a.tol:g} max |ref|, against PyTorch" + ("" if a.no_ort else " and ONNX Runtime") + ").")
+    refused = any(str(s).startswith("exit 2:") for r in rows for s in r["cells"].values())
+    lines.append(f"{len(rows)} models, {len(exported)} exported, {len(passing)} pass in every mode and backend run"
+                 + ("; refused: rlx exits 2 with the reason below (unsupported, or a model ONNX Runtime refuses too)" if refused else "")
+                 + f" (max |rlx - ref| <= {a.tol:g} max |ref|, against PyTorch" + ("" if a.no_ort else " and ONNX Runtime") + ").")
     if ratios:
         worst = sorted((r for r in rows if "ratio" in r), key=lambda r: -r["ratio"])[:5]
         lines.append(f"rlx compiled / ONNX Runtime over {len(ratios)} timed models ({a.threads} threads each, {a.rounds} rounds of "
