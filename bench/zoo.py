@@ -31,10 +31,10 @@ with the machine's load).
 name selects only that model). The default set is one or two models of every family at its
 usual size; --all adds the remaining torchvision variants (large: several GB of exports).
 Exit status: 0 when every selected model that exported passes in every mode and backend run,
-1 otherwise (export failures alone do not fail: they are listed as such).
+1 otherwise (a refusal counts: the zoo is the measure; export failures alone do not: they are
+listed as such).
 """
 import argparse
-import hashlib
 import json
 import os
 import statistics
@@ -56,8 +56,8 @@ def vision(name, builder=None, size=None, video=False, timed=True, extra=False):
     return dict(kind="video" if video else "image", name=name, builder=builder, size=size, timed=timed, extra=extra)
 
 
-def audio(name, builder, inputs, outputs=None, timed=True):
-    return dict(kind="audio", name=name, builder=builder, inputs=inputs, outputs=outputs, timed=timed, extra=False)
+def audio(name, builder, inputs, timed=True):
+    return dict(kind="audio", name=name, builder=builder, inputs=inputs, timed=timed, extra=False)
 
 
 DEFAULT_VISION = [
@@ -238,8 +238,7 @@ def export_one(spec, d, size, seed):
             np.save(os.path.join(d, f"in.{n}.npy"), t.numpy())
         for n, t in zip(onames, ref):
             np.save(os.path.join(d, f"torch.{n}.npy"), t.detach().numpy())
-        meta.update(inputs=names, outputs=onames, export_s=round(time.time() - t0, 1),
-                    gflop=None)
+        meta.update(inputs=names, outputs=onames, export_s=round(time.time() - t0, 1))
     except Exception as e:  # an architecture torch.onnx cannot export: recorded, not fatal
         msg = str(e).strip().splitlines()
         meta["export_error"] = f"{type(e).__name__}: {msg[0][:200] if msg else ''}"
