@@ -239,6 +239,8 @@ def export_one(spec, d, size, seed):
         for n, t in zip(onames, ref):
             np.save(os.path.join(d, f"torch.{n}.npy"), t.detach().numpy())
         meta.update(inputs=names, outputs=onames, export_s=round(time.time() - t0, 1))
+    except ModuleNotFoundError:  # torchaudio not installed: said by the caller, not cached
+        raise
     except Exception as e:  # an architecture torch.onnx cannot export: recorded, not fatal
         msg = str(e).strip().splitlines()
         meta["export_error"] = f"{type(e).__name__}: {msg[0][:200] if msg else ''}"
