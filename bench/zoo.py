@@ -13,8 +13,9 @@ vanish nor explode through deep networks, as with trained weights.
 Exports are cached under --out (DIR/NAME/: model.onnx, the input, PyTorch's output, ONNX
 Runtime's output, meta.json); a rerun only runs. Weights torchvision initialises to zero (ViT's
 head) are drawn randomly too. Correctness: an output passes when max |rlx - ref| <= TOL * max |ref|
-against both PyTorch and ONNX Runtime (TOL 1e-4 by default; ONNX Runtime's own distance from
-PyTorch is printed beside it). torchaudio's hubert_base is left out: in torchaudio 0.13 it is
+against both PyTorch and ONNX Runtime (TOL 1e-4 by default, or twice ONNX Runtime's own
+distance from PyTorch where that is larger: deep networks accumulate rounding, ResNet-101's
+two references differ by 1.1e-4; the distance is printed). torchaudio's hubert_base is left out: in torchaudio 0.13 it is
 wav2vec2_base's network (the same graph). Timing (CPU, compiled):
 in each round `rlx bench --modes compiled` then ONNX Runtime (bench/ort_time.cjs, pool threads
 sleeping between runs: the better setting on a shared machine), both with --threads threads;
@@ -317,7 +318,10 @@ def run_rlx(a, d, meta, backend, mode):
         dt_torch = max(dt_torch, distance(got, np.load(os.path.join(d, f"torch.{n}.npy"))))
         if meta.get("ort_ok"):
             dt_ort = max(dt_ort, distance(got, np.load(os.path.join(d, "ort", n + ".npy"))))
-    ok = dt_torch <= a.tol and (not meta.get("ort_ok") or dt_ort <= a.tol)
+    # Deep networks accumulate rounding: where ONNX Runtime and PyTorch themselves differ by more
+    # than half the tolerance, the band is twice their distance (ResNet-101: 1.1e-4).
+    tol = max(a.tol, 2 * meta.get("ort_vs_torch", 0.0))
+    ok = dt_torch <= tol and (not meta.get("ort_ok") or dt_ort <= tol)
     return ("ok" if ok else "FAIL"), dt_torch, (dt_ort if meta.get("ort_ok") else None), dt
 
 
@@ -534,8 +538,8 @@ def main():
                 row["note"] = "ONNX Runtime refuses the export, so checked against PyTorch only: " + err.replace(
                     "ORT failed: ort_run: Load model from " + os.path.join(d, "model.onnx") + " failed:", "")
             else:
-                row["ort_vs_torch"] = max(distance(o, np.load(os.path.join(d, f"torch.{n}.npy")))
-                                          for n, o in zip(meta["outputs"], outs))
+                row["ort_vs_torch"] = meta["ort_vs_torch"] = max(distance(o, np.load(os.path.join(d, f"torch.{n}.npy")))
+                                                                 for n, o in zip(meta["outputs"], outs))
         msgs = []
         for b in backends:
             if b == "vulkan" and vk_pats and not any(p in name for p in vk_pats):
