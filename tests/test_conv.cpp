@@ -13,30 +13,12 @@
 #include "ir/loader.h"
 #include "ir/op_registry.h"
 #include "runtime/session.h"
+#include "conv_test_util.h"
 
 using namespace rlx;
+using namespace rlx::conv_test;
 
 namespace {
-
-std::string ints(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
-std::string shape_json(const Shape& s) { return ints(std::vector<int64_t>(s.begin(), s.end())); }
-
-std::shared_ptr<ir::Graph> graph(const std::string& nodes) {
-  return std::make_shared<ir::Graph>(ir::load_graph_text(
-      R"({"format": "rlx.graph", "version": 1, "nodes": [)" + nodes + R"(], "outputs": ["y"]})", "t.json"));
-}
-
-Tensor random_tensor(Shape s, std::mt19937& rng) {
-  Tensor t(s);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  float* d = t.mutable_data();
-  for (int64_t i = 0; i < t.numel(); ++i) d[i] = nd(rng);
-  return t;
-}
 
 struct Conv {
   int64_t N, C, H, W, M, G, kH, kW, sH, sW, dH, dW, pt, pl, pb, pr, oph = 0, opw = 0;

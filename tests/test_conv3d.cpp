@@ -11,34 +11,17 @@
 #include "core/error.h"
 #include "ir/loader.h"
 #include "runtime/session.h"
+#include "conv_test_util.h"
 
 using namespace rlx;
+using namespace rlx::conv_test;
 
 namespace {
 
 using V3 = std::array<int64_t, 3>;  // one entry per spatial axis: D, H, W
 
-std::string ints(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
 std::string ints3(const V3& v) { return ints({v[0], v[1], v[2]}); }
 std::string pads6(const V3& a, const V3& b) { return ints({a[0], a[1], a[2], b[0], b[1], b[2]}); }
-std::string shape_json(const Shape& s) { return ints(std::vector<int64_t>(s.begin(), s.end())); }
-
-std::shared_ptr<ir::Graph> graph(const std::string& nodes) {
-  return std::make_shared<ir::Graph>(ir::load_graph_text(
-      R"({"format": "rlx.graph", "version": 1, "nodes": [)" + nodes + R"(], "outputs": ["y"]})", "t.json"));
-}
-
-Tensor random_tensor(Shape s, std::mt19937& rng) {
-  Tensor t(s);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  float* d = t.mutable_data();
-  for (int64_t i = 0; i < t.numel(); ++i) d[i] = nd(rng);
-  return t;
-}
 
 // Flat index of (i0, i1, i2) in a [.., n0, n1, n2] block.
 int64_t at3(const V3& n, int64_t a, int64_t b, int64_t c) { return (a * n[1] + b) * n[2] + c; }

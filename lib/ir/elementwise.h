@@ -23,60 +23,35 @@ bool ew_is_unary(EwOp op);
 const char* ew_name(EwOp op);
 const char* ew_glsl(EwOp op);  // GLSL expression template, in terms of x or a,b
 
-inline float rlx_powf(float a, float b) { return std::pow(a, b); }
-inline float rlx_maxf(float a, float b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }
-inline float rlx_minf(float a, float b) { return (a != a || b != b) ? NAN : (a < b ? a : b); }
-inline float rlx_softplus(float x) {  // max(x, 0) + log1p(exp(-|x|)): no overflow for large |x|
-  return (x > 0.0f ? x : 0.0f) + std::log1p(std::exp(-std::fabs(x)));
+// The scalar helpers the formulas of elementwise.def call, for f32 and for the CPU's f64 kernels
+// (one template: the same formula in either precision).
+template <class T> inline T rlx_powf(T a, T b) { return std::pow(a, b); }
+template <class T> inline T rlx_maxf(T a, T b) { return (a != a || b != b) ? T(NAN) : (a > b ? a : b); }
+template <class T> inline T rlx_minf(T a, T b) { return (a != a || b != b) ? T(NAN) : (a < b ? a : b); }
+template <class T> inline T rlx_softplus(T x) {  // max(x, 0) + log1p(exp(-|x|)): no overflow for large |x|
+  return (x > T(0) ? x : T(0)) + std::log1p(std::exp(-std::fabs(x)));
 }
-inline float rlx_sign(float x) { return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x; }  // NaN stays NaN
+template <class T> inline T rlx_sign(T x) { return x > T(0) ? T(1) : x < T(0) ? T(-1) : x; }  // NaN stays NaN
 // ONNX Mod with fmod=0: the remainder takes the divisor's sign (NumPy's mod, Python's %).
-inline float rlx_modf(float a, float b) {
-  float r = std::fmod(a, b);
-  return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+template <class T> inline T rlx_modf(T a, T b) {
+  T r = std::fmod(a, b);
+  return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? r + b : r;
 }
-inline float rlx_shlf(float a, float b) { return std::ldexp(a, (int)b); }
-inline float rlx_shrf(float a, float b) { return std::floor(std::ldexp(a, -(int)b)); }
-inline float rlx_silu_vjp(float dy, float x) {
-  float s = 1.0f / (1.0f + std::exp(-x));
-  return dy * s * (1.0f + x * (1.0f - s));
+template <class T> inline T rlx_shlf(T a, T b) { return std::ldexp(a, (int)b); }
+template <class T> inline T rlx_shrf(T a, T b) { return std::floor(std::ldexp(a, -(int)b)); }
+template <class T> inline T rlx_silu_vjp(T dy, T x) {
+  T s = T(1) / (T(1) + std::exp(-x));
+  return dy * s * (T(1) + x * (T(1) - s));
 }
-inline float rlx_gelu_erf_vjp(float dy, float x) {
-  float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678118654752f));
-  float pdf = std::exp(-0.5f * x * x) * 0.39894228040143268f;
+template <class T> inline T rlx_gelu_erf_vjp(T dy, T x) {
+  T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752)));
+  T pdf = std::exp(T(-0.5) * x * x) * T(0.39894228040143268);
   return dy * (cdf + x * pdf);
 }
-inline float rlx_gelu_tanh_vjp(float dy, float x) {
-  const float k = 0.79788456080286536f, c = 0.044715f;
-  float t = std::tanh(k * (x + c * x * x * x));
-  return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * c * x * x));
-}
-
-// The same helpers in double precision (the CPU's f64 kernels expand the same formulas).
-inline double rlx_powf(double a, double b) { return std::pow(a, b); }
-inline double rlx_maxf(double a, double b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }
-inline double rlx_minf(double a, double b) { return (a != a || b != b) ? NAN : (a < b ? a : b); }
-inline double rlx_softplus(double x) { return (x > 0.0 ? x : 0.0) + std::log1p(std::exp(-std::fabs(x))); }
-inline double rlx_sign(double x) { return x > 0.0 ? 1.0 : x < 0.0 ? -1.0 : x; }
-inline double rlx_modf(double a, double b) {
-  double r = std::fmod(a, b);
-  return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
-}
-inline double rlx_shlf(double a, double b) { return std::ldexp(a, (int)b); }
-inline double rlx_shrf(double a, double b) { return std::floor(std::ldexp(a, -(int)b)); }
-inline double rlx_silu_vjp(double dy, double x) {
-  double s = 1.0 / (1.0 + std::exp(-x));
-  return dy * s * (1.0 + x * (1.0 - s));
-}
-inline double rlx_gelu_erf_vjp(double dy, double x) {
-  double cdf = 0.5 * (1.0 + std::erf(x * 0.70710678118654752));
-  double pdf = std::exp(-0.5 * x * x) * 0.39894228040143268;
-  return dy * (cdf + x * pdf);
-}
-inline double rlx_gelu_tanh_vjp(double dy, double x) {
-  const double k = 0.79788456080286536, c = 0.044715;
-  double t = std::tanh(k * (x + c * x * x * x));
-  return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * c * x * x));
+template <class T> inline T rlx_gelu_tanh_vjp(T dy, T x) {
+  const T k = T(0.79788456080286536), c = T(0.044715);
+  T t = std::tanh(k * (x + c * x * x * x));
+  return dy * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3) * c * x * x));
 }
 
 // Scalar evaluation (reference path; kernels use the vectorised loops in the CPU executor).
