@@ -507,7 +507,7 @@ Tensor to_tensor(const TensorData& t, const std::string& where) {
   v.resize((size_t)t.numel, 0);
   if (dt == DType::u64) {  // the bits of uint64_data (from_ints would refuse values above 2^63)
     Tensor r(t.shape, dt);
-    std::memcpy(r.mutable_raw(), v.data(), v.size() * 8);
+    if (!v.empty()) std::memcpy(r.mutable_raw(), v.data(), v.size() * 8);  // (an empty tensor has no data pointer)
     return r;
   }
   return Tensor::from_ints(t.shape, v, dt);
