@@ -1,6 +1,9 @@
 #pragma once
 // Helpers shared by the convolution tests (test_conv.cpp, test_conv3d.cpp): graphs written as
-// JSON text around their nodes, attribute lists, and seeded random inputs.
+// JSON text around their nodes, attribute lists, seeded random inputs, the closeness check.
+#include <gtest/gtest.h>
+
+#include <cmath>
 #include <memory>
 #include <random>
 #include <string>
@@ -30,6 +33,21 @@ inline Tensor random_tensor(Shape s, std::mt19937& rng) {
   float* d = t.mutable_data();
   for (int64_t i = 0; i < t.numel(); ++i) d[i] = nd(rng);
   return t;
+}
+
+// got has `shape` and matches `want` within `tol`, relative to 1 + |want| (NaN counts as worst).
+inline void expect_close(const Tensor& got, const std::vector<double>& want, const Shape& shape, double tol,
+                  const std::string& what) {
+  ASSERT_EQ(got.shape(), shape) << what;
+  ASSERT_EQ((size_t)got.numel(), want.size()) << what;
+  std::vector<float> g = got.to_vector();
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    double e = std::abs(g[i] - want[i]) / (1 + std::abs(want[i]));
+    if (!(e <= worst)) worst = e, at = i;  // NaN counts as worst
+  }
+  EXPECT_LE(worst, tol) << what << ": element " << at << " is " << g[at] << ", expected " << want[at];
 }
 
 }  // namespace rlx::conv_test

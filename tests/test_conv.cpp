@@ -97,20 +97,6 @@ class ConvFamily : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<Executor> ex_;
 };
 
-void expect_close(const Tensor& got, const std::vector<double>& want, const Shape& shape, double tol,
-                  const std::string& what) {
-  ASSERT_EQ(got.shape(), shape) << what;
-  ASSERT_EQ((size_t)got.numel(), want.size()) << what;
-  std::vector<float> g = got.to_vector();
-  double worst = 0;
-  size_t at = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    double e = std::abs(g[i] - want[i]) / (1 + std::abs(want[i]));
-    if (!(e <= worst)) worst = e, at = i;  // NaN counts as worst
-  }
-  EXPECT_LE(worst, tol) << what << ": element " << at << " is " << g[at] << ", expected " << want[at];
-}
-
 TEST_P(ConvFamily, Conv2dRandomGeometries) {
   std::mt19937 rng(1234);
   auto U = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };

@@ -93,20 +93,6 @@ int64_t pool_len(int64_t in, int64_t p0, int64_t p1, int64_t ext, int64_t s, boo
   return out;
 }
 
-void expect_close(const Tensor& got, const std::vector<double>& want, const Shape& shape, double tol,
-                  const std::string& what) {
-  ASSERT_EQ(got.shape(), shape) << what;
-  ASSERT_EQ((size_t)got.numel(), want.size()) << what;
-  std::vector<float> g = got.to_vector();
-  double worst = 0;
-  size_t at = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    double e = std::abs(g[i] - want[i]) / (1 + std::abs(want[i]));
-    if (!(e <= worst)) worst = e, at = i;  // NaN counts as worst
-  }
-  EXPECT_LE(worst, tol) << what << ": element " << at << " is " << g[at] << ", expected " << want[at];
-}
-
 class Conv3dFamily : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
