@@ -37,8 +37,11 @@ const char* ew_glsl(EwOp op) {
   return "";
 }
 
-float ew_apply(EwOp op, float x, float b) {
-  float a = x;
+namespace {
+// Every formula of elementwise.def in precision T (float, or double for the CPU's f64 kernels).
+template <class T>
+T apply(EwOp op, T x, T b) {
+  T a = x;
   (void)a;
   switch (op) {
 #define UNARY(E, C, G) case EwOp::E: return C;
@@ -47,21 +50,12 @@ float ew_apply(EwOp op, float x, float b) {
 #undef UNARY
 #undef BINARY
   }
-  return 0.f;
+  return T(0);
 }
+}  // namespace
 
-double ew_apply_f64(EwOp op, double x, double b) {
-  double a = x;
-  (void)a;
-  switch (op) {
-#define UNARY(E, C, G) case EwOp::E: return C;
-#define BINARY(E, C, G) case EwOp::E: return C;
-#include "ir/elementwise.def"
-#undef UNARY
-#undef BINARY
-  }
-  return 0.0;
-}
+float ew_apply(EwOp op, float x, float b) { return apply<float>(op, x, b); }
+double ew_apply_f64(EwOp op, double x, double b) { return apply<double>(op, x, b); }
 
 std::string FusedProgram::describe() const {
   std::vector<std::string> r(code.size());
