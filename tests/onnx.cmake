@@ -38,6 +38,10 @@ endif()
 add_test(NAME onnx_f64_dtypes COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/f64_dtypes.py --rlx $<TARGET_FILE:rlx>
          --out ${CMAKE_BINARY_DIR}/onnx-f64-dtypes)
 set_tests_properties(onnx_f64_dtypes PROPERTIES TIMEOUT 300)
+# Batched products whose batch dims broadcast (MatMul f32/f16/f64, MatMulInteger fast and reference), against NumPy.
+add_test(NAME onnx_matmul_broadcast COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/matmul_broadcast.py
+         --rlx $<TARGET_FILE:rlx> --out ${CMAKE_BINARY_DIR}/onnx-matmul-broadcast)
+set_tests_properties(onnx_matmul_broadcast PROPERTIES TIMEOUT 120)
 # Names, symbolic dims, defaults, convert, external data and hostile files (exit codes + messages).
 add_test(NAME onnx_cli COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/cli_tests.py --rlx $<TARGET_FILE:rlx>)
 set_tests_properties(onnx_cli PROPERTIES TIMEOUT 300)

@@ -74,4 +74,28 @@ inline std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out)
   return st;
 }
 
+// For a batched product whose operands have leading (batch) dims `a` and `b`, broadcast to the
+// output's leading dims `out` (NumPy rules): for each output batch, in row-major order, the index
+// of the a-matrix and of the b-matrix it reads. Callers scale by the matrix sizes.
+struct BatchIndex {
+  std::vector<int64_t> a, b;
+};
+inline BatchIndex broadcast_batch_index(const Shape& a, const Shape& b, const Shape& out) {
+  const auto sa = broadcast_strides(a, out), sb = broadcast_strides(b, out);
+  const int64_t n = shape_numel(out);
+  BatchIndex r{std::vector<int64_t>((size_t)n), std::vector<int64_t>((size_t)n)};
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rem = i, ia = 0, ib = 0;
+    for (size_t d = out.size(); d-- > 0;) {
+      const int64_t c = rem % out[d];
+      rem /= out[d];
+      ia += c * sa[d];
+      ib += c * sb[d];
+    }
+    r.a[(size_t)i] = ia;
+    r.b[(size_t)i] = ib;
+  }
+  return r;
+}
+
 }  // namespace rlx

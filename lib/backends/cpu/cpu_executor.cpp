@@ -655,18 +655,11 @@ void run_matmul(const Kernel& k) {
     cpu::gemm(false, tb, batches * M, N, K, 1.f, A, K, B, tb ? K : N, C, N);
     return;
   }
-  auto sa = broadcast_strides(ab, ob), sb = broadcast_strides(bb, ob);
-  std::vector<int64_t> a_off(batches), b_off(batches);
+  auto bix = broadcast_batch_index(ab, bb, ob);
+  std::vector<int64_t>&a_off = bix.a, &b_off = bix.b;
   for (int64_t bi = 0; bi < batches; ++bi) {
-    int64_t rem = bi, oa = 0, obb = 0;
-    for (size_t d = ob.size(); d-- > 0;) {
-      int64_t c = rem % ob[d];
-      rem /= ob[d];
-      oa += c * sa[d];
-      obb += c * sb[d];
-    }
-    a_off[bi] = oa * M * K;
-    b_off[bi] = obb * K * N;
+    a_off[bi] *= M * K;
+    b_off[bi] *= K * N;
   }
   cpu::gemm_batched(ta, tb, M, N, K, 1.f, A, ta ? M : K, a_off.data(), B, tb ? K : N, b_off.data(), C, N, M * N,
                     batches);
@@ -876,15 +869,9 @@ void run_half_product(const Kernel& k) {
     if (shape_numel(bb) == 1) {  // a's batch folds into M: one product
       cpu::half_gemm(batches * M, N, K, A, a.dtype, K, B, b.dtype, tb ? K : N, tb, C, N);
     } else {
-      auto sa = broadcast_strides(ab, ob), sbb = broadcast_strides(bb, ob);
+      const auto bix = broadcast_batch_index(ab, bb, ob);
       for (int64_t bi = 0; bi < batches; ++bi) {
-        int64_t rem = bi, oa = 0, obb = 0;
-        for (size_t d = ob.size(); d-- > 0;) {
-          const int64_t c = rem % ob[d];
-          rem /= ob[d];
-          oa += c * sa[d];
-          obb += c * sbb[d];
-        }
+        const int64_t oa = bix.a[bi], obb = bix.b[bi];
         cpu::half_gemm(M, N, K, A + oa * M * K * ea, a.dtype, K, B + obb * K * N, b.dtype, tb ? K : N, tb,
                        C + bi * M * N, N);
       }

@@ -158,15 +158,9 @@ void run_matmul(const Kernel& k) {
   const Shape ob(os.begin(), os.end() - 2), ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
   const int64_t batches = shape_numel(ob);
   if (batches > 0 && M > 0 && N > 0) {
-    const auto sa = broadcast_strides(ab, ob), sb = broadcast_strides(bb, ob);
+    const auto bix = broadcast_batch_index(ab, bb, ob);
     for (int64_t bi = 0; bi < batches; ++bi) {
-      int64_t rem = bi, oa = 0, obb = 0;
-      for (size_t d = ob.size(); d-- > 0;) {
-        const int64_t c = rem % ob[d];
-        rem /= ob[d];
-        oa += c * sa[d];
-        obb += c * sb[d];
-      }
+      const int64_t oa = bix.a[bi], obb = bix.b[bi];
       dgemm(ta, tb, M, N, K, av.p + oa * M * K, ta ? M : K, bv.p + obb * K * N, tb ? K : N, y.p + bi * M * N, N);
     }
   }

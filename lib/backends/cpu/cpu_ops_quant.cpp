@@ -226,28 +226,14 @@ void matmul_integer_reference(const Kernel& k, int32_t* y) {
   if (k.inputs.size() > 3) bzp = ints_of(k.inputs[3]);
 
   // Batch index of a and b for each output batch (NumPy broadcasting of the leading dims).
-  const size_t rb = os.size() - 2;
   const Shape ob(os.begin(), os.end() - 2);
   const int64_t batches = shape_numel(ob);
-  auto batch_of = [&](const Shape& m, int64_t ob_index) {
-    const size_t r = m.size() - 2;
-    int64_t idx = 0, rem = ob_index, mul = 1;
-    for (size_t d = rb; d-- > 0;) {
-      const int64_t c = rem % ob[d];
-      rem /= ob[d];
-      if (d + r >= rb) {
-        const int64_t md = m[d + r - rb];
-        idx += (md == 1 ? 0 : c) * mul;
-        mul *= md;
-      }
-    }
-    return idx;
-  };
+  const BatchIndex bix = broadcast_batch_index(Shape(as.begin(), as.end() - 2), Shape(bs.begin(), bs.end() - 2), ob);
   parallel(batches * M, 4, [&](int64_t lo, int64_t hi) {
     std::vector<int32_t> col((size_t)K);
     for (int64_t row = lo; row < hi; ++row) {
       const int64_t bt = row / M, m = row % M;
-      const int64_t ab = batch_of(as, bt), bb = batch_of(bs, bt);
+      const int64_t ab = bix.a[bt], bb = bix.b[bt];
       const int32_t* ar = a.data() + (ab * M + m) * K;
       const int32_t* bm = b.data() + bb * K * N;
       // a's zero point: scalar, per row [M], or [..., M, 1] (a's batch)
