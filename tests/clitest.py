@@ -118,3 +118,24 @@ def write_graph(d, name, nodes, outputs):
     with open(p, "w") as f:
         json.dump({"format": "rlx.graph", "version": 1, "name": name, "nodes": nodes, "outputs": outputs}, f)
     return p
+
+
+def run_graph(rlx_binary, graph, inputs, outputs, backend, mode, d, env=None, extra=()):
+    """`rlx run GRAPH --backend B --mode M`, each of `inputs` ({name: array}) saved as d/in_NAME.npy and
+    passed by --input, each of `outputs` written by --output to d/out_NAME_B_M.npy; `env` adds to the
+    environment, `extra` to the arguments. Returns ({output: array}, process), or (None, process)
+    when rlx exited non-zero."""
+    import numpy as np  # only the scripts that use run_graph need NumPy
+
+    args = [rlx_binary, "run", graph, "--backend", backend, "--mode", mode]
+    for k, v in inputs.items():
+        p = os.path.join(d, "in_" + k + ".npy")
+        np.save(p, v)
+        args += ["--input", k + "=@" + p]
+    outs = {k: os.path.join(d, "out_%s_%s_%s.npy" % (k, backend, mode)) for k in outputs}
+    for k, f in outs.items():
+        args += ["--output", k + "=" + f]
+    p = subprocess.run(args + list(extra), capture_output=True, text=True, env=dict(os.environ, **(env or {})))
+    if p.returncode != 0:
+        return None, p
+    return {k: np.load(f) for k, f in outs.items()}, p

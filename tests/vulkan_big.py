@@ -21,7 +21,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clitest import backends, write_graph  # noqa: E402
+from clitest import backends, run_graph as run, write_graph  # noqa: E402
 
 MODES = ["eager", "lazy", "compiled"]
 LIMIT = 65536
@@ -32,24 +32,6 @@ def check(ok, what):
     print(("ok   " if ok else "FAIL ") + what)
     if not ok:
         failures.append(what)
-
-
-
-
-def run(rlx, graph, inputs, outputs, backend, mode, d, env):
-    args = [rlx, "run", graph, "--backend", backend, "--mode", mode]
-    for k, v in inputs.items():
-        p = os.path.join(d, "in_" + k + ".npy")
-        np.save(p, v)
-        args += ["--input", k + "=@" + p]
-    outs = {}
-    for k in outputs:
-        outs[k] = os.path.join(d, "out_%s_%s_%s.npy" % (k, backend, mode))
-        args += ["--output", k + "=" + outs[k]]
-    p = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, **env))
-    if p.returncode != 0:
-        return None, p
-    return {k: np.load(v) for k, v in outs.items()}, p
 
 
 def inp(name, a):

@@ -17,7 +17,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clitest import backends, write_graph  # noqa: E402
+from clitest import backends, run_graph, write_graph  # noqa: E402
 
 MODES = ["eager", "lazy", "compiled"]
 failures = []
@@ -29,22 +29,10 @@ def check(ok, what):
         failures.append(what)
 
 
-
-
-def run(rlx, graph, inputs, outputs, backend, mode, d, env=None, extra=()):
-    args = [rlx, "run", graph, "--backend", backend, "--mode", mode, "--json"]
-    for k, v in inputs.items():
-        p = os.path.join(d, "in_" + k + ".npy")
-        np.save(p, v)
-        args += ["--input", k + "=@" + p]
-    outs = {}
-    for k in outputs:
-        outs[k] = os.path.join(d, "out_%s_%s_%s.npy" % (k, backend, mode))
-        args += ["--output", k + "=" + outs[k]]
-    p = subprocess.run(args + list(extra), capture_output=True, text=True, env=dict(os.environ, **(env or {})))
-    if p.returncode != 0:
-        return None, p.stderr
-    return {k: np.load(v) for k, v in outs.items()}, json.loads(p.stdout)
+def run(rlx, graph, inputs, outputs, backend, mode, d, env=None):
+    """run_graph with --json: ({output: array}, the printed report), or (None, stderr)."""
+    got, p = run_graph(rlx, graph, inputs, outputs, backend, mode, d, env, extra=["--json"])
+    return (got, json.loads(p.stdout)) if got is not None else (None, p.stderr)
 
 
 def data_movement(rlx, d, be):
