@@ -168,7 +168,20 @@ TEST_F(Cli, NewcomerRoughEdges) {
   ASSERT_EQ(p.code, 0) << show(p);
   expect_affine(path("o/y.npy"));
   // Each flag's form in its own message (was "expected ID=VALUE, e.g. --output x=@x.npy").
-  refused({"run", g, "--input", kInput, "--output", "y.npy"}, {"--output y.npy: expected ID=FILE, e.g. --output y=out/y.npy"});
+  // A bare FILE names the graph's only output (was refused: "expected ID=FILE"); with two outputs
+  // the message lists them and both ways to write them.
+  p = run_rlx({"run", g, "--input", kInput, "-o", path("bare.npy")});
+  ASSERT_EQ(p.code, 0) << show(p);
+  expect_affine(path("bare.npy"));
+  {
+    nlohmann::json two = nlohmann::json::parse(kGraph);
+    two["outputs"] = {"t", "y"};
+    std::ofstream(path("two.json")) << two.dump();
+  }
+  refused({"run", path("two.json"), "--input", kInput, "--output", "y.npy"},
+          {"--output y.npy: the graph has 2 outputs (t, y); name one, ID=FILE (e.g. --output t=y.npy)", "--out-dir DIR"});
+  EXPECT_FALSE(fs::exists("y.npy"));
+  refused({"run", g, "--input", kInput, "--output", path("y.txt")}, {"the file must end in .npy or .safetensors"});
   refused({"inspect", g, "--dim", "batch"}, {"--dim batch: expected NAME=SIZE, e.g. --dim batch=4"});
   // inspect read "4x" as 4 and took -2 (run refused both): one parser for --dim now.
   refused({"inspect", g, "--dim", "batch=4x"}, {"--dim batch=4x: the size must be a non-negative integer"});

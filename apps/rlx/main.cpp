@@ -610,7 +610,7 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "Run a graph and print or write its outputs");
   rf.common.add(run);
   run->add_option("--mode,-m", rf.common.mode, "eager | lazy | compiled (overrides $RLX_MLX_MODE; default lazy)");
-  run->add_option("--output,-o", rf.outputs, "Write output ID to FILE (.npy or .safetensors), ID=FILE (repeatable)\n  e.g. --output logits=out/logits.npy")->allow_extra_args(false);
+  run->add_option("--output,-o", rf.outputs, "Write output ID to FILE (.npy or .safetensors), ID=FILE (repeatable); a bare FILE names a graph's only output\n  e.g. --output logits=out/logits.npy, -o y.npy")->allow_extra_args(false);
   run->add_option("--out-dir", rf.out_dir, "Write every output that --output does not name to DIR/ID.npy (ID must be a plain file name)");
   run->add_option("--expect", rf.expects, "Check output ID against SPEC (same forms as --input); exit 1 on mismatch\n  e.g. --expect y=@golden/y.npy")->allow_extra_args(false);
   run->add_option("--atol", rf.atol, "Absolute tolerance for --expect (|got-exp| <= atol + rtol*|exp|)")

@@ -343,6 +343,18 @@ void prepare_output_file(const std::string& file) {
 OutputPlan plan_outputs(const ir::Graph& g, const std::vector<std::string>& output_specs, const std::string& out_dir) {
   OutputPlan plan;
   for (const auto& s : output_specs) {
+    // A bare FILE names the graph's only output; with several, the output must be named.
+    if (s.find('=') == std::string::npos && !s.empty()) {
+      if (g.outputs.size() != 1)
+        throw InputError("--output " + s + ": the graph has " + std::to_string(g.outputs.size()) + " outputs (" +
+                         ids_list(output_ids(g)) + "); name one, ID=FILE (e.g. --output " +
+                         printable(g.nodes[g.outputs[0]].id) + "=" + s + "), or write them all with --out-dir DIR");
+      const std::string ext = fs::path(s).extension().string();
+      if (ext != ".npy" && ext != ".safetensors")
+        throw InputError("--output " + s + ": the file must end in .npy or .safetensors");
+      plan.push_back({0, s});
+      continue;
+    }
     auto [id, file] = split_named_assignment(s, "--output", output_ids(g));
     int k = output_index(g, id);
     if (k < 0) throw InputError("--output " + id + ": '" + id + "' is not an output of the graph");
