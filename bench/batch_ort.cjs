@@ -9,32 +9,7 @@ const path = require('path');
 const [moduleDir, model, list, outDir, threads] = process.argv.slice(2);
 const ort = require(path.join(moduleDir, 'node_modules', 'onnxruntime-node'));
 
-function readNpy(file) {
-  const buf = fs.readFileSync(file);
-  if (buf.toString('latin1', 1, 6) !== 'NUMPY') throw new Error(`${file}: not a .npy file`);
-  const major = buf[6];
-  const hlen = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
-  const start = major === 1 ? 10 : 12;
-  const header = buf.toString('latin1', start, start + hlen);
-  const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
-  const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').map((s) => s.trim()).filter((s) => s).map(Number);
-  const data = buf.subarray(start + hlen);
-  if (descr !== '<f4') throw new Error(`${file}: dtype ${descr} is not supported here`);
-  return new ort.Tensor('float32', new Float32Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength)), shape);
-}
-
-function npyBytes(t) {
-  let header = `{'descr': '<f4', 'fortran_order': False, 'shape': (${t.dims.join(', ')}${t.dims.length === 1 ? ',' : ''}), }`;
-  const total = 10 + header.length + 1;
-  header += ' '.repeat((64 - (total % 64)) % 64) + '\n';
-  const head = Buffer.alloc(10);
-  head.write('\x93NUMPY', 0, 'latin1');
-  head[6] = 1;
-  head[7] = 0;
-  head.writeUInt16LE(header.length, 8);
-  const d = t.data;
-  return Buffer.concat([head, Buffer.from(header, 'latin1'), Buffer.from(d.buffer, d.byteOffset, d.byteLength)]);
-}
+const npy = require(path.join(__dirname, '..', 'tests', 'onnx', 'npy.cjs'));
 
 (async () => {
   const t0 = process.hrtime.bigint();
@@ -53,13 +28,13 @@ function npyBytes(t) {
     const item = JSON.parse(line);
     const s = process.hrtime.bigint();
     const feeds = {};
-    for (const [k, v] of Object.entries(item.inputs)) feeds[k] = readNpy(v.replace(/^@/, ''));
+    for (const [k, v] of Object.entries(item.inputs)) feeds[k] = npy.read(v.replace(/^@/, ''), ort);
     const out = await session.run(feeds);
     const dir = path.join(outDir, item.id);
     fs.mkdirSync(dir, { recursive: true });
     for (const [k, t] of Object.entries(out)) {
       const tmp = path.join(dir, `.${k}.npy.tmp`);
-      fs.writeFileSync(tmp, npyBytes(t));
+      fs.writeFileSync(tmp, npy.bytes(t));
       fs.renameSync(tmp, path.join(dir, `${k}.npy`));
     }
     fs.writeSync(results, JSON.stringify({ id: item.id, status: 'ok', ms: Number(process.hrtime.bigint() - s) / 1e6 }) + '\n');

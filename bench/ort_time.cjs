@@ -11,23 +11,7 @@ const path = require('path');
 const [moduleDir, model, inDir, threads, warmup, reps, outDir, spin] = process.argv.slice(2);
 const ort = require(path.join(moduleDir, 'node_modules', 'onnxruntime-node'));
 
-function readNpy(file) {
-  const buf = fs.readFileSync(file);
-  if (buf.toString('latin1', 1, 6) !== 'NUMPY') throw new Error(`${file}: not a .npy file`);
-  const major = buf[6];
-  const hlen = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
-  const start = major === 1 ? 10 : 12;
-  const header = buf.toString('latin1', start, start + hlen);
-  const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
-  if (/'fortran_order':\s*True/.test(header)) throw new Error(`${file}: Fortran order is not supported`);
-  const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').map((s) => s.trim()).filter((s) => s).map(Number);
-  const data = buf.subarray(start + hlen);
-  const copy = (T) => new T(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength));
-  if (descr === '<f4') return new ort.Tensor('float32', copy(Float32Array), shape);
-  if (descr === '<i4') return new ort.Tensor('int32', copy(Int32Array), shape);
-  if (descr === '<i8') return new ort.Tensor('int64', copy(BigInt64Array), shape);
-  throw new Error(`${file}: dtype ${descr} is not supported`);
-}
+const npy = require(path.join(__dirname, '..', 'tests', 'onnx', 'npy.cjs'));
 
 (async () => {
   const opts = {
@@ -40,7 +24,7 @@ function readNpy(file) {
   };
   const session = await ort.InferenceSession.create(model, opts);
   const feeds = {};
-  for (const name of session.inputNames) feeds[name] = readNpy(path.join(inDir, `${name}.npy`));
+  for (const name of session.inputNames) feeds[name] = npy.read(path.join(inDir, `${name}.npy`), ort);
   let out;
   for (let i = 0; i < 1 + Number(warmup); ++i) out = await session.run(feeds);
   const times = [];
