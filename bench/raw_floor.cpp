@@ -6,9 +6,13 @@
 //   block  : the seven linear layers of bench/graphs/decoder_block.json as raw
 //            cblas_sgemm calls (x · wᵀ, seq 256), and of decode_step.json as raw
 //            cblas_sgemv calls (seq 1): the BLAS floor of those graphs
+//   fma    : the cores' peak f32 FMA rate, AVX-512 (where the CPU has it) and AVX2 + FMA, one
+//            thread and all threads: 12 independent accumulator registers, no memory traffic
+//            (the compute roof a GEMM's GFLOP/s is compared with)
 // Prints one JSON object on stdout.
 //   raw_floor [--sgemm N] [--copy-bytes BYTES] [--reps R] [--threads T] [--no-block]
 #include <cblas.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <chrono>
@@ -54,6 +58,48 @@ void par_copy(float* dst, const float* src, size_t n, int threads) {
     ts.emplace_back([=] { std::memcpy(dst + b, src + b, (e - b) * 4); });
   }
   for (auto& t : ts) t.join();
+}
+
+// Peak FMA rate of one thread: `iters` x 12 independent vector FMAs (each 2 flops a lane), the
+// accumulators named one by one so that they stay in registers (an array spills at -O2).
+#define RLX_FMA12(F)                                                                                  \
+  a0 = F(a0, m, c), a1 = F(a1, m, c), a2 = F(a2, m, c), a3 = F(a3, m, c), a4 = F(a4, m, c), a5 = F(a5, m, c), \
+  a6 = F(a6, m, c), a7 = F(a7, m, c), a8 = F(a8, m, c), a9 = F(a9, m, c), a10 = F(a10, m, c), a11 = F(a11, m, c)
+#define RLX_FMA_BODY(V, SET, F, ADD, LANES)                                                            \
+  V m = SET(0.999999f), c = SET(1e-7f), a0 = SET(0), a1 = SET(1), a2 = SET(2), a3 = SET(3), a4 = SET(4), \
+    a5 = SET(5), a6 = SET(6), a7 = SET(7), a8 = SET(8), a9 = SET(9), a10 = SET(10), a11 = SET(11);        \
+  double t0 = now();                                                                                   \
+  for (long i = 0; i < iters; ++i) RLX_FMA12(F);                                                       \
+  double t = now() - t0;                                                                               \
+  V s = ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7)));                             \
+  s = ADD(s, ADD(ADD(a8, a9), ADD(a10, a11)));                                                         \
+  float v[LANES];                                                                                      \
+  std::memcpy(v, &s, sizeof v);                                                                        \
+  volatile float sink = v[0];                                                                          \
+  (void)sink;                                                                                          \
+  return 12.0 * LANES * 2 * (double)iters / t / 1e9
+
+__attribute__((target("avx512f"))) double fma_avx512(long iters) {
+  RLX_FMA_BODY(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, 16);
+}
+__attribute__((target("avx2,fma"))) double fma_avx2(long iters) {
+  RLX_FMA_BODY(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, 8);
+}
+
+// The best of `reps` runs with `threads` threads each running f; the sum over threads (GFLOP/s).
+double fma_peak(double (*f)(long), int threads, int reps) {
+  const long iters = 20'000'000;
+  double best = 0;
+  for (int r = 0; r < reps; ++r) {
+    std::vector<double> g(threads);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) ts.emplace_back([&, t] { g[t] = f(iters); });
+    for (auto& t : ts) t.join();
+    double sum = 0;
+    for (double x : g) sum += x;
+    best = std::max(best, sum);
+  }
+  return best;
 }
 
 }  // namespace
@@ -152,13 +198,20 @@ int main(int argc, char** argv) {
     }
   }
 
+  // ---- peak FMA rates (best of the reps: the least disturbed run) ----
+  const bool has512 = __builtin_cpu_supports("avx512f"), has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const double p512_1 = has512 ? fma_peak(fma_avx512, 1, reps) : 0, p512_n = has512 ? fma_peak(fma_avx512, threads, reps) : 0;
+  const double p2_1 = has2 ? fma_peak(fma_avx2, 1, reps) : 0, p2_n = has2 ? fma_peak(fma_avx2, threads, reps) : 0;
+
   double gm = gemm_ms.empty() ? 0 : median(gemm_ms);
   double best_gemm = gemm_ms.empty() ? 0 : *std::min_element(gemm_ms.begin(), gemm_ms.end());
   std::printf("{\"threads\": %d, \"sgemm\": {\"n\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, \"gflops\": %.2f},\n"
               " \"copy\": {\"bytes\": %zu, \"runs\": [%s], \"best_gbps\": %.3f, \"floor_ms\": %.4f},\n"
-              " \"decoder_linears\": {\"sgemm_seq256_ms\": %.4f, \"sgemv_seq1_ms\": %.4f, \"weight_bytes\": %.0f}}\n",
+              " \"decoder_linears\": {\"sgemm_seq256_ms\": %.4f, \"sgemv_seq1_ms\": %.4f, \"weight_bytes\": %.0f},\n"
+              " \"fma_peak_gflops\": {\"avx512_1_thread\": %.1f, \"avx512_all_threads\": %.1f, \"avx2_1_thread\": %.1f, "
+              "\"avx2_all_threads\": %.1f}}\n",
               threads, N, gm, best_gemm, gm > 0 ? 2.0 * N * N * (double)N / (gm * 1e-3) / 1e9 : 0.0, copy_bytes,
               copies.c_str(), best_gbps, (double)copy_bytes / (best_gbps * 1e9) * 1e3, block_gemm_ms, block_gemv_ms,
-              weight_bytes);
+              weight_bytes, p512_1, p512_n, p2_1, p2_n);
   return 0;
 }
