@@ -222,7 +222,7 @@ struct Nn : Importer {
     if (mode != "nearest" && mode != "linear" && !(mode == "cubic" && op == "Resize" && opset >= 11))
       unsupported(op + " attribute 'mode' = \"" + mode + "\"");
     std::string ctm = as("coordinate_transformation_mode", op == "Upsample" || opset < 11 ? "asymmetric" : "half_pixel");
-    static const std::set<std::string> ctms = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nn"};
+    static const std::set<std::string> ctms = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
     if (!ctms.count(ctm)) unsupported(op + " attribute 'coordinate_transformation_mode' = \"" + ctm + "\"");
     std::string nm = as("nearest_mode", opset < 11 ? "floor" : "round_prefer_floor");
     if (op == "Upsample" || opset < 11) nm = "floor";
@@ -241,34 +241,73 @@ struct Nn : Importer {
       if (sizes.size() != s.size()) fail("sizes has the wrong length");
       scales.clear();
     }
-    if (mode == "cubic") return resize_cubic(s, sizes, scales, ctm);
+    std::vector<double> roi;
+    if (ctm == "tf_crop_and_resize") {
+      if (op != "Resize" || opset < 11 || !has_in(1) || shape_numel(in(1).shape) == 0)
+        fail("coordinate_transformation_mode \"tf_crop_and_resize\" needs the roi input (input 1)");
+      auto h = need_host(1, "roi");
+      if (h->size() != 2 * s.size()) fail("roi has " + std::to_string(h->size()) + " entries for rank " + std::to_string(s.size()) + " (it must have 2 * rank: starts, then ends)");
+      for (size_t k = 0; k < h->size(); ++k) roi.push_back(h->d(k));
+    }
+    if (mode == "cubic" || !roi.empty()) return resize_matrices(s, sizes, scales, ctm, mode, nm, roi);
     std::map<std::string, ir::AttrValue> a{{"sizes", sizes}, {"mode", mode}, {"coordinate_transformation_mode", ctm}, {"nearest_mode", nm}};
     if (!scales.empty()) set_floats_attr(a, "resize", "scales", scales);
     return set_node(0, emit("resize", {node(0)}, a, out_name()));
   }
-  // Cubic Resize is separable: along each axis whose size or scale changes, the output is a
-  // constant [out, in] matrix (ONNX's cubic coefficients with cubic_coeff_a, edge-clamped
-  // neighbours, exclude_outside renormalising) applied as a matmul with that axis moved last.
-  // Coordinates as for linear (ONNX Runtime's: align_corners divides by the integer out - 1).
-  void resize_cubic(const Shape& s, const std::vector<int64_t>& sizes, const std::vector<double>& scales, const std::string& ctm) {
+  // Cubic Resize, and every mode with tf_crop_and_resize, is separable: along each axis whose
+  // size or scale changes (or whose roi crops), the output is a constant [out, in] matrix
+  // (ONNX's cubic coefficients with cubic_coeff_a, edge-clamped neighbours, exclude_outside
+  // renormalising; linear's two weights; nearest's one) applied as a matmul with that axis moved
+  // last. Coordinates as for linear (ONNX Runtime's: align_corners divides by the integer
+  // out - 1); tf_crop_and_resize maps o to roi_start (in - 1) + o (roi_end - roi_start)
+  // (in - 1) / (out - 1) and gives extrapolation_value where that falls outside [0, in - 1]
+  // on any axis (a zero column, then a where over the axes' masks), as ONNX's reference.
+  void resize_matrices(const Shape& s, const std::vector<int64_t>& sizes, const std::vector<double>& scales, const std::string& ctm,
+                       const std::string& mode, const std::string& nm, const std::vector<double>& roi) {
     const double A = af("cubic_coeff_a", -0.75);
     const bool excl = ai("exclude_outside", 0) != 0;
     int x = node(0);
     const int r = (int)s.size();
+    int outside = -1;  // [1.., out_k, ..1] masks of extrapolated positions, summed
     for (int k = 0; k < r; ++k) {
       const int64_t in = s[k], out = sizes[k];
       const double scale = scales.empty() ? (double)out / (double)in : (double)(float)scales[k];
-      if (in == out && scale == 1.0) continue;
-      if (in <= 0 || out <= 0) fail("cubic resize of an empty axis");
-      if (in * out > (int64_t(1) << 24)) unsupported("a cubic resize matrix of " + std::to_string(in * out) + " entries");
+      const double r0 = roi.empty() ? 0 : roi[k], r1 = roi.empty() ? 1 : roi[k + r];
+      if (in == out && scale == 1.0 && r0 == 0 && r1 == 1) continue;
+      if (in <= 0 || out <= 0) fail(mode + " resize of an empty axis");
+      if (in * out > (int64_t(1) << 24)) unsupported("a " + mode + " resize matrix of " + std::to_string(in * out) + " entries");
       std::vector<double> w((size_t)(in * out), 0.0);  // [in, out]: y = x . w
+      std::vector<double> ext((size_t)out, 0.0);
       for (int64_t o = 0; o < out; ++o) {
         double xo;
-        if (ctm == "align_corners") xo = out == 1 ? 0 : (double)o * (double)(in - 1) / (double)(out - 1);
+        if (ctm == "tf_crop_and_resize") {
+          xo = (out == 1 ? (r1 - r0) * (double)(in - 1) / 2 : (double)o * (r1 - r0) * (double)(in - 1) / (double)(out - 1)) + r0 * (double)(in - 1);
+          if (xo < 0 || xo > (double)(in - 1)) {
+            ext[(size_t)o] = 1;
+            continue;
+          }
+        } else if (ctm == "align_corners") xo = out == 1 ? 0 : (double)o * (double)(in - 1) / (double)(out - 1);
         else if (ctm == "asymmetric") xo = (double)o / scale;
         else if (ctm == "pytorch_half_pixel") xo = out > 1 ? ((double)o + 0.5) / scale - 0.5 : 0;
         else if (ctm == "tf_half_pixel_for_nn") xo = ((double)o + 0.5) / scale;
         else xo = ((double)o + 0.5) / scale - 0.5;  // half_pixel
+        auto at = [&](int64_t idx, double c) { w[(size_t)(std::clamp<int64_t>(idx, 0, in - 1) * out + o)] += c; };
+        if (mode == "nearest") {
+          const double f = std::floor(xo);
+          int64_t idx;
+          if (nm == "floor") idx = (int64_t)f;
+          else if (nm == "ceil") idx = (int64_t)std::ceil(xo);
+          else if (xo - f == 0.5) idx = (int64_t)(nm == "round_prefer_ceil" ? f + 1 : f);
+          else idx = (int64_t)std::round(xo);
+          at(idx, 1.0);
+          continue;
+        }
+        if (mode == "linear") {
+          const int64_t xl = (int64_t)std::floor(xo);
+          at(xl, 1 - (xo - (double)xl));
+          at(xl + 1, xo - (double)xl);
+          continue;
+        }
         int64_t xi = (int64_t)std::floor(xo);
         double t = xo - (double)xi;
         if (t == 0) t = 1, xi -= 1;  // as ONNX's reference: an integral point takes the left neighbourhood
@@ -299,8 +338,17 @@ struct Nn : Importer {
       int v = moved ? emit("transpose", {x}, {{"perm", perm}}) : x;
       v = emit("matmul", {v, constant({in, out}, w, ts_.dtypes[x])});
       x = moved ? emit("transpose", {v}, {{"perm", back}}) : v;
+      if (std::any_of(ext.begin(), ext.end(), [](double e) { return e != 0; })) {
+        Shape ms((size_t)r, 1);
+        ms[(size_t)k] = out;
+        int m = constant(ms, ext, DType::f32);
+        outside = outside < 0 ? m : emit("add", {outside, m});
+      }
     }
-    x = emit("reshape", {x}, {{"shape", std::vector<int64_t>(sizes.begin(), sizes.end())}}, out_name());
+    const std::string id = out_name();
+    if (outside >= 0)
+      x = emit("where", {emit("greater", {outside, scalar(0)}), scalar_like(af("extrapolation_value", 0.0), x), reshape(x, Shape(sizes.begin(), sizes.end()))}, {}, id);
+    else x = emit("reshape", {x}, {{"shape", std::vector<int64_t>(sizes.begin(), sizes.end())}}, id);
     set_node(0, x);
   }
 
@@ -485,8 +533,8 @@ void nn_ops(std::vector<OpDef>& t) {
       {"AveragePool", "", 1, map<&F::map_conv_pool>, nullptr, "avg_pool2d, avg_pool3d", "avg_pool2d avg_pool3d", "1-D, 2-D and 3-D"},
       {"GlobalAveragePool", "", 1, map<&F::map_global_pool>, nullptr, "mean over the spatial axes", "mean", ""},
       {"GlobalMaxPool", "", 1, map<&F::map_global_pool>, nullptr, "max over the spatial axes", "max", ""},
-      {"Resize", "", 1, map<&F::map_Resize_Upsample>, nullptr, "resize (cubic: transpose, matmul)", "resize",
-       "modes nearest and linear; cubic (opset 11+) as constant matrices per resized axis, cubic_coeff_a and exclude_outside"},
+      {"Resize", "", 1, map<&F::map_Resize_Upsample>, nullptr, "resize (cubic, tf_crop_and_resize: transpose, matmul, where)", "resize",
+       "modes nearest and linear; cubic (opset 11+) and tf_crop_and_resize (roi, extrapolation_value) as constant matrices per resized axis (matmul), cubic_coeff_a and exclude_outside"},
       {"GridSample", "", 1, map<&F::map_GridSample>, nullptr, "gather_elements per neighbour, weights, where", "gather_elements where floor round", "modes bilinear, nearest and bicubic; padding zeros, border and reflection; align_corners (as PyTorch's grid_sample)"},
       {"Upsample", "", 1, map<&F::map_Resize_Upsample>, nullptr, "resize", "resize", "opsets 7 to 9: scales from the attribute or input; modes nearest and linear"},
       {"LRN", "", 1, map<&F::map_LRN>, nullptr, "square, avg_pool2d, mul, add, pow, div", "square avg_pool2d pow", "the channel window as a zero-padded average pool"},
