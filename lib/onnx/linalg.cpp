@@ -109,7 +109,7 @@ void Linalg::einsum() {
   const size_t n = cur_->inputs.size();
   if (terms.size() != n) fail("the equation has " + std::to_string(terms.size()) + " operand(s), the node " + std::to_string(n));
   // Labels: letters; the ellipsis's dims become the characters '0'..'9', right-aligned.
-  std::vector<std::string> labels(n);
+  std::vector<std::string> labels(n), written(n);  // written: before a diagonal is taken
   std::vector<int> xs(n);
   size_t ell = 0;
   for (size_t k = 0; k < n; ++k) {
@@ -131,6 +131,7 @@ void Linalg::einsum() {
     for (char ch : given)
       if (!std::isalpha((unsigned char)ch)) fail(std::string("the equation has an invalid index '") + ch + "' (indices are letters)");
     std::string l = dots == std::string::npos ? t : t.substr(0, dots) + ell_labels(shp(xs[k]).size() - (t.size() - 3)) + t.substr(dots + 3);
+    written[k] = l;
     // A repeated index within one operand is its diagonal: the two axes moved last, flattened
     // to d * d and sliced with step d + 1, leaving the index once (last).
     for (size_t a = 0; a < l.size(); ++a) {
@@ -165,7 +166,7 @@ void Linalg::einsum() {
     out = dots == std::string::npos ? o : o.substr(0, dots) + ell_labels(ell) + o.substr(dots + 3);
   } else {  // implicit: the ellipsis, then the indices that appear once, in alphabetical order
     std::map<char, int> count;
-    for (const auto& l : labels) for (char ch : l) count[ch]++;
+    for (const auto& l : written) for (char ch : l) count[ch]++;
     out = ell_labels(ell);
     for (auto [ch, c] : count) if (c == 1 && !std::isdigit((unsigned char)ch)) out += ch;
   }
