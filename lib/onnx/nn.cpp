@@ -72,7 +72,6 @@ struct Nn : Importer {
     const bool want_indices = op == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty();
     const int64_t storage_order = ai("storage_order", 0);
     if (storage_order != 0 && storage_order != 1) fail("attribute 'storage_order' must be 0 or 1, got " + std::to_string(storage_order));
-    if (storage_order && !want_indices) unsupported("MaxPool attribute 'storage_order' = 1 without the Indices output");
     if (want_indices && sd == 3) unsupported("MaxPool's Indices output on 3-D data (1-D and 2-D only)");
     bool conv = op == "Conv" || op == "ConvTranspose";
     int w = conv ? node(1) : -1;
@@ -529,7 +528,7 @@ void nn_ops(std::vector<OpDef>& t) {
       {"Dropout", "", 1, map<&F::map_Dropout>, fold<&F::fold_Dropout>, "alias (inference)", "", "mask output: all true; training_mode = true refused unless ratio = 0"},
       {"Conv", "", 1, map<&F::map_conv_pool>, nullptr, "conv2d (1-D as 2-D), conv3d", "conv2d conv3d", "1-D, 2-D and 3-D; groups, dilations, pads, strides, auto_pad"},
       {"ConvTranspose", "", 1, map<&F::map_conv_pool>, nullptr, "conv_transpose2d, conv_transpose3d", "conv_transpose2d conv_transpose3d", "1-D, 2-D and 3-D; output_shape and auto_pad: pads generated as the spec says"},
-      {"MaxPool", "", 1, map<&F::map_conv_pool>, nullptr, "max_pool2d, max_pool3d", "max_pool2d max_pool3d", "1-D, 2-D and 3-D; the Indices output (2-D, storage_order 0 and 1) by slice, argmax, gather"},
+      {"MaxPool", "", 1, map<&F::map_conv_pool>, nullptr, "max_pool2d, max_pool3d", "max_pool2d max_pool3d", "1-D, 2-D and 3-D; the Indices output (1-D and 2-D, storage_order 0 and 1) by pad, slice, argmax, gather"},
       {"AveragePool", "", 1, map<&F::map_conv_pool>, nullptr, "avg_pool2d, avg_pool3d", "avg_pool2d avg_pool3d", "1-D, 2-D and 3-D"},
       {"GlobalAveragePool", "", 1, map<&F::map_global_pool>, nullptr, "mean over the spatial axes", "mean", ""},
       {"GlobalMaxPool", "", 1, map<&F::map_global_pool>, nullptr, "max over the spatial axes", "max", ""},
