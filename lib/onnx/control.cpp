@@ -325,6 +325,7 @@ struct Control : Importer {
       ins.push_back(x);
     }
     const int64_t B = shp(ins[0])[0], L = shp(ins[(size_t)(nin - nscan)])[1];
+    if (B > kMaxUnrolled) unsupported("opset 8's Scan over a batch of " + std::to_string(B) + " (at most " + std::to_string(kMaxUnrolled) + ": one scan per batch entry)");
     if (has_in(0)) {
       auto h = need_host(0, "sequence_lens");
       if ((int64_t)h->size() != B) fail("sequence_lens has " + std::to_string(h->size()) + " entries for a batch of " + std::to_string(B));

@@ -188,6 +188,8 @@ struct Nn : Importer {
     for (int k = 0; k < 2; ++k)
       end[k] = std::max<int64_t>(pads[2 + k], (out[k] - 1) * strides[k] + (ksz[k] - 1) * dil[k] + 1 - pads[k] - len[k]);
     int xp = emit("pad", {x}, {{"pads", std::vector<int64_t>{0, 0, pads[0], pads[1], 0, 0, end[0], end[1]}}, {"value", low}});
+    if (ksz[0] * ksz[1] > 4096)
+      unsupported("MaxPool's Indices output with a kernel of " + std::to_string(ksz[0] * ksz[1]) + " taps (at most 4096: one slice per tap)");
     std::vector<int> taps;
     std::vector<double> off;
     const int64_t mh = col_major ? 1 : W, mw = col_major ? H : 1;  // flat index = h * mh + w * mw
@@ -246,7 +248,10 @@ struct Nn : Importer {
         fail("coordinate_transformation_mode \"tf_crop_and_resize\" needs the roi input (input 1)");
       auto h = need_host(1, "roi");
       if (h->size() != 2 * s.size()) fail("roi has " + std::to_string(h->size()) + " entries for rank " + std::to_string(s.size()) + " (it must have 2 * rank: starts, then ends)");
-      for (size_t k = 0; k < h->size(); ++k) roi.push_back(h->d(k));
+      for (size_t k = 0; k < h->size(); ++k) {
+        if (!std::isfinite(h->d(k))) fail("roi entry " + std::to_string(k) + " is not a finite number");
+        roi.push_back(h->d(k));
+      }
     }
     if (mode == "cubic" || !roi.empty()) return resize_matrices(s, sizes, scales, ctm, mode, nm, roi);
     std::map<std::string, ir::AttrValue> a{{"sizes", sizes}, {"mode", mode}, {"coordinate_transformation_mode", ctm}, {"nearest_mode", nm}};

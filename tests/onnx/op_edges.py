@@ -135,11 +135,11 @@ def scan8_cases(rng):
             ("scan8_full_sequence_lens", full, {"s0": s0, "x": x}, {"s": fin, "ys": ys}, 8, {"lens": np.array([4, 4], np.int32)})]
 
 
-def loop_slice_model(trips):
-    """acc += sum(x[i + 1 : i + 3]) for i < trips, the Slice's start computed in the body."""
+def loop_slice_model(trips, lo=1):
+    """acc += sum(x[i + lo : i + lo + 2]) for i < trips, the Slice's start computed in the body."""
     nodes = [helper.make_node("Constant", [], ["ax"], value=helper.make_tensor("ax", I64, [1], [0])),
-             helper.make_node("Constant", [], ["one"], value=helper.make_tensor("one", I64, [], [1])),
-             helper.make_node("Constant", [], ["three"], value=helper.make_tensor("three", I64, [], [3])),
+             helper.make_node("Constant", [], ["one"], value=helper.make_tensor("one", I64, [], [lo])),
+             helper.make_node("Constant", [], ["three"], value=helper.make_tensor("three", I64, [], [lo + 2])),
              helper.make_node("Identity", ["c_in"], ["c_out"]),
              helper.make_node("Add", ["i", "one"], ["b"]),
              helper.make_node("Add", ["i", "three"], ["e"]),
@@ -167,6 +167,7 @@ def refusals(rng):
     x = rng.standard_normal((1, 1, 4, 4)).astype(np.float32)
     x3 = rng.standard_normal((1, 1, 3, 3, 3)).astype(np.float32)
     loop, inits = loop_slice_model(5)  # i = 4 reads x[5:7]: past the end of the 6 values
+    loop_neg, inits_neg = loop_slice_model(2, lo=-1)
     s0 = np.zeros((2, 2), np.float32)
     xs = np.zeros((2, 4, 2), np.float32)
     return [
@@ -185,6 +186,9 @@ def refusals(rng):
         ("scan8_short_sequence", helper.make_node("Scan", ["lens", "s0", "x"], ["s", "ys"], body=scan8_body(), num_scan_inputs=1, name="sc"),
          {"s0": s0, "x": xs}, {"lens": np.array([4, 3], np.int32)}, 8, 2, ["'sc'", "sequence_lens 3"]),
         ("loop_slice_past_the_end", loop, {"x": np.zeros(6, np.float32), "acc0": np.array(0, np.float32)}, inits, 13, 3,
+         ["index 6", "outside"]),
+        # x[i - 1 : i + 1]: at i = 0 ONNX would count the start from the end (a shorter slice); refused at run time
+        ("loop_slice_negative_start", loop_neg, {"x": np.zeros(6, np.float32), "acc0": np.array(0, np.float32)}, inits_neg, 13, 3,
          ["index 6", "outside"]),
     ]
 
