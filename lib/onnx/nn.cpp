@@ -172,22 +172,22 @@ struct Nn : Importer {
   }
   // MaxPool's Indices output (1-D as 2-D, and 2-D): the flat index into X of each window's maximum, as ONNX
   // defines it (padding not counted): ((n * C + c) * H + h) * W + w, or with storage_order 1
-  // (column-major) (n * C + c) * H * W + w * H + h. X padded with the lowest value (so a
-  // padded tap never wins), one strided slice per kernel tap stacked on a new axis, argmax
+  // (column-major) (n * C + c) * H * W + w * H + h. X (int8/uint8 as f32, exact) padded
+  // with -inf (so a padded tap never wins), one strided slice per kernel tap stacked on a new axis, argmax
   // over it (the first tap in row-major kernel order wins a tie, as ONNX Runtime's loop);
   // the tap's offset in the window gathered from a constant, plus the window's origin.
   int max_pool_indices(int x, const Shape& ys, const Shape& ksz, const std::vector<int64_t>& strides,
                        const std::vector<int64_t>& dil, const std::vector<int64_t>& pads, bool col_major, const std::string& id) {
     const Shape s = shp(x);
     const int64_t N = s[0], C = s[1], H = s[2], W = s[3], OH = ys[2], OW = ys[3];
-    const DType dt = ts_.dtypes[x];
-    const double low = is_float(dt) ? -INFINITY : dt == DType::i8 ? -128.0 : dt == DType::i16 ? -32768.0 : dt == DType::i32 ? -2147483648.0 : dt == DType::i64 ? -9.2e18 : 0.0;
+    // integer data (int8/uint8) as f32 (exact), so that -inf padding is below every value
+    if (!is_float(ts_.dtypes[x])) x = cast(x, DType::f32);
     // end pads long enough for every window (ceil_mode lets the last one pass the padded end)
     std::vector<int64_t> end(2);
     const int64_t len[2] = {H, W}, out[2] = {OH, OW};
     for (int k = 0; k < 2; ++k)
       end[k] = std::max<int64_t>(pads[2 + k], (out[k] - 1) * strides[k] + (ksz[k] - 1) * dil[k] + 1 - pads[k] - len[k]);
-    int xp = emit("pad", {x}, {{"pads", std::vector<int64_t>{0, 0, pads[0], pads[1], 0, 0, end[0], end[1]}}, {"value", low}});
+    int xp = emit("pad", {x}, {{"pads", std::vector<int64_t>{0, 0, pads[0], pads[1], 0, 0, end[0], end[1]}}, {"value", -INFINITY}});
     if (ksz[0] * ksz[1] > 4096)
       unsupported("MaxPool's Indices output with a kernel of " + std::to_string(ksz[0] * ksz[1]) + " taps (at most 4096: one slice per tap)");
     std::vector<int> taps;

@@ -57,6 +57,13 @@ def maxpool_cases(rng):
     z = onnx_indices(idx.numpy(), 8, 0, 0, 7, 8, False)
     node = helper.make_node("MaxPool", ["x"], ["y", "z"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)
     out.append(("maxpool_indices_ceil_mode", node, {"x": x}, {"y": y.numpy(), "z": z}, 13))
+    # uint8 with many ties (values 0..3): the first maximum in the window's row-major order wins, as
+    # in torch's loop (run on the same numbers as f32); pads so that padding never wins over a 0
+    xu = rng.integers(0, 4, (1, 2, 6, 5)).astype(np.uint8)
+    y, idx = F.max_pool2d(torch.from_numpy(xu.astype(np.float32)), [3, 3], [2, 2], padding=1, return_indices=True)
+    z = onnx_indices(idx.numpy(), 5, 0, 0, 6, 5, False)
+    node = helper.make_node("MaxPool", ["x"], ["y", "z"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    out.append(("maxpool_indices_uint8_ties", node, {"x": xu}, {"y": y.numpy().astype(np.uint8), "z": z}, 12))
     # 1-D: (n * C + c) * W + w
     x1 = rng.standard_normal((2, 3, 9)).astype(np.float32)
     y, idx = F.max_pool1d(torch.from_numpy(x1), 3, 2, padding=1, return_indices=True)
@@ -194,7 +201,7 @@ def refusals(rng):
 
 
 def vi_for(name, v):
-    et = {np.dtype(np.float32): F32, np.dtype(np.int64): I64, np.dtype(np.int32): TensorProto.INT32}[v.dtype]
+    et = {np.dtype(np.float32): F32, np.dtype(np.int64): I64, np.dtype(np.int32): TensorProto.INT32, np.dtype(np.uint8): TensorProto.UINT8}[v.dtype]
     return ob.vi(name, list(v.shape), et)
 
 
