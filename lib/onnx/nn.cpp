@@ -180,6 +180,8 @@ struct Nn : Importer {
                        const std::vector<int64_t>& dil, const std::vector<int64_t>& pads, bool col_major, const std::string& id) {
     const Shape s = shp(x);
     const int64_t N = s[0], C = s[1], H = s[2], W = s[3], OH = ys[2], OW = ys[3];
+    if (ksz[0] * ksz[1] > 4096)
+      unsupported("MaxPool's Indices output with a kernel of " + std::to_string(ksz[0] * ksz[1]) + " taps (at most 4096: one slice per tap)");
     // integer data (int8/uint8) as f32 (exact), so that -inf padding is below every value
     if (!is_float(ts_.dtypes[x])) x = cast(x, DType::f32);
     // end pads long enough for every window (ceil_mode lets the last one pass the padded end)
@@ -188,8 +190,6 @@ struct Nn : Importer {
     for (int k = 0; k < 2; ++k)
       end[k] = std::max<int64_t>(pads[2 + k], (out[k] - 1) * strides[k] + (ksz[k] - 1) * dil[k] + 1 - pads[k] - len[k]);
     int xp = emit("pad", {x}, {{"pads", std::vector<int64_t>{0, 0, pads[0], pads[1], 0, 0, end[0], end[1]}}, {"value", -INFINITY}});
-    if (ksz[0] * ksz[1] > 4096)
-      unsupported("MaxPool's Indices output with a kernel of " + std::to_string(ksz[0] * ksz[1]) + " taps (at most 4096: one slice per tap)");
     std::vector<int> taps;
     std::vector<double> off;
     const int64_t mh = col_major ? 1 : W, mw = col_major ? H : 1;  // flat index = h * mh + w * mw
