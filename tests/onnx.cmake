@@ -53,6 +53,12 @@ set_tests_properties(onnx_hostile PROPERTIES TIMEOUT 300)
 add_test(NAME onnx_conv3d_attrs COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/conv3d_attrs.py --rlx $<TARGET_FILE:rlx>
          --out ${CMAKE_BINARY_DIR}/onnx-conv3d-attrs)
 set_tests_properties(onnx_conv3d_attrs PROPERTIES TIMEOUT 300)
+# Issue 20: MaxPool's Indices, GridSample (every mode, padding, align_corners), Einsum diagonals, Resize tf_crop_and_resize,
+# opset 8's Scan and a Slice started at run time, every mode on the CPU and compiled on Vulkan where listed, against
+# PyTorch, NumPy and ONNX's own Resize reference; their refusals (exit codes and messages).
+add_test(NAME onnx_op_edges COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/op_edges.py --rlx $<TARGET_FILE:rlx>
+         --out ${CMAKE_BINARY_DIR}/onnx-op-edges)
+set_tests_properties(onnx_op_edges PROPERTIES TIMEOUT 300)
 # PyTorch exports (MLP, CNN, BERT-style and Llama-style layers, ten torchvision architectures) against PyTorch's outputs.
 add_test(NAME onnx_torch_models_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/torch_models.py --rlx $<TARGET_FILE:rlx>
          --out ${CMAKE_BINARY_DIR}/onnx-torch-models --backend cpu)

@@ -280,31 +280,88 @@ struct Control : Importer {
     emit_control(ir::Op::Loop, ins, caps, {{"num_carried", (int64_t)nc}}, {b.g}, shapes, dtypes);
   }
 
+  // An attribute listing one axis (normalised against ranks) or one direction (0 or 1) per
+  // scan input or output; all 0 when absent.
+  std::vector<int64_t> scan_list(const char* name, int64_t n, bool axes, const std::vector<int>& ranks) {
+    std::vector<int64_t> v = aints(name).value_or(std::vector<int64_t>((size_t)n, 0));
+    if ((int64_t)v.size() != n) fail(std::string("attribute '") + name + "' has " + std::to_string(v.size()) + " entries, " + std::to_string(n) + " expected");
+    for (size_t k = 0; k < v.size(); ++k) {
+      if (axes) v[k] = axis_of(v[k], (size_t)ranks[k]);
+      else if (v[k] != 0 && v[k] != 1) fail(std::string("attribute '") + name + "' holds " + std::to_string(v[k]) + " (0 or 1)");
+    }
+    return v;
+  }
+
   void map_Scan() {
-    const GraphDef& bg = body("body");
     const int64_t nscan = ai("num_scan_inputs", -1);
     const int64_t nin = (int64_t)cur_->inputs.size();
     if (nscan < 1 || nscan > nin) fail("num_scan_inputs must be between 1 and the number of inputs (" + std::to_string(nin) + ")");
-    const int64_t nstate = nin - nscan;
-    auto list = [&](const char* name, int64_t n, bool axes, const std::vector<int>& ranks) {
-      std::vector<int64_t> v = aints(name).value_or(std::vector<int64_t>((size_t)n, 0));
-      if ((int64_t)v.size() != n) fail(std::string("attribute '") + name + "' has " + std::to_string(v.size()) + " entries, " + std::to_string(n) + " expected");
-      for (size_t k = 0; k < v.size(); ++k) {
-        if (axes) v[k] = axis_of(v[k], (size_t)ranks[k]);
-        else if (v[k] != 0 && v[k] != 1) fail(std::string("attribute '") + name + "' holds " + std::to_string(v[k]) + " (0 or 1)");
-      }
-      return v;
-    };
-    std::vector<int> ins;
-    std::vector<std::pair<Shape, DType>> types;
-    std::vector<int> in_ranks;
+    std::vector<int> ins, in_ranks;
     for (int64_t k = 0; k < nin; ++k) {
       int x = node(k);
       ins.push_back(x);
-      if (k >= nstate) in_ranks.push_back((int)shp(x).size());
+      if (k >= nin - nscan) in_ranks.push_back((int)shp(x).size());
     }
-    auto in_axes = list("scan_input_axes", nscan, true, in_ranks);
-    auto in_dirs = list("scan_input_directions", nscan, false, {});
+    scan(ins, nscan, scan_list("scan_input_axes", nscan, true, in_ranks), scan_list("scan_input_directions", nscan, false, {}), true);
+  }
+
+  // Opset 8's Scan: input 0 is the optional sequence_lens, every state and scan input has a
+  // leading batch axis (the scan axis is 1), `directions` reverses scan inputs, and scan
+  // outputs are [batch, steps, ...]. Run as one opset-9 scan per batch entry (narrowed out of
+  // each input), the results stacked back along the batch axis; sequence_lens must give every
+  // entry the full length (unequal lengths are refused).
+  void map_Scan8() {
+    const int64_t nscan = ai("num_scan_inputs", -1);
+    const int64_t nin = (int64_t)cur_->inputs.size() - 1;
+    if (nscan < 1 || nscan > nin) fail("num_scan_inputs must be between 1 and the number of inputs after sequence_lens (" + std::to_string(nin) + ")");
+    std::vector<int> ins;
+    for (int64_t k = 0; k < nin; ++k) {
+      int x = node((size_t)k + 1);
+      const Shape& s = shp(x);
+      if (s.size() < (k >= nin - nscan ? 2u : 1u))
+        fail("input " + std::to_string(k + 1) + " has shape " + shape_str(s) + "; opset 8's Scan needs a batch axis" + (k >= nin - nscan ? " and a sequence axis" : ""));
+      if (!ins.empty() && s[0] != shp(ins[0])[0])
+        fail("input " + std::to_string(k + 1) + " has batch size " + std::to_string(s[0]) + ", input 1 " + std::to_string(shp(ins[0])[0]));
+      ins.push_back(x);
+    }
+    const int64_t B = shp(ins[0])[0], L = shp(ins[(size_t)(nin - nscan)])[1];
+    if (B > kMaxUnrolled) unsupported("opset 8's Scan over a batch of " + std::to_string(B) + " (at most " + std::to_string(kMaxUnrolled) + ": one scan per batch entry)");
+    if (has_in(0)) {
+      auto h = need_host(0, "sequence_lens");
+      if ((int64_t)h->size() != B) fail("sequence_lens has " + std::to_string(h->size()) + " entries for a batch of " + std::to_string(B));
+      for (size_t b = 0; b < h->size(); ++b)
+        if (h->n(b) != L) unsupported("sequence_lens " + std::to_string(h->n(b)) + " for batch entry " + std::to_string(b) + " (every entry must have the full length " + std::to_string(L) + ")");
+    }
+    const std::vector<int64_t> dirs = scan_list("directions", nscan, false, {});
+    std::vector<std::vector<int>> outs(cur_->outputs.size());
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<int> one;
+      for (int x : ins) {
+        Shape s = shp(x);
+        s.erase(s.begin());
+        one.push_back(reshape(narrow(x, 0, b, 1), s));
+      }
+      scan(one, nscan, std::vector<int64_t>((size_t)nscan, 0), dirs, false);
+      for (size_t k = 0; k < outs.size(); ++k)
+        if (!cur_->outputs[k].empty()) outs[k].push_back(vals_.at(cur_->outputs[k]).node);
+    }
+    for (size_t k = 0; k < outs.size(); ++k) {
+      if (cur_->outputs[k].empty()) continue;
+      std::vector<int> parts;
+      Shape s = shp(outs[k][0]);
+      s.insert(s.begin(), 1);
+      for (int r : outs[k]) parts.push_back(reshape(r, s));
+      s[0] = B;
+      set_node(k, emit("reshape", {concat_many(parts, 0)}, {{"shape", std::vector<int64_t>(s.begin(), s.end())}}, out_name(k)));
+    }
+  }
+
+  // One opset-9 scan over ins (states, then nscan scan inputs) with the given input axes and
+  // directions; output axes and directions from the node's attributes when `out_attrs`, else 0.
+  void scan(const std::vector<int>& ins, int64_t nscan, const std::vector<int64_t>& in_axes, const std::vector<int64_t>& in_dirs, bool out_attrs) {
+    const GraphDef& bg = body("body");
+    const int64_t nin = (int64_t)ins.size(), nstate = nin - nscan;
+    std::vector<std::pair<Shape, DType>> types;
     int64_t L = -1;
     for (int64_t k = 0; k < nin; ++k) {
       Shape s = shp(ins[k]);
@@ -322,8 +379,8 @@ struct Control : Importer {
     if (nout < 0) fail("the body has fewer outputs than states");
     std::vector<int> out_ranks;
     for (int64_t k = 0; k < nout; ++k) out_ranks.push_back((int)b.shapes[nstate + k].size() + 1);
-    auto out_axes = list("scan_output_axes", nout, true, out_ranks);
-    auto out_dirs = list("scan_output_directions", nout, false, {});
+    auto out_axes = out_attrs ? scan_list("scan_output_axes", nout, true, out_ranks) : std::vector<int64_t>((size_t)nout, 0);
+    auto out_dirs = out_attrs ? scan_list("scan_output_directions", nout, false, {}) : std::vector<int64_t>((size_t)nout, 0);
     std::vector<Shape> shapes;
     std::vector<DType> dtypes;
     for (int64_t k = 0; k < nstate; ++k) {
@@ -360,6 +417,8 @@ void control_ops(std::vector<OpDef>& t) {
        "A loop carrying a sequence or optional is unrolled at specialisation (M or the body's condition known then; at most 4096 iterations)"},
       {"Scan", "", 9, map<&F::map_Scan>, nullptr, "scan, result", "scan result",
        "opset 9+ form (no batch axis); axes and directions of inputs and outputs; a host step runs the body per slice"},
+      {"Scan", "", 8, map<&F::map_Scan8>, nullptr, "scan, result, concat", "scan result",
+       "opset 8 form (a batch axis): one opset-9 scan per batch entry, stacked; directions; sequence_lens must give every entry the full length"},
   });
 }
 

@@ -176,7 +176,64 @@ struct Layout : Importer {
     if (st != s[a]) fail("split sizes sum to " + std::to_string(st) + ", the axis has " + std::to_string(s[a]));
     return;
   }
+  // A one-element integer node as (base node, constant offset): through reshapes (Unsqueeze,
+  // Squeeze, Reshape) and the addition or subtraction of a one-element constant, so that
+  // Unsqueeze(i) and Unsqueeze(Add(i, 1)) are (i, 0) and (i, 1).
+  std::pair<int, int64_t> offset_root(int v) {
+    int64_t off = 0;
+    for (;;) {
+      const ir::Node& nd = g_->nodes[(size_t)v];
+      if (shape_numel(shp(v)) != 1 || is_float(ts_.dtypes[v])) break;
+      if (nd.op == ir::Op::Reshape) {
+        v = nd.inputs[0];
+        continue;
+      }
+      if ((nd.op == ir::Op::Add || nd.op == ir::Op::Sub) && nd.inputs.size() == 2) {
+        auto konst = [&](int u) { return g_->nodes[(size_t)u].op == ir::Op::Constant && shape_numel(shp(u)) == 1; };
+        const int a = nd.inputs[0], b = nd.inputs[1];
+        if (konst(b) && !konst(a)) {
+          const int64_t c = host_from_tensor(g_->nodes[(size_t)b].constant)->n(0);
+          off += nd.op == ir::Op::Add ? c : -c;
+          v = a;
+          continue;
+        }
+        if (nd.op == ir::Op::Add && konst(a) && !konst(b)) {
+          off += host_from_tensor(g_->nodes[(size_t)a].constant)->n(0);
+          v = b;
+          continue;
+        }
+      }
+      break;
+    }
+    return {v, off};
+  }
+  // Slice whose start is known only at run time (e.g. a loop's iteration number) on one axis,
+  // with ends = starts + c (c a constant: the output length): a gather of start + 0..c-1. A
+  // start outside [0, D - c] (where ONNX would clamp the slice shorter, or count from the end)
+  // becomes an out-of-range index, so the run stops with exit 3 instead of a wrong length.
+  void slice_at_run_time() {
+    int x = node(0);
+    const Shape s = shp(x);
+    if (shape_numel(in(1).shape) != 1 || shape_numel(in(2).shape) != 1)
+      unsupported("starts (input 1 '" + cur_->inputs[1] + "') known only at run time on more than one axis");
+    std::vector<int64_t> ax = has_in(3) ? need_ints(3, "axes") : std::vector<int64_t>{0};
+    std::vector<int64_t> sp = has_in(4) ? need_ints(4, "steps") : std::vector<int64_t>{1};
+    if (ax.size() != 1 || sp.size() != 1) fail("starts, ends, axes and steps differ in length");
+    if (sp[0] != 1) unsupported("starts (input 1 '" + cur_->inputs[1] + "') known only at run time with steps != 1");
+    const int64_t a = axis_of(ax[0], s.size()), D = s[(size_t)a];
+    auto [bs, ds] = offset_root(node(1));
+    auto [be, de] = offset_root(node(2));
+    const int64_t c = de - ds;
+    if (bs != be || c <= 0 || c > D)
+      unsupported("starts (input 1 '" + cur_->inputs[1] + "') known only at run time, and ends not starts plus a constant in [1, " +
+                  std::to_string(D) + "]: a data-dependent shape");
+    int st = cast(reshape(node(1), {1}), DType::i64);
+    int idx = emit("add", {st, positions({c})});
+    idx = emit("where", {emit("less", {st, scalar(0, DType::i64)}), constant({1}, {(double)D}, DType::i64), idx});
+    return set_node(0, emit("gather", {x, idx}, {{"axis", a}}, out_name()));
+  }
   void map_Slice() {
+    if (m_.opset() >= 10 && has_in(1) && has_in(2) && !value_of(1)) return slice_at_run_time();
     auto [st, en, ax, sp] = slice_args();
     int x = node(0);
     Shape s = shp(x);
@@ -458,7 +515,7 @@ void layout_ops(std::vector<OpDef>& t) {
       {"Reshape", "", 1, map<&F::map_Reshape>, nullptr, "reshape", "reshape", "0 and -1 resolved; allowzero; the shape must be known (constant, folded, or a small input bound by value)"},
       {"Transpose", "", 1, map<&F::map_Transpose>, fold<&F::fold_Transpose>, "transpose", "transpose", ""},
       {"Concat", "", 1, map<&F::map_Concat>, fold<&F::fold_Concat>, "concat", "concat", "folded when all inputs are known"},
-      {"Slice", "", 1, map<&F::map_Slice>, fold<&F::fold_Slice>, "narrow (unit steps) or slice", "narrow", "starts/ends/axes/steps must be constants"},
+      {"Slice", "", 1, map<&F::map_Slice>, fold<&F::fold_Slice>, "narrow (unit steps) or slice; gather for a run-time start", "narrow", "starts/ends/axes/steps constants, or (one axis, step 1) a start known only at run time with ends = starts + a constant (a gather; a start outside [0, D - length] stops the run, exit 3)"},
       {"Split", "", 1, map<&F::map_Split>, fold<&F::fold_Split>, "narrow", "narrow", "folded when its inputs are known"},
       {"Squeeze", "", 1, map<&F::map_Squeeze_Unsqueeze>, nullptr, "reshape", "reshape", ""},
       {"Unsqueeze", "", 1, map<&F::map_Squeeze_Unsqueeze>, nullptr, "reshape", "reshape", ""},

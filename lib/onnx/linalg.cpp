@@ -109,7 +109,7 @@ void Linalg::einsum() {
   const size_t n = cur_->inputs.size();
   if (terms.size() != n) fail("the equation has " + std::to_string(terms.size()) + " operand(s), the node " + std::to_string(n));
   // Labels: letters; the ellipsis's dims become the characters '0'..'9', right-aligned.
-  std::vector<std::string> labels(n);
+  std::vector<std::string> labels(n), written(n);  // written: before a diagonal is taken
   std::vector<int> xs(n);
   size_t ell = 0;
   for (size_t k = 0; k < n; ++k) {
@@ -131,9 +131,30 @@ void Linalg::einsum() {
     for (char ch : given)
       if (!std::isalpha((unsigned char)ch)) fail(std::string("the equation has an invalid index '") + ch + "' (indices are letters)");
     std::string l = dots == std::string::npos ? t : t.substr(0, dots) + ell_labels(shp(xs[k]).size() - (t.size() - 3)) + t.substr(dots + 3);
-    for (size_t a = 0; a < l.size(); ++a)
-      if (l.find(l[a], a + 1) != std::string::npos)
-        unsupported(std::string("Einsum with a repeated index within one operand ('") + l[a] + "': a diagonal)");
+    written[k] = l;
+    // A repeated index within one operand is its diagonal: the two axes moved last, flattened
+    // to d * d and sliced with step d + 1, leaving the index once (last).
+    for (size_t a = 0; a < l.size(); ++a) {
+      const size_t b = l.find(l[a], a + 1);
+      if (b == std::string::npos) continue;
+      const Shape s = shp(xs[k]);
+      const int64_t d = s[a];
+      if (s[b] != d) fail(std::string("index '") + l[a] + "' has sizes " + std::to_string(d) + " and " + std::to_string(s[b]) + " within operand " + std::to_string(k));
+      std::vector<int64_t> perm;
+      Shape flat;
+      std::string rest;
+      for (size_t q = 0; q < l.size(); ++q)
+        if (q != a && q != b) perm.push_back((int64_t)q), flat.push_back(s[q]), rest += l[q];
+      perm.push_back((int64_t)a);
+      perm.push_back((int64_t)b);
+      flat.push_back(d * d);
+      const int64_t ax = (int64_t)flat.size() - 1;
+      int v = reshape(emit("transpose", {xs[k]}, {{"perm", perm}}), flat);
+      xs[k] = emit("slice", {v}, {{"starts", std::vector<int64_t>{0}}, {"ends", std::vector<int64_t>{d * d}}, {"axes", std::vector<int64_t>{ax}},
+                                  {"steps", std::vector<int64_t>{d + 1}}});
+      l = rest + l[a];
+      a = (size_t)-1;  // again from the start: the labels moved
+    }
     labels[k] = l;
   }
   std::string out;
@@ -145,7 +166,7 @@ void Linalg::einsum() {
     out = dots == std::string::npos ? o : o.substr(0, dots) + ell_labels(ell) + o.substr(dots + 3);
   } else {  // implicit: the ellipsis, then the indices that appear once, in alphabetical order
     std::map<char, int> count;
-    for (const auto& l : labels) for (char ch : l) count[ch]++;
+    for (const auto& l : written) for (char ch : l) count[ch]++;
     out = ell_labels(ell);
     for (auto [ch, c] : count) if (c == 1 && !std::isdigit((unsigned char)ch)) out += ch;
   }
@@ -225,7 +246,7 @@ void linalg_ops(std::vector<OpDef>& t) {
   using F = Linalg;
   t.insert(t.end(), {
       {"MatMul", "", 1, map<&F::map_MatMul>, nullptr, "matmul (1-D operands reshaped)", "matmul", ""},
-      {"Einsum", "", 1, map<&F::einsum>, nullptr, "sum, transpose, reshape, matmul", "sum transpose matmul", "operands contracted pairwise; ellipsis and implicit output; a repeated index within one operand (a diagonal) is refused"},
+      {"Einsum", "", 1, map<&F::einsum>, nullptr, "sum, transpose, reshape, matmul; slice for a diagonal", "sum transpose matmul", "operands contracted pairwise; ellipsis and implicit output; a repeated index within one operand as its diagonal (transpose, reshape, strided slice)"},
       {"Gemm", "", 1, map<&F::map_Gemm>, nullptr, "linear, or matmul + mul + add", "matmul", ""},
       {"Det", "", 11, map<&F::map_Det>, nullptr, "narrow, mul, sub, add (cofactor expansion)", "mul", "matrices up to 4x4"},
   });

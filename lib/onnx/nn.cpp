@@ -69,8 +69,10 @@ struct Nn : Importer {
     Shape s = shp(x);
     size_t sd = s.size() >= 2 ? s.size() - 2 : 0;
     if (sd < 1 || sd > 3) unsupported(op + " on " + std::to_string(sd) + "-D data (1-D, 2-D and 3-D are supported)");
-    if (op == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty()) unsupported("MaxPool's Indices output");
-    if (ai("storage_order", 0)) unsupported("MaxPool attribute 'storage_order' = 1");
+    const bool want_indices = op == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty();
+    const int64_t storage_order = ai("storage_order", 0);
+    if (storage_order != 0 && storage_order != 1) fail("attribute 'storage_order' must be 0 or 1, got " + std::to_string(storage_order));
+    if (want_indices && sd == 3) unsupported("MaxPool's Indices output on 3-D data (1-D and 2-D only)");
     bool conv = op == "Conv" || op == "ConvTranspose";
     int w = conv ? node(1) : -1;
     Shape ksz;
@@ -153,6 +155,11 @@ struct Nn : Importer {
       y = emit("conv_transpose" + nd, ins, {{"strides", strides}, {"pads", p4}, {"dilations", dil}, {"groups", ai("group", 1)}, {"output_padding", op_pad}}, id);
     } else if (op == "MaxPool") {
       y = emit("max_pool" + nd, {x}, {{"kernel", std::vector<int64_t>(ksz.begin(), ksz.end())}, {"strides", strides}, {"pads", p4}, {"dilations", dil}, {"ceil_mode", (bool)ai("ceil_mode", 0)}}, id);
+      if (want_indices) {
+        int idx = max_pool_indices(x, shp(y), ksz, strides, dil, p4, storage_order != 0, sd == 1 ? "" : out_name(1));
+        if (sd == 1) idx = emit("reshape", {idx}, {{"shape", std::vector<int64_t>{s[0], s[1], shp(idx)[3]}}}, out_name(1));
+        set_node(1, idx);
+      }
     } else {
       if (std::any_of(dil.begin(), dil.end(), [](int64_t d) { return d != 1; })) unsupported("AveragePool attribute 'dilations' != 1");
       y = emit("avg_pool" + nd, {x}, {{"kernel", std::vector<int64_t>(ksz.begin(), ksz.end())}, {"strides", strides}, {"pads", p4}, {"ceil_mode", (bool)ai("ceil_mode", 0)}, {"count_include_pad", (bool)ai("count_include_pad", 0)}}, id);
@@ -162,6 +169,46 @@ struct Nn : Importer {
       y = emit("reshape", {y}, {{"shape", std::vector<int64_t>{o[0], o[1], o[3]}}}, out_name());
     }
     return set_node(0, y);
+  }
+  // MaxPool's Indices output (1-D as 2-D, and 2-D): the flat index into X of each window's maximum, as ONNX
+  // defines it (padding not counted): ((n * C + c) * H + h) * W + w, or with storage_order 1
+  // (column-major) (n * C + c) * H * W + w * H + h. X (int8/uint8 as f32, exact) padded
+  // with -inf (so a padded tap never wins), one strided slice per kernel tap stacked on a new axis, argmax
+  // over it (the first tap in row-major kernel order wins a tie, as ONNX Runtime's loop);
+  // the tap's offset in the window gathered from a constant, plus the window's origin.
+  int max_pool_indices(int x, const Shape& ys, const Shape& ksz, const std::vector<int64_t>& strides,
+                       const std::vector<int64_t>& dil, const std::vector<int64_t>& pads, bool col_major, const std::string& id) {
+    const Shape s = shp(x);
+    const int64_t N = s[0], C = s[1], H = s[2], W = s[3], OH = ys[2], OW = ys[3];
+    if (ksz[0] * ksz[1] > 4096)
+      unsupported("MaxPool's Indices output with a kernel of " + std::to_string(ksz[0] * ksz[1]) + " taps (at most 4096: one slice per tap)");
+    // integer data (int8/uint8) as f32 (exact), so that -inf padding is below every value
+    if (!is_float(ts_.dtypes[x])) x = cast(x, DType::f32);
+    // end pads long enough for every window (ceil_mode lets the last one pass the padded end)
+    std::vector<int64_t> end(2);
+    const int64_t len[2] = {H, W}, out[2] = {OH, OW};
+    for (int k = 0; k < 2; ++k)
+      end[k] = std::max<int64_t>(pads[2 + k], (out[k] - 1) * strides[k] + (ksz[k] - 1) * dil[k] + 1 - pads[k] - len[k]);
+    int xp = emit("pad", {x}, {{"pads", std::vector<int64_t>{0, 0, pads[0], pads[1], 0, 0, end[0], end[1]}}, {"value", -INFINITY}});
+    std::vector<int> taps;
+    std::vector<double> off;
+    const int64_t mh = col_major ? 1 : W, mw = col_major ? H : 1;  // flat index = h * mh + w * mw
+    for (int64_t kh = 0; kh < ksz[0]; ++kh)
+      for (int64_t kw = 0; kw < ksz[1]; ++kw) {
+        const int64_t b0 = kh * dil[0], b1 = kw * dil[1];
+        int t = emit("slice", {xp}, {{"starts", std::vector<int64_t>{b0, b1}}, {"ends", std::vector<int64_t>{b0 + (OH - 1) * strides[0] + 1, b1 + (OW - 1) * strides[1] + 1}},
+                                     {"axes", std::vector<int64_t>{2, 3}}, {"steps", std::vector<int64_t>{strides[0], strides[1]}}});
+        taps.push_back(reshape(t, {N, C, 1, OH, OW}));
+        off.push_back((double)(b0 * mh + b1 * mw));
+      }
+    int arg = emit("argmax", {concat_many(taps, 2)}, {{"axis", (int64_t)2}, {"keepdims", false}});  // [N, C, OH, OW]
+    int idx = emit("gather", {constant({(int64_t)off.size()}, off, DType::i64), arg}, {{"axis", (int64_t)0}});
+    std::vector<double> origin((size_t)(OH * OW)), plane((size_t)(N * C));
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) origin[(size_t)(oh * OW + ow)] = (double)((oh * strides[0] - pads[0]) * mh + (ow * strides[1] - pads[1]) * mw);
+    for (int64_t k = 0; k < N * C; ++k) plane[(size_t)k] = (double)(k * H * W);
+    idx = emit("add", {idx, constant({1, 1, OH, OW}, origin, DType::i64)});
+    return emit("add", {idx, constant({N, C, 1, 1}, plane, DType::i64)}, {}, id);
   }
   void map_global_pool() {
     const std::string& op = cur_->op_type;
@@ -176,7 +223,7 @@ struct Nn : Importer {
     if (mode != "nearest" && mode != "linear" && !(mode == "cubic" && op == "Resize" && opset >= 11))
       unsupported(op + " attribute 'mode' = \"" + mode + "\"");
     std::string ctm = as("coordinate_transformation_mode", op == "Upsample" || opset < 11 ? "asymmetric" : "half_pixel");
-    static const std::set<std::string> ctms = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nn"};
+    static const std::set<std::string> ctms = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
     if (!ctms.count(ctm)) unsupported(op + " attribute 'coordinate_transformation_mode' = \"" + ctm + "\"");
     std::string nm = as("nearest_mode", opset < 11 ? "floor" : "round_prefer_floor");
     if (op == "Upsample" || opset < 11) nm = "floor";
@@ -195,34 +242,76 @@ struct Nn : Importer {
       if (sizes.size() != s.size()) fail("sizes has the wrong length");
       scales.clear();
     }
-    if (mode == "cubic") return resize_cubic(s, sizes, scales, ctm);
+    std::vector<double> roi;
+    if (ctm == "tf_crop_and_resize") {
+      if (op != "Resize" || opset < 11 || !has_in(1) || shape_numel(in(1).shape) == 0)
+        fail("coordinate_transformation_mode \"tf_crop_and_resize\" needs the roi input (input 1)");
+      auto h = need_host(1, "roi");
+      if (h->size() != 2 * s.size()) fail("roi has " + std::to_string(h->size()) + " entries for rank " + std::to_string(s.size()) + " (it must have 2 * rank: starts, then ends)");
+      for (size_t k = 0; k < h->size(); ++k) {
+        if (!std::isfinite(h->d(k))) fail("roi entry " + std::to_string(k) + " is not a finite number");
+        roi.push_back(h->d(k));
+      }
+    }
+    if (mode == "cubic" || !roi.empty()) return resize_matrices(s, sizes, scales, ctm, mode, nm, roi);
     std::map<std::string, ir::AttrValue> a{{"sizes", sizes}, {"mode", mode}, {"coordinate_transformation_mode", ctm}, {"nearest_mode", nm}};
     if (!scales.empty()) set_floats_attr(a, "resize", "scales", scales);
     return set_node(0, emit("resize", {node(0)}, a, out_name()));
   }
-  // Cubic Resize is separable: along each axis whose size or scale changes, the output is a
-  // constant [out, in] matrix (ONNX's cubic coefficients with cubic_coeff_a, edge-clamped
-  // neighbours, exclude_outside renormalising) applied as a matmul with that axis moved last.
-  // Coordinates as for linear (ONNX Runtime's: align_corners divides by the integer out - 1).
-  void resize_cubic(const Shape& s, const std::vector<int64_t>& sizes, const std::vector<double>& scales, const std::string& ctm) {
+  // Cubic Resize, and every mode with tf_crop_and_resize, is separable: along each axis whose
+  // size or scale changes (or whose roi crops), the output is a constant [out, in] matrix
+  // (ONNX's cubic coefficients with cubic_coeff_a, edge-clamped neighbours, exclude_outside
+  // renormalising; linear's two weights; nearest's one) applied as a matmul with that axis moved
+  // last. Coordinates as for linear (ONNX Runtime's: align_corners divides by the integer
+  // out - 1); tf_crop_and_resize maps o to roi_start (in - 1) + o (roi_end - roi_start)
+  // (in - 1) / (out - 1) and gives extrapolation_value where that falls outside [0, in - 1]
+  // on any axis (a zero column, then a where over the axes' masks), as ONNX's reference.
+  void resize_matrices(const Shape& s, const std::vector<int64_t>& sizes, const std::vector<double>& scales, const std::string& ctm,
+                       const std::string& mode, const std::string& nm, const std::vector<double>& roi) {
     const double A = af("cubic_coeff_a", -0.75);
     const bool excl = ai("exclude_outside", 0) != 0;
     int x = node(0);
     const int r = (int)s.size();
+    int outside = -1;  // [1.., out_k, ..1] masks of extrapolated positions, summed
     for (int k = 0; k < r; ++k) {
       const int64_t in = s[k], out = sizes[k];
       const double scale = scales.empty() ? (double)out / (double)in : (double)(float)scales[k];
-      if (in == out && scale == 1.0) continue;
-      if (in <= 0 || out <= 0) fail("cubic resize of an empty axis");
-      if (in * out > (int64_t(1) << 24)) unsupported("a cubic resize matrix of " + std::to_string(in * out) + " entries");
+      const double r0 = roi.empty() ? 0 : roi[k], r1 = roi.empty() ? 1 : roi[k + r];
+      if (in == out && scale == 1.0 && r0 == 0 && r1 == 1) continue;
+      if (in <= 0 || out <= 0) fail(mode + " resize of an empty axis");
+      if (in * out > (int64_t(1) << 24)) unsupported("a " + mode + " resize matrix of " + std::to_string(in * out) + " entries");
       std::vector<double> w((size_t)(in * out), 0.0);  // [in, out]: y = x . w
+      std::vector<double> ext((size_t)out, 0.0);
       for (int64_t o = 0; o < out; ++o) {
         double xo;
-        if (ctm == "align_corners") xo = out == 1 ? 0 : (double)o * (double)(in - 1) / (double)(out - 1);
+        if (ctm == "tf_crop_and_resize") {
+          xo = (out == 1 ? (r1 - r0) * (double)(in - 1) / 2 : (double)o * (r1 - r0) * (double)(in - 1) / (double)(out - 1)) + r0 * (double)(in - 1);
+          if (xo < 0 || xo > (double)(in - 1)) {
+            ext[(size_t)o] = 1;
+            continue;
+          }
+        } else if (ctm == "align_corners") xo = out == 1 ? 0 : (double)o * (double)(in - 1) / (double)(out - 1);
         else if (ctm == "asymmetric") xo = (double)o / scale;
         else if (ctm == "pytorch_half_pixel") xo = out > 1 ? ((double)o + 0.5) / scale - 0.5 : 0;
         else if (ctm == "tf_half_pixel_for_nn") xo = ((double)o + 0.5) / scale;
         else xo = ((double)o + 0.5) / scale - 0.5;  // half_pixel
+        auto at = [&](int64_t idx, double c) { w[(size_t)(std::clamp<int64_t>(idx, 0, in - 1) * out + o)] += c; };
+        if (mode == "nearest") {
+          const double f = std::floor(xo);
+          int64_t idx;
+          if (nm == "floor") idx = (int64_t)f;
+          else if (nm == "ceil") idx = (int64_t)std::ceil(xo);
+          else if (xo - f == 0.5) idx = (int64_t)(nm == "round_prefer_ceil" ? f + 1 : f);
+          else idx = (int64_t)std::round(xo);
+          at(idx, 1.0);
+          continue;
+        }
+        if (mode == "linear") {
+          const int64_t xl = (int64_t)std::floor(xo);
+          at(xl, 1 - (xo - (double)xl));
+          at(xl + 1, xo - (double)xl);
+          continue;
+        }
         int64_t xi = (int64_t)std::floor(xo);
         double t = xo - (double)xi;
         if (t == 0) t = 1, xi -= 1;  // as ONNX's reference: an integral point takes the left neighbourhood
@@ -253,30 +342,53 @@ struct Nn : Importer {
       int v = moved ? emit("transpose", {x}, {{"perm", perm}}) : x;
       v = emit("matmul", {v, constant({in, out}, w, ts_.dtypes[x])});
       x = moved ? emit("transpose", {v}, {{"perm", back}}) : v;
+      if (std::any_of(ext.begin(), ext.end(), [](double e) { return e != 0; })) {
+        Shape ms((size_t)r, 1);
+        ms[(size_t)k] = out;
+        int m = constant(ms, ext, DType::f32);
+        outside = outside < 0 ? m : emit("add", {outside, m});
+      }
     }
-    x = emit("reshape", {x}, {{"shape", std::vector<int64_t>(sizes.begin(), sizes.end())}}, out_name());
+    const std::string id = out_name();
+    if (outside >= 0)
+      x = emit("where", {emit("greater", {outside, scalar(0)}), scalar_like(af("extrapolation_value", 0.0), x), reshape(x, Shape(sizes.begin(), sizes.end()))}, {}, id);
+    else x = emit("reshape", {x}, {{"shape", std::vector<int64_t>(sizes.begin(), sizes.end())}}, id);
     set_node(0, x);
   }
 
   void map_GridSample() {
-    // Sampling points from the grid, unnormalised per align_corners; each of the (1 or 4)
-    // neighbours is a gather_elements over the flattened H*W axis, masked to zero outside the
-    // image (padding zeros) or taken from clamped points (padding border).
+    // Sampling points from the grid, unnormalised per align_corners; each neighbour (1, 4 or
+    // 16) is a gather_elements over the flattened H*W axis, masked to zero outside the image.
+    // As PyTorch's grid_sample (whose outputs ONNX's tests are): padding border clamps and
+    // reflection reflects (about the border pixels' centres with align_corners, else about their
+    // outer edges) then clamps, the sampling point for nearest and bilinear, and each of the 16
+    // neighbours for bicubic (Keys' cubic with A = -0.75 on the point itself, unpadded).
     int x = node(0), grid = node(1);
     const Shape xs = shp(x), gs = shp(grid);
     if (xs.size() != 4) fail("X must be 4-D [N, C, H, W], got " + shape_str(xs));
     if (gs.size() != 4 || gs[0] != xs[0] || gs[3] != 2) fail("grid must be [N, H_out, W_out, 2], got " + shape_str(gs));
     const std::string mode = as("mode", "bilinear"), pad = as("padding_mode", "zeros");
-    if (mode != "bilinear" && mode != "nearest") unsupported("GridSample mode \"" + mode + "\"");
-    if (pad != "zeros" && pad != "border") unsupported("GridSample padding_mode \"" + pad + "\"");
+    if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") unsupported("GridSample mode \"" + mode + "\"");
+    if (pad != "zeros" && pad != "border" && pad != "reflection") unsupported("GridSample padding_mode \"" + pad + "\"");
     const bool ac = ai("align_corners", 0) != 0;
     const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], P = gs[1] * gs[2];
     int xf = reshape(x, {N, C, H * W});
-    auto coord = [&](int64_t k, int64_t D) {  // grid component k, in pixels
+    auto unnorm = [&](int64_t k, int64_t D) {  // grid component k, in pixels
       int g = reshape(narrow(grid, 3, k, 1), {N, P});
-      int u = ac ? emit("mul", {emit("add", {g, scalar_like(1, g)}), scalar_like((double)(D - 1) / 2, g)})
-                 : emit("mul", {emit("sub", {emit("mul", {emit("add", {g, scalar_like(1, g)}), scalar_like((double)D, g)}), scalar_like(1, g)}), scalar_like(0.5, g)});
-      return pad == "border" ? clamp(u, 0, (double)(D - 1)) : u;
+      return ac ? emit("mul", {emit("add", {g, scalar_like(1, g)}), scalar_like((double)(D - 1) / 2, g)})
+                : emit("mul", {emit("sub", {emit("mul", {emit("add", {g, scalar_like(1, g)}), scalar_like((double)D, g)}), scalar_like(1, g)}), scalar_like(0.5, g)});
+    };
+    auto padded = [&](int u, int64_t D) {  // a point after padding_mode border or reflection
+      if (pad == "zeros") return u;
+      if (pad == "reflection") {
+        // the triangle wave lo + span - |((|u - lo|) mod 2 span) - span| over [lo, lo + span]
+        const double lo = ac ? 0.0 : -0.5, span = ac ? (double)(D - 1) : (double)D;
+        if (span <= 0) return emit("mul", {u, scalar_like(0, u)});
+        int d = emit("abs", {emit("sub", {u, scalar_like(lo, u)})});
+        int t = emit("sub", {d, emit("mul", {emit("floor", {emit("div", {d, scalar_like(2 * span, d)})}), scalar_like(2 * span, d)})});
+        u = emit("sub", {scalar_like(lo + span, t), emit("abs", {emit("sub", {t, scalar_like(span, t)})})});
+      }
+      return clamp(u, 0, (double)(D - 1));
     };
     auto sample = [&](int xi, int yi) {  // whole-pixel positions [N, P] -> values [N, C, P]
       int valid = emit("logical_and", {emit("logical_and", {emit("greater_equal", {xi, scalar_like(0, xi)}), emit("less_equal", {xi, scalar_like((double)(W - 1), xi)})}),
@@ -286,17 +398,45 @@ struct Nn : Importer {
       int v = emit("gather_elements", {xf, lin}, {{"axis", (int64_t)2}});
       return emit("where", {reshape(valid, {N, 1, P}), v, scalar_like(0, v)});
     };
-    int ux = coord(0, W), uy = coord(1, H);
-    int y;
+    auto term = [&](int v, int wx, int wy) { return emit("mul", {v, reshape(emit("mul", {wx, wy}), {N, 1, P})}); };
+    int y = -1;
+    auto acc = [&](int t) { y = y < 0 ? t : emit("add", {y, t}); };
     if (mode == "nearest") {
-      y = sample(emit("round", {ux}), emit("round", {uy}));
-    } else {
+      y = sample(emit("round", {padded(unnorm(0, W), W)}), emit("round", {padded(unnorm(1, H), H)}));
+    } else if (mode == "bilinear") {
+      int ux = padded(unnorm(0, W), W), uy = padded(unnorm(1, H), H);
       int x0 = emit("floor", {ux}), y0 = emit("floor", {uy});
       int x1 = emit("add", {x0, scalar_like(1, x0)}), y1 = emit("add", {y0, scalar_like(1, y0)});
       int wx1 = emit("sub", {ux, x0}), wy1 = emit("sub", {uy, y0});
       int wx0 = emit("sub", {scalar_like(1, wx1), wx1}), wy0 = emit("sub", {scalar_like(1, wy1), wy1});
-      auto term = [&](int xi, int yi, int wx, int wy) { return emit("mul", {sample(xi, yi), reshape(emit("mul", {wx, wy}), {N, 1, P})}); };
-      y = emit("add", {emit("add", {term(x0, y0, wx0, wy0), term(x1, y0, wx1, wy0)}), emit("add", {term(x0, y1, wx0, wy1), term(x1, y1, wx1, wy1)})});
+      acc(term(sample(x0, y0), wx0, wy0));
+      acc(term(sample(x1, y0), wx1, wy0));
+      acc(term(sample(x0, y1), wx0, wy1));
+      acc(term(sample(x1, y1), wx1, wy1));
+    } else {  // bicubic
+      int ux = unnorm(0, W), uy = unnorm(1, H);
+      int x0 = emit("floor", {ux}), y0 = emit("floor", {uy});
+      int tx = emit("sub", {ux, x0}), ty = emit("sub", {uy, y0});
+      const double A = -0.75;
+      auto near = [&](int t) {  // ((A + 2) t - (A + 3)) t^2 + 1, |t| <= 1
+        return emit("add", {emit("mul", {emit("sub", {emit("mul", {t, scalar_like(A + 2, t)}), scalar_like(A + 3, t)}), emit("mul", {t, t})}), scalar_like(1, t)});
+      };
+      auto far = [&](int t) {  // ((A t - 5A) t + 8A) t - 4A, 1 < |t| < 2
+        int a = emit("sub", {emit("mul", {t, scalar_like(A, t)}), scalar_like(5 * A, t)});
+        return emit("sub", {emit("mul", {emit("add", {emit("mul", {a, t}), scalar_like(8 * A, t)}), t}), scalar_like(4 * A, t)});
+      };
+      auto weights = [&](int t) {
+        return std::vector<int>{far(emit("add", {t, scalar_like(1, t)})), near(t), near(emit("sub", {scalar_like(1, t), t})),
+                                far(emit("sub", {scalar_like(2, t), t}))};
+      };
+      const std::vector<int> wx = weights(tx), wy = weights(ty);
+      std::vector<int> px, py;
+      for (int i = 0; i < 4; ++i) {
+        px.push_back(padded(emit("add", {x0, scalar_like(i - 1, x0)}), W));
+        py.push_back(padded(emit("add", {y0, scalar_like(i - 1, y0)}), H));
+      }
+      for (int j = 0; j < 4; ++j)
+        for (int i = 0; i < 4; ++i) acc(term(sample(px[i], py[j]), wx[i], wy[j]));
     }
     return set_node(0, reshape_out(y, {N, C, gs[1], gs[2]}));
   }
@@ -393,13 +533,13 @@ void nn_ops(std::vector<OpDef>& t) {
       {"Dropout", "", 1, map<&F::map_Dropout>, fold<&F::fold_Dropout>, "alias (inference)", "", "mask output: all true; training_mode = true refused unless ratio = 0"},
       {"Conv", "", 1, map<&F::map_conv_pool>, nullptr, "conv2d (1-D as 2-D), conv3d", "conv2d conv3d", "1-D, 2-D and 3-D; groups, dilations, pads, strides, auto_pad"},
       {"ConvTranspose", "", 1, map<&F::map_conv_pool>, nullptr, "conv_transpose2d, conv_transpose3d", "conv_transpose2d conv_transpose3d", "1-D, 2-D and 3-D; output_shape and auto_pad: pads generated as the spec says"},
-      {"MaxPool", "", 1, map<&F::map_conv_pool>, nullptr, "max_pool2d, max_pool3d", "max_pool2d max_pool3d", "1-D, 2-D and 3-D; Indices output refused"},
+      {"MaxPool", "", 1, map<&F::map_conv_pool>, nullptr, "max_pool2d, max_pool3d", "max_pool2d max_pool3d", "1-D, 2-D and 3-D; the Indices output (1-D and 2-D, storage_order 0 and 1) by pad, slice, argmax, gather"},
       {"AveragePool", "", 1, map<&F::map_conv_pool>, nullptr, "avg_pool2d, avg_pool3d", "avg_pool2d avg_pool3d", "1-D, 2-D and 3-D"},
       {"GlobalAveragePool", "", 1, map<&F::map_global_pool>, nullptr, "mean over the spatial axes", "mean", ""},
       {"GlobalMaxPool", "", 1, map<&F::map_global_pool>, nullptr, "max over the spatial axes", "max", ""},
-      {"Resize", "", 1, map<&F::map_Resize_Upsample>, nullptr, "resize (cubic: transpose, matmul)", "resize",
-       "modes nearest and linear; cubic (opset 11+) as constant matrices per resized axis, cubic_coeff_a and exclude_outside"},
-      {"GridSample", "", 1, map<&F::map_GridSample>, nullptr, "gather_elements per neighbour, weights, where", "gather_elements where floor round", "modes bilinear and nearest; padding zeros and border; align_corners"},
+      {"Resize", "", 1, map<&F::map_Resize_Upsample>, nullptr, "resize (cubic, tf_crop_and_resize: transpose, matmul, where)", "resize",
+       "modes nearest and linear; cubic (opset 11+) and tf_crop_and_resize (roi, extrapolation_value) as constant matrices per resized axis (matmul), cubic_coeff_a and exclude_outside"},
+      {"GridSample", "", 1, map<&F::map_GridSample>, nullptr, "gather_elements per neighbour, weights, where", "gather_elements where floor round", "modes bilinear, nearest and bicubic; padding zeros, border and reflection; align_corners (as PyTorch's grid_sample)"},
       {"Upsample", "", 1, map<&F::map_Resize_Upsample>, nullptr, "resize", "resize", "opsets 7 to 9: scales from the attribute or input; modes nearest and linear"},
       {"LRN", "", 1, map<&F::map_LRN>, nullptr, "square, avg_pool2d, mul, add, pow, div", "square avg_pool2d pow", "the channel window as a zero-padded average pool"},
   });
