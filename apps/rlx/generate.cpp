@@ -244,6 +244,10 @@ int cmd_generate(GenerateFlags& f) {
   SessionOptions so_cap = so;
   so_cap.inputs_constant = true;  // the cache inputs are uploaded once per plan, then row by row
   so_cap.in_place_inputs = {L.past.begin(), L.past.end()};  // on the CPU, read from the cache itself
+  // On the CPU the export's concat(past, new) is written into the cache itself (a spare slot per
+  // head takes the new rows): no copy of the cache and no buffer of its size per step.
+  bool append = true;
+  for (DType dt : L.past_dtype) append = append && Session::can_append_in_place(*ex, dt);
   std::unique_ptr<KvCache> kv;
   struct CapacityStep {
     std::shared_ptr<const onnx::Specialized> sp;
@@ -265,6 +269,8 @@ int cmd_generate(GenerateFlags& f) {
   struct StepInfo {
     double spec_ms = 0, session_ms = 0, run_ms = 0;
     bool fresh = false;
+    int64_t copy_bytes = 0;  // the session's input_copy_bytes (inputs uploaded or copied)
+    int appends = 0;         // concats appended into the cache in place
     int nodes = 0, control = 0;
     int64_t capacity = 0;  // 0: a grown step
   };
@@ -326,7 +332,8 @@ int cmd_generate(GenerateFlags& f) {
   auto capacity_step = [&](StepInfo& info, std::string& why) -> Tensor {
     const int64_t n = kv->length(), C_before = kv->capacity();
     if (n + 1 > C_before) {
-      cap.reset();  // the old plan (and its copy of the cache) goes first: a lower peak
+      model->forget(cap->sp);  // the outgrown capacity's specialisation and plan go first: a lower peak
+      cap.reset();
       kv->grow(2 * C_before);
     }
     const int64_t C = kv->capacity();
@@ -359,7 +366,11 @@ int cmd_generate(GenerateFlags& f) {
       }
       t_session = clock::now();
       c->s = std::make_unique<Session>(c->cg.graph, *ex, c->sp->params, so_cap);
-      for (size_t k = 0; k < L.past.size(); ++k) c->s->set_input(L.past[k], kv->tensor(k));
+      if (kv->spare_slot() && !(append && c->cg.appendable)) kv->relayout(C, false);  // the past read as it is
+      for (size_t k = 0; k < L.past.size(); ++k) {
+        if (kv->spare_slot()) c->s->set_append_storage(L.past[k], kv->storage(k));
+        c->s->set_input(L.past[k], kv->tensor(k));
+      }
       cap = std::move(c);
       info.fresh = true;
       ++capacity_plans;
@@ -369,6 +380,8 @@ int cmd_generate(GenerateFlags& f) {
     std::vector<Tensor> outs = cap->s->run(mode);
     const auto t_ran = clock::now();
     info.spec_ms += msd(t_spec, t_session), info.session_ms += msd(t_session, t_run), info.run_ms += msd(t_run, t_ran);
+    info.copy_bytes = cap->s->last_stats().input_copy_bytes;
+    info.appends = cap->s->last_stats().appends_in_place;
     const ir::Graph& g = *cap->cg.graph;
     info.nodes = (int)g.nodes.size();
     for (const auto& nd : g.nodes) info.control += nd.op == ir::Op::If || nd.op == ir::Op::Loop || nd.op == ir::Op::Scan;
@@ -376,8 +389,11 @@ int cmd_generate(GenerateFlags& f) {
     if (li < 0) throw RuntimeError("internal: output 'logits' missing from the specialised graph");
     check_logits(outs[li], 1);
     Tensor logits = outs[li].to_f32();
-    for (size_t k = 0; k < L.past.size(); ++k)
-      for (const auto& [at, bytes] : kv->write(k, outs[cap->cg.new_rows[k]])) cap->s->input_bytes_changed(L.past[k], kv->tensor(k), at, bytes);
+    for (size_t k = 0; k < L.past.size(); ++k) {
+      const auto written = kv->write(k, outs[cap->cg.new_rows[k]]);
+      if (kv->spare_slot()) continue;  // the plan reads the cache's storage itself
+      for (const auto& [at, bytes] : written) cap->s->input_bytes_changed(L.past[k], kv->tensor(k), at, bytes);
+    }
     kv->advance(1);
     return logits;
   };
@@ -436,7 +452,7 @@ int cmd_generate(GenerateFlags& f) {
     const int64_t id = choose(l32.data() + (t - 1) * V, V, f, rng);
     past_len += t;
     if (step == 0 && no_capacity.empty()) {  // the prompt ran over no past: the cache starts here
-      kv = std::make_unique<KvCache>(L.kv_heads, L.head_dim, L.past_dtype, KvCache::capacity_for(past_len + 1));
+      kv = std::make_unique<KvCache>(L.kv_heads, L.head_dim, L.past_dtype, KvCache::capacity_for(past_len + 1), append);
       for (size_t k = 0; k < L.past.size(); ++k) kv->write(k, past[L.past[k]]);
       kv->advance(past_len);
     }
@@ -451,7 +467,8 @@ int cmd_generate(GenerateFlags& f) {
     if (f.json)
       std::cout << nlohmann::json{{"step", step + 1}, {"id", id}, {"ms", ms}, {"tokens_in", t}, {"past", past_len - t},
                                   {"capacity", info.capacity}, {"specialise_ms", info.spec_ms}, {"run_ms", info.run_ms},
-                                  {"specialised_anew", info.fresh}}
+                                  {"specialised_anew", info.fresh}, {"input_copy_bytes", info.copy_bytes},
+                                  {"appends_in_place", info.appends}}
                        .dump()
                 << "\n"
                 << std::flush;
@@ -460,7 +477,9 @@ int cmd_generate(GenerateFlags& f) {
                                "(planning{} included); {}, {} nodes{}{})\n",
                                step + 1, t, past_len - t, id, ms, info.spec_ms, info.session_ms, info.run_ms,
                                mode == Mode::Compiled ? " and compiling" : "",
-                               info.capacity ? fmt::format("capacity {} ({})", info.capacity, info.fresh ? "planned anew" : "plan reused")
+                               info.capacity ? fmt::format("capacity {} ({}; inputs copied {} bytes, {} concat(s) appended in place)",
+                                                           info.capacity, info.fresh ? "planned anew" : "plan reused", info.copy_bytes,
+                                                           info.appends)
                                              : (info.fresh ? "specialised anew" : "specialisation reused"),
                                info.nodes, info.control ? fmt::format(", {} run-time control node(s)", info.control) : "",
                                L.use_cache_branch ? fmt::format(", use_cache_branch {}", past_len > t) : "");
