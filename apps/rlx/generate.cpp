@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -244,6 +245,7 @@ int cmd_generate(GenerateFlags& f) {
   SessionOptions so_cap = so;
   so_cap.inputs_constant = true;  // the cache inputs are uploaded once per plan, then row by row
   so_cap.in_place_inputs = {L.past.begin(), L.past.end()};  // on the CPU, read from the cache itself
+  if (!L.mask.empty() && !L.pos.empty()) so_cap.in_place_inputs.insert({L.ids, L.mask, L.pos});  // changed in place per step
   // On the CPU the export's concat(past, new) is written into the cache itself (a spare slot per
   // head takes the new rows): no copy of the cache and no buffer of its size per step.
   bool append = true;
@@ -253,6 +255,16 @@ int cmd_generate(GenerateFlags& f) {
     std::shared_ptr<const onnx::Specialized> sp;
     CapacityGraph cg;
     std::unique_ptr<Session> s;
+    Tensor ids, mask, pos;  // the step's inputs, set once per plan, then changed in place
+    int64_t seen = 0;       // the mask's slots [0, seen) are 1
+    int nodes = 0, control = 0, logits = -1;
+    // Writes integer v at element i of `t` (input `id`'s tensor) and tells the session.
+    void put(Session& s, const std::string& id, Tensor& t, int64_t i, int64_t v) {
+      const Tensor one = Tensor::from_ints({1}, {v}, t.dtype());
+      const size_t es = dtype_size(t.dtype());
+      std::memcpy(static_cast<uint8_t*>(t.mutable_raw()) + i * es, one.raw(), es);
+      s.input_bytes_changed(id, t, i * es, es);
+    }
   };
   std::unique_ptr<CapacityStep> cap;
   bool probed = false;
@@ -332,23 +344,23 @@ int cmd_generate(GenerateFlags& f) {
   auto capacity_step = [&](StepInfo& info, std::string& why) -> Tensor {
     const int64_t n = kv->length(), C_before = kv->capacity();
     if (n + 1 > C_before) {
-      model->forget(cap->sp);  // the outgrown capacity's specialisation and plan go first: a lower peak
+      if (cap) model->forget(cap->sp);  // the outgrown capacity's specialisation and plan go first: a lower peak
       cap.reset();
       kv->grow(2 * C_before);
     }
     const int64_t C = kv->capacity();
     info.capacity = C;
-    std::map<std::string, Tensor> in;
-    in[L.ids] = ints({1, 1}, cur, L.ids_et, "input_ids");
-    std::vector<int64_t> mask(C + 1, 0);  // the past's n slots and the new token's (last) are seen
-    std::fill(mask.begin(), mask.begin() + n, 1);
-    mask[C] = 1;
-    in[L.mask] = ints({1, C + 1}, mask, L.mask_et, "attention_mask");
-    in[L.pos] = ints({1, 1}, {n}, L.pos_et, "position_ids");
-    if (L.use_cache_branch) in["use_cache_branch"] = Tensor::from_ints(L.use_cache_shape, {1}, DType::boolean);
     const auto t_spec = clock::now();
     auto t_session = t_spec;
     if (!cap) {
+      std::map<std::string, Tensor> in;
+      in[L.ids] = ints({1, 1}, cur, L.ids_et, "input_ids");
+      std::vector<int64_t> mask(C + 1, 0);  // the past's n slots and the new token's (last) are seen
+      std::fill(mask.begin(), mask.begin() + n, 1);
+      mask[C] = 1;
+      in[L.mask] = ints({1, C + 1}, mask, L.mask_et, "attention_mask");
+      in[L.pos] = ints({1, 1}, {n}, L.pos_et, "position_ids");
+      if (L.use_cache_branch) in["use_cache_branch"] = Tensor::from_ints(L.use_cache_shape, {1}, DType::boolean);
       std::map<std::string, Shape> shapes;
       for (const auto& [name, v] : in) shapes[name] = v.shape();
       for (size_t k = 0; k < L.past.size(); ++k) shapes[L.past[k]] = kv->tensor(k).shape();
@@ -371,24 +383,34 @@ int cmd_generate(GenerateFlags& f) {
         if (kv->spare_slot()) c->s->set_append_storage(L.past[k], kv->storage(k));
         c->s->set_input(L.past[k], kv->tensor(k));
       }
+      for (const auto& [name, v] : in) c->s->set_input(name, v);
+      c->ids = in[L.ids], c->mask = in[L.mask], c->pos = in[L.pos];
+      c->seen = n;
+      const ir::Graph& g = *c->cg.graph;
+      c->nodes = (int)g.nodes.size();
+      for (const auto& nd : g.nodes) c->control += nd.op == ir::Op::If || nd.op == ir::Op::Loop || nd.op == ir::Op::Scan;
+      c->logits = output_index(g, "logits");
+      if (c->logits < 0) throw RuntimeError("internal: output 'logits' missing from the specialised graph");
       cap = std::move(c);
       info.fresh = true;
       ++capacity_plans;
     }
     const auto t_run = clock::now();
-    for (const auto& [name, v] : in) cap->s->set_input(name, v);
+    if (!info.fresh) {
+      // The plan's inputs are changed where they are (no new tensors, no mask rebuilt): the id,
+      // the position and the mask's newly held slots; on the CPU the plan reads them in place.
+      cap->put(*cap->s, L.ids, cap->ids, 0, cur[0]);
+      cap->put(*cap->s, L.pos, cap->pos, 0, n);
+      for (; cap->seen < n; ++cap->seen) cap->put(*cap->s, L.mask, cap->mask, cap->seen, 1);
+    }
     std::vector<Tensor> outs = cap->s->run(mode);
     const auto t_ran = clock::now();
     info.spec_ms += msd(t_spec, t_session), info.session_ms += msd(t_session, t_run), info.run_ms += msd(t_run, t_ran);
     info.copy_bytes = cap->s->last_stats().input_copy_bytes;
     info.appends = cap->s->last_stats().appends_in_place;
-    const ir::Graph& g = *cap->cg.graph;
-    info.nodes = (int)g.nodes.size();
-    for (const auto& nd : g.nodes) info.control += nd.op == ir::Op::If || nd.op == ir::Op::Loop || nd.op == ir::Op::Scan;
-    const int li = output_index(g, "logits");
-    if (li < 0) throw RuntimeError("internal: output 'logits' missing from the specialised graph");
-    check_logits(outs[li], 1);
-    Tensor logits = outs[li].to_f32();
+    info.nodes = cap->nodes, info.control = cap->control;
+    check_logits(outs[cap->logits], 1);
+    Tensor logits = outs[cap->logits].to_f32();
     for (size_t k = 0; k < L.past.size(); ++k) {
       const auto written = kv->write(k, outs[cap->cg.new_rows[k]]);
       if (kv->spare_slot()) continue;  // the plan reads the cache's storage itself
