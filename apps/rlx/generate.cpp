@@ -178,8 +178,8 @@ void add_generate_options(CLI::App* app, GenerateFlags& f) {
   app->add_option("--backend,-b", f.backend, "Executor: cpu or vulkan (default: $RLX_BACKEND or cpu)");
   app->add_option("--device", f.device, "Device index for the backend (default: $RLX_DEVICE or 0)");
   app->add_flag("--json", f.json,
-                "One JSON line per generated token on stdout (step, id, ms, tokens_in, past, specialise_ms, run_ms,\n"
-                "  specialised_anew), then a summary line");
+                "One JSON line per generated token on stdout (step, id, ms, tokens_in, past, capacity, specialise_ms,\n"
+                "  run_ms, specialised_anew, input_copy_bytes, appends_in_place), then a summary line");
   app->add_option("--kv-cache", f.kv_cache,
                   "auto | capacity | grow. capacity: one plan per cache capacity (64, 128, 256, ... slots; the unused ones masked\n"
                   "  through attention_mask), the cache kept as the plan's input and written in place; grow: the model specialised\n"
