@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "ir/op_registry.h"
 
 namespace rlx {
 
@@ -31,8 +32,11 @@ CapacityGraph capacity_step_graph(const ir::Graph& g, const std::vector<std::str
     out->outputs[j] = n.inputs[1];
     r.new_rows.push_back(j);
   }
-  // Appendable: each past input read by its concat alone (and not an output itself).
+  // Appendable: each past input read by its concat alone (and not an output itself), in a graph
+  // without control nodes (those run as segments and host steps, not one plan).
   r.appendable = true;
+  for (const auto& n : g.nodes)
+    if (ir::op_info(n.op).category == ir::Category::Control) r.appendable = false;
   for (size_t k = 0; k < past.size(); ++k) {
     const int p = g.find(past[k]);
     int readers = 0;

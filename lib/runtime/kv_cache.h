@@ -14,7 +14,7 @@
 // Memory: the cache's storage is anonymous zero pages (mmap), resident only where rows are
 // written, so a cache of capacity 2n holding n positions costs about n positions; growth copies
 // the held rows and gives the old pages back head by head. With a spare slot (in-place append,
-// SessionOptions::append_in_place) each head has C + 1 slots: the step's plan writes the export's
+// Session::set_append_storage) each head has C + 1 slots: the step's plan writes the export's
 // concat(past, new) into the cache itself, the new rows landing in slot C, so no copy of the
 // cache and no buffer of its size is made per step.
 #include <cstdint>
@@ -35,8 +35,9 @@ struct CapacityGraph {
   std::shared_ptr<const ir::Graph> graph;
   std::vector<int> new_rows;
   std::string why_not;
-  // Each past input is read by nothing but its concat: the concat can be written into the
-  // cache itself (KvCache with a spare slot, SessionOptions::append_in_place).
+  // Each past input is read by nothing but its concat, in a graph without control nodes: the
+  // concat can be written into the cache itself (KvCache with a spare slot,
+  // Session::set_append_storage).
   bool appendable = false;
 };
 CapacityGraph capacity_step_graph(const ir::Graph& g, const std::vector<std::string>& past, const std::vector<std::string>& present);
