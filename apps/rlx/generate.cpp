@@ -246,6 +246,7 @@ int cmd_generate(GenerateFlags& f) {
   so_cap.inputs_constant = true;  // the cache inputs are uploaded once per plan, then row by row
   so_cap.in_place_inputs = {L.past.begin(), L.past.end()};  // on the CPU, read from the cache itself
   if (!L.mask.empty() && !L.pos.empty()) so_cap.in_place_inputs.insert({L.ids, L.mask, L.pos});  // changed in place per step
+  if (L.use_cache_branch) so_cap.in_place_inputs.insert("use_cache_branch");
   // On the CPU the export's concat(past, new) is written into the cache itself (a spare slot per
   // head takes the new rows): no copy of the cache and no buffer of its size per step.
   bool append = true;
