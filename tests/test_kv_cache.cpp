@@ -262,4 +262,12 @@ TEST(KvCache, ConcatAppendsIntoTheCallersStorageInEveryMode) {
   CapacityGraph cg2 = capacity_step_graph(*twice, {"past"}, {"present"});
   ASSERT_TRUE(cg2.graph);
   EXPECT_FALSE(cg2.appendable);  // the past is read by another node too
+  for (Mode mode : {Mode::Eager, Mode::Lazy, Mode::Compiled}) {  // so a session refuses to append it
+    Session t(twice, *ex, {}, {});
+    KvCache kv2({H}, {D}, {DType::f32}, C, true);
+    t.set_append_storage("past", kv2.storage(0));
+    t.set_input("past", kv2.tensor(0));
+    t.set_input("x", rows(H, 1, D, 1));
+    EXPECT_THROW(t.run(mode), RuntimeError) << mode_name(mode);
+  }
 }

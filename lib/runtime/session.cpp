@@ -258,6 +258,26 @@ const Tensor* append_target(const ir::Graph& g, size_t i, const Shape& out, cons
   return it != storage.end() && it->second.shape() == out ? &it->second : nullptr;
 }
 
+// Each appended input is read by one node, concat(input, ...) of the storage's shape and dtype
+// (checked before a plan or an eager run uses the storage: anything else would read the
+// storage's layout as the input's).
+void check_appends(const ir::Graph& g, const ir::TypedShapes& ts, const std::map<std::string, Tensor>& storage) {
+  for (const auto& [id, st] : storage) {
+    const int p = g.find(id);
+    int readers = 0, concats = 0;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      for (int u : g.nodes[i].inputs)
+        if (u == p) {
+          readers++;
+          concats += append_target(g, i, ts.shapes[i], storage) == &st && ts.dtypes[i] == st.dtype();
+        }
+    for (int o : g.outputs) readers += o == p;
+    if (p >= 0 && (readers != 1 || concats != 1))
+      throw RuntimeError("internal: input '" + id + "' is appended in place, but the plan reads it other than as the first input of "
+                         "one concat of the storage's shape and dtype");
+  }
+}
+
 }  // namespace
 
 ir::TypedShapes Session::bind_shapes() const {
@@ -360,6 +380,7 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
   }
   const ir::Graph& g = *e->g;
   check_backend_dtypes(g, e->ts);
+  check_appends(g, e->ts, append_storage_);
   const size_t n = g.nodes.size();
   e->where.resize(n);
   std::vector<int> root(n), step(n, -1);
@@ -448,12 +469,6 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
       }
       life[i].first = life[i].last = step[i];
     }
-  }
-  for (const auto& [id, b] : append_buf) {
-    bool found = false;
-    for (const auto& [c, cb] : append_at) found = found || cb == b;
-    if (!found)
-      throw RuntimeError("internal: input '" + id + "' is appended in place, but the plan reads it other than as the first input of a concat of the storage's shape");
   }
   e->appends = (int)append_at.size();
   if (!precomputed.empty()) ex_.flush();
@@ -647,6 +662,7 @@ std::vector<Tensor> Session::run_planned(Exec& e, bool replay) {
 std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
   const ir::Graph& g = *graph_;
   check_backend_dtypes(g, ts);
+  check_appends(g, ts, append_storage_);
   const size_t n = g.nodes.size();
   std::vector<TensorRef> where(n);
   std::vector<std::unique_ptr<DeviceBuffer>> bufs(n);
