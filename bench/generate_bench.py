@@ -21,7 +21,8 @@ For each size it measures:
               masked), and over that exact past (no padding).
   RSS         peak resident set (/usr/bin/time -v) of `rlx generate -n 512` minus that of
               `-n 2` (the one-token plan made), against the bytes the KV cache of 4 + 512 positions needs (lazy and
-              compiled mode, --rss-modes; the median of --rss-runs runs of each)
+              compiled mode, --rss-modes; the median of --rss-runs runs of each); and the same growth
+              within one run, from `--json`'s peak_rss_kib after step 2 to the summary's
 
   bench/generate_bench.py --rlx build/apps/rlx/rlx [--sizes small,large] [--steps 64]
       [--threads 2] [--rounds 3] [--work DIR] [--ort-dir DIR] [--modes eager,lazy,compiled] [--rss-steps 512]
@@ -230,6 +231,15 @@ def main():
                   f"grown {(rn - r2) / 1024:.1f} MiB after step 2 for a KV cache of {cache / 2**20:.2f} MiB "
                   f"({(rn - r2) * 1024 / cache:.2f}x; the capacity cache holds {2 * cfg['LAYERS'] * kvh * 1024 * hd * 4 / 2**20:.2f} MiB "
                   f"at capacity 1024)", flush=True)
+            # the same growth inside one process (no process-to-process spread of the baseline):
+            # --json's peak_rss_kib after step 2 (the one-token plan made) and in the summary
+            grown = []
+            for _ in range(a.rss_runs):
+                j, _, lines = rlx_generate(rlx, model, mode, a.rss_steps, env)
+                grown.append(j["peak_rss_kib"] - lines[1]["peak_rss_kib"])
+            print(f"peak RSS ({mode}) within one run (--json peak_rss_kib, step 2 to step {a.rss_steps}; median of {a.rss_runs}): "
+                  f"grown {statistics.median(grown) / 1024:.2f} MiB ({min(grown)}-{max(grown)} KiB): "
+                  f"{statistics.median(grown) * 1024 / cache:.2f}x the cache", flush=True)
     print(f"\nuptime at the end: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}", flush=True)
 
 

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <random>
@@ -126,6 +127,17 @@ Layout read_layout(const onnx::Model& m, const std::string& file) {
   return L;
 }
 
+// The process's peak resident set so far in KiB (VmHWM of /proc/self/status: this program's
+// memory only; getrusage's ru_maxrss also keeps the peak of the process it was forked from),
+// -1 where the system does not say.
+int64_t peak_rss_kib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6);
+  return -1;
+}
+
 Tensor ints(Shape s, const std::vector<int64_t>& v, int et, const std::string& where) {
   return Tensor::from_ints(std::move(s), v, onnx::to_dtype(et, where));
 }
@@ -179,7 +191,8 @@ void add_generate_options(CLI::App* app, GenerateFlags& f) {
   app->add_option("--device", f.device, "Device index for the backend (default: $RLX_DEVICE or 0)");
   app->add_flag("--json", f.json,
                 "One JSON line per generated token on stdout (step, id, ms, tokens_in, past, capacity, specialise_ms,\n"
-                "  run_ms, specialised_anew, input_copy_bytes, appends_in_place), then a summary line");
+                "  run_ms, specialised_anew, input_copy_bytes, appends_in_place; on a step that made a plan, peak_rss_kib:\n"
+                "  the peak resident set so far), then a summary line (with the final peak_rss_kib)");
   app->add_option("--kv-cache", f.kv_cache,
                   "auto | capacity | grow. capacity: one plan per cache capacity (64, 128, 256, ... slots; the unused ones masked\n"
                   "  through attention_mask), the cache kept as the plan's input and written in place; grow: the model specialised\n"
@@ -487,14 +500,13 @@ int cmd_generate(GenerateFlags& f) {
     t_prev = now;
     // per token: its wall time, and the split --verbose prints (specialise: the ONNX model for
     // this step's shapes; run: planning, in compiled mode compiling, and the kernels)
-    if (f.json)
-      std::cout << nlohmann::json{{"step", step + 1}, {"id", id}, {"ms", ms}, {"tokens_in", t}, {"past", past_len - t},
-                                  {"capacity", info.capacity}, {"specialise_ms", info.spec_ms}, {"run_ms", info.run_ms},
-                                  {"specialised_anew", info.fresh}, {"input_copy_bytes", info.copy_bytes},
-                                  {"appends_in_place", info.appends}}
-                       .dump()
-                << "\n"
-                << std::flush;
+    if (f.json) {
+      nlohmann::json line{{"step", step + 1}, {"id", id}, {"ms", ms}, {"tokens_in", t}, {"past", past_len - t},
+                          {"capacity", info.capacity}, {"specialise_ms", info.spec_ms}, {"run_ms", info.run_ms},
+                          {"specialised_anew", info.fresh}, {"input_copy_bytes", info.copy_bytes}, {"appends_in_place", info.appends}};
+      if (info.fresh) line["peak_rss_kib"] = peak_rss_kib();  // where a plan was made (reading it costs ~10 us)
+      std::cout << line.dump() << "\n" << std::flush;
+    }
     if (f.verbose)
       std::cerr << fmt::format("step {}: {} token(s) in, past {}, id {} ({:.3f} ms: specialise {:.3f}, session {:.3f}, run {:.3f} "
                                "(planning{} included); {}, {} nodes{}{})\n",
@@ -527,7 +539,8 @@ int cmd_generate(GenerateFlags& f) {
                                 {"sampling", f.sampling},
                                 {"kv_cache", no_capacity.empty() ? "capacity" : "grow"},
                                 {"capacity", kv ? kv->capacity() : 0},
-                                {"capacity_plans", capacity_plans}}
+                                {"capacity_plans", capacity_plans},
+                                {"peak_rss_kib", peak_rss_kib()}}
                      .dump()
               << "\n";
   } else {
