@@ -21,7 +21,8 @@ For each size it measures:
               masked), and over that exact past (no padding).
   RSS         peak resident set (/usr/bin/time -v) of `rlx generate -n 512` minus that of
               `-n 2` (the one-token plan made), against the bytes the KV cache of 4 + 512 positions needs (lazy and
-              compiled mode)
+              compiled mode, --rss-modes; the median of --rss-runs runs of each); and the same growth
+              within one run, from `--json`'s peak_rss_kib after step 2 to the summary's
 
   bench/generate_bench.py --rlx build/apps/rlx/rlx [--sizes small,large] [--steps 64]
       [--threads 2] [--rounds 3] [--work DIR] [--ort-dir DIR] [--modes eager,lazy,compiled] [--rss-steps 512]
@@ -149,6 +150,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--modes", default="eager,lazy,compiled")
     ap.add_argument("--rss-steps", type=int, default=512)
+    ap.add_argument("--rss-runs", type=int, default=1, help="runs of each RSS command; the median peak is used")
+    ap.add_argument("--rss-modes", default="lazy,compiled")
     ap.add_argument("--work", default="/tmp/rlx_generate_bench")
     ap.add_argument("--ort-dir", default=os.environ.get("RLX_ORT_DIR", os.path.expanduser("~/.cache/rlx/onnxruntime-node")))
     a = ap.parse_args()
@@ -217,18 +220,26 @@ def main():
                   f"100) of their shape (capacity 64, past {past} seen) {med([x[3] for x in inloop]):.3f} ms: {med(r_cap):.2f}x "
                   f"({rng(r_cap)}; target <= 1.1x); over the exact past ({past}, no padding) {med([x[4] for x in inloop]):.3f} ms: "
                   f"{med(r_exact):.2f}x ({rng(r_exact)})", flush=True)
-        for mode in ("lazy", "compiled") if a.rss_steps else ():
+        for mode in a.rss_modes.split(",") if a.rss_steps else ():
             base = [rlx, "generate", model, "--prompt", ",".join(map(str, PROMPT)), "-m", mode]
             # -n 2 is the baseline: its second step makes the one-token plan (in compiled mode the
             # weights packed for one row, a fixed cost of the model, not of the cache)
-            r1 = peak_rss_kb(base + ["-n", "1"], env)
-            r2 = peak_rss_kb(base + ["-n", "2"], env)
-            rn = peak_rss_kb(base + ["-n", str(a.rss_steps)], env)
+            peak = lambda n: statistics.median([peak_rss_kb(base + ["-n", str(n)], env) for _ in range(a.rss_runs)])  # noqa: E731
+            r1, r2, rn = peak(1), peak(2), peak(a.rss_steps)
             cache = 2 * cfg["LAYERS"] * kvh * (len(PROMPT) + a.rss_steps) * hd * 4
             print(f"peak RSS ({mode}): -n 1 {r1 / 1024:.1f} MiB, -n 2 {r2 / 1024:.1f} MiB, -n {a.rss_steps} {rn / 1024:.1f} MiB: "
                   f"grown {(rn - r2) / 1024:.1f} MiB after step 2 for a KV cache of {cache / 2**20:.2f} MiB "
                   f"({(rn - r2) * 1024 / cache:.2f}x; the capacity cache holds {2 * cfg['LAYERS'] * kvh * 1024 * hd * 4 / 2**20:.2f} MiB "
                   f"at capacity 1024)", flush=True)
+            # the same growth inside one process (no process-to-process spread of the baseline):
+            # --json's peak_rss_kib after step 2 (the one-token plan made) and in the summary
+            grown = []
+            for _ in range(a.rss_runs):
+                j, _, lines = rlx_generate(rlx, model, mode, a.rss_steps, env)
+                grown.append(j["peak_rss_kib"] - lines[1]["peak_rss_kib"])
+            print(f"peak RSS ({mode}) within one run (--json peak_rss_kib, step 2 to step {a.rss_steps}; median of {a.rss_runs}): "
+                  f"grown {statistics.median(grown) / 1024:.2f} MiB ({min(grown)}-{max(grown)} KiB): "
+                  f"{statistics.median(grown) * 1024 / cache:.2f}x the cache", flush=True)
     print(f"\nuptime at the end: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}", flush=True)
 
 

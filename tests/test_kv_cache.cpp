@@ -149,3 +149,125 @@ TEST(KvCache, ChangedInputBytesReachTheNextRunInEveryMode) {
         EXPECT_EQ(s.run(mode)[0].to_f32().data()[0], 14.f);
     }
 }
+
+TEST(KvCache, SpareSlotLayoutKeepsRowsThroughGrowthAndRelayout) {
+  // capacity C + 1 slots per head (the last the plan's append slot); rows at [0, length)
+  const int64_t H = 2, D = 3;
+  KvCache kv({H}, {D}, {DType::f32}, 4, /*spare_slot=*/true);
+  ASSERT_EQ(kv.storage(0).shape(), (Shape{1, H, 5, D}));
+  ASSERT_EQ(kv.tensor(0).shape(), (Shape{1, H, 4, D}));
+  EXPECT_EQ(kv.tensor(0).raw(), kv.storage(0).raw());  // a view over the same bytes
+  std::vector<std::vector<float>> want(H);  // per head, the rows' values in order
+  for (int step = 1; step <= 9; ++step) {
+    if (kv.length() + 1 > kv.capacity()) kv.grow(2 * kv.capacity());
+    Tensor r = rows(H, 1, D, step);
+    auto ranges = kv.write(0, r);
+    for (int64_t h = 0; h < H; ++h) {
+      EXPECT_EQ(ranges[h].first, (size_t)((h * (kv.capacity() + 1) + kv.length()) * D * 4)) << "step " << step;
+      for (int64_t d = 0; d < D; ++d) want[h].push_back(r.data()[h * D + d]);
+    }
+    kv.advance(1);
+  }
+  ASSERT_EQ(kv.capacity(), 16);
+  auto check = [&](int64_t stride) {
+    const float* c = static_cast<const float*>(kv.storage(0).raw());
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < stride; ++i)
+        for (int64_t d = 0; d < D; ++d)
+          ASSERT_EQ(c[(h * stride + i) * D + d], i < 9 ? want[h][i * D + d] : 0.f) << "head " << h << " slot " << i;
+    Tensor v = kv.valid(0);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < 9 * D; ++i) ASSERT_EQ(v.data()[h * 9 * D + i], want[h][i]);
+  };
+  check(17);
+  kv.relayout(16, false);  // a plan that reads the past as it is: no spare slot
+  EXPECT_FALSE(kv.spare_slot());
+  ASSERT_EQ(kv.tensor(0).shape(), (Shape{1, H, 16, D}));
+  check(16);
+  EXPECT_EQ(kv.held_bytes(), H * 9 * D * 4);
+}
+
+// Session::set_append_storage: concat(past, new) written into the caller's storage, in every
+// mode, against a plain loop; the past is neither uploaded nor copied (RunStats' counter).
+TEST(KvCache, ConcatAppendsIntoTheCallersStorageInEveryMode) {
+  const int64_t H = 2, C = 6, D = 3;
+  auto g = graph_text(R"({"id": "past", "op": "input", "shape": [1, 2, 6, 3]},
+      {"id": "x", "op": "input", "shape": [1, 2, 1, 3]},
+      {"id": "new", "op": "mul", "inputs": ["x", "x"]},
+      {"id": "present", "op": "concat", "inputs": ["past", "new"], "attrs": {"axis": 2}},
+      {"id": "two", "op": "constant", "shape": [], "value": 2.0},
+      {"id": "y", "op": "mul", "inputs": ["present", "two"]},
+      {"id": "s", "op": "sum", "inputs": ["present"], "attrs": {"axes": [2]}})",
+                      R"(["y", "s", "new"])");
+  auto ex = make_executor("cpu");
+  ASSERT_TRUE(Session::can_append_in_place(*ex, DType::f32));
+  for (Mode mode : {Mode::Eager, Mode::Lazy, Mode::Compiled}) {
+    SCOPED_TRACE(mode_name(mode));
+    SessionOptions so;
+    so.inputs_constant = true;
+    so.in_place_inputs = {"past"};
+    Session s(g, *ex, {}, so);
+    KvCache kv({H}, {D}, {DType::f32}, C, /*spare_slot=*/true);
+    s.set_append_storage("past", kv.storage(0));
+    s.set_input("past", kv.tensor(0));
+    std::vector<std::vector<float>> held(H);  // the plain loop: per head, the rows held
+    for (int step = 1; step <= 4; ++step) {
+      Tensor x = rows(H, 1, D, step);
+      s.set_input("x", x);
+      std::vector<Tensor> out = s.run(mode);
+      EXPECT_EQ(s.last_stats().appends_in_place, 1);
+      EXPECT_EQ(s.last_stats().input_copy_bytes, H * D * 4)
+          << "only x is uploaded: the past is read in place";
+      const Tensor y = out[0].to_f32(), sum = out[1].to_f32();
+      ASSERT_EQ(y.shape(), (Shape{1, H, C + 1, D}));
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+          double want_sum = 0;
+          for (int64_t i = 0; i <= C; ++i) {
+            const float xv = x.data()[h * D + d];
+            const float want = i == C ? xv * xv : i < (int64_t)held[h].size() / D ? held[h][i * D + d] : 0.f;
+            ASSERT_EQ(y.data()[(h * (C + 1) + i) * D + d], 2 * want) << "step " << step << " head " << h << " slot " << i;
+            want_sum += want;
+          }
+          ASSERT_NEAR(sum.data()[h * D + d], want_sum, 1e-6 * want_sum + 1e-3);  // f32 sums of values near 1e7
+          // the concat wrote the new rows into the storage's spare slot
+          ASSERT_EQ(static_cast<const float*>(kv.storage(0).raw())[(h * (C + 1) + C) * D + d], x.data()[h * D + d] * x.data()[h * D + d]);
+        }
+      kv.write(0, out[2]);  // the new rows into slot `length`, as rlx generate does
+      kv.advance(1);
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t d = 0; d < D; ++d) held[h].push_back(out[2].to_f32().data()[h * D + d]);
+    }
+  }
+  // storage of another shape, or a past read other than by its concat: refused
+  Session s(g, *ex, {}, {});
+  KvCache kv({H}, {D}, {DType::f32}, C, true);
+  s.set_append_storage("past", kv.tensor(0));  // the view's shape, not the concat's
+  s.set_input("past", kv.tensor(0));
+  s.set_input("x", rows(H, 1, D, 1));
+  EXPECT_THROW(s.run(Mode::Lazy), RuntimeError);
+  auto once = graph_text(R"({"id": "past", "op": "input", "shape": [1, 2, 6, 3]},
+      {"id": "x", "op": "input", "shape": [1, 2, 1, 3]},
+      {"id": "present", "op": "concat", "inputs": ["past", "x"], "attrs": {"axis": 2}},
+      {"id": "z", "op": "mul", "inputs": ["present", "present"]})",
+                         R"(["present", "z"])");
+  CapacityGraph cg = capacity_step_graph(*once, {"past"}, {"present"});
+  ASSERT_TRUE(cg.graph);
+  EXPECT_TRUE(cg.appendable);
+  auto twice = graph_text(R"({"id": "past", "op": "input", "shape": [1, 2, 6, 3]},
+      {"id": "x", "op": "input", "shape": [1, 2, 1, 3]},
+      {"id": "present", "op": "concat", "inputs": ["past", "x"], "attrs": {"axis": 2}},
+      {"id": "z", "op": "mul", "inputs": ["past", "past"]})",
+                          R"(["present", "z"])");
+  CapacityGraph cg2 = capacity_step_graph(*twice, {"past"}, {"present"});
+  ASSERT_TRUE(cg2.graph);
+  EXPECT_FALSE(cg2.appendable);  // the past is read by another node too
+  for (Mode mode : {Mode::Eager, Mode::Lazy, Mode::Compiled}) {  // so a session refuses to append it
+    Session t(twice, *ex, {}, {});
+    KvCache kv2({H}, {D}, {DType::f32}, C, true);
+    t.set_append_storage("past", kv2.storage(0));
+    t.set_input("past", kv2.tensor(0));
+    t.set_input("x", rows(H, 1, D, 1));
+    EXPECT_THROW(t.run(mode), RuntimeError) << mode_name(mode);
+  }
+}

@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <random>
@@ -125,6 +127,17 @@ Layout read_layout(const onnx::Model& m, const std::string& file) {
   return L;
 }
 
+// The process's peak resident set so far in KiB (VmHWM of /proc/self/status: this program's
+// memory only; getrusage's ru_maxrss also keeps the peak of the process it was forked from),
+// -1 where the system does not say.
+int64_t peak_rss_kib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6);
+  return -1;
+}
+
 Tensor ints(Shape s, const std::vector<int64_t>& v, int et, const std::string& where) {
   return Tensor::from_ints(std::move(s), v, onnx::to_dtype(et, where));
 }
@@ -177,8 +190,9 @@ void add_generate_options(CLI::App* app, GenerateFlags& f) {
   app->add_option("--backend,-b", f.backend, "Executor: cpu or vulkan (default: $RLX_BACKEND or cpu)");
   app->add_option("--device", f.device, "Device index for the backend (default: $RLX_DEVICE or 0)");
   app->add_flag("--json", f.json,
-                "One JSON line per generated token on stdout (step, id, ms, tokens_in, past, specialise_ms, run_ms,\n"
-                "  specialised_anew), then a summary line");
+                "One JSON line per generated token on stdout (step, id, ms, tokens_in, past, capacity, specialise_ms,\n"
+                "  run_ms, specialised_anew, input_copy_bytes, appends_in_place; on a step that made a plan, peak_rss_kib:\n"
+                "  the peak resident set so far), then a summary line (with the final peak_rss_kib)");
   app->add_option("--kv-cache", f.kv_cache,
                   "auto | capacity | grow. capacity: one plan per cache capacity (64, 128, 256, ... slots; the unused ones masked\n"
                   "  through attention_mask), the cache kept as the plan's input and written in place; grow: the model specialised\n"
@@ -244,11 +258,27 @@ int cmd_generate(GenerateFlags& f) {
   SessionOptions so_cap = so;
   so_cap.inputs_constant = true;  // the cache inputs are uploaded once per plan, then row by row
   so_cap.in_place_inputs = {L.past.begin(), L.past.end()};  // on the CPU, read from the cache itself
+  if (!L.mask.empty() && !L.pos.empty()) so_cap.in_place_inputs.insert({L.ids, L.mask, L.pos});  // changed in place per step
+  if (L.use_cache_branch) so_cap.in_place_inputs.insert("use_cache_branch");
+  // On the CPU the export's concat(past, new) is written into the cache itself (a spare slot per
+  // head takes the new rows): no copy of the cache and no buffer of its size per step.
+  bool append = true;
+  for (DType dt : L.past_dtype) append = append && Session::can_append_in_place(*ex, dt);
   std::unique_ptr<KvCache> kv;
   struct CapacityStep {
     std::shared_ptr<const onnx::Specialized> sp;
     CapacityGraph cg;
     std::unique_ptr<Session> s;
+    Tensor ids, mask, pos;  // the step's inputs, set once per plan, then changed in place
+    int64_t seen = 0;       // the mask's slots [0, seen) are 1
+    int nodes = 0, control = 0, logits = -1;
+    // Writes integer v at element i of `t` (input `id`'s tensor) and tells the session.
+    void put(Session& s, const std::string& id, Tensor& t, int64_t i, int64_t v) {
+      const Tensor one = Tensor::from_ints({1}, {v}, t.dtype());
+      const size_t es = dtype_size(t.dtype());
+      std::memcpy(static_cast<uint8_t*>(t.mutable_raw()) + i * es, one.raw(), es);
+      s.input_bytes_changed(id, t, i * es, es);
+    }
   };
   std::unique_ptr<CapacityStep> cap;
   bool probed = false;
@@ -265,6 +295,8 @@ int cmd_generate(GenerateFlags& f) {
   struct StepInfo {
     double spec_ms = 0, session_ms = 0, run_ms = 0;
     bool fresh = false;
+    int64_t copy_bytes = 0;  // the session's input_copy_bytes (inputs uploaded or copied)
+    int appends = 0;         // concats appended into the cache in place
     int nodes = 0, control = 0;
     int64_t capacity = 0;  // 0: a grown step
   };
@@ -326,22 +358,23 @@ int cmd_generate(GenerateFlags& f) {
   auto capacity_step = [&](StepInfo& info, std::string& why) -> Tensor {
     const int64_t n = kv->length(), C_before = kv->capacity();
     if (n + 1 > C_before) {
-      cap.reset();  // the old plan (and its copy of the cache) goes first: a lower peak
+      if (cap) model->forget(cap->sp);  // the outgrown capacity's specialisation and plan go first: a lower peak
+      cap.reset();
       kv->grow(2 * C_before);
     }
     const int64_t C = kv->capacity();
     info.capacity = C;
-    std::map<std::string, Tensor> in;
-    in[L.ids] = ints({1, 1}, cur, L.ids_et, "input_ids");
-    std::vector<int64_t> mask(C + 1, 0);  // the past's n slots and the new token's (last) are seen
-    std::fill(mask.begin(), mask.begin() + n, 1);
-    mask[C] = 1;
-    in[L.mask] = ints({1, C + 1}, mask, L.mask_et, "attention_mask");
-    in[L.pos] = ints({1, 1}, {n}, L.pos_et, "position_ids");
-    if (L.use_cache_branch) in["use_cache_branch"] = Tensor::from_ints(L.use_cache_shape, {1}, DType::boolean);
     const auto t_spec = clock::now();
     auto t_session = t_spec;
     if (!cap) {
+      std::map<std::string, Tensor> in;
+      in[L.ids] = ints({1, 1}, cur, L.ids_et, "input_ids");
+      std::vector<int64_t> mask(C + 1, 0);  // the past's n slots and the new token's (last) are seen
+      std::fill(mask.begin(), mask.begin() + n, 1);
+      mask[C] = 1;
+      in[L.mask] = ints({1, C + 1}, mask, L.mask_et, "attention_mask");
+      in[L.pos] = ints({1, 1}, {n}, L.pos_et, "position_ids");
+      if (L.use_cache_branch) in["use_cache_branch"] = Tensor::from_ints(L.use_cache_shape, {1}, DType::boolean);
       std::map<std::string, Shape> shapes;
       for (const auto& [name, v] : in) shapes[name] = v.shape();
       for (size_t k = 0; k < L.past.size(); ++k) shapes[L.past[k]] = kv->tensor(k).shape();
@@ -359,25 +392,44 @@ int cmd_generate(GenerateFlags& f) {
       }
       t_session = clock::now();
       c->s = std::make_unique<Session>(c->cg.graph, *ex, c->sp->params, so_cap);
-      for (size_t k = 0; k < L.past.size(); ++k) c->s->set_input(L.past[k], kv->tensor(k));
+      if (kv->spare_slot() && !(append && c->cg.appendable)) kv->relayout(C, false);  // the past read as it is
+      for (size_t k = 0; k < L.past.size(); ++k) {
+        if (kv->spare_slot()) c->s->set_append_storage(L.past[k], kv->storage(k));
+        c->s->set_input(L.past[k], kv->tensor(k));
+      }
+      for (const auto& [name, v] : in) c->s->set_input(name, v);
+      c->ids = in[L.ids], c->mask = in[L.mask], c->pos = in[L.pos];
+      c->seen = n;
+      const ir::Graph& g = *c->cg.graph;
+      c->nodes = (int)g.nodes.size();
+      for (const auto& nd : g.nodes) c->control += nd.op == ir::Op::If || nd.op == ir::Op::Loop || nd.op == ir::Op::Scan;
+      c->logits = output_index(g, "logits");
+      if (c->logits < 0) throw RuntimeError("internal: output 'logits' missing from the specialised graph");
       cap = std::move(c);
       info.fresh = true;
       ++capacity_plans;
     }
     const auto t_run = clock::now();
-    for (const auto& [name, v] : in) cap->s->set_input(name, v);
+    if (!info.fresh) {
+      // The plan's inputs are changed where they are (no new tensors, no mask rebuilt): the id,
+      // the position and the mask's newly held slots; on the CPU the plan reads them in place.
+      cap->put(*cap->s, L.ids, cap->ids, 0, cur[0]);
+      cap->put(*cap->s, L.pos, cap->pos, 0, n);
+      for (; cap->seen < n; ++cap->seen) cap->put(*cap->s, L.mask, cap->mask, cap->seen, 1);
+    }
     std::vector<Tensor> outs = cap->s->run(mode);
     const auto t_ran = clock::now();
     info.spec_ms += msd(t_spec, t_session), info.session_ms += msd(t_session, t_run), info.run_ms += msd(t_run, t_ran);
-    const ir::Graph& g = *cap->cg.graph;
-    info.nodes = (int)g.nodes.size();
-    for (const auto& nd : g.nodes) info.control += nd.op == ir::Op::If || nd.op == ir::Op::Loop || nd.op == ir::Op::Scan;
-    const int li = output_index(g, "logits");
-    if (li < 0) throw RuntimeError("internal: output 'logits' missing from the specialised graph");
-    check_logits(outs[li], 1);
-    Tensor logits = outs[li].to_f32();
-    for (size_t k = 0; k < L.past.size(); ++k)
-      for (const auto& [at, bytes] : kv->write(k, outs[cap->cg.new_rows[k]])) cap->s->input_bytes_changed(L.past[k], kv->tensor(k), at, bytes);
+    info.copy_bytes = cap->s->last_stats().input_copy_bytes;
+    info.appends = cap->s->last_stats().appends_in_place;
+    info.nodes = cap->nodes, info.control = cap->control;
+    check_logits(outs[cap->logits], 1);
+    Tensor logits = outs[cap->logits].to_f32();
+    for (size_t k = 0; k < L.past.size(); ++k) {
+      const auto written = kv->write(k, outs[cap->cg.new_rows[k]]);
+      if (kv->spare_slot()) continue;  // the plan reads the cache's storage itself
+      for (const auto& [at, bytes] : written) cap->s->input_bytes_changed(L.past[k], kv->tensor(k), at, bytes);
+    }
     kv->advance(1);
     return logits;
   };
@@ -436,7 +488,7 @@ int cmd_generate(GenerateFlags& f) {
     const int64_t id = choose(l32.data() + (t - 1) * V, V, f, rng);
     past_len += t;
     if (step == 0 && no_capacity.empty()) {  // the prompt ran over no past: the cache starts here
-      kv = std::make_unique<KvCache>(L.kv_heads, L.head_dim, L.past_dtype, KvCache::capacity_for(past_len + 1));
+      kv = std::make_unique<KvCache>(L.kv_heads, L.head_dim, L.past_dtype, KvCache::capacity_for(past_len + 1), append);
       for (size_t k = 0; k < L.past.size(); ++k) kv->write(k, past[L.past[k]]);
       kv->advance(past_len);
     }
@@ -448,19 +500,21 @@ int cmd_generate(GenerateFlags& f) {
     t_prev = now;
     // per token: its wall time, and the split --verbose prints (specialise: the ONNX model for
     // this step's shapes; run: planning, in compiled mode compiling, and the kernels)
-    if (f.json)
-      std::cout << nlohmann::json{{"step", step + 1}, {"id", id}, {"ms", ms}, {"tokens_in", t}, {"past", past_len - t},
-                                  {"capacity", info.capacity}, {"specialise_ms", info.spec_ms}, {"run_ms", info.run_ms},
-                                  {"specialised_anew", info.fresh}}
-                       .dump()
-                << "\n"
-                << std::flush;
+    if (f.json) {
+      nlohmann::json line{{"step", step + 1}, {"id", id}, {"ms", ms}, {"tokens_in", t}, {"past", past_len - t},
+                          {"capacity", info.capacity}, {"specialise_ms", info.spec_ms}, {"run_ms", info.run_ms},
+                          {"specialised_anew", info.fresh}, {"input_copy_bytes", info.copy_bytes}, {"appends_in_place", info.appends}};
+      if (info.fresh) line["peak_rss_kib"] = peak_rss_kib();  // where a plan was made (reading it costs ~10 us)
+      std::cout << line.dump() << "\n" << std::flush;
+    }
     if (f.verbose)
       std::cerr << fmt::format("step {}: {} token(s) in, past {}, id {} ({:.3f} ms: specialise {:.3f}, session {:.3f}, run {:.3f} "
                                "(planning{} included); {}, {} nodes{}{})\n",
                                step + 1, t, past_len - t, id, ms, info.spec_ms, info.session_ms, info.run_ms,
                                mode == Mode::Compiled ? " and compiling" : "",
-                               info.capacity ? fmt::format("capacity {} ({})", info.capacity, info.fresh ? "planned anew" : "plan reused")
+                               info.capacity ? fmt::format("capacity {} ({}; inputs copied {} bytes, {} concat(s) appended in place)",
+                                                           info.capacity, info.fresh ? "planned anew" : "plan reused", info.copy_bytes,
+                                                           info.appends)
                                              : (info.fresh ? "specialised anew" : "specialisation reused"),
                                info.nodes, info.control ? fmt::format(", {} run-time control node(s)", info.control) : "",
                                L.use_cache_branch ? fmt::format(", use_cache_branch {}", past_len > t) : "");
@@ -485,7 +539,8 @@ int cmd_generate(GenerateFlags& f) {
                                 {"sampling", f.sampling},
                                 {"kv_cache", no_capacity.empty() ? "capacity" : "grow"},
                                 {"capacity", kv ? kv->capacity() : 0},
-                                {"capacity_plans", capacity_plans}}
+                                {"capacity_plans", capacity_plans},
+                                {"peak_rss_kib", peak_rss_kib()}}
                      .dump()
               << "\n";
   } else {

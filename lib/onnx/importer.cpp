@@ -684,4 +684,17 @@ std::shared_ptr<const Specialized> Model::specialize(const std::map<std::string,
   return sp;
 }
 
+void Model::forget(const std::shared_ptr<const Specialized>& sp) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+    auto& v = it->second;
+    v.erase(std::remove(v.begin(), v.end(), sp), v.end());
+    if (v.empty()) {
+      cache_order_.erase(std::remove(cache_order_.begin(), cache_order_.end(), it->first), cache_order_.end());
+      cache_.erase(it);
+      return;
+    }
+  }
+}
+
 }  // namespace rlx::onnx

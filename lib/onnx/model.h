@@ -167,6 +167,9 @@ class Model {
                                                 const std::map<std::string, Tensor>& values = {});
   static constexpr int64_t kMaxValueBoundElements = 64;
   int specializations() const { return specializations_; }
+  // Drops `sp` from the specialisation cache (its memory goes with the caller's last reference):
+  // rlx generate's plan for a KV cache capacity it has outgrown.
+  void forget(const std::shared_ptr<const Specialized>& sp);
 
   const Limits& limits() const { return limits_; }
 

@@ -51,6 +51,9 @@ struct Kernel {
   // prepack constant weights and fold a product's consumer into its epilogue):
   uint32_t const_inputs = 0;  // bit i: input i is a param or constant (the same bytes every run)
   bool graph_output = false;  // the output is a graph output (read after the run)
+  // Bit i: input i's values already are where the output holds them (an in-place append,
+  // Session::set_append_storage; only where wrap_host works): a concat does not copy it.
+  uint32_t inputs_in_output = 0;
   const ir::Graph* graph = nullptr;  // the graph `node` is in, where known (names inputs in messages)
 };
 
@@ -129,7 +132,8 @@ class Executor {
   // A read-only buffer over host memory used in place (zero copy): `bytes` bytes of `dtype`
   // elements at `data`, kept alive by `keep` while the buffer lives. Null where the backend
   // cannot use host memory directly (then upload a copy) or storage_dtype(dtype) != dtype.
-  // Kernels never write a buffer made this way (the session uses it for params and constants).
+  // Kernels never write a buffer made this way (the session uses it for params and constants),
+  // except a concat's output over a caller's KV cache (Session::set_append_storage).
   virtual std::unique_ptr<DeviceBuffer> wrap_host(const void* data, size_t bytes, DType dtype,
                                                   std::shared_ptr<const void> keep) {
     return nullptr;

@@ -1,8 +1,13 @@
 #include "runtime/kv_cache.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
+#include "ir/op_registry.h"
 
 namespace rlx {
 
@@ -27,9 +32,42 @@ CapacityGraph capacity_step_graph(const ir::Graph& g, const std::vector<std::str
     out->outputs[j] = n.inputs[1];
     r.new_rows.push_back(j);
   }
+  // Appendable: each past input read by its concat alone (and not an output itself), in a graph
+  // without control nodes (those run as segments and host steps, not one plan).
+  r.appendable = true;
+  for (const auto& n : g.nodes)
+    if (ir::op_info(n.op).category == ir::Category::Control) r.appendable = false;
+  for (size_t k = 0; k < past.size(); ++k) {
+    const int p = g.find(past[k]);
+    int readers = 0;
+    for (const auto& n : g.nodes)
+      for (int u : n.inputs) readers += u == p;
+    for (int o : out->outputs) readers += o == p;
+    r.appendable = r.appendable && readers == 1;
+  }
   r.graph = std::move(out);
   return r;
 }
+
+namespace {
+
+// `bytes` of anonymous zero pages: resident only once written (reading an untouched page maps
+// the shared zero page), given back whole by munmap when the last tensor borrowing them goes.
+std::shared_ptr<uint8_t> zero_pages(size_t bytes) {
+  const size_t n = std::max<size_t>(bytes, 1);
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw RuntimeError("KV cache: out of memory mapping " + std::to_string(n) + " bytes");
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [n](uint8_t* q) { munmap(q, n); });
+}
+
+// Gives back the whole pages inside [p, p + bytes) (they read as zeros again).
+void release_pages(uint8_t* p, size_t bytes) {
+  static const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  const uintptr_t b = ((uintptr_t)p + page - 1) / page * page, e = ((uintptr_t)p + bytes) / page * page;
+  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+}
+
+}  // namespace
 
 int64_t KvCache::capacity_for(int64_t needed) {
   int64_t c = 64;
@@ -37,9 +75,21 @@ int64_t KvCache::capacity_for(int64_t needed) {
   return c;
 }
 
-KvCache::KvCache(std::vector<int64_t> kv_heads, std::vector<int64_t> head_dim, std::vector<DType> dtypes, int64_t capacity)
-    : heads_(std::move(kv_heads)), dim_(std::move(head_dim)), dtypes_(std::move(dtypes)), capacity_(capacity) {
-  for (size_t k = 0; k < heads_.size(); ++k) slots_.emplace_back(Shape{1, heads_[k], capacity_, dim_[k]}, dtypes_[k]);
+KvCache::KvCache(std::vector<int64_t> kv_heads, std::vector<int64_t> head_dim, std::vector<DType> dtypes, int64_t capacity,
+                 bool spare_slot)
+    : heads_(std::move(kv_heads)), dim_(std::move(head_dim)), dtypes_(std::move(dtypes)), spare_(spare_slot), capacity_(capacity) {
+  slots_.resize(heads_.size()), views_.resize(heads_.size()), mem_.resize(heads_.size());
+  for (size_t k = 0; k < heads_.size(); ++k) allocate(k, capacity_, slots_, views_, mem_);
+}
+
+void KvCache::allocate(size_t k, int64_t capacity, std::vector<Tensor>& slots, std::vector<Tensor>& views,
+                       std::vector<uint8_t*>& mem) const {
+  const int64_t per_head = capacity + (spare_ ? 1 : 0);
+  const Shape s{1, heads_[k], per_head, dim_[k]};
+  auto pages = zero_pages((size_t)shape_numel(s) * dtype_size(dtypes_[k]));
+  mem[k] = pages.get();
+  slots[k] = Tensor::borrow(s, dtypes_[k], pages.get(), pages);
+  views[k] = spare_ ? Tensor::borrow({1, heads_[k], capacity, dim_[k]}, dtypes_[k], pages.get(), pages) : slots[k];
 }
 
 std::vector<std::pair<size_t, size_t>> KvCache::write(size_t k, const Tensor& rows_in) {
@@ -52,26 +102,35 @@ std::vector<std::pair<size_t, size_t>> KvCache::write(size_t k, const Tensor& ro
   if (length_ + t > capacity_)
     throw RuntimeError("internal: KV cache: " + std::to_string(length_ + t) + " positions exceed the capacity " + std::to_string(capacity_));
   const size_t es = dtype_size(dtypes_[k]), row = (size_t)dim_[k] * es;
-  uint8_t* dst = static_cast<uint8_t*>(slots_[k].mutable_raw());
+  uint8_t* dst = mem_[k];
   const uint8_t* src = static_cast<const uint8_t*>(rows.raw());
   std::vector<std::pair<size_t, size_t>> ranges;
   for (int64_t h = 0; h < heads_[k]; ++h) {
-    const size_t at = ((size_t)h * capacity_ + length_) * row;
+    const size_t at = ((size_t)h * stride() + length_) * row;
     std::memcpy(dst + at, src + (size_t)h * t * row, t * row);
     ranges.emplace_back(at, t * row);
   }
   return ranges;
 }
 
-void KvCache::grow(int64_t capacity) {
+void KvCache::relayout(int64_t capacity, bool spare_slot) {
   if (capacity < length_) throw RuntimeError("internal: KV cache: capacity " + std::to_string(capacity) + " below its length");
+  const int64_t old_stride = stride(), new_stride = capacity + (spare_slot ? 1 : 0);
+  spare_ = spare_slot;
   for (size_t k = 0; k < slots_.size(); ++k) {
-    Tensor next(Shape{1, heads_[k], capacity, dim_[k]}, dtypes_[k]);
+    std::vector<Tensor> s(slots_.size()), v(slots_.size());
+    std::vector<uint8_t*> m(slots_.size());
+    allocate(k, capacity, s, v, m);
+    // Only this cache holds the old storage (its tensor and its view: two owners): its pages
+    // go back as each head is copied, so growth holds about one copy of the rows, not two.
+    const bool sole = slots_[k].keepalive().use_count() == 2;
     const size_t row = (size_t)dim_[k] * dtype_size(dtypes_[k]);
-    for (int64_t h = 0; h < heads_[k] && length_ > 0; ++h)
-      std::memcpy(static_cast<uint8_t*>(next.mutable_raw()) + (size_t)h * capacity * row,
-                  static_cast<const uint8_t*>(slots_[k].raw()) + (size_t)h * capacity_ * row, length_ * row);
-    slots_[k] = std::move(next);
+    for (int64_t h = 0; h < heads_[k] && length_ > 0; ++h) {
+      uint8_t* from = mem_[k] + (size_t)h * old_stride * row;
+      std::memcpy(m[k] + (size_t)h * new_stride * row, from, length_ * row);
+      if (sole) release_pages(from, old_stride * row);
+    }
+    slots_[k] = std::move(s[k]), views_[k] = std::move(v[k]), mem_[k] = m[k];
   }
   capacity_ = capacity;
 }
@@ -81,14 +140,20 @@ Tensor KvCache::valid(size_t k) const {
   if (length_ == 0) return r;
   const size_t row = (size_t)dim_[k] * dtype_size(dtypes_[k]);
   for (int64_t h = 0; h < heads_[k]; ++h)
-    std::memcpy(static_cast<uint8_t*>(r.mutable_raw()) + (size_t)h * length_ * row,
-                static_cast<const uint8_t*>(slots_[k].raw()) + (size_t)h * capacity_ * row, length_ * row);
+    std::memcpy(static_cast<uint8_t*>(r.mutable_raw()) + (size_t)h * length_ * row, mem_[k] + (size_t)h * stride() * row,
+                length_ * row);
   return r;
 }
 
 int64_t KvCache::bytes() const {
   int64_t b = 0;
   for (const auto& s : slots_) b += (int64_t)s.nbytes();
+  return b;
+}
+
+int64_t KvCache::held_bytes() const {
+  int64_t b = 0;
+  for (size_t k = 0; k < slots_.size(); ++k) b += heads_[k] * length_ * dim_[k] * (int64_t)dtype_size(dtypes_[k]);
   return b;
 }
 

@@ -10,6 +10,13 @@
 // Concat's second input, made a graph output in place of present.N) are written into the next
 // free slot, on the host and in the plan's input buffer, so a step uploads one row per head,
 // not the cache. Beyond the capacity the cache doubles (one new plan per doubling).
+//
+// Memory: the cache's storage is anonymous zero pages (mmap), resident only where rows are
+// written, so a cache of capacity 2n holding n positions costs about n positions; growth copies
+// the held rows and gives the old pages back head by head. With a spare slot (in-place append,
+// Session::set_append_storage) each head has C + 1 slots: the step's plan writes the export's
+// concat(past, new) into the cache itself, the new rows landing in slot C, so no copy of the
+// cache and no buffer of its size is made per step.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,6 +35,10 @@ struct CapacityGraph {
   std::shared_ptr<const ir::Graph> graph;
   std::vector<int> new_rows;
   std::string why_not;
+  // Each past input is read by nothing but its concat, in a graph without control nodes: the
+  // concat can be written into the cache itself (KvCache with a spare slot,
+  // Session::set_append_storage).
+  bool appendable = false;
 };
 CapacityGraph capacity_step_graph(const ir::Graph& g, const std::vector<std::string>& past, const std::vector<std::string>& present);
 
@@ -36,29 +47,47 @@ class KvCache {
   // Smallest capacity for `needed` slots: a power of two, at least 64.
   static int64_t capacity_for(int64_t needed);
 
-  KvCache(std::vector<int64_t> kv_heads, std::vector<int64_t> head_dim, std::vector<DType> dtypes, int64_t capacity);
+  // `spare_slot`: each head holds capacity + 1 slots, the last the step's append slot (in-place
+  // append: storage() is concat(past, new)'s output, tensor() the past's view of it).
+  KvCache(std::vector<int64_t> kv_heads, std::vector<int64_t> head_dim, std::vector<DType> dtypes, int64_t capacity,
+          bool spare_slot = false);
 
   int64_t capacity() const { return capacity_; }
   int64_t length() const { return length_; }
   size_t size() const { return slots_.size(); }
-  // Tensor k: [1, kv_heads, capacity, head_dim], slots [length, capacity) zero.
-  const Tensor& tensor(size_t k) const { return slots_[k]; }
+  bool spare_slot() const { return spare_; }
+  // Tensor k: [1, kv_heads, capacity, head_dim], slots [length, capacity) zero. With a spare
+  // slot, a tensor of that shape over the storage's first bytes (not its layout: a plan reads it
+  // only through the concat written into storage(k)).
+  const Tensor& tensor(size_t k) const { return views_[k]; }
+  // The storage: [1, kv_heads, capacity + spare, head_dim] (borrowed anonymous pages).
+  const Tensor& storage(size_t k) const { return slots_[k]; }
   // Copies `rows` [1, kv_heads, t, head_dim] into slots [length, length + t) of tensor k
   // (converted to its dtype); returns the byte ranges written (offset, bytes), one per head.
   std::vector<std::pair<size_t, size_t>> write(size_t k, const Tensor& rows);
   // After every tensor got its rows: the cache holds t more positions.
   void advance(int64_t t) { length_ += t; }
-  // New tensors of `capacity` slots holding the same positions (one copy per growth).
-  void grow(int64_t capacity);
+  // New tensors of `capacity` slots holding the same positions (one copy per growth; the old
+  // pages are given back as they are copied where nothing else holds the old storage).
+  void grow(int64_t capacity) { relayout(capacity, spare_); }
+  // The same with or without the spare slot (a plan that cannot append in place).
+  void relayout(int64_t capacity, bool spare_slot);
   // The positions held, [1, kv_heads, length, head_dim] (a copy).
   Tensor valid(size_t k) const;
+  // The storage's bytes (capacity + spare slots; resident only where written).
   int64_t bytes() const;
+  // What `length` positions need: kv_heads x length x head_dim elements per tensor.
+  int64_t held_bytes() const;
 
  private:
   std::vector<int64_t> heads_, dim_;
   std::vector<DType> dtypes_;
-  std::vector<Tensor> slots_;
+  std::vector<Tensor> slots_, views_;
+  std::vector<uint8_t*> mem_;  // slots_[k]'s bytes, written in place (the tensors borrow them)
+  bool spare_ = false;
   int64_t capacity_ = 0, length_ = 0;
+  int64_t stride() const { return capacity_ + (spare_ ? 1 : 0); }  // slots per head
+  void allocate(size_t k, int64_t capacity, std::vector<Tensor>& slots, std::vector<Tensor>& views, std::vector<uint8_t*>& mem) const;
 };
 
 }  // namespace rlx

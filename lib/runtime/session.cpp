@@ -84,6 +84,8 @@ struct Session::Exec {
   std::vector<std::unique_ptr<DeviceBuffer>> owned;
   std::map<std::string, TensorRef> input_refs;
   std::map<std::string, const void*> in_place;  // inputs read from the host tensor at this address
+  int appends = 0;                 // concats written into a caller's storage (set_append_storage)
+  int64_t concat_input_bytes = 0;  // what the other concats copy of graph inputs per run
   std::unique_ptr<Recording> rec;
   passes::MemoryPlan mp;
   int64_t leaf_bytes = 0;
@@ -223,6 +225,61 @@ void Session::input_bytes_changed(const std::string& id, const Tensor& value, si
                 "input '" + id + "'");
 }
 
+void Session::set_append_storage(const std::string& id, const Tensor& storage) {
+  int i = graph_->find(id);
+  if (i < 0 || graph_->nodes[i].op != Op::Input) throw RuntimeError("internal: append storage for '" + id + "', not an input");
+  if (control_) throw RuntimeError("internal: append storage for '" + id + "' in a graph with control nodes");
+  append_storage_[id] = storage;
+}
+
+bool Session::can_append_in_place(Executor& ex, DType dtype) {
+  if (ex.storage_dtype(dtype) != dtype) return false;
+  Tensor probe({1}, dtype);
+  return ex.wrap_host(probe.raw(), probe.nbytes(), dtype, probe.keepalive()) != nullptr;
+}
+
+namespace {
+
+// The buffer over an append input's storage (set_append_storage), checked against its value.
+std::unique_ptr<DeviceBuffer> wrap_append(Executor& ex, const std::string& id, const Tensor& storage, const Tensor* value, DType dt) {
+  if (!value || value->raw() != storage.raw() || storage.dtype() != dt || value->dtype() != dt)
+    throw RuntimeError("internal: input '" + id + "' is appended in place: its value must be a " + dtype_name(dt) +
+                       " tensor over the storage given");
+  auto b = ex.wrap_host(storage.raw(), storage.nbytes(), dt, storage.keepalive());
+  if (!b) throw RuntimeError("internal: input '" + id + "': the " + ex.name() + " backend cannot append in place");
+  return b;
+}
+
+// Is node i concat(appended input, ...) whose output has the storage's shape?
+const Tensor* append_target(const ir::Graph& g, size_t i, const Shape& out, const std::map<std::string, Tensor>& storage) {
+  const ir::Node& n = g.nodes[i];
+  if (n.op != Op::Concat || n.inputs.empty() || g.nodes[n.inputs[0]].op != Op::Input) return nullptr;
+  auto it = storage.find(g.nodes[n.inputs[0]].id);
+  return it != storage.end() && it->second.shape() == out ? &it->second : nullptr;
+}
+
+// Each appended input is read by one node, concat(input, ...) of the storage's shape and dtype
+// (checked before a plan or an eager run uses the storage: anything else would read the
+// storage's layout as the input's).
+void check_appends(const ir::Graph& g, const ir::TypedShapes& ts, const std::map<std::string, Tensor>& storage) {
+  for (const auto& [id, st] : storage) {
+    const int p = g.find(id);
+    int readers = 0, concats = 0;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      for (int u : g.nodes[i].inputs)
+        if (u == p) {
+          readers++;
+          concats += append_target(g, i, ts.shapes[i], storage) == &st && ts.dtypes[i] == st.dtype();
+        }
+    for (int o : g.outputs) readers += o == p;
+    if (p >= 0 && (readers != 1 || concats != 1))
+      throw RuntimeError("internal: input '" + id + "' is appended in place, but the plan reads it other than as the first input of "
+                         "one concat of the storage's shape and dtype");
+  }
+}
+
+}  // namespace
+
 ir::TypedShapes Session::bind_shapes() const {
   std::map<std::string, Shape> shapes;
   for (const auto& [id, p] : inputs_) shapes[id] = p->shape();
@@ -323,12 +380,15 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
   }
   const ir::Graph& g = *e->g;
   check_backend_dtypes(g, e->ts);
+  check_appends(g, e->ts, append_storage_);
   const size_t n = g.nodes.size();
   e->where.resize(n);
   std::vector<int> root(n), step(n, -1);
   std::vector<passes::Lifetime> life(n);
   std::vector<int> kernel_nodes, precomputed;
   std::vector<char> fixed(n, 0);  // compiled mode: a param, a constant, or computed from them only
+  std::map<std::string, DeviceBuffer*> append_buf;  // appended inputs' storage (set_append_storage)
+  std::map<int, DeviceBuffer*> append_at;           // their concats, written into that storage
   // An alias node (reshape, a value-preserving cast) views its first input's storage.
   auto view_input = [&](size_t i) {
     e->where[i] = e->where[g.nodes[i].inputs[0]];
@@ -342,7 +402,11 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
     if (node.op == Op::Input) {
       std::unique_ptr<DeviceBuffer> wrapped;
       auto in = inputs_.find(node.id);
-      if (opts_.in_place_inputs.count(node.id) && in != inputs_.end() && !in->second->on_device &&
+      if (auto a = append_storage_.find(node.id); a != append_storage_.end()) {
+        const bool host = in != inputs_.end() && !in->second->on_device;
+        wrapped = wrap_append(ex_, node.id, a->second, host ? &in->second->host : nullptr, e->ts.dtypes[i]);
+        append_buf[node.id] = wrapped.get();
+      } else if (opts_.in_place_inputs.count(node.id) && in != inputs_.end() && !in->second->on_device &&
           in->second->host.shape() == s && in->second->host.dtype() == e->ts.dtypes[i] && in->second->host.numel() > 0)
         wrapped = ex_.wrap_host(in->second->host.raw(), in->second->host.nbytes(), e->ts.dtypes[i], in->second->host.keepalive());
       if (wrapped) {
@@ -394,10 +458,19 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
     } else {
       step[i] = (int)kernel_nodes.size();
       kernel_nodes.push_back((int)i);
-      life[i].size = ex_.storage_bytes(std::max<int64_t>(shape_numel(s), 1), e->ts.dtypes[i]);
+      const Tensor* a = append_target(g, i, s, append_storage_);
+      if (a && a->dtype() == e->ts.dtypes[i]) {
+        append_at[(int)i] = append_buf.at(g.nodes[node.inputs[0]].id);  // not in the arena
+      } else {
+        life[i].size = ex_.storage_bytes(std::max<int64_t>(shape_numel(s), 1), e->ts.dtypes[i]);
+        if (node.op == Op::Concat)
+          for (int u : node.inputs)
+            if (g.nodes[u].op == Op::Input) e->concat_input_bytes += (int64_t)ex_.storage_bytes(shape_numel(e->ts.shapes[u]), e->ts.dtypes[u]);
+      }
       life[i].first = life[i].last = step[i];
     }
   }
+  e->appends = (int)append_at.size();
   if (!precomputed.empty()) ex_.flush();
   for (int i : kernel_nodes) {
     // A matrix product's inputs stay live through the next kernel too, so that a backend may
@@ -410,7 +483,8 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
   e->mp = passes::plan_memory(life);
   if (e->mp.arena_bytes > 0) e->arena = ex_.allocate(e->mp.arena_bytes);
   for (size_t i = 0; i < n; ++i) {
-    if (step[i] >= 0) e->where[i] = {e->arena.get(), (size_t)e->mp.offsets[i], e->ts.shapes[i], e->ts.dtypes[i]};
+    if (auto a = append_at.find((int)i); a != append_at.end()) e->where[i] = {a->second, 0, e->ts.shapes[i], e->ts.dtypes[i]};
+    else if (step[i] >= 0) e->where[i] = {e->arena.get(), (size_t)e->mp.offsets[i], e->ts.shapes[i], e->ts.dtypes[i]};
     else if (root[i] != (int)i) view_input(i);
   }
   std::ostringstream text;
@@ -450,6 +524,7 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
     }
     k.graph_output = is_output_root[i] != 0;
     k.output = e->where[i];
+    if (append_at.count(i)) k.inputs_in_output = 1;
     k.label = k.fused ? "fused[" + e->opt->fused_members[i] + "]" : node_label(g, node);
     k.flops = k.fused ? (double)k.fused->code.size() * shape_numel(e->ts.shapes[i]) : ir::node_flops(g, i, e->ts);
     k.bytes = (double)ex_.storage_bytes(shape_numel(e->ts.shapes[i]), e->ts.dtypes[i]);
@@ -486,10 +561,12 @@ void Session::bind_inputs(Exec& e) {
       k.label = "feed " + id;
       ex_.launch(k);
       copies = true;
+      stats_.input_copy_bytes += (int64_t)ex_.storage_bytes(ref.numel(), ref.dtype);
     } else if (!opts_.inputs_constant || p.uploaded_to != e.id) {
       // With inputs_constant, a host value is uploaded once per exec (its input buffer
       // is written by nothing else).
       upload_tensor(ex_, *ref.buf, ref.offset, p.host, "input '" + id + "'");
+      stats_.input_copy_bytes += (int64_t)p.host.nbytes();
       p.uploaded_to = e.id;
     }
   }
@@ -554,6 +631,8 @@ std::vector<Tensor> Session::run_planned(Exec& e, bool replay) {
   if (opts_.check_numerics)
     for (int o : e.g->outputs) check_finite(ex_, e.where[o], *e.g, e.g->nodes[o], e.ts);
   stats_.kernels = (int)e.kernels.size();
+  stats_.input_copy_bytes += e.concat_input_bytes;
+  stats_.appends_in_place = e.appends;
   stats_.arena_bytes = e.mp.arena_bytes;
   stats_.unplanned_bytes = e.mp.sum_bytes;
   stats_.peak_bytes = stats_.arena_bytes + e.leaf_bytes;
@@ -583,6 +662,7 @@ std::vector<Tensor> Session::run_planned(Exec& e, bool replay) {
 std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
   const ir::Graph& g = *graph_;
   check_backend_dtypes(g, ts);
+  check_appends(g, ts, append_storage_);
   const size_t n = g.nodes.size();
   std::vector<TensorRef> where(n);
   std::vector<std::unique_ptr<DeviceBuffer>> bufs(n);
@@ -606,9 +686,18 @@ std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
       bufs[r].reset();
     }
   };
+  std::vector<std::unique_ptr<DeviceBuffer>> appended;  // set_append_storage's inputs
+  std::map<std::string, DeviceBuffer*> append_buf;
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = g.nodes[i];
     const Shape& s = ts.shapes[i];
+    if (node.op == Op::Input && append_storage_.count(node.id)) {  // read through its concat, in place
+      auto& p = *inputs_.at(node.id);
+      appended.push_back(wrap_append(ex_, node.id, append_storage_.at(node.id), p.on_device ? nullptr : &p.host, ts.dtypes[i]));
+      append_buf[node.id] = appended.back().get();
+      where[i] = {appended.back().get(), 0, s, ts.dtypes[i]};
+      continue;
+    }
     if (node.op == Op::Input) {
       bufs[i] = ex_.allocate(ex_.storage_bytes(std::max<int64_t>(shape_numel(s), 1), ts.dtypes[i]));
       where[i] = {bufs[i].get(), 0, s, ts.dtypes[i]};
@@ -624,6 +713,7 @@ std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
       } else {
         upload_tensor(ex_, *bufs[i], 0, p.host, "input '" + node.id + "'");
       }
+      stats_.input_copy_bytes += (int64_t)ex_.storage_bytes(shape_numel(s), ts.dtypes[i]);
       live += (int64_t)ex_.storage_bytes(shape_numel(s), ts.dtypes[i]);
       continue;
     }
@@ -638,11 +728,21 @@ std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
       where[i].dtype = ts.dtypes[i];
       continue;
     }
-    bufs[i] = ex_.allocate(ex_.storage_bytes(std::max<int64_t>(shape_numel(s), 1), ts.dtypes[i]));
-    live += (int64_t)bufs[i]->capacity;
-    peak = std::max(peak, live);
-    where[i] = {bufs[i].get(), 0, s, ts.dtypes[i]};
     Kernel k;
+    const Tensor* a = append_target(g, i, s, append_storage_);
+    if (a && a->dtype() == ts.dtypes[i]) {  // written into the caller's storage
+      where[i] = {append_buf.at(g.nodes[node.inputs[0]].id), 0, s, ts.dtypes[i]};
+      k.inputs_in_output = 1;
+      stats_.appends_in_place++;
+    } else {
+      bufs[i] = ex_.allocate(ex_.storage_bytes(std::max<int64_t>(shape_numel(s), 1), ts.dtypes[i]));
+      live += (int64_t)bufs[i]->capacity;
+      peak = std::max(peak, live);
+      where[i] = {bufs[i].get(), 0, s, ts.dtypes[i]};
+      if (node.op == Op::Concat)
+        for (int u : node.inputs)
+          if (g.nodes[u].op == Op::Input) stats_.input_copy_bytes += (int64_t)ex_.storage_bytes(shape_numel(ts.shapes[u]), ts.dtypes[u]);
+    }
     k.node = &node;
     k.graph = &g;
     for (int u : node.inputs) k.inputs.push_back(where[u]);

@@ -58,6 +58,10 @@ struct RunStats {
   int64_t peak_bytes = 0;     // device memory held at peak: params, inputs, intermediates
   int64_t unplanned_bytes = 0;  // what intermediates would take without reuse
   double seconds = 0;
+  // Bytes of graph inputs copied by this run: uploads, feed copies, and what concat kernels copy
+  // of an input into their output; an input appended in place (set_append_storage) adds none.
+  int64_t input_copy_bytes = 0;
+  int appends_in_place = 0;   // concats written into the caller's storage this run
   std::vector<ProfileEntry> profile;
   // Data-dependent sizes (graphs with nonzero, unique, ...; control.h): this run's sizes that
   // needed a new plan, those whose plan was cached, and new plans over the session's life.
@@ -88,6 +92,19 @@ class Session {
   // that is not the one set (other storage) is set anew. Used for a KV cache kept as
   // persistent input state and appended to in place (rlx generate, lib/runtime/kv_cache.h).
   void input_bytes_changed(const std::string& id, const Tensor& value, size_t offset, size_t bytes);
+  // In-place append (the KV cache's concat written into the cache): input `id`'s one reader is
+  // concat(id, x), and `storage` is a host tensor of that concat's output shape and dtype whose
+  // leading part along the axis already holds the input's values. Where the backend can use host
+  // memory (the CPU), every mode then writes the concat's output into `storage` itself, copying
+  // only x: no copy of the input and no buffer of the concat's size. The caller keeps `storage`,
+  // gives set_input(id) a tensor over the same memory (its shape, for shape inference; read in
+  // place, never copied) and checks can_append_in_place() first: elsewhere this is an internal
+  // error at the next run.
+  void set_append_storage(const std::string& id, const Tensor& storage);
+  // Whether `ex` can append in place to host storage of `dtype` (a graph without control nodes).
+  static bool can_append_in_place(Executor& ex, DType dtype);
+  // Bytes the in-place appends wrote since the session began (the x of each concat, per run).
+  int64_t appended_bytes() const { return appended_bytes_; }
 
   // Runs the graph; returns the outputs (in graph order) on the host.
   std::vector<Tensor> run(Mode mode);
@@ -130,6 +147,8 @@ class Session {
   // A graph with control nodes (if, loop, scan) runs as segments and host steps (control.h).
   std::unique_ptr<ControlRunner> control_;
   std::vector<Tensor> control_outputs_;  // its last outputs, for feeds (on the host)
+  std::map<std::string, Tensor> append_storage_;  // set_append_storage, by input id
+  int64_t appended_bytes_ = 0;
 };
 
 }  // namespace rlx

@@ -6,6 +6,9 @@ logits; Hugging Face's cache layout), against PyTorch's own greedy loop:
 - 200 greedy ids (the cache grows through the capacities 64, 128 and 256) equal PyTorch's in
   every mode; the per-token lines show the capacity the test expects for each step's past and
   that a new plan is made only when the capacity changes (the summary counts 3 plans);
+- on the CPU, every step after the prompt writes each concat(past, new) into the cache itself
+  (`appends_in_place` = the number of past inputs) and copies no cache (`input_copy_bytes`: the
+  ids, position and mask only, a deterministic counter of the session);
 - `--kv-cache grow` (the model specialised for each length) gives PyTorch's ids too;
 - the same weights exported so that attention_mask is read but its zeros are ignored (a model the
   capacity cache cannot serve: its padding would be attended): `auto` notices at the first
@@ -121,6 +124,19 @@ def main():
         elif fresh != want_fresh:
             err = f"a plan was made at steps {[k + 2 for k, x in enumerate(fresh) if x]}, want only where the capacity changes " \
                   f"{[k + 2 for k, x in enumerate(want_fresh) if x]}"
+        elif a.backend == "cpu":
+            # the in-place append: every concat(past, new) written into the cache (one per past
+            # input), and the inputs copied per step are the ids, the position and the mask
+            # (int64: 8 bytes each, C + 1 of the mask), never the cache (kvh x C x head_dim f32
+            # per input, 16 KiB and more here)
+            n_past = len(de.past_names())
+            for x in per[1:]:
+                c = x["capacity"]
+                most = 8 * (c + 1) + 16
+                if x["appends_in_place"] != n_past or x["input_copy_bytes"] > most:
+                    err = f"step {x['step']} (capacity {c}): {x['appends_in_place']} concats appended in place (want {n_past}), " \
+                          f"{x['input_copy_bytes']} input bytes copied (want at most {most}: no copy of the cache)"
+                    break
         report(err is None, f"capacity cache {a.backend} {mode}: {LONG} ids = PyTorch's through capacities 64, 128, 256, "
                "a plan only per capacity", err)
 

@@ -339,8 +339,13 @@ void run_concat(const Kernel& k) {
   const size_t es = dtype_size(k.output.dtype);
   uint8_t* y = bytes(k.output);
   int64_t at = 0;
-  for (const auto& in : k.inputs) {
+  for (size_t j = 0; j < k.inputs.size(); ++j) {
+    const TensorRef& in = k.inputs[j];
     int64_t len = in.shape[axis];
+    if (j < 32 && (k.inputs_in_output >> j & 1)) {  // already in place (an in-place append)
+      at += len;
+      continue;
+    }
     const uint8_t* x = bytes(in);
     parallel(v.outer, 16, [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o)

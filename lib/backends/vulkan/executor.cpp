@@ -391,6 +391,8 @@ class VulkanExecutor final : public Executor {
 
   void launch(const Kernel& k) override {
     if (k.output.numel() == 0) return;  // nothing to compute
+    if (k.inputs_in_output)  // an in-place append needs host memory in place (wrap_host), which Vulkan has not
+      throw RuntimeError("internal: " + k.label + ": the Vulkan executor cannot append in place");
     if (profiling_ && live_->full()) flush();
     lowering_ = live_.get();
     auto ds = lower_kernel(env_, k, live_->next_id());
