@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Issues 30 and 31 on the lent GPU: bench/gpu_targets.py (ResNet-50 / ViT-S/16 at batch 32,
+# the d-2048 decoder's generate loop, the detectors) with rlx's per-kernel profile of ResNet-50.
+# Here: scripts/build.sh && scripts/device_run.sh --pack; copy .device-pack/pack.tgz,
+# ../shared/gpu's .device-vk and this script into DIR of the session's checkout (ignored by git),
+# then on the device: bash DIR/device_targets.sh [vision generate detectors profile] (default all).
+set -uo pipefail
+C=$(cd "$(dirname "$0")" && pwd)
+P=$C/pack
+mkdir -p "$P" && tar xzf "$C/pack.tgz" -C "$P"
+dpkg -x "$C"/.device-vk/libvulkan1_*.deb / && ldconfig
+export VK_ICD_FILENAMES=$C/.device-vk/nvidia_egl_icd.json
+export LD_LIBRARY_PATH=$P/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+want=$(cat "$P/source_dir")
+[[ -e "$want" ]] || { mkdir -p "$(dirname "$want")"; ln -sfn "$P/src" "$want"; }
+out=${OUT:-/tmp/rlx-device}; mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+R=$P/rlx
+what=${*:-vision generate profile detectors}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+$R devices --backend vulkan 2>&1 | head -4
+python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__, "cuDNN", torch.backends.cudnn.version())'
+W=/tmp/rlx-gpu-targets
+for w in $what; do
+  case $w in
+    profile)
+      for dt in "" "--dtype f16"; do
+        echo "== profile resnet50 batch 32 compiled $dt"
+        timeout 200 $R run $W/resnet50/model.onnx -i image=@$W/resnet50/x.npy -b vulkan -m compiled --profile --repeat 3 $dt 2>&1 >/dev/null | head -${PN:-45}
+      done
+      echo "== profile vit_s_16 batch 32 compiled --dtype f16"
+      timeout 200 $R run $W/vit_s_16/model.onnx -i image=@$W/vit_s_16/x.npy -b vulkan -m compiled --profile --repeat 3 --dtype f16 2>&1 >/dev/null | head -${PN:-30}
+      ;;
+    tests)
+      timeout 300 $P/test_golden --gtest_filter='Cases/Golden.*vulkan*' --gtest_brief=1 2>&1 | tail -4
+      timeout 120 $P/test_vulkan --gtest_brief=1 --gtest_filter=-VulkanValidation.* 2>&1 | tail -4
+      ;;
+    *) timeout ${TL:-400} python3 $P/src/bench/gpu_targets.py --rlx $R --work $W --out "$out" $w ;;
+  esac
+done 2>&1 | tee "$out/log.txt"
