@@ -60,7 +60,7 @@ def rlx_bench(a, model, extra, reps):
     cmd = [a.rlx, "bench", model, "--backends", "vulkan", "--modes", "compiled", "--reps", str(reps), "--format", "json"] + extra
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
-        return {"error": r.stderr.strip()[-600:]}
+        return {"error": r.stderr.strip()[-600:] or f"exit {r.returncode}"}
     return json.loads(r.stdout)["rows"][0]
 
 
@@ -132,7 +132,7 @@ def vision(a):
         for dt in ("f32", "f16"):
             rb = rlx_bench(a, path, ["--input", f"image=@{d}/x.npy"] + (["--dtype", "f16"] if dt == "f16" else []), a.reps)
             row[f"rlx_{dt}"] = rb
-            if "error" in rb:
+            if rb.get("error"):
                 log(f"  rlx bench {dt}: {rb['error']}")
             else:
                 log(f"  rlx bench vulkan compiled {dt}: wall {rb['median_ms']:.2f} ms ({B / rb['median_ms'] * 1e3:.0f} img/s), "
@@ -203,6 +203,8 @@ def generate(a):
     m, kvh = de.build("logits", 0)
     hd = de.HEAD_DIM
 
+    torch.set_default_device("cuda")  # the module makes its positions with torch.arange
+
     def loop(mod, dtype):
         past = [torch.zeros(1, kvh, 0, hd, device="cuda", dtype=dtype) for _ in range(2 * de.LAYERS)]
         ids = torch.tensor([de.PROMPT], device="cuda")
@@ -221,7 +223,8 @@ def generate(a):
                 ids = torch.tensor([[nid]], device="cuda")
         return out, ts
 
-    # the module keeps inv_freq (f32 buffer); .half() converts it too, as a fp16 deployment would
+    # f16: .half() of the module (inv_freq too); its positions and mask are made in f32, so
+    # RoPE's products and the scores promote to f32 there: f16 weights, partly f32 arithmetic
     for dt, mod in (("f32", m.cuda().eval()), ("f16", None)):
         if dt == "f16":
             mod = m.half()
@@ -242,6 +245,34 @@ def generate(a):
             f"ratio {t / r:.2f}x |")
 
 
+def genprofile(a):
+    """`rlx run --profile` of one decode step of the large decoder (a past of 64 positions), and
+    `rlx bench` of that step: where a token's time goes on Vulkan."""
+    import decoder_export as de
+    import generate_bench as gb
+    legacy_export()
+    path = gb.export("large", a.work)
+    past, kvh, hd = 64, 2, gb.SIZES["large"]["HEAD_DIM"]
+    d = os.path.join(a.work, "step64")
+    os.makedirs(d, exist_ok=True)
+    rs = np.random.RandomState(0)
+    ins = {"input_ids": np.array([[7]], np.int64), "attention_mask": np.ones((1, past + 1), np.int64),
+           "position_ids": np.array([[past]], np.int64), "use_cache_branch": np.array([True])}
+    for n in de.past_names():
+        ins[n] = rs.randn(1, kvh, past, hd).astype(np.float32)
+    args = []
+    for n, v in ins.items():
+        np.save(os.path.join(d, n + ".npy"), v)
+        args += ["-i", f"{n}=@{d}/{n}.npy"]
+    r = subprocess.run([a.rlx, "run", path, "-b", "vulkan", "-m", "compiled", "--profile", "--repeat", "5"] + args,
+                       capture_output=True, text=True, timeout=300)
+    log("\n".join(r.stderr.splitlines()[:40]))
+    rb = rlx_bench(a, path, args, 50)
+    log(f"rlx bench one decode step (past 64) vulkan compiled: wall {rb.get('median_ms')} ms, device {rb.get('device_ms')} ms, "
+        f"upload {rb.get('upload_ms')} ms ({rb.get('upload_mb')} MB), download {rb.get('download_ms')} ms "
+        f"({rb.get('download_mb')} MB), kernels {rb.get('kernels')} {rb.get('error') or ''}")
+
+
 # --------------------------------------------------------------------------- detectors
 def detectors(a):
     import detectors as det
@@ -256,9 +287,28 @@ def detectors(a):
             np.save(os.path.join(od, o.name + ".npy"), v)
         return det.load(od + "/")
     det.ort_outputs = ort_outputs
-    sys.argv = ["detectors.py", "--rlx", a.rlx, "--out", os.path.join(a.work, "detectors"), "--backend", "vulkan",
-                "--modes", a.modes, "--all"]
-    return det.main()
+    out = os.path.join(a.work, "detectors")
+    rc = 0
+    for backend in a.det_backends.split(","):
+        sys.argv = ["detectors.py", "--rlx", a.rlx, "--out", out, "--backend", backend, "--modes", a.modes, "--all"]
+        rc |= det.main() or 0
+        # how far the outputs are from ONNX Runtime's, detection by detection (matched by score)
+        for name in det.MODELS:
+            try:
+                ref = det.load(os.path.join(out, name + ".ort/"))
+                for mode in a.modes.split(","):
+                    got = det.load(os.path.join(out, f"{name}.{backend}.{mode}/"))
+                    n = min(len(ref[1]), len(got[1]))
+                    ds = np.abs(np.sort(ref[1])[::-1][:n] - np.sort(got[1])[::-1][:n])
+                    j = [int(np.argmin(np.abs(got[1] - s))) for s in ref[1]]
+                    lab = float(np.mean([got[2][jj] == l for jj, l in zip(j, ref[2])]))
+                    box = float(max(np.abs(got[0][jj] - b).max() for jj, b in zip(j, ref[0])))
+                    log(f"  {name} {backend}/{mode}: {len(got[1])} detections (ORT {len(ref[1])}); sorted scores differ by "
+                        f"at most {ds.max():.2e} (median {np.median(ds):.1e}); nearest-score match: labels agree "
+                        f"{lab:.3f}, boxes within {box:.3g} px")
+            except Exception as e:  # noqa: BLE001
+                log(f"  {name} {backend}: {e}")
+    return rc
 
 
 def main():
@@ -273,6 +323,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--mode", default="compiled")
     ap.add_argument("--modes", default="compiled")
+    ap.add_argument("--det-backends", default="vulkan,cpu")
     ap.add_argument("what", nargs="+")
     a = ap.parse_args()
     a.rlx = os.path.abspath(a.rlx)
@@ -282,7 +333,7 @@ def main():
     for w in a.what:
         log(f"== {w}")
         try:
-            rc |= {"vision": vision, "generate": generate, "detectors": detectors}[w](a) or 0
+            rc |= {"vision": vision, "generate": generate, "genprofile": genprofile, "detectors": detectors}[w](a) or 0
         except Exception as e:  # noqa: BLE001 -- one part failing must not lose the others' figures
             import traceback
             traceback.print_exc()

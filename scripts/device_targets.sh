@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issues 30 and 31 on the lent GPU: bench/gpu_targets.py (ResNet-50 / ViT-S/16 at batch 32,
-# the d-2048 decoder's generate loop, the detectors) with rlx's per-kernel profile of ResNet-50.
+# the d-2048 decoder's generate loop and a decode step's profile, the detectors) with rlx's
+# per-kernel profiles of ResNet-50 and ViT-S/16; `tests` runs the Vulkan goldens and unit tests.
 # Here: scripts/build.sh && scripts/device_run.sh --pack; copy .device-pack/pack.tgz,
 # ../shared/gpu's .device-vk and this script into DIR of the session's checkout (ignored by git),
 # then on the device: bash DIR/device_targets.sh [vision generate detectors profile] (default all).
@@ -34,6 +35,7 @@ for w in $what; do
     tests)
       timeout 300 $P/test_golden --gtest_filter='Cases/Golden.*vulkan*' --gtest_brief=1 2>&1 | tail -4
       timeout 120 $P/test_vulkan --gtest_brief=1 --gtest_filter=-VulkanValidation.* 2>&1 | tail -4
+      timeout 120 $P/test_vulkan_half --gtest_brief=1 2>&1 | tail -4
       ;;
     *) timeout ${TL:-400} python3 $P/src/bench/gpu_targets.py --rlx $R --work $W --out "$out" $w ;;
   esac
