@@ -24,13 +24,20 @@ python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchv
 W=/tmp/rlx-gpu-targets
 for w in $what; do
   case $w in
-    profile)
-      for dt in "" "--dtype f16"; do
-        echo "== profile resnet50 batch 32 compiled $dt"
-        timeout 200 $R run $W/resnet50/model.onnx -i image=@$W/resnet50/x.npy -b vulkan -m compiled --profile --repeat 3 $dt 2>&1 >/dev/null | head -${PN:-45}
+    profile)  # per kernel (top PN) and summed per op, last of 3 runs
+      for m in resnet50 vit_s_16; do
+        for dt in "" "--dtype f16"; do
+          echo "== profile $m batch 32 compiled $dt"
+          timeout 200 $R run $W/$m/model.onnx -i image=@$W/$m/x.npy -b vulkan -m compiled --profile --repeat 3 $dt 2>&1 >/dev/null > $W/prof.txt
+          head -${PN:-16} $W/prof.txt | cut -c1-160
+          awk '$1 ~ /^[0-9.]+$/ && NF >= 6 {s[$5] += $1; n[$5]++; t += $1} END {for (o in s) printf "  %-14s %8.3f ms %4d kernels\n", o, s[o], n[o]; printf "  %-14s %8.3f ms\n", "total", t}' $W/prof.txt | sort -k2 -n -r
+        done
       done
-      echo "== profile vit_s_16 batch 32 compiled --dtype f16"
-      timeout 200 $R run $W/vit_s_16/model.onnx -i image=@$W/vit_s_16/x.npy -b vulkan -m compiled --profile --repeat 3 --dtype f16 2>&1 >/dev/null | head -${PN:-30}
+      for v in RLX_VK_COOPMAT=khr RLX_VK_COOPMAT=nv RLX_VK_NO_COOPMAT=1; do  # the f16 convolutions' matmul route
+        for m in resnet50 vit_s_16; do
+          echo "$v $m f16: $(env $v $R bench $W/$m/model.onnx --input image=@$W/$m/x.npy --backends vulkan --modes compiled --reps 5 --dtype f16 --format csv 2>/dev/null | tail -1)"
+        done
+      done
       ;;
     tests)
       timeout 300 $P/test_golden --gtest_filter='Cases/Golden.*vulkan*' --gtest_brief=1 2>&1 | tail -4

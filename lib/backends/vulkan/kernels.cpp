@@ -549,11 +549,15 @@ void Lowering::matmul(bool linear) {
     d.spec[15] = biask;
     d.spec[16] = y_kind;
   };
-  uint32_t nsplit = 1, kchunk = (uint32_t)K;
+  uint32_t nsplit = 1, kchunk = (uint32_t)K, gcols = 32;
   if (gemv) {
     wg = 256;
     shader = row_shader("gemv") + (half ? ".h16" : "");
-    uint64_t groups = tb ? ceil_div(N, ROWS) : ceil_div(N, wg);
+    // b [K, N]: COLS columns per work group, K split over wg / COLS slices; fewer columns
+    // (more slices) when N is small, so that some 64 work groups share the weight's reads.
+    gcols = 32;
+    while (gcols > 8 && ceil_div(N, gcols) < 64) gcols /= 2;
+    uint64_t groups = tb ? ceil_div(N, ROWS) : ceil_div(N, gcols);
     gx = std::min<uint64_t>(groups, caps.max_groups[0]);
     gy = ceil_div(groups, gx);
   } else {
@@ -641,11 +645,15 @@ void Lowering::matmul(bool linear) {
         d.spec.resize(13, 0);
         d.spec[12] = DB;
         kinds(d, yk);
-      } else if (half) {  // gemv.h16: storage kinds at constant ids 6..9
-        d.spec[6] = ak;
-        d.spec[7] = bk;
-        d.spec[8] = biask;
-        d.spec[9] = yk;
+      } else {
+        if (half) {  // gemv.h16: storage kinds at constant ids 6..9
+          d.spec[6] = ak;
+          d.spec[7] = bk;
+          d.spec[8] = biask;
+          d.spec[9] = yk;
+        }
+        d.spec.resize(12, 0);
+        d.spec[11] = gcols;
       }
       push_array(d, bd, 3);
       push_array(d, sa, 3);
