@@ -152,6 +152,9 @@ def vision(a):
                 variants["autocast f16"] = torch_time(lambda: mc(xc), a.reps)
             mh, xh = mc.half(), xc.half()
             variants["f16 (.half())"] = torch_time(lambda: mh(xh), a.reps)
+            r16 = mh(xh).float().cpu().numpy()  # PyTorch's own f16 distance from its f32 CPU result
+            log(f"  PyTorch f16 (.half(), CUDA) against PyTorch CPU f32: {dist(r16, ref):.2e}, "
+                f"top-1 agreement {float((r16.argmax(1) == ref.argmax(1)).mean()):.3f}")
             if "resnet" in name:
                 ml, xl = mh.to(memory_format=torch.channels_last), xh.to(memory_format=torch.channels_last)
                 variants["f16 channels_last"] = torch_time(lambda: ml(xl), a.reps)

@@ -28,7 +28,7 @@ for w in $what; do
       for m in resnet50 vit_s_16; do
         for dt in "" "--dtype f16"; do
           echo "== profile $m batch 32 compiled $dt"
-          timeout 200 $R run $W/$m/model.onnx -i image=@$W/$m/x.npy -b vulkan -m compiled --profile --repeat 3 $dt 2>&1 >/dev/null > $W/prof.txt
+          timeout 200 $R run $W/$m/model.onnx -i image=@$W/$m/x.npy -b vulkan -m compiled --profile --repeat 3 $dt 2> $W/prof.txt >/dev/null
           head -${PN:-16} $W/prof.txt | cut -c1-160
           awk '$1 ~ /^[0-9.]+$/ && NF >= 6 {s[$5] += $1; n[$5]++; t += $1} END {for (o in s) printf "  %-14s %8.3f ms %4d kernels\n", o, s[o], n[o]; printf "  %-14s %8.3f ms\n", "total", t}' $W/prof.txt | sort -k2 -n -r
         done
