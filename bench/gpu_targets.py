@@ -289,6 +289,54 @@ def genprofile(a):
         f"({rb.get('download_mb')} MB), kernels {rb.get('kernels')} {rb.get('error') or ''}")
 
 
+def convparts(a):
+    """ResNet-50's layer-1 convolutions taken apart (device ms of `rlx bench`, f32 and f16): the
+    3x3 64->64 and 1x1 64->256 convolutions at batch 32, the matrix products they become, and
+    the transpose back to NCHW, each as its own one-node ONNX graph (operands as inputs), beside
+    PyTorch's own conv2d on the same shapes (cuDNN, NCHW and channels_last)."""
+    import onnx
+    import torch
+    from onnx import TensorProto, helper
+    d = os.path.join(a.work, "convparts")
+    os.makedirs(d, exist_ok=True)
+
+    def model(name, node, ins, out):
+        g = helper.make_graph([node], name, [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in ins],
+                              [helper.make_tensor_value_info(out[0], TensorProto.FLOAT, out[1])])
+        p = os.path.join(d, name + ".onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+        return p, [n for n, _ in ins]
+    R = 32 * 56 * 56
+    cases = [
+        model("conv3x3_64", helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1]),
+              [("x", [32, 64, 56, 56]), ("w", [64, 64, 3, 3]), ("b", [64])], ("y", [32, 64, 56, 56])),
+        model("gemm_R_576_64", helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1),
+              [("x", [R, 576]), ("w", [64, 576]), ("b", [64])], ("y", [R, 64])),
+        model("conv1x1_64_256", helper.make_node("Conv", ["x", "w", "b"], ["y"]),
+              [("x", [32, 64, 56, 56]), ("w", [256, 64, 1, 1]), ("b", [256])], ("y", [32, 256, 56, 56])),
+        model("gemm_R_64_256", helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1),
+              [("x", [R, 64]), ("w", [256, 64]), ("b", [256])], ("y", [R, 256])),
+        model("transpose_64", helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 1]),
+              [("x", [32, 3136, 64])], ("y", [32, 64, 3136])),
+        model("transpose_256", helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 1]),
+              [("x", [32, 3136, 256])], ("y", [32, 256, 3136])),
+    ]
+    for path, ins in cases:
+        for dt in ("f32", "f16"):
+            args = sum([["--input", f"{n}=random:{i + 1}"] for i, n in enumerate(ins)], [])
+            rb = rlx_bench(a, path, args + (["--dtype", "f16"] if dt == "f16" else []), 20)
+            log(f"  {os.path.basename(path)[:-5]:16s} {dt}: device {rb.get('device_ms')} ms {rb.get('error') or ''}")
+    x = torch.randn(32, 64, 56, 56, device="cuda")
+    for name, cout, k in (("conv3x3_64", 64, 3), ("conv1x1_64_256", 256, 1)):
+        conv = torch.nn.Conv2d(64, cout, k, padding=k // 2).cuda()
+        with torch.no_grad():
+            for dt, mf in (("f32", torch.contiguous_format), ("f16", torch.contiguous_format), ("f16 channels_last", torch.channels_last)):
+                c = conv.half() if dt.startswith("f16") else conv
+                xx = (x.half() if dt.startswith("f16") else x).to(memory_format=mf)
+                c = c.to(memory_format=mf)
+                log(f"  PyTorch {name} {dt}: {torch_time(lambda: c(xx), 50):.3f} ms")
+
+
 # --------------------------------------------------------------------------- detectors
 def detectors(a):
     import detectors as det
@@ -349,7 +397,8 @@ def main():
     for w in a.what:
         log(f"== {w}")
         try:
-            rc |= {"vision": vision, "generate": generate, "genprofile": genprofile, "detectors": detectors}[w](a) or 0
+            rc |= {"vision": vision, "generate": generate, "genprofile": genprofile, "detectors": detectors,
+                   "convparts": convparts}[w](a) or 0
         except Exception as e:  # noqa: BLE001 -- one part failing must not lose the others' figures
             import traceback
             traceback.print_exc()
