@@ -40,9 +40,9 @@ for w in $what; do
       done
       ;;
     tests)
-      timeout 300 $P/test_golden --gtest_filter='Cases/Golden.*vulkan*' --gtest_brief=1 2>&1 | tail -4
-      timeout 120 $P/test_vulkan --gtest_brief=1 --gtest_filter=-VulkanValidation.* 2>&1 | tail -4
-      timeout 120 $P/test_vulkan_half --gtest_brief=1 2>&1 | tail -4
+      for t in "test_golden --gtest_filter=Cases/Golden.*vulkan*" "test_vulkan --gtest_filter=-VulkanValidation.*" test_vulkan_half; do
+        echo "$t: $(timeout 300 $P/$t --gtest_brief=1 2>&1 | grep -E 'tests ran|PASSED|FAILED' | tr '\n' ' ')"
+      done
       ;;
     *) timeout ${TL:-400} python3 $P/src/bench/gpu_targets.py --rlx $R --work $W --out "$out" $w ;;
   esac

@@ -10,9 +10,6 @@
 #endif
 layout(local_size_x = 32, local_size_y = 8) in;
 layout(constant_id = 0) const uint DT = 0;  // storage kind of x and col (common.glsl): 0 f32, 1 f16, 2 bf16
-// 1: 2-byte col written as pairs in 32-bit words (K and col's offset even): single 16-bit
-// stores ran ResNet-50's 3x3 im2col at ~0.4 TB/s on an H200
-layout(constant_id = 1) const uint PAIRS = 0;
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer X { float x[]; };
@@ -21,7 +18,6 @@ layout(std430, binding = 1) restrict writeonly buffer Y { float y[]; };
 layout(std430, binding = 0) restrict readonly buffer X16 { uint16_t x16[]; };
 layout(std430, binding = 1) restrict writeonly buffer Y16 { uint16_t y16[]; };
 #endif
-layout(std430, binding = 1) restrict writeonly buffer Y32 { uint y32[]; };
 layout(push_constant) uniform PC {
   uint R, K, C, H, W, OH, OW, kH, kW;
   int sH, sW, dH, dW, pt, pl;
@@ -64,15 +60,6 @@ void main() {
     tile[ty + j][tx] = v;
   }
   barrier();
-  if (PAIRS != 0u) {  // 32 rows x 16 pairs of columns, two words per invocation
-    for (uint j = 0u; j < 2u; ++j) {
-      uint w = ty * 32u + tx + j * 256u, rl = w / 16u, pl = w % 16u;
-      uint rr = r0 + rl, k = k0 + 2u * pl;
-      if (rr < pc.R && k < pc.K)
-        y32[(pc.yoff + rr * pc.K + k) / 2u] = rlx_to16(DT, tile[2u * pl][rl]) | (rlx_to16(DT, tile[2u * pl + 1u][rl]) << 16);
-    }
-    return;
-  }
   for (uint j = 0u; j < 32u; j += 8u) {
     uint rr = r0 + ty + j, k = k0 + tx;
     if (rr < pc.R && k < pc.K) store_y(pc.yoff + rr * pc.K + k, tile[tx][ty + j]);

@@ -8,7 +8,6 @@
 #endif
 layout(local_size_x = 32, local_size_y = 8) in;
 layout(constant_id = 0) const uint DT = 0;  // storage kind of x and y (common.glsl): 0 f32, 1 f16, 2 bf16
-layout(constant_id = 1) const uint PAIRS = 0;  // 1: 2-byte y written as pairs in 32-bit words (R and y's offset even)
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer X { float x[]; };
@@ -17,7 +16,6 @@ layout(std430, binding = 1) restrict writeonly buffer Y { float y[]; };
 layout(std430, binding = 0) restrict readonly buffer X16 { uint16_t x16[]; };
 layout(std430, binding = 1) restrict writeonly buffer Y16 { uint16_t y16[]; };
 #endif
-layout(std430, binding = 1) restrict writeonly buffer Y32 { uint y32[]; };
 layout(push_constant) uniform PC {
   uint R, C, xoff, yoff;
 } pc;
@@ -49,15 +47,6 @@ void main() {
     if (r < pc.R && c < pc.C) tile[ty + j][tx] = load_x(pc.xoff + base + r * pc.C + c);
   }
   barrier();
-  if (PAIRS != 0u) {  // 32 columns of x (rows of y) x 16 pairs of rows, two words per invocation
-    for (uint j = 0u; j < 2u; ++j) {
-      uint w = ty * 32u + tx + j * 256u, cl = w / 16u, pl = w % 16u;
-      uint c = c0 + cl, r = r0 + 2u * pl;
-      if (r < pc.R && c < pc.C)
-        y32[(pc.yoff + base + c * pc.R + r) / 2u] = rlx_to16(DT, tile[2u * pl][cl]) | (rlx_to16(DT, tile[2u * pl + 1u][cl]) << 16);
-    }
-    return;
-  }
   for (uint j = 0u; j < 32u; j += 8u) {
     uint c = c0 + ty + j, r = r0 + tx;
     if (r < pc.R && c < pc.C) store_y(pc.yoff + base + c * pc.R + r, tile[tx][ty + j]);

@@ -437,8 +437,7 @@ TEST(VulkanHalf, MatmulRoundsOnceToNearestEven) {
 
 // ---------------------------------------------------------------- transposes and convolutions
 
-// A batched 2-D transpose of 2-byte tensors (transpose2d.h16; rows written in pairs of 16-bit
-// values where R is even) moves the bits unchanged.
+// A batched 2-D transpose of 2-byte tensors (transpose2d.h16) moves the bits unchanged.
 TEST(VulkanHalf, TransposeMovesBitsUnchanged) {
   if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";
   struct Case { int64_t B, R, C; };
@@ -461,8 +460,7 @@ TEST(VulkanHalf, TransposeMovesBitsUnchanged) {
     }
 }
 
-// conv2d of groups 1 on 2-byte operands: im2col (columns written in pairs where K is even) +
-// product + transpose back, against a double loop over the rounded inputs; one rounding of an
+// conv2d of groups 1 on 2-byte operands: im2col + product + transpose back (kernels_conv_gemm.cpp), against a double loop over the rounded inputs; one rounding of an
 // f32 sum into y's type allowed (as for the products above).
 TEST(VulkanHalf, Conv2dThroughTheProduct) {
   if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";

@@ -360,9 +360,8 @@ void Lowering::transpose() {
   if (tiled && (xk == 0u || (is_kind16(xk) && kind(out()) == xk)) && binds_whole(env_.dev.caps, in(0)) &&
       binds_whole(env_.dev.caps, out()) && ceil_div(C, 32) <= mg[0] && ceil_div(R, 32) <= mg[1] &&
       (uint64_t)B <= mg[2]) {
-    Dispatch& d = xk ? add("transpose2d.h16", {xk, 0u}) : add("transpose2d", {});
+    Dispatch& d = xk ? add("transpose2d.h16", {xk}) : add("transpose2d", {});
     uint32_t xo = read(d, in(0)), yo = write(d, out());
-    if (xk) d.spec[1] = R % 2 == 0 && yo % 2 == 0;  // 2-byte y written in pairs
     d.push = {(uint32_t)R, (uint32_t)C, xo, yo};
     d.groups[0] = (uint32_t)ceil_div(C, 32);
     d.groups[1] = (uint32_t)ceil_div(R, 32);

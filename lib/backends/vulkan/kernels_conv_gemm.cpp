@@ -45,9 +45,8 @@ bool lower_conv_gemm(LowerCtx& L) {
     return s;
   };
   const TensorRef col = scratch(R * K, x.dtype, {R, K});
-  Dispatch& d = L.add(xk ? "im2col.h16" : "im2col", {xk, 0u});
+  Dispatch& d = L.add(xk ? "im2col.h16" : "im2col", {xk});
   const uint32_t xo = L.read(d, x), co = L.write(d, col);
-  d.spec[1] = xk && K % 2 == 0 && co % 2 == 0;  // 2-byte col written in pairs
   auto u = [](int64_t v) { return (uint32_t)v; };
   d.push = {u(R),    u(K),    u(g.C),  u(g.H),  u(g.W),  u(g.OH), u(g.OW), u(g.kH), u(g.kW),
             u(g.sH), u(g.sW), u(g.dH), u(g.dW), u(g.pt), u(g.pl), xo,      co};
