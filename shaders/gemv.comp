@@ -3,8 +3,10 @@
 // Same bindings and push constants as matmul.comp.
 // TB = 1 (b is [N, K], linear's weight): a work group computes ROWS outputs n,
 //   its invocations splitting K (coalesced reads of b's rows), then reducing.
-// TB = 0 (b is [K, N]): one invocation per output column n walks K (coalesced
-//   across invocations).
+// TB = 0 (b is [K, N]): a work group computes COLS neighbouring columns n, its
+//   invocations splitting K into wg / COLS slices (each slice's reads of b's rows coalesced
+//   over the COLS columns), then summing the slices. (One invocation walking all of K per
+//   column was latency bound: 0.24 ms for a 2048 x 256 weight on an H200.)
 #extension GL_GOOGLE_include_directive : require
 #ifdef RLX_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
@@ -24,6 +26,7 @@ layout(constant_id = 2) const uint TB = 1;
 layout(constant_id = 3) const uint BIAS = 0;
 layout(constant_id = 4) const uint NB = 0;    // collapsed batch rank, 0..3
 layout(constant_id = 5) const uint ROWS = 4;  // outputs per work group (TB = 1)
+layout(constant_id = 11) const uint COLS = 32;  // columns per work group (TB = 0), dividing it
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer A { float a[]; };
@@ -37,7 +40,8 @@ layout(push_constant) uniform PC {
 
 const uint NACC = MR * ROWS;
 const uint SLICES = 64;  // >= subgroups per work group
-shared float partial[NACC * SLICES];  // per-subgroup (or per-slice) partial sums
+// per-subgroup (or per-slice) partial sums; TB = 0: MR x 256 (per invocation of up to 256)
+shared float partial[MR * 64u * (ROWS > 4u ? ROWS : 4u)];
 
 #ifdef RLX_HALF
 layout(constant_id = 6) const uint ADT = 0;  // storage: 0 f32, 1 f16, 2 bf16
@@ -78,17 +82,27 @@ void main() {
   uint t = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
 
   if (TB == 0u) {
-    uint n = rlx_group_index() * wg + t;
-    if (n >= N) return;
+    uint sl = wg / COLS, c = t % COLS, s = t / COLS;
+    uint n = rlx_group_index() * COLS + c;
     float acc[MR];
     UNROLL for (uint m = 0u; m < MR; ++m) acc[m] = 0.0;
-    for (uint k = 0u; k < K; ++k) {
-      float bv = ld_b(bbase + k * N + n);
-      UNROLL for (uint m = 0u; m < MR; ++m)
-        if (m < M) acc[m] = fma(a_at(abase, m, k), bv, acc[m]);
+    if (n < N) {
+      for (uint k = s; k < K; k += sl) {
+        float bv = ld_b(bbase + k * N + n);
+        UNROLL for (uint m = 0u; m < MR; ++m)
+          if (m < M) acc[m] = fma(a_at(abase, m, k), bv, acc[m]);
+      }
     }
-    UNROLL for (uint m = 0u; m < MR; ++m)
-      if (m < M) st_y(ybase + m * N + n, acc[m] + (BIAS != 0u ? ld_bias(pc.biasoff + n) : 0.0));
+    UNROLL for (uint m = 0u; m < MR; ++m) partial[m * wg + t] = acc[m];
+    barrier();
+    if (s == 0u && n < N) {
+      UNROLL for (uint m = 0u; m < MR; ++m) {
+        if (m >= M) continue;
+        float v = 0.0;
+        for (uint j = 0u; j < sl; ++j) v += partial[m * wg + j * COLS + c];
+        st_y(ybase + m * N + n, v + (BIAS != 0u ? ld_bias(pc.biasoff + n) : 0.0));
+      }
+    }
     return;
   }
 

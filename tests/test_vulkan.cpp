@@ -505,6 +505,10 @@ TEST(VulkanMatmul, RaggedTilesTransposesAndBatchBroadcast) {
       {{300, 70}, {70, 260}, false, false},  {{4, 5, 8}, {8, 3}, false, false},
       {{5, 300}, {70, 300}, false, true},    {{2, 1, 4, 33}, {3, 33, 21}, false, false},  // gemv
       {{300, 3}, {300, 50}, true, false},    {{13, 200}, {90, 200}, false, true},
+      // gemv of b [K, N]: K split over slices of a work group (8, 16 or 32 columns each)
+      {{3, 2048}, {2048, 264}, false, false}, {{1, 1000}, {1000, 4100}, false, false},
+      // b shared by a's batches: one product of 2 * 7 rows (gemv), of 3 * 50 rows (tiled)
+      {{2, 7, 33}, {33, 45}, false, false},  {{3, 50, 40}, {1, 40, 30}, false, false},
   };
   uint32_t seed = 20;
   for (const auto& c : cases) {

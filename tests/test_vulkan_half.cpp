@@ -434,5 +434,75 @@ TEST(VulkanHalf, MatmulRoundsOnceToNearestEven) {
     }
 }
 
+
+// ---------------------------------------------------------------- transposes and convolutions
+
+// A batched 2-D transpose of 2-byte tensors (transpose2d.h16) moves the bits unchanged.
+TEST(VulkanHalf, TransposeMovesBitsUnchanged) {
+  if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";
+  struct Case { int64_t B, R, C; };
+  for (DType t : {DType::f16, DType::bf16})
+    for (Case c : {Case{3, 6, 10}, Case{3, 7, 10}, Case{1, 65, 34}, Case{2, 40, 33}, Case{4, 64, 96}}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " [" + std::to_string(c.B) + ", " + std::to_string(c.R) + ", " +
+                   std::to_string(c.C) + "]");
+      auto x = random16(t, c.B * c.R * c.C, (uint32_t)(c.R * 31 + c.C), -100, 100);
+      Dev dx = put16({c.B, c.R, c.C}, t, x, 0), y = out_like({c.B, c.C, c.R}, t, 0);
+      launch(node(Op::Transpose, {{"perm", std::vector<int64_t>{0, 2, 1}}}), {&dx}, y);
+      auto got = get16(y);
+      int bad = 0;
+      for (int64_t b = 0; b < c.B; ++b)
+        for (int64_t r = 0; r < c.R; ++r)
+          for (int64_t k = 0; k < c.C; ++k) {
+            uint16_t want = x[(b * c.R + r) * c.C + k], g = got[(b * c.C + k) * c.R + r];
+            if (g != want && bad++ < 5) ADD_FAILURE() << "y[" << b << "," << k << "," << r << "] = " << g << " want " << want;
+          }
+      EXPECT_EQ(bad, 0);
+    }
+}
+
+// conv2d of groups 1 on 2-byte operands: im2col + product + transpose back (kernels_conv_gemm.cpp), against a double loop over the rounded inputs; one rounding of an
+// f32 sum into y's type allowed (as for the products above).
+TEST(VulkanHalf, Conv2dThroughTheProduct) {
+  if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";
+  struct Case { int64_t N, C, H, W, M, k, s, p; };
+  for (DType t : {DType::f16, DType::bf16})
+    for (Case c : {Case{2, 16, 12, 10, 24, 3, 1, 1}, Case{3, 3, 17, 15, 8, 7, 2, 3}, Case{2, 32, 9, 9, 40, 1, 2, 0},
+                   Case{1, 5, 11, 13, 7, 2, 3, 1}}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " C" + std::to_string(c.C) + " M" + std::to_string(c.M) + " k" +
+                   std::to_string(c.k) + " s" + std::to_string(c.s));
+      const int64_t OH = (c.H + 2 * c.p - c.k) / c.s + 1, OW = (c.W + 2 * c.p - c.k) / c.s + 1;
+      auto x = random16(t, c.N * c.C * c.H * c.W, 3, -1, 1), w = random16(t, c.M * c.C * c.k * c.k, 4, -1, 1),
+           bias = random16(t, c.M, 5, -1, 1);
+      Dev dx = put16({c.N, c.C, c.H, c.W}, t, x, 0), dw = put16({c.M, c.C, c.k, c.k}, t, w, 0), db = put16({c.M}, t, bias, 0);
+      Dev y = out_like({c.N, c.M, OH, OW}, t, 0);
+      launch(node(Op::Conv2d, {{"strides", std::vector<int64_t>{c.s, c.s}}, {"pads", std::vector<int64_t>{c.p, c.p, c.p, c.p}}}),
+             {&dx, &dw, &db}, y);
+      auto got = get16(y);
+      const double ulp = t == DType::f16 ? 1.0 / 1024 : 1.0 / 128;
+      int bad = 0;
+      for (int64_t n = 0; n < c.N; ++n)
+        for (int64_t m = 0; m < c.M; ++m)
+          for (int64_t oh = 0; oh < OH; ++oh)
+            for (int64_t ow = 0; ow < OW; ++ow) {
+              double acc = ref_value(t, bias[m]), mag = std::fabs(acc);
+              for (int64_t ci = 0; ci < c.C; ++ci)
+                for (int64_t kh = 0; kh < c.k; ++kh)
+                  for (int64_t kw = 0; kw < c.k; ++kw) {
+                    int64_t ih = oh * c.s - c.p + kh, iw = ow * c.s - c.p + kw;
+                    if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
+                    double pr = ref_value(t, x[((n * c.C + ci) * c.H + ih) * c.W + iw]) *
+                                ref_value(t, w[((m * c.C + ci) * c.k + kh) * c.k + kw]);
+                    acc += pr;
+                    mag += std::fabs(pr);
+                  }
+              double g = ref_value(t, got[((n * c.M + m) * OH + oh) * OW + ow]);
+              double tol = ulp * std::fabs(acc) + 1e-6 * mag + (t == DType::f16 ? 6e-8 : 1e-30);
+              if (!(std::fabs(g - acc) <= tol) && bad++ < 5)
+                ADD_FAILURE() << "y[" << n << "," << m << "," << oh << "," << ow << "] = " << g << ", want " << acc;
+            }
+      EXPECT_EQ(bad, 0);
+    }
+}
+
 }  // namespace
 }  // namespace rlx

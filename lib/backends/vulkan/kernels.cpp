@@ -355,9 +355,12 @@ void Lowering::transpose() {
     B = size_of(groups[0]), R = size_of(groups[2]), C = size_of(groups[1]), tiled = true;
   }
   const auto& mg = env_.dev.caps.max_groups;
-  if (tiled && !kind(in(0)) && binds_whole(env_.dev.caps, in(0)) && binds_whole(env_.dev.caps, out()) &&
-      ceil_div(C, 32) <= mg[0] && ceil_div(R, 32) <= mg[1] && (uint64_t)B <= mg[2]) {
-    Dispatch& d = add("transpose2d", {});
+  // f32, or f16/bf16 in and out alike (the ".h16" variant: a pure copy, no rounding)
+  const uint32_t xk = kind(in(0));
+  if (tiled && (xk == 0u || (is_kind16(xk) && kind(out()) == xk)) && binds_whole(env_.dev.caps, in(0)) &&
+      binds_whole(env_.dev.caps, out()) && ceil_div(C, 32) <= mg[0] && ceil_div(R, 32) <= mg[1] &&
+      (uint64_t)B <= mg[2]) {
+    Dispatch& d = xk ? add("transpose2d.h16", {xk}) : add("transpose2d", {});
     uint32_t xo = read(d, in(0)), yo = write(d, out());
     d.push = {(uint32_t)R, (uint32_t)C, xo, yo};
     d.groups[0] = (uint32_t)ceil_div(C, 32);
@@ -483,6 +486,12 @@ void Lowering::matmul(bool linear) {
     }
     batch = collapse(ob, {scaled(broadcast_strides(ab, ob), M * K), scaled(broadcast_strides(bb, ob), K * N),
                           scaled(contiguous_strides(ob), M * N)});
+    // b shared by every batch of an untransposed a ([B, M, K] . [K, N], a transformer's
+    // projections): one product of B * M rows, which the tensor-core and split-K paths take.
+    if (!ta && shape_numel(bb) == 1 && shape_numel(ab) > 1) {
+      M *= shape_numel(ab);
+      batch = collapse({}, {{}, {}, {}});
+    }
   }
   // Few rows (decode, M <= 16): gemv. Else matmul_tiled with 8x8 results per invocation:
   // 128x256 tiles when both sides are large and the device allows 512 invocations, 128x128,
@@ -540,11 +549,15 @@ void Lowering::matmul(bool linear) {
     d.spec[15] = biask;
     d.spec[16] = y_kind;
   };
-  uint32_t nsplit = 1, kchunk = (uint32_t)K;
+  uint32_t nsplit = 1, kchunk = (uint32_t)K, gcols = 32;
   if (gemv) {
     wg = 256;
     shader = row_shader("gemv") + (half ? ".h16" : "");
-    uint64_t groups = tb ? ceil_div(N, ROWS) : ceil_div(N, wg);
+    // b [K, N]: COLS columns per work group, K split over wg / COLS slices; fewer columns
+    // (more slices) when N is small, so that some 64 work groups share the weight's reads.
+    gcols = 32;
+    while (gcols > 8 && ceil_div(N, gcols) < 64) gcols /= 2;
+    uint64_t groups = tb ? ceil_div(N, ROWS) : ceil_div(N, gcols);
     gx = std::min<uint64_t>(groups, caps.max_groups[0]);
     gy = ceil_div(groups, gx);
   } else {
@@ -632,11 +645,15 @@ void Lowering::matmul(bool linear) {
         d.spec.resize(13, 0);
         d.spec[12] = DB;
         kinds(d, yk);
-      } else if (half) {  // gemv.h16: storage kinds at constant ids 6..9
-        d.spec[6] = ak;
-        d.spec[7] = bk;
-        d.spec[8] = biask;
-        d.spec[9] = yk;
+      } else {
+        if (half) {  // gemv.h16: storage kinds at constant ids 6..9
+          d.spec[6] = ak;
+          d.spec[7] = bk;
+          d.spec[8] = biask;
+          d.spec[9] = yk;
+        }
+        d.spec.resize(12, 0);
+        d.spec[11] = gcols;
       }
       push_array(d, bd, 3);
       push_array(d, sa, 3);
@@ -831,6 +848,8 @@ std::vector<Dispatch> Lowering::run() {
   const bool split = lower_split(*this);  // a tensor larger than one binding
   in_split_ = false;
   if (split) return std::move(ds_);
+  // Convolutions on the matmul kernels, 2-byte operands included (before they would be widened).
+  if (!k_.fused && k_.node && k_.node->op == Op::Conv2d && lower_conv_gemm(*this)) return std::move(ds_);
   const bool w16 = touches(is_kind16) && !native16(), w8 = touches(is_kind8) && !native8();
   if (w16 || w8) return widened(w16, w8);
   if (k_.fused) {

@@ -160,6 +160,9 @@ struct MatmulOperands {
 // On tensor cores (kernels_coopmat.cpp) where the device has them for A's and B's type; false
 // where no tensor-core kernel applies (nothing added).
 bool lower_matmul_tensor_cores(LowerCtx& L, const MatmulOperands& m);
+// A 2-D convolution of groups 1 as im2col + linear + transpose (kernels_conv_gemm.cpp); false
+// where the direct loop (lower_spatial) runs it instead (nothing added).
+bool lower_conv_gemm(LowerCtx& L);
 // Lowers quantize, dequantize and matmul_integer (kernels_quant.cpp); false for any other op.
 bool lower_quant_op(LowerCtx& L);
 

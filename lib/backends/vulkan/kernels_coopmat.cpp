@@ -71,9 +71,16 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   constexpr uint64_t kGroups = 120;
   const Tile* pick = nullptr;
   const Tile* mid = nullptr;  // the 128x128 tile, for split-K
+  // A tile mostly past the matrix's edge is skipped while a smaller one remains: ResNet's
+  // convolutions as products have N (output channels) 64 or 128, where 128x256 tiles computed
+  // 4x or 2x what was kept.
+  auto used = [&](const Tile& t) {
+    return (double)m.N / ((double)cdiv(m.N, t.bn) * t.bn) * ((double)m.M / ((double)cdiv(m.M, t.bm) * t.bm));
+  };
   for (const auto& t : tiles) {
     if (!fits(t)) continue;
     if (!mid && t.bm == 128 && t.bn == 128) mid = &t;
+    if (used(t) < 0.7 && &t != &tiles.back()) continue;
     if ((uint64_t)cdiv(m.M, t.bm) * cdiv(m.N, t.bn) >= kGroups) {
       pick = &t;
       break;

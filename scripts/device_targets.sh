@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Issues 30 and 31 on the lent GPU: bench/gpu_targets.py (ResNet-50 / ViT-S/16 at batch 32,
+# the d-2048 decoder's generate loop and a decode step's profile, the detectors) with rlx's
+# per-kernel profiles of ResNet-50 and ViT-S/16; `tests` runs the Vulkan goldens and unit tests.
+# Here: scripts/build.sh && scripts/device_run.sh --pack; copy .device-pack/pack.tgz,
+# ../shared/gpu's .device-vk and this script into DIR of the session's checkout (ignored by git),
+# then on the device: bash DIR/device_targets.sh [vision generate detectors profile] (default all).
+set -uo pipefail
+C=$(cd "$(dirname "$0")" && pwd)
+P=$C/pack
+mkdir -p "$P" && tar xzf "$C/pack.tgz" -C "$P"
+dpkg -x "$C"/.device-vk/libvulkan1_*.deb / && ldconfig
+export VK_ICD_FILENAMES=$C/.device-vk/nvidia_egl_icd.json
+export LD_LIBRARY_PATH=$P/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+want=$(cat "$P/source_dir")
+[[ -e "$want" ]] || { mkdir -p "$(dirname "$want")"; ln -sfn "$P/src" "$want"; }
+out=${OUT:-/tmp/rlx-device}; mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+R=$P/rlx
+what=${*:-vision generate profile detectors}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+$R devices --backend vulkan 2>&1 | head -4
+python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__, "cuDNN", torch.backends.cudnn.version())'
+W=/tmp/rlx-gpu-targets
+for w in $what; do
+  case $w in
+    profile)  # per kernel (top PN) and summed per op, last of 3 runs
+      for m in resnet50 vit_s_16; do
+        for dt in "" "--dtype f16"; do
+          echo "== profile $m batch 32 compiled $dt"
+          timeout 200 $R run $W/$m/model.onnx -i image=@$W/$m/x.npy -b vulkan -m compiled --profile --repeat 3 $dt 2> $W/prof.txt >/dev/null
+          head -${PN:-16} $W/prof.txt | cut -c1-160
+          awk '$1 ~ /^[0-9.]+$/ && NF >= 6 {s[$5] += $1; n[$5]++; t += $1} END {for (o in s) printf "  %-14s %8.3f ms %4d kernels\n", o, s[o], n[o]; printf "  %-14s %8.3f ms\n", "total", t}' $W/prof.txt | sort -k2 -n -r
+        done
+      done
+      for v in RLX_VK_COOPMAT=khr RLX_VK_COOPMAT=nv RLX_VK_NO_COOPMAT=1; do  # the f16 convolutions' matmul route
+        for m in resnet50 vit_s_16; do
+          echo "$v $m f16: $(env $v $R bench $W/$m/model.onnx --input image=@$W/$m/x.npy --backends vulkan --modes compiled --reps 5 --dtype f16 --format csv 2>/dev/null | tail -1)"
+        done
+      done
+      ;;
+    tests)
+      for t in "test_golden --gtest_filter=Cases/Golden.*vulkan*" "test_vulkan --gtest_filter=-VulkanValidation.*" test_vulkan_half; do
+        echo "$t: $(timeout 300 $P/$t --gtest_brief=1 2>&1 | grep -E 'tests ran|PASSED|FAILED' | tr '\n' ' ')"
+      done
+      ;;
+    *) timeout ${TL:-400} python3 $P/src/bench/gpu_targets.py --rlx $R --work $W --out "$out" $w ;;
+  esac
+done 2>&1 | tee "$out/log.txt"
