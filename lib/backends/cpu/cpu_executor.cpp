@@ -22,6 +22,7 @@
 #include "backends/cpu/half_gemm.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/cpu_ops_conv.h"
+#include "backends/cpu/dnnl_conv.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/ops_f64.h"
@@ -934,6 +935,10 @@ struct PlanStep {
   std::shared_ptr<const cpu::PackedB> packed;
   std::shared_ptr<const cpu::PackedQB> qpacked;  // matmul_integer[_scaled]'s constant B (qgemm.h)
   bool pack_later = false;  // a product of more than 16 rows: packed before the plan's second run
+  // conv2d through oneDNN (dnnl_conv.h): made before the plan's second run (conv_later); until
+  // then, or if oneDNN fails at run time, rlx's kernel and then the epilogue's kernel run.
+  std::shared_ptr<const cpu::DnnlConv> conv;
+  bool conv_later = false;
   bool has_epi = false;
   Kernel epi;                      // the consumer folded into the epilogue
   FusedProgram epi_prog;           // its program (built here for a single node)
@@ -1116,6 +1121,32 @@ void run_product_step(const PlanStep& st) {
   else cpu::gemm(false, p.tb, p.rows, p.N, p.K, 1.f, A, p.K, ptr(k.inputs[1]), p.ldb, C, p.N, ep);
 }
 
+// A conv2d whose weight (and bias) are constant, over f32: oneDNN may run it (dnnl_conv.h).
+bool dnnl_conv_candidate(const Kernel& k) {
+  if (k.fused || !k.node || k.node->op != Op::Conv2d || !all_f32(k) || k.inputs.size() < 2) return false;
+  const uint32_t need = k.inputs.size() == 3 ? 6u : 2u;
+  return (k.const_inputs & need) == need && k.inputs[0].shape.size() == 4;
+}
+
+std::shared_ptr<const cpu::DnnlConv> make_dnnl_conv(const Kernel& k, std::string* why) {
+  return cpu::dnnl_conv_plan(k, ptr(k.inputs[1]), k.inputs.size() == 3 ? ptr(k.inputs[2]) : nullptr, why);
+}
+
+// Runs a oneDNN convolution step, its epilogue on each slice it finishes; false if oneDNN failed.
+bool run_conv_step(const PlanStep& st) {
+  const Kernel& k = st.k;
+  float* Y = ptr(k.output);
+  std::unique_ptr<cpu::FusedSpans> spans;
+  std::function<void(int64_t, int64_t)> epi;
+  if (st.has_epi) {
+    std::vector<const float*> ins;
+    for (size_t i = 0; i < st.epi.inputs.size(); ++i) ins.push_back(st.epi_reads_c[i] ? Y : ptr(st.epi.inputs[i]));
+    spans = std::make_unique<cpu::FusedSpans>(st.epi_prog, ins, ptr(st.epi.output));
+    epi = [&spans](int64_t b, int64_t e) { spans->run(b, e); };
+  }
+  return cpu::dnnl_conv_run(*st.conv, ptr(k.inputs[0]), Y, epi);
+}
+
 std::string fmt_bytes_note(const std::string& layout, size_t bytes) {
   char b[64];
   std::snprintf(b, sizeof b, " packed once, %.3f MiB: ", bytes / 1048576.0);
@@ -1126,7 +1157,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
   auto rec = std::make_unique<CpuRecording>();
   std::string lines;
   size_t packed_bytes = 0;
-  int n_packed = 0, n_inplace = 0, n_fused = 0, n_later = 0, n_reused = 0;
+  int n_packed = 0, n_inplace = 0, n_fused = 0, n_later = 0, n_reused = 0, n_conv = 0;
   for (size_t i = 0; i < kernels.size(); ++i) {
     PlanStep st;
     st.k = kernels[i];
@@ -1140,6 +1171,38 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
       lines += b;
       packed_bytes += q.bytes();
       n_packed++;
+      rec->steps.push_back(std::move(st));
+      continue;
+    }
+    if (dnnl_conv_candidate(st.k)) {
+      std::string line = "  " + short_name(st.k) + " (conv2d):";
+      std::string why;
+      // Whether oneDNN takes the shape is known now; its primitives and packed weights (a jit
+      // compilation and a reorder each) are made before the plan's second run, as a large
+      // product's packed weight is, so a one-run process does not pay for them.
+      auto probe = make_dnnl_conv(st.k, &why);
+      if (!probe) {
+        lines += line + " rlx's kernel (" + why + ")\n";
+        rec->steps.push_back(std::move(st));
+        continue;
+      }
+      st.conv_later = true;
+      n_conv++;
+      line += " " + cpu::dnnl_conv_describe(*probe) + ", made before the second run";
+      if (i + 1 < kernels.size()) {
+        std::string why2 = epilogue_refusal(st.k, kernels, i + 1, st.epi_prog, st.epi_reads_c);
+        if (why2.empty()) {
+          st.has_epi = true;
+          st.epi = kernels[i + 1];
+          n_fused++;
+          line += std::string(" + epilogue ") + (st.epi.fused ? "" : std::string(ir::op_name(st.epi.node->op)) + " ") +
+                  short_name(st.epi);
+          ++i;
+        } else {
+          line += " (next kernel " + short_name(kernels[i + 1]) + " not in the epilogue: " + why2 + ")";
+        }
+      }
+      lines += line + "\n";
       rec->steps.push_back(std::move(st));
       continue;
     }
@@ -1188,11 +1251,12 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
     rec->steps.push_back(std::move(st));
   }
   if (!lines.empty()) {
-    char head[256];
+    char head[512];
     std::snprintf(head, sizeof head,
                   "cpu recording: %d weights packed (%.3f MiB of packed copies; %d taken from an earlier plan), %d read "
-                  "in place (no copy), %d packed before the second run, %d consumers run in a product's epilogue\n",
-                  n_packed, packed_bytes / 1048576.0, n_reused, n_inplace, n_later, n_fused);
+                  "in place (no copy), %d packed before the second run, %d conv2d through oneDNN, %d consumers run "
+                  "in a product's or convolution's epilogue\n",
+                  n_packed, packed_bytes / 1048576.0, n_reused, n_inplace, n_later, n_conv, n_fused);
     rec->text = head + lines;
     if (n_packed)
       rec->text += "  (a packed weight's own memory is not read by this plan: a memory-mapped param stays file pages "
@@ -1279,13 +1343,19 @@ class CpuExecutor : public Executor {
     auto* rec = dynamic_cast<CpuRecording*>(&r);
     if (!rec) return Executor::replay(r);
     if (rec->runs++ == 1)
-      for (auto& st : rec->steps)
+      for (auto& st : rec->steps) {
         if (st.pack_later) {
           Product p;
           as_product(st.k, p);
           st.packed = shared_pack(st.k.inputs[1], p);
           st.pack_later = false;
         }
+        if (st.conv_later) {
+          std::string why;
+          st.conv = make_dnnl_conv(st.k, &why);  // null: rlx's kernel keeps running it
+          st.conv_later = false;
+        }
+      }
     for (const auto& st : rec->steps) {
       if (st.qpacked) {
         auto t0 = std::chrono::steady_clock::now();
@@ -1294,6 +1364,21 @@ class CpuExecutor : public Executor {
           double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           profile_.push_back({st.k.label, std::string(ir::op_name(st.k.node->op)) + " (packed)", s, st.k.flops, st.k.bytes});
         }
+        continue;
+      }
+      if (dnnl_conv_candidate(st.k) && !st.qpacked) {
+        auto t0 = std::chrono::steady_clock::now();
+        if (st.conv && run_conv_step(st)) {
+          if (profiling_) {
+            double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            std::string label = st.has_epi ? st.k.label + " + " + st.epi.label : st.k.label;
+            profile_.push_back({label, st.has_epi ? "conv2d+epilogue (oneDNN)" : "conv2d (oneDNN)", s,
+                                st.k.flops + st.epi.flops, st.k.bytes + st.epi.bytes});
+          }
+          continue;
+        }
+        launch(st.k);
+        if (st.has_epi) launch(st.epi);
         continue;
       }
       if (!st.packed && !st.has_epi) {

@@ -1,0 +1,35 @@
+#pragma once
+// 2-D f32 convolutions through oneDNN's convolution primitive (forward inference), for compiled
+// plans: conv2d kernels with a constant weight (and bias) get, once, primitives in a blocked
+// channel layout (nChw16c with AVX-512, nChw8c below) and their weights reordered into the
+// layout each primitive asks for (format `any`). At run time the NCHW input is converted into
+// the blocked layout, the primitives run on rlx's pool (one slice of output channels or groups,
+// or one image, per task, each on a one-thread OpenMP team, as gemm.cpp's products), and each
+// task converts its slice back to NCHW and runs the plan's fused consumer on it while it is in
+// cache. Where oneDNN is off (RLX_CONV_DNNL=0), absent, or would run a reference or im2col
+// implementation, or the measured rule (dnnl_conv.cpp) says rlx's own kernel is faster for the
+// shape, the plan keeps rlx's kernel (cpu_ops_conv.cpp) and says why in --dump-plan.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "runtime/executor.h"
+
+namespace rlx::cpu {
+
+struct DnnlConv;
+
+// The convolution of kernel k through oneDNN, or null with *why set. k is a conv2d over f32
+// whose weight (and bias, if any) are constant: w and bias point at them now and are copied.
+std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, const float* bias, std::string* why);
+
+// "oneDNN jit_dw:avx512_core, nChw16c, 2 slices" for --dump-plan.
+std::string dnnl_conv_describe(const DnnlConv& c);
+
+// y (NCHW) = conv(x (NCHW)); then epi(begin, end) (if set) on each range of y's flat indices a
+// task has just written, on that task's thread. False when oneDNN failed at run time (the
+// caller then runs rlx's kernel).
+bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::function<void(int64_t, int64_t)>& epi);
+
+}  // namespace rlx::cpu
