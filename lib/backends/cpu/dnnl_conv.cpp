@@ -237,9 +237,9 @@ std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, 
   if (conv_switch() != "all")
     if (std::string r = rule_refusal(g); !r.empty()) return refuse(r);
   // oneDNN wants the right pads that make the output size exact: a floor division may have left
-  // input columns unused, which shrinks the pad (never below zero).
+  // input rows or columns unused, which shrinks the pad (below zero when they were not padding).
   const int64_t pb = (g.OH - 1) * g.sH + g.ext_h() - g.H - g.pt, pr = (g.OW - 1) * g.sW + g.ext_w() - g.W - g.pl;
-  if (pb < 0 || pr < 0 || pb > g.pb || pr > g.pr) return refuse("padding oneDNN cannot express");
+  if (pb > g.pb || pr > g.pr) return refuse("padding oneDNN cannot express");
 
   auto c = std::make_shared<DnnlConv>();
   c->g = g;
