@@ -417,7 +417,7 @@ def profile(a, d, meta, runs):
     sums = {}
     for (op, label, _), (ms, gflop) in best.items():
         kind = op
-        if op == "conv2d":
+        if op in ("conv2d", "conv2d+epilogue"):  # a convolution's epilogue (its consumer) counts with it
             mn = re.search(r"node '([^']+)'", label)
             name = mn.group(1) if mn else ""
             if name not in kinds and "/" in name:  # a 1-D conv runs as '<output>/conv2d'

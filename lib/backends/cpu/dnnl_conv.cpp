@@ -215,8 +215,21 @@ void from_blocked_any(const float* src, int64_t avail, int64_t HW, int64_t B, fl
 
 // Which convolutions oneDNN runs (RLX_CONV_DNNL unset or 1), from measurements on this
 // project's machine (docs/benchmarks.md, "oneDNN convolutions"): "" when oneDNN, else why not.
+// Per conv (`rlx run --profile`, rlx's kernel against oneDNN with the conversions at its edges;
+// mobilenet_v3_small, mnasnet0_5, resnet18/50, efficientnet_b0 at 224x224, 2 threads):
+// depthwise 0.07-0.8x rlx's time (one 1.1x); dense 3x3 / 7x7 0.5-0.7x; 1x1 convs are where rlx's
+// GEMM reads x in place and the two conversions cost as much as the product: 1.2-2.5x rlx's time
+// with few channels (C=240 -> M=48 at 14x14: 1.2x; 72 -> 24 at 28x28: 2.4x), 0.5-0.9x with many
+// (576 -> 96 at 7x7: 0.6-0.8x; 160 -> 1280: 0.54x). The product's work per converted element
+// is C M / (C + M): 1x1 convs go to oneDNN from 64 up. On a 1x1 map (squeeze-excitation) rlx's one
+// product over the batch is 2-5x faster than the primitive.
 std::string rule_refusal(const ir::Conv2dGeom& g) {
-  (void)g;
+  const bool pointwise = g.kH == 1 && g.kW == 1 && g.sH == 1 && g.sW == 1 && g.pt == 0 && g.pl == 0 && g.pb == 0 &&
+                         g.pr == 0;
+  if (!pointwise) return "";
+  if (g.H * g.W == 1) return "1x1 on a 1x1 map: rlx's one product over the batch is faster";
+  if (g.groups == 1 && (double)g.C * g.M / (double)(g.C + g.M) < 64)
+    return "1x1 with C M / (C + M) < 64: rlx's GEMM reads x in place, the layout conversions would cost more";
   return "";
 }
 
