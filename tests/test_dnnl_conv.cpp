@@ -161,4 +161,59 @@ TEST(DnnlConv, OddGeometriesAndEveryEpilogueAgainstTheReferenceLoop) {
   }
 }
 
+// A mobile-net block: 1x1 expand + ReLU -> depthwise 3x3 + HardSwish -> 1x1 project + residual.
+// The expand's and the depthwise's results stay in the blocked layout (neither is converted
+// back to NCHW; the plan says so); a batch of 2, and channels that are no multiple of 16.
+TEST(DnnlConv, ChainKeptBlockedAgainstTheReferenceLoop) {
+  auto ex = make_executor("cpu", 0);
+  std::mt19937 rng(4242);
+  const int64_t N = 2, C = 24, H = 15, W = 13, E = 88, P = 24;
+  const Geo g1{N, C, H, W, E, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true};
+  const Geo g2{N, E, H, W, E, E, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true};
+  const Geo g3{N, E, H, W, P, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true};
+  Tensor x = random_tensor({N, C, H, W}, rng), w1 = random_tensor({E, C, 1, 1}, rng), b1 = random_tensor({E}, rng),
+         w2 = random_tensor({E, 1, 3, 3}, rng), b2 = random_tensor({E}, rng), w3 = random_tensor({P, E, 1, 1}, rng),
+         b3 = random_tensor({P}, rng);
+  auto to_tensor = [](const std::vector<double>& v, Shape s) {
+    Tensor t(s);
+    for (size_t i = 0; i < v.size(); ++i) t.mutable_data()[i] = (float)v[i];
+    return t;
+  };
+  std::vector<double> a1 = conv_ref(g1, x, w1, &b1, H, W);
+  for (double& v : a1) v = std::max(v, 0.0);
+  std::vector<double> a2 = conv_ref(g2, to_tensor(a1, {N, E, H, W}), w2, &b2, H, W);
+  for (double& v : a2) v = v * std::max(0.0, std::min(1.0, v / 6 + 0.5));
+  std::vector<double> want = conv_ref(g3, to_tensor(a2, {N, E, H, W}), w3, &b3, H, W);
+  const float* X = x.data();
+  for (size_t i = 0; i < want.size(); ++i) want[i] += X[i];  // P == C: the residual is x
+  auto param = [](const char* id, const Tensor& t) {
+    return std::string(R"({"id": ")") + id + R"(", "op": "param", "shape": )" + shape_json(t.shape()) + "}, ";
+  };
+  const std::string pw = R"(, "attrs": {"strides": [1,1], "dilations": [1,1], "pads": [0,0,0,0], "groups": 1}}, )";
+  const std::string nodes =
+      R"({"id": "x", "op": "input", "shape": )" + shape_json(x.shape()) + "}, " + param("w1", w1) + param("b1", b1) +
+      param("w2", w2) + param("b2", b2) + param("w3", w3) + param("b3", b3) +
+      R"({"id": "k0", "op": "constant", "shape": [], "value": 0.0}, {"id": "k1", "op": "constant", "shape": [], "value": 1.0},)"
+      R"( {"id": "k6", "op": "constant", "shape": [], "value": 0.16666666666666666}, {"id": "kh", "op": "constant", "shape": [], "value": 0.5},)"
+      R"( {"id": "c1", "op": "conv2d", "inputs": ["x", "w1", "b1"])" + pw +
+      R"({"id": "r1", "op": "relu", "inputs": ["c1"]}, {"id": "c2", "op": "conv2d", "inputs": ["r1", "w2", "b2"], "attrs": )"
+      R"({"strides": [1,1], "dilations": [1,1], "pads": [1,1,1,1], "groups": 88}}, )"
+      R"({"id": "h1", "op": "mul", "inputs": ["c2", "k6"]}, {"id": "h2", "op": "add", "inputs": ["h1", "kh"]},)"
+      R"( {"id": "h3", "op": "minimum", "inputs": ["h2", "k1"]}, {"id": "h4", "op": "maximum", "inputs": ["h3", "k0"]},)"
+      R"( {"id": "a2", "op": "mul", "inputs": ["c2", "h4"]}, {"id": "c3", "op": "conv2d", "inputs": ["a2", "w3", "b3"])" + pw +
+      R"({"id": "y", "op": "add", "inputs": ["c3", "x"]})";
+  Session sess(graph(nodes), *ex, {{"w1", w1}, {"b1", b1}, {"w2", w2}, {"b2", b2}, {"w3", w3}, {"b3", b3}});
+  sess.set_input("x", x);
+  for (int run = 0; run < 3; ++run)
+    expect_close(sess.run(Mode::Compiled)[0], want, {N, P, H, W}, 1e-4, "chain, run " + std::to_string(run + 1));
+  const std::string plan = sess.plan_text();
+  if (dnnl_expected()) {
+    EXPECT_NE(plan.find("output kept blocked for the next convolution"), std::string::npos) << plan;
+    EXPECT_NE(plan.find("input kept blocked from the previous convolution"), std::string::npos) << plan;
+    EXPECT_NE(plan.find("(2 links kept blocked)"), std::string::npos) << plan;
+  } else {
+    EXPECT_NE(plan.find("(0 links kept blocked)"), std::string::npos) << plan;
+  }
+}
+
 }  // namespace

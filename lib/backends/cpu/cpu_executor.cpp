@@ -935,10 +935,17 @@ struct PlanStep {
   std::shared_ptr<const cpu::PackedB> packed;
   std::shared_ptr<const cpu::PackedQB> qpacked;  // matmul_integer[_scaled]'s constant B (qgemm.h)
   bool pack_later = false;  // a product of more than 16 rows: packed before the plan's second run
-  // conv2d through oneDNN (dnnl_conv.h): made before the plan's second run (conv_later); until
-  // then, or if oneDNN fails at run time, rlx's kernel and then the epilogue's kernel run.
+  // conv2d through oneDNN (dnnl_conv.h); null: rlx's kernel, then the epilogue's kernel.
   std::shared_ptr<const cpu::DnnlConv> conv;
-  bool conv_later = false;
+  std::string conv_rule;  // why the per-shape rule prefers rlx's kernel at converted edges ("": it does not)
+  // A chain of oneDNN convolutions: the output stays in the blocked layout in blocked_out, which
+  // the next convolution reads as blocked_in (neither converts; the NCHW tensor is never written).
+  std::shared_ptr<std::vector<float>> blocked_out, blocked_in;
+  FusedProgram epi_blocked;  // with blocked_out: the epilogue as a flat program over the blocked buffer
+  size_t line = SIZE_MAX;    // its line of the plan's description
+  // The next kernel could run in this convolution's epilogue if the convolution did not read
+  // its NCHW input (the consumer's output takes that memory): it does once the input comes blocked.
+  bool epi_if_blocked_in = false;
   bool has_epi = false;
   Kernel epi;                      // the consumer folded into the epilogue
   FusedProgram epi_prog;           // its program (built here for a single node)
@@ -1128,23 +1135,84 @@ bool dnnl_conv_candidate(const Kernel& k) {
   return (k.const_inputs & need) == need && k.inputs[0].shape.size() == 4;
 }
 
-std::shared_ptr<const cpu::DnnlConv> make_dnnl_conv(const Kernel& k, std::string* why) {
-  return cpu::dnnl_conv_plan(k, ptr(k.inputs[1]), k.inputs.size() == 3 ? ptr(k.inputs[2]) : nullptr, why);
+std::shared_ptr<const cpu::DnnlConv> make_dnnl_conv(const Kernel& k, std::string* why, std::string* rule) {
+  return cpu::dnnl_conv_plan(k, ptr(k.inputs[1]), k.inputs.size() == 3 ? ptr(k.inputs[2]) : nullptr, why, rule);
 }
 
 // Runs a oneDNN convolution step, its epilogue on each slice it finishes; false if oneDNN failed.
 bool run_conv_step(const PlanStep& st) {
   const Kernel& k = st.k;
   float* Y = ptr(k.output);
+  float* YB = st.blocked_out ? st.blocked_out->data() : nullptr;
   std::unique_ptr<cpu::FusedSpans> spans;
   std::function<void(int64_t, int64_t)> epi;
-  if (st.has_epi) {
+  if (st.has_epi && YB) {  // a one-input program, in place over the blocked buffer
+    std::vector<const float*> ins(st.epi.inputs.size(), YB);
+    spans = std::make_unique<cpu::FusedSpans>(st.epi_blocked, ins, YB);
+    epi = [&spans](int64_t b, int64_t e) { spans->run(b, e); };
+  } else if (st.has_epi) {
     std::vector<const float*> ins;
     for (size_t i = 0; i < st.epi.inputs.size(); ++i) ins.push_back(st.epi_reads_c[i] ? Y : ptr(st.epi.inputs[i]));
     spans = std::make_unique<cpu::FusedSpans>(st.epi_prog, ins, ptr(st.epi.output));
     epi = [&spans](int64_t b, int64_t e) { spans->run(b, e); };
   }
-  return cpu::dnnl_conv_run(*st.conv, ptr(k.inputs[0]), Y, epi);
+  return cpu::dnnl_conv_run(*st.conv, ptr(k.inputs[0]), Y, epi, st.blocked_in ? st.blocked_in->data() : nullptr, YB);
+}
+
+// Every tensor step q's kernels read and write.
+template <class F>
+void step_tensors(const PlanStep& q, F&& f) {
+  for (const auto& t : q.k.inputs) f(t, false);
+  if (q.has_epi)
+    for (const auto& t : q.epi.inputs) f(t, false);
+  f(q.k.output, true);
+  if (q.has_epi) f(q.epi.output, true);
+}
+
+// Chains of oneDNN convolutions: step a's result (its epilogue's output, if any) stays blocked
+// when the only kernel that reads it is a later oneDNN convolution's input, a's epilogue (if
+// any) reads nothing but the convolution's output (an activation: run in place on the blocked
+// buffer, padding channels included: they meet zero weights in the next convolution), and the
+// result is not a graph output. Returns the number of links made.
+int link_conv_chains(std::vector<PlanStep>& steps) {
+  int links = 0;
+  for (size_t a = 0; a < steps.size(); ++a) {
+    PlanStep& sa = steps[a];
+    if (!sa.conv || sa.blocked_out || sa.k.graph_output || (sa.has_epi && sa.epi.graph_output)) continue;
+    if (sa.has_epi && std::find(sa.epi_reads_c.begin(), sa.epi_reads_c.end(), 0) != sa.epi_reads_c.end()) continue;
+    const TensorRef F = sa.has_epi ? sa.epi.output : sa.k.output;
+    size_t b = SIZE_MAX;
+    bool ok = true;
+    for (size_t q = a + 1; q < steps.size() && ok; ++q) {
+      const PlanStep& sq = steps[q];
+      if (b == SIZE_MAX && sq.conv && !sq.blocked_in && same_tensor(sq.k.inputs[0], F) &&
+          cpu::dnnl_conv_blocked_in(*sq.conv)) {
+        b = q;
+        if (sq.has_epi)  // its epilogue must not read F too
+          for (size_t i = 0; i < sq.epi.inputs.size(); ++i)
+            if (!sq.epi_reads_c[i] && overlaps(sq.epi.inputs[i], F)) ok = false;
+        continue;
+      }
+      bool written = false;
+      step_tensors(sq, [&](const TensorRef& t, bool out) {
+        if (!overlaps(t, F)) return;
+        if (out) written = true;
+        else ok = false;  // another reader
+      });
+      if (written) break;  // F's memory holds another tensor from here on
+    }
+    if (!ok || b == SIZE_MAX) continue;
+    PlanStep& sb = steps[b];
+    sa.blocked_out = std::make_shared<std::vector<float>>((size_t)cpu::dnnl_conv_blocked_out_floats(*sa.conv));
+    sb.blocked_in = sa.blocked_out;
+    if (sa.has_epi) {
+      sa.epi_blocked = sa.epi_prog;
+      sa.epi_blocked.out_shape = {(int64_t)sa.blocked_out->size()};
+      for (auto& s : sa.epi_blocked.input_shapes) s = sa.epi_blocked.out_shape;
+    }
+    links++;
+  }
+  return links;
 }
 
 std::string fmt_bytes_note(const std::string& layout, size_t bytes) {
@@ -1155,7 +1223,7 @@ std::string fmt_bytes_note(const std::string& layout, size_t bytes) {
 
 std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels) {
   auto rec = std::make_unique<CpuRecording>();
-  std::string lines;
+  std::vector<std::string> lines;
   size_t packed_bytes = 0;
   int n_packed = 0, n_inplace = 0, n_fused = 0, n_later = 0, n_reused = 0, n_conv = 0;
   for (size_t i = 0; i < kernels.size(); ++i) {
@@ -1168,7 +1236,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
                     "for qgemm (%s), weights in [%d, %d]\n",
                     short_name(st.k).c_str(), ir::op_name(st.k.node->op), (long long)(st.k.output.numel() / std::max<int64_t>(q.N, 1)),
                     (long long)q.N, (long long)q.K, q.bytes() / 1048576.0, cpu::qisa_name(cpu::qgemm_isa()), q.bmin, q.bmax);
-      lines += b;
+      lines.push_back(b);
       packed_bytes += q.bytes();
       n_packed++;
       rec->steps.push_back(std::move(st));
@@ -1177,18 +1245,14 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
     if (dnnl_conv_candidate(st.k)) {
       std::string line = "  " + short_name(st.k) + " (conv2d):";
       std::string why;
-      // Whether oneDNN takes the shape is known now; its primitives and packed weights (a jit
-      // compilation and a reorder each) are made before the plan's second run, as a large
-      // product's packed weight is, so a one-run process does not pay for them.
-      auto probe = make_dnnl_conv(st.k, &why);
-      if (!probe) {
-        lines += line + " rlx's kernel (" + why + ")\n";
+      // Its primitives and packed weights are made now (a jit compilation and a reorder each).
+      st.conv = make_dnnl_conv(st.k, &why, &st.conv_rule);
+      if (!st.conv) {
+        lines.push_back(line + " rlx's kernel (" + why + ")\n");
         rec->steps.push_back(std::move(st));
         continue;
       }
-      st.conv_later = true;
-      n_conv++;
-      line += " " + cpu::dnnl_conv_describe(*probe) + ", made before the second run";
+      line += " " + cpu::dnnl_conv_describe(*st.conv);
       if (i + 1 < kernels.size()) {
         std::string why2 = epilogue_refusal(st.k, kernels, i + 1, st.epi_prog, st.epi_reads_c);
         if (why2.empty()) {
@@ -1199,10 +1263,18 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
                   short_name(st.epi);
           ++i;
         } else {
-          line += " (next kernel " + short_name(kernels[i + 1]) + " not in the epilogue: " + why2 + ")";
+          Kernel without_x = st.k;
+          without_x.inputs[0] = TensorRef{};
+          if (epilogue_refusal(without_x, kernels, i + 1, st.epi_prog, st.epi_reads_c).empty()) {
+            st.epi_if_blocked_in = true;
+            st.epi = kernels[i + 1];
+          } else {
+            line += " (next kernel " + short_name(kernels[i + 1]) + " not in the epilogue: " + why2 + ")";
+          }
         }
       }
-      lines += line + "\n";
+      st.line = lines.size();
+      lines.push_back(line);
       rec->steps.push_back(std::move(st));
       continue;
     }
@@ -1247,17 +1319,53 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
         line += " (next kernel " + short_name(kernels[i + 1]) + " not in the epilogue: " + why + ")";
       }
     }
-    lines += line + "\n";
+    lines.push_back(line + "\n");
     rec->steps.push_back(std::move(st));
+  }
+  // oneDNN convolutions: chains kept blocked, then the rule for those converted at both edges.
+  int n_links = link_conv_chains(rec->steps);
+  bool merged = false;
+  for (size_t j = 0; j + 1 < rec->steps.size(); ++j) {
+    PlanStep& st = rec->steps[j];
+    if (!st.epi_if_blocked_in) continue;
+    if (st.blocked_in) {
+      st.has_epi = true;
+      n_fused++;
+      lines[st.line] += std::string(" + epilogue ") +
+                        (st.epi.fused ? "" : std::string(ir::op_name(st.epi.node->op)) + " ") + short_name(st.epi) +
+                        " (its output takes the NCHW input's memory, which the convolution does not read)";
+      rec->steps.erase(rec->steps.begin() + (long)j + 1);
+      merged = true;
+    } else {
+      lines[st.line] += " (next kernel " + short_name(st.epi) + " not in the epilogue: its output shares memory with "
+                        "the convolution's input)";
+      st.epi = Kernel{};
+    }
+  }
+  if (merged) n_links += link_conv_chains(rec->steps);  // the merged ones may now pass their result on
+  for (auto& st : rec->steps) {
+    if (st.line == SIZE_MAX) continue;
+    std::string& line = lines[st.line];
+    if (st.conv && !st.conv_rule.empty() && !st.blocked_in && !st.blocked_out) {
+      line = "  " + short_name(st.k) + " (conv2d): rlx's kernel (" + st.conv_rule + ")" +
+             (st.has_epi ? " + its consumer " + short_name(st.epi) + " after it" : "");
+      st.conv.reset();
+    } else if (st.conv) {
+      n_conv++;
+      if (st.blocked_in) line += "; input kept blocked from the previous convolution";
+      if (st.blocked_out) line += "; output kept blocked for the next convolution";
+    }
+    line += "\n";
   }
   if (!lines.empty()) {
     char head[512];
     std::snprintf(head, sizeof head,
                   "cpu recording: %d weights packed (%.3f MiB of packed copies; %d taken from an earlier plan), %d read "
-                  "in place (no copy), %d packed before the second run, %d conv2d through oneDNN, %d consumers run "
-                  "in a product's or convolution's epilogue\n",
-                  n_packed, packed_bytes / 1048576.0, n_reused, n_inplace, n_later, n_conv, n_fused);
-    rec->text = head + lines;
+                  "in place (no copy), %d packed before the second run, %d conv2d through oneDNN (%d links kept "
+                  "blocked), %d consumers run in a product's or convolution's epilogue\n",
+                  n_packed, packed_bytes / 1048576.0, n_reused, n_inplace, n_later, n_conv, n_links, n_fused);
+    rec->text = head;
+    for (const auto& l : lines) rec->text += l;
     if (n_packed)
       rec->text += "  (a packed weight's own memory is not read by this plan: a memory-mapped param stays file pages "
                    "the system may drop, not a second copy in memory)\n";
@@ -1350,11 +1458,6 @@ class CpuExecutor : public Executor {
           st.packed = shared_pack(st.k.inputs[1], p);
           st.pack_later = false;
         }
-        if (st.conv_later) {
-          std::string why;
-          st.conv = make_dnnl_conv(st.k, &why);  // null: rlx's kernel keeps running it
-          st.conv_later = false;
-        }
       }
     for (const auto& st : rec->steps) {
       if (st.qpacked) {
@@ -1366,7 +1469,7 @@ class CpuExecutor : public Executor {
         }
         continue;
       }
-      if (dnnl_conv_candidate(st.k) && !st.qpacked) {
+      if (st.conv || (st.has_epi && dnnl_conv_candidate(st.k))) {
         auto t0 = std::chrono::steady_clock::now();
         if (st.conv && run_conv_step(st)) {
           if (profiling_) {
@@ -1377,6 +1480,8 @@ class CpuExecutor : public Executor {
           }
           continue;
         }
+        if (st.blocked_in || st.blocked_out)  // its neighbour in the chain has no NCHW tensor to use
+          throw RuntimeError(st.k.label + ": oneDNN's convolution failed inside a chain of blocked convolutions");
         launch(st.k);
         if (st.has_epi) launch(st.epi);
         continue;

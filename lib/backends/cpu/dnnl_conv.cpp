@@ -235,7 +235,8 @@ std::string rule_refusal(const ir::Conv2dGeom& g) {
 
 }  // namespace
 
-std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, const float* bias, std::string* why) {
+std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, const float* bias, std::string* why,
+                                               std::string* rule) {
   auto refuse = [&](const std::string& s) {
     *why = s;
     return nullptr;
@@ -247,8 +248,7 @@ std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, 
   const ir::Conv2dGeom g = ir::conv2d_geom(*k.node, ins, k.label);
   if (g.nd != 2) return refuse("not 2-D");
   if (g.N * g.M * g.OH * g.OW == 0 || g.Cg == 0) return refuse("empty");
-  if (conv_switch() != "all")
-    if (std::string r = rule_refusal(g); !r.empty()) return refuse(r);
+  *rule = conv_switch() == "all" ? "" : rule_refusal(g);
   // oneDNN wants the right pads that make the output size exact: a floor division may have left
   // input rows or columns unused, which shrinks the pad (below zero when they were not padding).
   const int64_t pb = (g.OH - 1) * g.sH + g.ext_h() - g.H - g.pt, pr = (g.OW - 1) * g.sW + g.ext_w() - g.W - g.pl;
@@ -362,22 +362,28 @@ std::string dnnl_conv_describe(const DnnlConv& c) {
   return s;
 }
 
-bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::function<void(int64_t, int64_t)>& epi) {
+int64_t dnnl_conv_blocked_out_floats(const DnnlConv& c) { return c.g.N * c.MP * c.g.OH * c.g.OW; }
+bool dnnl_conv_blocked_in(const DnnlConv& c) { return !c.plain_src; }
+
+bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::function<void(int64_t, int64_t)>& epi,
+                   const float* x_blocked, float* y_blocked) {
   const Api& a = api();
   const ir::Conv2dGeom& g = c.g;
   const int64_t B = c.B, HW = g.H * g.W, OHW = g.OH * g.OW;
   const int64_t CB = c.CP / B, MB = c.MP / B;
   thread_local std::vector<float> xb_store, yb_store;
-  if (!c.plain_src && (int64_t)xb_store.size() < g.N * c.CP * HW) xb_store.resize(g.N * c.CP * HW);
-  if ((int64_t)yb_store.size() < g.N * c.MP * OHW) yb_store.resize(g.N * c.MP * OHW);
-  float* xb = xb_store.data();
-  float* yb = yb_store.data();
+  if (!c.plain_src && !x_blocked && (int64_t)xb_store.size() < g.N * c.CP * HW) xb_store.resize(g.N * c.CP * HW);
+  if (!y_blocked && (int64_t)yb_store.size() < g.N * c.MP * OHW) yb_store.resize(g.N * c.MP * OHW);
+  float* xconv = xb_store.data();  // (thread_local: the pool's threads get this thread's pointer)
+  const float* xb = x_blocked ? x_blocked : xconv;
+  float* yb = y_blocked ? y_blocked : yb_store.data();
   ThreadPool& pool = ThreadPool::global();
-  if (!c.plain_src)
+  if (!c.plain_src && !x_blocked)
     pool.parallel_for(g.N * CB, 1, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         const int64_t n = t / CB, cb = t % CB;
-        to_blocked_any(x + (n * g.C + cb * B) * HW, std::min(B, g.C - cb * B), HW, B, xb + (n * c.CP + cb * B) * HW);
+        to_blocked_any(x + (n * g.C + cb * B) * HW, std::min(B, g.C - cb * B), HW, B,
+                       xconv + (n * c.CP + cb * B) * HW);
       }
     });
   const int64_t S = (int64_t)c.slices.size();
@@ -408,6 +414,11 @@ bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::funct
       if (!ok) {
         failed = true;
         break;
+      }
+      if (y_blocked) {  // the slice's blocks, padding channels included
+        const int64_t m1 = std::min(c.MP, (sl.m1 + B - 1) / B * B);
+        if (epi) epi((n * c.MP + sl.m0) * OHW, (n * c.MP + m1) * OHW);
+        continue;
       }
       for (int64_t m = sl.m0; m < sl.m1; m += B)
         from_blocked_any(yb + (n * c.MP + m) * OHW, std::min(B, sl.m1 - m), OHW, B, y + (n * g.M + m) * OHW);
