@@ -418,8 +418,14 @@ void run_reduce(const Kernel& k) {
         for (int64_t j = 0; j < R; ++j) m = (row[j] > m || row[j] != row[j]) ? row[j] : m;
         y[o] = m;
       } else {
-        double s = 0;
-        for (int64_t j = 0; j < R; ++j) s += row[j];
+        // Eight double sums side by side (one serial chain of double adds ran at a quarter of an
+        // element per cycle: squeeze-excitation's global means were 9% of EfficientNet-B0).
+        double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int64_t j = 0;
+        for (; j + 8 <= R; j += 8)
+          for (int l = 0; l < 8; ++l) acc[l] += row[j + l];
+        double s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+        for (; j < R; ++j) s += row[j];
         y[o] = (float)(op == Op::Mean ? (R ? s / R : NAN) : s);
       }
     }
