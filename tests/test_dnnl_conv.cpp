@@ -216,4 +216,37 @@ TEST(DnnlConv, ChainKeptBlockedAgainstTheReferenceLoop) {
   }
 }
 
+// Squeeze-excitation's scale before a convolution: conv(x * s), s [N, C, 1, 1], folded into the
+// conversion of x (the plan says so), for a 1x1 the rule would leave to rlx's GEMM and a 3x3.
+TEST(DnnlConv, ScaleFoldedIntoTheConversionAgainstTheReferenceLoop) {
+  auto ex = make_executor("cpu", 0);
+  std::mt19937 rng(99);
+  for (const Geo& p : {Geo{2, 40, 9, 11, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true},
+                       Geo{1, 48, 10, 7, 20, 1, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, false}}) {
+    const int64_t OH = (p.H + p.pt + p.pb - p.kH) / p.sH + 1, OW = (p.W + p.pl + p.pr - p.kW) / p.sW + 1;
+    Tensor x = random_tensor({p.N, p.C, p.H, p.W}, rng), s = random_tensor({p.N, p.C, 1, 1}, rng),
+           w = random_tensor({p.M, p.C, p.kH, p.kW}, rng), b = random_tensor({p.M}, rng);
+    Tensor xs({p.N, p.C, p.H, p.W});
+    for (int64_t i = 0; i < x.numel(); ++i) xs.mutable_data()[i] = x.data()[i] * s.data()[i / (p.H * p.W)];
+    const std::vector<double> want = conv_ref(p, xs, w, p.bias ? &b : nullptr, OH, OW);
+    const std::string nodes =
+        R"({"id": "x", "op": "input", "shape": )" + shape_json(x.shape()) + R"(}, {"id": "s", "op": "input", "shape": )" +
+        shape_json(s.shape()) + R"(}, {"id": "w", "op": "param", "shape": )" + shape_json(w.shape()) + "}, " +
+        (p.bias ? R"({"id": "b", "op": "param", "shape": )" + shape_json(b.shape()) + "}, " : "") +
+        R"({"id": "xs", "op": "mul", "inputs": ["s", "x"]}, {"id": "y", "op": "conv2d", "inputs": ["xs", "w")" +
+        (p.bias ? R"(, "b")" : "") + R"(], "attrs": {"strides": )" + ints({p.sH, p.sW}) +
+        R"(, "dilations": [1,1], "pads": )" + ints({p.pt, p.pl, p.pb, p.pr}) + R"(, "groups": 1}})";
+    std::map<std::string, Tensor> params{{"w", w}};
+    if (p.bias) params["b"] = b;
+    Session sess(graph(nodes), *ex, params);
+    sess.set_input("x", x);
+    sess.set_input("s", s);
+    for (int run = 0; run < 2; ++run)
+      expect_close(sess.run(Mode::Compiled)[0], want, {p.N, p.M, OH, OW}, 1e-4, "scaled input, run " + std::to_string(run + 1));
+    const std::string plan = sess.plan_text();
+    if (dnnl_expected())
+      EXPECT_NE(plan.find("+ prologue mul 'xs' (each input channel scaled while converted)"), std::string::npos) << plan;
+  }
+}
+
 }  // namespace

@@ -952,6 +952,12 @@ struct PlanStep {
   // The next kernel could run in this convolution's epilogue if the convolution did not read
   // its NCHW input (the consumer's output takes that memory): it does once the input comes blocked.
   bool epi_if_blocked_in = false;
+  // Squeeze-excitation's scale folded in: the kernel before, y = mul(x, s) with s [N, C, 1, 1],
+  // whose only reader is this convolution: the convolution reads x and scales each channel by s
+  // while converting it (has_pre; `pre` runs on its own when rlx's kernel runs the convolution).
+  bool has_pre = false;
+  Kernel pre;
+  int pre_x = 0;  // pre's input that is x (the other is s)
   bool has_epi = false;
   Kernel epi;                      // the consumer folded into the epilogue
   FusedProgram epi_prog;           // its program (built here for a single node)
@@ -1162,12 +1168,41 @@ bool run_conv_step(const PlanStep& st) {
     spans = std::make_unique<cpu::FusedSpans>(st.epi_prog, ins, ptr(st.epi.output));
     epi = [&spans](int64_t b, int64_t e) { spans->run(b, e); };
   }
+  if (st.has_pre)
+    return cpu::dnnl_conv_run(*st.conv, ptr(st.pre.inputs[st.pre_x]), Y, epi, nullptr, YB, ptr(st.pre.inputs[1 - st.pre_x]));
   return cpu::dnnl_conv_run(*st.conv, ptr(k.inputs[0]), Y, epi, st.blocked_in ? st.blocked_in->data() : nullptr, YB);
+}
+
+// Whether kernels[j] is y = mul(x, s), s [N, C, 1, 1] per channel of x [N, C, H, W], that only
+// the convolution kernels[j + 1] reads (as its input x); sets `xi` to x's input index.
+bool se_scale_before(const std::vector<Kernel>& kernels, size_t j, int& xi) {
+  const Kernel& m = kernels[j];
+  const Kernel& c = kernels[j + 1];
+  if (m.fused || !m.node || m.node->op != Op::Mul || !all_f32(m) || m.inputs.size() != 2 || m.graph_output) return false;
+  if (!same_tensor(c.inputs[0], m.output)) return false;
+  const Shape& ys = m.output.shape;
+  if (ys.size() != 4) return false;
+  for (int i = 0; i < 2; ++i) {
+    const Shape &xs = m.inputs[i].shape, &ss = m.inputs[1 - i].shape;
+    if (xs == ys && ss == Shape{ys[0], ys[1], 1, 1}) {
+      xi = i;
+      // Nothing after the convolution reads y (until something overwrites its memory).
+      for (size_t q = j + 2; q < kernels.size(); ++q) {
+        for (const auto& t : kernels[q].inputs)
+          if (overlaps(t, m.output)) return false;
+        if (overlaps(kernels[q].output, m.output)) break;
+      }
+      return true;
+    }
+  }
+  return false;
 }
 
 // Every tensor step q's kernels read and write.
 template <class F>
 void step_tensors(const PlanStep& q, F&& f) {
+  if (q.has_pre)
+    for (const auto& t : q.pre.inputs) f(t, false);
   for (const auto& t : q.k.inputs) f(t, false);
   if (q.has_epi)
     for (const auto& t : q.epi.inputs) f(t, false);
@@ -1259,6 +1294,19 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
         continue;
       }
       line += " " + cpu::dnnl_conv_describe(*st.conv);
+      int xi = 0;
+      if (i > 0 && !rec->steps.empty() && cpu::dnnl_conv_blocked_in(*st.conv) && se_scale_before(kernels, i - 1, xi)) {
+        const PlanStep& prev = rec->steps.back();
+        if (!prev.has_epi && !prev.packed && !prev.qpacked && !prev.conv && !prev.pack_later && prev.k.node == kernels[i - 1].node &&
+            same_tensor(prev.k.output, kernels[i - 1].output)) {
+          st.has_pre = true;
+          st.pre = kernels[i - 1];
+          st.pre_x = xi;
+          rec->steps.pop_back();
+          n_fused++;
+          line += " + prologue mul " + short_name(st.pre) + " (each input channel scaled while converted)";
+        }
+      }
       if (i + 1 < kernels.size()) {
         std::string why2 = epilogue_refusal(st.k, kernels, i + 1, st.epi_prog, st.epi_reads_c);
         if (why2.empty()) {
@@ -1352,7 +1400,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
   for (auto& st : rec->steps) {
     if (st.line == SIZE_MAX) continue;
     std::string& line = lines[st.line];
-    if (st.conv && !st.conv_rule.empty() && !st.blocked_in && !st.blocked_out) {
+    if (st.conv && !st.conv_rule.empty() && !st.blocked_in && !st.blocked_out && !st.has_pre) {
       line = "  " + short_name(st.k) + " (conv2d): rlx's kernel (" + st.conv_rule + ")" +
              (st.has_epi ? " + its consumer " + short_name(st.epi) + " after it" : "");
       st.conv.reset();
@@ -1475,7 +1523,7 @@ class CpuExecutor : public Executor {
         }
         continue;
       }
-      if (st.conv || (st.has_epi && dnnl_conv_candidate(st.k))) {
+      if (st.conv || ((st.has_epi || st.has_pre) && dnnl_conv_candidate(st.k))) {
         auto t0 = std::chrono::steady_clock::now();
         if (st.conv && run_conv_step(st)) {
           if (profiling_) {
@@ -1488,6 +1536,7 @@ class CpuExecutor : public Executor {
         }
         if (st.blocked_in || st.blocked_out)  // its neighbour in the chain has no NCHW tensor to use
           throw RuntimeError(st.k.label + ": oneDNN's convolution failed inside a chain of blocked convolutions");
+        if (st.has_pre) launch(st.pre);
         launch(st.k);
         if (st.has_epi) launch(st.epi);
         continue;

@@ -125,7 +125,7 @@ namespace {
 
 // NCHW planes [c, c + B) of one image (channels past C read as zeros) -> one block of B-channel
 // pixels, dst[p * B + j] = src[(c + j) * HW + p].
-void to_blocked(const float* src, int64_t avail, int64_t HW, int64_t B, float* dst) {
+void to_blocked(const float* src, int64_t avail, int64_t HW, int64_t B, float* dst, const float* scale) {
   constexpr int64_t P = 16;
   for (int64_t p0 = 0; p0 < HW; p0 += P) {
     const int64_t pn = std::min(P, HW - p0);
@@ -133,7 +133,9 @@ void to_blocked(const float* src, int64_t avail, int64_t HW, int64_t B, float* d
       float* d = dst + p0 * B + j;
       if (j < avail) {
         const float* s = src + j * HW + p0;
-        for (int64_t p = 0; p < pn; ++p) d[p * B] = s[p];
+        const float f = scale ? scale[j] : 1.f;
+        if (scale) for (int64_t p = 0; p < pn; ++p) d[p * B] = s[p] * f;
+        else for (int64_t p = 0; p < pn; ++p) d[p * B] = s[p];
       } else {
         for (int64_t p = 0; p < pn; ++p) d[p * B] = 0.f;
       }
@@ -182,12 +184,15 @@ __attribute__((target("avx512f"))) inline void transpose16(__m512 r[16]) {
   }
 }
 
-__attribute__((target("avx512f"))) void to_blocked16(const float* src, int64_t avail, int64_t HW, float* dst) {
+__attribute__((target("avx512f"))) void to_blocked16(const float* src, int64_t avail, int64_t HW, float* dst,
+                                                     const float* scale) {
   for (int64_t p0 = 0; p0 < HW; p0 += 16) {
     const int64_t pn = std::min<int64_t>(16, HW - p0);
     const __mmask16 m = (__mmask16)((1u << pn) - 1);
     __m512 r[16];
     for (int j = 0; j < 16; ++j) r[j] = j < avail ? _mm512_maskz_loadu_ps(m, src + j * HW + p0) : _mm512_setzero_ps();
+    if (scale)
+      for (int j = 0; j < avail; ++j) r[j] = _mm512_mul_ps(r[j], _mm512_set1_ps(scale[j]));
     transpose16(r);
     for (int64_t p = 0; p < pn; ++p) _mm512_storeu_ps(dst + (p0 + p) * 16, r[p]);
   }
@@ -204,9 +209,9 @@ __attribute__((target("avx512f"))) void from_blocked16(const float* src, int64_t
   }
 }
 
-void to_blocked_any(const float* src, int64_t avail, int64_t HW, int64_t B, float* dst) {
-  if (B == 16) to_blocked16(src, avail, HW, dst);
-  else to_blocked(src, avail, HW, B, dst);
+void to_blocked_any(const float* src, int64_t avail, int64_t HW, int64_t B, float* dst, const float* scale) {
+  if (B == 16) to_blocked16(src, avail, HW, dst, scale);
+  else to_blocked(src, avail, HW, B, dst, scale);
 }
 void from_blocked_any(const float* src, int64_t avail, int64_t HW, int64_t B, float* dst) {
   if (B == 16) from_blocked16(src, avail, HW, dst);
@@ -366,7 +371,7 @@ int64_t dnnl_conv_blocked_out_floats(const DnnlConv& c) { return c.g.N * c.MP * 
 bool dnnl_conv_blocked_in(const DnnlConv& c) { return !c.plain_src; }
 
 bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::function<void(int64_t, int64_t)>& epi,
-                   const float* x_blocked, float* y_blocked) {
+                   const float* x_blocked, float* y_blocked, const float* x_scale) {
   const Api& a = api();
   const ir::Conv2dGeom& g = c.g;
   const int64_t B = c.B, HW = g.H * g.W, OHW = g.OH * g.OW;
@@ -382,8 +387,8 @@ bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::funct
     pool.parallel_for(g.N * CB, 1, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         const int64_t n = t / CB, cb = t % CB;
-        to_blocked_any(x + (n * g.C + cb * B) * HW, std::min(B, g.C - cb * B), HW, B,
-                       xconv + (n * c.CP + cb * B) * HW);
+        to_blocked_any(x + (n * g.C + cb * B) * HW, std::min(B, g.C - cb * B), HW, B, xconv + (n * c.CP + cb * B) * HW,
+                       x_scale ? x_scale + n * g.C + cb * B : nullptr);
       }
     });
   const int64_t S = (int64_t)c.slices.size();

@@ -40,9 +40,11 @@ std::string dnnl_conv_describe(const DnnlConv& c);
 // task has just written, on that task's thread. In a chain of convolutions (cpu_executor.cpp):
 // x_blocked, when set, is the input already in the blocked layout (x is not read); y_blocked,
 // when set, receives the output in the blocked layout instead of y (not written), and epi then
-// gets ranges of y_blocked's flat indices (padding channels included). False when oneDNN failed
-// at run time (the caller then runs rlx's kernel, unless a blocked operand was given).
+// gets ranges of y_blocked's flat indices (padding channels included). x_scale, when set ([N, C]),
+// scales each input channel as x is converted (squeeze-excitation's x * s folded into the conv
+// that reads it). False when oneDNN failed at run time (the caller then runs rlx's kernel,
+// unless a blocked operand was given).
 bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::function<void(int64_t, int64_t)>& epi,
-                   const float* x_blocked = nullptr, float* y_blocked = nullptr);
+                   const float* x_blocked = nullptr, float* y_blocked = nullptr, const float* x_scale = nullptr);
 
 }  // namespace rlx::cpu
