@@ -949,9 +949,6 @@ struct PlanStep {
   std::shared_ptr<std::vector<float>> blocked_out, blocked_in;
   FusedProgram epi_blocked;  // with blocked_out: the epilogue as a flat program over the blocked buffer
   size_t line = SIZE_MAX;    // its line of the plan's description
-  // The next kernel could run in this convolution's epilogue if the convolution did not read
-  // its NCHW input (the consumer's output takes that memory): it does once the input comes blocked.
-  bool epi_if_blocked_in = false;
   // Squeeze-excitation's scale folded in: the kernel before, y = mul(x, s) with s [N, C, 1, 1],
   // whose only reader is this convolution: the convolution reads x and scales each channel by s
   // while converting it (has_pre; `pre` runs on its own when rlx's kernel runs the convolution).
@@ -1317,14 +1314,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
                   short_name(st.epi);
           ++i;
         } else {
-          Kernel without_x = st.k;
-          without_x.inputs[0] = TensorRef{};
-          if (epilogue_refusal(without_x, kernels, i + 1, st.epi_prog, st.epi_reads_c).empty()) {
-            st.epi_if_blocked_in = true;
-            st.epi = kernels[i + 1];
-          } else {
-            line += " (next kernel " + short_name(kernels[i + 1]) + " not in the epilogue: " + why2 + ")";
-          }
+          line += " (next kernel " + short_name(kernels[i + 1]) + " not in the epilogue: " + why2 + ")";
         }
       }
       st.line = lines.size();
@@ -1377,26 +1367,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
     rec->steps.push_back(std::move(st));
   }
   // oneDNN convolutions: chains kept blocked, then the rule for those converted at both edges.
-  int n_links = link_conv_chains(rec->steps);
-  bool merged = false;
-  for (size_t j = 0; j + 1 < rec->steps.size(); ++j) {
-    PlanStep& st = rec->steps[j];
-    if (!st.epi_if_blocked_in) continue;
-    if (st.blocked_in) {
-      st.has_epi = true;
-      n_fused++;
-      lines[st.line] += std::string(" + epilogue ") +
-                        (st.epi.fused ? "" : std::string(ir::op_name(st.epi.node->op)) + " ") + short_name(st.epi) +
-                        " (its output takes the NCHW input's memory, which the convolution does not read)";
-      rec->steps.erase(rec->steps.begin() + (long)j + 1);
-      merged = true;
-    } else {
-      lines[st.line] += " (next kernel " + short_name(st.epi) + " not in the epilogue: its output shares memory with "
-                        "the convolution's input)";
-      st.epi = Kernel{};
-    }
-  }
-  if (merged) n_links += link_conv_chains(rec->steps);  // the merged ones may now pass their result on
+  const int n_links = link_conv_chains(rec->steps);
   for (auto& st : rec->steps) {
     if (st.line == SIZE_MAX) continue;
     std::string& line = lines[st.line];
