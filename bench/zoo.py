@@ -348,7 +348,7 @@ def time_pair(a, d, meta):
         bench[bench.index("--reps") + 1] = str(reps)
         r = subprocess.run(bench, capture_output=True, text=True, env=env, timeout=a.timeout)
         if r.returncode != 0:
-            return None, "rlx bench: " + " ".join(r.stderr.split())[:200]
+            return None, f"rlx bench (exit {r.returncode}): " + " ".join(r.stderr.split())[-200:]
         row = [x for x in json.loads(r.stdout)["rows"] if x["mode"] == "compiled"][0]
         o = subprocess.run(["node", os.path.join(HERE, "ort_time.cjs"), a.ort_dir, model, in_dir, str(a.threads),
                             str(a.warmup), str(reps), os.path.join(d, "ort_time_out"), a.ort_spin],
