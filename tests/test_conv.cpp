@@ -261,6 +261,48 @@ TEST_P(ConvFamily, PoolsRandomGeometries) {
   }
 }
 
+// Max pools over rows wide enough for the 8-column AVX2 path (stride 1 and 2 along W, dilation,
+// pads, ceil_mode), with NaNs in the input: a window holding a NaN gives NaN, the others the max.
+TEST_P(ConvFamily, MaxPoolWideRowsWithNaN) {
+  std::mt19937 rng(31);
+  struct P { int64_t H, W, k, s, d, pad; bool ceil; };
+  for (const P& c : {P{9, 113, 3, 2, 1, 1, true}, P{7, 64, 3, 1, 1, 1, false}, P{6, 37, 2, 2, 1, 0, false},
+                     P{8, 50, 3, 1, 2, 2, false}, P{5, 91, 5, 2, 1, 2, true}}) {
+    Tensor x = random_tensor({1, 2, c.H, c.W}, rng);
+    for (int i = 0; i < 6; ++i) x.mutable_data()[std::uniform_int_distribution<int64_t>(0, x.numel() - 1)(rng)] = NAN;
+    const int64_t e = (c.k - 1) * c.d + 1;
+    const int64_t OH = pool_len(c.H, c.pad, c.pad, e, c.s, c.ceil), OW = pool_len(c.W, c.pad, c.pad, e, c.s, c.ceil);
+    const std::string nodes = R"({"id": "x", "op": "input", "shape": )" + shape_json(x.shape()) +
+                              R"(}, {"id": "y", "op": "max_pool2d", "inputs": ["x"], "attrs": {"kernel": )" +
+                              ints({c.k, c.k}) + R"(, "strides": )" + ints({c.s, c.s}) + R"(, "pads": )" +
+                              ints({c.pad, c.pad, c.pad, c.pad}) + R"(, "dilations": )" + ints({c.d, c.d}) +
+                              R"(, "ceil_mode": )" + (c.ceil ? "true" : "false") + "}}";
+    std::vector<float> got = run(nodes, {}, x).to_vector();
+    ASSERT_EQ((int64_t)got.size(), 2 * OH * OW) << nodes;
+    const float* X = x.data();
+    int nans = 0;
+    for (int64_t p = 0; p < 2; ++p)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double m = -INFINITY;
+          bool nan = false;
+          for (int64_t i = 0; i < c.k; ++i)
+            for (int64_t j = 0; j < c.k; ++j) {
+              const int64_t ih = oh * c.s - c.pad + i * c.d, iw = ow * c.s - c.pad + j * c.d;
+              if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
+              const float v = X[(p * c.H + ih) * c.W + iw];
+              nan = nan || v != v;
+              m = std::max(m, (double)v);
+            }
+          const float g = got[(p * OH + oh) * OW + ow];
+          nans += nan;
+          if (nan) EXPECT_TRUE(std::isnan(g)) << nodes << " at " << p << "," << oh << "," << ow;
+          else EXPECT_EQ(g, (float)m) << nodes << " at " << p << "," << oh << "," << ow;
+        }
+    EXPECT_GT(nans, 0) << nodes;
+  }
+}
+
 // resize, every coordinate transform and nearest mode, written from the ONNX definition.
 TEST_P(ConvFamily, ResizeModesAgainstTheOnnxFormulas) {
   std::mt19937 rng(5);

@@ -377,7 +377,7 @@ FUSED = {
 # run in the product's epilogue, which the recording's summary line counts.
 FUSED_CPU = {
     "bert_layer": (["layer_norm", "attention"], ["attention 1", "gelu 1", "layer_norm 3"],
-                   ["6 consumers run in a product's epilogue"]),
+                   ["6 consumers run in a product's or convolution's epilogue"]),
 }
 
 

@@ -737,14 +737,10 @@ struct Dnnl {
   std::string why;  // when not ok: why oneDNN is not used (for `rlx devices`)
 };
 
-const Dnnl& dnnl() {
+// oneDNN as loaded, whatever RLX_GEMM_DNNL says (the convolutions have their own switch).
+const Dnnl& dnnl_loaded() {
   static Dnnl d = [] {
     Dnnl r;
-    const char* e = std::getenv("RLX_GEMM_DNNL");
-    if (e && std::string(e) == "0") {
-      r.why = "off: RLX_GEMM_DNNL=0";
-      return r;
-    }
     // RLX_CPU_ISA caps oneDNN's code generation too (its own ONEDNN_MAX_CPU_ISA, unless the user
     // set that); "base" is below oneDNN's floor (SSE4.1), so OpenBLAS runs those products.
     const std::string cap = isa_cap();
@@ -784,6 +780,20 @@ const Dnnl& dnnl() {
            r.execute && r.mem_create && r.mem_destroy && r.reorder_pd && r.md_size && r.omp_threads &&
            r.engine_create(&r.engine, dnnl_cpu, 0) == dnnl_success;
     return r;
+  }();
+  return d;
+}
+
+// oneDNN for the products: as loaded, unless RLX_GEMM_DNNL=0.
+const Dnnl& dnnl() {
+  static Dnnl d = [] {
+    const char* e = std::getenv("RLX_GEMM_DNNL");
+    if (e && std::string(e) == "0") {
+      Dnnl r;
+      r.why = "off: RLX_GEMM_DNNL=0";
+      return r;
+    }
+    return dnnl_loaded();
   }();
   return d;
 }
@@ -897,6 +907,22 @@ bool dnnl_run(const PackedB::DnnlPack& pk, const float* A, float* C, const Epilo
   return !failed;
 }
 }  // namespace
+
+const DnnlLib& dnnl_lib() {
+  static DnnlLib l = [] {
+    const Dnnl& d = dnnl_loaded();
+    DnnlLib r;
+    if (d.ok) {
+      r.lib = d.h;
+      r.engine = d.engine;
+      r.omp_threads = d.omp_threads;
+    } else {
+      r.why = d.why.empty() ? "oneDNN failed to start" : d.why;
+    }
+    return r;
+  }();
+  return l;
+}
 
 // ---------------- bf16 x bf16 products through oneDNN (AMX where the CPU has it) ----------------
 // Neither operand is packed: the weights md has the caller's strides, so one primitive per

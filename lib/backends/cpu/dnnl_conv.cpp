@@ -1,0 +1,438 @@
+// oneDNN convolution primitives for compiled plans (dnnl_conv.h says what and when).
+#include "backends/cpu/dnnl_conv.h"
+
+#include <dlfcn.h>
+#include <oneapi/dnnl/dnnl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <immintrin.h>
+#include <vector>
+
+#include "backends/cpu/gemm.h"
+#include "backends/cpu/isa.h"
+#include "backends/cpu/thread_pool.h"
+#include "ir/spatial.h"
+
+namespace rlx::cpu {
+namespace {
+
+struct Api {
+  bool ok = false;
+  std::string why;
+  dnnl_engine_t engine = nullptr;
+  void (*omp_threads)(int) = nullptr;
+  dnnl_status_t (*md_by_tag)(dnnl_memory_desc_t*, int, const dnnl_dims_t, dnnl_data_type_t, dnnl_format_tag_t) = nullptr;
+  dnnl_status_t (*conv_desc)(dnnl_convolution_desc_t*, dnnl_prop_kind_t, dnnl_alg_kind_t, const dnnl_memory_desc_t*,
+                             const dnnl_memory_desc_t*, const dnnl_memory_desc_t*, const dnnl_memory_desc_t*,
+                             const dnnl_dims_t, const dnnl_dims_t, const dnnl_dims_t, const dnnl_dims_t) = nullptr;
+  dnnl_status_t (*pd_create)(dnnl_primitive_desc_t*, const_dnnl_op_desc_t, const_dnnl_primitive_attr_t, dnnl_engine_t,
+                             const_dnnl_primitive_desc_t) = nullptr;
+  dnnl_status_t (*pd_query)(const_dnnl_primitive_desc_t, dnnl_query_t, int, void*) = nullptr;
+  const dnnl_memory_desc_t* (*pd_query_md)(const_dnnl_primitive_desc_t, dnnl_query_t, int) = nullptr;
+  dnnl_status_t (*pd_destroy)(dnnl_primitive_desc_t) = nullptr;
+  dnnl_status_t (*prim_create)(dnnl_primitive_t*, const_dnnl_primitive_desc_t) = nullptr;
+  dnnl_status_t (*prim_destroy)(dnnl_primitive_t) = nullptr;
+  dnnl_status_t (*execute)(const_dnnl_primitive_t, dnnl_stream_t, int, const dnnl_exec_arg_t*) = nullptr;
+  dnnl_status_t (*mem_create)(dnnl_memory_t*, const dnnl_memory_desc_t*, dnnl_engine_t, void*) = nullptr;
+  dnnl_status_t (*mem_destroy)(dnnl_memory_t) = nullptr;
+  dnnl_status_t (*reorder_pd)(dnnl_primitive_desc_t*, const dnnl_memory_desc_t*, dnnl_engine_t,
+                              const dnnl_memory_desc_t*, dnnl_engine_t, const_dnnl_primitive_attr_t) = nullptr;
+  dnnl_status_t (*stream_create)(dnnl_stream_t*, dnnl_engine_t, unsigned) = nullptr;
+  dnnl_status_t (*stream_wait)(dnnl_stream_t) = nullptr;
+  dnnl_status_t (*stream_destroy)(dnnl_stream_t) = nullptr;
+  size_t (*md_size)(const dnnl_memory_desc_t*) = nullptr;
+};
+
+// RLX_CONV_DNNL: 0 = off (rlx's kernels only); all = every convolution oneDNN runs with a jit
+// kernel, whatever the rule below says (for measuring); unset or 1 = the rule.
+std::string conv_switch() {
+  const char* e = std::getenv("RLX_CONV_DNNL");
+  return e ? e : "";
+}
+
+const Api& api() {
+  static Api a = [] {
+    Api r;
+    if (conv_switch() == "0") {
+      r.why = "off: RLX_CONV_DNNL=0";
+      return r;
+    }
+    const DnnlLib& l = dnnl_lib();
+    if (!l.lib) {
+      r.why = l.why;
+      return r;
+    }
+    auto sym = [&](auto& f, const char* name) { f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(l.lib, name)); };
+    sym(r.md_by_tag, "dnnl_memory_desc_init_by_tag");
+    sym(r.conv_desc, "dnnl_dilated_convolution_forward_desc_init");
+    sym(r.pd_create, "dnnl_primitive_desc_create");
+    sym(r.pd_query, "dnnl_primitive_desc_query");
+    sym(r.pd_query_md, "dnnl_primitive_desc_query_md");
+    sym(r.pd_destroy, "dnnl_primitive_desc_destroy");
+    sym(r.prim_create, "dnnl_primitive_create");
+    sym(r.prim_destroy, "dnnl_primitive_destroy");
+    sym(r.execute, "dnnl_primitive_execute");
+    sym(r.mem_create, "dnnl_memory_create");
+    sym(r.mem_destroy, "dnnl_memory_destroy");
+    sym(r.reorder_pd, "dnnl_reorder_primitive_desc_create");
+    sym(r.stream_create, "dnnl_stream_create");
+    sym(r.stream_wait, "dnnl_stream_wait");
+    sym(r.stream_destroy, "dnnl_stream_destroy");
+    sym(r.md_size, "dnnl_memory_desc_get_size");
+    r.engine = static_cast<dnnl_engine_t>(l.engine);
+    r.omp_threads = l.omp_threads;
+    r.ok = r.md_by_tag && r.conv_desc && r.pd_create && r.pd_query && r.pd_query_md && r.pd_destroy && r.prim_create &&
+           r.prim_destroy && r.execute && r.mem_create && r.mem_destroy && r.reorder_pd && r.stream_create &&
+           r.stream_wait && r.stream_destroy && r.md_size && r.engine && r.omp_threads;
+    if (!r.ok) r.why = "oneDNN lacks a convolution entry point";
+    return r;
+  }();
+  return a;
+}
+
+// One slice of the output channels (dense) or of the groups: its primitive and packed weights.
+struct Slice {
+  int64_t c0 = 0;       // first input channel it reads (0 for a dense conv)
+  int64_t m0 = 0, m1 = 0;  // output channels [m0, m1)
+  dnnl_primitive_t prim = nullptr;
+  dnnl_memory_desc_t src_md{}, w_md{}, b_md{}, dst_md{};
+  dnnl_memory_t weights = nullptr;
+};
+
+}  // namespace
+
+struct DnnlConv {
+  ir::Conv2dGeom g;
+  int64_t B = 16;          // channel block of the layout
+  bool plain_src = false;  // the primitive reads x as NCHW (few input channels: no conversion)
+  int64_t CP = 0, MP = 0;  // channels padded to B
+  std::vector<float> bias;  // padded to MP
+  std::vector<Slice> slices;
+  std::string impl;
+  ~DnnlConv() {
+    const Api& a = api();
+    for (auto& s : slices) {
+      if (s.prim) a.prim_destroy(s.prim);
+      if (s.weights) a.mem_destroy(s.weights);
+    }
+  }
+};
+
+namespace {
+
+// NCHW planes [c, c + B) of one image (channels past C read as zeros) -> one block of B-channel
+// pixels, dst[p * B + j] = src[(c + j) * HW + p].
+void to_blocked(const float* src, int64_t avail, int64_t HW, int64_t B, float* dst, const float* scale) {
+  constexpr int64_t P = 16;
+  for (int64_t p0 = 0; p0 < HW; p0 += P) {
+    const int64_t pn = std::min(P, HW - p0);
+    for (int64_t j = 0; j < B; ++j) {
+      float* d = dst + p0 * B + j;
+      if (j < avail) {
+        const float* s = src + j * HW + p0;
+        const float f = scale ? scale[j] : 1.f;
+        if (scale) for (int64_t p = 0; p < pn; ++p) d[p * B] = s[p] * f;
+        else for (int64_t p = 0; p < pn; ++p) d[p * B] = s[p];
+      } else {
+        for (int64_t p = 0; p < pn; ++p) d[p * B] = 0.f;
+      }
+    }
+  }
+}
+
+// The inverse for the first `avail` channels of a block.
+void from_blocked(const float* src, int64_t avail, int64_t HW, int64_t B, float* dst) {
+  constexpr int64_t P = 16;
+  for (int64_t p0 = 0; p0 < HW; p0 += P) {
+    const int64_t pn = std::min(P, HW - p0);
+    for (int64_t j = 0; j < avail; ++j) {
+      const float* s = src + p0 * B + j;
+      float* d = dst + j * HW + p0;
+      for (int64_t p = 0; p < pn; ++p) d[p] = s[p * B];
+    }
+  }
+}
+
+// The same for B = 16 with AVX-512: 16 x 16 tiles transposed in registers (the loops above
+// move one float at a time; on a depthwise conv they took 4 times the convolution's own time).
+__attribute__((target("avx512f"))) inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]),
+                  c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+  }
+}
+
+__attribute__((target("avx512f"))) void to_blocked16(const float* src, int64_t avail, int64_t HW, float* dst,
+                                                     const float* scale) {
+  for (int64_t p0 = 0; p0 < HW; p0 += 16) {
+    const int64_t pn = std::min<int64_t>(16, HW - p0);
+    const __mmask16 m = (__mmask16)((1u << pn) - 1);
+    __m512 r[16];
+    for (int j = 0; j < 16; ++j) r[j] = j < avail ? _mm512_maskz_loadu_ps(m, src + j * HW + p0) : _mm512_setzero_ps();
+    if (scale)
+      for (int j = 0; j < avail; ++j) r[j] = _mm512_mul_ps(r[j], _mm512_set1_ps(scale[j]));
+    transpose16(r);
+    for (int64_t p = 0; p < pn; ++p) _mm512_storeu_ps(dst + (p0 + p) * 16, r[p]);
+  }
+}
+
+__attribute__((target("avx512f"))) void from_blocked16(const float* src, int64_t avail, int64_t HW, float* dst) {
+  for (int64_t p0 = 0; p0 < HW; p0 += 16) {
+    const int64_t pn = std::min<int64_t>(16, HW - p0);
+    const __mmask16 m = (__mmask16)((1u << pn) - 1);
+    __m512 r[16];
+    for (int p = 0; p < 16; ++p) r[p] = p < pn ? _mm512_loadu_ps(src + (p0 + p) * 16) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int64_t j = 0; j < avail; ++j) _mm512_mask_storeu_ps(dst + j * HW + p0, m, r[j]);
+  }
+}
+
+void to_blocked_any(const float* src, int64_t avail, int64_t HW, int64_t B, float* dst, const float* scale) {
+  if (B == 16) to_blocked16(src, avail, HW, dst, scale);
+  else to_blocked(src, avail, HW, B, dst, scale);
+}
+void from_blocked_any(const float* src, int64_t avail, int64_t HW, int64_t B, float* dst) {
+  if (B == 16) from_blocked16(src, avail, HW, dst);
+  else from_blocked(src, avail, HW, B, dst);
+}
+
+// Which convolutions oneDNN runs (RLX_CONV_DNNL unset or 1), from measurements on this
+// project's machine (docs/benchmarks.md, "oneDNN convolutions"): "" when oneDNN, else why not.
+// Per conv (`rlx run --profile`, rlx's kernel against oneDNN with the conversions at its edges;
+// mobilenet_v3_small, mnasnet0_5, resnet18/50, efficientnet_b0 at 224x224, 2 threads):
+// depthwise 0.07-0.8x rlx's time (one 1.1x); dense 3x3 / 7x7 0.5-0.7x; 1x1 convs are where rlx's
+// GEMM reads x in place and the two conversions cost as much as the product: 1.2-2.5x rlx's time
+// with few channels (C=240 -> M=48 at 14x14: 1.2x; 72 -> 24 at 28x28: 2.4x), 0.5-0.9x with many
+// (576 -> 96 at 7x7: 0.6-0.8x; 160 -> 1280: 0.54x). The product's work per converted element
+// is C M / (C + M): 1x1 convs go to oneDNN from 64 up. On a 1x1 map (squeeze-excitation) rlx's one
+// product over the batch is 2-5x faster than the primitive.
+std::string rule_refusal(const ir::Conv2dGeom& g) {
+  const bool pointwise = g.kH == 1 && g.kW == 1 && g.sH == 1 && g.sW == 1 && g.pt == 0 && g.pl == 0 && g.pb == 0 &&
+                         g.pr == 0;
+  if (!pointwise) return "";
+  if (g.H * g.W == 1) return "1x1 on a 1x1 map: rlx's one product over the batch is faster";
+  if (g.groups == 1 && (double)g.C * g.M / (double)(g.C + g.M) < 64)
+    return "1x1 with C M / (C + M) < 64: rlx's GEMM reads x in place, the layout conversions would cost more";
+  return "";
+}
+
+}  // namespace
+
+std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, const float* bias, std::string* why,
+                                               std::string* rule) {
+  auto refuse = [&](const std::string& s) {
+    *why = s;
+    return nullptr;
+  };
+  const Api& a = api();
+  if (!a.ok) return refuse(a.why);
+  std::vector<Shape> ins;
+  for (const auto& t : k.inputs) ins.push_back(t.shape);
+  const ir::Conv2dGeom g = ir::conv2d_geom(*k.node, ins, k.label);
+  if (g.nd != 2) return refuse("not 2-D");
+  if (g.N * g.M * g.OH * g.OW == 0 || g.Cg == 0) return refuse("empty");
+  *rule = conv_switch() == "all" ? "" : rule_refusal(g);
+  // oneDNN wants the right pads that make the output size exact: a floor division may have left
+  // input rows or columns unused, which shrinks the pad (below zero when they were not padding).
+  const int64_t pb = (g.OH - 1) * g.sH + g.ext_h() - g.H - g.pt, pr = (g.OW - 1) * g.sW + g.ext_w() - g.W - g.pl;
+  if (pb > g.pb || pr > g.pr) return refuse("padding oneDNN cannot express");
+
+  auto c = std::make_shared<DnnlConv>();
+  c->g = g;
+  c->B = isa_avx512() ? 16 : 8;
+  const int64_t B = c->B;
+  c->CP = (g.C + B - 1) / B * B;
+  c->MP = (g.M + B - 1) / B * B;
+  c->plain_src = g.groups == 1 && g.C < B;
+  c->bias.assign(c->MP, 0.f);
+  if (bias) std::copy(bias, bias + g.M, c->bias.begin());
+  const dnnl_format_tag_t blocked = B == 16 ? dnnl_nChw16c : dnnl_nChw8c;
+
+  // Slices: whole blocks of B channels on both sides. A dense conv splits its output channels;
+  // a grouped one its groups, in units of u groups (u * Cg and u * Mg multiples of B).
+  const int64_t T = ThreadPool::global().size();
+  int64_t unit = 1, units = 0;  // unit: output channels (dense) or groups per unit
+  if (g.groups == 1) {
+    unit = B;
+    units = (g.M + B - 1) / B;
+  } else {
+    while (unit <= B && ((unit * g.Cg) % B || (unit * g.Mg) % B)) ++unit;
+    if (unit > B) return refuse("groups of " + std::to_string(g.Cg) + " -> " + std::to_string(g.Mg) + " channels");
+    units = (g.groups + unit - 1) / unit;
+  }
+  const int64_t want = g.N >= T ? 1 : (T + g.N - 1) / g.N;
+  const int64_t S = std::max<int64_t>(1, std::min(units, want));
+  const dnnl_dims_t strides = {g.sH, g.sW}, dil = {g.dH - 1, g.dW - 1}, pl = {g.pt, g.pl}, prr = {pb, pr};
+  a.omp_threads(1);
+  dnnl_stream_t st = nullptr;
+  if (a.stream_create(&st, a.engine, dnnl_stream_default_flags) != dnnl_success) return refuse("oneDNN stream");
+  std::string fail;
+  for (int64_t s = 0; s < S && fail.empty(); ++s) {
+    const int64_t u0 = units * s / S, u1 = units * (s + 1) / S;
+    Slice sl;
+    dnnl_memory_desc_t w_any{}, w_user{};
+    bool ok;
+    if (g.groups == 1) {
+      sl.m0 = u0 * B;
+      sl.m1 = std::min(g.M, u1 * B);
+      const int64_t ms = sl.m1 - sl.m0;
+      const dnnl_dims_t sd = {1, g.C, g.H, g.W}, wd = {ms, g.C, g.kH, g.kW}, bd = {ms}, dd = {1, ms, g.OH, g.OW};
+      ok = a.md_by_tag(&sl.src_md, 4, sd, dnnl_f32, c->plain_src ? dnnl_nchw : blocked) == dnnl_success &&
+           a.md_by_tag(&w_any, 4, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+           a.md_by_tag(&w_user, 4, wd, dnnl_f32, dnnl_oihw) == dnnl_success &&
+           a.md_by_tag(&sl.b_md, 1, bd, dnnl_f32, dnnl_x) == dnnl_success &&
+           a.md_by_tag(&sl.dst_md, 4, dd, dnnl_f32, blocked) == dnnl_success;
+    } else {
+      const int64_t g0 = u0 * unit, g1 = std::min(g.groups, u1 * unit), gs = g1 - g0;
+      sl.c0 = g0 * g.Cg;
+      sl.m0 = g0 * g.Mg;
+      sl.m1 = g1 * g.Mg;
+      const dnnl_dims_t sd = {1, gs * g.Cg, g.H, g.W}, wd = {gs, g.Mg, g.Cg, g.kH, g.kW}, bd = {gs * g.Mg},
+                        dd = {1, gs * g.Mg, g.OH, g.OW};
+      ok = a.md_by_tag(&sl.src_md, 4, sd, dnnl_f32, blocked) == dnnl_success &&
+           a.md_by_tag(&w_any, 5, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+           a.md_by_tag(&w_user, 5, wd, dnnl_f32, dnnl_goihw) == dnnl_success &&
+           a.md_by_tag(&sl.b_md, 1, bd, dnnl_f32, dnnl_x) == dnnl_success &&
+           a.md_by_tag(&sl.dst_md, 4, dd, dnnl_f32, blocked) == dnnl_success;
+    }
+    dnnl_convolution_desc_t cd{};
+    dnnl_primitive_desc_t pd = nullptr, rpd = nullptr;
+    ok = ok && a.conv_desc(&cd, dnnl_forward_inference, dnnl_convolution_direct, &sl.src_md, &w_any, &sl.b_md,
+                           &sl.dst_md, strides, dil, pl, prr) == dnnl_success &&
+         a.pd_create(&pd, &cd, nullptr, a.engine, nullptr) == dnnl_success;
+    if (!ok) {
+      fail = "oneDNN refuses the shape";
+    } else {
+      const char* impl = nullptr;
+      a.pd_query(pd, dnnl_query_impl_info_str, 0, &impl);
+      const std::string name = impl ? impl : "?";
+      // A reference loop or oneDNN's own im2col + GEMM is no better than rlx's kernel.
+      if (name.rfind("ref", 0) == 0 || name.find("gemm") != std::string::npos) fail = "oneDNN would run " + name;
+      c->impl = name;
+    }
+    const dnnl_memory_desc_t* wmd = fail.empty() ? a.pd_query_md(pd, dnnl_query_weights_md, 0) : nullptr;
+    dnnl_memory_t user = nullptr;
+    dnnl_primitive_t reorder = nullptr;
+    const float* wsrc = w + sl.m0 * g.Cg * g.kH * g.kW;
+    if (fail.empty()) {
+      sl.w_md = *wmd;
+      ok = a.mem_create(&sl.weights, wmd, a.engine, DNNL_MEMORY_ALLOCATE) == dnnl_success &&
+           a.mem_create(&user, &w_user, a.engine, const_cast<float*>(wsrc)) == dnnl_success &&
+           a.reorder_pd(&rpd, &w_user, a.engine, wmd, a.engine, nullptr) == dnnl_success &&
+           a.prim_create(&reorder, rpd) == dnnl_success;
+      if (ok) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, sl.weights}};
+        ok = a.execute(reorder, st, 2, args) == dnnl_success && a.stream_wait(st) == dnnl_success;
+      }
+      ok = ok && a.prim_create(&sl.prim, pd) == dnnl_success;
+      if (!ok) fail = "oneDNN failed to pack the weights";
+    }
+    if (reorder) a.prim_destroy(reorder);
+    if (rpd) a.pd_destroy(rpd);
+    if (pd) a.pd_destroy(pd);
+    if (user) a.mem_destroy(user);
+    c->slices.push_back(sl);  // destroyed with c, even when incomplete
+  }
+  a.stream_destroy(st);
+  if (!fail.empty()) return refuse(fail);
+  return c;
+}
+
+std::string dnnl_conv_describe(const DnnlConv& c) {
+  std::string s = "oneDNN " + c.impl + ", " + (c.B == 16 ? "nChw16c" : "nChw8c");
+  if (c.plain_src) s += " (input read as NCHW)";
+  s += ", " + std::to_string(c.slices.size()) + (c.slices.size() == 1 ? " slice" : " slices");
+  return s;
+}
+
+int64_t dnnl_conv_blocked_out_floats(const DnnlConv& c) { return c.g.N * c.MP * c.g.OH * c.g.OW; }
+bool dnnl_conv_blocked_in(const DnnlConv& c) { return !c.plain_src; }
+
+bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::function<void(int64_t, int64_t)>& epi,
+                   const float* x_blocked, float* y_blocked, const float* x_scale) {
+  const Api& a = api();
+  const ir::Conv2dGeom& g = c.g;
+  const int64_t B = c.B, HW = g.H * g.W, OHW = g.OH * g.OW;
+  const int64_t CB = c.CP / B, MB = c.MP / B;
+  thread_local std::vector<float> xb_store, yb_store;
+  if (!c.plain_src && !x_blocked && (int64_t)xb_store.size() < g.N * c.CP * HW) xb_store.resize(g.N * c.CP * HW);
+  if (!y_blocked && (int64_t)yb_store.size() < g.N * c.MP * OHW) yb_store.resize(g.N * c.MP * OHW);
+  float* xconv = xb_store.data();  // (thread_local: the pool's threads get this thread's pointer)
+  const float* xb = x_blocked ? x_blocked : xconv;
+  float* yb = y_blocked ? y_blocked : yb_store.data();
+  ThreadPool& pool = ThreadPool::global();
+  if (!c.plain_src && !x_blocked)
+    pool.parallel_for(g.N * CB, 1, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t n = t / CB, cb = t % CB;
+        to_blocked_any(x + (n * g.C + cb * B) * HW, std::min(B, g.C - cb * B), HW, B, xconv + (n * c.CP + cb * B) * HW,
+                       x_scale ? x_scale + n * g.C + cb * B : nullptr);
+      }
+    });
+  const int64_t S = (int64_t)c.slices.size();
+  std::atomic<bool> failed{false};
+  pool.parallel_for(g.N * S, 1, [&](int64_t b, int64_t e) {
+    a.omp_threads(1);
+    dnnl_stream_t st = nullptr;
+    if (a.stream_create(&st, a.engine, dnnl_stream_default_flags) != dnnl_success) {
+      failed = true;
+      return;
+    }
+    for (int64_t t = b; t < e && !failed; ++t) {
+      const int64_t n = t / S;
+      const Slice& sl = c.slices[t % S];
+      const float* src = c.plain_src ? x + n * g.C * HW : xb + (n * c.CP + sl.c0) * HW;
+      float* dst = yb + (n * c.MP + sl.m0) * OHW;
+      dnnl_memory_t ms = nullptr, mb = nullptr, md = nullptr;
+      bool ok = a.mem_create(&ms, &sl.src_md, a.engine, const_cast<float*>(src)) == dnnl_success &&
+                a.mem_create(&mb, &sl.b_md, a.engine, const_cast<float*>(c.bias.data() + sl.m0)) == dnnl_success &&
+                a.mem_create(&md, &sl.dst_md, a.engine, dst) == dnnl_success;
+      if (ok) {
+        dnnl_exec_arg_t args[4] = {
+            {DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, sl.weights}, {DNNL_ARG_BIAS, mb}, {DNNL_ARG_DST, md}};
+        ok = a.execute(sl.prim, st, 4, args) == dnnl_success && a.stream_wait(st) == dnnl_success;
+      }
+      for (dnnl_memory_t m : {ms, mb, md})
+        if (m) a.mem_destroy(m);
+      if (!ok) {
+        failed = true;
+        break;
+      }
+      if (y_blocked) {  // the slice's blocks, padding channels included
+        const int64_t m1 = std::min(c.MP, (sl.m1 + B - 1) / B * B);
+        if (epi) epi((n * c.MP + sl.m0) * OHW, (n * c.MP + m1) * OHW);
+        continue;
+      }
+      for (int64_t m = sl.m0; m < sl.m1; m += B)
+        from_blocked_any(yb + (n * c.MP + m) * OHW, std::min(B, sl.m1 - m), OHW, B, y + (n * g.M + m) * OHW);
+      if (epi) epi((n * g.M + sl.m0) * OHW, (n * g.M + sl.m1) * OHW);
+    }
+    a.stream_destroy(st);
+  });
+  (void)MB;
+  return !failed;
+}
+
+}  // namespace rlx::cpu

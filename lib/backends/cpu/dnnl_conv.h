@@ -1,0 +1,50 @@
+#pragma once
+// 2-D f32 convolutions through oneDNN's convolution primitive (forward inference), for compiled
+// plans: conv2d kernels with a constant weight (and bias) get, once, primitives in a blocked
+// channel layout (nChw16c with AVX-512, nChw8c below) and their weights reordered into the
+// layout each primitive asks for (format `any`). At run time the NCHW input is converted into
+// the blocked layout, the primitives run on rlx's pool (one slice of output channels or groups,
+// or one image, per task, each on a one-thread OpenMP team, as gemm.cpp's products), and each
+// task converts its slice back to NCHW and runs the plan's fused consumer on it while it is in
+// cache. Where oneDNN is off (RLX_CONV_DNNL=0), absent, or would run a reference or im2col
+// implementation, or the measured rule (dnnl_conv.cpp) says rlx's own kernel is faster for the
+// shape, the plan keeps rlx's kernel (cpu_ops_conv.cpp) and says why in --dump-plan.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "runtime/executor.h"
+
+namespace rlx::cpu {
+
+struct DnnlConv;
+
+// The convolution of kernel k through oneDNN, or null with *why set. k is a conv2d over f32
+// whose weight (and bias, if any) are constant: w and bias point at them now and are copied.
+// *rule is set to why the per-shape rule prefers rlx's kernel when its input and output are
+// converted at its edges ("" when it prefers oneDNN; RLX_CONV_DNNL=all: always ""); the plan
+// is made either way (a conv in a chain that stays blocked may still be faster through oneDNN).
+std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, const float* bias, std::string* why,
+                                               std::string* rule);
+
+// Floats of the blocked output ([N][M padded to the block][OH][OW][block]) and whether the
+// primitive reads its input blocked (not for the few-channel first layers it reads as NCHW).
+int64_t dnnl_conv_blocked_out_floats(const DnnlConv& c);
+bool dnnl_conv_blocked_in(const DnnlConv& c);
+
+// "oneDNN jit_dw:avx512_core, nChw16c, 2 slices" for --dump-plan.
+std::string dnnl_conv_describe(const DnnlConv& c);
+
+// y (NCHW) = conv(x (NCHW)); then epi(begin, end) (if set) on each range of y's flat indices a
+// task has just written, on that task's thread. In a chain of convolutions (cpu_executor.cpp):
+// x_blocked, when set, is the input already in the blocked layout (x is not read); y_blocked,
+// when set, receives the output in the blocked layout instead of y (not written), and epi then
+// gets ranges of y_blocked's flat indices (padding channels included). x_scale, when set ([N, C]),
+// scales each input channel as x is converted (squeeze-excitation's x * s folded into the conv
+// that reads it). False when oneDNN failed at run time (the caller then runs rlx's kernel,
+// unless a blocked operand was given).
+bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::function<void(int64_t, int64_t)>& epi,
+                   const float* x_blocked = nullptr, float* y_blocked = nullptr, const float* x_scale = nullptr);
+
+}  // namespace rlx::cpu

@@ -1,0 +1,252 @@
+// conv2d through oneDNN's convolution primitive in compiled CPU plans (lib/backends/cpu/dnnl_conv.cpp):
+// odd geometries (channels that are not a multiple of the layout's 16 / 8 block, groups,
+// depthwise with and without a multiplier, dilation, asymmetric padding, strides, a floor
+// division that leaves input columns unused, 3-channel first layers, batches) with each
+// consumer the plan folds into the convolution's epilogue (ReLU, Clip(0, 6), HardSigmoid,
+// HardSwish, Sigmoid, SiLU, a residual add, a squeeze-excitation scale), against plain reference
+// loops written here. Compiled mode runs three times: the first run uses rlx's own kernel, the
+// oneDNN primitives are made before the second. ctest also runs this file with RLX_CPU_ISA=avx2
+// (nChw8c, oneDNN capped at AVX2), RLX_CPU_ISA=base (oneDNN off) and RLX_CONV_DNNL=0.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+
+#include "backends/cpu/gemm.h"
+#include "runtime/executor.h"
+#include "runtime/session.h"
+#include "conv_test_util.h"
+
+using namespace rlx;
+using namespace rlx::conv_test;
+
+namespace {
+
+struct Geo {
+  int64_t N, C, H, W, M, G, kH, kW, sH, sW, dH, dW, pt, pl, pb, pr;
+  bool bias;
+};
+
+// y[n, m, oh, ow] = b[m] + sum over the group's channels and taps, in double.
+std::vector<double> conv_ref(const Geo& p, const Tensor& x, const Tensor& w, const Tensor* b, int64_t OH, int64_t OW) {
+  const int64_t Cg = p.C / p.G, Mg = p.M / p.G;
+  std::vector<double> y(p.N * p.M * OH * OW);
+  const float *X = x.data(), *Wt = w.data();
+  for (int64_t n = 0; n < p.N; ++n)
+    for (int64_t m = 0; m < p.M; ++m)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double s = b ? b->data()[m] : 0.0;
+          for (int64_t cl = 0; cl < Cg; ++cl)
+            for (int64_t i = 0; i < p.kH; ++i)
+              for (int64_t j = 0; j < p.kW; ++j) {
+                const int64_t ih = oh * p.sH - p.pt + i * p.dH, iw = ow * p.sW - p.pl + j * p.dW;
+                if (ih < 0 || ih >= p.H || iw < 0 || iw >= p.W) continue;
+                const int64_t c = (m / Mg) * Cg + cl;
+                s += (double)X[((n * p.C + c) * p.H + ih) * p.W + iw] * Wt[((m * Cg + cl) * p.kH + i) * p.kW + j];
+              }
+          y[((n * p.M + m) * OH + oh) * OW + ow] = s;
+        }
+  return y;
+}
+
+// The consumers: graph nodes after the conv (output "y", the conv is "c") and the same formula.
+struct Act {
+  const char* name;
+  std::string nodes;  // JSON nodes reading "c" (and "r" / "s", inputs declared by the test)
+  std::function<double(double c, double r, double s)> f;
+  bool residual = false, scale = false;
+};
+
+std::vector<Act> acts() {
+  auto k = [](const char* id, double v) {
+    return std::string(R"({"id": ")") + id + R"(", "op": "constant", "shape": [], "value": )" + std::to_string(v) + "}, ";
+  };
+  const std::string hs = k("k0", 0.0) + k("k1", 1.0) + k("k6", 1.0 / 6) + k("kh", 0.5) +
+                         R"({"id": "h1", "op": "mul", "inputs": ["c", "k6"]}, {"id": "h2", "op": "add", "inputs": ["h1", "kh"]},)"
+                         R"( {"id": "h3", "op": "minimum", "inputs": ["h2", "k1"]}, {"id": "hsig", "op": "maximum", "inputs": ["h3", "k0"]}, )";
+  auto hsig = [](double c) { return std::max(0.0, std::min(1.0, c / 6 + 0.5)); };
+  return {
+      {"none", R"({"id": "y", "op": "add", "inputs": ["c", "c"]})", [](double c, double, double) { return 2 * c; }},
+      {"relu", R"({"id": "y", "op": "relu", "inputs": ["c"]})", [](double c, double, double) { return std::max(c, 0.0); }},
+      {"clip(0, 6)",
+       k("z", 0.0) + k("six", 6.0) +
+           R"({"id": "a", "op": "maximum", "inputs": ["c", "z"]}, {"id": "y", "op": "minimum", "inputs": ["a", "six"]})",
+       [](double c, double, double) { return std::min(6.0, std::max(0.0, c)); }},
+      {"hardsigmoid", hs + R"({"id": "y", "op": "add", "inputs": ["hsig", "k0"]})",
+       [hsig](double c, double, double) { return hsig(c); }},
+      {"hardswish", hs + R"({"id": "y", "op": "mul", "inputs": ["c", "hsig"]})",
+       [hsig](double c, double, double) { return c * hsig(c); }},
+      {"sigmoid", R"({"id": "y", "op": "sigmoid", "inputs": ["c"]})",
+       [](double c, double, double) { return 1 / (1 + std::exp(-c)); }},
+      {"silu", R"({"id": "y", "op": "silu", "inputs": ["c"]})", [](double c, double, double) { return c / (1 + std::exp(-c)); }},
+      {"relu + residual", R"({"id": "a", "op": "add", "inputs": ["c", "r"]}, {"id": "y", "op": "relu", "inputs": ["a"]})",
+       [](double c, double r, double) { return std::max(c + r, 0.0); }, true},
+      {"squeeze-excitation scale", R"({"id": "y", "op": "mul", "inputs": ["c", "s"]})",
+       [](double c, double, double s) { return c * s; }, false, true},
+  };
+}
+
+bool dnnl_expected() {
+  const char* sw = std::getenv("RLX_CONV_DNNL");
+  return cpu::dnnl_lib().lib && !(sw && std::string(sw) == "0");
+}
+
+TEST(DnnlConv, OddGeometriesAndEveryEpilogueAgainstTheReferenceLoop) {
+  auto ex = make_executor("cpu", 0);
+  // N, C, H, W, M, G, kH, kW, sH, sW, dH, dW, pt, pl, pb, pr, bias
+  const struct {
+    const char* what;
+    Geo p;
+    bool onednn;  // oneDNN runs it (when on); otherwise rlx's kernel, the plan says why
+  } cases[] = {
+      {"depthwise 3x3, 37 channels", {1, 37, 13, 17, 37, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, true},
+      {"depthwise 5x5 stride 2, batch 3", {3, 24, 15, 14, 24, 24, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, true}, true},
+      {"depthwise x2 multiplier, dilation 2 (oneDNN: no jit kernel)", {1, 16, 11, 19, 32, 16, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, false}, false},
+      {"depthwise, asymmetric pads, unused columns", {2, 32, 10, 12, 32, 32, 3, 3, 2, 2, 1, 1, 0, 1, 1, 0, true}, true},
+      {"3x3, 24 -> 40 channels", {1, 24, 12, 13, 40, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, true},
+      {"3x2 dilation 2x3 stride 1x2 asymmetric pads", {2, 20, 14, 15, 18, 1, 3, 2, 1, 2, 2, 3, 2, 0, 1, 3, true}, true},
+      {"first layer, 3 channels, 7x7 stride 2", {1, 3, 30, 26, 20, 1, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, true}, true},
+      {"1x1, 200 -> 136", {1, 200, 9, 11, 136, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false}, true},
+      {"1x1, 40 -> 72 (the rule: rlx's GEMM)", {1, 40, 9, 11, 72, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true}, false},
+      {"1x1 on a 1x1 map, batch 2 (the rule: rlx's GEMM)", {2, 96, 1, 1, 200, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true}, false},
+      {"1x1 stride 2, batch 3", {3, 48, 9, 10, 20, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, true}, true},
+      {"groups 2 of 16 -> 32 channels", {1, 32, 9, 9, 64, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, true},
+      {"groups 8 of 4 channels (oneDNN: no jit kernel)", {1, 32, 9, 9, 32, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false},
+  };
+  std::mt19937 rng(2311);
+  const auto all = acts();
+  for (const auto& c : cases) {
+    const Geo& p = c.p;
+    const int64_t eH = (p.kH - 1) * p.dH + 1, eW = (p.kW - 1) * p.dW + 1;
+    const int64_t OH = (p.H + p.pt + p.pb - eH) / p.sH + 1, OW = (p.W + p.pl + p.pr - eW) / p.sW + 1;
+    Tensor x = random_tensor({p.N, p.C, p.H, p.W}, rng), w = random_tensor({p.M, p.C / p.G, p.kH, p.kW}, rng),
+           b = random_tensor({p.M}, rng), r = random_tensor({p.N, p.M, OH, OW}, rng),
+           s = random_tensor({p.N, p.M, 1, 1}, rng);
+    const std::vector<double> conv = conv_ref(p, x, w, p.bias ? &b : nullptr, OH, OW);
+    const std::string attrs = R"({"strides": )" + ints({p.sH, p.sW}) + R"(, "dilations": )" + ints({p.dH, p.dW}) +
+                              R"(, "pads": )" + ints({p.pt, p.pl, p.pb, p.pr}) + R"(, "groups": )" + std::to_string(p.G) + "}";
+    for (const Act& a : all) {
+      std::string nodes = R"({"id": "x", "op": "input", "shape": )" + shape_json(x.shape()) +
+                          R"(}, {"id": "w", "op": "param", "shape": )" + shape_json(w.shape()) + "}, " +
+                          (p.bias ? R"({"id": "b", "op": "param", "shape": )" + shape_json(b.shape()) + "}, " : "") +
+                          (a.residual ? R"({"id": "r", "op": "input", "shape": )" + shape_json(r.shape()) + "}, " : "") +
+                          (a.scale ? R"({"id": "s", "op": "input", "shape": )" + shape_json(s.shape()) + "}, " : "") +
+                          R"({"id": "c", "op": "conv2d", "inputs": ["x", "w")" + (p.bias ? R"(, "b")" : "") +
+                          R"(], "attrs": )" + attrs + "}, " + a.nodes;
+      std::vector<double> want(conv.size());
+      const int64_t plane = OH * OW;
+      for (size_t i = 0; i < conv.size(); ++i)
+        want[i] = a.f(conv[i], r.data()[i], s.data()[i / plane]);
+      std::map<std::string, Tensor> params{{"w", w}};
+      if (p.bias) params["b"] = b;
+      Session sess(graph(nodes), *ex, params);
+      sess.set_input("x", x);
+      if (a.residual) sess.set_input("r", r);
+      if (a.scale) sess.set_input("s", s);
+      const double tol = 1e-5 * std::max(1.0, std::sqrt((double)(p.C / p.G * p.kH * p.kW)));
+      const std::string what = std::string(c.what) + ", " + a.name;
+      for (int run = 0; run < 3; ++run)
+        expect_close(sess.run(Mode::Compiled)[0], want, {p.N, p.M, OH, OW}, tol, what + ", run " + std::to_string(run + 1));
+      // The plan says which kernel ran it: oneDNN where it is on and takes the shape.
+      const std::string plan = sess.plan_text();
+      if (dnnl_expected() && c.onednn)
+        EXPECT_NE(plan.find(" (conv2d): oneDNN"), std::string::npos) << what << "\n" << plan;
+      else
+        EXPECT_NE(plan.find(" (conv2d): rlx's kernel ("), std::string::npos) << what << "\n" << plan;
+    }
+  }
+}
+
+// A mobile-net block: 1x1 expand + ReLU -> depthwise 3x3 + HardSwish -> 1x1 project + residual.
+// The expand's and the depthwise's results stay in the blocked layout (neither is converted
+// back to NCHW; the plan says so); a batch of 2, and channels that are no multiple of 16.
+TEST(DnnlConv, ChainKeptBlockedAgainstTheReferenceLoop) {
+  auto ex = make_executor("cpu", 0);
+  std::mt19937 rng(4242);
+  const int64_t N = 2, C = 24, H = 15, W = 13, E = 88, P = 24;
+  const Geo g1{N, C, H, W, E, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true};
+  const Geo g2{N, E, H, W, E, E, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true};
+  const Geo g3{N, E, H, W, P, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true};
+  Tensor x = random_tensor({N, C, H, W}, rng), w1 = random_tensor({E, C, 1, 1}, rng), b1 = random_tensor({E}, rng),
+         w2 = random_tensor({E, 1, 3, 3}, rng), b2 = random_tensor({E}, rng), w3 = random_tensor({P, E, 1, 1}, rng),
+         b3 = random_tensor({P}, rng);
+  auto to_tensor = [](const std::vector<double>& v, Shape s) {
+    Tensor t(s);
+    for (size_t i = 0; i < v.size(); ++i) t.mutable_data()[i] = (float)v[i];
+    return t;
+  };
+  std::vector<double> a1 = conv_ref(g1, x, w1, &b1, H, W);
+  for (double& v : a1) v = std::max(v, 0.0);
+  std::vector<double> a2 = conv_ref(g2, to_tensor(a1, {N, E, H, W}), w2, &b2, H, W);
+  for (double& v : a2) v = v * std::max(0.0, std::min(1.0, v / 6 + 0.5));
+  std::vector<double> want = conv_ref(g3, to_tensor(a2, {N, E, H, W}), w3, &b3, H, W);
+  const float* X = x.data();
+  for (size_t i = 0; i < want.size(); ++i) want[i] += X[i];  // P == C: the residual is x
+  auto param = [](const char* id, const Tensor& t) {
+    return std::string(R"({"id": ")") + id + R"(", "op": "param", "shape": )" + shape_json(t.shape()) + "}, ";
+  };
+  const std::string pw = R"(, "attrs": {"strides": [1,1], "dilations": [1,1], "pads": [0,0,0,0], "groups": 1}}, )";
+  const std::string nodes =
+      R"({"id": "x", "op": "input", "shape": )" + shape_json(x.shape()) + "}, " + param("w1", w1) + param("b1", b1) +
+      param("w2", w2) + param("b2", b2) + param("w3", w3) + param("b3", b3) +
+      R"({"id": "k0", "op": "constant", "shape": [], "value": 0.0}, {"id": "k1", "op": "constant", "shape": [], "value": 1.0},)"
+      R"( {"id": "k6", "op": "constant", "shape": [], "value": 0.16666666666666666}, {"id": "kh", "op": "constant", "shape": [], "value": 0.5},)"
+      R"( {"id": "c1", "op": "conv2d", "inputs": ["x", "w1", "b1"])" + pw +
+      R"({"id": "r1", "op": "relu", "inputs": ["c1"]}, {"id": "c2", "op": "conv2d", "inputs": ["r1", "w2", "b2"], "attrs": )"
+      R"({"strides": [1,1], "dilations": [1,1], "pads": [1,1,1,1], "groups": 88}}, )"
+      R"({"id": "h1", "op": "mul", "inputs": ["c2", "k6"]}, {"id": "h2", "op": "add", "inputs": ["h1", "kh"]},)"
+      R"( {"id": "h3", "op": "minimum", "inputs": ["h2", "k1"]}, {"id": "h4", "op": "maximum", "inputs": ["h3", "k0"]},)"
+      R"( {"id": "a2", "op": "mul", "inputs": ["c2", "h4"]}, {"id": "c3", "op": "conv2d", "inputs": ["a2", "w3", "b3"])" + pw +
+      R"({"id": "y", "op": "add", "inputs": ["c3", "x"]})";
+  Session sess(graph(nodes), *ex, {{"w1", w1}, {"b1", b1}, {"w2", w2}, {"b2", b2}, {"w3", w3}, {"b3", b3}});
+  sess.set_input("x", x);
+  for (int run = 0; run < 3; ++run)
+    expect_close(sess.run(Mode::Compiled)[0], want, {N, P, H, W}, 1e-4, "chain, run " + std::to_string(run + 1));
+  const std::string plan = sess.plan_text();
+  if (dnnl_expected()) {
+    EXPECT_NE(plan.find("output kept blocked for the next convolution"), std::string::npos) << plan;
+    EXPECT_NE(plan.find("input kept blocked from the previous convolution"), std::string::npos) << plan;
+    EXPECT_NE(plan.find("(2 links kept blocked)"), std::string::npos) << plan;
+  } else {
+    EXPECT_NE(plan.find("(0 links kept blocked)"), std::string::npos) << plan;
+  }
+}
+
+// Squeeze-excitation's scale before a convolution: conv(x * s), s [N, C, 1, 1], folded into the
+// conversion of x (the plan says so), for a 1x1 the rule would leave to rlx's GEMM and a 3x3.
+TEST(DnnlConv, ScaleFoldedIntoTheConversionAgainstTheReferenceLoop) {
+  auto ex = make_executor("cpu", 0);
+  std::mt19937 rng(99);
+  for (const Geo& p : {Geo{2, 40, 9, 11, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true},
+                       Geo{1, 48, 10, 7, 20, 1, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, false}}) {
+    const int64_t OH = (p.H + p.pt + p.pb - p.kH) / p.sH + 1, OW = (p.W + p.pl + p.pr - p.kW) / p.sW + 1;
+    Tensor x = random_tensor({p.N, p.C, p.H, p.W}, rng), s = random_tensor({p.N, p.C, 1, 1}, rng),
+           w = random_tensor({p.M, p.C, p.kH, p.kW}, rng), b = random_tensor({p.M}, rng);
+    Tensor xs({p.N, p.C, p.H, p.W});
+    for (int64_t i = 0; i < x.numel(); ++i) xs.mutable_data()[i] = x.data()[i] * s.data()[i / (p.H * p.W)];
+    const std::vector<double> want = conv_ref(p, xs, w, p.bias ? &b : nullptr, OH, OW);
+    const std::string nodes =
+        R"({"id": "x", "op": "input", "shape": )" + shape_json(x.shape()) + R"(}, {"id": "s", "op": "input", "shape": )" +
+        shape_json(s.shape()) + R"(}, {"id": "w", "op": "param", "shape": )" + shape_json(w.shape()) + "}, " +
+        (p.bias ? R"({"id": "b", "op": "param", "shape": )" + shape_json(b.shape()) + "}, " : "") +
+        R"({"id": "xs", "op": "mul", "inputs": ["s", "x"]}, {"id": "y", "op": "conv2d", "inputs": ["xs", "w")" +
+        (p.bias ? R"(, "b")" : "") + R"(], "attrs": {"strides": )" + ints({p.sH, p.sW}) +
+        R"(, "dilations": [1,1], "pads": )" + ints({p.pt, p.pl, p.pb, p.pr}) + R"(, "groups": 1}})";
+    std::map<std::string, Tensor> params{{"w", w}};
+    if (p.bias) params["b"] = b;
+    Session sess(graph(nodes), *ex, params);
+    sess.set_input("x", x);
+    sess.set_input("s", s);
+    for (int run = 0; run < 2; ++run)
+      expect_close(sess.run(Mode::Compiled)[0], want, {p.N, p.M, OH, OW}, 1e-4, "scaled input, run " + std::to_string(run + 1));
+    const std::string plan = sess.plan_text();
+    if (dnnl_expected())
+      EXPECT_NE(plan.find("+ prologue mul 'xs' (each input channel scaled while converted)"), std::string::npos) << plan;
+  }
+}
+
+}  // namespace
