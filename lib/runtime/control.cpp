@@ -355,20 +355,80 @@ std::vector<Tensor> ControlRunner::continue_with(Mode mode, const std::map<std::
   return outs;
 }
 
+struct ControlRunner::BodySpec {
+  std::shared_ptr<const ir::Graph> g;
+  std::unique_ptr<ControlRunner> r;
+};
+
+namespace {
+
+// Whether body `g` was made for these input shapes and the values it read.
+bool made_for(const ir::Graph& g, const std::map<std::string, Tensor>& inputs) {
+  for (int i : g.inputs_of_kind(Op::Input)) {
+    const ir::Node& nd = g.nodes[i];
+    auto it = inputs.find(nd.id);
+    if (it == inputs.end() || it->second.dtype() != nd.dtype || (int)it->second.shape().size() != (int)nd.decl_shape.size()) return false;
+    for (size_t k = 0; k < nd.decl_shape.size(); ++k)
+      if (it->second.shape()[k] != nd.decl_shape[k].value) return false;
+  }
+  for (const auto& [name, want] : g.value_deps) {
+    auto it = inputs.find(name);
+    if (it == inputs.end() || it->second.numel() != (int64_t)want.size()) return false;
+    const Tensor& t = it->second;
+    for (size_t k = 0; k < want.size(); ++k)
+      if ((is_float(t.dtype()) ? t.at((int64_t)k) : (double)t.int_at((int64_t)k)) != want[k]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ControlRunner& ControlRunner::body_runner(const ir::Node& ctl, int body, const std::map<std::string, Tensor>& inputs) {
+  const ir::Graph& b = *ctl.bodies.at(body);
+  if (!b.respecialize || made_for(b, inputs)) {
+    auto it = bodies_.find(&b);
+    if (it == bodies_.end())
+      it = bodies_.emplace(&b, std::make_unique<ControlRunner>(ctl.bodies[body], ex_, std::map<std::string, Tensor>{}, *opts_)).first;
+    return *it->second;
+  }
+  // made again for the values (or shapes) given: a repeated one plans nothing
+  auto& specs = body_specs_[&b];
+  for (size_t k = 0; k < specs.size(); ++k)
+    if (made_for(*specs[k]->g, inputs)) {
+      auto spec = std::move(specs[k]);
+      specs.erase(specs.begin() + (ptrdiff_t)k);
+      specs.push_back(std::move(spec));
+      sizes_reused_++;
+      return *specs.back()->r;
+    }
+  std::shared_ptr<const ir::Graph> g2 = b.respecialize(inputs);
+  if (!g2 || !made_for(*g2, inputs))
+    throw RuntimeError(node_name(*g_, ctl) + ": internal: body '" + b.name + "' made again does not take the values given");
+  auto spec = std::make_unique<BodySpec>();
+  spec->g = g2;
+  spec->r = std::make_unique<ControlRunner>(g2, ex_, std::map<std::string, Tensor>{}, *opts_);
+  specs.push_back(std::move(spec));
+  if (specs.size() > kMaxContinuations) specs.erase(specs.begin());
+  sizes_planned_++;
+  sizes_planned_total_++;
+  return *specs.back()->r;
+}
+
 std::vector<Tensor> ControlRunner::run_body(Mode mode, const ir::Node& ctl, int body, const std::vector<Tensor>& ins) {
   const ir::Graph& b = *ctl.bodies.at(body);
-  auto it = bodies_.find(&b);
-  if (it == bodies_.end())
-    it = bodies_.emplace(&b, std::make_unique<ControlRunner>(ctl.bodies[body], ex_, std::map<std::string, Tensor>{}, *opts_)).first;
   std::vector<int> in_nodes = b.inputs_of_kind(Op::Input);
   if (in_nodes.size() != ins.size())
     throw InputError(node_name(*g_, ctl) + ": its body '" + b.name + "' takes " + std::to_string(in_nodes.size()) + " inputs, " +
                      std::to_string(ins.size()) + " given");
   std::map<std::string, Tensor> m;
   for (size_t k = 0; k < ins.size(); ++k) m[b.nodes[in_nodes[k]].id] = ins[k];
-  auto outs = it->second->run(mode, m);
-  kernels_ += it->second->kernels();
-  peak_bytes_ = std::max(peak_bytes_, it->second->peak_bytes());
+  ControlRunner& r = body_runner(ctl, body, m);
+  auto outs = r.run(mode, m);
+  kernels_ += r.kernels();
+  peak_bytes_ = std::max(peak_bytes_, r.peak_bytes());
+  sizes_planned_ += r.sizes_planned();
+  sizes_reused_ += r.sizes_reused();
+  sizes_planned_total_ += r.sizes_planned();
   return outs;
 }
 
@@ -511,6 +571,19 @@ std::string ControlRunner::plan_text() const {
   }
   for (const auto& [b, r] : bodies_) s += "body '" + b->name + "':\n" + r->plan_text();
   for (const auto& [sig, r] : continuations_) s += "continuation for sizes " + sig + ":\n" + r->plan_text();
+  for (const auto& [b, specs] : body_specs_)
+    for (const auto& sp : specs) {
+      std::string vals;
+      for (const auto& [name, v] : sp->g->value_deps) {
+        vals += (vals.empty() ? "" : "; ") + name + "=";
+        for (size_t k = 0; k < v.size() && k < 8; ++k) {
+          const double x = v[k];
+          vals += (k ? "," : "") + (x == (double)(int64_t)x ? std::to_string((int64_t)x) : std::to_string(x));
+        }
+        if (v.size() > 8) vals += ",...";
+      }
+      s += "body '" + b->name + "' made for " + (vals.empty() ? std::string("other input shapes") : vals) + ":\n" + sp->r->plan_text();
+    }
   return s;
 }
 
