@@ -219,7 +219,8 @@ struct Control : Importer {
   // iteration), and the runtime imports it again for each other value it is given
   // (ir::Graph::respecialize).
   Body import_body(const std::shared_ptr<const GraphDef>& sgp, const std::vector<std::pair<Shape, DType>>& in_types,
-                   const std::vector<std::string>& caps, const std::map<std::string, Tensor>& provisional = {}) {
+                   const std::vector<std::string>& caps, const std::map<std::string, Tensor>& provisional = {},
+                   bool deferrable = false, bool defer = false) {
     const GraphDef& sg = *sgp;
     if (sg.inputs.size() != in_types.size())
       fail("the body '" + sg.name + "' has " + std::to_string(sg.inputs.size()) + " inputs, " + std::to_string(in_types.size()) + " expected");
@@ -248,7 +249,7 @@ struct Control : Importer {
       outer[name] = o;
       if (o.input_value && !known.count(name)) known[name] = tensor_of(*o.input_value, o.shape, types.back().second);
     }
-    try {
+    if (!defer) try {
       Body b = import_body_graph(m_, src, types, &outer, in_values_, known, dims_);
       for (auto& [k, v] : b.outer_deps) value_deps_[k] = v;
       return b;
@@ -256,8 +257,39 @@ struct Control : Importer {
       try {
         return import_body_graph(m_, src, types, nullptr, known, known, dims_);
       } catch (const Unsupported&) {
-        throw e;
+        if (!deferrable) throw e;
       }
+    }
+    {
+      // Values known only at run time (a Resize size gathered from a captured tensor computed
+      // from the data): the body is imported when it runs, for the values it is given. Until
+      // then it is a placeholder (its inputs, no outputs), never run itself.
+      Body b;
+      b.g = std::make_shared<ir::Graph>();
+      b.g->file = m_.file();
+      b.g->name = src->name;
+      std::map<std::string, Shape> no_shapes;
+      std::map<std::string, Tensor> no_values;
+      ImportState ps(m_, no_shapes, dims_, no_values);
+      ps.g = b.g;
+      Importer pi(ps);
+      for (size_t k = 0; k < types.size(); ++k)
+        pi.add_leaf(ir::Op::Input, k < sg.inputs.size() ? sg.inputs[k].name : caps[k - sg.inputs.size()], types[k].first, types[k].second);
+      b.g->respecialize = [src](const std::map<std::string, Tensor>& vals) {
+        auto model = src->model.lock();
+        if (!model) throw RuntimeError(src->where + ": internal: the model of body '" + src->name + "' is gone");
+        std::vector<std::pair<Shape, DType>> ts;
+        std::vector<std::string> names;
+        for (const auto& in : src->sg->inputs) names.push_back(in.name);
+        names.insert(names.end(), src->caps.begin(), src->caps.end());
+        for (const auto& name : names) {
+          auto it = vals.find(name);
+          if (it == vals.end()) throw RuntimeError(src->where + ": internal: no value for input '" + name + "' of body '" + src->name + "'");
+          ts.push_back({it->second.shape(), it->second.dtype()});
+        }
+        return std::shared_ptr<const ir::Graph>(import_body_graph(*model, src, ts, nullptr, vals, vals, src->dims).g);
+      };
+      return b;
     }
   }
 
@@ -397,7 +429,34 @@ struct Control : Importer {
       for (size_t k = 0; k < nc; ++k)
         if (auto h = value_of(2 + k)) first[bg.inputs[2 + k].name] = tensor_of(*h, types[2 + k].first, types[2 + k].second);
     }
-    Body b = import_body(bgp, types, caps, first);
+    // (a body without scan outputs may wait for run time: its results are the carried values)
+    Body b = import_body(bgp, types, caps, first, bg.outputs.size() == 1 + nc);
+    bool grows = false;  // a carried value that changes shape (a Concat that appends a row per iteration)
+    for (size_t k = 0; k < nc && k + 1 < b.shapes.size(); ++k) grows = grows || b.shapes[1 + k] != types[2 + k].first;
+    if (grows && bg.outputs.size() == 1 + nc) b = import_body(bgp, types, caps, first, true, true);
+    if (b.g->outputs.empty() && b.g->respecialize) {
+      // Imported when it runs: the carried values may change shape from one iteration to the
+      // next (a Concat that grows them), so their shapes after the loop are observed at run
+      // time, each dimension under its own key, and the rest of the graph is made for them
+      // (as for a data-dependent node: docs/onnx.md, "Data-dependent output shapes").
+      const std::string key = "size:" + out_name(0);
+      std::vector<Shape> shapes;
+      std::vector<DType> dtypes;
+      for (size_t k = 0; k < nc; ++k) {
+        Shape sh = types[2 + k].first;
+        for (size_t d = 0; d < sh.size(); ++d) {
+          auto it = dims_.find(key + ":" + std::to_string(k) + ":" + std::to_string(d));
+          if (it == dims_.end()) continue;
+          if (it->second < 0) fail("the size " + std::to_string(it->second) + " recorded for this node is negative");
+          sh[d] = it->second;
+          g_->sizes[it->first] = it->second;
+        }
+        shapes.push_back(sh);
+        dtypes.push_back(types[2 + k].second);
+      }
+      emit_control(ir::Op::Loop, ins, caps, {{"num_carried", (int64_t)nc}, {"size_key", key}}, {b.g}, shapes, dtypes);
+      return;
+    }
     if (b.shapes.size() < 1 + nc) fail("the body has " + std::to_string(b.shapes.size()) + " outputs, it needs the condition and " + std::to_string(nc) + " carried values");
     std::vector<Shape> shapes;
     std::vector<DType> dtypes;

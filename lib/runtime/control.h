@@ -69,7 +69,8 @@ class ControlRunner {
   std::vector<Tensor> run_body(Mode mode, const ir::Node& ctl, int body, const std::vector<Tensor>& ins);
   std::vector<Tensor> run_control(Mode mode, int node, const std::vector<Tensor>& ins);
   std::vector<Tensor> continue_with(Mode mode, const std::map<std::string, Tensor>& inputs, int node,
-                                    const HostStepResult& hr, const std::vector<Tensor>& val, const std::vector<bool>& have);
+                                    const std::map<std::string, int64_t>& observed, const std::vector<Tensor>& outs,
+                                    const std::vector<Tensor>& val, const std::vector<bool>& have);
 
   std::shared_ptr<const ir::Graph> g_;
   Executor& ex_;

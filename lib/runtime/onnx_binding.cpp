@@ -139,7 +139,7 @@ Prepared prepare(const Binding& b, bool need_all_inputs) {
 void attach_resize(const std::shared_ptr<onnx::Model>& model, const onnx::Specialized& sp, const std::map<std::string, Shape>& shapes,
                    const std::map<std::string, int64_t>& dims, const std::map<std::string, Tensor>& values) {
   bool dynamic = false;
-  for (const auto& n : sp.graph->nodes) dynamic = dynamic || ir::data_dependent_results(n.op);
+  for (const auto& n : sp.graph->nodes) dynamic = dynamic || ir::data_dependent_results(n.op) || (!n.bodies.empty() && n.attrs.has("size_key"));
   if (!dynamic || sp.graph->resize) return;
   std::map<std::string, Tensor> used;  // only the inputs the specialisation read by value
   for (const auto& [name, v] : sp.value_deps)

@@ -14,10 +14,13 @@ Hand-written models (onnx.helper):
     Slice of a captured vector, read per scan element.
   * loop_nonzero: a Loop whose body keeps the positive entries of row i of a captured [M, 7]
     matrix (NonZero, a data-dependent size inside the body, a different size per row).
+  * loop_grow: as Keypoint R-CNN's heatmap loop, a body whose Resize size is gathered from a
+    captured tensor computed from the data (so the body is imported only when it runs) and
+    whose carried value grows by a row per iteration (a Concat); a ReduceSum after the loop
+    runs in the graph made for the observed shape. Two inputs give different sizes.
 Every case runs in eager, lazy and compiled mode on the chosen backend; the cache is checked by
---repeat 3 --json (the last run plans nothing). Also: `rlx convert` refuses such a body, and a
-body whose Resize size comes from a captured data tensor is still refused (exit 2, naming the
-node; docs/onnx.md, Limits).
+--repeat 3 --json (the last run plans nothing). Also: `rlx convert` refuses such a body, and
+loop_grow with a scan output is still refused (exit 2, naming the node; docs/onnx.md, Limits).
 
   tests/onnx/body_shapes.py --rlx build/apps/rlx/rlx [--out DIR] [--backend cpu|vulkan] [--modes eager,lazy,compiled]
 """
@@ -135,14 +138,13 @@ def loop_nonzero():
         helper.make_node("Gather", ["a", "i"], ["row"], axis=0),
         helper.make_node("Greater", ["row", "zf"], ["pos"]),
         helper.make_node("NonZero", ["pos"], ["nz"]),
-        helper.make_node("Squeeze", ["nz", "ax0"], ["idx"]),
+        helper.make_node("Squeeze", ["nz"], ["idx"], axes=[0]),  # (opset 11: axes an attribute)
         helper.make_node("Gather", ["row", "idx"], ["vals"], axis=0),
         helper.make_node("ReduceSum", ["vals"], ["s"], keepdims=0),
         helper.make_node("Add", ["acc", "s"], ["acc_out"]),
         helper.make_node("Identity", ["cond"], ["cond_out"]),
     ], "body", [vi("i", [], I64), vi("cond", [], B), vi("acc", [])],
-        [vi("cond_out", [], B), vi("acc_out", []), vi("s", [])],
-        [numpy_helper.from_array(np.array([0], np.int64), "ax0")])
+        [vi("cond_out", [], B), vi("acc_out", []), vi("s", [])])
     nodes = [helper.make_node("Mul", ["a_in", "one"], ["a"]),  # computed: not bound by value
              helper.make_node("Loop", ["M", "", "acc0"], ["total", "per_row"], body=body, name="the_loop")]
     m = model(nodes, [vi("M", [], I64), vi("a_in", [M, 7]), vi("acc0", [])], [vi("total", []), vi("per_row", [M])],
@@ -152,22 +154,52 @@ def loop_nonzero():
                 {"total": np.array(per.sum(), np.float32), "per_row": per})]
 
 
-def resize_from_data():
-    """A body whose Resize size is gathered from a captured data tensor: still refused."""
+def loop_grow(scan_output=False):
+    """A body whose Resize size is gathered from a captured data tensor (as Keypoint R-CNN's
+    heatmap loop): imported when it runs; its carried `rows` grows by one row per iteration, so
+    the graph after the loop is made for the observed shape. With a scan output: refused."""
+    img = np.array([[1, 2], [3, 4]], np.float32).reshape(1, 1, 2, 2)
+    outs = [vi("cond_out", [], B), vi("rows_out", ["r", 2])] + ([vi("s", [])] if scan_output else [])
     body = helper.make_graph([
-        const("ax0", np.array([0], np.int64)), const("c11", np.array([1, 1], np.int64)),
-        helper.make_node("Gather", ["hs", "i"], ["h"], axis=0),
+        const("ax0", np.array([0], np.int64)), const("c11", np.array([1, 1], np.int64)), const("one", np.int64(1)),
+        helper.make_node("Gather", ["hs", "i"], ["hf"], axis=0),
+        helper.make_node("Ceil", ["hf"], ["hc"]),
+        helper.make_node("Cast", ["hc"], ["h"], to=I64),
+        helper.make_node("Add", ["h", "one"], ["w"]),
         helper.make_node("Unsqueeze", ["h", "ax0"], ["h1"]),
-        helper.make_node("Concat", ["c11", "h1", "h1"], ["sizes"], axis=0),
-        helper.make_node("Resize", ["img", "", "", "sizes"], ["r"], mode="nearest"),
+        helper.make_node("Unsqueeze", ["w", "ax0"], ["w1"]),
+        helper.make_node("Concat", ["c11", "h1", "w1"], ["sizes"], axis=0),
+        helper.make_node("Resize", ["img", "", "", "sizes"], ["r"], mode="nearest",
+                         coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
         helper.make_node("ReduceSum", ["r"], ["s"], keepdims=0),
-        helper.make_node("Add", ["acc", "s"], ["acc_out"]),
+        helper.make_node("Cast", ["h"], ["hf2"], to=F),
+        helper.make_node("Unsqueeze", ["s", "ax0"], ["s1"]),
+        helper.make_node("Unsqueeze", ["hf2", "ax0"], ["hh1"]),
+        helper.make_node("Concat", ["s1", "hh1"], ["row"], axis=0),
+        helper.make_node("Unsqueeze", ["row", "ax0"], ["row1"]),
+        helper.make_node("Concat", ["rows", "row1"], ["rows_out"], axis=0),  # [i + 1, 2]
         helper.make_node("Identity", ["cond"], ["cond_out"]),
-    ], "body", [vi("i", [], I64), vi("cond", [], B), vi("acc", [])], [vi("cond_out", [], B), vi("acc_out", [])],
-        [numpy_helper.from_array(np.ones((1, 1, 2, 2), np.float32), "img")])
-    nodes = [helper.make_node("Add", ["hs_in", "hs_in"], ["hs"]),
-             helper.make_node("Loop", ["M", "", "acc0"], ["total"], body=body, name="loop_resize_data")]
-    return model(nodes, [vi("M", [], I64), vi("hs_in", [100], I64), vi("acc0", [])], [vi("total", [])])
+    ], "body", [vi("i", [], I64), vi("cond", [], B), vi("rows", ["r", 2])], outs,
+        [numpy_helper.from_array(img, "img")])
+    K = 5
+    nodes = [helper.make_node("Mul", ["hs_in", "half"], ["hs"]),  # computed from the data: not known when the model is specialised
+             helper.make_node("Loop", ["M", "", "rows0"], ["rows_all"] + (["per"] if scan_output else []), body=body, name="loop_grow"),
+             helper.make_node("ReduceSum", ["rows_all", "axo"], ["colsum"], keepdims=0)]
+    # (hs_in has over 64 elements: not bound by value)
+    m = model(nodes, [vi("M", [], I64), vi("hs_in", [100])], [vi("rows_all", [K, 2]), vi("colsum", [2])] + ([vi("per", [K])] if scan_output else []),
+              [numpy_helper.from_array(np.float32(0.5), "half"), numpy_helper.from_array(np.zeros((0, 2), np.float32), "rows0"),
+               numpy_helper.from_array(np.array([0], np.int64), "axo")])
+    cases = []
+    for hs_in in (np.array([2.5, 6, 1, 9.2, 4], np.float32), np.array([3, 3, 7.5, 1, 2], np.float32)):
+        rows = []
+        for i in range(K):
+            h = int(np.ceil(hs_in[i] * 0.5))
+            rows.append([resize_nearest(img[0, 0], h, h + 1).sum(), h])
+        rows = np.array(rows, np.float32)
+        hs_full = np.ones(100, np.float32)
+        hs_full[:K] = hs_in
+        cases.append(({"M": np.array(K, np.int64), "hs_in": hs_full}, {"rows_all": rows, "colsum": rows.sum(0)}))
+    return m, cases
 
 
 def main():
@@ -183,7 +215,7 @@ def main():
     modes = a.modes.split(",")
     fails, runs = [], 0
     for name, (m, cases) in {"loop_sizes": loop_sizes(), "scan_state_slice": scan_state_slice(),
-                             "loop_nonzero": loop_nonzero()}.items():
+                             "loop_nonzero": loop_nonzero(), "loop_grow": loop_grow()}.items():
         p = os.path.join(out, name + ".onnx")
         with open(p, "wb") as f:
             f.write(m.SerializeToString())
@@ -213,16 +245,17 @@ def main():
     runs += 1
     if conv.returncode != 2 or "the_loop" not in conv.stderr or "rlx convert cannot write it" not in conv.stderr:
         fails.append(f"convert: expected exit 2 naming the_loop; got {conv.returncode}: {conv.stderr.strip()[-400:]}")
-    # still refused: a size read from a captured data tensor (docs/onnx.md, Limits)
-    p = os.path.join(out, "resize_from_data.onnx")
+    # still refused: such a body (its values known only when it runs) with a scan output, whose
+    # shape the graph after the loop would need before it runs (docs/onnx.md, Limits)
+    p = os.path.join(out, "loop_grow_scan.onnx")
     with open(p, "wb") as f:
-        f.write(resize_from_data().SerializeToString())
-    args = case_args(out, "resize_from_data", {"M": np.array(2, np.int64), "hs_in": np.ones(100, np.int64),
-                                               "acc0": np.array(0, np.float32)}, {})
+        f.write(loop_grow(scan_output=True)[0].SerializeToString())
+    ins, _ = loop_grow()[1][0]
+    args = case_args(out, "loop_grow_scan", ins, {})
     r = subprocess.run([rlx, "run", p, "-b", a.backend] + args, capture_output=True, text=True, timeout=300)
     runs += 1
     if r.returncode != 2 or "Resize" not in r.stderr or "sizes" not in r.stderr:
-        fails.append(f"resize_from_data: expected exit 2 naming the Resize; got {r.returncode}: {r.stderr.strip()[-400:]}")
+        fails.append(f"loop_grow_scan: expected exit 2 naming the Resize; got {r.returncode}: {r.stderr.strip()[-400:]}")
     return finish(f"onnx body shapes ({a.backend})", runs, fails)
 
 
