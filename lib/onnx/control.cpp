@@ -558,11 +558,14 @@ void control_ops(std::vector<OpDef>& t) {
        "the plan is then specialised for that value): the chosen branch is imported inline. Otherwise a host step picks the "
        "branch at run time; both branches must then give each output the same shape and dtype"},
       {"Loop", "", 1, map<&F::map_Loop>, fold<&F::fold_Loop>, "loop, result", "loop result",
-       "a host step runs the body (planned once per input signature, never unrolled) while i < M and cond; loop-carried values "
-       "keep their shapes; scan outputs need M known at specialisation, and a loop that stops early with scan outputs is refused at run time. "
+       "a host step runs the body (planned once per input signature, never unrolled) while i < M and cond; scan outputs need M "
+       "known at specialisation, and a loop that stops early with scan outputs is refused at run time. A body whose sizes follow "
+       "from values (the iteration number, a carried or captured value) is imported again per value (cached); without scan outputs "
+       "its carried values may change shape (the graph after the loop is made for the observed shapes). "
        "A loop carrying a sequence or optional is unrolled at specialisation (M or the body's condition known then; at most 4096 iterations)"},
       {"Scan", "", 9, map<&F::map_Scan>, nullptr, "scan, result", "scan result",
-       "opset 9+ form (no batch axis); axes and directions of inputs and outputs; a host step runs the body per slice"},
+       "opset 9+ form (no batch axis); axes and directions of inputs and outputs; a host step runs the body per slice; a body "
+       "whose sizes follow from its states' values is imported again per value (cached)"},
   });
 }
 

@@ -16,8 +16,15 @@ detection whose score is unique in ONNX Runtime's output (no other within 1e-4; 
 them) is in rlx's output with the same label and box (within 1e-2); tied scores are not
 compared one by one. How many of PyTorch's unique-score detections rlx reproduces is printed.
 
+With --models keypointrcnn_resnet50_fpn (or --all), Keypoint R-CNN (ResNet-50-FPN, 256x320): its
+heatmap Loop resizes each box's heatmaps to that box's size (a body imported per iteration) and
+its keypoints and keypoints_scores of every unique-score detection are compared too (within
+1e-2 of their largest value). Not in CI: the export takes about a minute and a run tens of
+seconds on 2 cores.
+
   tests/onnx/detectors.py --rlx build/apps/rlx/rlx [--out DIR] [--backend cpu|vulkan]
-                          [--modes eager,lazy,compiled] [--all] [--cache NPM_PREFIX]
+                          [--modes eager,lazy,compiled] [--all | --models NAME,...] [--cache NPM_PREFIX]
+                          [--rlx-args '--repeat 2']
 """
 import argparse
 import os
