@@ -205,6 +205,14 @@ struct Control : Importer {
     return r;
   }
 
+  // Input k's value where known now (a constant, folded, or from inputs given by value), for a
+  // body's provisional import only: unlike value_of, the specialisation does not depend on it
+  // (the body is imported again for the values it is given at run time).
+  std::shared_ptr<const Host> provisional_value(size_t k) {
+    if (auto h = host(k, kMaxBodyValueElements)) return h;
+    return has_in(k) ? in(k).input_value : nullptr;
+  }
+
   std::shared_ptr<const GraphDef> body_ptr(const char* name) {
     auto a = attr(name, kAttrGraph);
     if (!a || !a->g) fail(std::string("attribute '") + name + "' (a graph) is required");
@@ -427,7 +435,7 @@ struct Control : Importer {
       first[bg.inputs[0].name] = Tensor::from_ints({}, {0}, DType::i64);
       first[bg.inputs[1].name] = Tensor::from_ints({}, {1}, DType::boolean);
       for (size_t k = 0; k < nc; ++k)
-        if (auto h = value_of(2 + k)) first[bg.inputs[2 + k].name] = tensor_of(*h, types[2 + k].first, types[2 + k].second);
+        if (auto h = provisional_value(2 + k)) first[bg.inputs[2 + k].name] = tensor_of(*h, types[2 + k].first, types[2 + k].second);
     }
     // (a body without scan outputs may wait for run time: its results are the carried values)
     Body b = import_body(bgp, types, caps, first, bg.outputs.size() == 1 + nc);
@@ -519,7 +527,7 @@ struct Control : Importer {
     std::map<std::string, Tensor> first;  // the states' values known now
     if (bg.inputs.size() == types.size())
       for (int64_t k = 0; k < nstate; ++k)
-        if (auto h = value_of(k)) first[bg.inputs[k].name] = tensor_of(*h, types[k].first, types[k].second);
+        if (auto h = provisional_value(k)) first[bg.inputs[k].name] = tensor_of(*h, types[k].first, types[k].second);
     Body b = import_body(bgp, types, caps, first);
     const int64_t nout = (int64_t)b.shapes.size() - nstate;
     if (nout < 0) fail("the body has fewer outputs than states");

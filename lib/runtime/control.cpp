@@ -329,8 +329,10 @@ std::vector<Tensor> ControlRunner::continue_with(Mode mode, const std::map<std::
   std::string got;
   for (const auto& t : outs) got += (got.empty() ? "" : ", ") + shape_str(t.shape());
   if (!g.resize || observed.empty() || observed.begin()->first.empty())
-    throw InputError(node_name(g, nd) + ": its results have shapes " + got + " at run time, but the graph declares other sizes for "
-                     "them (a graph file's data-dependent results have the sizes written in it; an ONNX model is planned for each observed size)");
+    throw InputError(node_name(g, nd) + ": its results have shapes " + got + " at run time" +
+                     (observed.size() == 1 ? " (size " + std::to_string(observed.begin()->second) + ")" : std::string()) +
+                     ", but the graph declares other sizes for them (a graph file's data-dependent results have the sizes written in "
+                     "it; an ONNX model is planned for each observed size)");
   bool same = true;  // never loop on one size
   for (const auto& [k, v] : observed) {
     auto made = g.sizes.find(k);
