@@ -264,8 +264,10 @@ struct Control : Importer {
     } catch (const Unsupported& e) {
       try {
         return import_body_graph(m_, src, types, nullptr, known, known, dims_);
-      } catch (const Unsupported&) {
+      } catch (const NeedsValue&) {  // (a value known only when it runs: deferred where that is possible)
         if (!deferrable) throw e;
+      } catch (const Unsupported&) {
+        throw e;
       }
     }
     {

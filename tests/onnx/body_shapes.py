@@ -20,7 +20,8 @@ Hand-written models (onnx.helper):
     runs in the graph made for the observed shape. Two inputs give different sizes.
 Every case runs in eager, lazy and compiled mode on the chosen backend; the cache is checked by
 --repeat 3 --json (the last run plans nothing). Also: `rlx convert` refuses such a body, and
-loop_grow with a scan output is still refused (exit 2, naming the node; docs/onnx.md, Limits).
+loop_grow with a scan output is still refused (exit 2, naming the node; docs/onnx.md, Limits),
+and an unknown operator inside such a body is refused when the model is loaded.
 
   tests/onnx/body_shapes.py --rlx build/apps/rlx/rlx [--out DIR] [--backend cpu|vulkan] [--modes eager,lazy,compiled]
 """
@@ -256,6 +257,16 @@ def main():
     runs += 1
     if r.returncode != 2 or "Resize" not in r.stderr or "sizes" not in r.stderr:
         fails.append(f"loop_grow_scan: expected exit 2 naming the Resize; got {r.returncode}: {r.stderr.strip()[-400:]}")
+    # an operator rlx lacks inside such a body is refused when the model is loaded, not deferred
+    m, cases = loop_grow()
+    m.graph.node[1].attribute[0].g.node.insert(0, helper.make_node("NoSuchOp", ["i"], ["unused"]))
+    p = os.path.join(out, "loop_unknown_op.onnx")
+    with open(p, "wb") as f:
+        f.write(m.SerializeToString())
+    r = subprocess.run([rlx, "inspect", p], capture_output=True, text=True, timeout=300)
+    runs += 1
+    if r.returncode != 2 or "NoSuchOp" not in r.stderr:
+        fails.append(f"loop_unknown_op: expected rlx inspect to exit 2 naming NoSuchOp; got {r.returncode}: {r.stderr.strip()[-400:]}")
     return finish(f"onnx body shapes ({a.backend})", runs, fails)
 
 
