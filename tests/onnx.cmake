@@ -118,6 +118,17 @@ if(TARGET rlx_vulkan)
            --out ${CMAKE_BINARY_DIR}/onnx-control-flow --backend vulkan)
   set_tests_properties(onnx_control_flow_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_control_flow)
 endif()
+# Loop and Scan bodies whose shapes follow from values computed inside them (a Slice start, a
+# Resize size, Range/ConstantOfShape/Expand/Reshape from the iteration number; NonZero inside a
+# body), against NumPy, every mode; the per-body cache by its counter.
+add_test(NAME onnx_body_shapes_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/body_shapes.py --rlx $<TARGET_FILE:rlx>
+         --out ${CMAKE_BINARY_DIR}/onnx-body-shapes --backend cpu)
+set_tests_properties(onnx_body_shapes_cpu PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_body_shapes)
+if(TARGET rlx_vulkan)
+  add_test(NAME onnx_body_shapes_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/body_shapes.py --rlx $<TARGET_FILE:rlx>
+           --out ${CMAKE_BINARY_DIR}/onnx-body-shapes --backend vulkan)
+  set_tests_properties(onnx_body_shapes_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_body_shapes)
+endif()
 # Data-dependent output shapes (NonZero, Compress, Unique, NonMaxSuppression, TopK with a run-time
 # k) and a PyTorch-exported detector head (torch.nonzero, torchvision.ops.nms, topk), against
 # NumPy and PyTorch, every mode; the plan cache by its counter (--repeat 3 --json).

@@ -78,6 +78,13 @@ struct Graph {
   // A graph without `resize` (a JSON file) runs only with the sizes its results declare.
   std::map<std::string, int64_t> sizes;
   std::function<std::pair<std::shared_ptr<const Graph>, std::map<std::string, Tensor>>(const std::map<std::string, int64_t>&)> resize;
+  // A body of a run-time If/Loop/Scan whose import needed the values of some of its inputs (a
+  // Slice start or a Resize size computed from the iteration number, a carried value or a
+  // captured one): `value_deps` holds those inputs' values (by input id) this graph was made
+  // for, and `respecialize` imports the body again for other input values (and shapes). The
+  // runtime (lib/runtime/control.cpp) picks, per call, the body made for the inputs given.
+  std::map<std::string, std::vector<double>> value_deps;
+  std::function<std::shared_ptr<const Graph>(const std::map<std::string, Tensor>&)> respecialize;
 
   int find(const std::string& id) const {
     auto it = index.find(id);

@@ -11,6 +11,154 @@ namespace rlx::onnx {
 
 namespace {
 
+// A body input of at most this many elements is bound by value when the body is imported for
+// the values given at run time (its import reads only those it needs).
+constexpr int64_t kMaxBodyValueElements = 4096;
+
+// What importing a body again needs (at run time, for other input values or sizes).
+struct BodySource {
+  std::weak_ptr<Model> model;
+  std::shared_ptr<const GraphDef> sg;
+  std::string name, where;               // the rlx graph's name; the control node, for messages
+  std::map<std::string, Val> host_caps;  // captured outer values known on the host
+  std::vector<std::string> caps;         // captured outer names passed as inputs (after its own)
+  std::map<std::string, int64_t> dims;   // the enclosing graph's dims and sizes
+};
+
+struct BodyGraph {
+  std::shared_ptr<ir::Graph> g;
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  std::map<std::string, std::vector<double>> outer_deps;  // the enclosing graph's inputs whose values it read
+};
+
+Tensor tensor_of(const Host& h, const Shape& s, DType dt) {
+  if (!h.is_float) return Tensor::from_ints(s, h.i, dt);
+  std::vector<float> f(h.f.begin(), h.f.end());
+  return Tensor::from_vector(s, f, dt);
+}
+
+// Imports the body. `types`: every input (its own, then the captures). With `outer` (the
+// captures' values in the enclosing graph, at specialisation) a capture given by value stays
+// known inside (`values`: the enclosing graph's inputs given by value); without it the body's
+// inputs in `values` of at most kMaxBodyValueElements are bound by value, and the graph's
+// value_deps say which values it read. `keep`: the small input values a re-import for other
+// data-dependent sizes (ir::Graph::resize) binds. A graph made with inputs bound by value, or
+// with data-dependent nodes, gets `respecialize` and `resize`: the same import for other values
+// or sizes.
+BodyGraph import_body_graph(Model& m, const std::shared_ptr<const BodySource>& src, const std::vector<std::pair<Shape, DType>>& types,
+                            const std::map<std::string, Val>* outer, const std::map<std::string, Tensor>& values,
+                            const std::map<std::string, Tensor>& keep, const std::map<std::string, int64_t>& dims) {
+  const GraphDef& sg = *src->sg;
+  const bool by_value = outer == nullptr;
+  if (types.size() != sg.inputs.size() + src->caps.size())
+    throw InputError(src->where + ": the body '" + sg.name + "' takes " + std::to_string(sg.inputs.size() + src->caps.size()) +
+                     " inputs, " + std::to_string(types.size()) + " given");
+  std::map<std::string, Shape> no_shapes;
+  ImportState bs(m, no_shapes, dims, values);
+  bs.g = std::make_shared<ir::Graph>();
+  bs.g->file = m.file();
+  bs.g->name = src->name;
+  Importer bi(bs);
+  auto add_input = [&](const std::string& name, const Shape& s, DType dt) {
+    int idx = bi.add_leaf(ir::Op::Input, name, s, dt);
+    Val v;
+    v.defined = true;
+    v.node = idx;
+    v.shape = s;
+    v.et = dtype_et(dt);
+    if (by_value)
+      if (auto it = values.find(name); it != values.end() && it->second.shape() == s && it->second.numel() <= kMaxBodyValueElements) {
+        v.input_value = host_from_tensor(it->second);
+        v.value_from = {name};
+      }
+    return v;
+  };
+  for (const auto& [name, v] : src->host_caps) bs.vals[name] = v;
+  for (size_t k = 0; k < sg.inputs.size(); ++k) {
+    bs.vals[sg.inputs[k].name] = add_input(sg.inputs[k].name, types[k].first, types[k].second);
+    if (bi.g_->nodes.back().id != sg.inputs[k].name)
+      throw InputError(src->where + ": the body '" + sg.name + "' lists input '" + sg.inputs[k].name + "' twice");
+  }
+  for (size_t k = 0; k < src->caps.size(); ++k) {
+    const std::string& name = src->caps[k];
+    const auto& [shape, dt] = types[sg.inputs.size() + k];
+    Val v = add_input(name, shape, dt);
+    if (outer) {
+      const Val& o = outer->at(name);
+      v.input_value = o.input_value;  // a small input given by value stays known inside
+      v.value_from = o.value_from;
+    }
+    if (!bs.vals.count(name)) bs.vals[name] = v;
+  }
+  for (const auto& [name, td] : sg.inits) bs.vals[name] = init_val(td);
+  for (const auto& n : sg.nodes) {
+    bi.cur_ = &n;
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      if (bi.has_in(k)) bi.in(k);
+    bi.import_node();
+  }
+  bi.cur_ = nullptr;
+  BodyGraph b;
+  b.g = bs.g;
+  for (const auto& o : sg.outputs) {
+    auto it = bs.vals.find(o.name);
+    if (it == bs.vals.end() || !it->second.defined)
+      throw InputError(src->where + ": the body '" + sg.name + "': output '" + o.name + "' is not produced by any node");
+    int idx = bi.materialize(it->second, o.name);
+    if (std::find(b.g->outputs.begin(), b.g->outputs.end(), idx) != b.g->outputs.end())  // one value output twice: an alias
+      idx = bi.emit("reshape", {idx}, {{"shape", std::vector<int64_t>(bs.ts.shapes[idx].begin(), bs.ts.shapes[idx].end())}}, o.name + "/again");
+    b.g->outputs.push_back(idx);
+    b.shapes.push_back(bs.ts.shapes[idx]);
+    b.dtypes.push_back(bs.ts.dtypes[idx]);
+  }
+  // The body's own initializers become constants (a body has no parameters of its own).
+  for (auto& nd : b.g->nodes)
+    if (nd.op == ir::Op::Param) {
+      nd.op = ir::Op::Constant;
+      nd.constant = bs.params.at(nd.id);
+    }
+  if (by_value) b.g->value_deps = bs.value_deps;
+  else b.outer_deps = bs.value_deps;
+  bool dynamic = false;
+  for (const auto& nd : b.g->nodes) dynamic = dynamic || ir::data_dependent_results(nd.op);
+  if (by_value || dynamic) {
+    std::map<std::string, Tensor> small;  // what a re-import for other sizes binds (never a large tensor)
+    for (const auto& [name, t] : keep)
+      if (t.numel() <= kMaxBodyValueElements) small.emplace(name, t);
+    // the same import for other input values (their shapes give the types) or sizes
+    auto again = [src](const std::vector<std::pair<Shape, DType>>* types, const std::map<std::string, Tensor>& vals,
+                       const std::map<std::string, int64_t>& d) {
+      auto model = src->model.lock();
+      if (!model) throw RuntimeError(src->where + ": internal: the model of body '" + src->name + "' is gone");
+      const GraphDef& sg = *src->sg;
+      std::vector<std::pair<Shape, DType>> ts;
+      if (types) ts = *types;
+      else {
+        std::vector<std::string> names;
+        for (const auto& in : sg.inputs) names.push_back(in.name);
+        names.insert(names.end(), src->caps.begin(), src->caps.end());
+        for (const auto& name : names) {
+          auto it = vals.find(name);
+          if (it == vals.end()) throw RuntimeError(src->where + ": internal: no value for input '" + name + "' of body '" + src->name + "'");
+          ts.push_back({it->second.shape(), it->second.dtype()});
+        }
+      }
+      return import_body_graph(*model, src, ts, nullptr, vals, vals, d).g;
+    };
+    if (by_value)
+      b.g->respecialize = [again, src](const std::map<std::string, Tensor>& vals) {
+        return std::shared_ptr<const ir::Graph>(again(nullptr, vals, src->dims));
+      };
+    b.g->resize = [again, types, small, dims](const std::map<std::string, int64_t>& sizes) {
+      std::map<std::string, int64_t> d = dims;
+      for (const auto& [k, v] : sizes) d[k] = v;
+      return std::make_pair(std::shared_ptr<const ir::Graph>(again(&types, small, d)), std::map<std::string, Tensor>());
+    };
+  }
+  return b;
+}
+
 struct Control : Importer {
   using Importer::Importer;
 
@@ -37,15 +185,10 @@ struct Control : Importer {
   }
 
   // ---------- run-time control flow ----------
-  // A body imported as its own graph: inputs (shape, ONNX element type) named as the
-  // subgraph's inputs, then one input per capture (the outer values it reads that are not
-  // known on the host; those known are constants inside it). Returns the graph and the
-  // types of its outputs.
-  struct Body {
-    std::shared_ptr<ir::Graph> g;
-    std::vector<Shape> shapes;
-    std::vector<DType> dtypes;
-  };
+  // A body imported as its own graph (import_body_graph below): inputs (shape, ONNX element
+  // type) named as the subgraph's inputs, then one input per capture (the outer values it
+  // reads that are not known on the host; those known are constants inside it).
+  using Body = BodyGraph;
 
   // The outer names the bodies read that must be passed at run time (not host-known), in
   // first-use order over all the bodies.
@@ -62,74 +205,102 @@ struct Control : Importer {
     return r;
   }
 
-  Body import_body(const GraphDef& sg, const std::vector<std::pair<Shape, DType>>& in_types, const std::vector<std::string>& caps) {
+  // Input k's value where known now (a constant, folded, or from inputs given by value), for a
+  // body's provisional import only: unlike value_of, the specialisation does not depend on it
+  // (the body is imported again for the values it is given at run time).
+  std::shared_ptr<const Host> provisional_value(size_t k) {
+    if (auto h = host(k, kMaxBodyValueElements)) return h;
+    return has_in(k) ? in(k).input_value : nullptr;
+  }
+
+  std::shared_ptr<const GraphDef> body_ptr(const char* name) {
+    auto a = attr(name, kAttrGraph);
+    if (!a || !a->g) fail(std::string("attribute '") + name + "' (a graph) is required");
+    return a->g;
+  }
+
+  // `in_types`: the body's own inputs. Imported as the enclosing graph's other nodes are (a
+  // capture given by value stays known inside). If that import needs a value that is data (a
+  // Slice start or a Resize size computed from the iteration number: "must be a constant or
+  // computable from shapes"), the body is imported again with its small inputs bound by value
+  // (`provisional`: the values known now, such as the iteration number 0 of a Loop's first
+  // iteration), and the runtime imports it again for each other value it is given
+  // (ir::Graph::respecialize).
+  Body import_body(const std::shared_ptr<const GraphDef>& sgp, const std::vector<std::pair<Shape, DType>>& in_types,
+                   const std::vector<std::string>& caps, const std::map<std::string, Tensor>& provisional = {},
+                   bool deferrable = false, bool defer = false) {
+    const GraphDef& sg = *sgp;
     if (sg.inputs.size() != in_types.size())
       fail("the body '" + sg.name + "' has " + std::to_string(sg.inputs.size()) + " inputs, " + std::to_string(in_types.size()) + " expected");
-    std::map<std::string, Shape> no_shapes;
-    ImportState bs(m_, no_shapes, dims_, in_values_);
-    bs.g = std::make_shared<ir::Graph>();
-    bs.g->file = m_.file();
-    bs.g->name = (cur_->name.empty() ? cur_->op_type : cur_->name) + "/" + (sg.name.empty() ? "body" : sg.name);
-    Importer bi(bs);
-    auto add_input = [&](const std::string& name, const Shape& s, DType dt) {
-      int idx = bi.add_leaf(ir::Op::Input, name, s, dt);
-      Val v;
-      v.defined = true;
-      v.node = idx;
-      v.shape = s;
-      v.et = dtype_et(dt);
-      return v;
-    };
-    // the names the outer scope gives: host values as they are, the rest as capture inputs
+    auto src = std::make_shared<BodySource>();
+    src->model = m_.weak_from_this();
+    src->sg = sgp;
+    src->name = (cur_->name.empty() ? cur_->op_type : cur_->name) + "/" + (sg.name.empty() ? "body" : sg.name);
+    src->where = where();
+    src->caps = caps;
+    src->dims = dims_;
     for (const auto& name : sg.captures) {
       const Val& o = vals_.at(name);
       if (o.host) {
         Val v = o;
         v.node = -1;
         v.init = nullptr;
-        bs.vals[name] = v;
+        src->host_caps[name] = v;
       }
     }
-    for (size_t k = 0; k < sg.inputs.size(); ++k) {
-      bs.vals[sg.inputs[k].name] = add_input(sg.inputs[k].name, in_types[k].first, in_types[k].second);
-      if (bi.g_->nodes.back().id != sg.inputs[k].name) fail("the body '" + sg.name + "' lists input '" + sg.inputs[k].name + "' twice");
-    }
+    std::vector<std::pair<Shape, DType>> types = in_types;
+    std::map<std::string, Val> outer;
+    std::map<std::string, Tensor> known = provisional;  // the captures' values known now
     for (const auto& name : caps) {
       const Val& o = vals_.at(name);
-      Val v = add_input(name, o.shape, to_dtype(o.et, where() + ": value '" + name + "'"));
-      v.input_value = o.input_value;  // a small input given by value stays known inside
-      v.value_from = o.value_from;
-      if (!bs.vals.count(name)) bs.vals[name] = v;
+      types.push_back({o.shape, to_dtype(o.et, where() + ": value '" + name + "'")});
+      outer[name] = o;
+      if (o.input_value && !known.count(name)) known[name] = tensor_of(*o.input_value, o.shape, types.back().second);
     }
-    for (const auto& [name, td] : sg.inits) {
-      bs.vals[name] = init_val(td);
-    }
-    for (const auto& n : sg.nodes) {
-      bi.cur_ = &n;
-      for (size_t k = 0; k < n.inputs.size(); ++k) if (bi.has_in(k)) bi.in(k);
-      bi.import_node();
-    }
-    bi.cur_ = nullptr;
-    Body b;
-    b.g = bs.g;
-    for (const auto& o : sg.outputs) {
-      auto it = bs.vals.find(o.name);
-      if (it == bs.vals.end() || !it->second.defined) fail("the body '" + sg.name + "': output '" + o.name + "' is not produced by any node");
-      int idx = bi.materialize(it->second, o.name);
-      if (std::find(b.g->outputs.begin(), b.g->outputs.end(), idx) != b.g->outputs.end())  // one value output twice: an alias
-        idx = bi.emit("reshape", {idx}, {{"shape", std::vector<int64_t>(bs.ts.shapes[idx].begin(), bs.ts.shapes[idx].end())}}, o.name + "/again");
-      b.g->outputs.push_back(idx);
-      b.shapes.push_back(bs.ts.shapes[idx]);
-      b.dtypes.push_back(bs.ts.dtypes[idx]);
-    }
-    // The body's own initializers become constants (a body has no parameters of its own).
-    for (auto& nd : b.g->nodes)
-      if (nd.op == ir::Op::Param) {
-        nd.op = ir::Op::Constant;
-        nd.constant = bs.params.at(nd.id);
+    if (!defer) try {
+      Body b = import_body_graph(m_, src, types, &outer, in_values_, known, dims_);
+      for (auto& [k, v] : b.outer_deps) value_deps_[k] = v;
+      return b;
+    } catch (const Unsupported& e) {
+      try {
+        return import_body_graph(m_, src, types, nullptr, known, known, dims_);
+      } catch (const NeedsValue&) {  // (a value known only when it runs: deferred where that is possible)
+        if (!deferrable) throw e;
+      } catch (const Unsupported&) {
+        throw e;
       }
-    for (auto& [k, v] : bs.value_deps) value_deps_[k] = v;
-    return b;
+    }
+    {
+      // Values known only at run time (a Resize size gathered from a captured tensor computed
+      // from the data): the body is imported when it runs, for the values it is given. Until
+      // then it is a placeholder (its inputs, no outputs), never run itself.
+      Body b;
+      b.g = std::make_shared<ir::Graph>();
+      b.g->file = m_.file();
+      b.g->name = src->name;
+      std::map<std::string, Shape> no_shapes;
+      std::map<std::string, Tensor> no_values;
+      ImportState ps(m_, no_shapes, dims_, no_values);
+      ps.g = b.g;
+      Importer pi(ps);
+      for (size_t k = 0; k < types.size(); ++k)
+        pi.add_leaf(ir::Op::Input, k < sg.inputs.size() ? sg.inputs[k].name : caps[k - sg.inputs.size()], types[k].first, types[k].second);
+      b.g->respecialize = [src](const std::map<std::string, Tensor>& vals) {
+        auto model = src->model.lock();
+        if (!model) throw RuntimeError(src->where + ": internal: the model of body '" + src->name + "' is gone");
+        std::vector<std::pair<Shape, DType>> ts;
+        std::vector<std::string> names;
+        for (const auto& in : src->sg->inputs) names.push_back(in.name);
+        names.insert(names.end(), src->caps.begin(), src->caps.end());
+        for (const auto& name : names) {
+          auto it = vals.find(name);
+          if (it == vals.end()) throw RuntimeError(src->where + ": internal: no value for input '" + name + "' of body '" + src->name + "'");
+          ts.push_back({it->second.shape(), it->second.dtype()});
+        }
+        return std::shared_ptr<const ir::Graph>(import_body_graph(*model, src, ts, nullptr, vals, vals, src->dims).g);
+      };
+      return b;
+    }
   }
 
   // The control node, its captures appended, and one result node per ONNX output.
@@ -146,12 +317,12 @@ struct Control : Importer {
   }
 
   void map_If() {
-    const GraphDef& tg = body("then_branch");
-    const GraphDef& eg = body("else_branch");
+    auto tgp = body_ptr("then_branch"), egp = body_ptr("else_branch");
+    const GraphDef &tg = *tgp, &eg = *egp;
     if (rank(0) > 0 && shape_numel(in(0).shape) != 1) fail("the condition must have one element, it has shape " + shape_str(in(0).shape));
     int cond = node(0);
     auto caps = captures_of({&tg, &eg});
-    Body tb = import_body(tg, {}, caps), eb = import_body(eg, {}, caps);
+    Body tb = import_body(tgp, {}, caps), eb = import_body(egp, {}, caps);
     if (tb.shapes.size() < cur_->outputs.size() || eb.shapes.size() < cur_->outputs.size())
       fail("a branch has fewer outputs than the node");
     for (size_t k = 0; k < cur_->outputs.size(); ++k)
@@ -230,7 +401,8 @@ struct Control : Importer {
   }
 
   void map_Loop() {
-    const GraphDef& bg = body("body");
+    auto bgp = body_ptr("body");
+    const GraphDef& bg = *bgp;
     const size_t nc = cur_->inputs.size() < 2 ? 0 : cur_->inputs.size() - 2;
     for (size_t k = 0; k < 2; ++k)
       if (has_in(k) && shape_numel(in(k).shape) != 1)
@@ -258,7 +430,43 @@ struct Control : Importer {
       types.push_back({shp(x), ts_.dtypes[x]});
     }
     auto caps = captures_of({&bg});
-    Body b = import_body(bg, types, caps);
+    // the values the first iteration gets, where known now: the iteration number 0, the
+    // condition, carried values known on the host
+    std::map<std::string, Tensor> first;
+    if (bg.inputs.size() == types.size()) {
+      first[bg.inputs[0].name] = Tensor::from_ints({}, {0}, DType::i64);
+      first[bg.inputs[1].name] = Tensor::from_ints({}, {1}, DType::boolean);
+      for (size_t k = 0; k < nc; ++k)
+        if (auto h = provisional_value(2 + k)) first[bg.inputs[2 + k].name] = tensor_of(*h, types[2 + k].first, types[2 + k].second);
+    }
+    // (a body without scan outputs may wait for run time: its results are the carried values)
+    Body b = import_body(bgp, types, caps, first, bg.outputs.size() == 1 + nc);
+    bool grows = false;  // a carried value that changes shape (a Concat that appends a row per iteration)
+    for (size_t k = 0; k < nc && k + 1 < b.shapes.size(); ++k) grows = grows || b.shapes[1 + k] != types[2 + k].first;
+    if (grows && bg.outputs.size() == 1 + nc) b = import_body(bgp, types, caps, first, true, true);
+    if (b.g->outputs.empty() && b.g->respecialize) {
+      // Imported when it runs: the carried values may change shape from one iteration to the
+      // next (a Concat that grows them), so their shapes after the loop are observed at run
+      // time, each dimension under its own key, and the rest of the graph is made for them
+      // (as for a data-dependent node: docs/onnx.md, "Data-dependent output shapes").
+      const std::string key = "size:" + out_name(0);
+      std::vector<Shape> shapes;
+      std::vector<DType> dtypes;
+      for (size_t k = 0; k < nc; ++k) {
+        Shape sh = types[2 + k].first;
+        for (size_t d = 0; d < sh.size(); ++d) {
+          auto it = dims_.find(key + ":" + std::to_string(k) + ":" + std::to_string(d));
+          if (it == dims_.end()) continue;
+          if (it->second < 0) fail("the size " + std::to_string(it->second) + " recorded for this node is negative");
+          sh[d] = it->second;
+          g_->sizes[it->first] = it->second;
+        }
+        shapes.push_back(sh);
+        dtypes.push_back(types[2 + k].second);
+      }
+      emit_control(ir::Op::Loop, ins, caps, {{"num_carried", (int64_t)nc}, {"size_key", key}}, {b.g}, shapes, dtypes);
+      return;
+    }
     if (b.shapes.size() < 1 + nc) fail("the body has " + std::to_string(b.shapes.size()) + " outputs, it needs the condition and " + std::to_string(nc) + " carried values");
     std::vector<Shape> shapes;
     std::vector<DType> dtypes;
@@ -359,7 +567,8 @@ struct Control : Importer {
   // One opset-9 scan over ins (states, then nscan scan inputs) with the given input axes and
   // directions; output axes and directions from the node's attributes when `out_attrs`, else 0.
   void scan(const std::vector<int>& ins, int64_t nscan, const std::vector<int64_t>& in_axes, const std::vector<int64_t>& in_dirs, bool out_attrs) {
-    const GraphDef& bg = body("body");
+    auto bgp = body_ptr("body");
+    const GraphDef& bg = *bgp;
     const int64_t nin = (int64_t)ins.size(), nstate = nin - nscan;
     std::vector<std::pair<Shape, DType>> types;
     int64_t L = -1;
@@ -374,7 +583,11 @@ struct Control : Importer {
       types.push_back({s, ts_.dtypes[ins[k]]});
     }
     auto caps = captures_of({&bg});
-    Body b = import_body(bg, types, caps);
+    std::map<std::string, Tensor> first;  // the states' values known now (opset 9+: ins are the node's inputs)
+    if (out_attrs && bg.inputs.size() == types.size())
+      for (int64_t k = 0; k < nstate; ++k)
+        if (auto h = provisional_value(k)) first[bg.inputs[k].name] = tensor_of(*h, types[k].first, types[k].second);
+    Body b = import_body(bgp, types, caps, first);
     const int64_t nout = (int64_t)b.shapes.size() - nstate;
     if (nout < 0) fail("the body has fewer outputs than states");
     std::vector<int> out_ranks;
@@ -412,11 +625,14 @@ void control_ops(std::vector<OpDef>& t) {
        "the plan is then specialised for that value): the chosen branch is imported inline. Otherwise a host step picks the "
        "branch at run time; both branches must then give each output the same shape and dtype"},
       {"Loop", "", 1, map<&F::map_Loop>, fold<&F::fold_Loop>, "loop, result", "loop result",
-       "a host step runs the body (planned once per input signature, never unrolled) while i < M and cond; loop-carried values "
-       "keep their shapes; scan outputs need M known at specialisation, and a loop that stops early with scan outputs is refused at run time. "
+       "a host step runs the body (planned once per input signature, never unrolled) while i < M and cond; scan outputs need M "
+       "known at specialisation, and a loop that stops early with scan outputs is refused at run time. A body whose sizes follow "
+       "from values (the iteration number, a carried or captured value) is imported again per value (cached); without scan outputs "
+       "its carried values may change shape (the graph after the loop is made for the observed shapes). "
        "A loop carrying a sequence or optional is unrolled at specialisation (M or the body's condition known then; at most 4096 iterations)"},
       {"Scan", "", 9, map<&F::map_Scan>, nullptr, "scan, result", "scan result",
-       "opset 9+ form (no batch axis); axes and directions of inputs and outputs; a host step runs the body per slice"},
+       "opset 9+ form (no batch axis); axes and directions of inputs and outputs; a host step runs the body per slice; a body "
+       "whose sizes follow from its states' values is imported again per value (cached)"},
       {"Scan", "", 8, map<&F::map_Scan8>, nullptr, "scan, result, concat", "scan result",
        "opset 8 form (a batch axis): one opset-9 scan per batch entry, stacked; directions; sequence_lens must give every entry the full length"},
   });

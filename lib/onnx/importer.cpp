@@ -399,6 +399,9 @@ void Importer::import_node() {
                       std::to_string(version) + "; rlx implements " + n.op_type + " as defined up to opset " + std::to_string(v - 1) + ")");
   }
   if (def && def->fold && def->fold(*this)) return;
+  if (def && def->fold && !def->map)  // folded only (Range, a window): its inputs are data here
+    throw NeedsValue(where() + ": unsupported: operator " + n.op_type + " with inputs known only at run time (it is folded when the "
+                     "model is specialised: see docs/onnx.md)");
   if (!def || !def->map) unsupported("operator " + n.op_type + " (see docs/onnx.md for the supported set)");
   def->map(*this);
   if (def->fold) propagate_input_values(*def);

@@ -96,6 +96,12 @@ class Unsupported : public InputError {
  public:
   using InputError::InputError;
 };
+// Unsupported because a value the mapping needs as a constant (a shape, sizes, starts) is data
+// here: a run-time control body may be imported when it runs, with that value known (control.cpp).
+class NeedsValue : public Unsupported {
+ public:
+  using Unsupported::Unsupported;
+};
 
 // Everything one specialisation builds: the graph, its parameters, and the value of every
 // ONNX name seen so far. An Importer (or a family's mapping struct) is a view onto it.
@@ -197,7 +203,9 @@ class Importer {
   std::shared_ptr<const Host> need_host(size_t k, const char* what) {
     if (!has_in(k)) fail(std::string(what) + " (input " + std::to_string(k) + ") is required");
     auto h = value_of(k);
-    if (!h) unsupported(std::string(what) + " (input " + std::to_string(k) + " '" + cur_->inputs[k] + "') must be a constant or computable from shapes");
+    if (!h)
+      throw NeedsValue(where() + ": unsupported: " + what + " (input " + std::to_string(k) + " '" + cur_->inputs[k] +
+                       "') must be a constant or computable from shapes");
     return h;
   }
   // need_host for an input the operator defines as a scalar: exactly one element.

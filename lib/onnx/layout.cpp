@@ -18,7 +18,14 @@ struct Layout : Importer {
       set_host(0, o, x.et, *h);
       return;
     }
+    auto iv = x.input_value;
+    auto from = x.value_from;
     set_node(0, emit("reshape", {node(0)}, {{"shape", std::vector<int64_t>(o.begin(), o.end())}}, out_name()));
+    if (iv && (int64_t)iv->size() == shape_numel(o)) {  // values that follow from inputs given by value: the same, reshaped
+      Val& y = vals_[cur_->outputs[0]];
+      y.input_value = iv;
+      y.value_from = from;
+    }
   }
   // Slice's starts, ends, axes and steps (attributes before opset 10, inputs since), with the
   // defaults filled in (axes 0, 1, ...; steps 1) and their lengths checked.

@@ -126,7 +126,7 @@ struct Specialized {
   std::map<std::string, std::vector<double>> value_deps;
 };
 
-class Model {
+class Model : public std::enable_shared_from_this<Model> {
  public:
   // Reads and validates a model file. External data is resolved inside the file's folder.
   static std::shared_ptr<Model> load(const std::string& path, const Limits& limits = {});

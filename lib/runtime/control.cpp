@@ -17,6 +17,9 @@ namespace {
 
 bool is_control(Op op) { return ir::op_info(op).category == ir::Category::Control; }
 bool is_leaf(Op op) { return ir::op_info(op).category == ir::Category::Leaf; }
+// A loop whose carried values' shapes are observed at run time (its body imported when it runs):
+// the graph after it is made for those shapes, as after a data-dependent node.
+bool observed_shapes(const ir::Node& n) { return !n.bodies.empty() && n.attrs.has("size_key"); }
 
 std::string node_name(const ir::Graph& g, const ir::Node& n) { return ir::node_ref(g, n); }
 
@@ -109,7 +112,7 @@ void ControlRunner::build(const std::map<std::string, Tensor>& inputs) {
       plan->results[nd.inputs[0]].push_back(i);
     } else if (is_control(nd.op)) {
       ctl_index[i] = ++nctl;
-      if (ir::data_dependent_results(nd.op)) floor = nctl;
+      if (ir::data_dependent_results(nd.op) || observed_shapes(nd)) floor = nctl;
     } else if (!is_leaf(nd.op)) {
       stage[i] = floor;
       for (int u : nd.inputs) stage[i] = std::max(stage[i], stage[u]);
@@ -269,7 +272,7 @@ std::vector<Tensor> ControlRunner::run(Mode mode, const std::map<std::string, Te
           if (k < 0 || k >= (int64_t)hr.outs.size()) throw InputError(node_name(g, rn) + ": no result " + std::to_string(k));
           fits = fits && hr.outs[k].shape() == want;
         }
-        if (!fits) return continue_with(mode, inputs, c, hr, val, have);
+        if (!fits) return continue_with(mode, inputs, c, {{nd.attrs.s("size_key"), hr.size}}, hr.outs, val, have);
         for (int r : plan_->results[c]) {
           const ir::Node& rn = g.nodes[r];
           const Tensor& t = hr.outs[rn.attrs.i("index")];
@@ -279,6 +282,24 @@ std::vector<Tensor> ControlRunner::run(Mode mode, const std::map<std::string, Te
         continue;
       }
       std::vector<Tensor> outs = run_control(mode, c, ins);
+      if (observed_shapes(nd)) {  // each dimension of each result under its own key
+        bool fits = true;
+        std::map<std::string, int64_t> observed;
+        for (int r : plan_->results[c]) {
+          const ir::Node& rn = g.nodes[r];
+          const int64_t k = rn.attrs.i("index");
+          if (k < 0 || k >= (int64_t)outs.size()) continue;
+          const Shape& got = outs[k].shape();
+          if (got.size() != rn.decl_shape.size())
+            throw InputError(node_name(g, nd) + ": result " + std::to_string(k) + " has rank " + std::to_string(got.size()) + " at run time, " +
+                             std::to_string(rn.decl_shape.size()) + " declared");
+          for (size_t d = 0; d < got.size(); ++d) {
+            observed[nd.attrs.s("size_key") + ":" + std::to_string(k) + ":" + std::to_string(d)] = got[d];
+            fits = fits && got[d] == rn.decl_shape[d].value;
+          }
+        }
+        if (!fits) return continue_with(mode, inputs, c, observed, outs, val, have);
+      }
       for (int r : plan_->results[c]) {
         const ir::Node& rn = g.nodes[r];
         const int64_t k = rn.attrs.i("index");
@@ -301,29 +322,33 @@ std::vector<Tensor> ControlRunner::run(Mode mode, const std::map<std::string, Te
 }
 
 std::vector<Tensor> ControlRunner::continue_with(Mode mode, const std::map<std::string, Tensor>& inputs, int c,
-                                                const HostStepResult& hr, const std::vector<Tensor>& val,
-                                                const std::vector<bool>& have) {
+                                                const std::map<std::string, int64_t>& observed, const std::vector<Tensor>& outs,
+                                                const std::vector<Tensor>& val, const std::vector<bool>& have) {
   const ir::Graph& g = *g_;
   const ir::Node& nd = g.nodes[c];
-  const std::string& key = nd.attrs.s("size_key");
-  if (!g.resize || key.empty()) {
-    std::string got;
-    for (const auto& t : hr.outs) got += (got.empty() ? "" : ", ") + shape_str(t.shape());
-    throw InputError(node_name(g, nd) + ": its results have shapes " + got + " at run time (size " + std::to_string(hr.size) +
-                     "), but the graph declares other sizes for them (a graph file's data-dependent results have the sizes "
-                     "written in it; an ONNX model is planned for each observed size)");
+  std::string got;
+  for (const auto& t : outs) got += (got.empty() ? "" : ", ") + shape_str(t.shape());
+  if (!g.resize || observed.empty() || observed.begin()->first.empty())
+    throw InputError(node_name(g, nd) + ": its results have shapes " + got + " at run time" +
+                     (observed.size() == 1 ? " (size " + std::to_string(observed.begin()->second) + ")" : std::string()) +
+                     ", but the graph declares other sizes for them (a graph file's data-dependent results have the sizes written in "
+                     "it; an ONNX model is planned for each observed size)");
+  bool same = true;  // never loop on one size
+  for (const auto& [k, v] : observed) {
+    auto made = g.sizes.find(k);
+    same = same && made != g.sizes.end() && made->second == v;
   }
-  if (auto made = g.sizes.find(key); made != g.sizes.end() && made->second == hr.size)  // never loop on one size
-    throw RuntimeError(node_name(g, nd) + ": internal: the graph made for size " + std::to_string(hr.size) +
-                       " declares other result shapes than the node produced");
+  if (same)
+    throw RuntimeError(node_name(g, nd) + ": internal: the graph made for the observed sizes declares other result shapes than the node "
+                       "produced (" + got + ")");
   std::map<std::string, int64_t> sizes = g.sizes;
-  sizes[key] = hr.size;
+  for (const auto& [k, v] : observed) sizes[k] = v;
   std::string sig;
   for (const auto& [k, v] : sizes) sig += k + "=" + std::to_string(v) + ";";
   auto it = continuations_.find(sig);
   if (it == continuations_.end()) {
     auto [g2, params2] = g.resize(sizes);
-    if (!g2) throw InputError(node_name(g, nd) + ": internal: no graph for the observed size " + std::to_string(hr.size));
+    if (!g2) throw InputError(node_name(g, nd) + ": internal: no graph for the observed sizes (" + got + ")");
     it = continuations_.emplace(sig, std::make_unique<ControlRunner>(g2, ex_, std::move(params2), *opts_)).first;
     continuation_order_.push_back(sig);
     if (continuation_order_.size() > kMaxContinuations) {
@@ -344,31 +369,91 @@ std::vector<Tensor> ControlRunner::continue_with(Mode mode, const std::map<std::
   for (int r : plan_->results[c]) last = std::max(last, r);
   for (int i = 0; i <= last; ++i)
     if (have[i] && !is_leaf(g.nodes[i].op)) known[g.nodes[i].id] = val[i];
-  for (int r : plan_->results[c]) known[g.nodes[r].id] = hr.outs.at(g.nodes[r].attrs.i("index"));
-  auto outs = next.run(mode, inputs, &known);
+  for (int r : plan_->results[c]) known[g.nodes[r].id] = outs.at(g.nodes[r].attrs.i("index"));
+  auto result = next.run(mode, inputs, &known);
   kernels_ += next.kernels();
   segments_run_ += next.segments_run();
   peak_bytes_ = std::max(peak_bytes_, next.peak_bytes());
   sizes_planned_ += next.sizes_planned();
   sizes_reused_ += next.sizes_reused();
   sizes_planned_total_ += next.sizes_planned();
-  return outs;
+  return result;
+}
+
+struct ControlRunner::BodySpec {
+  std::shared_ptr<const ir::Graph> g;
+  std::unique_ptr<ControlRunner> r;
+};
+
+namespace {
+
+// Whether body `g` was made for these input shapes and the values it read.
+bool made_for(const ir::Graph& g, const std::map<std::string, Tensor>& inputs) {
+  for (int i : g.inputs_of_kind(Op::Input)) {
+    const ir::Node& nd = g.nodes[i];
+    auto it = inputs.find(nd.id);
+    if (it == inputs.end() || it->second.dtype() != nd.dtype || (int)it->second.shape().size() != (int)nd.decl_shape.size()) return false;
+    for (size_t k = 0; k < nd.decl_shape.size(); ++k)
+      if (it->second.shape()[k] != nd.decl_shape[k].value) return false;
+  }
+  for (const auto& [name, want] : g.value_deps) {
+    auto it = inputs.find(name);
+    if (it == inputs.end() || it->second.numel() != (int64_t)want.size()) return false;
+    const Tensor& t = it->second;
+    for (size_t k = 0; k < want.size(); ++k)
+      if ((is_float(t.dtype()) ? t.at((int64_t)k) : (double)t.int_at((int64_t)k)) != want[k]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ControlRunner& ControlRunner::body_runner(const ir::Node& ctl, int body, const std::map<std::string, Tensor>& inputs) {
+  const ir::Graph& b = *ctl.bodies.at(body);
+  if (!b.respecialize || (!b.outputs.empty() && made_for(b, inputs))) {  // (no outputs: a placeholder, imported when it runs)
+    auto it = bodies_.find(&b);
+    if (it == bodies_.end())
+      it = bodies_.emplace(&b, std::make_unique<ControlRunner>(ctl.bodies[body], ex_, std::map<std::string, Tensor>{}, *opts_)).first;
+    return *it->second;
+  }
+  // made again for the values (or shapes) given: a repeated one plans nothing
+  auto& specs = body_specs_[&b];
+  for (size_t k = 0; k < specs.size(); ++k)
+    if (made_for(*specs[k]->g, inputs)) {
+      auto spec = std::move(specs[k]);
+      specs.erase(specs.begin() + (ptrdiff_t)k);
+      specs.push_back(std::move(spec));
+      sizes_reused_++;
+      return *specs.back()->r;
+    }
+  std::shared_ptr<const ir::Graph> g2 = b.respecialize(inputs);
+  if (!g2 || !made_for(*g2, inputs))
+    throw RuntimeError(node_name(*g_, ctl) + ": internal: body '" + b.name + "' made again does not take the values given");
+  auto spec = std::make_unique<BodySpec>();
+  spec->g = g2;
+  spec->r = std::make_unique<ControlRunner>(g2, ex_, std::map<std::string, Tensor>{}, *opts_);
+  specs.push_back(std::move(spec));
+  if (specs.size() > kMaxContinuations) specs.erase(specs.begin());
+  sizes_planned_++;
+  sizes_planned_total_++;
+  return *specs.back()->r;
 }
 
 std::vector<Tensor> ControlRunner::run_body(Mode mode, const ir::Node& ctl, int body, const std::vector<Tensor>& ins) {
   const ir::Graph& b = *ctl.bodies.at(body);
-  auto it = bodies_.find(&b);
-  if (it == bodies_.end())
-    it = bodies_.emplace(&b, std::make_unique<ControlRunner>(ctl.bodies[body], ex_, std::map<std::string, Tensor>{}, *opts_)).first;
   std::vector<int> in_nodes = b.inputs_of_kind(Op::Input);
   if (in_nodes.size() != ins.size())
     throw InputError(node_name(*g_, ctl) + ": its body '" + b.name + "' takes " + std::to_string(in_nodes.size()) + " inputs, " +
                      std::to_string(ins.size()) + " given");
   std::map<std::string, Tensor> m;
   for (size_t k = 0; k < ins.size(); ++k) m[b.nodes[in_nodes[k]].id] = ins[k];
-  auto outs = it->second->run(mode, m);
-  kernels_ += it->second->kernels();
-  peak_bytes_ = std::max(peak_bytes_, it->second->peak_bytes());
+  ControlRunner& r = body_runner(ctl, body, m);
+  auto outs = r.run(mode, m);
+  kernels_ += r.kernels();
+  peak_bytes_ = std::max(peak_bytes_, r.peak_bytes());
+  sizes_planned_ += r.sizes_planned();
+  sizes_reused_ += r.sizes_reused();
+  sizes_planned_total_ += r.sizes_planned();
   return outs;
 }
 
@@ -403,7 +488,7 @@ std::vector<Tensor> ControlRunner::run_control(Mode mode, int c, const std::vect
       if ((int64_t)outs.size() < 1 + nc) throw InputError(who + ": the body has too few outputs");
       cond = truth(outs[0], who + " (the body's condition)");
       for (int64_t k = 0; k < nc; ++k) {
-        if (outs[1 + k].shape() != carried[k].shape())
+        if (outs[1 + k].shape() != carried[k].shape() && !observed_shapes(nd))  // (else the graph after it follows)
           throw InputError(who + ": loop-carried value " + std::to_string(k) + " changes shape from " + shape_str(carried[k].shape()) +
                            " to " + shape_str(outs[1 + k].shape()) + " (not supported)");
         carried[k] = outs[1 + k];
@@ -414,7 +499,7 @@ std::vector<Tensor> ControlRunner::run_control(Mode mode, int c, const std::vect
     std::vector<Tensor> res = carried;
     // A loop that ran no iteration has empty scan outputs: their shapes come from the result nodes.
     const ir::Graph& body = *nd.bodies[0];
-    const size_t nscan = body.outputs.size() - 1 - nc;
+    const size_t nscan = body.outputs.empty() ? 0 : body.outputs.size() - 1 - nc;  // (a placeholder body: none)
     for (size_t k = 0; k < nscan; ++k) {
       if (i == 0 || k >= scans.size()) {
         res.push_back(Tensor());  // filled below from the declared result type
@@ -511,6 +596,19 @@ std::string ControlRunner::plan_text() const {
   }
   for (const auto& [b, r] : bodies_) s += "body '" + b->name + "':\n" + r->plan_text();
   for (const auto& [sig, r] : continuations_) s += "continuation for sizes " + sig + ":\n" + r->plan_text();
+  for (const auto& [b, specs] : body_specs_)
+    for (const auto& sp : specs) {
+      std::string vals;
+      for (const auto& [name, v] : sp->g->value_deps) {
+        vals += (vals.empty() ? "" : "; ") + name + "=";
+        for (size_t k = 0; k < v.size() && k < 8; ++k) {
+          const double x = v[k];
+          vals += (k ? "," : "") + (x == (double)(int64_t)x ? std::to_string((int64_t)x) : std::to_string(x));
+        }
+        if (v.size() > 8) vals += ",...";
+      }
+      s += "body '" + b->name + "' made for " + (vals.empty() ? std::string("other input shapes") : vals) + ":\n" + sp->r->plan_text();
+    }
   return s;
 }
 

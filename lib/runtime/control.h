@@ -15,6 +15,12 @@
 // observed sizes, and a ControlRunner over it (a *continuation*, cached by those sizes, at most
 // kMaxContinuations) resumes from that step with the values computed so far: a repeated size
 // plans nothing.
+//
+// A body whose import read some of its inputs' values (a Slice start or a Resize size computed
+// from the iteration number, ir::Graph::respecialize) is made again for each other value it is
+// given, cached the same way (at most kMaxContinuations per body, least recently used dropped);
+// data-dependent nodes inside a body continue in a body made for their observed sizes, as at
+// the top level (the body's own `resize`).
 #include <map>
 #include <memory>
 #include <string>
@@ -63,7 +69,8 @@ class ControlRunner {
   std::vector<Tensor> run_body(Mode mode, const ir::Node& ctl, int body, const std::vector<Tensor>& ins);
   std::vector<Tensor> run_control(Mode mode, int node, const std::vector<Tensor>& ins);
   std::vector<Tensor> continue_with(Mode mode, const std::map<std::string, Tensor>& inputs, int node,
-                                    const HostStepResult& hr, const std::vector<Tensor>& val, const std::vector<bool>& have);
+                                    const std::map<std::string, int64_t>& observed, const std::vector<Tensor>& outs,
+                                    const std::vector<Tensor>& val, const std::vector<bool>& have);
 
   std::shared_ptr<const ir::Graph> g_;
   Executor& ex_;
@@ -73,6 +80,11 @@ class ControlRunner {
   std::string plan_sig_;
   std::map<const ir::Graph*, std::unique_ptr<ControlRunner>> bodies_;
   std::map<std::string, std::unique_ptr<ControlRunner>> continuations_;  // by observed sizes
+  // Bodies made again for other input values or shapes (ir::Graph::respecialize), per body
+  // attached to a control node; least recently used first, at most kMaxContinuations each.
+  struct BodySpec;
+  std::map<const ir::Graph*, std::vector<std::unique_ptr<BodySpec>>> body_specs_;
+  ControlRunner& body_runner(const ir::Node& ctl, int body, const std::map<std::string, Tensor>& inputs);
   std::vector<std::string> continuation_order_;                           // least recently used first
   int kernels_ = 0, segments_run_ = 0, sizes_planned_ = 0, sizes_reused_ = 0, sizes_planned_total_ = 0;
   int64_t peak_bytes_ = 0;

@@ -139,7 +139,7 @@ Prepared prepare(const Binding& b, bool need_all_inputs) {
 void attach_resize(const std::shared_ptr<onnx::Model>& model, const onnx::Specialized& sp, const std::map<std::string, Shape>& shapes,
                    const std::map<std::string, int64_t>& dims, const std::map<std::string, Tensor>& values) {
   bool dynamic = false;
-  for (const auto& n : sp.graph->nodes) dynamic = dynamic || ir::data_dependent_results(n.op);
+  for (const auto& n : sp.graph->nodes) dynamic = dynamic || ir::data_dependent_results(n.op) || (!n.bodies.empty() && n.attrs.has("size_key"));
   if (!dynamic || sp.graph->resize) return;
   std::map<std::string, Tensor> used;  // only the inputs the specialisation read by value
   for (const auto& [name, v] : sp.value_deps)
@@ -196,6 +196,18 @@ void convert_onnx(const Binding& b, const std::string& graph_out, const std::str
     if (ir::data_dependent_results(n.op))
       throw InputError(b.graph + ": node '" + n.id + "' (" + ir::op_name(n.op) + ") has a data-dependent output size, known only "
                        "when it runs; rlx convert cannot write it (a graph file's results have fixed sizes): run the ONNX model itself");
+  // a body made for its inputs' values (a Slice start from the iteration number): one file holds one body
+  std::function<void(const ir::Graph&)> check_bodies = [&](const ir::Graph& g) {
+    for (const auto& n : g.nodes)
+      for (const auto& b : n.bodies) {
+        if (b->respecialize)
+          throw InputError(b->file + ": node '" + n.id + "' (" + ir::op_name(n.op) + ") has a body whose shapes follow from values it "
+                           "computes at run time (it is made again for each); rlx convert cannot write it (a graph file's body is one "
+                           "graph): run the ONNX model itself");
+        check_bodies(*b);
+      }
+  };
+  check_bodies(*sp->graph);
   if (sp->params.size() && params_out.empty())
     throw InputError("the model has " + std::to_string(sp->params.size()) + " weight tensor(s): give --params-out FILE.safetensors");
   for (const auto& [name, v] : sp->value_deps)

@@ -16,8 +16,15 @@ detection whose score is unique in ONNX Runtime's output (no other within 1e-4; 
 them) is in rlx's output with the same label and box (within 1e-2); tied scores are not
 compared one by one. How many of PyTorch's unique-score detections rlx reproduces is printed.
 
+With --models keypointrcnn_resnet50_fpn (or --all), Keypoint R-CNN (ResNet-50-FPN, 256x320): its
+heatmap Loop resizes each box's heatmaps to that box's size (a body imported per iteration) and
+its keypoints and keypoints_scores of every unique-score detection are compared too (within
+1e-2 of their largest value). Not in CI: the export takes about a minute and a run tens of
+seconds on 2 cores.
+
   tests/onnx/detectors.py --rlx build/apps/rlx/rlx [--out DIR] [--backend cpu|vulkan]
-                          [--modes eager,lazy,compiled] [--all] [--cache NPM_PREFIX]
+                          [--modes eager,lazy,compiled] [--all | --models NAME,...] [--cache NPM_PREFIX]
+                          [--rlx-args '--repeat 2']
 """
 import argparse
 import os
@@ -33,6 +40,7 @@ MODELS = {  # name: (scale of the classification layers, input H, W)
     "fasterrcnn_mobilenet_v3_large_320_fpn": (30.0, 240, 320),
     "retinanet_resnet50_fpn": (2.0, 256, 320),
     "ssdlite320_mobilenet_v3_large": (2.0, 256, 320),
+    "keypointrcnn_resnet50_fpn": (30.0, 256, 320),
 }
 
 
@@ -80,7 +88,11 @@ def export(name, out):
 
 
 def load(prefix):
-    return [np.load(f"{prefix}{k}.npy") for k in ("boxes", "scores", "labels")]
+    """boxes, scores, labels, and Keypoint R-CNN's keypoints and keypoints_scores where present."""
+    out = [np.load(f"{prefix}{k}.npy") for k in ("boxes", "scores", "labels")]
+    if os.path.exists(f"{prefix}keypoints.npy"):
+        out += [np.load(f"{prefix}{k}.npy") for k in ("keypoints", "keypoints_scores")]
+    return out
 
 
 def box_close(a, b):
@@ -89,10 +101,12 @@ def box_close(a, b):
 
 def unique_scores(ref, got):
     """Same shapes; the detections whose score is unique in the reference agree."""
-    rb, rs, rl = ref
-    gb, gs, gl = got
+    rb, rs, rl = ref[:3]
+    gb, gs, gl = got[:3]
     if rb.shape != gb.shape or rs.shape != gs.shape:
         return f"{gb.shape[0]} detections, PyTorch {rb.shape[0]}"
+    if len(ref) != len(got) or any(r.shape != g.shape for r, g in zip(ref[3:], got[3:])):
+        return f"keypoint outputs {[g.shape for g in got[3:]]}, expected {[r.shape for r in ref[3:]]}"
     n = 0
     for i in range(len(rs)):
         if (np.abs(rs - rs[i]) < 1e-4).sum() != 1:
@@ -101,6 +115,11 @@ def unique_scores(ref, got):
         j = np.where(np.abs(gs - rs[i]) < 1e-4)[0]
         if len(j) != 1 or gl[j[0]] != rl[i] or not box_close(gb[j[0]], rb[i]):
             return f"PyTorch's detection {i} (label {rl[i]}, score {rs[i]:.6f}, box {rb[i]}) differs in the output checked"
+        # Keypoint R-CNN: that detection's 17 keypoints (x, y, visibility) and their scores
+        for what, r, g in zip(("keypoints", "keypoints_scores"), ref[3:], got[3:]):
+            if not box_close(g[j[0]], r[i]):
+                err = np.abs(g[j[0]] - r[i]).max()
+                return f"detection {i} (score {rs[i]:.6f}): {what} differ by up to {err:.4g}"
     return "" if n >= 5 else f"only {n} detections have a unique score: too few to compare"
 
 
@@ -122,12 +141,17 @@ def main():
     ap.add_argument("--out", default="/tmp/rlx-detectors")
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--modes", default="eager,lazy,compiled")
-    ap.add_argument("--all", action="store_true", help="also RetinaNet (ResNet-50) and SSDlite")
+    ap.add_argument("--rlx-args", default="", help="more `rlx run` arguments, e.g. '--repeat 2' to time a repeat")
+    ap.add_argument("--all", action="store_true", help="also RetinaNet (ResNet-50), SSDlite and Keypoint R-CNN")
+    ap.add_argument("--models", default=None, help="comma-separated names from MODELS (instead of the default or --all)")
     ap.add_argument("--cache", default=None, help="npm install prefix for onnxruntime-node (default: BUILD/onnx-npm)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     cache = a.cache or os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(a.rlx)))), "onnx-npm")
-    names = list(MODELS) if a.all else ["fasterrcnn_mobilenet_v3_large_320_fpn"]
+    names = a.models.split(",") if a.models else list(MODELS) if a.all else ["fasterrcnn_mobilenet_v3_large_320_fpn"]
+    for n in names:
+        if n not in MODELS:
+            sys.exit(f"--models: no model '{n}' (known: {', '.join(MODELS)})")
     fails, runs = [], 0
     for name in names:
         t = time.time()
@@ -141,7 +165,7 @@ def main():
             od = os.path.join(a.out, f"{name}.{a.backend}.{mode}")
             t = time.time()
             r = subprocess.run([a.rlx, "run", path, "-b", a.backend, "-m", mode, "-i", f"image=@{image}",
-                                "--out-dir", od], capture_output=True, text=True, timeout=600)
+                                "--out-dir", od] + a.rlx_args.split(), capture_output=True, text=True, timeout=600)
             runs += 1
             if r.returncode != 0:
                 fails.append(f"{name} {a.backend}/{mode}: exit {r.returncode}: {r.stderr.strip()[-400:]}")
