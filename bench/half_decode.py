@@ -1,11 +1,13 @@
 #!/usr/bin/python3
-"""bf16 decode step vs f32, side by side: `rlx bench` of bench/graphs/decode_step.json as
+"""bf16 decode step vs f32, side by side: `rlx bench` of a decode-step graph (default
+bench/graphs/decode_step.json, d 1024; --graph bench/graphs/decode_step_2048.json for d 2048) as
 declared (f32) and with --dtype bf16 (bf16 weights, activations and KV cache), alternating in
 rounds so that a change in the machine's load hits both alike. Prints, per mode, the median
 time of each round, the per-round ratio bf16/f32 and the median ratio, and the peak RSS of each
 process (ru_maxrss, as `rlx bench` reports it) with their ratio.
 
-  python3 bench/half_decode.py [--rlx build/apps/rlx/rlx] [--rounds 5] [--reps 30] [--dtype bf16]
+  python3 bench/half_decode.py [--rlx build/apps/rlx/rlx] [--graph G] [--rounds 5] [--reps 30] [--dtype bf16]
+                              [--modes eager,lazy,compiled]
 """
 import argparse
 import json
@@ -13,12 +15,13 @@ import os
 import statistics
 import subprocess
 
-ARGS = ["bench/graphs/decode_step.json", "--random-params", "--input", "x=random:1", "--input", "k_cache=random:2",
+ARGS = ["--random-params", "--input", "x=random:1", "--input", "k_cache=random:2",
         "--input", "v_cache=random:3", "--input", "pos=i32=256"]
 
 
-def bench(rlx, extra, reps):
-    out = subprocess.run([rlx, "bench", *ARGS, "--reps", str(reps), "--warmup", "5", "--format", "json", *extra],
+def bench(rlx, graph, modes, extra, reps):
+    out = subprocess.run([rlx, "bench", graph, *ARGS, "--modes", ",".join(modes), "--reps", str(reps), "--warmup", "5",
+                          "--format", "json", *extra],
                          check=True, capture_output=True, text=True).stdout
     return {r["mode"]: r for r in json.loads(out)["rows"]}
 
@@ -29,15 +32,17 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--graph", default="bench/graphs/decode_step.json")
+    ap.add_argument("--modes", default="eager,lazy,compiled")
     a = ap.parse_args()
-    modes = ["eager", "lazy", "compiled"]
+    modes = a.modes.split(",")
     t = {m: ([], []) for m in modes}
     mins = {m: ([], []) for m in modes}
     rss = ([], [])
     for rnd in range(a.rounds):
         load = os.getloadavg()[0]
-        f = bench(a.rlx, [], a.reps)
-        h = bench(a.rlx, ["--dtype", a.dtype], a.reps)
+        f = bench(a.rlx, a.graph, modes, [], a.reps)
+        h = bench(a.rlx, a.graph, modes, ["--dtype", a.dtype], a.reps)
         for m in modes:
             t[m][0].append(f[m]["median_ms"])
             t[m][1].append(h[m]["median_ms"])
