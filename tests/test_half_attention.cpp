@@ -1,5 +1,6 @@
-// attention on f16/bf16 keys and values read in place (cpu_executor.cpp's half path: the
-// products widen the cache in registers, no f32 copy of it), in every mode, against a plain
+// attention on f16/bf16 keys and values read in place (cpu_executor.cpp's half path: decode-sized
+// products widen the cache in registers, larger ones a head at a time in the task's scratch; never
+// an f32 copy of the whole cache), in every mode, against a plain
 // double-precision reference loop written here from the 2-byte values. Odd head sizes and key
 // counts exercise the kernels' tails; tests/half_attention.cmake runs this binary again with
 // RLX_HALF_ISA and RLX_CPU_ISA forced lower, so every instruction-set level is checked.
@@ -118,6 +119,9 @@ const std::vector<Case> kCases = {
     {6, 2, 3, 11, 17, 40, true},
     {4, 4, 5, 19, 64, 64, false},
     {2, 1, 7, 7, 5, 3, true},
+    // more than 16 query rows a task (prefill): the head's keys and values widened per task
+    {8, 2, 7, 23, 33, 21, true},
+    {4, 1, 9, 9, 64, 64, false},
 };
 
 }  // namespace

@@ -677,9 +677,12 @@ void run_linear(const Kernel& k) {
 // ---------------- attention ----------------
 // The products run with cpu::Threads::Single: the caller parallelises over independent
 // products with rlx's pool (one pool, no nested threading).
-// Keys and values in f16/bf16 (is_half_attention: a bf16 model's KV cache) are read where
-// they are by half_gemm, which widens them in registers: no f32 copy of the cache. Query rows
-// are widened into the task's scratch and output rows rounded from it (f32 sums throughout).
+// Keys and values in f16/bf16 (is_half_attention: a bf16 model's KV cache) are never copied
+// whole into f32: for decode-sized tasks (at most 16 query rows over a key/value head) half_gemm
+// reads them where they are, widening in registers; larger tasks (prefill) widen their head's
+// visible keys and values into the task's scratch, in cache, for the f32 GEMM, whose blocking
+// half_gemm's small-M kernels lack (3-5x slower there). Query rows are widened into the task's
+// scratch and output rows rounded from it (f32 sums throughout).
 bool is_half_attention(const Kernel& k) {
   if (k.fused || k.node->op != Op::Attention || k.inputs.size() != 3) return false;
   auto f = [](DType t) { return t == DType::f32 || is_half(t); };
@@ -745,7 +748,7 @@ void run_attention(const Kernel& k) {
     }
   };
   parallel(tasks, 1, [&](int64_t t0, int64_t t1) {
-    thread_local std::vector<float> S, Qs, Os;
+    thread_local std::vector<float> S, Qs, Os, Kw, Vw;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / (Hk * chunks), hk = (t / chunks) % Hk, c = t % chunks;
       const int64_t i0 = c * qc, nq = std::min(qc, Sq - i0), h0 = hk * G, rows = G * nq;
@@ -776,21 +779,28 @@ void run_attention(const Kernel& k) {
       if ((int64_t)Os.size() < rows * Dv) Os.resize(rows * Dv);
       for (int64_t g = 0; g < G; ++g)
         convert_elements(Qb + (q0 + g * Sq) * D * eq, qdt, Qs.data() + g * nq * D, DType::f32, nq * D);
-      if (half) {
+      const bool in_registers = half && rows <= 16;
+      const float *Kf = half ? nullptr : Kp + kv0 * D, *Vf = half ? nullptr : V + kv0 * Dv;
+      if (half && !in_registers) {
+        if ((int64_t)Kw.size() < kmax * D) Kw.resize(kmax * D);
+        if ((int64_t)Vw.size() < kmax * Dv) Vw.resize(kmax * Dv);
+        convert_elements(K16 + kv0 * D, kdt, Kw.data(), DType::f32, kmax * D);
+        convert_elements(V16 + kv0 * Dv, vdt, Vw.data(), DType::f32, kmax * Dv);
+        Kf = Kw.data(), Vf = Vw.data();
+      }
+      if (in_registers) {
         cpu::half_gemm(rows, kmax, D, Qs.data(), DType::f32, D, K16 + kv0 * D, kdt, D, true, S.data(), kmax, isa,
                        false);
         for (int64_t i = 0; i < rows * kmax; ++i) S[i] *= scale;
       } else {
-        cpu::gemm(false, true, rows, kmax, D, scale, Qs.data(), D, Kp + kv0 * D, D, S.data(), kmax, {},
-                  cpu::Threads::Single);
+        cpu::gemm(false, true, rows, kmax, D, scale, Qs.data(), D, Kf, D, S.data(), kmax, {}, cpu::Threads::Single);
       }
       softmax_rows(S.data(), rows, kmax, b, h0, i0, nq);
-      if (half)
+      if (in_registers)
         cpu::half_gemm(rows, Dv, kmax, S.data(), DType::f32, kmax, V16 + kv0 * Dv, vdt, Dv, false, Os.data(), Dv, isa,
                        false);
       else
-        cpu::gemm(false, false, rows, Dv, kmax, 1.f, S.data(), kmax, V + kv0 * Dv, Dv, Os.data(), Dv, {},
-                  cpu::Threads::Single);
+        cpu::gemm(false, false, rows, Dv, kmax, 1.f, S.data(), kmax, Vf, Dv, Os.data(), Dv, {}, cpu::Threads::Single);
       for (int64_t g = 0; g < G; ++g)
         convert_elements(Os.data() + g * nq * Dv, DType::f32, Ob + (q0 + g * Sq) * Dv * eo, odt, nq * Dv);
     }
