@@ -19,8 +19,8 @@ namespace {
 // matrix-vector product streaming 2-byte weight rows reads them 1.2-1.4x faster than from 4 KiB
 // pages, where the hardware prefetchers stop at every page (docs/benchmarks.md, "Half
 // precision"). Only whole 2 MiB pages are advised, so the tail past the last one stays on 4 KiB
-// pages and the resident size is what the tensor uses.
-constexpr size_t kHugePage = size_t(2) << 20, kHugeFrom = size_t(8) << 20;
+// pages and the resident size is what the tensor uses (from 2 MiB on: at least one whole page).
+constexpr size_t kHugePage = size_t(2) << 20, kHugeFrom = kHugePage;
 
 std::shared_ptr<uint8_t> alloc_huge(size_t bytes) {  // `bytes`: the padded size alloc_bytes uses
 #ifdef __linux__
