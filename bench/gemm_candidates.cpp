@@ -12,6 +12,11 @@
 // primitive inside rlx's pool for M = 256), for OpenBLAS also with W as K x N ("_kn").
 //   gemm_candidates bandwidth  streaming reads by rlx's pool: the seven weights (45 MB, the
 //                              decode step's working set) and a 1 GiB buffer (memory, no cache)
+//   gemm_candidates half_pages the d-2048 decode step's seven linears at M = 1 (bench/graphs/
+//                              decode_step_2048.json: 44 M weights) in bf16 (half_gemm, bf16
+//                              activations) with the weights on 2 MiB pages (host_alloc) and on
+//                              4 KiB pages (plain new[]), and in f32 prepacked (what the f32 step
+//                              runs), the three alternating in every rep: what the page size costs
 // Threads: RLX_NUM_THREADS (default 2).
 // Prints one line per shape: name, median milliseconds over `reps` runs, GFLOP/s, and GB/s of
 // weights read (the decode-step figure: M = 1 reads every weight once).
@@ -31,6 +36,7 @@
 #include <vector>
 
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/half_gemm.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/thread_pool.h"
 
@@ -174,6 +180,67 @@ int main(int argc, char** argv) {
     time("read_1gib", 0, [&] { read_all({G}, {big}); });
     wbytes = saved;
     return 0;  // (the blocks are freed by the process's exit)
+  }
+  if (lib == "half_pages") {
+    namespace cpu = rlx::cpu;
+    const Lin lins[] = {{2048, 2048}, {256, 2048}, {256, 2048}, {2048, 2048}, {5632, 2048}, {5632, 2048}, {2048, 5632}};
+    double n_w = 0;
+    for (auto l : lins) n_w += double(l.N) * l.K;
+    std::printf("# d-2048 decode linears, M = 1, %.1f M weights, pool of %d; GB/s of weights read\n", n_w * 1e-6,
+                cpu::ThreadPool::global().size());
+    std::vector<const uint16_t*> huge, small;
+    std::vector<std::shared_ptr<const cpu::PackedB>> packed;
+    for (auto l : lins) {
+      const size_t n = size_t(l.N) * l.K;
+      auto w = rnd(n, l.N + 3 * l.K);
+      size_t cap = 0;
+      auto* h = static_cast<uint16_t*>(cpu::host_alloc(n * 2, &cap));  // madvise(MADV_HUGEPAGE)
+      auto* q = new uint16_t[n];                                        // 4 KiB pages
+      for (size_t i = 0; i < n; ++i) h[i] = q[i] = rlx::f32_to_bf16(w[i]);
+      huge.push_back(h);
+      small.push_back(q);
+      packed.push_back(cpu::pack_b(true, l.K, l.N, w.data(), l.K, 1));
+    }
+    std::vector<uint16_t> x(5632, rlx::f32_to_bf16(0.5f));
+    std::vector<float> xf(5632, 0.5f), y(5632);
+    auto run = [&](const std::vector<const uint16_t*>& w) {
+      for (size_t i = 0; i < 7; ++i)
+        cpu::half_gemm(1, lins[i].N, lins[i].K, x.data(), rlx::DType::bf16, lins[i].K, w[i], rlx::DType::bf16, lins[i].K,
+                       true, y.data(), lins[i].N);
+    };
+    auto run_f32 = [&] {
+      for (size_t i = 0; i < 7; ++i) cpu::gemm_packed(1, xf.data(), lins[i].K, *packed[i], y.data(), lins[i].N);
+    };
+    std::vector<double> th, ts, tf;
+    run(huge), run(small), run_f32();
+    for (int r = 0; r < reps; ++r) {
+      double t0 = now();
+      run(huge);
+      double t1 = now();
+      run(small);
+      double t2 = now();
+      run_f32();
+      double t3 = now();
+      th.push_back(t1 - t0), ts.push_back(t2 - t1), tf.push_back(t3 - t2);
+    }
+    auto line = [&](const char* name, std::vector<double> t, double bytes) {
+      const double m = median(t), mn = *std::min_element(t.begin(), t.end());
+      std::printf("%-22s %8.3f ms %7.1f GB/s   min %8.3f ms %7.1f GB/s\n", name, m * 1e3, bytes / m * 1e-9, mn * 1e3,
+                  bytes / mn * 1e-9);
+    };
+    line("bf16_2mib_pages", th, 2 * n_w);
+    line("bf16_4kib_pages", ts, 2 * n_w);
+    line("f32_packed", tf, 4 * n_w);
+    std::vector<double> ratio;
+    for (int r = 0; r < reps; ++r) ratio.push_back(th[r] / ts[r]);
+    std::printf("2 MiB / 4 KiB pages, median of per-rep ratios: %.3f\n", median(ratio));
+    ratio.clear();
+    for (int r = 0; r < reps; ++r) ratio.push_back(th[r] / tf[r]);
+    std::printf("bf16 (2 MiB pages) / f32 packed, median of per-rep ratios: %.3f\n", median(ratio));
+    ratio.clear();
+    for (int r = 0; r < reps; ++r) ratio.push_back(ts[r] / tf[r]);
+    std::printf("bf16 (4 KiB pages) / f32 packed, median of per-rep ratios: %.3f\n", median(ratio));
+    return 0;
   }
   if (lib == "rlx") {
     namespace cpu = rlx::cpu;

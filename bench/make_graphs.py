@@ -146,13 +146,14 @@ def block(name, seq, cache):
     return graph(name, n, ["y"])
 
 
-def big_block(name, d, hq, hkv, head, ffn, seq):
-    """The same block at other sizes (the GPU benchmarks: d 4096 is Llama-3-8B's layer)."""
+def big_block(name, d, hq, hkv, head, ffn, seq, cache=0):
+    """The same block at other sizes (the GPU benchmarks: d 4096 is Llama-3-8B's layer; the d-2048
+    decode step is TinyLlama-1.1B's layer)."""
     global D_MODEL, HQ, HKV, HEAD, FFN
     saved = D_MODEL, HQ, HKV, HEAD, FFN
     D_MODEL, HQ, HKV, HEAD, FFN = d, hq, hkv, head, ffn
     try:
-        return block(name, seq, 0)
+        return block(name, seq, cache)
     finally:
         D_MODEL, HQ, HKV, HEAD, FFN = saved
 
@@ -183,6 +184,8 @@ if __name__ == "__main__":
     write("gelu_chain", gelu_chain())
     write("decoder_block", block("decoder_block", SEQ, 0))
     write("decode_step", block("decode_step", 1, CACHE))
+    # bf16 decode against f32 at a size whose weights (176 MB f32) do not fit the caches.
+    write("decode_step_2048", big_block("decode_step_2048", 2048, 32, 4, 64, 5632, 1, CACHE))
     # GPU-sized graphs (docs/benchmarks.md, "Vulkan on the lent NVIDIA H100").
     write("matmul_4096", matmul(4096))
     write("gelu_chain_32", gelu_chain("gelu_chain_32", 32))

@@ -84,11 +84,49 @@ struct Case {
   int64_t M, N, K;
 };
 
-// Every level this CPU has, against a double-precision reference with the f32 accumulation
-// error bound: |got - want| <= (K + 2) * 2^-24 * sum_k |a_k b_k| (+ a denormal floor).
+// One level over every dtype combination and layout, against a double-precision reference with
+// the f32 accumulation error bound: |got - want| <= (K + 2) * 2^-24 * sum_k |a_k b_k| (+ a denormal floor).
+void check_half_level(cpu::HalfIsa isa, bool threaded, const std::vector<Case>& cases, std::mt19937& g) {
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (DType bt : {DType::bf16, DType::f16})
+    for (DType at : {DType::f32, DType::f16, DType::bf16})
+      for (bool trans : {true, false})
+        for (const auto& c : cases) {
+          SCOPED_TRACE(std::string(cpu::half_isa_name(isa)) + (threaded ? "" : " single-threaded") + " A " +
+                       dtype_name(at) + " B " + dtype_name(bt) + (trans ? " [N,K]" : " [K,N]") + " M" +
+                       std::to_string(c.M) + " N" + std::to_string(c.N) + " K" + std::to_string(c.K));
+          const int64_t lda = c.K + 3, ldb = (trans ? c.K : c.N) + 5, ldc = c.N + 2;
+          std::vector<float> a32(c.M * lda);
+          std::vector<uint16_t> a16(c.M * lda), b((trans ? c.N : c.K) * ldb);
+          std::vector<double> av(c.M * lda);
+          for (size_t i = 0; i < a32.size(); ++i) {
+            const float x = d(g);
+            if (at == DType::f32) a32[i] = x, av[i] = x;
+            else a16[i] = to_half(x, at), av[i] = half_ref(a16[i], at);
+          }
+          for (auto& x : b) x = to_half(d(g), bt);
+          std::vector<float> C(c.M * ldc, -99.f);
+          cpu::half_gemm(c.M, c.N, c.K, at == DType::f32 ? (const void*)a32.data() : (const void*)a16.data(), at,
+                         lda, b.data(), bt, ldb, trans, C.data(), ldc, isa, threaded);
+          for (int64_t m = 0; m < c.M; ++m)
+            for (int64_t n = 0; n < c.N; ++n) {
+              double want = 0, mag = 0;
+              for (int64_t k = 0; k < c.K; ++k) {
+                const double p = av[m * lda + k] * half_ref(b[trans ? n * ldb + k : k * ldb + n], bt);
+                want += p;
+                mag += std::fabs(p);
+              }
+              const double tol = (c.K + 2) * std::ldexp(1.0, -24) * mag + 1e-30;
+              ASSERT_NEAR(C[m * ldc + n], want, tol) << "m " << m << " n " << n;
+            }
+          for (int64_t m = 0; m < c.M; ++m)  // the padding between rows is untouched
+            for (int64_t n = c.N; n < ldc; ++n) ASSERT_EQ(C[m * ldc + n], -99.f);
+        }
+}
+
+// Every level this CPU has.
 TEST(HalfGemm, EveryLevelMatchesTheReferenceLoop) {
   std::mt19937 g(11);
-  std::normal_distribution<float> d(0.f, 1.f);
   const std::vector<Case> cases = {{1, 1, 1}, {1, 37, 100}, {1, 200, 1024}, {3, 9, 33}, {5, 70, 64},
                                    {17, 33, 15}, {8, 64, 257}, {2, 5, 31},
                                    // M > 16, bf16 x bf16: oneDNN (several column slices and a shorter last one)
@@ -97,45 +135,21 @@ TEST(HalfGemm, EveryLevelMatchesTheReferenceLoop) {
   for (auto isa : {cpu::HalfIsa::Plain, cpu::HalfIsa::F16C, cpu::HalfIsa::Avx512Bf16}) {
     if (!cpu::half_isa_supported(isa)) continue;
     ++levels;
-    for (DType bt : {DType::bf16, DType::f16})
-      for (DType at : {DType::f32, DType::f16, DType::bf16})
-        for (bool trans : {true, false})
-          for (const auto& c : cases) {
-            SCOPED_TRACE(std::string(cpu::half_isa_name(isa)) + " A " + dtype_name(at) + " B " + dtype_name(bt) +
-                         (trans ? " [N,K]" : " [K,N]") + " M" + std::to_string(c.M) + " N" + std::to_string(c.N) +
-                         " K" + std::to_string(c.K));
-            const int64_t lda = c.K + 3, ldb = (trans ? c.K : c.N) + 5, ldc = c.N + 2;
-            std::vector<float> a32(c.M * lda);
-            std::vector<uint16_t> a16(c.M * lda), b((trans ? c.N : c.K) * ldb);
-            std::vector<double> av(c.M * lda);
-            for (size_t i = 0; i < a32.size(); ++i) {
-              const float x = d(g);
-              if (at == DType::f32) a32[i] = x, av[i] = x;
-              else a16[i] = to_half(x, at), av[i] = half_ref(a16[i], at);
-            }
-            for (auto& x : b) x = to_half(d(g), bt);
-            std::vector<float> C(c.M * ldc, -99.f);
-            cpu::half_gemm(c.M, c.N, c.K, at == DType::f32 ? (const void*)a32.data() : (const void*)a16.data(), at,
-                           lda, b.data(), bt, ldb, trans, C.data(), ldc, isa);
-            for (int64_t m = 0; m < c.M; ++m)
-              for (int64_t n = 0; n < c.N; ++n) {
-                double want = 0, mag = 0;
-                for (int64_t k = 0; k < c.K; ++k) {
-                  const double p = av[m * lda + k] * half_ref(b[trans ? n * ldb + k : k * ldb + n], bt);
-                  want += p;
-                  mag += std::fabs(p);
-                }
-                const double tol = (c.K + 2) * std::ldexp(1.0, -24) * mag + 1e-30;
-                ASSERT_NEAR(C[m * ldc + n], want, tol) << "m " << m << " n " << n;
-              }
-            for (int64_t m = 0; m < c.M; ++m)  // the padding between rows is untouched
-              for (int64_t n = c.N; n < ldc; ++n) ASSERT_EQ(C[m * ldc + n], -99.f);
-          }
+    check_half_level(isa, true, cases, g);
   }
   EXPECT_GE(levels, 1);
   // This project's machines have AVX512_BF16 (see docs/benchmarks.md): say so when one does not.
   if (!cpu::half_isa_supported(cpu::HalfIsa::Avx512Bf16))
     std::printf("note: this CPU lacks AVX512_BF16; tested levels up to %s\n", cpu::half_isa_name(cpu::half_isa_best()));
+}
+
+// On the calling thread alone (attention's products: its tasks are the parallel unit), where
+// bf16 x bf16 of more than 16 rows stays in rlx's own kernels (no oneDNN).
+TEST(HalfGemm, SingleThreadedMatchesTheReferenceLoop) {
+  std::mt19937 g(12);
+  const std::vector<Case> cases = {{1, 37, 100}, {8, 257, 33}, {8, 21, 37}, {24, 64, 257}, {40, 300, 96}};
+  for (auto isa : {cpu::HalfIsa::Plain, cpu::HalfIsa::F16C, cpu::HalfIsa::Avx512Bf16})
+    if (cpu::half_isa_supported(isa)) check_half_level(isa, false, cases, g);
 }
 
 TEST(HalfGemm, KZeroGivesZeros) {

@@ -1,16 +1,46 @@
 #include "core/tensor.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "core/error.h"
 
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
+
 namespace rlx {
 
 namespace {
+// Large tensors (a model's weights: --random-params, ONNX initializers, converted params) on
+// 2 MiB pages where the kernel offers them (transparent huge pages in `madvise` mode, the
+// Debian default): the CPU executor reads such params in place (Executor::wrap_host), and a
+// matrix-vector product streaming 2-byte weight rows reads them 1.2-1.4x faster than from 4 KiB
+// pages, where the hardware prefetchers stop at every page (docs/benchmarks.md, "Half
+// precision"). Only whole 2 MiB pages are advised, so the tail past the last one stays on 4 KiB
+// pages and the resident size is what the tensor uses (from 2 MiB on: at least one whole page).
+constexpr size_t kHugePage = size_t(2) << 20, kHugeFrom = kHugePage;
+
+std::shared_ptr<uint8_t> alloc_huge(size_t bytes) {  // `bytes`: the padded size alloc_bytes uses
+#ifdef __linux__
+  const size_t n = (bytes + kHugePage - 1) / kHugePage * kHugePage;  // aligned_alloc: a multiple
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(kHugePage, n));
+  if (!p) return nullptr;
+  madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice only: without THP, 4 KiB pages
+  std::memset(p, 0, bytes);
+  return std::shared_ptr<uint8_t>(p, [](uint8_t* q) { std::free(q); });
+#else
+  (void)bytes;
+  return nullptr;
+#endif
+}
+
 std::shared_ptr<uint8_t> alloc_bytes(int64_t numel, DType t) {
   if (numel < 0 || (uint64_t)numel > (uint64_t)INT64_MAX / 8) throw InputError("tensor size overflows");
   const size_t bytes = (size_t)numel * dtype_size(t);
+  if (bytes >= kHugeFrom)
+    if (auto p = alloc_huge((bytes + 7) / 8 * 8 + 8)) return p;
   // Rounded up to 8 bytes and 64-byte aligned, so every dtype's elements are aligned.
   uint8_t* p = new (std::align_val_t(64), std::nothrow) uint8_t[(bytes + 7) / 8 * 8 + 8]();
   if (!p) throw RuntimeError("out of host memory allocating " + std::to_string(bytes) + " bytes");

@@ -689,6 +689,18 @@ void run_linear(const Kernel& k) {
 // ---------------- attention ----------------
 // The products run with cpu::Threads::Single: the caller parallelises over independent
 // products with rlx's pool (one pool, no nested threading).
+// Keys and values in f16/bf16 (is_half_attention: a bf16 model's KV cache) are never copied
+// whole into f32: for decode-sized tasks (at most 16 query rows over a key/value head) half_gemm
+// reads them where they are, widening in registers; larger tasks (prefill) widen their head's
+// visible keys and values into the task's scratch, in cache, for the f32 GEMM, whose blocking
+// half_gemm's small-M kernels lack (3-5x slower there). Query rows are widened into the task's
+// scratch and output rows rounded from it (f32 sums throughout).
+bool is_half_attention(const Kernel& k) {
+  if (k.fused || k.node->op != Op::Attention || k.inputs.size() != 3) return false;
+  auto f = [](DType t) { return t == DType::f32 || is_half(t); };
+  return is_half(k.inputs[1].dtype) && is_half(k.inputs[2].dtype) && f(k.inputs[0].dtype) && f(k.output.dtype);
+}
+
 void run_attention(const Kernel& k) {
   auto as4 = [](Shape s) {
     while (s.size() < 4) s.insert(s.begin(), 1);
@@ -699,8 +711,19 @@ void run_attention(const Kernel& k) {
   int64_t G = Hq / Hk;
   float scale = k.node->attrs.has("scale") ? (float)k.node->attrs.f("scale") : (float)(1.0 / std::sqrt((double)D));
   bool causal = k.node->attrs.b("causal");
-  const float *Q = ptr(k.inputs[0]), *Kp = ptr(k.inputs[1]), *V = ptr(k.inputs[2]);
-  float* O = ptr(k.output);
+  const bool half = is_half_attention(k);
+  // f32 tensors (or the adapter's f32 copies), or the half path's tensors in their own dtypes.
+  const DType qdt = half ? k.inputs[0].dtype : DType::f32, odt = half ? k.output.dtype : DType::f32;
+  const DType kdt = k.inputs[1].dtype, vdt = k.inputs[2].dtype;
+  const uint8_t* Qb = bytes(k.inputs[0]);
+  const float* Kp = half ? nullptr : ptr(k.inputs[1]);
+  const float* V = half ? nullptr : ptr(k.inputs[2]);
+  const uint16_t* K16 = half ? cpu::typed<uint16_t>(k.inputs[1]) : nullptr;
+  const uint16_t* V16 = half ? cpu::typed<uint16_t>(k.inputs[2]) : nullptr;
+  uint8_t* Ob = bytes(k.output);
+  const size_t eq = dtype_size(qdt), eo = dtype_size(odt);
+  if (!half) (void)ptr(k.inputs[0]), (void)ptr(k.output);  // the f32 path's storage check
+  const cpu::HalfIsa isa = cpu::half_isa_best();
   const float* mask = nullptr;
   bool bool_mask = false;
   std::vector<int64_t> mst;
@@ -737,27 +760,29 @@ void run_attention(const Kernel& k) {
     }
   };
   parallel(tasks, 1, [&](int64_t t0, int64_t t1) {
-    thread_local std::vector<float> S, Qs, Os;
+    thread_local std::vector<float> S, Qs, Os, Kw, Vw;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / (Hk * chunks), hk = (t / chunks) % Hk, c = t % chunks;
       const int64_t i0 = c * qc, nq = std::min(qc, Sq - i0), h0 = hk * G, rows = G * nq;
       // Keys [0, kmax) are visible to some row of the chunk.
       const int64_t kmax = causal ? std::clamp<int64_t>(i0 + nq + (Sk - Sq), 0, Sk) : Sk;
-      const float* Kh = Kp + (b * Hk + hk) * Sk * D;
-      const float* Vh = V + (b * Hk + hk) * Sk * Dv;
-      auto out_row = [&](int64_t g) { return O + ((b * Hq + h0 + g) * Sq + i0) * Dv; };
+      const int64_t kv0 = (b * Hk + hk) * Sk;  // the head's first key/value row
+      const int64_t q0 = (b * Hq + h0) * Sq + i0;  // head g's rows: q0 + g * Sq
       if (kmax == 0) {
-        for (int64_t g = 0; g < G; ++g) std::fill(out_row(g), out_row(g) + nq * Dv, 0.f);
+        for (int64_t g = 0; g < G; ++g) std::memset(Ob + (q0 + g * Sq) * Dv * eo, 0, nq * Dv * eo);
         continue;
       }
       if ((int64_t)S.size() < rows * kmax) S.resize(rows * kmax);
-      if (nq == 1) {  // one query per head (a decode step): matrix-vector products
+      if (!half && nq == 1) {  // one query per head (a decode step): matrix-vector products
+        const float* Kh = Kp + kv0 * D;
+        const float* Vh = V + kv0 * Dv;
         for (int64_t g = 0; g < G; ++g) {
-          const float* q = Q + ((b * Hq + h0 + g) * Sq + i0) * D;
+          const float* q = reinterpret_cast<const float*>(Qb) + (q0 + g * Sq) * D;
           float* sg = S.data() + g * kmax;
           cpu::gemm(false, true, 1, kmax, D, scale, q, D, Kh, D, sg, kmax, {}, cpu::Threads::Single);
           softmax_rows(sg, 1, kmax, b, h0 + g, i0, 1);
-          cpu::gemm(false, false, 1, Dv, kmax, 1.f, sg, kmax, Vh, Dv, out_row(g), Dv, {}, cpu::Threads::Single);
+          cpu::gemm(false, false, 1, Dv, kmax, 1.f, sg, kmax, Vh, Dv, reinterpret_cast<float*>(Ob) + (q0 + g * Sq) * Dv,
+                    Dv, {}, cpu::Threads::Single);
         }
         continue;
       }
@@ -765,11 +790,31 @@ void run_attention(const Kernel& k) {
       if ((int64_t)Qs.size() < rows * D) Qs.resize(rows * D);
       if ((int64_t)Os.size() < rows * Dv) Os.resize(rows * Dv);
       for (int64_t g = 0; g < G; ++g)
-        std::memcpy(Qs.data() + g * nq * D, Q + ((b * Hq + h0 + g) * Sq + i0) * D, nq * D * 4);
-      cpu::gemm(false, true, rows, kmax, D, scale, Qs.data(), D, Kh, D, S.data(), kmax, {}, cpu::Threads::Single);
+        convert_elements(Qb + (q0 + g * Sq) * D * eq, qdt, Qs.data() + g * nq * D, DType::f32, nq * D);
+      const bool in_registers = half && rows <= 16;
+      const float *Kf = half ? nullptr : Kp + kv0 * D, *Vf = half ? nullptr : V + kv0 * Dv;
+      if (half && !in_registers) {
+        if ((int64_t)Kw.size() < kmax * D) Kw.resize(kmax * D);
+        if ((int64_t)Vw.size() < kmax * Dv) Vw.resize(kmax * Dv);
+        convert_elements(K16 + kv0 * D, kdt, Kw.data(), DType::f32, kmax * D);
+        convert_elements(V16 + kv0 * Dv, vdt, Vw.data(), DType::f32, kmax * Dv);
+        Kf = Kw.data(), Vf = Vw.data();
+      }
+      if (in_registers) {
+        cpu::half_gemm(rows, kmax, D, Qs.data(), DType::f32, D, K16 + kv0 * D, kdt, D, true, S.data(), kmax, isa,
+                       false);
+        for (int64_t i = 0; i < rows * kmax; ++i) S[i] *= scale;
+      } else {
+        cpu::gemm(false, true, rows, kmax, D, scale, Qs.data(), D, Kf, D, S.data(), kmax, {}, cpu::Threads::Single);
+      }
       softmax_rows(S.data(), rows, kmax, b, h0, i0, nq);
-      cpu::gemm(false, false, rows, Dv, kmax, 1.f, S.data(), kmax, Vh, Dv, Os.data(), Dv, {}, cpu::Threads::Single);
-      for (int64_t g = 0; g < G; ++g) std::memcpy(out_row(g), Os.data() + g * nq * Dv, nq * Dv * 4);
+      if (in_registers)
+        cpu::half_gemm(rows, Dv, kmax, S.data(), DType::f32, kmax, V16 + kv0 * Dv, vdt, Dv, false, Os.data(), Dv, isa,
+                       false);
+      else
+        cpu::gemm(false, false, rows, Dv, kmax, 1.f, S.data(), kmax, Vf, Dv, Os.data(), Dv, {}, cpu::Threads::Single);
+      for (int64_t g = 0; g < G; ++g)
+        convert_elements(Os.data() + g * nq * Dv, DType::f32, Ob + (q0 + g * Sq) * Dv * eo, odt, nq * Dv);
     }
   });
 }
@@ -903,6 +948,10 @@ void run_half_product(const Kernel& k) {
 void run_kernel(const Kernel& k) {
   if (is_half_product(k)) {
     run_half_product(k);
+    return;
+  }
+  if (is_half_attention(k)) {
+    run_attention(k);
     return;
   }
   if (is_native(k)) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 
@@ -315,11 +316,12 @@ bool cpu_has(HalfIsa isa) {
 }
 
 HalfIsa detect_best() {
-  HalfIsa cap = HalfIsa::Avx512Bf16;
+  // RLX_CPU_ISA caps every kernel choice (isa.h): below AVX-512 the f16c level, at base the loops.
+  HalfIsa cap = isa_avx512() ? HalfIsa::Avx512Bf16 : isa_avx2_fma() ? HalfIsa::F16C : HalfIsa::Plain;
   if (const char* e = std::getenv("RLX_HALF_ISA")) {
     const std::string s = e;
     if (s == "plain") cap = HalfIsa::Plain;
-    else if (s == "f16c") cap = HalfIsa::F16C;
+    else if (s == "f16c") cap = std::min(cap, HalfIsa::F16C);
   }
   for (int l = (int)cap; l > 0; --l)
     if (cpu_has((HalfIsa)l)) return (HalfIsa)l;
@@ -345,7 +347,7 @@ const char* half_isa_name(HalfIsa isa) {
 }
 
 void half_gemm(int64_t M, int64_t N, int64_t K, const void* A, DType a_dt, int64_t lda, const uint16_t* B,
-               DType b_dt, int64_t ldb, bool b_trans, float* C, int64_t ldc, HalfIsa isa) {
+               DType b_dt, int64_t ldb, bool b_trans, float* C, int64_t ldc, HalfIsa isa, bool threaded) {
   if (!is_half(b_dt)) throw RuntimeError(std::string("internal: half_gemm with a ") + dtype_name(b_dt) + " B");
   if (!is_float(a_dt)) throw RuntimeError(std::string("internal: half_gemm with a ") + dtype_name(a_dt) + " A");
   if (!cpu_has(isa)) isa = half_isa_best();
@@ -357,7 +359,7 @@ void half_gemm(int64_t M, int64_t N, int64_t K, const void* A, DType a_dt, int64
   // bf16 x bf16 with more than 16 rows: oneDNN's matmul (AMX tiles where the CPU has them:
   // 3.8 TFLOP/s against 0.43 for vdpbf16ps on the lent machine's Xeon, docs/benchmarks.md).
   // RLX_HALF_ISA below avx512bf16 or RLX_GEMM_DNNL=0 keep rlx's own kernels.
-  if (isa == HalfIsa::Avx512Bf16 && a_dt == DType::bf16 && b_dt == DType::bf16 &&
+  if (threaded && isa == HalfIsa::Avx512Bf16 && a_dt == DType::bf16 && b_dt == DType::bf16 &&
       dnnl_bf16_gemm(M, N, K, static_cast<const uint16_t*>(A), lda, B, ldb, b_trans, C, ldc))
     return;
   Job j{M, N, K, nullptr, nullptr, lda, B, ldb, b_dt == DType::f16, b_trans, C, ldc};
@@ -374,18 +376,19 @@ void half_gemm(int64_t M, int64_t N, int64_t K, const void* A, DType a_dt, int64
     j.A32 = a32.data();
     j.lda = K;
   }
-  // Split N over the threads in groups of 32 columns; at least ~64k multiply-adds a chunk.
-  constexpr int64_t G = 32;
-  const int64_t groups = (N + G - 1) / G;
-  const int64_t grain = std::max<int64_t>(1, (int64_t)65536 / std::max<int64_t>(1, M * K * G));
-  ThreadPool::global().parallel_for(groups, grain, [&](int64_t g0, int64_t g1) {
-    const int64_t n0 = g0 * G, n1 = std::min(N, g1 * G);
+  auto range = [&](int64_t n0, int64_t n1) {
     switch (isa) {
       case HalfIsa::Avx512Bf16: return j.b_f16 ? avx512_range<true>(j, n0, n1) : avx512_range<false>(j, n0, n1);
       case HalfIsa::F16C: return j.b_f16 ? f16c_range<true>(j, n0, n1) : f16c_range<false>(j, n0, n1);
       case HalfIsa::Plain: return plain_range(j, n0, n1);
     }
-  });
+  };
+  if (!threaded) return range(0, N);
+  // Split N over the threads in groups of 32 columns; at least ~64k multiply-adds a chunk.
+  constexpr int64_t G = 32;
+  const int64_t groups = (N + G - 1) / G;
+  const int64_t grain = std::max<int64_t>(1, (int64_t)65536 / std::max<int64_t>(1, M * K * G));
+  ThreadPool::global().parallel_for(groups, grain, [&](int64_t g0, int64_t g1) { range(g0 * G, std::min(N, g1 * G)); });
 }
 
 }  // namespace rlx::cpu

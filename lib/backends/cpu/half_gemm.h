@@ -9,7 +9,8 @@
 //               (bf16: a 16-bit shift; f16: vcvtph2ps) and use FMA.
 //   f16c        AVX2 + FMA + F16C: 8-wide conversion in registers, FMA.
 //   plain       scalar loops (any x86-64 or other CPU).
-// RLX_HALF_ISA=plain|f16c|avx512bf16 caps the level (tests and benchmarks compare them).
+// RLX_HALF_ISA=plain|f16c|avx512bf16 caps the level (tests and benchmarks compare them), and so
+// does RLX_CPU_ISA (isa.h: avx2 caps it at f16c, base at plain).
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -27,9 +28,11 @@ const char* half_isa_name(HalfIsa isa);
 //   A(m, k) = A[m * lda + k], dtype a_dt (f32, f16 or bf16);
 //   b_trans (the linear layout, B is [N, K]): B(k, n) = B[n * ldb + k];
 //   otherwise (B is [K, N]):                  B(k, n) = B[k * ldb + n];  B's dtype b_dt is f16 or bf16.
-// K == 0 gives zeros. Splits the work over the CPU thread pool.
+// K == 0 gives zeros. Splits the work over the CPU thread pool, unless `threaded` is false:
+// then it runs on the calling thread alone (callers that parallelise over independent
+// products themselves, like attention's heads: one pool, no nested threading).
 void half_gemm(int64_t M, int64_t N, int64_t K, const void* A, DType a_dt, int64_t lda, const uint16_t* B,
-               DType b_dt, int64_t ldb, bool b_trans, float* C, int64_t ldc, HalfIsa isa);
+               DType b_dt, int64_t ldb, bool b_trans, float* C, int64_t ldc, HalfIsa isa, bool threaded = true);
 inline void half_gemm(int64_t M, int64_t N, int64_t K, const void* A, DType a_dt, int64_t lda, const uint16_t* B,
                       DType b_dt, int64_t ldb, bool b_trans, float* C, int64_t ldc) {
   half_gemm(M, N, K, A, a_dt, lda, B, b_dt, ldb, b_trans, C, ldc, half_isa_best());
