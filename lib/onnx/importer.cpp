@@ -384,6 +384,25 @@ void Importer::import_node() {
   // changed in those opsets (axes as an input, new attributes or modes) is imported only by a
   // row written for that version, else refused naming the version, never read with the old
   // meaning. (Changes that only widen the element types need no new row.)
+  // Attributes that became inputs: from the opset named, a node still carrying the old attribute
+  // is malformed (ONNX's checker refuses it), and reading it as absent would silently change the
+  // result (a ReduceSum with `axes` would reduce every axis): refused, naming both.
+  if (domain.empty()) {
+    static const std::map<std::string, std::vector<std::pair<std::string, int>>> moved = {
+        {"ReduceSum", {{"axes", 13}}}, {"Squeeze", {{"axes", 13}}}, {"Unsqueeze", {{"axes", 13}}}, {"Split", {{"split", 13}}},
+        {"Pad", {{"pads", 11}, {"value", 11}}}, {"Slice", {{"starts", 10}, {"ends", 10}, {"axes", 10}}}, {"TopK", {{"k", 10}}},
+        {"Clip", {{"min", 11}, {"max", 11}}}, {"Dropout", {{"ratio", 12}}}, {"Upsample", {{"scales", 9}}},
+        {"Reshape", {{"shape", 5}}}, {"ReduceMean", {{"axes", 18}}}, {"ReduceMax", {{"axes", 18}}},
+        {"ReduceMin", {{"axes", 18}}}, {"ReduceProd", {{"axes", 18}}}, {"ReduceL1", {{"axes", 18}}},
+        {"ReduceL2", {{"axes", 18}}}, {"ReduceLogSum", {{"axes", 18}}}, {"ReduceLogSumExp", {{"axes", 18}}},
+        {"ReduceSumSquare", {{"axes", 18}}}};
+    auto it = moved.find(n.op_type);
+    if (it != moved.end())
+      for (const auto& [attr, since] : it->second)
+        if (version >= since && n.attr(attr))
+          fail("attribute '" + attr + "' is not part of " + n.op_type + " at opset " + std::to_string(version) + " (from opset " +
+               std::to_string(since) + " it is an input): a malformed model; give it as the node's input");
+  }
   if (def && domain.empty() && version > 17) {
     static const std::map<std::string, std::vector<int>> changed = {
         {"Pad", {18, 19}}, {"ReduceL1", {18}}, {"ReduceL2", {18}}, {"ReduceLogSum", {18}}, {"ReduceLogSumExp", {18}},

@@ -182,6 +182,18 @@ def test_silent_misreads():
     np.save(path("ok64.npy"), np.array([-7], np.int64))
     np.save(path("ok_y.npy"), np.array([7], np.int32))
     expect_rc("misread/i64-into-i32-input/fits", ["run", p, "--input", f"x=@{path('ok64.npy')}", "--expect", f"y=@{path('ok_y.npy')}"], 0)
+    # An attribute that became an input at the model's opset (ReduceSum's axes at 13, Squeeze's at 13,
+    # Clip's min at 11): it was ignored, so ReduceSum reduced every axis. Refused naming both opsets;
+    # the same attribute below that opset still runs (the sums of rows, computed here).
+    for op, kw, opset, since in (("ReduceSum", {"axes": [1], "keepdims": 0}, 13, 13), ("Squeeze", {"axes": [0]}, 13, 13),
+                                 ("Clip", {"min": 0.0}, 11, 11), ("ReduceMean", {"axes": [1]}, 18, 18)):
+        m = model([helper.make_node(op, ["x"], ["y"], name="n", **kw)], [vi("x", [1, 3])], [vi("y", None)], opset=opset)
+        expect_rc(f"misread/attribute-moved-to-input/{op}", ["run", save(m, f"moved_{op}.onnx"), "--input", "x=random"], 2,
+                  f"node 'n' ({op}): attribute '{list(kw)[0]}' is not part of {op} at opset {opset} (from opset {since} it is an input)")
+    m = model([helper.make_node("ReduceSum", ["x"], ["y"], name="n", axes=[1], keepdims=0)], [vi("x", [2, 3])], [vi("y", None)], opset=12)
+    np.save(path("rs12_y.npy"), np.array([6, 15], np.float32))
+    expect_rc("misread/attribute-moved-to-input/ReduceSum-opset12-runs", ["run", save(m, "rs12.onnx"), "--input", "x=2x3xf32=1,2,3,4,5,6",
+                                                                          "--expect", f"y=@{path('rs12_y.npy')}"], 0)
 
 
 def test_absurd_sizes():
