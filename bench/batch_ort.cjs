@@ -7,7 +7,7 @@
 const fs = require('fs');
 const path = require('path');
 const [moduleDir, model, list, outDir, threads] = process.argv.slice(2);
-const ort = require(path.join(moduleDir, 'node_modules', 'onnxruntime-node'));
+const ort = require(path.join(path.resolve(moduleDir), 'node_modules', 'onnxruntime-node'));
 
 const npy = require(path.join(__dirname, '..', 'tests', 'onnx', 'npy.cjs'));
 
