@@ -560,7 +560,8 @@ struct Rewriter {
     if (op(S) != Op::Matmul || flag(S, "transpose_a")) return false;
     inner.push_back(S);
     int Q = in(S, 0), KT = in(S, 1);
-    // A scale applied to q or k^T before the product (q * c, k^T * c) folds into the scale too.
+    // A scale applied to q or k^T before the product (q * c, k^T * c, q / c: torch's
+    // MultiheadAttention divides q by sqrt(head dim)) folds into the scale too.
     for (int* t : {&Q, &KT}) {
       int a, b;
       double c2;
@@ -569,6 +570,11 @@ struct Rewriter {
         inner.push_back(*t);
         scale *= c2;
         *t = a;
+      } else if (sole_user(*t) == S && op(*t) == Op::Div && scalar(in(*t, 1), &c2) && c2 != 0 &&
+                 shape(in(*t, 0)) == shape(*t)) {
+        inner.push_back(*t);
+        scale /= c2;
+        *t = in(*t, 0);
       }
     }
     const Shape &qs = shape(Q), &vs = shape(V), &ss = shape(S);
