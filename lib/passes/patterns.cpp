@@ -76,12 +76,12 @@ struct Rewriter {
   const Shape& shape(int i) const { return w.shapes[i]; }
   int in(int i, int k) const { return w.nodes[i].inputs[k]; }
   bool f32(int i) const { return w.dtypes[i] == DType::f32; }
-  // f32, f16 or bf16: the float dtypes whose fused kernels (layer_norm, rms_norm, gelu, linear,
-  // attention) take every operand in that dtype on both backends (the CPU through its f32
-  // adapter or half products; Vulkan natively for gelu/linear, widened to f32 scratch for the
-  // norms and attention). A --dtype f16/bf16 graph is converted before these passes run, so
-  // the norm, GELU, bias and attention rewrites match it too; become() refuses a rewrite whose
-  // float operands are not all of the root's dtype.
+  // f32, f16 or bf16: the float dtypes whose fused kernels (layer_norm, rms_norm, gelu, linear)
+  // take every operand in that dtype on both backends (the CPU through its f32 adapter or half
+  // products; Vulkan natively for gelu and linear, widened to f32 scratch for the norms). A
+  // --dtype f16/bf16 graph is converted before these passes run, so the norm, GELU and bias
+  // rewrites match it too (attention stays f32 only, see attention()); become() refuses a
+  // rewrite whose float operands are not all of the root's dtype.
   bool fl(int i) const { return w.dtypes[i] == DType::f32 || is_half(w.dtypes[i]); }
   bool leaf(int i) const { return op(i) == Op::Param || op(i) == Op::Constant; }
   // An attribute with its registry default when absent (graphs are loaded with defaults filled;
@@ -523,7 +523,11 @@ struct Rewriter {
     return op(a) == Op::Matmul;
   }
   bool attention(int root) {
-    if (op(root) != Op::Matmul || !fl(root) || flag(root, "transpose_a") || flag(root, "transpose_b"))
+    // f32 only: no attention kernel reads 2-byte operands (Vulkan widens q, k, v to f32 scratch
+    // and runs the f32 kernel), and for ViT-S/16 in f16 on the H200 that was 0.35 ms a layer
+    // against 0.3 ms for the unfused q k^T and p v on the 16-bit tensor-core products plus the
+    // softmax (docs/benchmarks.md): a 16-bit graph keeps them.
+    if (op(root) != Op::Matmul || !f32(root) || flag(root, "transpose_a") || flag(root, "transpose_b"))
       return false;
     int P = in(root, 0), V = in(root, 1);
     if (op(P) != Op::Softmax) return false;
@@ -537,7 +541,7 @@ struct Rewriter {
       for (int k = 0; k < 2 && mask < 0; ++k) {
         int a = in(S, k), m = in(S, 1 - k);
         if (scores_product(a)) {
-          if (!fl(m) || shape(m).size() > (size_t)r || shape(S) != shape(a)) continue;
+          if (!f32(m) || shape(m).size() > (size_t)r || shape(S) != shape(a)) continue;
           inner.push_back(S);
           mask = m;
           S = a;
@@ -578,7 +582,7 @@ struct Rewriter {
       }
     }
     const Shape &qs = shape(Q), &vs = shape(V), &ss = shape(S);
-    if (!fl(Q) || !fl(KT) || !fl(V) || qs.size() != (size_t)r || shape(KT).size() != (size_t)r ||
+    if (!f32(Q) || !f32(KT) || !f32(V) || qs.size() != (size_t)r || shape(KT).size() != (size_t)r ||
         vs.size() != (size_t)r)
       return false;
     // Same batch and head dims everywhere (no broadcasting in the products).
