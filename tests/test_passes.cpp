@@ -399,6 +399,28 @@ TEST(PassesPatterns, AttentionWithTheScaleOnQ) {
   expect_near(got, attention_ref(q, k, v, 1, 2, 2, 3, 3, 4, 0.5, [](int, int, int) { return 0.0; }), 1e-5);
 }
 
+// torch's MultiheadAttention (ViT) divides q by sqrt(head dim) before the product.
+TEST(PassesPatterns, AttentionWithQDividedByAConstant) {
+  auto g = graph_text(R"(
+    {"id": "q", "op": "input", "shape": [1, 2, 3, 4]},
+    {"id": "k", "op": "input", "shape": [1, 2, 3, 4]},
+    {"id": "v", "op": "input", "shape": [1, 2, 3, 4]},
+    {"id": "c", "op": "constant", "shape": [], "value": 4.0},
+    {"id": "qs", "op": "div", "inputs": ["q", "c"]},
+    {"id": "s", "op": "matmul", "inputs": ["qs", "k"], "attrs": {"transpose_b": true}},
+    {"id": "p", "op": "softmax", "inputs": ["s"]},
+    {"id": "y", "op": "matmul", "inputs": ["p", "v"]})", R"(["y"])");
+  auto og = optimize(*g, {{"q", {1, 2, 3, 4}}, {"k", {1, 2, 3, 4}}, {"v", {1, 2, 3, 4}}});
+  const ir::Node& y = output_node(og);
+  ASSERT_EQ(y.op, ir::Op::Attention);
+  EXPECT_DOUBLE_EQ(y.attrs.f("scale"), 0.25);
+  EXPECT_EQ(og.graph.nodes[y.inputs[0]].id, "q");
+  EXPECT_EQ(count_op(og, ir::Op::Div), 0);
+  Tensor q = values({1, 2, 3, 4}, 2.f, 0.f), k = values({1, 2, 3, 4}, 1.f, 1.f), v = values({1, 2, 3, 4}, 1.f, 2.f);
+  Tensor got = run_compiled(g, {{"q", q}, {"k", k}, {"v", v}});
+  expect_near(got, attention_ref(q, k, v, 1, 2, 2, 3, 3, 4, 0.25, [](int, int, int) { return 0.0; }), 1e-5);
+}
+
 TEST(PassesPatterns, AttentionNearMissesStayUnfused) {
   std::map<std::string, Shape> shapes{{"q", {2, 3, 5, 4}}, {"k", {2, 5, 3, 4}}, {"v", {2, 3, 5, 4}}, {"mask", {2, 1, 1, 5}}};
   // softmax over the query axis, not the keys

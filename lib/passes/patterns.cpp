@@ -76,6 +76,13 @@ struct Rewriter {
   const Shape& shape(int i) const { return w.shapes[i]; }
   int in(int i, int k) const { return w.nodes[i].inputs[k]; }
   bool f32(int i) const { return w.dtypes[i] == DType::f32; }
+  // f32, f16 or bf16: the float dtypes whose fused kernels (layer_norm, rms_norm, gelu, linear)
+  // take every operand in that dtype on both backends (the CPU through its f32 adapter or half
+  // products; Vulkan natively for gelu and linear, widened to f32 scratch for the norms). A
+  // --dtype f16/bf16 graph is converted before these passes run, so the norm, GELU and bias
+  // rewrites match it too (attention stays f32 only, see attention()); become() refuses a
+  // rewrite whose float operands are not all of the root's dtype.
+  bool fl(int i) const { return w.dtypes[i] == DType::f32 || is_half(w.dtypes[i]); }
   bool leaf(int i) const { return op(i) == Op::Param || op(i) == Op::Constant; }
   // An attribute with its registry default when absent (graphs are loaded with defaults filled;
   // this keeps the matchers safe on any graph).
@@ -119,9 +126,13 @@ struct Rewriter {
     if (v) *v = n.constant.at(0);
     return true;
   }
+  // In an f16/bf16 graph the constant holds `want` rounded to its dtype (as --dtype's
+  // conversion or a 16-bit exporter wrote it): compared against that rounding.
   bool scalar_is(int i, double want, double rel = 1e-6) const {
     double v;
-    return scalar(i, &v) && near(v, want, rel);
+    if (!scalar(i, &v)) return false;
+    const DType dt = w.nodes[i].constant.dtype();
+    return near(v, is_half(dt) ? (double)round_to_dtype((float)want, dt) : want, rel);
   }
   // Binary node i with operands matched in either order (commutative ops): a gets the one
   // that satisfies pred.
@@ -135,7 +146,7 @@ struct Rewriter {
   }
   // mean over the last axis only, keepdims: returns its input or -1.
   int last_axis_mean(int i) const {
-    if (op(i) != Op::Mean || !f32(i)) return -1;
+    if (op(i) != Op::Mean || !fl(i)) return -1;
     const Node& n = w.nodes[i];
     const int r = (int)shape(in(i, 0)).size();
     if (r < 1 || !n.attrs.has("axes") || !flag(i, "keepdims")) return -1;
@@ -177,7 +188,7 @@ struct Rewriter {
   }
   // y = num / sqrt(a) or num * 1/sqrt(a): returns a, sets num.
   int normalised(int y, int* num, std::vector<int>* inner) const {
-    if (!f32(y)) return -1;
+    if (!fl(y)) return -1;
     if (op(y) == Op::Div && op(in(y, 1)) == Op::Sqrt) {
       *num = in(y, 0);
       inner->insert(inner->end(), {y, in(y, 1)});
@@ -198,7 +209,7 @@ struct Rewriter {
   // A vector of D values broadcast along the last axis ([D] or [1, ..., 1, D]).
   bool last_axis_vector(int v, int64_t D) const {
     const Shape& s = shape(v);
-    if (s.empty() || s.back() != D || !f32(v)) return false;
+    if (s.empty() || s.back() != D || !fl(v)) return false;
     for (size_t k = 0; k + 1 < s.size(); ++k)
       if (s[k] != 1) return false;
     return true;
@@ -297,6 +308,10 @@ struct Rewriter {
     Shape s;
     DType dt;
     if (!infer(n, &s, &dt) || s != w.shapes[root] || dt != w.dtypes[root]) return false;
+    // No mixed float dtypes: a fused op over half and f32 operands would round differently
+    // from the graph it replaces (and not every kernel takes mixed operands).
+    for (int u : n.inputs)
+      if (is_float(w.dtypes[u]) && w.dtypes[u] != dt) return false;
     Node& me = w.nodes[root];
     me.op = n.op;
     me.inputs = n.inputs;
@@ -312,7 +327,7 @@ struct Rewriter {
   // ---------------------------------------------------------------- GELU
   // Factors of a product tree rooted at `root` (nested muls read only inside the tree).
   void factors(int i, int root, std::vector<int>* f, std::vector<int>* inner, int depth = 0) const {
-    if (op(i) == Op::Mul && f32(i) && depth < 3 && (i == root || sole_user(i) >= 0)) {
+    if (op(i) == Op::Mul && fl(i) && depth < 3 && (i == root || sole_user(i) >= 0)) {
       inner->push_back(i);
       factors(in(i, 0), root, f, inner, depth + 1);
       factors(in(i, 1), root, f, inner, depth + 1);
@@ -327,7 +342,7 @@ struct Rewriter {
     return false;
   }
   bool gelu(int root) {
-    if (op(root) != Op::Mul || !f32(root)) return false;
+    if (op(root) != Op::Mul || !fl(root)) return false;
     std::vector<int> f, inner;
     factors(root, root, &f, &inner);
     if (f.size() != 3) return false;
@@ -342,7 +357,7 @@ struct Rewriter {
       bool ok = (op(s) == Op::Div && in(s, 0) == x && scalar_is(in(s, 1), std::sqrt(2.0))) ||
                 (op(s) == Op::Mul && ((in(s, 0) == x && scalar_is(in(s, 1), std::sqrt(0.5))) ||
                                       (in(s, 1) == x && scalar_is(in(s, 0), std::sqrt(0.5)))));
-      if (!ok || shape(x) != shape(root) || !f32(x)) continue;
+      if (!ok || shape(x) != shape(root) || !fl(x)) continue;
       // Only where a matrix product makes x (a linear layer's activation, which the GEMM's
       // epilogue can apply): elsewhere the chain stays one fused elementwise kernel, which is
       // cheaper than rlx's gelu (gelu evaluates the erfc tail for x < 0 to stay accurate there).
@@ -389,7 +404,7 @@ struct Rewriter {
     int t = mean_square_plus_eps(a, &eps, &inner);
     if (t != num) return false;
     int x = in(num, 0), m = in(num, 1);
-    if (last_axis_mean(m) != x || !f32(x) || shape(x) != shape(y)) return false;
+    if (last_axis_mean(m) != x || !fl(x) || shape(x) != shape(y)) return false;
     inner.insert(inner.end(), {num, m});
     int wt, bs;
     int last = affine_tail(y, true, &wt, &bs, &inner);
@@ -410,7 +425,7 @@ struct Rewriter {
     if (a < 0) return false;
     double eps;
     int t = mean_square_plus_eps(a, &eps, &inner);
-    if (t != x || !f32(x) || shape(x) != shape(y)) return false;
+    if (t != x || !fl(x) || shape(x) != shape(y)) return false;
     int wt, bs;
     int last = affine_tail(y, false, &wt, &bs, &inner);
     inner.push_back(last);
@@ -428,11 +443,11 @@ struct Rewriter {
     auto is_mm = [&](int k) {
       return op(k) == Op::Matmul && !flag(k, "transpose_a") && leaf(in(k, 1)) && shape(in(k, 1)).size() == 2;
     };
-    if (!f32(root) || !either(root, Op::Add, is_mm, &mm, &b)) return false;
+    if (!fl(root) || !either(root, Op::Add, is_mm, &mm, &b)) return false;
     const int x = in(mm, 0), B = in(mm, 1);
     const bool tb = flag(mm, "transpose_b");
     const int64_t N = shape(mm).back();
-    if (!f32(mm) || !f32(x) || !f32(B) || shape(x).empty() || !last_axis_vector(b, N) || shape(root) != shape(mm))
+    if (!fl(mm) || !fl(x) || !fl(B) || shape(x).empty() || !last_axis_vector(b, N) || shape(root) != shape(mm))
       return false;
     if (!exclusive({mm, root}, root)) return false;
     if (!tb && !o.transposed_linear) return false;
@@ -508,6 +523,10 @@ struct Rewriter {
     return op(a) == Op::Matmul;
   }
   bool attention(int root) {
+    // f32 only: no attention kernel reads 2-byte operands (Vulkan widens q, k, v to f32 scratch
+    // and runs the f32 kernel), and for ViT-S/16 in f16 on the H200 that was 0.35 ms a layer
+    // against 0.3 ms for the unfused q k^T and p v on the 16-bit tensor-core products plus the
+    // softmax (docs/benchmarks.md): a 16-bit graph keeps them.
     if (op(root) != Op::Matmul || !f32(root) || flag(root, "transpose_a") || flag(root, "transpose_b"))
       return false;
     int P = in(root, 0), V = in(root, 1);
@@ -545,7 +564,8 @@ struct Rewriter {
     if (op(S) != Op::Matmul || flag(S, "transpose_a")) return false;
     inner.push_back(S);
     int Q = in(S, 0), KT = in(S, 1);
-    // A scale applied to q or k^T before the product (q * c, k^T * c) folds into the scale too.
+    // A scale applied to q or k^T before the product (q * c, k^T * c, q / c: torch's
+    // MultiheadAttention divides q by sqrt(head dim)) folds into the scale too.
     for (int* t : {&Q, &KT}) {
       int a, b;
       double c2;
@@ -554,6 +574,11 @@ struct Rewriter {
         inner.push_back(*t);
         scale *= c2;
         *t = a;
+      } else if (sole_user(*t) == S && op(*t) == Op::Div && scalar(in(*t, 1), &c2) && c2 != 0 &&
+                 shape(in(*t, 0)) == shape(*t)) {
+        inner.push_back(*t);
+        scale /= c2;
+        *t = in(*t, 0);
       }
     }
     const Shape &qs = shape(Q), &vs = shape(V), &ss = shape(S);
