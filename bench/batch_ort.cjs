@@ -40,7 +40,7 @@ const npy = require(path.join(__dirname, '..', 'tests', 'onnx', 'npy.cjs'));
     fs.writeSync(results, JSON.stringify({ id: item.id, status: 'ok', ms: Number(process.hrtime.bigint() - s) / 1e6 }) + '\n');
     n++;
   }
-  const version = require(path.join(moduleDir, 'node_modules', 'onnxruntime-node', 'package.json')).version;
+  const version = require(path.join(path.resolve(moduleDir), 'node_modules', 'onnxruntime-node', 'package.json')).version;
   console.log(JSON.stringify({ version, items: n,
                                seconds: Number(process.hrtime.bigint() - t0) / 1e9 }));
 })().catch((e) => {

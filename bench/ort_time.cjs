@@ -41,7 +41,7 @@ const npy = require(path.join(__dirname, '..', 'tests', 'onnx', 'npy.cjs'));
   const sorted = [...times].sort((a, b) => a - b);
   let version = '?';
   try {
-    version = require(path.join(moduleDir, 'node_modules', 'onnxruntime-node', 'package.json')).version;
+    version = require(path.join(path.resolve(moduleDir), 'node_modules', 'onnxruntime-node', 'package.json')).version;
   } catch (e) {}
   console.log(JSON.stringify({ version, median_ms: sorted[Math.floor(sorted.length / 2)], min_ms: sorted[0], times_ms: times }));
 })().catch((e) => {

@@ -74,6 +74,8 @@ std::vector<DeviceInfo> list_devices(const std::string& backend) {
     d.name = cpu_model();
     d.type = "cpu";
     d.properties.push_back({"threads", std::to_string(cpu::ThreadPool::global().size())});
+    d.properties.push_back({"pool polling", std::to_string(cpu::ThreadPool::global().spin_us()) + " us before sleeping (" +
+                                                 cpu::ThreadPool::global().spin_why() + ")"});
     d.properties.push_back({"gemm", cpu::gemm_description()});
     d.properties.push_back({"int8 products", cpu::qisa_name(cpu::qgemm_isa())});
     d.properties.push_back({"cpu features", cpu_features()});

@@ -1447,7 +1447,9 @@ class CpuExecutor : public Executor {
   bool transposed_linear_weights() const override { return false; }
   bool integer_gemm() const override { return true; }
   std::string description() const override {
-    return "CPU, " + std::to_string(cpu::ThreadPool::global().size()) + " threads, " + cpu::gemm_description();
+    const auto& pool = cpu::ThreadPool::global();
+    return "CPU, " + std::to_string(pool.size()) + " threads (polling " + std::to_string(pool.spin_us()) + " us before sleeping, " +
+           pool.spin_why() + "), " + cpu::gemm_description();
   }
   std::unique_ptr<DeviceBuffer> allocate(size_t n) override { return std::make_unique<CpuBuffer>(n); }
   // f64 runs where a kernel computes it in double (ops_f64.h); the ONNX-only integer widths

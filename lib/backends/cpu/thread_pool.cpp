@@ -6,7 +6,9 @@
 #include <cctype>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -40,7 +42,22 @@ int parse_num_threads(const char* value, std::string* note) {
 int default_num_threads() { return parse_num_threads(std::getenv("RLX_NUM_THREADS"), nullptr); }
 
 ThreadPool::ThreadPool(int threads) {
-  if (const char* e = std::getenv("RLX_POOL_SPIN_US"); e && *e) spin_us_ = std::clamp(std::atoi(e), 0, 100000);
+  const char* e = std::getenv("RLX_POOL_SPIN_US");
+  if (e && *e && std::strcmp(e, "auto") != 0) {
+    spin_us_ = std::clamp(std::atoi(e), 0, 100000);
+    spin_why_ = std::string("RLX_POOL_SPIN_US=") + e;
+  } else {
+    const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+    double load = -1;
+    if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+      if (std::fscanf(f, "%lf", &load) != 1) load = -1;
+      std::fclose(f);
+    }
+    spin_us_ = (load >= 0 && load < cpus) ? 100 : 0;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "auto: load %.1f of %u CPUs", load, cpus);
+    spin_why_ = load < 0 ? std::string("auto: no /proc/loadavg") : std::string(buf);
+  }
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
 

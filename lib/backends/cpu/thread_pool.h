@@ -30,20 +30,26 @@ class ThreadPool {
   // caller, once every chunk already started has finished; chunks not yet started are skipped.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
   static ThreadPool& global();
+  // How long threads poll before sleeping, and why ("auto: load 0.3 of 2 CPUs", "RLX_POOL_SPIN_US=0").
+  int spin_us() const { return spin_us_; }
+  const std::string& spin_why() const { return spin_why_; }
 
  private:
   void worker(int index);
   // Runs chunk c of the current job (mu_ held on entry and on return); records its exception.
   void run_chunk(std::unique_lock<std::mutex>& l, int64_t c);
   std::vector<std::thread> workers_;
-  // RLX_POOL_SPIN_US (default 0: off): workers and the caller poll this many microseconds
-  // before sleeping on the condition variables (workers only while jobs come back to back).
-  // A kernel follows the previous one within microseconds and waking a sleeping thread costs
-  // tens of microseconds, as much as a decode step's small kernels take: on an idle machine
-  // 100 us made the decode step's best runs 0.50 ms instead of 0.93. On this shared, loaded
-  // machine the polling threads take CPU time from the caller and from others, and the
-  // medians got worse (1.5-1.6 ms against 1.2-1.4), so it is off by default.
+  // RLX_POOL_SPIN_US: workers and the caller poll this many microseconds before sleeping on the
+  // condition variables (workers only while jobs come back to back). A kernel follows the
+  // previous one within microseconds and waking a sleeping thread costs tens of microseconds,
+  // as much as a small kernel takes: on an idle machine 100 us made the decode step's best runs
+  // 0.50 ms instead of 0.93 and the PaddleOCR classifier 0.8x ONNX Runtime's time instead of
+  // 1.5x. On a loaded machine the polling threads take CPU time from the caller and from
+  // others (medians 1.5-1.6 ms against 1.2-1.4 at load 3-4 on 2 cores). So the default, `auto`,
+  // polls 100 us when the machine has CPUs to spare at start-up (1-minute load average below
+  // the CPU count, /proc/loadavg) and not at all otherwise; a number sets it (0: off).
   int spin_us_ = 0;
+  std::string spin_why_;
   std::atomic<uint64_t> gen_seen_{0};   // generation_, readable without the lock
   std::atomic<int64_t> finished_seen_{0};  // finished_, readable without the lock
   std::mutex mu_;
