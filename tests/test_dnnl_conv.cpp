@@ -15,7 +15,7 @@
 #include <random>
 #include <string>
 
-#include "backends/cpu/gemm.h"
+#include "backends/cpu/dnnl_api.h"
 #include "runtime/executor.h"
 #include "runtime/session.h"
 #include "conv_test_util.h"
@@ -92,7 +92,7 @@ std::vector<Act> acts() {
 
 bool dnnl_expected() {
   const char* sw = std::getenv("RLX_CONV_DNNL");
-  return cpu::dnnl_lib().lib && !(sw && std::string(sw) == "0");
+  return cpu::dnnl_api().ok && !(sw && std::string(sw) == "0");
 }
 
 TEST(DnnlConv, OddGeometriesAndEveryEpilogueAgainstTheReferenceLoop) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/dnnl_api.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/thread_pool.h"
 #include "ir/spatial.h"
@@ -19,32 +20,8 @@
 namespace rlx::cpu {
 namespace {
 
-struct Api {
-  bool ok = false;
-  std::string why;
-  dnnl_engine_t engine = nullptr;
-  void (*omp_threads)(int) = nullptr;
-  dnnl_status_t (*md_by_tag)(dnnl_memory_desc_t*, int, const dnnl_dims_t, dnnl_data_type_t, dnnl_format_tag_t) = nullptr;
-  dnnl_status_t (*conv_desc)(dnnl_convolution_desc_t*, dnnl_prop_kind_t, dnnl_alg_kind_t, const dnnl_memory_desc_t*,
-                             const dnnl_memory_desc_t*, const dnnl_memory_desc_t*, const dnnl_memory_desc_t*,
-                             const dnnl_dims_t, const dnnl_dims_t, const dnnl_dims_t, const dnnl_dims_t) = nullptr;
-  dnnl_status_t (*pd_create)(dnnl_primitive_desc_t*, const_dnnl_op_desc_t, const_dnnl_primitive_attr_t, dnnl_engine_t,
-                             const_dnnl_primitive_desc_t) = nullptr;
-  dnnl_status_t (*pd_query)(const_dnnl_primitive_desc_t, dnnl_query_t, int, void*) = nullptr;
-  const dnnl_memory_desc_t* (*pd_query_md)(const_dnnl_primitive_desc_t, dnnl_query_t, int) = nullptr;
-  dnnl_status_t (*pd_destroy)(dnnl_primitive_desc_t) = nullptr;
-  dnnl_status_t (*prim_create)(dnnl_primitive_t*, const_dnnl_primitive_desc_t) = nullptr;
-  dnnl_status_t (*prim_destroy)(dnnl_primitive_t) = nullptr;
-  dnnl_status_t (*execute)(const_dnnl_primitive_t, dnnl_stream_t, int, const dnnl_exec_arg_t*) = nullptr;
-  dnnl_status_t (*mem_create)(dnnl_memory_t*, const dnnl_memory_desc_t*, dnnl_engine_t, void*) = nullptr;
-  dnnl_status_t (*mem_destroy)(dnnl_memory_t) = nullptr;
-  dnnl_status_t (*reorder_pd)(dnnl_primitive_desc_t*, const dnnl_memory_desc_t*, dnnl_engine_t,
-                              const dnnl_memory_desc_t*, dnnl_engine_t, const_dnnl_primitive_attr_t) = nullptr;
-  dnnl_status_t (*stream_create)(dnnl_stream_t*, dnnl_engine_t, unsigned) = nullptr;
-  dnnl_status_t (*stream_wait)(dnnl_stream_t) = nullptr;
-  dnnl_status_t (*stream_destroy)(dnnl_stream_t) = nullptr;
-  size_t (*md_size)(const dnnl_memory_desc_t*) = nullptr;
-};
+// oneDNN's table (dnnl_api.h) as the convolutions use it: off under RLX_CONV_DNNL=0.
+struct Api : DnnlApi {};
 
 // RLX_CONV_DNNL: 0 = off (rlx's kernels only); all = every convolution oneDNN runs with a jit
 // kernel, whatever the rule below says (for measuring); unset or 1 = the rule.
@@ -60,34 +37,12 @@ const Api& api() {
       r.why = "off: RLX_CONV_DNNL=0";
       return r;
     }
-    const DnnlLib& l = dnnl_lib();
-    if (!l.lib) {
-      r.why = l.why;
+    const DnnlApi& d = dnnl_api();
+    if (!d.ok) {
+      r.why = d.why;
       return r;
     }
-    auto sym = [&](auto& f, const char* name) { f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(l.lib, name)); };
-    sym(r.md_by_tag, "dnnl_memory_desc_init_by_tag");
-    sym(r.conv_desc, "dnnl_dilated_convolution_forward_desc_init");
-    sym(r.pd_create, "dnnl_primitive_desc_create");
-    sym(r.pd_query, "dnnl_primitive_desc_query");
-    sym(r.pd_query_md, "dnnl_primitive_desc_query_md");
-    sym(r.pd_destroy, "dnnl_primitive_desc_destroy");
-    sym(r.prim_create, "dnnl_primitive_create");
-    sym(r.prim_destroy, "dnnl_primitive_destroy");
-    sym(r.execute, "dnnl_primitive_execute");
-    sym(r.mem_create, "dnnl_memory_create");
-    sym(r.mem_destroy, "dnnl_memory_destroy");
-    sym(r.reorder_pd, "dnnl_reorder_primitive_desc_create");
-    sym(r.stream_create, "dnnl_stream_create");
-    sym(r.stream_wait, "dnnl_stream_wait");
-    sym(r.stream_destroy, "dnnl_stream_destroy");
-    sym(r.md_size, "dnnl_memory_desc_get_size");
-    r.engine = static_cast<dnnl_engine_t>(l.engine);
-    r.omp_threads = l.omp_threads;
-    r.ok = r.md_by_tag && r.conv_desc && r.pd_create && r.pd_query && r.pd_query_md && r.pd_destroy && r.prim_create &&
-           r.prim_destroy && r.execute && r.mem_create && r.mem_destroy && r.reorder_pd && r.stream_create &&
-           r.stream_wait && r.stream_destroy && r.md_size && r.engine && r.omp_threads;
-    if (!r.ok) r.why = "oneDNN lacks a convolution entry point";
+    static_cast<DnnlApi&>(r) = d;
     return r;
   }();
   return a;
@@ -100,6 +55,7 @@ struct Slice {
   dnnl_primitive_t prim = nullptr;
   dnnl_memory_desc_t src_md{}, w_md{}, b_md{}, dst_md{};
   dnnl_memory_t weights = nullptr;
+  DnnlScratch scratch;
 };
 
 }  // namespace
@@ -321,7 +277,7 @@ std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, 
     dnnl_primitive_desc_t pd = nullptr, rpd = nullptr;
     ok = ok && a.conv_desc(&cd, dnnl_forward_inference, dnnl_convolution_direct, &sl.src_md, &w_any, &sl.b_md,
                            &sl.dst_md, strides, dil, pl, prr) == dnnl_success &&
-         a.pd_create(&pd, &cd, nullptr, a.engine, nullptr) == dnnl_success;
+         a.pd_create(&pd, &cd, a.user_scratchpad, a.engine, nullptr) == dnnl_success;
     if (!ok) {
       fail = "oneDNN refuses the shape";
     } else {
@@ -347,6 +303,7 @@ std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, 
         ok = a.execute(reorder, st, 2, args) == dnnl_success && a.stream_wait(st) == dnnl_success;
       }
       ok = ok && a.prim_create(&sl.prim, pd) == dnnl_success;
+      if (ok) sl.scratch = dnnl_scratch_of(a, pd);
       if (!ok) fail = "oneDNN failed to pack the weights";
     }
     if (reorder) a.prim_destroy(reorder);
@@ -405,16 +362,19 @@ bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::funct
       const Slice& sl = c.slices[t % S];
       const float* src = c.plain_src ? x + n * g.C * HW : xb + (n * c.CP + sl.c0) * HW;
       float* dst = yb + (n * c.MP + sl.m0) * OHW;
-      dnnl_memory_t ms = nullptr, mb = nullptr, md = nullptr;
+      dnnl_memory_t ms = nullptr, mb = nullptr, md = nullptr, scr = dnnl_scratch_memory(a, sl.scratch);
       bool ok = a.mem_create(&ms, &sl.src_md, a.engine, const_cast<float*>(src)) == dnnl_success &&
                 a.mem_create(&mb, &sl.b_md, a.engine, const_cast<float*>(c.bias.data() + sl.m0)) == dnnl_success &&
-                a.mem_create(&md, &sl.dst_md, a.engine, dst) == dnnl_success;
+                a.mem_create(&md, &sl.dst_md, a.engine, dst) == dnnl_success && (scr || !sl.scratch.bytes);
       if (ok) {
-        dnnl_exec_arg_t args[4] = {
-            {DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, sl.weights}, {DNNL_ARG_BIAS, mb}, {DNNL_ARG_DST, md}};
-        ok = a.execute(sl.prim, st, 4, args) == dnnl_success && a.stream_wait(st) == dnnl_success;
+        dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, ms},
+                                   {DNNL_ARG_WEIGHTS, sl.weights},
+                                   {DNNL_ARG_BIAS, mb},
+                                   {DNNL_ARG_DST, md},
+                                   {DNNL_ARG_SCRATCHPAD, scr}};
+        ok = a.execute(sl.prim, st, scr ? 5 : 4, args) == dnnl_success && a.stream_wait(st) == dnnl_success;
       }
-      for (dnnl_memory_t m : {ms, mb, md})
+      for (dnnl_memory_t m : {ms, mb, md, scr})
         if (m) a.mem_destroy(m);
       if (!ok) {
         failed = true;

@@ -19,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backends/cpu/dnnl_api.h"
 #include "backends/cpu/fast_math.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/isa.h"
@@ -709,33 +710,7 @@ void gemm_batched(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
 // task runs its slices with OpenMP set to one thread (Debian builds oneDNN with OpenMP), so no
 // second pool runs beside rlx's. The epilogue follows each slice.
 namespace {
-struct Dnnl {
-  void* h = nullptr;
-  dnnl_status_t (*engine_create)(dnnl_engine_t*, dnnl_engine_kind_t, size_t) = nullptr;
-  dnnl_status_t (*stream_create)(dnnl_stream_t*, dnnl_engine_t, unsigned) = nullptr;
-  dnnl_status_t (*stream_wait)(dnnl_stream_t) = nullptr;
-  dnnl_status_t (*stream_destroy)(dnnl_stream_t) = nullptr;
-  dnnl_status_t (*md_by_strides)(dnnl_memory_desc_t*, int, const dnnl_dims_t, dnnl_data_type_t, const dnnl_dims_t) = nullptr;
-  dnnl_status_t (*md_by_tag)(dnnl_memory_desc_t*, int, const dnnl_dims_t, dnnl_data_type_t, dnnl_format_tag_t) = nullptr;
-  dnnl_status_t (*matmul_desc_init)(dnnl_matmul_desc_t*, const dnnl_memory_desc_t*, const dnnl_memory_desc_t*,
-                                    const dnnl_memory_desc_t*, const dnnl_memory_desc_t*) = nullptr;
-  dnnl_status_t (*pd_create)(dnnl_primitive_desc_t*, const_dnnl_op_desc_t, const_dnnl_primitive_attr_t, dnnl_engine_t,
-                             const_dnnl_primitive_desc_t) = nullptr;
-  const dnnl_memory_desc_t* (*pd_query_md)(const_dnnl_primitive_desc_t, dnnl_query_t, int) = nullptr;
-  dnnl_status_t (*pd_destroy)(dnnl_primitive_desc_t) = nullptr;
-  dnnl_status_t (*prim_create)(dnnl_primitive_t*, const_dnnl_primitive_desc_t) = nullptr;
-  dnnl_status_t (*prim_destroy)(dnnl_primitive_t) = nullptr;
-  dnnl_status_t (*execute)(const_dnnl_primitive_t, dnnl_stream_t, int, const dnnl_exec_arg_t*) = nullptr;
-  dnnl_status_t (*mem_create)(dnnl_memory_t*, const dnnl_memory_desc_t*, dnnl_engine_t, void*) = nullptr;
-  dnnl_status_t (*mem_destroy)(dnnl_memory_t) = nullptr;
-  dnnl_status_t (*reorder_pd)(dnnl_primitive_desc_t*, const dnnl_memory_desc_t*, dnnl_engine_t,
-                              const dnnl_memory_desc_t*, dnnl_engine_t, const_dnnl_primitive_attr_t) = nullptr;
-  size_t (*md_size)(const dnnl_memory_desc_t*) = nullptr;
-  void (*omp_threads)(int) = nullptr;
-  dnnl_engine_t engine = nullptr;
-  bool ok = false;
-  std::string why;  // when not ok: why oneDNN is not used (for `rlx devices`)
-};
+using Dnnl = DnnlApi;
 
 // oneDNN as loaded, whatever RLX_GEMM_DNNL says (the convolutions have their own switch).
 const Dnnl& dnnl_loaded() {
@@ -763,6 +738,10 @@ const Dnnl& dnnl_loaded() {
     sym(r.md_by_strides, "dnnl_memory_desc_init_by_strides");
     sym(r.md_by_tag, "dnnl_memory_desc_init_by_tag");
     sym(r.matmul_desc_init, "dnnl_matmul_desc_init");
+    sym(r.conv_desc, "dnnl_dilated_convolution_forward_desc_init");
+    sym(r.pd_query, "dnnl_primitive_desc_query");
+    sym(r.attr_create, "dnnl_primitive_attr_create");
+    sym(r.attr_set_scratchpad_mode, "dnnl_primitive_attr_set_scratchpad_mode");
     sym(r.pd_create, "dnnl_primitive_desc_create");
     sym(r.pd_query_md, "dnnl_primitive_desc_query_md");
     sym(r.pd_destroy, "dnnl_primitive_desc_destroy");
@@ -777,8 +756,10 @@ const Dnnl& dnnl_loaded() {
     if (!r.omp_threads) r.omp_threads = reinterpret_cast<void (*)(int)>(dlsym(r.h, "omp_set_num_threads"));
     r.ok = r.engine_create && r.stream_create && r.stream_wait && r.stream_destroy && r.md_by_strides && r.md_by_tag &&
            r.matmul_desc_init && r.pd_create && r.pd_query_md && r.pd_destroy && r.prim_create && r.prim_destroy &&
-           r.execute && r.mem_create && r.mem_destroy && r.reorder_pd && r.md_size && r.omp_threads &&
-           r.engine_create(&r.engine, dnnl_cpu, 0) == dnnl_success;
+           r.execute && r.mem_create && r.mem_destroy && r.reorder_pd && r.md_size && r.omp_threads && r.conv_desc && r.pd_query &&
+           r.attr_create && r.attr_set_scratchpad_mode && r.engine_create(&r.engine, dnnl_cpu, 0) == dnnl_success &&
+           r.attr_create(&r.user_scratchpad) == dnnl_success &&
+           r.attr_set_scratchpad_mode(r.user_scratchpad, dnnl_scratchpad_mode_user) == dnnl_success;
     return r;
   }();
   return d;
@@ -805,6 +786,7 @@ struct DnnlSlice {
   dnnl_memory_desc_t src_md{}, dst_md{};
   dnnl_memory_t weights = nullptr;
   size_t bytes = 0;
+  DnnlScratch scratch;
 };
 }  // namespace
 
@@ -852,7 +834,7 @@ std::shared_ptr<PackedB::DnnlPack> dnnl_pack(bool trans_b, int64_t K, int64_t N,
     dnnl_matmul_desc_t md{};
     dnnl_primitive_desc_t pd = nullptr, rpd = nullptr;
     ok = ok && d.matmul_desc_init(&md, &sl.src_md, &w_any, nullptr, &sl.dst_md) == dnnl_success &&
-         d.pd_create(&pd, &md, nullptr, d.engine, nullptr) == dnnl_success;
+         d.pd_create(&pd, &md, d.user_scratchpad, d.engine, nullptr) == dnnl_success;
     const dnnl_memory_desc_t* wmd = ok ? d.pd_query_md(pd, dnnl_query_weights_md, 0) : nullptr;
     dnnl_memory_t user = nullptr;
     dnnl_primitive_t reorder = nullptr;
@@ -867,6 +849,7 @@ std::shared_ptr<PackedB::DnnlPack> dnnl_pack(bool trans_b, int64_t K, int64_t N,
       sl.bytes = d.md_size(wmd);
     }
     ok = ok && d.prim_create(&sl.prim, pd) == dnnl_success;
+    if (ok) sl.scratch = dnnl_scratch_of(d, pd);
     if (reorder) d.prim_destroy(reorder);
     if (rpd) d.pd_destroy(rpd);
     if (pd) d.pd_destroy(pd);
@@ -890,15 +873,16 @@ bool dnnl_run(const PackedB::DnnlPack& pk, const float* A, float* C, const Epilo
     }
     for (int64_t i = s0; i < s1 && !failed; ++i) {
       const DnnlSlice& sl = pk.slices[i];
-      dnnl_memory_t src = nullptr, dst = nullptr;
+      dnnl_memory_t src = nullptr, dst = nullptr, scr = dnnl_scratch_memory(d, sl.scratch);
       bool ok = d.mem_create(&src, &sl.src_md, d.engine, const_cast<float*>(A)) == dnnl_success &&
-                d.mem_create(&dst, &sl.dst_md, d.engine, C + sl.n0) == dnnl_success;
+                d.mem_create(&dst, &sl.dst_md, d.engine, C + sl.n0) == dnnl_success && (scr || !sl.scratch.bytes);
       if (ok) {
-        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, sl.weights}, {DNNL_ARG_DST, dst}};
-        ok = d.execute(sl.prim, st, 3, args) == dnnl_success && d.stream_wait(st) == dnnl_success;
+        dnnl_exec_arg_t args[4] = {
+            {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, sl.weights}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scr}};
+        ok = d.execute(sl.prim, st, scr ? 4 : 3, args) == dnnl_success && d.stream_wait(st) == dnnl_success;
       }
-      if (src) d.mem_destroy(src);
-      if (dst) d.mem_destroy(dst);
+      for (dnnl_memory_t m : {src, dst, scr})
+        if (m) d.mem_destroy(m);
       if (!ok) failed = true;
       else apply_epilogue(ep, C, sl.dst_md.format_desc.blocking.strides[0], 0, pk.rows, sl.n0, sl.n1);
     }
@@ -908,20 +892,36 @@ bool dnnl_run(const PackedB::DnnlPack& pk, const float* A, float* C, const Epilo
 }
 }  // namespace
 
-const DnnlLib& dnnl_lib() {
-  static DnnlLib l = [] {
-    const Dnnl& d = dnnl_loaded();
-    DnnlLib r;
-    if (d.ok) {
-      r.lib = d.h;
-      r.engine = d.engine;
-      r.omp_threads = d.omp_threads;
-    } else {
-      r.why = d.why.empty() ? "oneDNN failed to start" : d.why;
-    }
-    return r;
-  }();
-  return l;
+DnnlScratch dnnl_scratch_of(const DnnlApi& d, const_dnnl_primitive_desc_t pd) {
+  DnnlScratch s;
+  if (const dnnl_memory_desc_t* md = d.pd_query_md(pd, dnnl_query_scratchpad_md, 0)) {
+    s.md = *md;
+    s.bytes = d.md_size(md);
+  }
+  return s;
+}
+
+dnnl_memory_t dnnl_scratch_memory(const DnnlApi& d, const DnnlScratch& s) {
+  if (s.bytes == 0) return nullptr;
+  thread_local std::vector<uint8_t> buf;
+  if (buf.size() < s.bytes + 64) buf.resize(s.bytes + 64);
+  void* p = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
+  dnnl_memory_t m = nullptr;
+  if (d.mem_create(&m, &s.md, d.engine, p) != dnnl_success) return nullptr;
+  return m;
+}
+
+const DnnlApi& dnnl_api() {
+  const DnnlApi& d = dnnl_loaded();
+  if (!d.ok && d.why.empty()) {
+    static DnnlApi failed = [] {
+      DnnlApi r;
+      r.why = "oneDNN failed to start";
+      return r;
+    }();
+    return failed;
+  }
+  return d;
 }
 
 // ---------------- bf16 x bf16 products through oneDNN (AMX where the CPU has it) ----------------
@@ -940,6 +940,7 @@ struct Bf16Key {
 struct Bf16Prim {
   dnnl_primitive_t prim = nullptr;
   dnnl_memory_desc_t src_md{}, w_md{}, dst_md{};
+  DnnlScratch scratch;
 };
 
 // The primitive for one slice shape, made once (null when oneDNN refuses it).
@@ -962,8 +963,9 @@ const Bf16Prim* bf16_prim(const Bf16Key& key) {
             d.md_by_strides(&p.w_md, 2, w_dims, dnnl_bf16, w_str) == dnnl_success &&
             d.md_by_strides(&p.dst_md, 2, c_dims, dnnl_f32, c_str) == dnnl_success &&
             d.matmul_desc_init(&md, &p.src_md, &p.w_md, nullptr, &p.dst_md) == dnnl_success &&
-            d.pd_create(&pd, &md, nullptr, d.engine, nullptr) == dnnl_success &&
+            d.pd_create(&pd, &md, d.user_scratchpad, d.engine, nullptr) == dnnl_success &&
             d.prim_create(&p.prim, pd) == dnnl_success;
+  if (ok) p.scratch = dnnl_scratch_of(d, pd);
   if (pd) d.pd_destroy(pd);
   if (!ok) p.prim = nullptr;
   auto& slot = (*cache)[key] = p;
@@ -998,15 +1000,15 @@ bool dnnl_bf16_gemm(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t 
       const Bf16Prim& p = i + 1 == count ? *last : *full;
       const int64_t n0 = i * per;
       const uint16_t* w = trans_b ? B + n0 * ldb : B + n0;
-      dnnl_memory_t src = nullptr, wm = nullptr, dst = nullptr;
+      dnnl_memory_t src = nullptr, wm = nullptr, dst = nullptr, scr = dnnl_scratch_memory(d, p.scratch);
       bool ok = d.mem_create(&src, &p.src_md, d.engine, const_cast<uint16_t*>(A)) == dnnl_success &&
                 d.mem_create(&wm, &p.w_md, d.engine, const_cast<uint16_t*>(w)) == dnnl_success &&
-                d.mem_create(&dst, &p.dst_md, d.engine, C + n0) == dnnl_success;
+                d.mem_create(&dst, &p.dst_md, d.engine, C + n0) == dnnl_success && (scr || !p.scratch.bytes);
       if (ok) {
-        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dst}};
-        ok = d.execute(p.prim, st, 3, args) == dnnl_success && d.stream_wait(st) == dnnl_success;
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scr}};
+        ok = d.execute(p.prim, st, scr ? 4 : 3, args) == dnnl_success && d.stream_wait(st) == dnnl_success;
       }
-      for (dnnl_memory_t m : {src, wm, dst})
+      for (dnnl_memory_t m : {src, wm, dst, scr})
         if (m) d.mem_destroy(m);
       if (!ok) failed = true;
     }

@@ -114,17 +114,6 @@ void gemm_packed(int64_t M, const float* A, int64_t lda, const PackedB& B, float
 // "OpenBLAS 0.3.21 (SkylakeX kernels) + rlx skinny (avx512)": for reports and `rlx devices`.
 std::string gemm_description();
 
-// oneDNN as gemm.cpp loads it (libdnnl.so.2 with dlopen; RLX_CPU_ISA=avx2 caps its code
-// generation, =base leaves it unloaded), for the other kernels that use it (dnnl_conv.cpp,
-// with their own switches): lib is null when absent or off, and `why` says why.
-struct DnnlLib {
-  void* lib = nullptr;     // for dlsym
-  void* engine = nullptr;  // its CPU engine (dnnl_engine_t)
-  void (*omp_threads)(int) = nullptr;  // omp_set_num_threads: each pool task runs oneDNN on a team of one
-  std::string why;
-};
-const DnnlLib& dnnl_lib();
-
 // C[m * ldc + n] = sum_k A[m * lda + k] * op(B)(k, n) with bf16 A and B and f32 C, through
 // oneDNN's matmul (AMX tiles on CPUs that have them, else its AVX-512 BF16 kernels), the
 // columns split over rlx's pool. False when oneDNN is unavailable, refuses the shape or fails
