@@ -1305,6 +1305,22 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
   std::vector<std::string> lines;
   size_t packed_bytes = 0;
   int n_packed = 0, n_inplace = 0, n_fused = 0, n_later = 0, n_reused = 0, n_conv = 0;
+  // The kernel after step st's (at i) becomes its epilogue where it can (i then skips it); the
+  // plan line says which, or why not.
+  auto attach_epilogue = [&](PlanStep& st, size_t& i, std::string& line) {
+    if (i + 1 >= kernels.size()) return;
+    const std::string why = epilogue_refusal(st.k, kernels, i + 1, st.epi_prog, st.epi_reads_c);
+    if (!why.empty()) {
+      line += " (next kernel " + short_name(kernels[i + 1]) + " not in the epilogue: " + why + ")";
+      return;
+    }
+    st.has_epi = true;
+    st.epi = kernels[i + 1];
+    n_fused++;
+    line += std::string(" + epilogue ") + (st.epi.fused ? "" : std::string(ir::op_name(st.epi.node->op)) + " ") +
+            short_name(st.epi);
+    ++i;
+  };
   for (size_t i = 0; i < kernels.size(); ++i) {
     PlanStep st;
     st.k = kernels[i];
@@ -1345,19 +1361,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
           line += " + prologue mul " + short_name(st.pre) + " (each input channel scaled while converted)";
         }
       }
-      if (i + 1 < kernels.size()) {
-        std::string why2 = epilogue_refusal(st.k, kernels, i + 1, st.epi_prog, st.epi_reads_c);
-        if (why2.empty()) {
-          st.has_epi = true;
-          st.epi = kernels[i + 1];
-          n_fused++;
-          line += std::string(" + epilogue ") + (st.epi.fused ? "" : std::string(ir::op_name(st.epi.node->op)) + " ") +
-                  short_name(st.epi);
-          ++i;
-        } else {
-          line += " (next kernel " + short_name(kernels[i + 1]) + " not in the epilogue: " + why2 + ")";
-        }
-      }
+      attach_epilogue(st, i, line);
       st.line = lines.size();
       lines.push_back(line);
       rec->steps.push_back(std::move(st));
@@ -1391,19 +1395,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
         line += " weight read in place, no copy";
       }
     }
-    if (i + 1 < kernels.size()) {
-      std::string why = epilogue_refusal(st.k, kernels, i + 1, st.epi_prog, st.epi_reads_c);
-      if (why.empty()) {
-        st.has_epi = true;
-        st.epi = kernels[i + 1];
-        n_fused++;
-        line += std::string(" + epilogue ") + (st.epi.fused ? "" : std::string(ir::op_name(st.epi.node->op)) + " ") +
-                short_name(st.epi);
-        ++i;
-      } else {
-        line += " (next kernel " + short_name(kernels[i + 1]) + " not in the epilogue: " + why + ")";
-      }
-    }
+    attach_epilogue(st, i, line);
     lines.push_back(line + "\n");
     rec->steps.push_back(std::move(st));
   }
