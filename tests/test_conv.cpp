@@ -31,30 +31,6 @@ struct Conv {
   }
 };
 
-// y[n, m, oh, ow] = b[m] + sum over the group's channels and taps (gather form).
-std::vector<double> conv_ref(const Conv& p, const Tensor& x, const Tensor& w, const Tensor* b, int64_t OH,
-                             int64_t OW) {
-  const int64_t Cg = p.C / p.G, Mg = p.M / p.G;
-  std::vector<double> y(p.N * p.M * OH * OW);
-  const float *X = x.data(), *Wt = w.data();
-  for (int64_t n = 0; n < p.N; ++n)
-    for (int64_t m = 0; m < p.M; ++m)
-      for (int64_t oh = 0; oh < OH; ++oh)
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          double s = b ? b->data()[m] : 0.0;
-          for (int64_t cl = 0; cl < Cg; ++cl)
-            for (int64_t i = 0; i < p.kH; ++i)
-              for (int64_t j = 0; j < p.kW; ++j) {
-                int64_t ih = oh * p.sH - p.pt + i * p.dH, iw = ow * p.sW - p.pl + j * p.dW;
-                if (ih < 0 || ih >= p.H || iw < 0 || iw >= p.W) continue;
-                int64_t c = (m / Mg) * Cg + cl;
-                s += (double)X[((n * p.C + c) * p.H + ih) * p.W + iw] * Wt[((m * Cg + cl) * p.kH + i) * p.kW + j];
-              }
-          y[((n * p.M + m) * OH + oh) * OW + ow] = s;
-        }
-  return y;
-}
-
 // Every x[n, c, i, j] * w[c, m, kh, kw] is scattered to (i sH + kh dH - top, j sW + kw dW - left).
 std::vector<double> conv_transpose_ref(const Conv& p, const Tensor& x, const Tensor& w, const Tensor* b, int64_t OH,
                                        int64_t OW) {
