@@ -377,49 +377,36 @@ TEST(PassesPatterns, MaskedAttentionBecomesAttention) {
   expect_near(got, want, 1e-5);
 }
 
-// The scale applied to q before the product (q / sqrt(D) written as q * c).
-TEST(PassesPatterns, AttentionWithTheScaleOnQ) {
-  auto g = graph_text(R"(
+// Attention over q scaled by a constant before the product (`op` "mul" or "div" by `c`): one
+// attention node reading q itself with scale `scale`, the scaling op gone, the values as the
+// reference computes them for q filled with `q_step` steps.
+void expect_attention_over_scaled_q(const char* op, double c, double scale, float q_step) {
+  auto g = graph_text(std::string(R"(
     {"id": "q", "op": "input", "shape": [1, 2, 3, 4]},
     {"id": "k", "op": "input", "shape": [1, 2, 3, 4]},
     {"id": "v", "op": "input", "shape": [1, 2, 3, 4]},
-    {"id": "c", "op": "constant", "shape": [], "value": 0.5},
-    {"id": "qs", "op": "mul", "inputs": ["q", "c"]},
+    {"id": "c", "op": "constant", "shape": [], "value": )") + std::to_string(c) + R"(},
+    {"id": "qs", "op": ")" + op + R"(", "inputs": ["q", "c"]},
     {"id": "s", "op": "matmul", "inputs": ["qs", "k"], "attrs": {"transpose_b": true}},
     {"id": "p", "op": "softmax", "inputs": ["s"]},
     {"id": "y", "op": "matmul", "inputs": ["p", "v"]})", R"(["y"])");
   auto og = optimize(*g, {{"q", {1, 2, 3, 4}}, {"k", {1, 2, 3, 4}}, {"v", {1, 2, 3, 4}}});
   const ir::Node& y = output_node(og);
-  ASSERT_EQ(y.op, ir::Op::Attention);
-  EXPECT_DOUBLE_EQ(y.attrs.f("scale"), 0.5);
-  EXPECT_EQ(og.graph.nodes[y.inputs[0]].id, "q");
-  EXPECT_EQ(og.graph.nodes[y.inputs[1]].id, "k");
-  Tensor q = values({1, 2, 3, 4}, 1.f, 0.f), k = values({1, 2, 3, 4}, 1.f, 1.f), v = values({1, 2, 3, 4}, 1.f, 2.f);
+  ASSERT_EQ(y.op, ir::Op::Attention) << op;
+  EXPECT_DOUBLE_EQ(y.attrs.f("scale"), scale) << op;
+  EXPECT_EQ(og.graph.nodes[y.inputs[0]].id, "q") << op;
+  EXPECT_EQ(og.graph.nodes[y.inputs[1]].id, "k") << op;
+  EXPECT_EQ(count_op(og, ir::Op::Mul) + count_op(og, ir::Op::Div), 0) << op;
+  Tensor q = values({1, 2, 3, 4}, q_step, 0.f), k = values({1, 2, 3, 4}, 1.f, 1.f), v = values({1, 2, 3, 4}, 1.f, 2.f);
   Tensor got = run_compiled(g, {{"q", q}, {"k", k}, {"v", v}});
-  expect_near(got, attention_ref(q, k, v, 1, 2, 2, 3, 3, 4, 0.5, [](int, int, int) { return 0.0; }), 1e-5);
+  expect_near(got, attention_ref(q, k, v, 1, 2, 2, 3, 3, 4, scale, [](int, int, int) { return 0.0; }), 1e-5);
 }
 
+// The scale applied to q before the product (q / sqrt(D) written as q * c).
+TEST(PassesPatterns, AttentionWithTheScaleOnQ) { expect_attention_over_scaled_q("mul", 0.5, 0.5, 1.f); }
+
 // torch's MultiheadAttention (ViT) divides q by sqrt(head dim) before the product.
-TEST(PassesPatterns, AttentionWithQDividedByAConstant) {
-  auto g = graph_text(R"(
-    {"id": "q", "op": "input", "shape": [1, 2, 3, 4]},
-    {"id": "k", "op": "input", "shape": [1, 2, 3, 4]},
-    {"id": "v", "op": "input", "shape": [1, 2, 3, 4]},
-    {"id": "c", "op": "constant", "shape": [], "value": 4.0},
-    {"id": "qs", "op": "div", "inputs": ["q", "c"]},
-    {"id": "s", "op": "matmul", "inputs": ["qs", "k"], "attrs": {"transpose_b": true}},
-    {"id": "p", "op": "softmax", "inputs": ["s"]},
-    {"id": "y", "op": "matmul", "inputs": ["p", "v"]})", R"(["y"])");
-  auto og = optimize(*g, {{"q", {1, 2, 3, 4}}, {"k", {1, 2, 3, 4}}, {"v", {1, 2, 3, 4}}});
-  const ir::Node& y = output_node(og);
-  ASSERT_EQ(y.op, ir::Op::Attention);
-  EXPECT_DOUBLE_EQ(y.attrs.f("scale"), 0.25);
-  EXPECT_EQ(og.graph.nodes[y.inputs[0]].id, "q");
-  EXPECT_EQ(count_op(og, ir::Op::Div), 0);
-  Tensor q = values({1, 2, 3, 4}, 2.f, 0.f), k = values({1, 2, 3, 4}, 1.f, 1.f), v = values({1, 2, 3, 4}, 1.f, 2.f);
-  Tensor got = run_compiled(g, {{"q", q}, {"k", k}, {"v", v}});
-  expect_near(got, attention_ref(q, k, v, 1, 2, 2, 3, 3, 4, 0.25, [](int, int, int) { return 0.0; }), 1e-5);
-}
+TEST(PassesPatterns, AttentionWithQDividedByAConstant) { expect_attention_over_scaled_q("div", 4.0, 0.25, 2.f); }
 
 TEST(PassesPatterns, AttentionNearMissesStayUnfused) {
   std::map<std::string, Shape> shapes{{"q", {2, 3, 5, 4}}, {"k", {2, 5, 3, 4}}, {"v", {2, 3, 5, 4}}, {"mask", {2, 1, 1, 5}}};
