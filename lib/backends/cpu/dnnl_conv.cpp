@@ -20,9 +20,6 @@
 namespace rlx::cpu {
 namespace {
 
-// oneDNN's table (dnnl_api.h) as the convolutions use it: off under RLX_CONV_DNNL=0.
-struct Api : DnnlApi {};
-
 // RLX_CONV_DNNL: 0 = off (rlx's kernels only); all = every convolution oneDNN runs with a jit
 // kernel, whatever the rule below says (for measuring); unset or 1 = the rule.
 std::string conv_switch() {
@@ -30,20 +27,15 @@ std::string conv_switch() {
   return e ? e : "";
 }
 
-const Api& api() {
-  static Api a = [] {
-    Api r;
+// oneDNN's table (dnnl_api.h) as the convolutions use it: off under RLX_CONV_DNNL=0.
+const DnnlApi& api() {
+  static DnnlApi a = [] {
+    DnnlApi r;
     if (conv_switch() == "0") {
       r.why = "off: RLX_CONV_DNNL=0";
       return r;
     }
-    const DnnlApi& d = dnnl_api();
-    if (!d.ok) {
-      r.why = d.why;
-      return r;
-    }
-    static_cast<DnnlApi&>(r) = d;
-    return r;
+    return dnnl_api();
   }();
   return a;
 }
@@ -69,7 +61,7 @@ struct DnnlConv {
   std::vector<Slice> slices;
   std::string impl;
   ~DnnlConv() {
-    const Api& a = api();
+    const DnnlApi& a = api();
     for (auto& s : slices) {
       if (s.prim) a.prim_destroy(s.prim);
       if (s.weights) a.mem_destroy(s.weights);
@@ -202,7 +194,7 @@ std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, 
     *why = s;
     return nullptr;
   };
-  const Api& a = api();
+  const DnnlApi& a = api();
   if (!a.ok) return refuse(a.why);
   std::vector<Shape> ins;
   for (const auto& t : k.inputs) ins.push_back(t.shape);
@@ -329,7 +321,7 @@ bool dnnl_conv_blocked_in(const DnnlConv& c) { return !c.plain_src; }
 
 bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::function<void(int64_t, int64_t)>& epi,
                    const float* x_blocked, float* y_blocked, const float* x_scale) {
-  const Api& a = api();
+  const DnnlApi& a = api();
   const ir::Conv2dGeom& g = c.g;
   const int64_t B = c.B, HW = g.H * g.W, OHW = g.OH * g.OW;
   const int64_t CB = c.CP / B, MB = c.MP / B;

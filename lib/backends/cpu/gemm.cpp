@@ -760,6 +760,7 @@ const Dnnl& dnnl_loaded() {
            r.attr_create && r.attr_set_scratchpad_mode && r.engine_create(&r.engine, dnnl_cpu, 0) == dnnl_success &&
            r.attr_create(&r.user_scratchpad) == dnnl_success &&
            r.attr_set_scratchpad_mode(r.user_scratchpad, dnnl_scratchpad_mode_user) == dnnl_success;
+    if (!r.ok) r.why = "oneDNN failed to start (an entry point, its CPU engine or its attributes missing)";
     return r;
   }();
   return d;
@@ -911,18 +912,7 @@ dnnl_memory_t dnnl_scratch_memory(const DnnlApi& d, const DnnlScratch& s) {
   return m;
 }
 
-const DnnlApi& dnnl_api() {
-  const DnnlApi& d = dnnl_loaded();
-  if (!d.ok && d.why.empty()) {
-    static DnnlApi failed = [] {
-      DnnlApi r;
-      r.why = "oneDNN failed to start";
-      return r;
-    }();
-    return failed;
-  }
-  return d;
-}
+const DnnlApi& dnnl_api() { return dnnl_loaded(); }
 
 // ---------------- bf16 x bf16 products through oneDNN (AMX where the CPU has it) ----------------
 // Neither operand is packed: the weights md has the caller's strides, so one primitive per
