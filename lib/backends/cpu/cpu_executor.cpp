@@ -989,6 +989,10 @@ struct PlanStep {
   // the next convolution reads as blocked_in (neither converts; the NCHW tensor is never written).
   std::shared_ptr<std::vector<float>> blocked_out, blocked_in;
   FusedProgram epi_blocked;  // with blocked_out: the epilogue as a flat program over the blocked buffer
+  // With blocked_out: per epilogue input, the blocked buffer it reads (null: the convolution's
+  // own output); empty when the epilogue reads nothing but that output.
+  std::vector<std::shared_ptr<std::vector<float>>> epi_blocked_ins;
+  bool write_nchw = false;  // with blocked_out: also converted to NCHW (some step reads it so)
   size_t line = SIZE_MAX;    // its line of the plan's description
   // Squeeze-excitation's scale folded in: the kernel before, y = mul(x, s) with s [N, C, 1, 1],
   // whose only reader is this convolution: the convolution reads x and scales each channel by s
@@ -1196,8 +1200,10 @@ bool run_conv_step(const PlanStep& st) {
   float* YB = st.blocked_out ? st.blocked_out->data() : nullptr;
   std::unique_ptr<cpu::FusedSpans> spans;
   std::function<void(int64_t, int64_t)> epi;
-  if (st.has_epi && YB) {  // a one-input program, in place over the blocked buffer
+  if (st.has_epi && YB) {  // in place over the blocked buffer, other inputs blocked too
     std::vector<const float*> ins(st.epi.inputs.size(), YB);
+    for (size_t i = 0; i < st.epi_blocked_ins.size(); ++i)
+      if (st.epi_blocked_ins[i]) ins[i] = st.epi_blocked_ins[i]->data();
     spans = std::make_unique<cpu::FusedSpans>(st.epi_blocked, ins, YB);
     epi = [&spans](int64_t b, int64_t e) { spans->run(b, e); };
   } else if (st.has_epi) {
@@ -1206,6 +1212,8 @@ bool run_conv_step(const PlanStep& st) {
     spans = std::make_unique<cpu::FusedSpans>(st.epi_prog, ins, ptr(st.epi.output));
     epi = [&spans](int64_t b, int64_t e) { spans->run(b, e); };
   }
+  // Blocked: the NCHW result (the epilogue's output) is written after the epilogue, if at all.
+  if (YB) Y = st.write_nchw ? ptr(st.has_epi ? st.epi.output : k.output) : nullptr;
   if (st.has_pre)
     return cpu::dnnl_conv_run(*st.conv, ptr(st.pre.inputs[st.pre_x]), Y, epi, nullptr, YB, ptr(st.pre.inputs[1 - st.pre_x]));
   return cpu::dnnl_conv_run(*st.conv, ptr(k.inputs[0]), Y, epi, st.blocked_in ? st.blocked_in->data() : nullptr, YB);
@@ -1248,48 +1256,93 @@ void step_tensors(const PlanStep& q, F&& f) {
   if (q.has_epi) f(q.epi.output, true);
 }
 
-// Chains of oneDNN convolutions: step a's result (its epilogue's output, if any) stays blocked
-// when the only kernel that reads it is a later oneDNN convolution's input, a's epilogue (if
-// any) reads nothing but the convolution's output (an activation: run in place on the blocked
-// buffer, padding channels included: they meet zero weights in the next convolution), and the
-// result is not a graph output. Returns the number of links made.
+// Tensors kept in oneDNN's blocked layout between convolutions. A oneDNN convolution step whose
+// epilogue, if any, reads nothing but its own output and tensors that are themselves kept
+// blocked (a residual add of an earlier convolution's result, of the same shape) may produce its
+// result F in a blocked buffer, its epilogue run over that buffer. Each later step that reads F
+// before its memory is overwritten reads it blocked where it can: as a oneDNN convolution's input
+// (blocked_in), or as an input of a convolution's epilogue run over the blocked buffer (the
+// residual add, epi_blocked_ins). F is converted to NCHW as well (write_nchw) when any other step
+// reads it or it is a graph output. Padding channels past a tensor's channel count hold values
+// nothing uses: they meet zero weights in a convolution, and the conversion drops them. A
+// producer that no step reads blocked, and whose epilogue reads nothing blocked, stays as
+// before (converted in its tasks, its epilogue on NCHW). Returns the number of blocked reads.
 int link_conv_chains(std::vector<PlanStep>& steps) {
+  const size_t n = steps.size();
+  std::vector<size_t> live;                 // producers whose result is still in its memory
+  std::vector<TensorRef> result(n);         // per producer: F
+  std::vector<char> used(n, 0), nchw(n, 0), read(n, 0), epi_blocked(n, 0);
   int links = 0;
-  for (size_t a = 0; a < steps.size(); ++a) {
-    PlanStep& sa = steps[a];
-    if (!sa.conv || sa.blocked_out || sa.k.graph_output || (sa.has_epi && sa.epi.graph_output)) continue;
-    if (sa.has_epi && std::find(sa.epi_reads_c.begin(), sa.epi_reads_c.end(), 0) != sa.epi_reads_c.end()) continue;
-    const TensorRef F = sa.has_epi ? sa.epi.output : sa.k.output;
-    size_t b = SIZE_MAX;
-    bool ok = true;
-    for (size_t q = a + 1; q < steps.size() && ok; ++q) {
-      const PlanStep& sq = steps[q];
-      if (b == SIZE_MAX && sq.conv && !sq.blocked_in && same_tensor(sq.k.inputs[0], F) &&
-          cpu::dnnl_conv_blocked_in(*sq.conv)) {
-        b = q;
-        if (sq.has_epi)  // its epilogue must not read F too
-          for (size_t i = 0; i < sq.epi.inputs.size(); ++i)
-            if (!sq.epi_reads_c[i] && overlaps(sq.epi.inputs[i], F)) ok = false;
-        continue;
+  auto find_live = [&](const TensorRef& t) -> size_t {
+    for (size_t a : live)
+      if (same_tensor(result[a], t)) return a;
+    return SIZE_MAX;
+  };
+  for (size_t q = 0; q < n; ++q) {
+    PlanStep& sq = steps[q];
+    size_t in_src = SIZE_MAX;
+    if (sq.conv && !sq.has_pre && cpu::dnnl_conv_blocked_in(*sq.conv)) in_src = find_live(sq.k.inputs[0]);
+    std::vector<size_t> srcs;
+    const bool c_only = std::find(sq.epi_reads_c.begin(), sq.epi_reads_c.end(), 0) == sq.epi_reads_c.end();
+    if (sq.conv && sq.has_epi) {
+      epi_blocked[q] = 1;
+      srcs.assign(sq.epi.inputs.size(), SIZE_MAX);
+      for (size_t i = 0; i < sq.epi.inputs.size() && epi_blocked[q]; ++i) {
+        if (sq.epi_reads_c[i]) continue;
+        srcs[i] = find_live(sq.epi.inputs[i]);
+        if (srcs[i] == SIZE_MAX || sq.epi.inputs[i].shape != sq.epi.output.shape ||
+            steps[srcs[i]].k.output.shape != sq.k.output.shape)
+          epi_blocked[q] = 0;
       }
-      bool written = false;
-      step_tensors(sq, [&](const TensorRef& t, bool out) {
-        if (!overlaps(t, F)) return;
-        if (out) written = true;
-        else ok = false;  // another reader
-      });
-      if (written) break;  // F's memory holds another tensor from here on
+      if (c_only) epi_blocked[q] = 0;  // an activation: blocked when the result is
+      if (!epi_blocked[q]) srcs.clear();
     }
-    if (!ok || b == SIZE_MAX) continue;
-    PlanStep& sb = steps[b];
-    sa.blocked_out = std::make_shared<std::vector<float>>((size_t)cpu::dnnl_conv_blocked_out_floats(*sa.conv));
-    sb.blocked_in = sa.blocked_out;
+    // Every read of a live result: blocked where this step can, else as NCHW.
+    auto note = [&](const TensorRef& t, size_t blocked_src) {
+      for (size_t a : live)
+        if (overlaps(result[a], t)) {
+          read[a] = 1;
+          if (a == blocked_src) used[a] = 1;
+          else nchw[a] = 1;
+        }
+    };
+    if (sq.has_pre)
+      for (const auto& t : sq.pre.inputs) note(t, SIZE_MAX);
+    for (size_t i = 0; i < sq.k.inputs.size(); ++i) note(sq.k.inputs[i], i == 0 ? in_src : SIZE_MAX);
+    if (sq.has_epi)
+      for (size_t i = 0; i < sq.epi.inputs.size(); ++i)
+        if (!sq.epi_reads_c[i]) note(sq.epi.inputs[i], srcs.empty() ? SIZE_MAX : srcs[i]);
+    // Writes end the live results they overwrite; this step's result becomes live.
+    step_tensors(sq, [&](const TensorRef& t, bool out) {
+      if (out) live.erase(std::remove_if(live.begin(), live.end(), [&](size_t a) { return overlaps(result[a], t); }), live.end());
+    });
+    if (sq.conv && (!sq.has_epi || epi_blocked[q] || c_only)) {
+      result[q] = sq.has_epi ? sq.epi.output : sq.k.output;
+      nchw[q] = sq.k.graph_output || (sq.has_epi && sq.epi.graph_output);
+      sq.blocked_out = std::make_shared<std::vector<float>>();  // tentative: kept below when read blocked
+      live.push_back(q);
+    }
+    if (in_src != SIZE_MAX) {
+      sq.blocked_in = steps[in_src].blocked_out;
+      links++;
+    }
+    for (size_t s : srcs) sq.epi_blocked_ins.push_back(s == SIZE_MAX ? nullptr : steps[s].blocked_out);
+    links += epi_blocked[q];
+  }
+  for (size_t a = 0; a < n; ++a) {
+    PlanStep& sa = steps[a];
+    if (!sa.blocked_out) continue;
+    if (!used[a] && !epi_blocked[a]) {
+      sa.blocked_out.reset();
+      continue;
+    }
+    sa.blocked_out->resize((size_t)cpu::dnnl_conv_blocked_out_floats(*sa.conv));
+    sa.write_nchw = nchw[a] || !read[a];
     if (sa.has_epi) {
       sa.epi_blocked = sa.epi_prog;
       sa.epi_blocked.out_shape = {(int64_t)sa.blocked_out->size()};
       for (auto& s : sa.epi_blocked.input_shapes) s = sa.epi_blocked.out_shape;
     }
-    links++;
   }
   return links;
 }
@@ -1410,8 +1463,12 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
       st.conv.reset();
     } else if (st.conv) {
       n_conv++;
-      if (st.blocked_in) line += "; input kept blocked from the previous convolution";
-      if (st.blocked_out) line += "; output kept blocked for the next convolution";
+      if (st.blocked_in) line += "; input kept blocked from an earlier convolution";
+      bool epi_b = false;
+      for (const auto& b : st.epi_blocked_ins) epi_b = epi_b || b;
+      if (epi_b) line += "; epilogue run on the blocked layout, its other inputs read blocked";
+      if (st.blocked_out) line += st.write_nchw ? "; output kept blocked for later convolutions, and converted to NCHW for other readers"
+                                                : "; output kept blocked for later convolutions (no NCHW copy)";
     }
     line += "\n";
   }

@@ -39,8 +39,9 @@ std::string dnnl_conv_describe(const DnnlConv& c);
 // y (NCHW) = conv(x (NCHW)); then epi(begin, end) (if set) on each range of y's flat indices a
 // task has just written, on that task's thread. In a chain of convolutions (cpu_executor.cpp):
 // x_blocked, when set, is the input already in the blocked layout (x is not read); y_blocked,
-// when set, receives the output in the blocked layout instead of y (not written), and epi then
-// gets ranges of y_blocked's flat indices (padding channels included). x_scale, when set ([N, C]),
+// when set, receives the output in the blocked layout, and epi then gets ranges of y_blocked's
+// flat indices (padding channels included); y, if not null, then receives the NCHW conversion of
+// each range after epi (a blocked result that other kernels also read as NCHW). x_scale, when set ([N, C]),
 // scales each input channel as x is converted (squeeze-excitation's x * s folded into the conv
 // that reads it). False when oneDNN failed at run time (the caller then runs rlx's kernel,
 // unless a blocked operand was given).
