@@ -22,6 +22,7 @@
 #include "backends/cpu/half_gemm.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/cpu_ops_conv.h"
+#include "backends/cpu/blocked_ops.h"
 #include "backends/cpu/dnnl_conv.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/kernels.h"
@@ -993,6 +994,10 @@ struct PlanStep {
   // own output); empty when the epilogue reads nothing but that output.
   std::vector<std::shared_ptr<std::vector<float>>> epi_blocked_ins;
   bool write_nchw = false;  // with blocked_out: also converted to NCHW (some step reads it so)
+  // A pool, concat or global mean run on blocked inputs (blocked_ops.h; "" when not): bins are
+  // its inputs' blocked buffers; pools and concats write blocked_out (and NCHW if write_nchw).
+  std::string bkind;
+  std::vector<std::shared_ptr<std::vector<float>>> bins;
   size_t line = SIZE_MAX;    // its line of the plan's description
   // Squeeze-excitation's scale folded in: the kernel before, y = mul(x, s) with s [N, C, 1, 1],
   // whose only reader is this convolution: the convolution reads x and scales each channel by s
@@ -1219,6 +1224,31 @@ bool run_conv_step(const PlanStep& st) {
   return cpu::dnnl_conv_run(*st.conv, ptr(k.inputs[0]), Y, epi, st.blocked_in ? st.blocked_in->data() : nullptr, YB);
 }
 
+// Runs a pool, concat or global mean on blocked inputs (PlanStep::bkind).
+void run_blocked_step(const PlanStep& st) {
+  const Kernel& k = st.k;
+  const Shape& ys = k.output.shape;
+  if (st.bkind == "mean") {
+    const Shape& xs = k.inputs[0].shape;
+    cpu::blocked_mean_hw(st.bins[0]->data(), xs[0], xs[1], xs[2] * xs[3], ptr(k.output));
+    return;
+  }
+  float* yb = st.blocked_out->data();
+  if (st.bkind == "pool") {
+    const ir::Conv2dGeom g = ir::conv2d_geom(*k.node, {k.inputs[0].shape}, k.label);
+    cpu::blocked_pool(g, k.node->op == Op::MaxPool2d, st.bins[0]->data(), yb);
+  } else {
+    std::vector<const float*> xs;
+    std::vector<int64_t> cs;
+    for (size_t i = 0; i < k.inputs.size(); ++i) {
+      xs.push_back(st.bins[i]->data());
+      cs.push_back(k.inputs[i].shape[1]);
+    }
+    cpu::blocked_concat(xs, cs, ys[0], ys[2] * ys[3], yb);
+  }
+  if (st.write_nchw) cpu::blocked_to_nchw(yb, ys[0], ys[1], ys[2] * ys[3], ptr(k.output));
+}
+
 // Whether kernels[j] is y = mul(x, s), s [N, C, 1, 1] per channel of x [N, C, H, W], that only
 // the convolution kernels[j + 1] reads (as its input x); sets `xi` to x's input index.
 bool se_scale_before(const std::vector<Kernel>& kernels, size_t j, int& xi) {
@@ -1297,6 +1327,14 @@ int link_conv_chains(std::vector<PlanStep>& steps) {
       if (c_only) epi_blocked[q] = 0;  // an activation: blocked when the result is
       if (!epi_blocked[q]) srcs.clear();
     }
+    // A pool, concat or global mean whose inputs are all blocked runs on them.
+    std::vector<size_t> bsrcs;
+    const std::string bkind = sq.conv || sq.has_epi || sq.has_pre || sq.packed || sq.qpacked || sq.pack_later
+                                  ? std::string() : cpu::blocked_kind(sq.k);
+    if (!bkind.empty()) {
+      for (const auto& t : sq.k.inputs) bsrcs.push_back(find_live(t));
+      if (std::find(bsrcs.begin(), bsrcs.end(), SIZE_MAX) != bsrcs.end()) bsrcs.clear();
+    }
     // Every read of a live result: blocked where this step can, else as NCHW.
     auto note = [&](const TensorRef& t, size_t blocked_src) {
       for (size_t a : live)
@@ -1308,7 +1346,8 @@ int link_conv_chains(std::vector<PlanStep>& steps) {
     };
     if (sq.has_pre)
       for (const auto& t : sq.pre.inputs) note(t, SIZE_MAX);
-    for (size_t i = 0; i < sq.k.inputs.size(); ++i) note(sq.k.inputs[i], i == 0 ? in_src : SIZE_MAX);
+    for (size_t i = 0; i < sq.k.inputs.size(); ++i)
+      note(sq.k.inputs[i], !bsrcs.empty() ? bsrcs[i] : i == 0 ? in_src : SIZE_MAX);
     if (sq.has_epi)
       for (size_t i = 0; i < sq.epi.inputs.size(); ++i)
         if (!sq.epi_reads_c[i]) note(sq.epi.inputs[i], srcs.empty() ? SIZE_MAX : srcs[i]);
@@ -1316,7 +1355,18 @@ int link_conv_chains(std::vector<PlanStep>& steps) {
     step_tensors(sq, [&](const TensorRef& t, bool out) {
       if (out) live.erase(std::remove_if(live.begin(), live.end(), [&](size_t a) { return overlaps(result[a], t); }), live.end());
     });
-    if (sq.conv && (!sq.has_epi || epi_blocked[q] || c_only)) {
+    if (!bsrcs.empty()) {
+      sq.bkind = bkind;
+      for (size_t a : bsrcs) sq.bins.push_back(steps[a].blocked_out);
+      links += (int)bsrcs.size();
+    }
+    if (!bsrcs.empty() && bkind != "mean") {
+      result[q] = sq.k.output;
+      nchw[q] = sq.k.graph_output;
+      sq.blocked_out = std::make_shared<std::vector<float>>();
+      epi_blocked[q] = 1;  // runs blocked: keeps its buffer
+      live.push_back(q);
+    } else if (sq.conv && (!sq.has_epi || epi_blocked[q] || c_only)) {
       result[q] = sq.has_epi ? sq.epi.output : sq.k.output;
       nchw[q] = sq.k.graph_output || (sq.has_epi && sq.epi.graph_output);
       sq.blocked_out = std::make_shared<std::vector<float>>();  // tentative: kept below when read blocked
@@ -1336,7 +1386,9 @@ int link_conv_chains(std::vector<PlanStep>& steps) {
       sa.blocked_out.reset();
       continue;
     }
-    sa.blocked_out->resize((size_t)cpu::dnnl_conv_blocked_out_floats(*sa.conv));
+    const Shape& ys = sa.k.output.shape;
+    sa.blocked_out->resize(sa.conv ? (size_t)cpu::dnnl_conv_blocked_out_floats(*sa.conv)
+                                   : (size_t)(ys[0] * cpu::blocked_padded(ys[1]) * ys[2] * ys[3]));
     sa.write_nchw = nchw[a] || !read[a];
     if (sa.has_epi) {
       sa.epi_blocked = sa.epi_prog;
@@ -1463,22 +1515,31 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
       st.conv.reset();
     } else if (st.conv) {
       n_conv++;
-      if (st.blocked_in) line += "; input kept blocked from an earlier convolution";
+      if (st.blocked_in) line += "; input read blocked (as an earlier step left it)";
       bool epi_b = false;
       for (const auto& b : st.epi_blocked_ins) epi_b = epi_b || b;
       if (epi_b) line += "; epilogue run on the blocked layout, its other inputs read blocked";
-      if (st.blocked_out) line += st.write_nchw ? "; output kept blocked for later convolutions, and converted to NCHW for other readers"
-                                                : "; output kept blocked for later convolutions (no NCHW copy)";
+      if (st.blocked_out) line += st.write_nchw ? "; output kept blocked for later steps, and converted to NCHW for other readers"
+                                                : "; output kept blocked for later steps (no NCHW copy)";
     }
     line += "\n";
+  }
+  int n_blocked_ops = 0;
+  for (const auto& st : rec->steps) {
+    if (st.bkind.empty()) continue;
+    n_blocked_ops++;
+    std::string line = "  " + short_name(st.k) + " (" + ir::op_name(st.k.node->op) + "): on the blocked layout, " +
+                       std::to_string(st.bins.size()) + (st.bins.size() == 1 ? " input" : " inputs") + " read blocked";
+    if (st.blocked_out) line += st.write_nchw ? "; output blocked, and converted to NCHW for other readers" : "; output blocked (no NCHW copy)";
+    lines.push_back(line + "\n");
   }
   if (!lines.empty()) {
     char head[512];
     std::snprintf(head, sizeof head,
                   "cpu recording: %d weights packed (%.3f MiB of packed copies; %d taken from an earlier plan), %d read "
                   "in place (no copy), %d packed before the second run, %d conv2d through oneDNN (%d links kept "
-                  "blocked), %d consumers run in a product's or convolution's epilogue\n",
-                  n_packed, packed_bytes / 1048576.0, n_reused, n_inplace, n_later, n_conv, n_links, n_fused);
+                  "blocked, %d pools/concats/means on the blocked layout), %d consumers run in a product's or convolution's epilogue\n",
+                  n_packed, packed_bytes / 1048576.0, n_reused, n_inplace, n_later, n_conv, n_links, n_blocked_ops, n_fused);
     rec->text = head;
     for (const auto& l : lines) rec->text += l;
     if (n_packed)
@@ -1583,6 +1644,15 @@ class CpuExecutor : public Executor {
         if (profiling_) {
           double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           profile_.push_back({st.k.label, std::string(ir::op_name(st.k.node->op)) + " (packed)", s, st.k.flops, st.k.bytes});
+        }
+        continue;
+      }
+      if (!st.bkind.empty()) {
+        auto t0 = std::chrono::steady_clock::now();
+        run_blocked_step(st);
+        if (profiling_) {
+          double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          profile_.push_back({st.k.label, std::string(ir::op_name(st.k.node->op)) + " (blocked)", s, st.k.flops, st.k.bytes});
         }
         continue;
       }

@@ -390,4 +390,8 @@ bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::funct
   return !failed;
 }
 
+void dnnl_from_blocked(const float* src, int64_t avail, int64_t HW, int64_t B, float* dst) {
+  from_blocked_any(src, avail, HW, B, dst);
+}
+
 }  // namespace rlx::cpu

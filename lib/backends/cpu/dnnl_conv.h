@@ -48,4 +48,8 @@ std::string dnnl_conv_describe(const DnnlConv& c);
 bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::function<void(int64_t, int64_t)>& epi,
                    const float* x_blocked = nullptr, float* y_blocked = nullptr, const float* x_scale = nullptr);
 
+// The first `avail` channels of one block of B-channel pixels (HW of them) -> NCHW planes
+// (blocked_ops.cpp converts blocked tensors other kernels made with it).
+void dnnl_from_blocked(const float* src, int64_t avail, int64_t HW, int64_t B, float* dst);
+
 }  // namespace rlx::cpu
