@@ -25,6 +25,15 @@ std::string blocked_kind(const Kernel& k) {
   switch (k.node->op) {
     case Op::MaxPool2d: case Op::AvgPool2d:
       return k.inputs.size() == 1 ? "pool" : "";
+    case Op::Pad: {  // a constant spatial pad (inception_v3's before its average pools)
+      const auto& pads = k.node->attrs.ints("pads");
+      const std::string mode = k.node->attrs.has("mode") ? k.node->attrs.s("mode") : "constant";
+      if (k.inputs.size() != 1 || mode != "constant" || pads.size() != 8 || pads[0] || pads[1] || pads[4] || pads[5])
+        return "";
+      for (auto p : pads)
+        if (p < 0) return "";
+      return "pad";
+    }
     case Op::Concat: {
       int64_t axis = k.node->attrs.i("axis");
       if (axis < 0) axis += 4;
@@ -121,6 +130,24 @@ void blocked_pool(const ir::Conv2dGeom& g, bool is_max, const float* x, float* y
       float* yr = y + (blk * OHW + oh * g.OW) * B;
       if (B == 16) pool_row16(g, is_max, xb, oh, yr);
       else pool_row(g, is_max, B, xb, oh, yr);
+    }
+  });
+}
+
+void blocked_pad(const float* x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t OH,
+                 int64_t OW, float value, float* y) {
+  const int64_t B = blocked_block(), CB = blocked_padded(C) / B;
+  ThreadPool::global().parallel_for(N * CB * OH, 8, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t oh = r % OH, blk = r / OH, h = oh - pt;
+      float* yr = y + (blk * OH + oh) * OW * B;
+      if (h < 0 || h >= H) {
+        std::fill(yr, yr + OW * B, value);
+        continue;
+      }
+      std::fill(yr, yr + pl * B, value);
+      std::memcpy(yr + pl * B, x + (blk * H + h) * W * B, (size_t)(W * B) * sizeof(float));
+      std::fill(yr + (pl + W) * B, yr + OW * B, value);
     }
   });
 }

@@ -18,13 +18,17 @@ int64_t blocked_block();
 inline int64_t blocked_padded(int64_t C) { return (C + blocked_block() - 1) / blocked_block() * blocked_block(); }
 
 // Which blocked kernel can run kernel k when its inputs are blocked, or "" when none:
-// "pool" (max_pool2d / avg_pool2d over f32), "concat" (along channels of 4-D f32 tensors whose
+// "pool" (max_pool2d / avg_pool2d over f32), "pad" (a constant pad of H and W), "concat" (along channels of 4-D f32 tensors whose
 // channel counts are multiples of the block), "mean" (the mean over H and W of a 4-D f32
 // tensor: a global average pool, whose small output is written NCHW).
 std::string blocked_kind(const Kernel& k);
 
 // y (blocked, [N][CP/B][OH][OW][B]) = the pool of x (blocked) with geometry g.
 void blocked_pool(const ir::Conv2dGeom& g, bool is_max, const float* x, float* y);
+// y (blocked, [N][CP/B][OH][OW][B]) = x (blocked, H x W) with pt rows above and pl columns left
+// of it, the rest of OH x OW filled with value.
+void blocked_pad(const float* x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t OH,
+                 int64_t OW, float value, float* y);
 // y (blocked) = the inputs' channels one after another; xs[i] is blocked with cs[i] channels
 // (each a multiple of the block), every input of N images of HW pixels.
 void blocked_concat(const std::vector<const float*>& xs, const std::vector<int64_t>& cs, int64_t N, int64_t HW, float* y);

@@ -1237,6 +1237,11 @@ void run_blocked_step(const PlanStep& st) {
   if (st.bkind == "pool") {
     const ir::Conv2dGeom g = ir::conv2d_geom(*k.node, {k.inputs[0].shape}, k.label);
     cpu::blocked_pool(g, k.node->op == Op::MaxPool2d, st.bins[0]->data(), yb);
+  } else if (st.bkind == "pad") {
+    const Shape& xs = k.inputs[0].shape;
+    const auto& pads = k.node->attrs.ints("pads");
+    cpu::blocked_pad(st.bins[0]->data(), xs[0], xs[1], xs[2], xs[3], pads[2], pads[3], ys[2], ys[3],
+                     k.node->attrs.has("value") ? (float)k.node->attrs.f("value") : 0.f, yb);
   } else {
     std::vector<const float*> xs;
     std::vector<int64_t> cs;
