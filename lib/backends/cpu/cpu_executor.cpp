@@ -1307,6 +1307,7 @@ int link_conv_chains(std::vector<PlanStep>& steps) {
   std::vector<size_t> live;                 // producers whose result is still in its memory
   std::vector<TensorRef> result(n);         // per producer: F
   std::vector<char> used(n, 0), nchw(n, 0), read(n, 0), epi_blocked(n, 0);
+  std::vector<size_t> last(n, 0);  // per producer: the last step that reads it blocked
   int links = 0;
   auto find_live = [&](const TensorRef& t) -> size_t {
     for (size_t a : live)
@@ -1345,7 +1346,7 @@ int link_conv_chains(std::vector<PlanStep>& steps) {
       for (size_t a : live)
         if (overlaps(result[a], t)) {
           read[a] = 1;
-          if (a == blocked_src) used[a] = 1;
+          if (a == blocked_src) used[a] = 1, last[a] = q;
           else nchw[a] = 1;
         }
     };
@@ -1392,14 +1393,54 @@ int link_conv_chains(std::vector<PlanStep>& steps) {
       continue;
     }
     const Shape& ys = sa.k.output.shape;
-    sa.blocked_out->resize(sa.conv ? (size_t)cpu::dnnl_conv_blocked_out_floats(*sa.conv)
-                                   : (size_t)(ys[0] * cpu::blocked_padded(ys[1]) * ys[2] * ys[3]));
+    const int64_t floats = sa.conv ? cpu::dnnl_conv_blocked_out_floats(*sa.conv) : ys[0] * cpu::blocked_padded(ys[1]) * ys[2] * ys[3];
+    sa.blocked_out->resize((size_t)floats);
+    last[a] = std::max(last[a], a);
     sa.write_nchw = nchw[a] || !read[a];
     if (sa.has_epi) {
       sa.epi_blocked = sa.epi_prog;
-      sa.epi_blocked.out_shape = {(int64_t)sa.blocked_out->size()};
+      sa.epi_blocked.out_shape = {floats};
       for (auto& s : sa.epi_blocked.input_shapes) s = sa.epi_blocked.out_shape;
     }
+  }
+  // Buffers shared by producers whose lives do not overlap (from the producing step to the last
+  // step that reads it blocked), as the arena shares the NCHW tensors' memory.
+  using Buf = std::shared_ptr<std::vector<float>>;
+  std::vector<std::pair<size_t, Buf>> busy;  // (last reader, buffer)
+  std::vector<Buf> free_bufs;
+  std::map<const std::vector<float>*, Buf> to;
+  for (size_t a = 0; a < n; ++a) {
+    if (!steps[a].blocked_out) continue;
+    for (size_t i = 0; i < busy.size();)
+      if (busy[i].first < a) {
+        free_bufs.push_back(busy[i].second);
+        busy.erase(busy.begin() + i);
+      } else {
+        ++i;
+      }
+    Buf mine = steps[a].blocked_out;
+    if (!free_bufs.empty()) {  // the largest free one, grown if needed
+      auto it = std::max_element(free_bufs.begin(), free_bufs.end(), [](const Buf& x, const Buf& y) { return x->size() < y->size(); });
+      Buf b = *it;
+      free_bufs.erase(it);
+      if (b->size() < mine->size()) b->resize(mine->size());
+      to[mine.get()] = b;
+      mine->clear();
+      mine->shrink_to_fit();
+      mine = b;
+    }
+    busy.push_back({last[a], mine});
+  }
+  auto remap = [&](Buf& b) {
+    if (!b) return;
+    auto it = to.find(b.get());
+    if (it != to.end()) b = it->second;
+  };
+  for (auto& st : steps) {
+    remap(st.blocked_out);
+    remap(st.blocked_in);
+    for (auto& b : st.epi_blocked_ins) remap(b);
+    for (auto& b : st.bins) remap(b);
   }
   return links;
 }
