@@ -233,8 +233,9 @@ TEST(BlockedLayout, PoolsPadAndGlobalMeanBetweenConvsAgainstTheReferenceLoop) {
 }
 
 // Two convolutions of x, each + ReLU, concatenated along channels, then a convolution: the
-// concat runs on the blocked layout where both channel counts are multiples of the block, and
-// falls back to NCHW (the convolutions' results converted) where one is not.
+// concat runs on the blocked layout where both channel counts are multiples of the block and a
+// convolution reads the result, and on NCHW (the convolutions' results converted) where one
+// count is not or only a sigmoid reads it.
 TEST(BlockedLayout, ConcatOfTwoConvsAgainstTheReferenceLoop) {
   std::mt19937 rng(79);
   const int64_t B = cpu::blocked_block();
@@ -269,6 +270,13 @@ TEST(BlockedLayout, ConcatOfTwoConvsAgainstTheReferenceLoop) {
               blocked)
         << what << "\n" << plan;
     if (blocked) EXPECT_NE(plan.find("'y' (conv2d): oneDNN"), std::string::npos) << what << "\n" << plan;
+    // Read by an op with no blocked kernel (a sigmoid): the concat runs on NCHW after all, the
+    // convolutions' results converted.
+    std::vector<double> sg(cat);
+    for (double& v : sg) v = 1 / (1 + std::exp(-v));
+    const std::string nodes2 = nodes.substr(0, nodes.rfind(R"({"id": "y")")) + R"({"id": "y", "op": "sigmoid", "inputs": ["cat"]})";
+    plan = run_compiled(nodes2, {"y"}, params, x, {{sg, {N, M1 + M2, H, W}}}, what + ", sigmoid");
+    EXPECT_EQ(plan.find("(concat): on the blocked layout"), std::string::npos) << what << "\n" << plan;
   }
 }
 

@@ -1306,7 +1306,9 @@ int link_conv_chains(std::vector<PlanStep>& steps) {
   const size_t n = steps.size();
   std::vector<size_t> live;                 // producers whose result is still in its memory
   std::vector<TensorRef> result(n);         // per producer: F
-  std::vector<char> used(n, 0), nchw(n, 0), read(n, 0), epi_blocked(n, 0);
+  std::vector<char> nchw(n, 0), read(n, 0), epi_blocked(n, 0);
+  std::vector<int> used(n, 0);  // per producer: the blocked reads of it
+  std::vector<std::vector<size_t>> bsrc_of(n);  // per blocked pool / pad / concat / mean: its inputs' producers
   std::vector<size_t> last(n, 0);  // per producer: the last step that reads it blocked
   int links = 0;
   auto find_live = [&](const TensorRef& t) -> size_t {
@@ -1346,7 +1348,7 @@ int link_conv_chains(std::vector<PlanStep>& steps) {
       for (size_t a : live)
         if (overlaps(result[a], t)) {
           read[a] = 1;
-          if (a == blocked_src) used[a] = 1, last[a] = q;
+          if (a == blocked_src) used[a]++, last[a] = q;
           else nchw[a] = 1;
         }
     };
@@ -1362,6 +1364,7 @@ int link_conv_chains(std::vector<PlanStep>& steps) {
       if (out) live.erase(std::remove_if(live.begin(), live.end(), [&](size_t a) { return overlaps(result[a], t); }), live.end());
     });
     if (!bsrcs.empty()) {
+      bsrc_of[q] = bsrcs;
       sq.bkind = bkind;
       for (size_t a : bsrcs) sq.bins.push_back(steps[a].blocked_out);
       links += (int)bsrcs.size();
@@ -1384,6 +1387,21 @@ int link_conv_chains(std::vector<PlanStep>& steps) {
     }
     for (size_t s : srcs) sq.epi_blocked_ins.push_back(s == SIZE_MAX ? nullptr : steps[s].blocked_out);
     links += epi_blocked[q];
+  }
+  // A concat whose result nothing reads blocked runs on NCHW after all: its inputs' blocks
+  // would be copied and the whole result converted (DenseNet's concats, read by a batch norm),
+  // where each input's NCHW conversion is smaller. Latest first: its inputs may be concats too.
+  for (size_t q = n; q-- > 0;) {
+    PlanStep& sq = steps[q];
+    if (sq.bkind != "concat" || used[q]) continue;
+    for (size_t a : bsrc_of[q]) {
+      used[a]--;
+      nchw[a] = 1;
+    }
+    links -= (int)sq.bins.size();
+    sq.bkind.clear();
+    sq.bins.clear();
+    epi_blocked[q] = 0;
   }
   for (size_t a = 0; a < n; ++a) {
     PlanStep& sa = steps[a];
