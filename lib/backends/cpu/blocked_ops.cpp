@@ -32,6 +32,8 @@ std::string blocked_kind(const Kernel& k) {
         return "";
       for (auto p : pads)
         if (p < 0) return "";
+      // The fill lands in padding channels too: only a finite one where there are any.
+      if (k.inputs[0].shape[1] % blocked_block() && !std::isfinite(k.node->attrs.f("value"))) return "";
       return "pad";
     }
     case Op::Concat: {
@@ -56,6 +58,31 @@ std::string blocked_kind(const Kernel& k) {
     }
     default: return "";
   }
+}
+
+bool blocked_finite(const FusedProgram& p) {
+  for (const auto& in : p.code) {
+    switch (in.kind) {
+      case FusedInstr::Load: break;
+      case FusedInstr::Const:
+        if (!std::isfinite(in.imm)) return false;
+        break;
+      case FusedInstr::Unary:
+        switch (in.op) {
+          case EwOp::Neg: case EwOp::Relu: case EwOp::Abs: case EwOp::Tanh: case EwOp::Sigmoid: case EwOp::Floor:
+          case EwOp::Ceil: case EwOp::Round: case EwOp::Sign: break;
+          default: return false;
+        }
+        break;
+      case FusedInstr::Binary:
+        switch (in.op) {
+          case EwOp::Add: case EwOp::Sub: case EwOp::Mul: case EwOp::Maximum: case EwOp::Minimum: break;
+          default: return false;
+        }
+        break;
+    }
+  }
+  return true;
 }
 
 namespace {

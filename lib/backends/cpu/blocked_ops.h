@@ -23,6 +23,12 @@ inline int64_t blocked_padded(int64_t C) { return (C + blocked_block() - 1) / bl
 // tensor: a global average pool, whose small output is written NCHW).
 std::string blocked_kind(const Kernel& k);
 
+// Whether program p gives finite values on finite inputs (adds, products, max / min, ReLU-like
+// and bounded functions; no division, logarithm, power or exponential): run over padding
+// channels, whose values nothing uses, it cannot leave an infinity or NaN there for a later
+// convolution's zero weights to turn into NaN in real channels.
+bool blocked_finite(const FusedProgram& p);
+
 // y (blocked, [N][CP/B][OH][OW][B]) = the pool of x (blocked) with geometry g.
 void blocked_pool(const ir::Conv2dGeom& g, bool is_max, const float* x, float* y);
 // y (blocked, [N][CP/B][OH][OW][B]) = x (blocked, H x W) with pt rows above and pl columns left

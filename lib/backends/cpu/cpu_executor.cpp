@@ -1332,6 +1332,8 @@ int link_conv_chains(std::vector<PlanStep>& steps) {
             steps[srcs[i]].k.output.shape != sq.k.output.shape)
           epi_blocked[q] = 0;
       }
+      // Run over padding channels (channels off the block), the program must stay finite there.
+      if (sq.k.output.shape[1] % cpu::blocked_block() && !cpu::blocked_finite(sq.epi_prog)) epi_blocked[q] = 0;
       if (c_only) epi_blocked[q] = 0;  // an activation: blocked when the result is
       if (!epi_blocked[q]) srcs.clear();
     }
