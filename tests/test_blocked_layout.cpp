@@ -167,6 +167,12 @@ TEST(BlockedLayout, ResidualAddReluAgainstTheReferenceLoop) {
              conv_node("a3", "y1", "c3", 3) +
              R"({"id": "s3", "op": "add", "inputs": ["y1", "a3"]}, {"id": "y", "op": "relu", "inputs": ["s3"]})";
     const std::string plan = run_compiled(nodes, {"y"}, params, x, {{y, {N, M, H, W}}}, what);
+    // y1 a graph output too: kept blocked for a3 and also written NCHW.
+    const std::string plan2 =
+        run_compiled(nodes, {"y", "y1"}, params, x, {{y, {N, M, H, W}}, {y1, {N, M, H, W}}}, what + ", y1 an output");
+    if (dnnl_expected())
+      EXPECT_NE(plan2.find("output kept blocked for later steps, and converted to NCHW for other readers"), std::string::npos)
+          << what << "\n" << plan2;
     if (dnnl_expected()) {
       EXPECT_NE(plan.find("'a2' (conv2d): oneDNN"), std::string::npos) << what << "\n" << plan;
       // a2's and a3's epilogues read r1 and y1 blocked; r1 and y1 have no NCHW copy.
