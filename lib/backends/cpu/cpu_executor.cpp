@@ -1488,6 +1488,11 @@ class CpuExecutor : public Executor {
     check(src, offset, n, "download");
     if (n) std::memcpy(dst, static_cast<const CpuBuffer&>(src).data + offset, n);
   }
+  void zero(DeviceBuffer& dst, size_t offset, size_t n) override {
+    check(dst, offset, n, "zero");
+    if (n) std::memset(static_cast<CpuBuffer&>(dst).data + offset, 0, n);
+  }
+  bool appends_in_place() const override { return true; }  // run_concat skips inputs_in_output
   std::unique_ptr<DeviceBuffer> wrap_host(const void* data, size_t n, DType dtype,
                                           std::shared_ptr<const void> keep) override {
     if (!data || !keep || reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) != 0) return nullptr;

@@ -82,6 +82,8 @@ class MemoryPool {
   // Host <-> device copies. The caller guarantees no queued GPU work touches the range.
   void write(const VulkanBuffer& dst, VkDeviceSize byte_offset, const void* src, size_t bytes);
   void read(const VulkanBuffer& src, VkDeviceSize byte_offset, void* dst, size_t bytes);
+  // Zero bits over the range, on the device (vkCmdFillBuffer; a memset where the memory is mapped).
+  void zero(const VulkanBuffer& dst, VkDeviceSize byte_offset, size_t bytes);
 
   // A small host-visible, coherent buffer (e.g. the device error flag).
   std::unique_ptr<Block> host_block(VkDeviceSize bytes);
