@@ -201,7 +201,7 @@ std::vector<std::string> backends_here() {
 // Session::set_append_storage: concat(past, new) written into the cache's storage (host pages
 // on the CPU, device buffers on Vulkan), in every mode, against a plain loop; the past is
 // neither uploaded nor copied (RunStats' counter); the new rows then move to slot `length`
-// (commit_appended: a memcpy on the host, a copy kernel on the device) and valid() reads the
+// (commit_appended: a memcpy on the host, Executor::copy_ranges on the device) and valid() reads the
 // plain loop's rows back.
 TEST(KvCache, ConcatAppendsIntoTheCallersStorageInEveryMode) {
   const int64_t H = 2, C = 6, D = 3;

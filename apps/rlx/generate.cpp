@@ -194,7 +194,7 @@ void add_generate_options(CLI::App* app, GenerateFlags& f) {
   app->add_option("--device", f.device, "Device index for the backend (default: $RLX_DEVICE or 0)");
   app->add_flag("--json", f.json,
                 "One JSON line per generated token on stdout (step, id, ms, tokens_in, past, capacity, specialise_ms,\n"
-                "  run_ms, specialised_anew, input_copy_bytes, appends_in_place; on a step that made a plan, peak_rss_kib:\n"
+                "  run_ms, specialised_anew, input_copy_bytes, appends_in_place, cache_row_bytes; on a step that made a plan, peak_rss_kib:\n"
                 "  the peak resident set so far), then a summary line (with the final peak_rss_kib)");
   app->add_option("--kv-cache", f.kv_cache,
                   "auto | capacity | grow. capacity: one plan per cache capacity (64, 128, 256, ... slots; the unused ones masked\n"

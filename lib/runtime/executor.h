@@ -146,6 +146,13 @@ class Executor {
     const std::vector<uint8_t> z(std::min<size_t>(bytes, 1 << 20), 0);
     for (size_t at = 0; at < bytes; at += z.size()) upload(dst, offset + at, z.data(), std::min(z.size(), bytes - at), DType::u8);
   }
+  // Copies `bytes` bytes from `src` at each pair's first offset to `dst` at its second (byte
+  // offsets; `src` and `dst` may be one buffer, no two ranges overlapping), after every kernel
+  // launched so far, before any launched later: a KV cache's rows moved between slots or into a
+  // grown buffer. Vulkan: one transfer submission (a memcpy where the memory is mapped), not a
+  // dispatch per range.
+  virtual void copy_ranges(const DeviceBuffer& src, DeviceBuffer& dst, const std::vector<std::pair<size_t, size_t>>& at,
+                           size_t bytes) = 0;
   // Whether concat kernels honour Kernel::inputs_in_output (write only the other inputs): then a
   // concat's output may be a caller's buffer whose leading part already holds its first input,
   // the KV cache's in-place append (Session::set_append_storage), on the host or on the device.

@@ -167,15 +167,12 @@ int64_t KvCache::commit_appended() {
   int64_t moved = 0;
   for (size_t k = 0; k < heads_.size(); ++k) {
     const size_t row = device_ ? device_row(k) : (size_t)dim_[k] * dtype_size(dtypes_[k]);
-    for (int64_t h = 0; h < heads_[k]; ++h) {
-      const size_t from = ((size_t)h * stride() + capacity_) * row, to = ((size_t)h * stride() + length_) * row;
-      if (device_)
-        ex_->launch(copy_kernel({bufs_[k].get(), from, {dim_[k]}, dtypes_[k]}, {bufs_[k].get(), to, {dim_[k]}, dtypes_[k]},
-                                "KV cache row"));
-      else
-        std::memcpy(mem_[k] + to, mem_[k] + from, row);
-      moved += (int64_t)row;
-    }
+    std::vector<std::pair<size_t, size_t>> at;  // per head: slot C -> slot length
+    for (int64_t h = 0; h < heads_[k]; ++h) at.emplace_back(((size_t)h * stride() + capacity_) * row, ((size_t)h * stride() + length_) * row);
+    if (device_) ex_->copy_ranges(*bufs_[k], *bufs_[k], at, row);  // on the device: one transfer, no host copy
+    else
+      for (const auto& [from, to] : at) std::memcpy(mem_[k] + to, mem_[k] + from, row);
+    moved += (int64_t)(row * at.size());
   }
   length_ += 1;
   return moved;
@@ -190,10 +187,9 @@ void KvCache::relayout(int64_t capacity, bool spare_slot) {
       const size_t row = device_row(k);
       if (spare_slot) {  // on the device: a new buffer, the held rows copied head by head
         std::shared_ptr<DeviceBuffer> b = device_buffer(k, new_stride);
-        for (int64_t h = 0; h < heads_[k] && length_ > 0; ++h)
-          ex_->launch(copy_kernel({bufs_[k].get(), (size_t)h * old_stride * row, {length_ * dim_[k]}, dtypes_[k]},
-                                  {b.get(), (size_t)h * new_stride * row, {length_ * dim_[k]}, dtypes_[k]}, "KV cache growth"));
-        ex_->flush();  // before the old buffer goes
+        std::vector<std::pair<size_t, size_t>> at;
+        for (int64_t h = 0; h < heads_[k]; ++h) at.emplace_back((size_t)h * old_stride * row, (size_t)h * new_stride * row);
+        if (length_ > 0) ex_->copy_ranges(*bufs_[k], *b, at, length_ * row);
         bufs_[k] = std::move(b);
         continue;
       }

@@ -18,8 +18,8 @@
 // concat(past, new) into the cache itself, the new rows landing in slot C, then moved to slot
 // length (commit_appended), so no copy of the cache and no buffer of its size is made per step.
 // Where the executor cannot use host memory in place (Vulkan), that storage is device buffers
-// instead: the cache never leaves the device (rows move by a copy kernel, growth copies on the
-// device), only the prompt's rows are uploaded and valid() downloads.
+// instead: the cache never leaves the device (rows move and growth copies by device-to-device
+// transfers), only the prompt's rows are uploaded and valid() downloads.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -81,8 +81,8 @@ class KvCache {
   // After every tensor got its rows: the cache holds t more positions.
   void advance(int64_t t) { length_ += t; }
   // After a plan appended one position in place (each tensor's new rows in its spare slot):
-  // they move to slot length (a memcpy per head on the host; on the device one copy kernel per
-  // head, queued ahead of the next step's kernels) and the cache holds one more position.
+  // they move to slot length (a memcpy per head on the host; on the device one transfer of every
+  // head's row, Executor::copy_ranges) and the cache holds one more position.
   // Returns the bytes moved: one row per head and tensor.
   int64_t commit_appended();
   // New tensors of `capacity` slots holding the same positions (one copy per growth; the old

@@ -412,6 +412,16 @@ class VulkanExecutor final : public Executor {
     mem_.zero(checked(dst, offset, bytes, "zero"), offset, bytes);
   }
 
+  void copy_ranges(const DeviceBuffer& src, DeviceBuffer& dst, const std::vector<std::pair<size_t, size_t>>& at,
+                   size_t bytes) override {
+    if (!live_->empty()) flush();  // queued kernels first
+    for (const auto& [from, to] : at) {
+      checked(src, from, bytes, "copy");
+      checked(dst, to, bytes, "copy");
+    }
+    if (bytes && !at.empty()) mem_.copy(static_cast<const VulkanBuffer&>(src), static_cast<const VulkanBuffer&>(dst), at, bytes);
+  }
+
   // concat() writes only the inputs not already in place (Kernel::inputs_in_output).
   bool appends_in_place() const override { return true; }
 
