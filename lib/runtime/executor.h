@@ -209,8 +209,8 @@ inline void Executor::replay(Recording& rec) {
 }
 
 // A kernel copying `src` into `dst` (as many elements, one dtype; contiguous ranges of any
-// buffers, the same one included where they do not overlap): a feed between steps, a KV cache's
-// rows moved on the device. Every backend runs it (a reshape between two buffers).
+// buffers, the same one included where they do not overlap): a feed between steps. Every backend
+// runs it (a reshape between two buffers).
 inline Kernel copy_kernel(const TensorRef& src, const TensorRef& dst, std::string label) {
   static const ir::Node node = [] {
     ir::Node c;
