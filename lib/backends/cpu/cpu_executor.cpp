@@ -1672,6 +1672,19 @@ class CpuExecutor : public Executor {
     check(src, offset, n, "download");
     if (n) std::memcpy(dst, static_cast<const CpuBuffer&>(src).data + offset, n);
   }
+  void zero(DeviceBuffer& dst, size_t offset, size_t n) override {
+    check(dst, offset, n, "zero");
+    if (n) std::memset(static_cast<CpuBuffer&>(dst).data + offset, 0, n);
+  }
+  bool appends_in_place() const override { return true; }  // run_concat skips inputs_in_output
+  void copy_ranges(const DeviceBuffer& src, DeviceBuffer& dst, const std::vector<std::pair<size_t, size_t>>& at,
+                   size_t n) override {
+    for (const auto& [from, to] : at) {
+      check(src, from, n, "copy");
+      check(dst, to, n, "copy");
+      if (n) std::memmove(static_cast<CpuBuffer&>(dst).data + to, static_cast<const CpuBuffer&>(src).data + from, n);
+    }
+  }
   std::unique_ptr<DeviceBuffer> wrap_host(const void* data, size_t n, DType dtype,
                                           std::shared_ptr<const void> keep) override {
     if (!data || !keep || reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) != 0) return nullptr;

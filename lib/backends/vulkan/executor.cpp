@@ -407,6 +407,24 @@ class VulkanExecutor final : public Executor {
     note_transfer(false);
   }
 
+  void zero(DeviceBuffer& dst, size_t offset, size_t bytes) override {
+    if (!live_->empty()) flush();  // queued kernels write before the zeros
+    mem_.zero(checked(dst, offset, bytes, "zero"), offset, bytes);
+  }
+
+  void copy_ranges(const DeviceBuffer& src, DeviceBuffer& dst, const std::vector<std::pair<size_t, size_t>>& at,
+                   size_t bytes) override {
+    if (!live_->empty()) flush();  // queued kernels first
+    for (const auto& [from, to] : at) {
+      checked(src, from, bytes, "copy");
+      checked(dst, to, bytes, "copy");
+    }
+    if (bytes && !at.empty()) mem_.copy(static_cast<const VulkanBuffer&>(src), static_cast<const VulkanBuffer&>(dst), at, bytes);
+  }
+
+  // concat() writes only the inputs not already in place (Kernel::inputs_in_output).
+  bool appends_in_place() const override { return true; }
+
   DeviceStats take_device_stats() override {
     DeviceStats s = std::exchange(stats_, DeviceStats{});
     s.has_device_time = dev_.caps.timestamps;
@@ -415,8 +433,6 @@ class VulkanExecutor final : public Executor {
 
   void launch(const Kernel& k) override {
     if (k.output.numel() == 0) return;  // nothing to compute
-    if (k.inputs_in_output)  // an in-place append needs host memory in place (wrap_host), which Vulkan has not
-      throw RuntimeError("internal: " + k.label + ": the Vulkan executor cannot append in place");
     if (profiling_ && live_->full()) flush();
     lowering_ = live_.get();
     auto ds = lower_kernel(env_, k, live_->next_id());

@@ -388,8 +388,11 @@ void Lowering::concat() {
   int axis = (int)((attrs().i("axis") % r + r) % r);
   Strides ocs = contiguous_strides(os);
   int64_t pos = 0;
-  for (const auto& x : k_.inputs) {
-    strided(x, 0, contiguous_strides(x.shape), out(), pos * ocs[axis], ocs, x.shape, kEwIdentity, 0);
+  for (size_t j = 0; j < k_.inputs.size(); ++j) {
+    const auto& x = k_.inputs[j];
+    // already in place (an in-place append, Session::set_append_storage): only the rest is written
+    if (!(j < 32 && (k_.inputs_in_output >> j & 1)))
+      strided(x, 0, contiguous_strides(x.shape), out(), pos * ocs[axis], ocs, x.shape, kEwIdentity, 0);
     pos += x.shape[axis];
   }
 }
