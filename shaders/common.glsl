@@ -199,6 +199,19 @@ uint rlx_f2bf(float f) {
 float rlx_from16(uint kind, uint h) { return kind == 2u ? rlx_bf2f(h) : rlx_h2f(h); }
 uint rlx_to16(uint kind, float f) { return kind == 2u ? rlx_f2bf(f) : rlx_f2h(f); }
 
+// Loads and stores of a tensor whose storage kind is a spec constant, for shaders built both
+// plain (f32 only) and as ".h16": `a32` is the tensor's float[] view, `a16` its uint16_t[] view
+// of the same binding (declared only under RLX_HALF). 2-byte values are widened exactly and
+// results rounded once to nearest even (rlx_to16). With kind 0 (always, in the plain build) they
+// are plain f32 accesses.
+#ifdef RLX_HALF
+#define RLX_LD(kind, a32, a16, i) ((kind) != 0u ? rlx_from16((kind), uint(a16[i])) : a32[i])
+#define RLX_ST(kind, a32, a16, i, v) { if ((kind) != 0u) a16[i] = uint16_t(rlx_to16((kind), (v))); else a32[i] = (v); }
+#else
+#define RLX_LD(kind, a32, a16, i) (a32[i])
+#define RLX_ST(kind, a32, a16, i, v) { a32[i] = (v); }
+#endif
+
 // 8-bit storage (i8/u8 tensors held as raw bytes, 4 to a 32-bit word, little-endian, as on the
 // host): kernels bind such a tensor as uint[] and index it in bytes; no 8-bit storage feature is
 // needed. Storage kinds 3 i8, 4 u8 (the *DT spec constants beside 0 f32, 1 f16, 2 bf16).

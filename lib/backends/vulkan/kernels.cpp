@@ -426,7 +426,11 @@ void Lowering::softmax(uint32_t mode) {
   int64_t rows = in(0).numel() / std::max<int64_t>(1, len);
   bool causal = mode == 1 && attrs().b("causal");
   uint32_t wg = row_wg(len);
-  Dispatch& d = add(row_shader("softmax"), with_wg({mode, causal ? 1u : 0u, row_cache(len, wg)}, wg));
+  // 2-byte x / y (the ".h16" variant): each read and written in its own storage
+  const uint32_t xk = kind(in(0)), x2k = kind(mode == 2 ? in(1) : in(0)), yk = kind(out());
+  const bool half = is_kind16(xk) || is_kind16(x2k) || is_kind16(yk);
+  Dispatch& d = add(row_shader("softmax") + (half ? ".h16" : ""),
+                    with_wg({mode, causal ? 1u : 0u, row_cache(len, wg), xk, x2k, yk}, wg));
   uint32_t xo = read(d, in(0));
   uint32_t x2o = read(d, mode == 2 ? in(1) : in(0));
   uint32_t yo = write(d, out());
@@ -444,7 +448,12 @@ void Lowering::norm(uint32_t mode) {
   int64_t rows = D ? x.numel() / D : 0;
   bool has_w = !vjp && k_.inputs.size() >= 2, has_b = mode == 0 && k_.inputs.size() >= 3;
   uint32_t wg = row_wg(D);
-  Dispatch& d = add(row_shader("norm"), with_wg({mode, has_w ? 1u : 0u, has_b ? 1u : 0u, row_cache(D, wg)}, wg));
+  // 2-byte operands (the ".h16" variant): each read and written in its own storage
+  const uint32_t xk = kind(in(0)), wk = vjp || has_w ? kind(in(1)) : 0u, bk = has_b ? kind(in(2)) : 0u,
+                 yk = kind(out());
+  const bool half = is_kind16(xk) || is_kind16(wk) || is_kind16(bk) || is_kind16(yk);
+  Dispatch& d = add(row_shader("norm") + (half ? ".h16" : ""),
+                    with_wg({mode, has_w ? 1u : 0u, has_b ? 1u : 0u, row_cache(D, wg), xk, wk, bk, yk}, wg));
   uint32_t xo = read(d, in(0));
   uint32_t wo = vjp ? read(d, in(1)) : has_w ? read(d, in(1)) : (bind_dummy(d), 0u);
   uint32_t bo = has_b ? read(d, in(2)) : (bind_dummy(d), 0u);
@@ -688,7 +697,9 @@ void Lowering::rope() {
   bool offset_input = k_.inputs.size() >= 2;
   const VulkanBuffer& table = env_.rope_table(dims, attrs().f("base"), attrs().f("scale"));
   TensorRef tref{const_cast<VulkanBuffer*>(&table), 0, {std::max<int64_t>(1, dims)}, DType::f32};
-  Dispatch& d = add("rope", {attrs().b("traditional") ? 1u : 0u, offset_input ? 1u : 0u});
+  const uint32_t xk = kind(x), yk = kind(out());
+  Dispatch& d = add(is_kind16(xk) || is_kind16(yk) ? "rope.h16" : "rope",
+                    {attrs().b("traditional") ? 1u : 0u, offset_input ? 1u : 0u, xk, yk});
   uint32_t xo = read(d, x), fo = read(d, tref);
   uint32_t oo = offset_input ? read(d, in(1)) : (bind_dummy(d), 0u);
   uint32_t yo = write(d, out());
@@ -728,8 +739,14 @@ void Lowering::attention() {
   if (split) part = env_.scratch((int64_t)B * Hq * Sq * nsplit * (Dv + 2));
   // 64 staged v columns need 33 KiB of shared memory; 32 fit in 32 KiB.
   uint32_t vc = env_.dev.caps.max_shared_bytes >= 34 * 1024 ? 64 : 32;
-  Dispatch& d = tiled ? add("attention_tiled", {(uint32_t)D, (uint32_t)Dv, vc})
-                      : add(env_.dev.caps.cpu ? "attention.cpu" : "attention", {(uint32_t)D, (uint32_t)Dv});
+  // 2-byte q/k/v/mask/o (the ".h16" variants): widened as they are staged, o rounded once on
+  // store (a split's partial results stay f32 scratch, rounded by attention_combine)
+  const uint32_t qk = kind(q), kk_ = kind(kk), vk = kind(v), mk = has_mask ? kind(in(3)) : 0u, ok = kind(out());
+  const bool half = is_kind16(qk) || is_kind16(kk_) || is_kind16(vk) || is_kind16(mk) || is_kind16(ok);
+  const std::string h16 = half ? ".h16" : "";
+  const std::vector<uint32_t> spec = {(uint32_t)D, (uint32_t)Dv, vc, qk, kk_, vk, mk, split ? 0u : ok};
+  Dispatch& d = add((tiled ? std::string("attention_tiled") : env_.dev.caps.cpu ? "attention.cpu" : "attention") + h16,
+                    spec);
   uint32_t qo = read(d, q), ko = read(d, kk), vo = read(d, v);
   uint32_t mo = has_mask ? read(d, in(3)) : (bind_dummy(d), 0u);
   uint32_t oo = write(d, split ? part : out());
@@ -742,7 +759,7 @@ void Lowering::attention() {
   d.groups[2] = (uint32_t)(B * nsplit);
   if (qblocks > mg[0] || Hkv > mg[1] || (uint64_t)B * nsplit > mg[2]) fail("attention too large for one dispatch");
   if (!split) return;
-  Dispatch& c = add("attention_combine", {});
+  Dispatch& c = is_kind16(ok) ? add("attention_combine.h16", {ok}) : add("attention_combine", {});
   uint32_t po = read(c, part), yo = write(c, out());
   c.push = {(uint32_t)out().numel(), (uint32_t)Dv, nsplit, po, yo};
   grid(c, out().numel(), 256);
@@ -795,7 +812,9 @@ bool Lowering::native16() const {
     case Op::Sigmoid: case Op::Relu: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Square:
     case Op::Gelu: case Op::Floor: case Op::Ceil: case Op::Round: case Op::Softplus: case Op::LogicalNot:
     case Op::Sign: case Op::Asin: case Op::Acos: case Op::Atan: case Op::Cast: case Op::Reshape: case Op::Transpose: case Op::BroadcastTo: case Op::Narrow:
-    case Op::Concat: case Op::Matmul: case Op::Linear:
+    case Op::Concat: case Op::Matmul: case Op::Linear: case Op::Softmax: case Op::ScaledMaskedSoftmax:
+    case Op::SoftmaxVjp: case Op::LayerNorm: case Op::RmsNorm: case Op::LayerNormVjp: case Op::RmsNormVjp:
+    case Op::Rope: case Op::Attention:
       return true;
     default:
       return false;
