@@ -323,7 +323,7 @@ void expect_half_close(DType t, const std::vector<uint16_t>& got, const std::vec
 TEST(VulkanHalf, NormsReadTwoByteStorage) {
   if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
   for (DType t : {DType::f16, DType::bf16})
-    for (auto [R, D] : std::vector<std::pair<int64_t, int64_t>>{{5, 300}, {3, 37}, {1, 33000}}) {
+    for (auto [R, D] : std::vector<std::pair<int64_t, int64_t>>{{5, 300}, {1, 33000}}) {
       const std::string sz = " R" + std::to_string(R) + " D" + std::to_string(D);
       Half16 x = half_rand(t, R * D, 11, -3, 3), w = half_rand(t, D, 12, 0.5, 1.5), b = half_rand(t, D, 13),
              dy = half_rand(t, R * D, 14, -1, 1);

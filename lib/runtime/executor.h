@@ -100,6 +100,8 @@ class Executor {
   virtual bool transposed_linear_weights() const { return true; }
   // Whether the backend runs matmul_integer_scaled (passes::OptOptions::integer_gemm).
   virtual bool integer_gemm() const { return false; }
+  // Whether attention reads f16/bf16 q/k/v natively (passes::OptOptions::half_attention).
+  virtual bool half_attention() const { return false; }
 
   // Refuses a node this backend has no kernel for in these dtypes (e.g. f64 on Vulkan), by
   // throwing the backend's error naming `where` (the node); called for every node that becomes a
