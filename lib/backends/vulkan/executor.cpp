@@ -357,7 +357,7 @@ class VulkanExecutor final : public Executor {
   // the storage dtype and download converts back; same-dtype copies are plain byte copies.
   DType storage_dtype(DType t) const override { return device_storage(dev_.caps, t); }
   // attention*.comp's ".h16" variants read 2-byte q/k/v where the device has 16-bit storage
-  bool half_attention() const override { return dev_.caps.storage16; }
+  bool half_attention() const override { return dev_.caps.storage16 && !widen16_forced(); }
 
   // f64 and the ONNX-only integer widths (i16, u16, u32, u64) have no storage here: they would
   // travel as f32 (rounding f64, and integers beyond 2^24), so a graph holding one is refused

@@ -812,10 +812,11 @@ bool Lowering::native16() const {
     case Op::Sigmoid: case Op::Relu: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Square:
     case Op::Gelu: case Op::Floor: case Op::Ceil: case Op::Round: case Op::Softplus: case Op::LogicalNot:
     case Op::Sign: case Op::Asin: case Op::Acos: case Op::Atan: case Op::Cast: case Op::Reshape: case Op::Transpose: case Op::BroadcastTo: case Op::Narrow:
-    case Op::Concat: case Op::Matmul: case Op::Linear: case Op::Softmax: case Op::ScaledMaskedSoftmax:
-    case Op::SoftmaxVjp: case Op::LayerNorm: case Op::RmsNorm: case Op::LayerNormVjp: case Op::RmsNormVjp:
-    case Op::Rope: case Op::Attention:
+    case Op::Concat: case Op::Matmul: case Op::Linear:
       return true;
+    case Op::Softmax: case Op::ScaledMaskedSoftmax: case Op::SoftmaxVjp: case Op::LayerNorm: case Op::RmsNorm:
+    case Op::LayerNormVjp: case Op::RmsNormVjp: case Op::Rope: case Op::Attention:
+      return !widen16_forced();
     default:
       return false;
   }
@@ -933,6 +934,14 @@ std::vector<Dispatch> Lowering::run() {
 }
 
 }  // namespace
+
+bool widen16_forced() {
+  static const bool on = [] {
+    const char* e = std::getenv("RLX_VK_WIDEN16");
+    return e && std::strcmp(e, "1") == 0;
+  }();
+  return on;
+}
 
 std::vector<Dispatch> lower_kernel(LowerEnv& env, const Kernel& k, uint32_t kernel_id) {
   return Lowering(env, k, kernel_id).run();
