@@ -30,6 +30,9 @@ layout(constant_id = 4) const uint KDT = 0;
 layout(constant_id = 5) const uint VDT = 0;
 layout(constant_id = 6) const uint MDT = 0;
 layout(constant_id = 7) const uint ODT = 0;
+// 1: q, k and v are all 2-byte with even offsets and head dims: staged two values per 32-bit load
+// (the float[] view's bits, rlx_from16x2), half the loads and conversions of one by one
+layout(constant_id = 8) const uint PAIRS = 0;
 #ifdef RLX_HALF
 layout(std430, binding = 0) restrict readonly buffer Q16 { uint16_t q16[]; };
 layout(std430, binding = 1) restrict readonly buffer Kt16 { uint16_t k16[]; };
@@ -93,13 +96,31 @@ void main() {
     float s[TR * TK];
     for (uint e = 0u; e < TR * TK; ++e) s[e] = 0.0;
     for (uint dc = 0u; dc < D; dc += DC) {
-      for (uint e = t; e < BR * DC; e += 256u) {
-        uint rr = e / DC, dd = e % DC, gi = qb * BR + rr;
-        stage[rr * (DC + 1) + dd] = (gi < nrows && dc + dd < D) ? ld_q(pc.qoff + (row0 + gi) * D + dc + dd) : 0.0;
+      if (PAIRS != 0u) {
+        for (uint e = t; e < BR * DC / 2u; e += 256u) {
+          uint rr = e / (DC / 2u), dd = 2u * (e % (DC / 2u)), gi = qb * BR + rr;
+          vec2 w = (gi < nrows && dc + dd < D) ? rlx_from16x2(QDT, floatBitsToUint(q[(pc.qoff + (row0 + gi) * D + dc + dd) / 2u])) : vec2(0.0);
+          stage[rr * (DC + 1) + dd] = w.x;
+          stage[rr * (DC + 1) + dd + 1u] = w.y;
+        }
+      } else {
+        for (uint e = t; e < BR * DC; e += 256u) {
+          uint rr = e / DC, dd = e % DC, gi = qb * BR + rr;
+          stage[rr * (DC + 1) + dd] = (gi < nrows && dc + dd < D) ? ld_q(pc.qoff + (row0 + gi) * D + dc + dd) : 0.0;
+        }
       }
-      for (uint e = t; e < BC * DC; e += 256u) {
-        uint kk = e / DC, dd = e % DC, gj = kb + kk;
-        stage[(BR + kk) * (DC + 1) + dd] = (gj < kend && dc + dd < D) ? ld_k(kbase + gj * D + dc + dd) : 0.0;
+      if (PAIRS != 0u) {
+        for (uint e = t; e < BC * DC / 2u; e += 256u) {
+          uint kk = e / (DC / 2u), dd = 2u * (e % (DC / 2u)), gj = kb + kk;
+          vec2 w = (gj < kend && dc + dd < D) ? rlx_from16x2(KDT, floatBitsToUint(k[(kbase + gj * D + dc + dd) / 2u])) : vec2(0.0);
+          stage[(BR + kk) * (DC + 1) + dd] = w.x;
+          stage[(BR + kk) * (DC + 1) + dd + 1u] = w.y;
+        }
+      } else {
+        for (uint e = t; e < BC * DC; e += 256u) {
+          uint kk = e / DC, dd = e % DC, gj = kb + kk;
+          stage[(BR + kk) * (DC + 1) + dd] = (gj < kend && dc + dd < D) ? ld_k(kbase + gj * D + dc + dd) : 0.0;
+        }
       }
       barrier();
       for (uint dd = 0u; dd < DC; ++dd) {
@@ -149,9 +170,18 @@ void main() {
       for (uint u = 0u; u < NVC * KC; ++u) acc[i * NVC * KC + u] *= alpha[i];
     }
     [[unroll]] for (uint cc = 0u; cc < NVC; ++cc) {  // unrolled: acc[] stays in registers
-      for (uint e = t; e < BC * VC; e += 256u) {
-        uint kk = e / VC, col = cc * VC + e % VC, gj = kb + kk;
-        stage[e] = (gj < kend && col < DV) ? ld_v(vbase + gj * DV + col) : 0.0;
+      if (PAIRS != 0u) {
+        for (uint e = t; e < BC * VC / 2u; e += 256u) {
+          uint kk = e / (VC / 2u), c2 = 2u * (e % (VC / 2u)), col = cc * VC + c2, gj = kb + kk;
+          vec2 w = (gj < kend && col < DV) ? rlx_from16x2(VDT, floatBitsToUint(v[(vbase + gj * DV + col) / 2u])) : vec2(0.0);
+          stage[kk * VC + c2] = w.x;
+          stage[kk * VC + c2 + 1u] = w.y;
+        }
+      } else {
+        for (uint e = t; e < BC * VC; e += 256u) {
+          uint kk = e / VC, col = cc * VC + e % VC, gj = kb + kk;
+          stage[e] = (gj < kend && col < DV) ? ld_v(vbase + gj * DV + col) : 0.0;
+        }
       }
       barrier();
       for (uint kk = 0u; kk < BC; ++kk) {

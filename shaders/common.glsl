@@ -198,6 +198,15 @@ uint rlx_f2bf(float f) {
 // Storage kinds (spec constants *DT of the ".h16" shader variants): 0 f32, 1 f16, 2 bf16.
 float rlx_from16(uint kind, uint h) { return kind == 2u ? rlx_bf2f(h) : rlx_h2f(h); }
 uint rlx_to16(uint kind, float f) { return kind == 2u ? rlx_f2bf(f) : rlx_f2h(f); }
+// Both 2-byte values of a 32-bit word (the low half first), widened exactly with selects instead
+// of branches (f16 subnormals by hand, as rlx_h2f): for kernels that stage pairs of halves.
+vec2 rlx_from16x2(uint kind, uint w) {
+  if (kind == 2u) return vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u));
+  uvec2 h = uvec2(w & 0xffffu, w >> 16);
+  vec2 sub = vec2(h & 0x3ffu) * 5.9604644775390625e-8;
+  sub = mix(sub, -sub, notEqual(h & 0x8000u, uvec2(0u)));
+  return mix(unpackHalf2x16(w), sub, equal(h & 0x7c00u, uvec2(0u)));
+}
 
 // Loads and stores of a tensor whose storage kind is a spec constant, for shaders built both
 // plain (f32 only) and as ".h16": `a32` is the tensor's float[] view, `a16` its uint16_t[] view

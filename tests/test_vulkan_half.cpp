@@ -462,19 +462,19 @@ struct HalfAttnCase {
   bool causal;
   int mask;  // 0 none, 1 float [Sq, Sk] in the same 2-byte dtype, 2 bool [B, 1, Sq, Sk] (row 1 of batch 0 hidden)
 };
-void check_half_attention(DType t, const HalfAttnCase& c) {
+void check_half_attention(DType t, const HalfAttnCase& c, size_t offset = 3) {
   const std::string what = "attention B" + std::to_string(c.B) + " Hq" + std::to_string(c.Hq) + " Hkv" +
                            std::to_string(c.Hkv) + " Sq" + std::to_string(c.Sq) + " Sk" + std::to_string(c.Sk) + " D" +
                            std::to_string(c.D) + " Dv" + std::to_string(c.Dv) + (c.causal ? " causal" : "") +
-                           " mask " + std::to_string(c.mask);
+                           " mask " + std::to_string(c.mask) + " offset " + std::to_string(offset);
   Half16 q = half_rand(t, c.B * c.Hq * c.Sq * c.D, 41, -1, 1), k = half_rand(t, c.B * c.Hkv * c.Sk * c.D, 42, -1, 1),
          v = half_rand(t, c.B * c.Hkv * c.Sk * c.Dv, 43, -1, 1), mf = half_rand(t, c.Sq * c.Sk, 44, -3, 1);
   std::vector<uint8_t> mb(c.B * c.Sq * c.Sk);
   std::mt19937 g(45);
   for (auto& m : mb) m = (g() % 3) ? 1 : 0;
   for (int64_t j = 0; j < c.Sk && c.Sq > 1; ++j) mb[1 * c.Sk + j] = 0;
-  Dev dq = put16({c.B, c.Hq, c.Sq, c.D}, t, q.h), dk = put16({c.B, c.Hkv, c.Sk, c.D}, t, k.h),
-      dv = put16({c.B, c.Hkv, c.Sk, c.Dv}, t, v.h);
+  Dev dq = put16({c.B, c.Hq, c.Sq, c.D}, t, q.h, offset), dk = put16({c.B, c.Hkv, c.Sk, c.D}, t, k.h, offset),
+      dv = put16({c.B, c.Hkv, c.Sk, c.Dv}, t, v.h, offset);
   Dev dm = c.mask == 1 ? put16({c.Sq, c.Sk}, t, mf.h) : put_raw({c.B, 1, c.Sq, c.Sk}, DType::boolean, mb.data());
   Dev y = out_like({c.B, c.Hq, c.Sq, c.Dv}, t);
   std::vector<const Dev*> ins = {&dq, &dk, &dv};
@@ -518,15 +518,51 @@ void check_half_attention(DType t, const HalfAttnCase& c) {
 
 TEST(VulkanHalf, AttentionReadsTwoByteStorage) {
   if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
+  for (DType t : {DType::f16, DType::bf16})
+    for (size_t offset : {3, 2}) {  // odd offsets: one value per load; even: pairs of halves per 32-bit load
+      // (head dims are specialization constants: the cases share D=40, Dv=24 to keep pipeline
+      // compilation on lavapipe short)
+      check_half_attention(t, {2, 4, 2, 9, 45, 40, 24, true, 1}, offset);    // small blocks, GQA, causal + 2-byte mask
+      check_half_attention(t, {2, 2, 1, 9, 33, 40, 24, false, 2}, offset);   // bool mask with a fully hidden row
+      check_half_attention(t, {1, 4, 2, 1, 300, 40, 24, true, 0}, offset);   // decode: keys split, combined
+      check_half_attention(t, {2, 2, 1, 5, 260, 40, 24, false, 1}, offset);  // split keys with a 2-byte mask
+      check_half_attention(t, {2, 4, 2, 70, 150, 40, 24, false, 2}, offset); // tiled: ragged blocks, bool mask
+      check_half_attention(t, {1, 2, 1, 100, 100, 40, 24, true, 1}, offset); // tiled: causal + 2-byte mask
+    }
+}
+
+// Every finite f16 / bf16 value through attention's staging of v: a bool mask shows query i only
+// key i, so its output row is exactly v's row i (p = 1, every other p exactly 0), and rounding it
+// back to the dtype is exact. Covers both kernels (tiled: 1024 rows; small blocks: 32 batches
+// of 32) with pairs of halves per load (even offsets) and one by one (odd).
+TEST(VulkanHalf, AttentionStagesEveryValueExactly) {
+  if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
   for (DType t : {DType::f16, DType::bf16}) {
-    // (head dims are specialization constants: the cases share D=40, Dv=24 to keep pipeline
-    // compilation on lavapipe short)
-    check_half_attention(t, {2, 4, 2, 9, 45, 40, 24, true, 1});    // small blocks, GQA, causal + f16/bf16 mask
-    check_half_attention(t, {2, 2, 1, 9, 33, 40, 24, false, 2});   // bool mask with a fully hidden row
-    check_half_attention(t, {1, 4, 2, 1, 300, 40, 24, true, 0});   // decode: keys split, combined
-    check_half_attention(t, {2, 2, 1, 5, 260, 40, 24, false, 1});  // split keys with a 2-byte mask
-    check_half_attention(t, {2, 4, 2, 70, 150, 40, 24, false, 2}); // tiled: ragged blocks, bool mask
-    check_half_attention(t, {1, 2, 1, 100, 100, 40, 24, true, 1}); // tiled: causal + 2-byte mask
+    std::vector<uint16_t> all(65536);
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const double x = ref_value(t, (uint16_t)i);
+      all[i] = std::isfinite(x) ? (uint16_t)i : 0;  // 0 * inf or NaN would spread to every row
+    }
+    for (auto [B, S] : std::vector<std::pair<int64_t, int64_t>>{{1, 1024}, {32, 32}})
+      for (size_t offset : {2, 3}) {
+        const int64_t D = 2, Dv = 64;
+        std::vector<uint16_t> zeros(B * S * D, 0);
+        std::vector<uint8_t> eye(B * S * S, 0);
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t i = 0; i < S; ++i) eye[(b * S + i) * S + i] = 1;
+        Dev dq = put16({B, 1, S, D}, t, zeros, offset), dk = put16({B, 1, S, D}, t, zeros, offset),
+            dv = put16({B, 1, S, Dv}, t, all, offset);
+        Dev dm = put_raw({B, 1, S, S}, DType::boolean, eye.data());
+        Dev y = out_like({B, 1, S, Dv}, t);
+        launch(node(Op::Attention), {&dq, &dk, &dv, &dm}, y);
+        auto got = get16(y);
+        int bad = 0;
+        for (size_t i = 0; i < all.size(); ++i)
+          if (ref_value(t, got[i]) != ref_value(t, all[i]) && bad++ < 5)
+            ADD_FAILURE() << dtype_name(t) << " B" << B << " offset " << offset << ": bits " << std::hex << all[i]
+                          << " came back as " << got[i] << std::dec;
+        EXPECT_EQ(bad, 0) << dtype_name(t) << " B" << B << " offset " << offset;
+      }
   }
 }
 

@@ -744,10 +744,14 @@ void Lowering::attention() {
   const uint32_t qk = kind(q), kk_ = kind(kk), vk = kind(v), mk = has_mask ? kind(in(3)) : 0u, ok = kind(out());
   const bool half = is_kind16(qk) || is_kind16(kk_) || is_kind16(vk) || is_kind16(mk) || is_kind16(ok);
   const std::string h16 = half ? ".h16" : "";
-  const std::vector<uint32_t> spec = {(uint32_t)D, (uint32_t)Dv, vc, qk, kk_, vk, mk, split ? 0u : ok};
+  std::vector<uint32_t> spec = {(uint32_t)D, (uint32_t)Dv, vc, qk, kk_, vk, mk, split ? 0u : ok, 0u};
   Dispatch& d = add((tiled ? std::string("attention_tiled") : env_.dev.caps.cpu ? "attention.cpu" : "attention") + h16,
                     spec);
   uint32_t qo = read(d, q), ko = read(d, kk), vo = read(d, v);
+  // q, k, v all 2-byte, at even offsets with even head dims: staged two values per 32-bit load
+  if (is_kind16(qk) && is_kind16(kk_) && is_kind16(vk) && D % 2 == 0 && Dv % 2 == 0 && qo % 2 == 0 && ko % 2 == 0 &&
+      vo % 2 == 0)
+    d.spec[8] = 1;
   uint32_t mo = has_mask ? read(d, in(3)) : (bind_dummy(d), 0u);
   uint32_t oo = write(d, split ? part : out());
   d.push = {(uint32_t)Sq, (uint32_t)Sk, (uint32_t)Hq, (uint32_t)(Hq / Hkv), (uint32_t)Hkv, qo, ko, vo, mo, oo,
