@@ -198,14 +198,17 @@ uint rlx_f2bf(float f) {
 // Storage kinds (spec constants *DT of the ".h16" shader variants): 0 f32, 1 f16, 2 bf16.
 float rlx_from16(uint kind, uint h) { return kind == 2u ? rlx_bf2f(h) : rlx_h2f(h); }
 uint rlx_to16(uint kind, float f) { return kind == 2u ? rlx_f2bf(f) : rlx_f2h(f); }
-// Both 2-byte values of a 32-bit word (the low half first), widened exactly with selects instead
-// of branches (f16 subnormals by hand, as rlx_h2f): for kernels that stage pairs of halves.
+// Both 2-byte values of a 32-bit word (the low half first), widened exactly by integer arithmetic
+// and selects (no conversion instruction, no branch): for kernels that stage pairs of halves.
+// f16: the exponent rebiased by 112 (by 224 for inf / NaN); zeros and subnormals as
+// (2^-14 + m 2^-24) - 2^-14, exact in f32 and never an f32 denormal.
 vec2 rlx_from16x2(uint kind, uint w) {
   if (kind == 2u) return vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u));
-  uvec2 h = uvec2(w & 0xffffu, w >> 16);
-  vec2 sub = vec2(h & 0x3ffu) * 5.9604644775390625e-8;
-  sub = mix(sub, -sub, notEqual(h & 0x8000u, uvec2(0u)));
-  return mix(unpackHalf2x16(w), sub, equal(h & 0x7c00u, uvec2(0u)));
+  uvec2 h = uvec2(w & 0xffffu, w >> 16), a = h & 0x7fffu;
+  uvec2 bits = (a << 13) + 0x38000000u;
+  bits += mix(uvec2(0u), uvec2(0x38000000u), greaterThanEqual(a, uvec2(0x7c00u)));
+  vec2 f = mix(uintBitsToFloat(bits), uintBitsToFloat(bits + 0x00800000u) - 6.103515625e-05, lessThan(a, uvec2(0x0400u)));
+  return uintBitsToFloat(floatBitsToUint(f) | ((h & 0x8000u) << 16));
 }
 
 // Loads and stores of a tensor whose storage kind is a spec constant, for shaders built both

@@ -557,10 +557,15 @@ TEST(VulkanHalf, AttentionStagesEveryValueExactly) {
         launch(node(Op::Attention), {&dq, &dk, &dv, &dm}, y);
         auto got = get16(y);
         int bad = 0;
-        for (size_t i = 0; i < all.size(); ++i)
-          if (ref_value(t, got[i]) != ref_value(t, all[i]) && bad++ < 5)
+        for (size_t i = 0; i < all.size(); ++i) {
+          const double w = ref_value(t, all[i]), g = ref_value(t, got[i]);
+          // bf16 values below f32's smallest normal are f32 denormals: f32 arithmetic may flush
+          // them to zero (NVIDIA's does), here as in the f32 kernel
+          if (g == 0 && std::fabs(w) < 0x1p-126) continue;
+          if (g != w && bad++ < 5)
             ADD_FAILURE() << dtype_name(t) << " B" << B << " offset " << offset << ": bits " << std::hex << all[i]
                           << " came back as " << got[i] << std::dec;
+        }
         EXPECT_EQ(bad, 0) << dtype_name(t) << " B" << B << " offset " << offset;
       }
   }
