@@ -522,11 +522,11 @@ struct Rewriter {
     else if (op(a) == Op::Mul && scalar(in(a, 0))) a = in(a, 1);
     return op(a) == Op::Matmul;
   }
-  // The dtypes attention is fused in: f32, and f16/bf16 where the backend's attention kernel
-  // reads 2-byte operands (OptOptions::half_attention: Vulkan's ".h16" attention shaders). Where
-  // it would widen q, k, v into f32 scratch (the CPU adapter), a 16-bit graph keeps q k^T and
-  // p v as products around the softmax: on the H200 the widened f32 attention (0.35 ms a layer of
-  // ViT-S/16 f16) lost to the unfused 16-bit products (0.3 ms, docs/benchmarks.md).
+  // The dtypes attention is fused in: f32, and f16/bf16 where the backend asks for it
+  // (OptOptions::half_attention: Vulkan's ".h16" attention on a device without tensor cores).
+  // Elsewhere a 16-bit graph keeps q k^T and p v as products around the softmax: on the H200
+  // both the widened f32 attention and the ".h16" one (0.34 ms a layer of ViT-S/16 f16) lose to
+  // the unfused tensor-core products (docs/benchmarks.md), and the CPU would widen q, k, v.
   bool att(int i) const { return f32(i) || (o.half_attention && is_half(w.dtypes[i])); }
   bool attention(int root) {
     if (op(root) != Op::Matmul || !att(root) || flag(root, "transpose_a") || flag(root, "transpose_b"))
