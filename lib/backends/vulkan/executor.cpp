@@ -356,6 +356,13 @@ class VulkanExecutor final : public Executor {
   // dtype (and f16/bf16 without 16-bit storage) as f32: upload converts the host elements to
   // the storage dtype and download converts back; same-dtype copies are plain byte copies.
   DType storage_dtype(DType t) const override { return device_storage(dev_.caps, t); }
+  // attention*.comp's ".h16" variants read 2-byte q/k/v where the device has 16-bit storage, but
+  // where f16/bf16 products run on tensor cores, q k^T and p v stay unfused on them: ViT-S/16 f16
+  // on the H200 took 12.05-12.15 ms with the fused (scalar) attention against 11.35-11.39 ms
+  // unfused (docs/benchmarks.md). So fused only where products have no tensor cores (lavapipe).
+  bool half_attention() const override {
+    return dev_.caps.storage16 && !dev_.caps.coop_nv && !dev_.caps.coop_khr && !widen16_forced();
+  }
 
   // f64 and the ONNX-only integer widths (i16, u16, u32, u64) have no storage here: they would
   // travel as f32 (rounding f64, and integers beyond 2^24), so a graph holding one is refused
