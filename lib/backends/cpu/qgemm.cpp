@@ -419,6 +419,65 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void nbits4_rows32(const fl
   }
 }
 
+// One row (the decode step's gemv), blocks of a multiple of 32: per 16 weight bytes of a column,
+// one widening to 16 int32 lanes, the low / high nibbles to f32 and two FMAs against the even /
+// odd activations, and the block's scale applied to the block's partial sum with one FMA; no
+// scalar work per block. The zero points leave the block loop altogether: sum_b s_b z_b AS_b is
+// taken after it, 16 blocks per step (the packed nibbles widened in registers). NC columns at a
+// time, each with its own accumulator chain. The low nibble becomes f32 by vpermps of a 0..15
+// table (which reads only an index's low 4 bits: no mask, no conversion), the high one by a
+// shift and a conversion. Measured on one core with the weights in cache (Zen 5, 2.7 MB):
+// 33 GB/s of weights against 22 GB/s for nbits4_rows32<1, 4> (a scalar zero point and scale
+// per block, mask + convert for both nibbles); 8 columns beat 4 and 2.
+template <int NC>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void nbits4_row1(const float* AE, const float* AO, const float* AS,
+                                                                        int64_t K, const uint8_t* B, const float* sc,
+                                                                        const uint8_t* zp, int64_t zcols, int64_t n0,
+                                                                        int64_t n1, int64_t bs, float* C) {
+  const int64_t kb = K / bs, blob = bs / 2;
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int64_t n = n0; n < n1; n += NC) {
+    __m512 tot[NC];
+    const uint8_t* col[NC];
+    const float* s[NC];
+    for (int c = 0; c < NC; ++c) tot[c] = _mm512_setzero_ps(), col[c] = B + (n + c) * kb * blob, s[c] = sc + (n + c) * kb;
+    for (int64_t b = 0; b < kb; ++b) {
+      __m512 d[NC];
+      for (int c = 0; c < NC; ++c) d[c] = _mm512_setzero_ps();
+      for (int64_t j = 0; j < blob; j += 16) {
+        const int64_t h = b * blob + j;
+        const __m512 ae = _mm512_loadu_ps(AE + h), ao = _mm512_loadu_ps(AO + h);
+        for (int c = 0; c < NC; ++c) {
+          const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(col[c] + h)));
+          const __m512 lo = _mm512_permutexvar_ps(x, iota);
+          const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(x, 4));
+          d[c] = _mm512_fmadd_ps(ae, lo, d[c]);
+          d[c] = _mm512_fmadd_ps(ao, hi, d[c]);
+        }
+      }
+      for (int c = 0; c < NC; ++c) tot[c] = _mm512_fmadd_ps(_mm512_set1_ps(s[c][b]), d[c], tot[c]);
+    }
+    for (int c = 0; c < NC; ++c) {
+      // sum_b s_b z_b AS_b: 16 blocks per step, then the rest one by one
+      const uint8_t* z = zp ? zp + (n + c) * zcols : nullptr;
+      __m512 acc = _mm512_setzero_ps();
+      int64_t b = 0;
+      for (; b + 16 <= kb; b += 16) {
+        __m512 zv = _mm512_set1_ps(8.f);
+        if (z) {
+          const __m128i by = _mm_loadl_epi64((const __m128i*)(z + b / 2));
+          const __m128i l = _mm_and_si128(by, _mm_set1_epi8(15)), hh = _mm_and_si128(_mm_srli_epi16(by, 4), _mm_set1_epi8(15));
+          zv = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(l, hh)));
+        }
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(s[c] + b), zv), _mm512_loadu_ps(AS + b), acc);
+      }
+      float corr = _mm512_reduce_add_ps(acc);
+      for (; b < kb; ++b) corr += s[c][b] * (float)(z ? (z[b / 2] >> ((b % 2) * 4)) & 15 : 8) * AS[b];
+      C[n + c] = _mm512_reduce_add_ps(tot[c]) - corr;
+    }
+  }
+}
+
 // The sum of n bytes (u8): vpsadbw against zero where AVX2 runs, else a plain loop.
 __attribute__((target("avx2"))) int32_t byte_sum_avx2(const uint8_t* p, int64_t n) {
   __m256i acc = _mm256_setzero_si256();
@@ -471,10 +530,14 @@ bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, cons
         // columns in groups (4 for one row, 2 for two), the rest one at a time
         const int64_t nc = r == 1 ? 4 : r == 2 ? 2 : 1, nm = n0 + (n1 - n0) / nc * nc;
         switch (r) {
-          case 1:
-            nbits4_rows32<1, 4>(ae, ao, as, K, B, scales, zp, zcols, n0, nm, bs, c, N);
-            nbits4_rows32<1, 1>(ae, ao, as, K, B, scales, zp, zcols, nm, n1, bs, c, N);
+          case 1: {
+            // one row: 8 columns at a time, then 4, then one by one (nbits4_row1)
+            const int64_t n8 = n0 + (n1 - n0) / 8 * 8, n4 = n8 + (n1 - n8) / 4 * 4;
+            nbits4_row1<8>(ae, ao, as, K, B, scales, zp, zcols, n0, n8, bs, c);
+            nbits4_row1<4>(ae, ao, as, K, B, scales, zp, zcols, n8, n4, bs, c);
+            nbits4_row1<1>(ae, ao, as, K, B, scales, zp, zcols, n4, n1, bs, c);
             break;
+          }
           case 2:
             nbits4_rows32<2, 2>(ae, ao, as, K, B, scales, zp, zcols, n0, nm, bs, c, N);
             nbits4_rows32<2, 1>(ae, ao, as, K, B, scales, zp, zcols, nm, n1, bs, c, N);
