@@ -24,7 +24,14 @@ For each size it measures:
               compiled mode, --rss-modes; the median of --rss-runs runs of each); and the same growth
               within one run, from `--json`'s peak_rss_kib after step 2 to the summary's
 
-  bench/generate_bench.py --rlx build/apps/rlx/rlx [--sizes small,large] [--steps 64]
+  4-bit       (--weights nbits4 or nbits4_f32head) the same export with every MatMul over a
+              constant weight rewritten into com.microsoft MatMulNBits (4 bits, block 32, zero
+              points: ONNX Runtime's MatMulNBitsQuantizer's layout, scripts/nbits.py), the lm_head
+              too or kept f32; ORT runs that file too. Per token the weights read (values + scales
+              + zero points) over the per-token time, against `gemm_candidates bandwidth`'s
+              streaming read (rlx's pool, --threads threads, a 1 GiB buffer) run in every round.
+
+  bench/generate_bench.py --rlx build/apps/rlx/rlx [--sizes small,large] [--weights f32,nbits4] [--steps 64]
       [--threads 2] [--rounds 3] [--work DIR] [--ort-dir DIR] [--modes eager,lazy,compiled] [--rss-steps 512]
       (a mode written compiled:grow runs with --kv-cache grow: the model specialised for each cache length)
 
