@@ -104,6 +104,10 @@ endif()
 add_test(NAME onnx_nbits_decoder_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/nbits_decoder.py --rlx $<TARGET_FILE:rlx>
          --out ${CMAKE_BINARY_DIR}/onnx-nbits-decoder --backend cpu)
 set_tests_properties(onnx_nbits_decoder_cpu PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_nbits_decoder_data)
+# the same with the CPU capped at AVX2 (the AVX2 one-row 4-bit kernel, nbits4_row1_avx2)
+add_test(NAME onnx_nbits_decoder_cpu_avx2 COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/nbits_decoder.py --rlx $<TARGET_FILE:rlx>
+         --out ${CMAKE_BINARY_DIR}/onnx-nbits-decoder --backend cpu --modes compiled)
+set_tests_properties(onnx_nbits_decoder_cpu_avx2 PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_nbits_decoder_data ENVIRONMENT "RLX_CPU_ISA=avx2")
 if(TARGET rlx_vulkan)
   add_test(NAME onnx_nbits_decoder_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/nbits_decoder.py --rlx $<TARGET_FILE:rlx>
            --out ${CMAKE_BINARY_DIR}/onnx-nbits-decoder --backend vulkan)

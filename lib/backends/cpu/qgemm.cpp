@@ -478,6 +478,45 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void nbits4_row1(const floa
   }
 }
 
+// nbits4_row1 for CPUs with AVX2 + FMA but no AVX-512: 8 lanes, so per 16 weight bytes two
+// 8-byte widenings to int32, the nibbles masked / shifted and converted (vpermps reads 3 index
+// bits here, too few for a 16-entry table), four FMAs; the block's scale one broadcast FMA, the
+// zero points summed after the block loop.
+template <int NC>
+__attribute__((target("avx2,fma"))) void nbits4_row1_avx2(const float* AE, const float* AO, const float* AS, int64_t K,
+                                                          const uint8_t* B, const float* sc, const uint8_t* zp,
+                                                          int64_t zcols, int64_t n0, int64_t n1, int64_t bs, float* C) {
+  const int64_t kb = K / bs, blob = bs / 2;
+  const __m256i m15 = _mm256_set1_epi32(15);
+  for (int64_t n = n0; n < n1; n += NC) {
+    __m256 tot[NC];
+    for (int c = 0; c < NC; ++c) tot[c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < kb; ++b) {
+      __m256 d[NC];
+      for (int c = 0; c < NC; ++c) d[c] = _mm256_setzero_ps();
+      for (int64_t j = 0; j < blob; j += 8) {
+        const int64_t h = b * blob + j;
+        const __m256 ae = _mm256_loadu_ps(AE + h), ao = _mm256_loadu_ps(AO + h);
+        for (int c = 0; c < NC; ++c) {
+          const __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(B + (n + c) * kb * blob + h)));
+          d[c] = _mm256_fmadd_ps(ae, _mm256_cvtepi32_ps(_mm256_and_si256(x, m15)), d[c]);
+          d[c] = _mm256_fmadd_ps(ao, _mm256_cvtepi32_ps(_mm256_srli_epi32(x, 4)), d[c]);
+        }
+      }
+      for (int c = 0; c < NC; ++c) tot[c] = _mm256_fmadd_ps(_mm256_set1_ps(sc[(n + c) * kb + b]), d[c], tot[c]);
+    }
+    for (int c = 0; c < NC; ++c) {
+      const uint8_t* z = zp ? zp + (n + c) * zcols : nullptr;
+      const float* s = sc + (n + c) * kb;
+      float corr = 0.f;
+      for (int64_t b = 0; b < kb; ++b) corr += s[b] * (float)(z ? (z[b / 2] >> ((b % 2) * 4)) & 15 : 8) * AS[b];
+      const __m128 q = _mm_add_ps(_mm256_castps256_ps128(tot[c]), _mm256_extractf128_ps(tot[c], 1));
+      const __m128 p = _mm_add_ps(q, _mm_movehl_ps(q, q));
+      C[n + c] = _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p))) - corr;
+    }
+  }
+}
+
 // The sum of n bytes (u8): vpsadbw against zero where AVX2 runs, else a plain loop.
 __attribute__((target("avx2"))) int32_t byte_sum_avx2(const uint8_t* p, int64_t n) {
   __m256i acc = _mm256_setzero_si256();
@@ -508,7 +547,15 @@ bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, cons
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
   }();
-  if (!ok || M < 1 || M > 16 || K % 16 != 0 || bs % 16 != 0) return false;
+  // Without AVX-512: one row (a decode step) on AVX2 + FMA, blocks a multiple of 32 (nbits4_row1_avx2).
+  static const bool avx2 = [] {
+    const char* e = std::getenv("RLX_CPU_ISA");
+    if (e && std::string(e) == "base") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  const bool row1_avx2 = !ok && avx2 && M == 1 && bs % 32 == 0 && K % bs == 0;
+  if ((!ok && !row1_avx2) || M < 1 || M > 16 || K % 16 != 0 || bs % 16 != 0) return false;
   const int64_t kb = (K + bs - 1) / bs, zcols = (kb * 4 + 7) / 8;
   if (bs % 32 == 0 && K % bs == 0) {
     // Activations split into even / odd k and block sums, once per call.
@@ -521,6 +568,16 @@ bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, cons
         for (int64_t k = 0; k < bs; ++k) t += A[m * K + b * bs + k];
         AS[m * kb + b] = t;
       }
+    }
+    if (row1_avx2) {
+      auto body = [&](int64_t n0, int64_t n1) {
+        const int64_t n4 = n0 + (n1 - n0) / 4 * 4;
+        nbits4_row1_avx2<4>(AE.data(), AO.data(), AS.data(), K, B, scales, zp, zcols, n0, n4, bs, C);
+        nbits4_row1_avx2<1>(AE.data(), AO.data(), AS.data(), K, B, scales, zp, zcols, n4, n1, bs, C);
+      };
+      if (th == Threads::Single) body(0, N);
+      else ThreadPool::global().parallel_for(N, 16, body);
+      return true;
     }
     auto body32 = [&](int64_t n0, int64_t n1) {
       for (int64_t m = 0; m < M; m += 4) {
