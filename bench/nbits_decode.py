@@ -99,7 +99,8 @@ def bandwidth(binary):
     for line in r.stdout.splitlines():
         f = line.split()
         if line.startswith("read_"):
-            res[f[0]] = float(f[5])
+            res[f[0]] = float(f[5])  # GB/s of the median repetition
+            res[f[0] + "_best"] = float(f[5]) * float(f[1]) / float(f[6])  # of the fastest (min_ms)
     return res or None
 
 
