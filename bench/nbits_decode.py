@@ -100,7 +100,7 @@ def bandwidth(binary):
         f = line.split()
         if line.startswith("read_"):
             res[f[0]] = float(f[5])  # GB/s of the median repetition
-            res[f[0] + "_best"] = float(f[5]) * float(f[1]) / float(f[6])  # of the fastest (min_ms)
+            res[f[0] + "_best"] = float(f[5]) * float(f[1]) / float(f[7])  # of the fastest (min_ms)
     return res or None
 
 
