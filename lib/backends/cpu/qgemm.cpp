@@ -444,6 +444,15 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void nbits4_row1(const floa
     for (int64_t b = 0; b < kb; ++b) {
       __m512 d[NC];
       for (int c = 0; c < NC; ++c) d[c] = _mm512_setzero_ps();
+      // The next group's weights and scales, one cache line per column as this group passes the
+      // same offset: each column is a short stream (K / 2 bytes), too short for the hardware
+      // prefetchers to lock on before it ends (from memory, one core: 19.5 GB/s without, 31 with;
+      // prefetches never fault, so past the last column they cost nothing but the request).
+      if ((b * blob) % 64 == 0) {
+        for (int c = 0; c < NC; ++c) _mm_prefetch((const char*)(col[c] + NC * kb * blob + b * blob), _MM_HINT_T0);
+        if (b % 16 == 0)
+          for (int c = 0; c < NC; ++c) _mm_prefetch((const char*)(s[c] + NC * kb + b), _MM_HINT_T0);
+      }
       for (int64_t j = 0; j < blob; j += 16) {
         const int64_t h = b * blob + j;
         const __m512 ae = _mm512_loadu_ps(AE + h), ao = _mm512_loadu_ps(AO + h);
