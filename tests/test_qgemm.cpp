@@ -169,10 +169,10 @@ TEST(Nbits4, SmallMAgainstTheDequantizedProduct) {
   const bool avx512 = qisa_supported(QIsa::Avx512Vnni) && qgemm_isa() == QIsa::Avx512Vnni;
   if (!avx512 && (!qisa_supported(QIsa::Avx2) || qgemm_isa() == QIsa::Base)) GTEST_SKIP() << "needs AVX-512 or AVX2";
   uint32_t s = 99;
-  // K 608 and 1024 (19 and 32 blocks of 32): the one-row kernel's zero-point sums over 16
+  // K 608, 640 and 1024 (19, 20 and 32 blocks of 32): the one-row kernels' zero-point sums over 16
   // blocks at a time and the rest one by one; N 17 and 40: its groups of 8 and 4 columns and the rest
   for (int64_t M : {1, 2, 3, 5, 16})
-    for (int64_t K : {32, 96, 256, 608, 1024})
+    for (int64_t K : {32, 96, 256, 608, 640, 1024})
       for (int64_t bs : {16, 32, 64})
         for (int64_t N : {1, 17, 40})
           for (bool with_zp : {false, true}) {
