@@ -24,7 +24,14 @@ For each size it measures:
               compiled mode, --rss-modes; the median of --rss-runs runs of each); and the same growth
               within one run, from `--json`'s peak_rss_kib after step 2 to the summary's
 
-  bench/generate_bench.py --rlx build/apps/rlx/rlx [--sizes small,large] [--steps 64]
+  4-bit       (--weights nbits4 or nbits4_f32head) the same export with every MatMul over a
+              constant weight rewritten into com.microsoft MatMulNBits (4 bits, block 32, zero
+              points: ONNX Runtime's MatMulNBitsQuantizer's layout, scripts/nbits.py), the lm_head
+              too or kept f32; ORT runs that file too. Per token the weights read (values + scales
+              + zero points) over the per-token time, against `gemm_candidates bandwidth`'s
+              streaming read (rlx's pool, --threads threads, a 1 GiB buffer) run in every round.
+
+  bench/generate_bench.py --rlx build/apps/rlx/rlx [--sizes small,large] [--weights f32,nbits4] [--steps 64]
       [--threads 2] [--rounds 3] [--work DIR] [--ort-dir DIR] [--modes eager,lazy,compiled] [--rss-steps 512]
       (a mode written compiled:grow runs with --kv-cache grow: the model specialised for each cache length)
 
@@ -46,6 +53,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "onnx"))
 import decoder_export as de  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
+import nbits  # noqa: E402
+from nbits_decode import bandwidth  # noqa: E402  (gemm_candidates bandwidth: the streaming read of the same rounds)
 
 SIZES = {
     "small": dict(VOCAB=4096, D=256, HEADS=8, LAYERS=4, FFN=1024, HEAD_DIM=32),
@@ -84,6 +94,28 @@ def export(size, work):
     os.remove(with_past)
     os.remove(no_past)
     return path
+
+
+def export_nbits4(size, work, f32_head):
+    """The size's merged export with its MatMuls over constant weights rewritten into com.microsoft
+    MatMulNBits (4 bits, block 32, zero points; scripts/nbits.py), the lm_head kept f32 under
+    f32_head. Returns the path and the weight bytes one token reads: every quantized weight's
+    packed values, scales and zero points (each read once per token: the If runs one branch,
+    the weights are shared), plus the f32 lm_head where kept."""
+    import onnx
+
+    tag = "nbits4_f32head" if f32_head else "nbits4"
+    path = os.path.join(work, f"{size}.{tag}.decoder_model_merged.onnx")
+    meta = path + ".json"
+    if not (os.path.exists(path) and os.path.exists(meta)):
+        model = onnx.load(export(size, work))
+        done = nbits.rewrite_matmuls(model, keep_outputs=("logits",) if f32_head else ())
+        cfg = SIZES[size]
+        wb = sum(nbits.weight_bytes(N, K) for N, K in done.values()) + (4 * cfg["D"] * cfg["VOCAB"] if f32_head else 0)
+        onnx.save(model, path + ".tmp")
+        os.rename(path + ".tmp", path)
+        json.dump({"weight_bytes": wb, "quantized": len(done)}, open(meta, "w"))
+    return path, json.load(open(meta))
 
 
 def rlx_generate(rlx, model, mode, steps, env):
@@ -153,20 +185,32 @@ def main():
     ap.add_argument("--rss-runs", type=int, default=1, help="runs of each RSS command; the median peak is used")
     ap.add_argument("--rss-modes", default="lazy,compiled")
     ap.add_argument("--work", default="/tmp/rlx_generate_bench")
+    ap.add_argument("--weights", default="f32", help="f32, nbits4 (every MatMul over a constant weight as MatMulNBits, the "
+                    "lm_head too) or nbits4_f32head (the lm_head kept f32); comma-separated to run several")
+    ap.add_argument("--bandwidth-bin", default=os.path.join(os.path.dirname(HERE), "build", "bench", "gemm_candidates"),
+                    help="gemm_candidates, whose `bandwidth` streaming read runs in every round of a 4-bit model")
     ap.add_argument("--ort-dir", default=os.environ.get("RLX_ORT_DIR", os.path.expanduser("~/.cache/rlx/onnxruntime-node")))
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     env = dict(os.environ, RLX_NUM_THREADS=str(a.threads), RLX_CACHE="0")
     rlx = os.path.abspath(a.rlx)
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}", flush=True)
-    for size in a.sizes.split(","):
+    for size, weights in [(s, w) for s in a.sizes.split(",") for w in a.weights.split(",")]:
         t0 = time.time()
-        model = export(size, a.work)
+        if weights not in ("f32", "nbits4", "nbits4_f32head"):
+            raise SystemExit(f"--weights {weights}: valid: f32, nbits4, nbits4_f32head")
+        if weights == "f32":
+            model, meta = export(size, a.work), None
+        else:
+            model, meta = export_nbits4(size, a.work, weights == "nbits4_f32head")
         cfg = SIZES[size]
         kvh, hd = 2, cfg["HEAD_DIM"]
         mb = os.path.getsize(model) / 2**20
         print(f"\n## {size}: d {cfg['D']}, {cfg['LAYERS']} layers, {cfg['HEADS']} heads / 2 kv heads, head_dim {hd}, ffn {cfg['FFN']}, "
-              f"vocab {cfg['VOCAB']}; merged export {mb:.0f} MiB (exported in {time.time() - t0:.0f} s); prompt {len(PROMPT)}, "
+              f"vocab {cfg['VOCAB']}; weights {weights}" +
+              (f" ({meta['quantized']} MatMulNBits weights; {meta['weight_bytes'] / 1e6:.1f} MB read per token: 4-bit values, "
+               f"scales, zero points{', f32 lm_head' if weights == 'nbits4_f32head' else ''})" if meta else "") +
+              f"; merged export {mb:.0f} MiB (exported in {time.time() - t0:.0f} s); prompt {len(PROMPT)}, "
               f"{a.steps} greedy steps, {a.threads} threads", flush=True)
         # rounds interleave ORT and each rlx mode, so a burst of load on this shared machine
         # hits one round; the table gives medians over rounds, the ratio taken per round
@@ -176,15 +220,18 @@ def main():
         same = {m: True for m in modes}
         inloop = []  # per round: (steps, median past, loop ms, steady ms at capacity 64, steady ms over the exact past)
         version = "?"
+        bws = []  # per round (4-bit models): gemm_candidates bandwidth's streaming reads
         for _ in range(a.rounds):
+            if meta:
+                bws.append(bandwidth(a.bandwidth_bin))
             o = ort_loop(a.ort_dir, model, a.steps, kvh, hd, a.threads)
             version = o["version"]
             ort_step = statistics.median(o["step_ms"])
-            rows["ort"].append((o["first_token_ms"], ort_step, statistics.median(o["step_ms"][-8:])))
+            rows["ort"].append((o["first_token_ms"], ort_step, statistics.median(o["step_ms"][-8:]), o["step_ms"]))
             for mode in modes:
                 j, ms, lines = rlx_generate(rlx, model, mode, a.steps, env)
                 step = statistics.median(ms[1:])
-                rows[mode].append((j["first_token_ms"], step, statistics.median(ms[-8:])))
+                rows[mode].append((j["first_token_ms"], step, statistics.median(ms[-8:]), ms[1:]))
                 ratios[mode].append(step / ort_step)
                 same[mode] &= j["ids"] == o["ids"]
                 if mode == "compiled":
@@ -211,6 +258,24 @@ def main():
             print(f"| rlx generate {mode} | {med([x[0] for x in r]):.1f} | {med([x[1] for x in r]):.3f} ({rng([x[1] for x in r])}) | "
                   f"{med(ratios[mode]):.2f} ({rng(ratios[mode])}) | {med([x[2] for x in r]):.3f} | {'yes' if same[mode] else 'NO'} |",
                   flush=True)
+        if meta and all(bws):
+            wb = meta["weight_bytes"]
+            print(f"\nweight-read bandwidth: {wb / 1e6:.1f} MB of weights per token / per-token time, against the streaming read "
+                  f"of the same rounds (gemm_candidates bandwidth, {a.threads} threads: read_1gib {med([b['read_1gib'] for b in bws]):.1f} GB/s, "
+                  f"read_weights (45 MB) {med([b['read_weights'] for b in bws]):.1f} GB/s; medians of per-round ratios)\n")
+            # and the best of all rounds (on a shared machine a burst of load only slows a step
+            # down): the 10th percentile of every step's time against the fastest streaming read
+            best = max(b["read_1gib_best"] for b in bws)
+            print("| runner | weight GB/s | of read_1gib | of read_weights | p10 step ms | its GB/s | of the best read_1gib |")
+            print("|---|---:|---:|---:|---:|---:|---:|")
+            for m in ["ort"] + modes:
+                g = [wb / r[1] * 1e-6 for r in rows[m]]
+                p10 = float(np.percentile([x for r in rows[m] for x in r[3]], 10))
+                print(f"| {'ORT ' + version if m == 'ort' else 'rlx generate ' + m} | {med(g):.1f} | "
+                      f"{100 * med([x / b['read_1gib'] for x, b in zip(g, bws)]):.0f}% | "
+                      f"{100 * med([x / b['read_weights'] for x, b in zip(g, bws)]):.0f}% | {p10:.3f} | {wb / p10 * 1e-6:.1f} | "
+                      f"{100 * wb / p10 * 1e-6 / best:.0f}% |", flush=True)
+            print(f"\n(best read_1gib of the rounds: {best:.1f} GB/s, from its fastest repetition)", flush=True)
         if inloop:
             n, past = inloop[0][0], inloop[0][1]
             r_cap = [x[2] / x[3] for x in inloop]

