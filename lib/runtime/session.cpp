@@ -517,9 +517,10 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
     k.fused = e->fused[i].get();
     for (int u : node.inputs) {
       const Op leaf = g.nodes[root[u]].op;
-      // Constant for the plan's life: params, constants, and what was computed from them once
-      // when the plan was built (e.g. a weight the MatMul + bias rewrite transposed).
-      const bool constant = leaf == Op::Param || leaf == Op::Constant || is_precomputed[root[u]];
+      // Constant for the plan's life: params, constants, what was computed from them once
+      // when the plan was built (e.g. a weight the MatMul + bias rewrite transposed), and views
+      // of those (fixed: e.g. a 1-D convolution's weight reshaped to 2-D, which is its own root).
+      const bool constant = leaf == Op::Param || leaf == Op::Constant || is_precomputed[root[u]] || fixed[u];
       if (constant && k.inputs.size() < 32) k.const_inputs |= 1u << k.inputs.size();
       k.inputs.push_back(e->where[u]);
     }
