@@ -473,10 +473,10 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
   e->appends = (int)append_at.size();
   if (!precomputed.empty()) ex_.flush();
   for (int i : kernel_nodes) {
-    // A matrix product's (and a 2-D convolution's) inputs stay live through the next kernel too,
+    // A matrix product's (and a convolution's) inputs stay live through the next kernel too,
     // so that a backend may run that kernel in its epilogue (its output then never shares their memory).
     const bool product = !e->fused[i] && (g.nodes[i].op == Op::Linear || g.nodes[i].op == Op::Matmul ||
-                                          g.nodes[i].op == Op::Conv2d);
+                                          g.nodes[i].op == Op::Conv2d || g.nodes[i].op == Op::Conv3d);
     const int until = product && step[i] + 1 < (int)kernel_nodes.size() ? step[i] + 1 : step[i];
     for (int u : g.nodes[i].inputs) life[root[u]].last = std::max(life[root[u]].last, until);
   }

@@ -1178,11 +1178,12 @@ void run_product_step(const PlanStep& st) {
   else cpu::gemm(false, p.tb, p.rows, p.N, p.K, 1.f, A, p.K, ptr(k.inputs[1]), p.ldb, C, p.N, ep);
 }
 
-// A conv2d whose weight (and bias) are constant, over f32: oneDNN may run it (dnnl_conv.h).
+// A conv2d or conv3d whose weight (and bias) are constant, over f32: oneDNN may run it (dnnl_conv.h).
 bool dnnl_conv_candidate(const Kernel& k) {
-  if (k.fused || !k.node || k.node->op != Op::Conv2d || !all_f32(k) || k.inputs.size() < 2) return false;
+  if (k.fused || !k.node || (k.node->op != Op::Conv2d && k.node->op != Op::Conv3d) || !all_f32(k) || k.inputs.size() < 2)
+    return false;
   const uint32_t need = k.inputs.size() == 3 ? 6u : 2u;
-  return (k.const_inputs & need) == need && k.inputs[0].shape.size() == 4;
+  return (k.const_inputs & need) == need && k.inputs[0].shape.size() == (k.node->op == Op::Conv3d ? 5u : 4u);
 }
 
 std::shared_ptr<const cpu::DnnlConv> make_dnnl_conv(const Kernel& k, std::string* why, std::string* rule) {
@@ -1338,7 +1339,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
       continue;
     }
     if (dnnl_conv_candidate(st.k)) {
-      std::string line = "  " + short_name(st.k) + " (conv2d):";
+      std::string line = "  " + short_name(st.k) + " (" + ir::op_name(st.k.node->op) + "):";
       std::string why;
       // Its primitives and packed weights are made now (a jit compilation and a reorder each).
       st.conv = make_dnnl_conv(st.k, &why, &st.conv_rule);
@@ -1405,7 +1406,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
     if (st.line == SIZE_MAX) continue;
     std::string& line = lines[st.line];
     if (st.conv && !st.conv_rule.empty() && !st.blocked_in && !st.blocked_out && !st.has_pre) {
-      line = "  " + short_name(st.k) + " (conv2d): rlx's kernel (" + st.conv_rule + ")" +
+      line = "  " + short_name(st.k) + " (" + ir::op_name(st.k.node->op) + "): rlx's kernel (" + st.conv_rule + ")" +
              (st.has_epi ? " + its consumer " + short_name(st.epi) + " after it" : "");
       st.conv.reset();
     } else if (st.conv) {
