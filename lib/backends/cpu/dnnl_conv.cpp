@@ -185,9 +185,31 @@ void from_blocked_any(const float* src, int64_t avail, int64_t HW, int64_t B, fl
 // (576 -> 96 at 7x7: 0.6-0.8x; 160 -> 1280: 0.54x). The product's work per converted element
 // is C M / (C + M): 1x1 convs go to oneDNN from 64 up. On a 1x1 map (squeeze-excitation) rlx's one
 // product over the batch is 2-5x faster than the primitive.
+// 1-D convolutions (2-D with H = 1; `rlx bench` of one conv + ReLU over a row of 1601, and the
+// zoo's wav2letter and conv_tasnet per conv; load 5-7, so ratios within 20% are even): depthwise
+// k=3 (dilation 1 or 16, conv_tasnet's) 2.4-5x rlx's time, all conversion; 1x1 128 -> 512 1.4-2.7x,
+// 512 -> 128 and 512 -> 512 even; wav2letter's 2000 -> 2000 over 51 steps 0.32x; its kernel-7 and
+// kernel-32 convs 0.5-0.67x (kernel 32 pad 16 only with rlx's columns of zeros: oneDNN would
+// otherwise run its reference loop). So 1-D depthwise stays with rlx, 1-D 1x1 from C M / (C + M)
+// = 256 up goes to oneDNN.
+// 3-D convolutions (zoo's r3d_18, mc3_18, r2plus1d_18, s3d per conv, `RLX_CONV_DNNL=0` against the
+// rule off): full 3-D kernels 0.42-0.72x rlx's time (3x3x3 at every width and stride, the 3x7x7
+// stems); 1x1x1 1.1-3.1x (downsamples and s3d's pointwise ones, a few 0.8-0.95); the temporal
+// halves of separable convs (kx1x1) 1.3-2.4x (0.8-0.9 on s3d's 14x14 and 7x7 maps); the spatial
+// halves (1xkxk) 0.64-0.9x in mc3_18 (C = M, 16 frames) but 1.1-1.8x in r2plus1d_18 (M = 2.25 C)
+// and 0.5-1.5x in s3d, no rule found that separates them: they stay with rlx, except a
+// few-channel first layer (1x7x7 stems: 0.9x).
 std::string rule_refusal(const ir::Conv2dGeom& g) {
   const bool pointwise = g.kD == 1 && g.kH == 1 && g.kW == 1 && g.sD == 1 && g.sH == 1 && g.sW == 1 && g.pf == 0 &&
                          g.pk == 0 && g.pt == 0 && g.pl == 0 && g.pb == 0 && g.pr == 0;
+  // 3-D: oneDNN 2.6's jit kernels win on full 3-D kernels (kD > 1 and kH kW > 1) and first
+  // layers (few input channels, read as NCDHW); the separable (2+1)-D halves and 1x1x1 convs are
+  // faster in rlx's kernel (measured per conv, see above).
+  if (g.nd == 3 && !(g.groups == 1 && g.C < 8)) {
+    if (g.kD == 1 && g.kH == 1 && g.kW == 1) return "1x1x1 3-D: rlx's kernel is faster than the primitive with its conversions";
+    if (g.kD == 1) return "1xkxk 3-D (spatial half of a separable conv): rlx's kernel is faster";
+    if (g.kH * g.kW == 1) return "kx1x1 3-D (temporal half of a separable conv): rlx's kernel is faster";
+  }
   // A 1-D convolution (imported as 2-D with H = 1): one row per channel, little work per
   // converted element for a depthwise or a narrow pointwise one.
   const bool row = g.nd == 2 && g.H == 1;
