@@ -199,17 +199,21 @@ void from_blocked_any(const float* src, int64_t avail, int64_t HW, int64_t B, fl
 // halves (1xkxk) 0.64-0.9x in mc3_18 (C = M, 16 frames) but 1.1-1.8x in r2plus1d_18 (M = 2.25 C)
 // and 0.5-1.5x in s3d, no rule found that separates them: they stay with rlx, except a
 // few-channel first layer (1x7x7 stems: 0.9x).
+// 3-D: oneDNN 2.6's jit kernels win on full 3-D kernels (kD > 1 and kH kW > 1) and first layers
+// (few input channels, read as NCDHW); the separable (2+1)-D halves and 1x1x1 convs are faster in
+// rlx's kernel even where a chain keeps them blocked (r2plus1d_18's), so this one holds for
+// chains too: "" or why rlx's kernel.
+std::string rule_refusal_3d(const ir::Conv2dGeom& g) {
+  if (g.nd != 3 || (g.groups == 1 && g.C < 8)) return "";
+  if (g.kD == 1 && g.kH == 1 && g.kW == 1) return "1x1x1 3-D: rlx's kernel is faster than oneDNN's";
+  if (g.kD == 1) return "1xkxk 3-D (the spatial half of a separable conv): rlx's kernel is faster than oneDNN's";
+  if (g.kH * g.kW == 1) return "kx1x1 3-D (the temporal half of a separable conv): rlx's kernel is faster than oneDNN's";
+  return "";
+}
+
 std::string rule_refusal(const ir::Conv2dGeom& g) {
   const bool pointwise = g.kD == 1 && g.kH == 1 && g.kW == 1 && g.sD == 1 && g.sH == 1 && g.sW == 1 && g.pf == 0 &&
                          g.pk == 0 && g.pt == 0 && g.pl == 0 && g.pb == 0 && g.pr == 0;
-  // 3-D: oneDNN 2.6's jit kernels win on full 3-D kernels (kD > 1 and kH kW > 1) and first
-  // layers (few input channels, read as NCDHW); the separable (2+1)-D halves and 1x1x1 convs are
-  // faster in rlx's kernel (measured per conv, see above).
-  if (g.nd == 3 && !(g.groups == 1 && g.C < 8)) {
-    if (g.kD == 1 && g.kH == 1 && g.kW == 1) return "1x1x1 3-D: rlx's kernel is faster than the primitive with its conversions";
-    if (g.kD == 1) return "1xkxk 3-D (spatial half of a separable conv): rlx's kernel is faster";
-    if (g.kH * g.kW == 1) return "kx1x1 3-D (temporal half of a separable conv): rlx's kernel is faster";
-  }
   // A 1-D convolution (imported as 2-D with H = 1): one row per channel, little work per
   // converted element for a depthwise or a narrow pointwise one.
   const bool row = g.nd == 2 && g.H == 1;
@@ -369,6 +373,7 @@ std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, 
   if (g.nd != 2 && g.nd != 3) return refuse("not 2-D or 3-D");
   if (g.N * g.M * g.OD * g.OH * g.OW == 0 || g.Cg == 0) return refuse("empty");
   *rule = conv_switch() == "all" ? "" : rule_refusal(g);
+  if (const std::string r3 = conv_switch() == "all" ? "" : rule_refusal_3d(g); !r3.empty()) return refuse(r3);
   const int64_t pk = (g.OD - 1) * g.sD + g.ext_d() - g.D - g.pf;
   const int64_t pb = (g.OH - 1) * g.sH + g.ext_h() - g.H - g.pt, pr = (g.OW - 1) * g.sW + g.ext_w() - g.W - g.pl;
   if (pk > g.pk || pb > g.pb || pr > g.pr) return refuse("padding oneDNN cannot express");
