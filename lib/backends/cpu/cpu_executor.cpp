@@ -1047,14 +1047,15 @@ bool as_product(const Kernel& k, Product& p) {
 // ---------------- packed weights kept across plans ----------------
 // A compiled plan packs each constant weight it multiplies (pack_b). A decoder run token by
 // token is specialised, and compiled, once per cache length (docs/modes.md, "Growing shapes"):
-// each compile packed every weight again (61% of a d-2048 token in `perf`). Packs of weights
-// the executor uses in place (CpuBuffer::external: a model file's mapping, ONNX initializers)
-// are kept here, keyed by the weight's address, layout and row count, and used only while that
-// memory is alive (a weak reference to its owner), so a new plan of the same model takes them.
+// each compile packed every weight again (61% of a d-2048 token in `perf`). Packs of constant
+// weights (those the executor uses in place, CpuBuffer::external: a model file's mapping, ONNX
+// initializers; and those a plan computed once, or views of them) are kept here, keyed by the
+// weight's address, layout and row count, and used only while that memory is alive (a weak
+// reference to its owner), so a new plan of the same model takes them, and the steps of one
+// plan that multiply the same weight share one pack (deepspeech's unrolled RNN: 398 steps).
 std::shared_ptr<const cpu::PackedB> shared_pack(const TensorRef& w, const Product& p, bool* reused = nullptr) {
   const auto* buf = static_cast<const CpuBuffer*>(w.buf);
   const float* data = ptr(w);
-  if (!buf->external) return cpu::pack_b(p.tb, p.K, p.N, data, p.ldb, p.rows);
   using Key = std::tuple<const float*, bool, int64_t, int64_t, int64_t, int64_t>;
   struct Entry {
     std::weak_ptr<uint8_t> owner;
