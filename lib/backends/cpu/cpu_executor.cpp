@@ -3,6 +3,7 @@
 #include "backends/cpu/cpu_executor.h"
 
 #include <algorithm>
+#include <set>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -1307,6 +1308,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
   std::vector<std::string> lines;
   size_t packed_bytes = 0;
   int n_packed = 0, n_inplace = 0, n_fused = 0, n_later = 0, n_reused = 0, n_conv = 0;
+  std::set<const void*> packs_seen;
   // The kernel after step st's (at i) becomes its epilogue where it can (i then skips it); the
   // plan line says which, or why not.
   auto attach_epilogue = [&](PlanStep& st, size_t& i, std::string& line) {
@@ -1388,7 +1390,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
       if (cpu::prepack_pays(p.rows)) st.packed = shared_pack(st.k.inputs[1], p, &reused);
       n_reused += reused;
       if (st.packed && st.packed->bytes() > 0) {
-        packed_bytes += st.packed->bytes();
+        if (packs_seen.insert(st.packed.get()).second) packed_bytes += st.packed->bytes();  // shared: once
         n_packed++;
         line += fmt_bytes_note(st.packed->layout(), st.packed->bytes());
       } else {
