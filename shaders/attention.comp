@@ -20,6 +20,9 @@
 // unrolls them to keep s[], p[] and acc[] in registers; a CPU JIT (LLVM) pays for every
 // unrolled copy when the pipeline is created (twice the time here) and runs no faster for them.
 #extension GL_GOOGLE_include_directive : require
+#ifdef RLX_HALF
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint D = 64;   // q/k head dim
@@ -38,6 +41,28 @@ layout(std430, binding = 1) restrict readonly buffer Kt { float k[]; };
 layout(std430, binding = 2) restrict readonly buffer V { float v[]; };
 layout(std430, binding = 3) restrict readonly buffer Mk { float mask[]; };
 layout(std430, binding = 4) restrict writeonly buffer O { float o[]; };
+// Storage kinds (".h16" variant; 0 f32, 1 f16, 2 bf16): q, k, v and a float mask are widened
+// as they are staged, everything is computed in f32 and o rounded once on store.
+layout(constant_id = 3) const uint QDT = 0;
+layout(constant_id = 4) const uint KDT = 0;
+layout(constant_id = 5) const uint VDT = 0;
+layout(constant_id = 6) const uint MDT = 0;
+layout(constant_id = 7) const uint ODT = 0;
+// 1: q, k and v are all 2-byte with even offsets and head dims: staged two values per 32-bit load
+// (the float[] view's bits, rlx_from16x2), half the loads and conversions of one by one
+layout(constant_id = 8) const uint PAIRS = 0;
+#ifdef RLX_HALF
+layout(std430, binding = 0) restrict readonly buffer Q16 { uint16_t q16[]; };
+layout(std430, binding = 1) restrict readonly buffer Kt16 { uint16_t k16[]; };
+layout(std430, binding = 2) restrict readonly buffer V16 { uint16_t v16[]; };
+layout(std430, binding = 3) restrict readonly buffer Mk16 { uint16_t mask16[]; };
+layout(std430, binding = 4) restrict writeonly buffer O16 { uint16_t o16[]; };
+#endif
+float ld_q(uint i) { return RLX_LD(QDT, q, q16, i); }
+float ld_k(uint i) { return RLX_LD(KDT, k, k16, i); }
+float ld_v(uint i) { return RLX_LD(VDT, v, v16, i); }
+float ld_mask(uint i) { return RLX_LD(MDT, mask, mask16, i); }
+void st_o(uint i, float val) RLX_ST(ODT, o, o16, i, val)
 layout(push_constant) uniform PC {
   uint sq, sk, hq, group, hkv, qoff, koff, voff, moff, ooff;
   float scale;
@@ -93,13 +118,31 @@ void main() {
     float s[KPT];
     for (uint j = 0u; j < KPT; ++j) s[j] = 0.0;
     for (uint dc = 0u; dc < D; dc += DC) {
-      for (uint e = t; e < BR * DC; e += 128u) {
-        uint rr = e / DC, dd = e % DC, gi = qb * BR + rr;
-        Qs[rr * (DC + 1) + dd] = (gi < nrows && dc + dd < D) ? q[pc.qoff + (row0 + gi) * D + dc + dd] : 0.0;
+      if (PAIRS != 0u) {
+        for (uint e = t; e < BR * DC / 2u; e += 128u) {
+          uint rr = e / (DC / 2u), dd = 2u * (e % (DC / 2u)), gi = qb * BR + rr;
+          vec2 w = (gi < nrows && dc + dd < D) ? rlx_from16x2(QDT, floatBitsToUint(q[(pc.qoff + (row0 + gi) * D + dc + dd) / 2u])) : vec2(0.0);
+          Qs[rr * (DC + 1) + dd] = w.x;
+          Qs[rr * (DC + 1) + dd + 1u] = w.y;
+        }
+      } else {
+        for (uint e = t; e < BR * DC; e += 128u) {
+          uint rr = e / DC, dd = e % DC, gi = qb * BR + rr;
+          Qs[rr * (DC + 1) + dd] = (gi < nrows && dc + dd < D) ? ld_q(pc.qoff + (row0 + gi) * D + dc + dd) : 0.0;
+        }
       }
-      for (uint e = t; e < BC * DC; e += 128u) {
-        uint kk = e / DC, dd = e % DC, gj = kb + kk;
-        Ks[kk * (DC + 1) + dd] = (gj < kend && dc + dd < D) ? k[kbase + gj * D + dc + dd] : 0.0;
+      if (PAIRS != 0u) {
+        for (uint e = t; e < BC * DC / 2u; e += 128u) {
+          uint kk = e / (DC / 2u), dd = 2u * (e % (DC / 2u)), gj = kb + kk;
+          vec2 w = (gj < kend && dc + dd < D) ? rlx_from16x2(KDT, floatBitsToUint(k[(kbase + gj * D + dc + dd) / 2u])) : vec2(0.0);
+          Ks[kk * (DC + 1) + dd] = w.x;
+          Ks[kk * (DC + 1) + dd + 1u] = w.y;
+        }
+      } else {
+        for (uint e = t; e < BC * DC; e += 128u) {
+          uint kk = e / DC, dd = e % DC, gj = kb + kk;
+          Ks[kk * (DC + 1) + dd] = (gj < kend && dc + dd < D) ? ld_k(kbase + gj * D + dc + dd) : 0.0;
+        }
       }
       barrier();
       RLX_ROLLED for (uint dd = 0u; dd < DC; ++dd) {
@@ -114,7 +157,7 @@ void main() {
       bool visible = gj < kend && row_ok;
       if (pc.causal != 0u) visible = visible && int(gj) <= int(qi) + shift;
       if (pc.mask_kind != 0u && visible) {
-        float mv = mask[mbase + gj * pc.msj];
+        float mv = ld_mask(mbase + gj * pc.msj);
         if (pc.mask_kind == 1u) sc += mv;
         else visible = mv != 0.0;
       }
@@ -142,9 +185,18 @@ void main() {
     l_run = l_run * alpha + lsum;
     m_run = m_new;
     [[unroll]] for (uint cc = 0u; cc < NVC; ++cc) {  // unrolled: acc[] stays in registers
-      for (uint e = t; e < BC * VC; e += 128u) {
-        uint kk = e / VC, col = cc * VC + e % VC, gj = kb + kk;
-        Vs[e] = (gj < kend && col < DV) ? v[vbase + gj * DV + col] : 0.0;
+      if (PAIRS != 0u) {
+        for (uint e = t; e < BC * VC / 2u; e += 128u) {
+          uint kk = e / (VC / 2u), c2 = 2u * (e % (VC / 2u)), col = cc * VC + c2, gj = kb + kk;
+          vec2 w = (gj < kend && col < DV) ? rlx_from16x2(VDT, floatBitsToUint(v[(vbase + gj * DV + col) / 2u])) : vec2(0.0);
+          Vs[kk * VC + c2] = w.x;
+          Vs[kk * VC + c2 + 1u] = w.y;
+        }
+      } else {
+        for (uint e = t; e < BC * VC; e += 128u) {
+          uint kk = e / VC, col = cc * VC + e % VC, gj = kb + kk;
+          Vs[e] = (gj < kend && col < DV) ? ld_v(vbase + gj * DV + col) : 0.0;
+        }
       }
       barrier();
       for (uint u = 0u; u < CPT; ++u) {
@@ -162,11 +214,11 @@ void main() {
     for (uint cc = 0u; cc < NVC; ++cc)
       for (uint u = 0u; u < CPT; ++u) {
         uint col = cc * VC + c + TPR * u;
-        if (col < DV) o[pbase + col] = acc[cc * CPT + u];
+        if (col < DV) st_o(pbase + col, acc[cc * CPT + u]);
       }
     if (c == 0u) {
-      o[pbase + DV] = m_run;
-      o[pbase + DV + 1u] = l_run;
+      st_o(pbase + DV, m_run);
+      st_o(pbase + DV + 1u, l_run);
     }
     return;
   }
@@ -175,6 +227,6 @@ void main() {
   for (uint cc = 0u; cc < NVC; ++cc)
     for (uint u = 0u; u < CPT; ++u) {
       uint col = cc * VC + c + TPR * u;
-      if (col < DV) o[obase + col] = acc[cc * CPT + u] * inv;
+      if (col < DV) st_o(obase + col, acc[cc * CPT + u] * inv);
     }
 }

@@ -4,7 +4,12 @@
 // with the optional causal mask (key j visible to query i iff j <= i + Tk - Tq;
 // a row with every key hidden gives zeros); 2: softmax_vjp, y * (dy - sum(dy * y)).
 // Rows up to CACHE * work-group-size long are kept in registers (one global read).
+// ".h16" variant: each tensor in its own storage (XDT, X2DT, YDT: 0 f32, 1 f16, 2 bf16),
+// widened in registers, computed in f32, y rounded once on store.
 #extension GL_GOOGLE_include_directive : require
+#ifdef RLX_HALF
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 #ifdef RLX_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -13,12 +18,23 @@ layout(local_size_x = 256, local_size_x_id = 10) in;
 layout(constant_id = 0) const uint MODE = 0;
 layout(constant_id = 1) const uint CAUSAL = 0;
 layout(constant_id = 2) const uint CACHE = 8;  // row elements per invocation kept in registers
+layout(constant_id = 3) const uint XDT = 0;
+layout(constant_id = 4) const uint X2DT = 0;
+layout(constant_id = 5) const uint YDT = 0;
 #include "common.glsl"
 #include "reduce_wg.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer X { float x[]; };   // x, or dy for the vjp
 layout(std430, binding = 1) restrict readonly buffer X2 { float x2[]; };  // y for the vjp (else unused)
 layout(std430, binding = 2) restrict writeonly buffer Y { float y[]; };
+#ifdef RLX_HALF
+layout(std430, binding = 0) restrict readonly buffer X16 { uint16_t x16[]; };
+layout(std430, binding = 1) restrict readonly buffer X216 { uint16_t x216[]; };
+layout(std430, binding = 2) restrict writeonly buffer Y16 { uint16_t y16[]; };
+#endif
+float ld_x(uint i) { return RLX_LD(XDT, x, x16, i); }
+float ld_x2(uint i) { return RLX_LD(X2DT, x2, x216, i); }
+void st_y(uint i, float v) RLX_ST(YDT, y, y16, i, v)
 layout(push_constant) uniform PC {
   uint rows, len, inner, xoff, x2off, yoff;
   float scale;
@@ -48,23 +64,23 @@ void main() {
       dyv[k] = 0.0;
       yv[k] = 0.0;
       if (cached && j < pc.len) {
-        dyv[k] = x[pc.xoff + base + j * stride];
-        yv[k] = x2[pc.x2off + base + j * stride];
+        dyv[k] = ld_x(pc.xoff + base + j * stride);
+        yv[k] = ld_x2(pc.x2off + base + j * stride);
         dot += dyv[k] * yv[k];
       }
     }
     if (!cached)
-      for (uint j = t; j < pc.len; j += wg) dot += x[pc.xoff + base + j * stride] * x2[pc.x2off + base + j * stride];
+      for (uint j = t; j < pc.len; j += wg) dot += ld_x(pc.xoff + base + j * stride) * ld_x2(pc.x2off + base + j * stride);
     dot = rlx_wg_sum(dot);
     if (cached) {
       for (uint k = 0u; k < CACHE; ++k) {
         uint j = t + k * wg;
-        if (j < pc.len) y[pc.yoff + base + j * stride] = yv[k] * (dyv[k] - dot);
+        if (j < pc.len) st_y(pc.yoff + base + j * stride, yv[k] * (dyv[k] - dot));
       }
     } else {
       for (uint j = t; j < pc.len; j += wg) {
-        float yy = x2[pc.x2off + base + j * stride];
-        y[pc.yoff + base + j * stride] = yy * (x[pc.xoff + base + j * stride] - dot);
+        float yy = ld_x2(pc.x2off + base + j * stride);
+        st_y(pc.yoff + base + j * stride, yy * (ld_x(pc.xoff + base + j * stride) - dot));
       }
     }
     return;
@@ -77,12 +93,12 @@ void main() {
     uint j = t + k * wg;
     v[k] = -rlx_inf();
     if (cached && j < limit) {
-      v[k] = x[pc.xoff + base + j * stride] * scale;
+      v[k] = ld_x(pc.xoff + base + j * stride) * scale;
       m = max(m, v[k]);
     }
   }
   if (!cached)
-    for (uint j = t; j < limit; j += wg) m = max(m, x[pc.xoff + base + j * stride] * scale);
+    for (uint j = t; j < limit; j += wg) m = max(m, ld_x(pc.xoff + base + j * stride) * scale);
   m = rlx_wg_max(m);
   bool empty = MODE == 1u && m == -rlx_inf();  // every key hidden: zeros
   float s = 0.0;
@@ -93,16 +109,16 @@ void main() {
         s += v[k];
       }
   } else {
-    for (uint j = t; j < limit; j += wg) s += exp(x[pc.xoff + base + j * stride] * scale - m);
+    for (uint j = t; j < limit; j += wg) s += exp(ld_x(pc.xoff + base + j * stride) * scale - m);
   }
   s = rlx_wg_sum(s);
   if (cached) {
     for (uint k = 0u; k < CACHE; ++k) {
       uint j = t + k * wg;
-      if (j < pc.len) y[pc.yoff + base + j * stride] = (j < limit && !empty) ? v[k] / s : 0.0;
+      if (j < pc.len) st_y(pc.yoff + base + j * stride, (j < limit && !empty) ? v[k] / s : 0.0);
     }
   } else {
     for (uint j = t; j < pc.len; j += wg)
-      y[pc.yoff + base + j * stride] = (j < limit && !empty) ? exp(x[pc.xoff + base + j * stride] * scale - m) / s : 0.0;
+      st_y(pc.yoff + base + j * stride, (j < limit && !empty) ? exp(ld_x(pc.xoff + base + j * stride) * scale - m) / s : 0.0);
   }
 }

@@ -187,8 +187,22 @@ TEST(KvCache, SpareSlotLayoutKeepsRowsThroughGrowthAndRelayout) {
   EXPECT_EQ(kv.held_bytes(), H * 9 * D * 4);
 }
 
-// Session::set_append_storage: concat(past, new) written into the caller's storage, in every
-// mode, against a plain loop; the past is neither uploaded nor copied (RunStats' counter).
+// The backends built here: the CPU, and Vulkan where a device answers (the sanitizer build has none).
+std::vector<std::string> backends_here() {
+  std::vector<std::string> backends{"cpu"};
+  try {
+    make_executor("vulkan");
+    backends.push_back("vulkan");
+  } catch (const std::exception&) {
+  }
+  return backends;
+}
+
+// Session::set_append_storage: concat(past, new) written into the cache's storage (host pages
+// on the CPU, device buffers on Vulkan), in every mode, against a plain loop; the past is
+// neither uploaded nor copied (RunStats' counter); the new rows then move to slot `length`
+// (commit_appended: a memcpy on the host, Executor::copy_ranges on the device) and valid() reads the
+// plain loop's rows back.
 TEST(KvCache, ConcatAppendsIntoTheCallersStorageInEveryMode) {
   const int64_t H = 2, C = 6, D = 3;
   auto g = graph_text(R"({"id": "past", "op": "input", "shape": [1, 2, 6, 3]},
@@ -199,17 +213,18 @@ TEST(KvCache, ConcatAppendsIntoTheCallersStorageInEveryMode) {
       {"id": "y", "op": "mul", "inputs": ["present", "two"]},
       {"id": "s", "op": "sum", "inputs": ["present"], "attrs": {"axes": [2]}})",
                       R"(["y", "s", "new"])");
-  auto ex = make_executor("cpu");
-  ASSERT_TRUE(Session::can_append_in_place(*ex, DType::f32));
+  for (const auto& backend : backends_here())
   for (Mode mode : {Mode::Eager, Mode::Lazy, Mode::Compiled}) {
-    SCOPED_TRACE(mode_name(mode));
+    SCOPED_TRACE(backend + " " + mode_name(mode));
+    auto ex = make_executor(backend);
+    ASSERT_TRUE(ex->appends_in_place());
     SessionOptions so;
     so.inputs_constant = true;
-    so.in_place_inputs = {"past"};
     Session s(g, *ex, {}, so);
-    KvCache kv({H}, {D}, {DType::f32}, C, /*spare_slot=*/true);
-    s.set_append_storage("past", kv.storage(0));
-    s.set_input("past", kv.tensor(0));
+    KvCache kv({H}, {D}, {DType::f32}, C, /*spare_slot=*/true, ex.get());
+    EXPECT_EQ(kv.on_device(), backend == "vulkan");  // Vulkan cannot use the host pages in place
+    s.set_append_storage("past", kv.append_storage(0));
+    EXPECT_THROW(s.set_input("past", Tensor(Shape{1, H, C, D})), RuntimeError);  // it takes no other value
     std::vector<std::vector<float>> held(H);  // the plain loop: per head, the rows held
     for (int step = 1; step <= 4; ++step) {
       Tensor x = rows(H, 1, D, step);
@@ -217,7 +232,7 @@ TEST(KvCache, ConcatAppendsIntoTheCallersStorageInEveryMode) {
       std::vector<Tensor> out = s.run(mode);
       EXPECT_EQ(s.last_stats().appends_in_place, 1);
       EXPECT_EQ(s.last_stats().input_copy_bytes, H * D * 4)
-          << "only x is uploaded: the past is read in place";
+          << "only x is uploaded: the past is read where it is";
       const Tensor y = out[0].to_f32(), sum = out[1].to_f32();
       ASSERT_EQ(y.shape(), (Shape{1, H, C + 1, D}));
       for (int64_t h = 0; h < H; ++h)
@@ -230,20 +245,26 @@ TEST(KvCache, ConcatAppendsIntoTheCallersStorageInEveryMode) {
             want_sum += want;
           }
           ASSERT_NEAR(sum.data()[h * D + d], want_sum, 1e-6 * want_sum + 1e-3);  // f32 sums of values near 1e7
-          // the concat wrote the new rows into the storage's spare slot
-          ASSERT_EQ(static_cast<const float*>(kv.storage(0).raw())[(h * (C + 1) + C) * D + d], x.data()[h * D + d] * x.data()[h * D + d]);
+          if (!kv.on_device()) {  // the concat wrote the new rows into the storage's spare slot
+            ASSERT_EQ(static_cast<const float*>(kv.storage(0).raw())[(h * (C + 1) + C) * D + d], x.data()[h * D + d] * x.data()[h * D + d]);
+          }
         }
-      kv.write(0, out[2]);  // the new rows into slot `length`, as rlx generate does
-      kv.advance(1);
+      EXPECT_EQ(kv.commit_appended(), H * D * 4);  // one row per head moved to slot `length`
       for (int64_t h = 0; h < H; ++h)
-        for (int64_t d = 0; d < D; ++d) held[h].push_back(out[2].to_f32().data()[h * D + d]);
+        for (int64_t d = 0; d < D; ++d) held[h].push_back(x.data()[h * D + d] * x.data()[h * D + d]);
+      const Tensor v = kv.valid(0).to_f32();
+      ASSERT_EQ(v.shape(), (Shape{1, H, step, D}));
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < step * D; ++i) ASSERT_EQ(v.data()[h * step * D + i], held[h][i]) << "step " << step << " head " << h;
     }
   }
+  auto ex = make_executor("cpu");
   // storage of another shape, or a past read other than by its concat: refused
   Session s(g, *ex, {}, {});
-  KvCache kv({H}, {D}, {DType::f32}, C, true);
-  s.set_append_storage("past", kv.tensor(0));  // the view's shape, not the concat's
-  s.set_input("past", kv.tensor(0));
+  KvCache kv({H}, {D}, {DType::f32}, C, true, ex.get());
+  Session::AppendStorage view = kv.append_storage(0);
+  view.shape = view.input_shape;  // the past's shape, not the concat's
+  s.set_append_storage("past", view);
   s.set_input("x", rows(H, 1, D, 1));
   EXPECT_THROW(s.run(Mode::Lazy), RuntimeError);
   auto once = graph_text(R"({"id": "past", "op": "input", "shape": [1, 2, 6, 3]},
@@ -264,10 +285,55 @@ TEST(KvCache, ConcatAppendsIntoTheCallersStorageInEveryMode) {
   EXPECT_FALSE(cg2.appendable);  // the past is read by another node too
   for (Mode mode : {Mode::Eager, Mode::Lazy, Mode::Compiled}) {  // so a session refuses to append it
     Session t(twice, *ex, {}, {});
-    KvCache kv2({H}, {D}, {DType::f32}, C, true);
-    t.set_append_storage("past", kv2.storage(0));
-    t.set_input("past", kv2.tensor(0));
+    KvCache kv2({H}, {D}, {DType::f32}, C, true, ex.get());
+    t.set_append_storage("past", kv2.append_storage(0));
     t.set_input("x", rows(H, 1, D, 1));
     EXPECT_THROW(t.run(mode), RuntimeError) << mode_name(mode);
+  }
+}
+
+// The cache in device buffers (an executor that cannot use its host pages: Vulkan): the prompt's
+// rows uploaded, growth copied on the device, valid() and a relayout without the spare slot (back
+// to host tensors) give the plain loop's rows; the unused slots are zeros. On the CPU the same
+// calls run over the wrapped host pages.
+TEST(KvCache, StorageOnTheExecutorKeepsRowsThroughGrowthAndRelayout) {
+  const int64_t H = 3, D = 4;
+  for (const auto& backend : backends_here()) {
+    SCOPED_TRACE(backend);
+    auto ex = make_executor(backend);
+    KvCache kv({H, 1}, {D, 2}, {DType::f32, DType::f32}, 4, true, ex.get());
+    std::vector<std::vector<std::vector<float>>> want(2);  // per tensor, per head, the rows' values
+    want[0].resize(H), want[1].resize(1);
+    auto add = [&](int64_t t, int step) {
+      if (kv.length() + t > kv.capacity()) kv.grow(2 * kv.capacity());
+      for (size_t k = 0; k < 2; ++k) {
+        const int64_t heads = k ? 1 : H, dim = k ? 2 : D;
+        Tensor r = rows(heads, t, dim, step + (int)k * 50);
+        kv.write(k, r);
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t i = 0; i < t * dim; ++i) want[k][h].push_back(r.data()[h * t * dim + i]);
+      }
+      kv.advance(t);
+    };
+    add(3, 1);
+    for (int step = 2; step <= 8; ++step) add(1, step);  // grows 4 -> 8 -> 16
+    EXPECT_EQ(kv.capacity(), 16);
+    auto check = [&](const char* when) {
+      for (size_t k = 0; k < 2; ++k) {
+        const Tensor v = kv.valid(k).to_f32();
+        const int64_t heads = k ? 1 : H, dim = k ? 2 : D;
+        ASSERT_EQ(v.shape(), (Shape{1, heads, 10, dim})) << when;
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t i = 0; i < 10 * dim; ++i) ASSERT_EQ(v.data()[h * 10 * dim + i], want[k][h][i]) << when << " tensor " << k << " head " << h;
+      }
+    };
+    check("after growth");
+    kv.relayout(16, false);  // a plan that reads the past as it is: host tensors, no spare slot
+    EXPECT_FALSE(kv.on_device());
+    check("after the relayout");
+    const Tensor c = kv.tensor(0).to_f32();
+    ASSERT_EQ(c.shape(), (Shape{1, H, 16, D}));
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 10 * D; i < 16 * D; ++i) ASSERT_EQ(c.data()[h * 16 * D + i], 0.f) << "head " << h << ": unused slots are zeros";
   }
 }

@@ -233,24 +233,21 @@ TEST(VulkanHalf, MixedElementwiseRoundsOnStore) {
   EXPECT_EQ(bad, 0);
 }
 
-// An op without native 2-byte loads (softmax) goes through f32 scratch and rounds its result.
+// An op without native 2-byte loads (sum) goes through f32 scratch and rounds its result.
 TEST(VulkanHalf, WidenedOpMatchesReference) {
   const int64_t R = 7, C = 300;
   auto x = random16(DType::bf16, R * C, 5, -6, 6);
   Dev dx = put16({R, C}, DType::bf16, x);
-  Dev y = out_like({R, C}, DType::bf16);
-  launch(node(Op::Softmax, {{"axis", int64_t(-1)}}), {&dx}, y);
+  Dev y = out_like({R}, DType::bf16);
+  launch(node(Op::Sum, {{"axes", std::vector<int64_t>{1}}}), {&dx}, y);
   auto got = get16(y);
   int bad = 0;
   for (int64_t r = 0; r < R; ++r) {
-    double mx = -INFINITY, sum = 0;
-    for (int64_t c = 0; c < C; ++c) mx = std::max(mx, ref_bf16_value(x[r * C + c]));
-    for (int64_t c = 0; c < C; ++c) sum += std::exp(ref_bf16_value(x[r * C + c]) - mx);
-    for (int64_t c = 0; c < C; ++c) {
-      double w = std::exp(ref_bf16_value(x[r * C + c]) - mx) / sum, v = ref_bf16_value(got[r * C + c]);
-      if (std::fabs(v - w) > 1e-6 + w * (1.0 / 128) && bad++ < 5)  // one bf16 ulp
-        ADD_FAILURE() << "row " << r << " col " << c << ": " << v << " want " << w;
-    }
+    double w = 0, mag = 0;
+    for (int64_t c = 0; c < C; ++c) w += ref_bf16_value(x[r * C + c]), mag += std::fabs(ref_bf16_value(x[r * C + c]));
+    double v = ref_bf16_value(got[r]);
+    if (std::fabs(v - w) > 1e-6 * mag + std::fabs(w) * (1.0 / 128) && bad++ < 5)  // one bf16 ulp
+      ADD_FAILURE() << "row " << r << ": " << v << " want " << w;
   }
   EXPECT_EQ(bad, 0);
 }
@@ -289,6 +286,288 @@ TEST(VulkanHalf, AttentionF16AgainstReference) {
         }
       }
     EXPECT_EQ(bad, 0);
+  }
+}
+
+// ---------------------------------------------------------------- row ops on 2-byte storage
+// norm, softmax, rope and attention read f16/bf16 directly (their ".h16" shaders), compute in
+// f32 and round once into the 2-byte output: checked against double-precision loops over the
+// inputs' exact values, within one unit in the output's last place plus a small f32 term.
+
+struct Half16 {
+  DType t;
+  std::vector<uint16_t> h;
+  double at(size_t i) const { return ref_value(t, h[i]); }
+};
+Half16 half_rand(DType t, size_t n, uint32_t seed, double lo = -2, double hi = 2) {
+  return {t, random16(t, n, seed, lo, hi)};
+}
+double out_ulp(DType t) { return t == DType::f16 ? 1.0 / 1024 : 1.0 / 128; }
+// Compares a 2-byte result with its reference: |got - want| <= ulp * |want| + abs_tol (plus half
+// an f16 subnormal step for f16). Reports the first few mismatches.
+void expect_half_close(DType t, const std::vector<uint16_t>& got, const std::vector<double>& want, double abs_tol,
+                       const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    double g = ref_value(t, got[i]), w = want[i];
+    double tol = out_ulp(t) * std::fabs(w) + abs_tol + (t == DType::f16 ? 3e-8 : 0.0);
+    if (!(std::fabs(g - w) <= tol) && bad++ < 5)
+      ADD_FAILURE() << what << " " << dtype_name(t) << ": element " << i << " = " << g << ", want " << w;
+  }
+  EXPECT_EQ(bad, 0) << what << " " << dtype_name(t);
+}
+
+// layer_norm (weight, bias), rms_norm (weight, and without), and both vjps; rows that are not a
+// multiple of the work group, and one row longer than the register cache (re-read from memory).
+TEST(VulkanHalf, NormsReadTwoByteStorage) {
+  if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
+  for (DType t : {DType::f16, DType::bf16})
+    for (auto [R, D] : std::vector<std::pair<int64_t, int64_t>>{{5, 300}, {1, 33000}}) {
+      const std::string sz = " R" + std::to_string(R) + " D" + std::to_string(D);
+      Half16 x = half_rand(t, R * D, 11, -3, 3), w = half_rand(t, D, 12, 0.5, 1.5), b = half_rand(t, D, 13),
+             dy = half_rand(t, R * D, 14, -1, 1);
+      Dev dx = put16({R, D}, t, x.h), dw = put16({D}, t, w.h), db = put16({D}, t, b.h), ddy = put16({R, D}, t, dy.h);
+      for (int mode = 0; mode < 5; ++mode) {
+        // 0 layer_norm(x, w, b), 1 rms_norm(x, w), 2 rms_norm(x), 3 layer_norm_vjp(dy, x), 4 rms_norm_vjp(dy, x)
+        const bool layer = mode == 0 || mode == 3, vjp = mode >= 3;
+        const double eps = layer ? 1e-5 : 1e-6;
+        Dev y = out_like({R, D}, t);
+        ir::Node n = node(mode == 0 ? Op::LayerNorm : mode <= 2 ? Op::RmsNorm : mode == 3 ? Op::LayerNormVjp : Op::RmsNormVjp);
+        std::vector<const Dev*> ins = vjp ? std::vector<const Dev*>{&ddy, &dx}
+                                          : mode == 0 ? std::vector<const Dev*>{&dx, &dw, &db}
+                                          : mode == 1 ? std::vector<const Dev*>{&dx, &dw} : std::vector<const Dev*>{&dx};
+        launch(n, ins, y);
+        std::vector<double> want(R * D);
+        for (int64_t r = 0; r < R; ++r) {
+          double mean = 0, q = 0;
+          if (layer) {
+            for (int64_t j = 0; j < D; ++j) mean += x.at(r * D + j);
+            mean /= D;
+          }
+          for (int64_t j = 0; j < D; ++j) q += (x.at(r * D + j) - mean) * (x.at(r * D + j) - mean);
+          double rstd = 1 / std::sqrt(q / D + eps);
+          double mg = 0, mgx = 0;
+          for (int64_t j = 0; j < D; ++j) {
+            double xh = (x.at(r * D + j) - mean) * rstd;
+            mg += dy.at(r * D + j);
+            mgx += dy.at(r * D + j) * (layer ? xh : x.at(r * D + j));
+          }
+          mg /= D, mgx /= D;
+          for (int64_t j = 0; j < D; ++j) {
+            double xv = x.at(r * D + j), xh = (xv - mean) * rstd, g = dy.at(r * D + j);
+            double v = mode == 0 ? xh * w.at(j) + b.at(j)
+                       : mode == 1 ? xh * w.at(j)
+                       : mode == 2 ? xh
+                       : mode == 3 ? rstd * (g - mg - xh * mgx)
+                                   : rstd * g - xv * rstd * rstd * rstd * mgx;
+            want[r * D + j] = v;
+          }
+        }
+        expect_half_close(t, get16(y), want, 2e-5, std::string(ir::op_name(n.op)) + " mode " + std::to_string(mode) + sz);
+      }
+    }
+}
+
+// softmax over the last axis (cached and uncached rows) and an inner axis, scaled_masked_softmax
+// (causal, every key of a row hidden for Tq > Tk), softmax_vjp.
+TEST(VulkanHalf, SoftmaxReadsTwoByteStorage) {
+  if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
+  for (DType t : {DType::f16, DType::bf16}) {
+    struct Case { Shape s; int64_t axis; };
+    for (const Case& c : std::vector<Case>{{{7, 300}, -1}, {{3, 5, 4}, 1}, {{2, 40000}, -1}}) {
+      const int64_t n = shape_numel(c.s), r = (int64_t)c.s.size(), ax = (c.axis + r) % r;
+      int64_t len = c.s[ax], inner = 1;
+      for (int64_t d = ax + 1; d < r; ++d) inner *= c.s[d];
+      Half16 x = half_rand(t, n, 21, -6, 6), dy = half_rand(t, n, 22, -1, 1);
+      Dev dx = put16(c.s, t, x.h), ddy = put16(c.s, t, dy.h);
+      Dev y = out_like(c.s, t);
+      launch(node(Op::Softmax, {{"axis", c.axis}}), {&dx}, y);
+      auto y16 = get16(y);
+      // the vjp takes the device's (2-byte) softmax as its y
+      Dev yv = put16(c.s, t, y16), dx2 = out_like(c.s, t);
+      launch(node(Op::SoftmaxVjp, {{"axis", c.axis}}), {&ddy, &yv}, dx2);
+      std::vector<double> want(n), want_vjp(n);
+      for (int64_t o = 0; o < n / (len * inner); ++o)
+        for (int64_t in = 0; in < inner; ++in) {
+          auto at = [&](int64_t j) { return (o * len + j) * inner + in; };
+          double mx = -INFINITY, sum = 0, dot = 0;
+          for (int64_t j = 0; j < len; ++j) mx = std::max(mx, x.at(at(j)));
+          for (int64_t j = 0; j < len; ++j) sum += std::exp(x.at(at(j)) - mx);
+          for (int64_t j = 0; j < len; ++j) want[at(j)] = std::exp(x.at(at(j)) - mx) / sum;
+          for (int64_t j = 0; j < len; ++j) dot += dy.at(at(j)) * ref_value(t, y16[at(j)]);
+          for (int64_t j = 0; j < len; ++j) want_vjp[at(j)] = ref_value(t, y16[at(j)]) * (dy.at(at(j)) - dot);
+        }
+      const std::string sz = " " + shape_str(c.s) + " axis " + std::to_string(c.axis);
+      expect_half_close(t, y16, want, 1e-6, "softmax" + sz);
+      expect_half_close(t, get16(dx2), want_vjp, 1e-5, "softmax_vjp" + sz);
+    }
+    // scaled_masked_softmax, causal: [2, 3, Tq, Tk] with Tq 5 > Tk 4 (the first row sees no key)
+    // and with Tq 5 < Tk 9
+    for (int64_t Tk : {4, 9}) {
+      const int64_t Tq = 5, n = 2 * 3 * Tq * Tk;
+      const double scale = 0.7;
+      Half16 x = half_rand(t, n, 23, -4, 4);
+      Dev dx = put16({2, 3, Tq, Tk}, t, x.h), y = out_like({2, 3, Tq, Tk}, t);
+      launch(node(Op::ScaledMaskedSoftmax, {{"scale", scale}, {"causal", true}}), {&dx}, y);
+      std::vector<double> want(n, 0.0);
+      for (int64_t row = 0; row < n / Tk; ++row) {
+        int64_t lim = std::clamp<int64_t>(row % Tq + Tk - Tq + 1, 0, Tk);
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < lim; ++j) mx = std::max(mx, x.at(row * Tk + j) * scale);
+        for (int64_t j = 0; j < lim; ++j) sum += std::exp(x.at(row * Tk + j) * scale - mx);
+        for (int64_t j = 0; j < lim; ++j) want[row * Tk + j] = std::exp(x.at(row * Tk + j) * scale - mx) / sum;
+      }
+      expect_half_close(t, get16(y), want, 1e-6, "scaled_masked_softmax Tk " + std::to_string(Tk));
+    }
+  }
+}
+
+// rope, half-split and interleaved, over all features and over the first `dims` (the rest copied
+// bit for bit), at a non-zero offset.
+TEST(VulkanHalf, RopeReadsTwoByteStorage) {
+  if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
+  const int64_t B = 2, H = 3, S = 7, D = 10, offset = 5;
+  const double base = 10000.0;
+  for (DType t : {DType::f16, DType::bf16})
+    for (bool trad : {false, true})
+      for (int64_t dims : {D, int64_t(6)}) {
+        Half16 x = half_rand(t, B * H * S * D, 31);
+        Dev dx = put16({B, H, S, D}, t, x.h), y = out_like({B, H, S, D}, t);
+        launch(node(Op::Rope, {{"dims", dims}, {"traditional", trad}, {"offset", offset}}), {&dx}, y);
+        std::vector<double> want(x.h.size());
+        for (int64_t row = 0; row < B * H * S; ++row) {
+          const double p = (double)(offset + row % S);
+          for (int64_t f = 0; f < D; ++f) {
+            const size_t i = row * D + f;
+            if (f >= dims) {
+              want[i] = x.at(i);
+              continue;
+            }
+            int64_t pair = trad ? f / 2 : f % (dims / 2), fa = trad ? 2 * pair : pair, fb = trad ? fa + 1 : pair + dims / 2;
+            double th = p * std::pow(base, -2.0 * pair / dims), a = x.at(row * D + fa), b = x.at(row * D + fb);
+            want[i] = f == fa ? a * std::cos(th) - b * std::sin(th) : a * std::sin(th) + b * std::cos(th);
+          }
+        }
+        expect_half_close(t, get16(y), want, 1e-5,
+                          std::string("rope") + (trad ? " traditional" : "") + " dims " + std::to_string(dims));
+      }
+}
+
+// Flash attention on 2-byte q/k/v (and a 2-byte float mask): the small-block kernel, its key
+// splits (flash decoding, merged by attention_combine) and the register-tiled kernel; GQA, causal,
+// float and bool masks with a fully hidden row, head dims that are not multiples of the chunks.
+struct HalfAttnCase {
+  int64_t B, Hq, Hkv, Sq, Sk, D, Dv;
+  bool causal;
+  int mask;  // 0 none, 1 float [Sq, Sk] in the same 2-byte dtype, 2 bool [B, 1, Sq, Sk] (row 1 of batch 0 hidden)
+};
+void check_half_attention(DType t, const HalfAttnCase& c, size_t offset = 3) {
+  const std::string what = "attention B" + std::to_string(c.B) + " Hq" + std::to_string(c.Hq) + " Hkv" +
+                           std::to_string(c.Hkv) + " Sq" + std::to_string(c.Sq) + " Sk" + std::to_string(c.Sk) + " D" +
+                           std::to_string(c.D) + " Dv" + std::to_string(c.Dv) + (c.causal ? " causal" : "") +
+                           " mask " + std::to_string(c.mask) + " offset " + std::to_string(offset);
+  Half16 q = half_rand(t, c.B * c.Hq * c.Sq * c.D, 41, -1, 1), k = half_rand(t, c.B * c.Hkv * c.Sk * c.D, 42, -1, 1),
+         v = half_rand(t, c.B * c.Hkv * c.Sk * c.Dv, 43, -1, 1), mf = half_rand(t, c.Sq * c.Sk, 44, -3, 1);
+  std::vector<uint8_t> mb(c.B * c.Sq * c.Sk);
+  std::mt19937 g(45);
+  for (auto& m : mb) m = (g() % 3) ? 1 : 0;
+  for (int64_t j = 0; j < c.Sk && c.Sq > 1; ++j) mb[1 * c.Sk + j] = 0;
+  Dev dq = put16({c.B, c.Hq, c.Sq, c.D}, t, q.h, offset), dk = put16({c.B, c.Hkv, c.Sk, c.D}, t, k.h, offset),
+      dv = put16({c.B, c.Hkv, c.Sk, c.Dv}, t, v.h, offset);
+  Dev dm = c.mask == 1 ? put16({c.Sq, c.Sk}, t, mf.h) : put_raw({c.B, 1, c.Sq, c.Sk}, DType::boolean, mb.data());
+  Dev y = out_like({c.B, c.Hq, c.Sq, c.Dv}, t);
+  std::vector<const Dev*> ins = {&dq, &dk, &dv};
+  if (c.mask) ins.push_back(&dm);
+  launch(node(Op::Attention, {{"causal", c.causal}}), ins, y);
+  std::vector<double> want(c.B * c.Hq * c.Sq * c.Dv, 0.0);
+  const double scale = 1 / std::sqrt((double)c.D);
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t h = 0; h < c.Hq; ++h) {
+      const int64_t kh = h / (c.Hq / c.Hkv);
+      for (int64_t i = 0; i < c.Sq; ++i) {
+        std::vector<double> s(c.Sk, 0.0);
+        std::vector<bool> vis(c.Sk, true);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < c.Sk; ++j) {
+          double d = 0;
+          for (int64_t e = 0; e < c.D; ++e)
+            d += q.at(((b * c.Hq + h) * c.Sq + i) * c.D + e) * k.at(((b * c.Hkv + kh) * c.Sk + j) * c.D + e);
+          s[j] = d * scale;
+          if (c.causal && j > i + c.Sk - c.Sq) vis[j] = false;
+          if (c.mask == 1) s[j] += mf.at(i * c.Sk + j);
+          if (c.mask == 2 && mb[(b * c.Sq + i) * c.Sk + j] == 0) vis[j] = false;
+          if (vis[j]) mx = std::max(mx, s[j]);
+        }
+        if (mx == -INFINITY) continue;  // every key hidden: zeros
+        double l = 0;
+        for (int64_t j = 0; j < c.Sk; ++j) s[j] = vis[j] ? std::exp(s[j] - mx) : 0, l += s[j];
+        for (int64_t e = 0; e < c.Dv; ++e) {
+          double acc = 0;
+          for (int64_t j = 0; j < c.Sk; ++j) acc += s[j] * v.at(((b * c.Hkv + kh) * c.Sk + j) * c.Dv + e);
+          want[((b * c.Hq + h) * c.Sq + i) * c.Dv + e] = acc / l;
+        }
+      }
+    }
+  auto got = get16(y);
+  expect_half_close(t, got, want, 2e-5, what);
+  if (c.mask == 2 && c.Sq > 1)  // the fully hidden row is exactly zero
+    for (int64_t h = 0; h < c.Hq; ++h)
+      for (int64_t e = 0; e < c.Dv; ++e) EXPECT_EQ(got[(h * c.Sq + 1) * c.Dv + e], 0) << what;
+}
+
+TEST(VulkanHalf, AttentionReadsTwoByteStorage) {
+  if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
+  for (DType t : {DType::f16, DType::bf16})
+    for (size_t offset : {3, 2}) {  // odd offsets: one value per load; even: pairs of halves per 32-bit load
+      // (head dims are specialization constants: the cases share D=40, Dv=24 to keep pipeline
+      // compilation on lavapipe short)
+      check_half_attention(t, {2, 4, 2, 9, 45, 40, 24, true, 1}, offset);    // small blocks, GQA, causal + 2-byte mask
+      check_half_attention(t, {2, 2, 1, 9, 33, 40, 24, false, 2}, offset);   // bool mask with a fully hidden row
+      check_half_attention(t, {1, 4, 2, 1, 300, 40, 24, true, 0}, offset);   // decode: keys split, combined
+      check_half_attention(t, {2, 2, 1, 5, 260, 40, 24, false, 1}, offset);  // split keys with a 2-byte mask
+      check_half_attention(t, {2, 4, 2, 70, 150, 40, 24, false, 2}, offset); // tiled: ragged blocks, bool mask
+      check_half_attention(t, {1, 2, 1, 100, 100, 40, 24, true, 1}, offset); // tiled: causal + 2-byte mask
+    }
+}
+
+// Every finite f16 / bf16 value through attention's staging of v: a bool mask shows query i only
+// key i, so its output row is exactly v's row i (p = 1, every other p exactly 0), and rounding it
+// back to the dtype is exact. Covers both kernels (tiled: 1024 rows; small blocks: 32 batches
+// of 32) with pairs of halves per load (even offsets) and one by one (odd).
+TEST(VulkanHalf, AttentionStagesEveryValueExactly) {
+  if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
+  for (DType t : {DType::f16, DType::bf16}) {
+    std::vector<uint16_t> all(65536);
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const double x = ref_value(t, (uint16_t)i);
+      all[i] = std::isfinite(x) ? (uint16_t)i : 0;  // 0 * inf or NaN would spread to every row
+    }
+    for (auto [B, S] : std::vector<std::pair<int64_t, int64_t>>{{1, 1024}, {32, 32}})
+      for (size_t offset : {2, 3}) {
+        const int64_t D = 2, Dv = 64;
+        std::vector<uint16_t> zeros(B * S * D, 0);
+        std::vector<uint8_t> eye(B * S * S, 0);
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t i = 0; i < S; ++i) eye[(b * S + i) * S + i] = 1;
+        Dev dq = put16({B, 1, S, D}, t, zeros, offset), dk = put16({B, 1, S, D}, t, zeros, offset),
+            dv = put16({B, 1, S, Dv}, t, all, offset);
+        Dev dm = put_raw({B, 1, S, S}, DType::boolean, eye.data());
+        Dev y = out_like({B, 1, S, Dv}, t);
+        launch(node(Op::Attention), {&dq, &dk, &dv, &dm}, y);
+        auto got = get16(y);
+        int bad = 0;
+        for (size_t i = 0; i < all.size(); ++i) {
+          const double w = ref_value(t, all[i]), g = ref_value(t, got[i]);
+          // bf16 values below f32's smallest normal are f32 denormals: f32 arithmetic may flush
+          // them to zero (NVIDIA's does), here as in the f32 kernel
+          if (g == 0 && std::fabs(w) < 0x1p-126) continue;
+          if (g != w && bad++ < 5)
+            ADD_FAILURE() << dtype_name(t) << " B" << B << " offset " << offset << ": bits " << std::hex << all[i]
+                          << " came back as " << got[i] << std::dec;
+        }
+        EXPECT_EQ(bad, 0) << dtype_name(t) << " B" << B << " offset " << offset;
+      }
   }
 }
 

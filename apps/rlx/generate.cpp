@@ -186,12 +186,15 @@ void add_generate_options(CLI::App* app, GenerateFlags& f) {
       ->capture_default_str();
   app->add_option("--seed", f.seed, "Seed of the sampling draws")->capture_default_str();
   app->add_option("--output,-o", f.output, "Write the generated ids to FILE.npy ([1, n] int64)");
+  app->add_option("--cache-out", f.cache_out,
+                  "Write the final KV cache (the positions held: the prompt and every generated id but the last) to\n"
+                  "  DIR/present.N.key.npy and .value.npy ([1, kv_heads, length, head_dim]; DIR is created)");
   app->add_option("--mode,-m", f.mode, "eager | lazy | compiled (overrides $RLX_MLX_MODE; default lazy)");
   app->add_option("--backend,-b", f.backend, "Executor: cpu or vulkan (default: $RLX_BACKEND or cpu)");
   app->add_option("--device", f.device, "Device index for the backend (default: $RLX_DEVICE or 0)");
   app->add_flag("--json", f.json,
                 "One JSON line per generated token on stdout (step, id, ms, tokens_in, past, capacity, specialise_ms,\n"
-                "  run_ms, specialised_anew, input_copy_bytes, appends_in_place; on a step that made a plan, peak_rss_kib:\n"
+                "  run_ms, specialised_anew, input_copy_bytes, appends_in_place, cache_row_bytes; on a step that made a plan, peak_rss_kib:\n"
                 "  the peak resident set so far), then a summary line (with the final peak_rss_kib)");
   app->add_option("--kv-cache", f.kv_cache,
                   "auto | capacity | grow. capacity: one plan per cache capacity (64, 128, 256, ... slots; the unused ones masked\n"
@@ -240,6 +243,8 @@ int cmd_generate(GenerateFlags& f) {
       throw InputError("--prompt: id " + std::to_string(id) + " is outside the vocabulary [0, " +
                        (L.vocab > 0 ? std::to_string(L.vocab) : std::string("vocab")) + ")" +
                        (L.vocab > 0 ? " (the last dimension of the model's logits)" : ""));
+  if (!f.cache_out.empty())
+    for (const auto& name : L.present) prepare_output_file((std::filesystem::path(f.cache_out) / (name + ".npy")).string());
   auto ex = make_executor(backend, device);
   SessionOptions so;
   so.verbose = f.verbose;
@@ -260,10 +265,10 @@ int cmd_generate(GenerateFlags& f) {
   so_cap.in_place_inputs = {L.past.begin(), L.past.end()};  // on the CPU, read from the cache itself
   if (!L.mask.empty() && !L.pos.empty()) so_cap.in_place_inputs.insert({L.ids, L.mask, L.pos});  // changed in place per step
   if (L.use_cache_branch) so_cap.in_place_inputs.insert("use_cache_branch");
-  // On the CPU the export's concat(past, new) is written into the cache itself (a spare slot per
-  // head takes the new rows): no copy of the cache and no buffer of its size per step.
-  bool append = true;
-  for (DType dt : L.past_dtype) append = append && Session::can_append_in_place(*ex, dt);
+  // The export's concat(past, new) is written into the cache itself (a spare slot per head takes
+  // the new rows): no copy of the cache and no buffer of its size per step. On the CPU the cache
+  // is host pages read in place; on Vulkan it is device buffers and stays on the device.
+  const bool append = ex->appends_in_place();
   std::unique_ptr<KvCache> kv;
   struct CapacityStep {
     std::shared_ptr<const onnx::Specialized> sp;
@@ -296,6 +301,7 @@ int cmd_generate(GenerateFlags& f) {
     double spec_ms = 0, session_ms = 0, run_ms = 0;
     bool fresh = false;
     int64_t copy_bytes = 0;  // the session's input_copy_bytes (inputs uploaded or copied)
+    int64_t cache_row_bytes = 0;  // the step's new rows written into the cache after its plan ran
     int appends = 0;         // concats appended into the cache in place
     int nodes = 0, control = 0;
     int64_t capacity = 0;  // 0: a grown step
@@ -377,7 +383,7 @@ int cmd_generate(GenerateFlags& f) {
       if (L.use_cache_branch) in["use_cache_branch"] = Tensor::from_ints(L.use_cache_shape, {1}, DType::boolean);
       std::map<std::string, Shape> shapes;
       for (const auto& [name, v] : in) shapes[name] = v.shape();
-      for (size_t k = 0; k < L.past.size(); ++k) shapes[L.past[k]] = kv->tensor(k).shape();
+      for (size_t k = 0; k < L.past.size(); ++k) shapes[L.past[k]] = Shape{1, L.kv_heads[k], C, L.head_dim[k]};
       auto c = std::make_unique<CapacityStep>();
       c->sp = model->specialize(shapes, {}, in);
       for (const auto& [name, v] : c->sp->value_deps)
@@ -392,10 +398,11 @@ int cmd_generate(GenerateFlags& f) {
       }
       t_session = clock::now();
       c->s = std::make_unique<Session>(c->cg.graph, *ex, c->sp->params, so_cap);
-      if (kv->spare_slot() && !(append && c->cg.appendable)) kv->relayout(C, false);  // the past read as it is
+      // the past read as it is (from host tensors; on Vulkan uploaded once per plan, then row by row)
+      if (kv->spare_slot() && !(append && c->cg.appendable)) kv->relayout(C, false);
       for (size_t k = 0; k < L.past.size(); ++k) {
-        if (kv->spare_slot()) c->s->set_append_storage(L.past[k], kv->storage(k));
-        c->s->set_input(L.past[k], kv->tensor(k));
+        if (kv->spare_slot()) c->s->set_append_storage(L.past[k], kv->append_storage(k));
+        else c->s->set_input(L.past[k], kv->tensor(k));
       }
       for (const auto& [name, v] : in) c->s->set_input(name, v);
       c->ids = in[L.ids], c->mask = in[L.mask], c->pos = in[L.pos];
@@ -425,10 +432,16 @@ int cmd_generate(GenerateFlags& f) {
     info.nodes = cap->nodes, info.control = cap->control;
     check_logits(outs[cap->logits], 1);
     Tensor logits = outs[cap->logits].to_f32();
+    if (kv->spare_slot()) {  // the plan appended into the cache's spare slots: the rows move to slot n
+      info.cache_row_bytes = kv->commit_appended();
+      return logits;
+    }
     for (size_t k = 0; k < L.past.size(); ++k) {
       const auto written = kv->write(k, outs[cap->cg.new_rows[k]]);
-      if (kv->spare_slot()) continue;  // the plan reads the cache's storage itself
-      for (const auto& [at, bytes] : written) cap->s->input_bytes_changed(L.past[k], kv->tensor(k), at, bytes);
+      for (const auto& [at, bytes] : written) {
+        cap->s->input_bytes_changed(L.past[k], kv->tensor(k), at, bytes);
+        info.cache_row_bytes += (int64_t)bytes;
+      }
     }
     kv->advance(1);
     return logits;
@@ -488,7 +501,8 @@ int cmd_generate(GenerateFlags& f) {
     const int64_t id = choose(l32.data() + (t - 1) * V, V, f, rng);
     past_len += t;
     if (step == 0 && no_capacity.empty()) {  // the prompt ran over no past: the cache starts here
-      kv = std::make_unique<KvCache>(L.kv_heads, L.head_dim, L.past_dtype, KvCache::capacity_for(past_len + 1), append);
+      kv = std::make_unique<KvCache>(L.kv_heads, L.head_dim, L.past_dtype, KvCache::capacity_for(past_len + 1), append,
+                                     append ? ex.get() : nullptr);
       for (size_t k = 0; k < L.past.size(); ++k) kv->write(k, past[L.past[k]]);
       kv->advance(past_len);
     }
@@ -503,7 +517,8 @@ int cmd_generate(GenerateFlags& f) {
     if (f.json) {
       nlohmann::json line{{"step", step + 1}, {"id", id}, {"ms", ms}, {"tokens_in", t}, {"past", past_len - t},
                           {"capacity", info.capacity}, {"specialise_ms", info.spec_ms}, {"run_ms", info.run_ms},
-                          {"specialised_anew", info.fresh}, {"input_copy_bytes", info.copy_bytes}, {"appends_in_place", info.appends}};
+                          {"specialised_anew", info.fresh}, {"input_copy_bytes", info.copy_bytes}, {"appends_in_place", info.appends},
+                          {"cache_row_bytes", info.cache_row_bytes}};
       if (info.fresh) line["peak_rss_kib"] = peak_rss_kib();  // where a plan was made (reading it costs ~10 us)
       std::cout << line.dump() << "\n" << std::flush;
     }
@@ -512,9 +527,11 @@ int cmd_generate(GenerateFlags& f) {
                                "(planning{} included); {}, {} nodes{}{})\n",
                                step + 1, t, past_len - t, id, ms, info.spec_ms, info.session_ms, info.run_ms,
                                mode == Mode::Compiled ? " and compiling" : "",
-                               info.capacity ? fmt::format("capacity {} ({}; inputs copied {} bytes, {} concat(s) appended in place)",
+                               info.capacity ? fmt::format("capacity {} ({}; inputs copied {} bytes, {} concat(s) appended in place, "
+                                                           "{} bytes of new rows written into the cache{})",
                                                            info.capacity, info.fresh ? "planned anew" : "plan reused", info.copy_bytes,
-                                                           info.appends)
+                                                           info.appends, info.cache_row_bytes,
+                                                           kv && kv->on_device() ? " on the device" : "")
                                              : (info.fresh ? "specialised anew" : "specialisation reused"),
                                info.nodes, info.control ? fmt::format(", {} run-time control node(s)", info.control) : "",
                                L.use_cache_branch ? fmt::format(", use_cache_branch {}", past_len > t) : "");
@@ -527,6 +544,9 @@ int cmd_generate(GenerateFlags& f) {
   const double rest_s = std::chrono::duration<double>(t_prev - t_first).count();
   const double tps = generated.size() > 1 && rest_s > 0 ? (generated.size() - 1) / rest_s : 0;
   if (!f.output.empty()) io::write_npy(f.output, Tensor::from_ints({1, (int64_t)generated.size()}, generated, DType::i64));
+  if (!f.cache_out.empty())  // from the device where the cache lives there
+    for (size_t k = 0; k < L.past.size(); ++k)
+      io::write_npy((std::filesystem::path(f.cache_out) / (L.present[k] + ".npy")).string(), kv ? kv->valid(k) : past.at(L.past[k]));
   if (f.json) {
     std::cout << nlohmann::json{{"ids", generated},
                                 {"prompt_tokens", prompt.size()},

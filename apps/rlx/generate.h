@@ -9,6 +9,7 @@ namespace rlx {
 
 struct GenerateFlags {
   std::string model, prompt, mode, backend, output;
+  std::string cache_out;  // --cache-out DIR: the final KV cache as DIR/present.N.key.npy, ...
   int device = -1;
   int max_new_tokens = 32;
   std::optional<int64_t> eos;

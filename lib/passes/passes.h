@@ -44,6 +44,11 @@ struct OptOptions {
   // Integer products with a float epilogue (matmul_integer_scaled, patterns.cpp): on where the
   // backend runs that op (the CPU).
   bool integer_gemm = false;
+  // f16/bf16 graphs get the attention rewrite too (patterns.cpp): on where the backend's attention
+  // kernel reads 2-byte q/k/v itself and beats the unfused 16-bit products (Vulkan with 16-bit
+  // storage and no tensor cores: attention*.comp ".h16"). Off elsewhere: the CPU would widen a
+  // 16-bit attention into f32 scratch, and tensor-core products beat the scalar flash kernel.
+  bool half_attention = false;
 };
 
 OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const OptOptions& o = {});

@@ -80,7 +80,7 @@ struct Rewriter {
   // take every operand in that dtype on both backends (the CPU through its f32 adapter or half
   // products; Vulkan natively for gelu and linear, widened to f32 scratch for the norms). A
   // --dtype f16/bf16 graph is converted before these passes run, so the norm, GELU and bias
-  // rewrites match it too (attention stays f32 only, see attention()); become() refuses a
+  // rewrites match it too (attention only where the backend reads 2-byte q/k/v, see att()); become() refuses a
   // rewrite whose float operands are not all of the root's dtype.
   bool fl(int i) const { return w.dtypes[i] == DType::f32 || is_half(w.dtypes[i]); }
   bool leaf(int i) const { return op(i) == Op::Param || op(i) == Op::Constant; }
@@ -522,12 +522,14 @@ struct Rewriter {
     else if (op(a) == Op::Mul && scalar(in(a, 0))) a = in(a, 1);
     return op(a) == Op::Matmul;
   }
+  // The dtypes attention is fused in: f32, and f16/bf16 where the backend asks for it
+  // (OptOptions::half_attention: Vulkan's ".h16" attention on a device without tensor cores).
+  // Elsewhere a 16-bit graph keeps q k^T and p v as products around the softmax: on the H200
+  // both the widened f32 attention and the ".h16" one (0.34 ms a layer of ViT-S/16 f16) lose to
+  // the unfused tensor-core products (docs/benchmarks.md), and the CPU would widen q, k, v.
+  bool att(int i) const { return f32(i) || (o.half_attention && is_half(w.dtypes[i])); }
   bool attention(int root) {
-    // f32 only: no attention kernel reads 2-byte operands (Vulkan widens q, k, v to f32 scratch
-    // and runs the f32 kernel), and for ViT-S/16 in f16 on the H200 that was 0.35 ms a layer
-    // against 0.3 ms for the unfused q k^T and p v on the 16-bit tensor-core products plus the
-    // softmax (docs/benchmarks.md): a 16-bit graph keeps them.
-    if (op(root) != Op::Matmul || !f32(root) || flag(root, "transpose_a") || flag(root, "transpose_b"))
+    if (op(root) != Op::Matmul || !att(root) || flag(root, "transpose_a") || flag(root, "transpose_b"))
       return false;
     int P = in(root, 0), V = in(root, 1);
     if (op(P) != Op::Softmax) return false;
@@ -541,7 +543,7 @@ struct Rewriter {
       for (int k = 0; k < 2 && mask < 0; ++k) {
         int a = in(S, k), m = in(S, 1 - k);
         if (scores_product(a)) {
-          if (!f32(m) || shape(m).size() > (size_t)r || shape(S) != shape(a)) continue;
+          if (!att(m) || shape(m).size() > (size_t)r || shape(S) != shape(a)) continue;
           inner.push_back(S);
           mask = m;
           S = a;
@@ -582,7 +584,7 @@ struct Rewriter {
       }
     }
     const Shape &qs = shape(Q), &vs = shape(V), &ss = shape(S);
-    if (!f32(Q) || !f32(KT) || !f32(V) || qs.size() != (size_t)r || shape(KT).size() != (size_t)r ||
+    if (!att(Q) || !att(KT) || !att(V) || qs.size() != (size_t)r || shape(KT).size() != (size_t)r ||
         vs.size() != (size_t)r)
       return false;
     // Same batch and head dims everywhere (no broadcasting in the products).

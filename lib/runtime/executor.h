@@ -52,7 +52,7 @@ struct Kernel {
   uint32_t const_inputs = 0;  // bit i: input i is a param or constant (the same bytes every run)
   bool graph_output = false;  // the output is a graph output (read after the run)
   // Bit i: input i's values already are where the output holds them (an in-place append,
-  // Session::set_append_storage; only where wrap_host works): a concat does not copy it.
+  // Session::set_append_storage; only where appends_in_place()): a concat does not copy it.
   uint32_t inputs_in_output = 0;
   const ir::Graph* graph = nullptr;  // the graph `node` is in, where known (names inputs in messages)
 };
@@ -100,6 +100,9 @@ class Executor {
   virtual bool transposed_linear_weights() const { return true; }
   // Whether the backend runs matmul_integer_scaled (passes::OptOptions::integer_gemm).
   virtual bool integer_gemm() const { return false; }
+  // Whether compiled mode should fuse attention in f16/bf16 graphs (passes::OptOptions::half_attention):
+  // the backend's attention reads 2-byte q/k/v natively and beats its unfused 16-bit products.
+  virtual bool half_attention() const { return false; }
 
   // Refuses a node this backend has no kernel for in these dtypes (e.g. f64 on Vulkan), by
   // throwing the backend's error naming `where` (the node); called for every node that becomes a
@@ -133,11 +136,30 @@ class Executor {
   // elements at `data`, kept alive by `keep` while the buffer lives. Null where the backend
   // cannot use host memory directly (then upload a copy) or storage_dtype(dtype) != dtype.
   // Kernels never write a buffer made this way (the session uses it for params and constants),
-  // except a concat's output over a caller's KV cache (Session::set_append_storage).
+  // except a concat's output over a caller's KV cache on the host (Session::set_append_storage).
   virtual std::unique_ptr<DeviceBuffer> wrap_host(const void* data, size_t bytes, DType dtype,
                                                   std::shared_ptr<const void> keep) {
     return nullptr;
   }
+
+  // Sets `bytes` bytes of `dst` from byte `offset` to zero bits (0 in every storage dtype) on the
+  // device, without a host copy of that size where the backend can (a persistent buffer's unused
+  // part: a KV cache's empty slots). The default uploads zeros (as u8: for a backend storing u8 as itself).
+  virtual void zero(DeviceBuffer& dst, size_t offset, size_t bytes) {
+    const std::vector<uint8_t> z(std::min<size_t>(bytes, 1 << 20), 0);
+    for (size_t at = 0; at < bytes; at += z.size()) upload(dst, offset + at, z.data(), std::min(z.size(), bytes - at), DType::u8);
+  }
+  // Copies `bytes` bytes from `src` at each pair's first offset to `dst` at its second (byte
+  // offsets; `src` and `dst` may be one buffer, no two ranges overlapping), after every kernel
+  // launched so far, before any launched later: a KV cache's rows moved between slots or into a
+  // grown buffer. Vulkan: one transfer submission (a memcpy where the memory is mapped), not a
+  // dispatch per range.
+  virtual void copy_ranges(const DeviceBuffer& src, DeviceBuffer& dst, const std::vector<std::pair<size_t, size_t>>& at,
+                           size_t bytes) = 0;
+  // Whether concat kernels honour Kernel::inputs_in_output (write only the other inputs): then a
+  // concat's output may be a caller's buffer whose leading part already holds its first input,
+  // the KV cache's in-place append (Session::set_append_storage), on the host or on the device.
+  virtual bool appends_in_place() const { return false; }
 
   // Enqueue a kernel. The CPU runs it at once; Vulkan records it. Kernels
   // launched in order see each other's writes (the executor inserts barriers).
@@ -187,6 +209,24 @@ inline std::unique_ptr<Recording> Executor::record(const std::vector<Kernel>& ke
 inline void Executor::replay(Recording& rec) {
   for (const auto& k : static_cast<detail::KernelList&>(rec).kernels) launch(k);
   flush();
+}
+
+// A kernel copying `src` into `dst` (as many elements, one dtype; contiguous ranges of any
+// buffers, the same one included where they do not overlap): a feed between steps. Every backend
+// runs it (a reshape between two buffers).
+inline Kernel copy_kernel(const TensorRef& src, const TensorRef& dst, std::string label) {
+  static const ir::Node node = [] {
+    ir::Node c;
+    c.id = "copy";
+    c.op = ir::Op::Reshape;
+    return c;
+  }();
+  Kernel k;
+  k.node = &node;
+  k.inputs = {src};
+  k.output = dst;
+  k.label = std::move(label);
+  return k;
 }
 
 // Backend factory. `name` is "cpu" or "vulkan"; `device` selects a device index.

@@ -76,10 +76,53 @@ int64_t KvCache::capacity_for(int64_t needed) {
 }
 
 KvCache::KvCache(std::vector<int64_t> kv_heads, std::vector<int64_t> head_dim, std::vector<DType> dtypes, int64_t capacity,
-                 bool spare_slot)
-    : heads_(std::move(kv_heads)), dim_(std::move(head_dim)), dtypes_(std::move(dtypes)), spare_(spare_slot), capacity_(capacity) {
-  slots_.resize(heads_.size()), views_.resize(heads_.size()), mem_.resize(heads_.size());
-  for (size_t k = 0; k < heads_.size(); ++k) allocate(k, capacity_, slots_, views_, mem_);
+                 bool spare_slot, Executor* ex)
+    : heads_(std::move(kv_heads)), dim_(std::move(head_dim)), dtypes_(std::move(dtypes)), ex_(spare_slot ? ex : nullptr),
+      spare_(spare_slot), capacity_(capacity) {
+  const size_t n = heads_.size();
+  slots_.resize(n), views_.resize(n), mem_.resize(n), bufs_.resize(n);
+  if (ex_)  // device buffers unless the executor reads and writes host pages in place (the CPU)
+    for (DType dt : dtypes_) {
+      Tensor probe({1}, dt);
+      device_ = device_ || ex_->storage_dtype(dt) != dt || !ex_->wrap_host(probe.raw(), probe.nbytes(), dt, probe.keepalive());
+    }
+  for (size_t k = 0; k < n; ++k) {
+    if (device_) {
+      bufs_[k] = device_buffer(k, stride());
+    } else {
+      allocate(k, capacity_, slots_, views_, mem_);
+      wrap(k);
+    }
+  }
+}
+
+std::shared_ptr<DeviceBuffer> KvCache::device_buffer(size_t k, int64_t stride) const {
+  const size_t bytes = ex_->storage_bytes(heads_[k] * stride * dim_[k], dtypes_[k]);
+  std::shared_ptr<DeviceBuffer> b = ex_->allocate(std::max<size_t>(bytes, 1));
+  ex_->zero(*b, 0, bytes);  // the unused slots are read (masked out): zeros, never stale memory
+  return b;
+}
+
+void KvCache::wrap(size_t k) {
+  bufs_[k].reset();
+  if (!ex_) return;
+  bufs_[k] = ex_->wrap_host(slots_[k].raw(), slots_[k].nbytes(), dtypes_[k], slots_[k].keepalive());
+  if (!bufs_[k]) throw RuntimeError("internal: KV cache: the " + ex_->name() + " backend does not take the cache's host pages");
+}
+
+const Tensor& KvCache::tensor(size_t k) const {
+  if (device_) throw RuntimeError("internal: KV cache: the cache is on the device, not in host tensors");
+  return views_[k];
+}
+
+const Tensor& KvCache::storage(size_t k) const {
+  if (device_) throw RuntimeError("internal: KV cache: the cache is on the device, not in host tensors");
+  return slots_[k];
+}
+
+Session::AppendStorage KvCache::append_storage(size_t k) const {
+  if (!spare_ || !bufs_[k]) throw RuntimeError("internal: KV cache: no append storage (a spare slot and an executor are needed)");
+  return {bufs_[k], Shape{1, heads_[k], capacity_, dim_[k]}, Shape{1, heads_[k], capacity_ + 1, dim_[k]}, dtypes_[k]};
 }
 
 void KvCache::allocate(size_t k, int64_t capacity, std::vector<Tensor>& slots, std::vector<Tensor>& views,
@@ -102,22 +145,67 @@ std::vector<std::pair<size_t, size_t>> KvCache::write(size_t k, const Tensor& ro
   if (length_ + t > capacity_)
     throw RuntimeError("internal: KV cache: " + std::to_string(length_ + t) + " positions exceed the capacity " + std::to_string(capacity_));
   const size_t es = dtype_size(dtypes_[k]), row = (size_t)dim_[k] * es;
-  uint8_t* dst = mem_[k];
   const uint8_t* src = static_cast<const uint8_t*>(rows.raw());
   std::vector<std::pair<size_t, size_t>> ranges;
   for (int64_t h = 0; h < heads_[k]; ++h) {
+    if (device_) {  // device bytes (the storage dtype's)
+      const size_t at = ((size_t)h * stride() + length_) * device_row(k);
+      ex_->upload(*bufs_[k], at, src + (size_t)h * t * row, t * row, dtypes_[k]);
+      ranges.emplace_back(at, t * device_row(k));
+      continue;
+    }
     const size_t at = ((size_t)h * stride() + length_) * row;
-    std::memcpy(dst + at, src + (size_t)h * t * row, t * row);
+    std::memcpy(mem_[k] + at, src + (size_t)h * t * row, t * row);
     ranges.emplace_back(at, t * row);
   }
   return ranges;
 }
 
+int64_t KvCache::commit_appended() {
+  if (!spare_) throw RuntimeError("internal: KV cache: nothing appended without a spare slot");
+  if (length_ + 1 > capacity_) throw RuntimeError("internal: KV cache: an append beyond the capacity " + std::to_string(capacity_));
+  int64_t moved = 0;
+  for (size_t k = 0; k < heads_.size(); ++k) {
+    const size_t row = device_ ? device_row(k) : (size_t)dim_[k] * dtype_size(dtypes_[k]);
+    std::vector<std::pair<size_t, size_t>> at;  // per head: slot C -> slot length
+    for (int64_t h = 0; h < heads_[k]; ++h) at.emplace_back(((size_t)h * stride() + capacity_) * row, ((size_t)h * stride() + length_) * row);
+    if (device_) ex_->copy_ranges(*bufs_[k], *bufs_[k], at, row);  // on the device: one transfer, no host copy
+    else
+      for (const auto& [from, to] : at) std::memcpy(mem_[k] + to, mem_[k] + from, row);
+    moved += (int64_t)(row * at.size());
+  }
+  length_ += 1;
+  return moved;
+}
+
 void KvCache::relayout(int64_t capacity, bool spare_slot) {
   if (capacity < length_) throw RuntimeError("internal: KV cache: capacity " + std::to_string(capacity) + " below its length");
   const int64_t old_stride = stride(), new_stride = capacity + (spare_slot ? 1 : 0);
-  spare_ = spare_slot;
+  spare_ = spare_slot;  // old_stride keeps the old layout
+  if (device_) {
+    for (size_t k = 0; k < heads_.size(); ++k) {
+      const size_t row = device_row(k);
+      if (spare_slot) {  // on the device: a new buffer, the held rows copied head by head
+        std::shared_ptr<DeviceBuffer> b = device_buffer(k, new_stride);
+        std::vector<std::pair<size_t, size_t>> at;
+        for (int64_t h = 0; h < heads_[k]; ++h) at.emplace_back((size_t)h * old_stride * row, (size_t)h * new_stride * row);
+        if (length_ > 0) ex_->copy_ranges(*bufs_[k], *b, at, length_ * row);
+        bufs_[k] = std::move(b);
+        continue;
+      }
+      // no spare slot: a plan that reads the past as it is, from host tensors
+      allocate(k, capacity, slots_, views_, mem_);
+      const size_t hrow = (size_t)dim_[k] * dtype_size(dtypes_[k]);
+      for (int64_t h = 0; h < heads_[k] && length_ > 0; ++h)
+        ex_->download(*bufs_[k], (size_t)h * old_stride * row, mem_[k] + (size_t)h * new_stride * hrow, length_ * hrow, dtypes_[k]);
+      bufs_[k].reset();
+    }
+    if (!spare_slot) device_ = false;
+    capacity_ = capacity;
+    return;
+  }
   for (size_t k = 0; k < slots_.size(); ++k) {
+    bufs_[k].reset();  // a wrapped buffer holds the old pages too
     std::vector<Tensor> s(slots_.size()), v(slots_.size());
     std::vector<uint8_t*> m(slots_.size());
     allocate(k, capacity, s, v, m);
@@ -131,6 +219,7 @@ void KvCache::relayout(int64_t capacity, bool spare_slot) {
       if (sole) release_pages(from, old_stride * row);
     }
     slots_[k] = std::move(s[k]), views_[k] = std::move(v[k]), mem_[k] = m[k];
+    if (spare_) wrap(k);
   }
   capacity_ = capacity;
 }
@@ -139,15 +228,17 @@ Tensor KvCache::valid(size_t k) const {
   Tensor r(Shape{1, heads_[k], length_, dim_[k]}, dtypes_[k]);
   if (length_ == 0) return r;
   const size_t row = (size_t)dim_[k] * dtype_size(dtypes_[k]);
-  for (int64_t h = 0; h < heads_[k]; ++h)
-    std::memcpy(static_cast<uint8_t*>(r.mutable_raw()) + (size_t)h * length_ * row, mem_[k] + (size_t)h * stride() * row,
-                length_ * row);
+  for (int64_t h = 0; h < heads_[k]; ++h) {
+    uint8_t* dst = static_cast<uint8_t*>(r.mutable_raw()) + (size_t)h * length_ * row;
+    if (device_) ex_->download(*bufs_[k], (size_t)h * stride() * device_row(k), dst, length_ * row, dtypes_[k]);
+    else std::memcpy(dst, mem_[k] + (size_t)h * stride() * row, length_ * row);
+  }
   return r;
 }
 
 int64_t KvCache::bytes() const {
   int64_t b = 0;
-  for (const auto& s : slots_) b += (int64_t)s.nbytes();
+  for (size_t k = 0; k < heads_.size(); ++k) b += device_ ? (int64_t)bufs_[k]->capacity : (int64_t)slots_[k].nbytes();
   return b;
 }
 

@@ -15,8 +15,11 @@
 // written, so a cache of capacity 2n holding n positions costs about n positions; growth copies
 // the held rows and gives the old pages back head by head. With a spare slot (in-place append,
 // Session::set_append_storage) each head has C + 1 slots: the step's plan writes the export's
-// concat(past, new) into the cache itself, the new rows landing in slot C, so no copy of the
-// cache and no buffer of its size is made per step.
+// concat(past, new) into the cache itself, the new rows landing in slot C, then moved to slot
+// length (commit_appended), so no copy of the cache and no buffer of its size is made per step.
+// Where the executor cannot use host memory in place (Vulkan), that storage is device buffers
+// instead: the cache never leaves the device (rows move and growth copies by device-to-device
+// transfers), only the prompt's rows are uploaded and valid() downloads.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -25,6 +28,8 @@
 
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "runtime/executor.h"
+#include "runtime/session.h"
 
 namespace rlx {
 
@@ -48,25 +53,38 @@ class KvCache {
   static int64_t capacity_for(int64_t needed);
 
   // `spare_slot`: each head holds capacity + 1 slots, the last the step's append slot (in-place
-  // append: storage() is concat(past, new)'s output, tensor() the past's view of it).
+  // append: storage() is concat(past, new)'s output, tensor() the past's view of it). `ex`, with
+  // a spare slot: the executor whose plans append into the cache (append_storage()); its host
+  // pages wrapped where `ex` can use host memory in place (the CPU), else its own buffers.
   KvCache(std::vector<int64_t> kv_heads, std::vector<int64_t> head_dim, std::vector<DType> dtypes, int64_t capacity,
-          bool spare_slot = false);
+          bool spare_slot = false, Executor* ex = nullptr);
 
   int64_t capacity() const { return capacity_; }
   int64_t length() const { return length_; }
-  size_t size() const { return slots_.size(); }
+  size_t size() const { return heads_.size(); }
   bool spare_slot() const { return spare_; }
+  // The storage is the executor's device buffers (no host pages: tensor() and storage() are
+  // internal errors; write(), valid() and growth go through the executor).
+  bool on_device() const { return device_; }
   // Tensor k: [1, kv_heads, capacity, head_dim], slots [length, capacity) zero. With a spare
   // slot, a tensor of that shape over the storage's first bytes (not its layout: a plan reads it
   // only through the concat written into storage(k)).
-  const Tensor& tensor(size_t k) const { return views_[k]; }
+  const Tensor& tensor(size_t k) const;
   // The storage: [1, kv_heads, capacity + spare, head_dim] (borrowed anonymous pages).
-  const Tensor& storage(size_t k) const { return slots_[k]; }
+  const Tensor& storage(size_t k) const;
+  // Tensor k's storage as the plan's append target (spare slot and executor given):
+  // concat(past_k, new) is written into it, past_k reading it as [1, kv_heads, capacity, head_dim].
+  Session::AppendStorage append_storage(size_t k) const;
   // Copies `rows` [1, kv_heads, t, head_dim] into slots [length, length + t) of tensor k
   // (converted to its dtype); returns the byte ranges written (offset, bytes), one per head.
   std::vector<std::pair<size_t, size_t>> write(size_t k, const Tensor& rows);
   // After every tensor got its rows: the cache holds t more positions.
   void advance(int64_t t) { length_ += t; }
+  // After a plan appended one position in place (each tensor's new rows in its spare slot):
+  // they move to slot length (a memcpy per head on the host; on the device one transfer of every
+  // head's row, Executor::copy_ranges) and the cache holds one more position.
+  // Returns the bytes moved: one row per head and tensor.
+  int64_t commit_appended();
   // New tensors of `capacity` slots holding the same positions (one copy per growth; the old
   // pages are given back as they are copied where nothing else holds the old storage).
   void grow(int64_t capacity) { relayout(capacity, spare_); }
@@ -84,10 +102,16 @@ class KvCache {
   std::vector<DType> dtypes_;
   std::vector<Tensor> slots_, views_;
   std::vector<uint8_t*> mem_;  // slots_[k]'s bytes, written in place (the tensors borrow them)
+  Executor* ex_ = nullptr;
+  bool device_ = false;
+  std::vector<std::shared_ptr<DeviceBuffer>> bufs_;  // append targets: the pages wrapped, or device buffers
   bool spare_ = false;
   int64_t capacity_ = 0, length_ = 0;
   int64_t stride() const { return capacity_ + (spare_ ? 1 : 0); }  // slots per head
   void allocate(size_t k, int64_t capacity, std::vector<Tensor>& slots, std::vector<Tensor>& views, std::vector<uint8_t*>& mem) const;
+  std::shared_ptr<DeviceBuffer> device_buffer(size_t k, int64_t stride) const;  // zeroed
+  size_t device_row(size_t k) const { return ex_->storage_bytes(dim_[k], dtypes_[k]); }
+  void wrap(size_t k);  // bufs_[k] over the host pages, where the executor takes them
 };
 
 }  // namespace rlx

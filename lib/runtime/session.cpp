@@ -10,6 +10,7 @@
 #include <iostream>
 #include <new>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -82,6 +83,7 @@ struct Session::Exec {
   std::vector<Kernel> kernels;
   std::unique_ptr<DeviceBuffer> arena;
   std::vector<std::unique_ptr<DeviceBuffer>> owned;
+  std::vector<std::shared_ptr<DeviceBuffer>> shared;  // the callers' append storage (set_append_storage)
   std::map<std::string, TensorRef> input_refs;
   std::map<std::string, const void*> in_place;  // inputs read from the host tensor at this address
   int appends = 0;                 // concats written into a caller's storage (set_append_storage)
@@ -93,16 +95,6 @@ struct Session::Exec {
 };
 
 namespace {
-
-const ir::Node& copy_node() {
-  static const ir::Node n = [] {
-    ir::Node c;
-    c.id = "feed-copy";
-    c.op = Op::Reshape;
-    return c;
-  }();
-  return n;
-}
 
 std::string node_label(const ir::Graph& g, const ir::Node& n) { return ir::node_ref(g, n); }
 
@@ -152,6 +144,7 @@ void Session::set_input(const std::string& id, const Tensor& value) {
   int i = graph_->find(id);
   if (i < 0 || graph_->nodes[i].op != Op::Input)
     throw InputError("--input " + id + ": the graph has no input node '" + id + "'");
+  if (append_storage_.count(id)) throw RuntimeError("internal: input '" + id + "' is appended in place: it takes no other value");
   const ir::Node& n = graph_->nodes[i];
   DType have = value.dtype(), want = n.dtype;
   bool ok = have == want || (is_float(have) && is_float(want)) || (is_integer(have) && is_integer(want));
@@ -193,6 +186,7 @@ void Session::feed(const std::string& out_id, const std::string& in_id) {
   if (last_outputs_[k].dtype != graph_->nodes[i].dtype)
     throw InputError("--feed " + out_id + "=" + in_id + ": '" + out_id + "' is " + dtype_name(last_outputs_[k].dtype) +
                      ", input '" + in_id + "' is declared " + dtype_name(graph_->nodes[i].dtype));
+  if (append_storage_.count(in_id)) throw RuntimeError("internal: input '" + in_id + "' is appended in place: it takes no other value");
   auto p = std::make_unique<PendingInput>();
   p->on_device = true;
   p->dev = last_outputs_[k];
@@ -223,45 +217,42 @@ void Session::input_bytes_changed(const std::string& id, const Tensor& value, si
                 Tensor::borrow({(int64_t)(bytes / dtype_size(p.dtype))}, p.dtype, static_cast<const uint8_t*>(p.host.raw()) + offset,
                                p.host.keepalive()),
                 "input '" + id + "'");
+  pending_copy_bytes_ += (int64_t)bytes;  // counted by the next run
 }
 
-void Session::set_append_storage(const std::string& id, const Tensor& storage) {
+void Session::set_append_storage(const std::string& id, AppendStorage st) {
   int i = graph_->find(id);
   if (i < 0 || graph_->nodes[i].op != Op::Input) throw RuntimeError("internal: append storage for '" + id + "', not an input");
   if (control_) throw RuntimeError("internal: append storage for '" + id + "' in a graph with control nodes");
-  append_storage_[id] = storage;
-}
-
-bool Session::can_append_in_place(Executor& ex, DType dtype) {
-  if (ex.storage_dtype(dtype) != dtype) return false;
-  Tensor probe({1}, dtype);
-  return ex.wrap_host(probe.raw(), probe.nbytes(), dtype, probe.keepalive()) != nullptr;
+  if (!ex_.appends_in_place()) throw RuntimeError("internal: input '" + id + "': the " + ex_.name() + " backend cannot append in place");
+  if (!st.buf || st.dtype != graph_->nodes[i].dtype || st.buf->capacity < ex_.storage_bytes(shape_numel(st.shape), st.dtype) ||
+      st.input_shape.size() != st.shape.size())
+    throw RuntimeError("internal: input '" + id + "' is appended in place: its storage must be a " + dtype_name(graph_->nodes[i].dtype) +
+                       " buffer of " + shape_str(st.shape) + " for an input of the same rank");
+  auto p = std::make_unique<PendingInput>();  // the input's value is the storage, on the device
+  p->on_device = true;
+  p->dev = {st.buf.get(), 0, st.input_shape, st.dtype};
+  p->dtype = st.dtype;
+  inputs_[id] = std::move(p);
+  append_storage_[id] = std::move(st);
 }
 
 namespace {
 
-// The buffer over an append input's storage (set_append_storage), checked against its value.
-std::unique_ptr<DeviceBuffer> wrap_append(Executor& ex, const std::string& id, const Tensor& storage, const Tensor* value, DType dt) {
-  if (!value || value->raw() != storage.raw() || storage.dtype() != dt || value->dtype() != dt)
-    throw RuntimeError("internal: input '" + id + "' is appended in place: its value must be a " + dtype_name(dt) +
-                       " tensor over the storage given");
-  auto b = ex.wrap_host(storage.raw(), storage.nbytes(), dt, storage.keepalive());
-  if (!b) throw RuntimeError("internal: input '" + id + "': the " + ex.name() + " backend cannot append in place");
-  return b;
-}
+using AppendMap = std::map<std::string, Session::AppendStorage>;
 
 // Is node i concat(appended input, ...) whose output has the storage's shape?
-const Tensor* append_target(const ir::Graph& g, size_t i, const Shape& out, const std::map<std::string, Tensor>& storage) {
+const Session::AppendStorage* append_target(const ir::Graph& g, size_t i, const Shape& out, const AppendMap& storage) {
   const ir::Node& n = g.nodes[i];
   if (n.op != Op::Concat || n.inputs.empty() || g.nodes[n.inputs[0]].op != Op::Input) return nullptr;
   auto it = storage.find(g.nodes[n.inputs[0]].id);
-  return it != storage.end() && it->second.shape() == out ? &it->second : nullptr;
+  return it != storage.end() && it->second.shape == out ? &it->second : nullptr;
 }
 
 // Each appended input is read by one node, concat(input, ...) of the storage's shape and dtype
 // (checked before a plan or an eager run uses the storage: anything else would read the
 // storage's layout as the input's).
-void check_appends(const ir::Graph& g, const ir::TypedShapes& ts, const std::map<std::string, Tensor>& storage) {
+void check_appends(const ir::Graph& g, const ir::TypedShapes& ts, const AppendMap& storage) {
   for (const auto& [id, st] : storage) {
     const int p = g.find(id);
     int readers = 0, concats = 0;
@@ -269,7 +260,7 @@ void check_appends(const ir::Graph& g, const ir::TypedShapes& ts, const std::map
       for (int u : g.nodes[i].inputs)
         if (u == p) {
           readers++;
-          concats += append_target(g, i, ts.shapes[i], storage) == &st && ts.dtypes[i] == st.dtype();
+          concats += append_target(g, i, ts.shapes[i], storage) == &st && ts.dtypes[i] == st.dtype;
         }
     for (int o : g.outputs) readers += o == p;
     if (p >= 0 && (readers != 1 || concats != 1))
@@ -318,6 +309,7 @@ std::unique_ptr<passes::OptimizedGraph> Session::optimized(const ir::TypedShapes
   passes::OptOptions oo;
   oo.transposed_linear = ex_.transposed_linear_weights();
   oo.integer_gemm = ex_.integer_gemm();
+  oo.half_attention = ex_.half_attention();
   io::BlobCache* cache = opts_.disk_cache ? io::active_cache() : nullptr;
   if (!cache) return std::make_unique<passes::OptimizedGraph>(passes::optimize(*graph_, ts, oo));
   auto& clog = io::cache_log();
@@ -402,11 +394,15 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
     if (node.op == Op::Input) {
       std::unique_ptr<DeviceBuffer> wrapped;
       auto in = inputs_.find(node.id);
-      if (auto a = append_storage_.find(node.id); a != append_storage_.end()) {
-        const bool host = in != inputs_.end() && !in->second->on_device;
-        wrapped = wrap_append(ex_, node.id, a->second, host ? &in->second->host : nullptr, e->ts.dtypes[i]);
-        append_buf[node.id] = wrapped.get();
-      } else if (opts_.in_place_inputs.count(node.id) && in != inputs_.end() && !in->second->on_device &&
+      if (auto a = append_storage_.find(node.id); a != append_storage_.end()) {  // the caller's storage itself
+        e->shared.push_back(a->second.buf);
+        append_buf[node.id] = a->second.buf.get();
+        e->where[i] = {a->second.buf.get(), 0, s, e->ts.dtypes[i]};
+        e->input_refs[node.id] = e->where[i];  // bound as it is: bind_inputs copies nothing
+        e->leaf_bytes += ex_.storage_bytes(shape_numel(a->second.shape), e->ts.dtypes[i]);
+        continue;
+      }
+      if (opts_.in_place_inputs.count(node.id) && in != inputs_.end() && !in->second->on_device &&
           in->second->host.shape() == s && in->second->host.dtype() == e->ts.dtypes[i] && in->second->host.numel() > 0)
         wrapped = ex_.wrap_host(in->second->host.raw(), in->second->host.nbytes(), e->ts.dtypes[i], in->second->host.keepalive());
       if (wrapped) {
@@ -458,8 +454,8 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
     } else {
       step[i] = (int)kernel_nodes.size();
       kernel_nodes.push_back((int)i);
-      const Tensor* a = append_target(g, i, s, append_storage_);
-      if (a && a->dtype() == e->ts.dtypes[i]) {
+      const AppendStorage* a = append_target(g, i, s, append_storage_);
+      if (a && a->dtype == e->ts.dtypes[i]) {
         append_at[(int)i] = append_buf.at(g.nodes[node.inputs[0]].id);  // not in the arena
       } else {
         life[i].size = ex_.storage_bytes(std::max<int64_t>(shape_numel(s), 1), e->ts.dtypes[i]);
@@ -556,12 +552,7 @@ void Session::bind_inputs(Exec& e) {
     }
     if (p.on_device) {
       if (p.dev.buf == ref.buf && p.dev.offset == ref.offset) continue;
-      Kernel k;
-      k.node = &copy_node();
-      k.inputs = {p.dev};
-      k.output = ref;
-      k.label = "feed " + id;
-      ex_.launch(k);
+      ex_.launch(copy_kernel(p.dev, ref, "feed " + id));
       copies = true;
       stats_.input_copy_bytes += (int64_t)ex_.storage_bytes(ref.numel(), ref.dtype);
     } else if (!opts_.inputs_constant || p.uploaded_to != e.id) {
@@ -688,16 +679,13 @@ std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
       bufs[r].reset();
     }
   };
-  std::vector<std::unique_ptr<DeviceBuffer>> appended;  // set_append_storage's inputs
-  std::map<std::string, DeviceBuffer*> append_buf;
+  std::map<std::string, DeviceBuffer*> append_buf;  // set_append_storage's inputs
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = g.nodes[i];
     const Shape& s = ts.shapes[i];
     if (node.op == Op::Input && append_storage_.count(node.id)) {  // read through its concat, in place
-      auto& p = *inputs_.at(node.id);
-      appended.push_back(wrap_append(ex_, node.id, append_storage_.at(node.id), p.on_device ? nullptr : &p.host, ts.dtypes[i]));
-      append_buf[node.id] = appended.back().get();
-      where[i] = {appended.back().get(), 0, s, ts.dtypes[i]};
+      append_buf[node.id] = append_storage_.at(node.id).buf.get();
+      where[i] = {append_buf[node.id], 0, s, ts.dtypes[i]};
       continue;
     }
     if (node.op == Op::Input) {
@@ -705,12 +693,7 @@ std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
       where[i] = {bufs[i].get(), 0, s, ts.dtypes[i]};
       auto& p = *inputs_.at(node.id);
       if (p.on_device) {
-        Kernel k;
-        k.node = &copy_node();
-        k.inputs = {p.dev};
-        k.output = where[i];
-        k.label = "feed " + node.id;
-        ex_.launch(k);
+        ex_.launch(copy_kernel(p.dev, where[i], "feed " + node.id));
         ex_.flush();
       } else {
         upload_tensor(ex_, *bufs[i], 0, p.host, "input '" + node.id + "'");
@@ -731,8 +714,8 @@ std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
       continue;
     }
     Kernel k;
-    const Tensor* a = append_target(g, i, s, append_storage_);
-    if (a && a->dtype() == ts.dtypes[i]) {  // written into the caller's storage
+    const AppendStorage* a = append_target(g, i, s, append_storage_);
+    if (a && a->dtype == ts.dtypes[i]) {  // written into the caller's storage
       where[i] = {append_buf.at(g.nodes[node.inputs[0]].id), 0, s, ts.dtypes[i]};
       k.inputs_in_output = 1;
       stats_.appends_in_place++;
@@ -778,6 +761,7 @@ std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
 std::vector<Tensor> Session::run(Mode mode) {
   auto t0 = std::chrono::steady_clock::now();
   stats_ = RunStats{};
+  stats_.input_copy_bytes = std::exchange(pending_copy_bytes_, 0);  // input_bytes_changed's uploads
   for (const auto& n : graph_->nodes) stats_.nodes += ir::op_info(n.op).category != ir::Category::Leaf;
   if (mode == Mode::Compiled && opts_.disable_compile) {
     static bool noted = false;

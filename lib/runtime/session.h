@@ -93,18 +93,20 @@ class Session {
   // persistent input state and appended to in place (rlx generate, lib/runtime/kv_cache.h).
   void input_bytes_changed(const std::string& id, const Tensor& value, size_t offset, size_t bytes);
   // In-place append (the KV cache's concat written into the cache): input `id`'s one reader is
-  // concat(id, x), and `storage` is a host tensor of that concat's output shape and dtype whose
-  // leading part along the axis already holds the input's values. Where the backend can use host
-  // memory (the CPU), every mode then writes the concat's output into `storage` itself, copying
-  // only x: no copy of the input and no buffer of the concat's size. The caller keeps `storage`,
-  // gives set_input(id) a tensor over the same memory (its shape, for shape inference; read in
-  // place, never copied) and checks can_append_in_place() first: elsewhere this is an internal
-  // error at the next run.
-  void set_append_storage(const std::string& id, const Tensor& storage);
-  // Whether `ex` can append in place to host storage of `dtype` (a graph without control nodes).
-  static bool can_append_in_place(Executor& ex, DType dtype);
-  // Bytes the in-place appends wrote since the session began (the x of each concat, per run).
-  int64_t appended_bytes() const { return appended_bytes_; }
+  // concat(id, x), and `storage.buf`, a buffer of this session's executor, holds that concat's
+  // output (shape `storage.shape`, dtype `storage.dtype`, from byte 0) whose leading part along
+  // the axis already holds the input's values. The input then reads the storage (its shape
+  // `storage.input_shape`, for shape inference; never uploaded, copied or read in its own layout)
+  // and every mode writes the concat's output into the storage, copying only x: no copy of the
+  // input and no buffer of the concat's size. The buffer is host memory in place on the CPU
+  // (wrap_host) and device memory on Vulkan (KvCache makes it). Needs ex.appends_in_place() and
+  // no control nodes (an internal error otherwise); the input takes no other value afterwards.
+  struct AppendStorage {
+    std::shared_ptr<DeviceBuffer> buf;
+    Shape input_shape, shape;
+    DType dtype = DType::f32;
+  };
+  void set_append_storage(const std::string& id, AppendStorage storage);
 
   // Runs the graph; returns the outputs (in graph order) on the host.
   std::vector<Tensor> run(Mode mode);
@@ -147,8 +149,8 @@ class Session {
   // A graph with control nodes (if, loop, scan) runs as segments and host steps (control.h).
   std::unique_ptr<ControlRunner> control_;
   std::vector<Tensor> control_outputs_;  // its last outputs, for feeds (on the host)
-  std::map<std::string, Tensor> append_storage_;  // set_append_storage, by input id
-  int64_t appended_bytes_ = 0;
+  std::map<std::string, AppendStorage> append_storage_;  // set_append_storage, by input id
+  int64_t pending_copy_bytes_ = 0;  // input_bytes_changed's uploads since the last run (counted by the next)
 };
 
 }  // namespace rlx

@@ -6,9 +6,13 @@ logits; Hugging Face's cache layout), against PyTorch's own greedy loop:
 - 200 greedy ids (the cache grows through the capacities 64, 128 and 256) equal PyTorch's in
   every mode; the per-token lines show the capacity the test expects for each step's past and
   that a new plan is made only when the capacity changes (the summary counts 3 plans);
-- on the CPU, every step after the prompt writes each concat(past, new) into the cache itself
-  (`appends_in_place` = the number of past inputs) and copies no cache (`input_copy_bytes`: the
-  ids, position and mask only, a deterministic counter of the session);
+- on every backend (the CPU: host pages read in place; Vulkan: device buffers that never leave
+  the device), every step after the prompt writes each concat(past, new) into the cache itself
+  (`appends_in_place` = the number of past inputs), copies no cache (`input_copy_bytes`: the ids,
+  position and mask only, a deterministic counter of the session) and writes one row per head and
+  past input into the cache (`cache_row_bytes`);
+- the final cache (`--cache-out`: the prompt and every generated id but the last) equals
+  PyTorch's final present.N.* in every mode;
 - `--kv-cache grow` (the model specialised for each length) gives PyTorch's ids too;
 - the same weights exported so that attention_mask is read but its zeros are ignored (a model the
   capacity cache cannot serve: its padding would be attended): `auto` notices at the first
@@ -105,7 +109,8 @@ def main():
     want = np.load(os.path.join(a.out, "decoder_logits.ids.npy")).tolist()
 
     for mode in a.modes.split(","):
-        j, per, r = generate(rlx, path, a.backend, LONG, "-m", mode)
+        cache_dir = os.path.join(a.out, f"cache_{a.backend}_{mode}")
+        j, per, r = generate(rlx, path, a.backend, LONG, "-m", mode, "--cache-out", cache_dir)
         if j is None:
             report(False, f"capacity cache {a.backend} {mode}", f"exit {r.returncode}: {r.stderr[-800:]}")
             continue
@@ -124,26 +129,49 @@ def main():
         elif fresh != want_fresh:
             err = f"a plan was made at steps {[k + 2 for k, x in enumerate(fresh) if x]}, want only where the capacity changes " \
                   f"{[k + 2 for k, x in enumerate(want_fresh) if x]}"
-        elif a.backend == "cpu":
+        else:
             # the in-place append: every concat(past, new) written into the cache (one per past
             # input), and the inputs copied per step are the ids, the position and the mask
-            # (int64: 8 bytes each, C + 1 of the mask), never the cache (kvh x C x head_dim f32
-            # per input, 16 KiB and more here)
+            # (int64: 8 bytes each, C + 1 of the mask; lazy mode on Vulkan uploads the changed
+            # elements and then, planning anew, the whole of them: 24 bytes more), never the cache
+            # (kvh x C x head_dim f32 per input, 8 KiB and more here); the new rows go into the
+            # cache, one row per head and past input (f32)
             n_past = len(de.past_names())
+            row_bytes = n_past * kvh * de.HEAD_DIM * 4
             for x in per[1:]:
                 c = x["capacity"]
-                most = 8 * (c + 1) + 16
-                if x["appends_in_place"] != n_past or x["input_copy_bytes"] > most:
+                most = 8 * (c + 1) + 16 + 24
+                if x["appends_in_place"] != n_past or x["input_copy_bytes"] > most or x["cache_row_bytes"] != row_bytes:
                     err = f"step {x['step']} (capacity {c}): {x['appends_in_place']} concats appended in place (want {n_past}), " \
-                          f"{x['input_copy_bytes']} input bytes copied (want at most {most}: no copy of the cache)"
+                          f"{x['input_copy_bytes']} input bytes copied (want at most {most}: no copy of the cache), " \
+                          f"{x['cache_row_bytes']} bytes of rows written into the cache (want {row_bytes}: one row per head)"
                     break
-        report(err is None, f"capacity cache {a.backend} {mode}: {LONG} ids = PyTorch's through capacities 64, 128, 256, "
-               "a plan only per capacity", err)
+        if err is None:  # the final cache against PyTorch's final presents
+            for n in de.present_names():
+                got = np.load(os.path.join(cache_dir, n + ".npy"))
+                ref = np.load(os.path.join(a.out, f"decoder_logits.{n}.npy"))
+                if got.shape != ref.shape:
+                    err = f"final cache {n}: shape {got.shape}, PyTorch's {ref.shape}"
+                    break
+                diff = float(np.abs(got - ref).max())
+                if diff > 1e-4 * max(1.0, float(np.abs(ref).max())):
+                    err = f"final cache {n}: differs from PyTorch's by {diff:.3g}"
+                    break
+        report(err is None, f"capacity cache {a.backend} {mode}: {LONG} ids and the final cache = PyTorch's through capacities "
+               "64, 128, 256, a plan only per capacity, appended in place, one row per head written", err)
 
-    j, _, r = generate(rlx, path, a.backend, 64, "--kv-cache", "grow", "-m", "compiled")
-    report(j is not None and j["ids"] == want[:64] and j["kv_cache"] == "grow" and j["capacity_plans"] == 0,
-           f"--kv-cache grow {a.backend}: 64 ids = PyTorch's, no capacity plan",
-           f"exit {r.returncode}: {r.stdout[-300:]} {r.stderr[-500:]}")
+    grow_dir = os.path.join(a.out, f"cache_{a.backend}_grow")
+    j, _, r = generate(rlx, path, a.backend, 64, "--kv-cache", "grow", "-m", "compiled", "--cache-out", grow_dir)
+    err = None if j is not None and j["ids"] == want[:64] and j["kv_cache"] == "grow" and j["capacity_plans"] == 0 else \
+        f"exit {r.returncode}: {r.stdout[-300:]} {r.stderr[-500:]}"
+    for n in de.present_names() if err is None else ():
+        # the prompt and 63 ids: PyTorch's first positions (a position's rows depend on the ids up to it only)
+        got, ref = np.load(os.path.join(grow_dir, n + ".npy")), np.load(os.path.join(a.out, f"decoder_logits.{n}.npy"))
+        ref = ref[:, :, :len(de.PROMPT) + 63]
+        if got.shape != ref.shape or float(np.abs(got - ref).max()) > 1e-4 * max(1.0, float(np.abs(ref).max())):
+            err = f"final cache {n}: shape {got.shape} (PyTorch's {ref.shape}) or values differ"
+            break
+    report(err is None, f"--kv-cache grow {a.backend}: 64 ids and the final cache = PyTorch's, no capacity plan", err)
 
     ignoring = os.path.join(a.out, "decoder_ignores_mask.onnx")
     if not os.path.exists(ignoring):
@@ -158,6 +186,11 @@ def main():
            "--kv-cache capacity on that model exits 2 saying why", f"exit {r.returncode}: {r.stderr[-500:]}")
     r = subprocess.run([rlx, "generate", path, "--prompt", "5", "--kv-cache", "ring"], capture_output=True, text=True)
     report(r.returncode == 2 and "--kv-cache ring" in r.stderr, "--kv-cache ring exits 2", f"exit {r.returncode}: {r.stderr[-300:]}")
+    not_dir = os.path.join(a.out, "not_a_directory")
+    open(not_dir, "w").close()
+    r = subprocess.run([rlx, "generate", path, "--prompt", "5", "-n", "2", "--cache-out", not_dir], capture_output=True, text=True)
+    report(r.returncode == 2 and "not_a_directory is not a directory" in r.stderr, "--cache-out over a file exits 2 naming it",
+           f"exit {r.returncode}: {r.stderr[-300:]}")
     sys.exit(1 if fails else 0)
 
 

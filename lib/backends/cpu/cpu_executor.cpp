@@ -23,6 +23,7 @@
 #include "backends/cpu/half_gemm.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/cpu_ops_conv.h"
+#include "backends/cpu/blocked_ops.h"
 #include "backends/cpu/dnnl_conv.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/kernels.h"
@@ -990,6 +991,14 @@ struct PlanStep {
   // the next convolution reads as blocked_in (neither converts; the NCHW tensor is never written).
   std::shared_ptr<std::vector<float>> blocked_out, blocked_in;
   FusedProgram epi_blocked;  // with blocked_out: the epilogue as a flat program over the blocked buffer
+  // With blocked_out: per epilogue input, the blocked buffer it reads (null: the convolution's
+  // own output); empty when the epilogue reads nothing but that output.
+  std::vector<std::shared_ptr<std::vector<float>>> epi_blocked_ins;
+  bool write_nchw = false;  // with blocked_out: also converted to NCHW (some step reads it so)
+  // A pool, concat or global mean run on blocked inputs (blocked_ops.h; "" when not): bins are
+  // its inputs' blocked buffers; pools and concats write blocked_out (and NCHW if write_nchw).
+  std::string bkind;
+  std::vector<std::shared_ptr<std::vector<float>>> bins;
   size_t line = SIZE_MAX;    // its line of the plan's description
   // Squeeze-excitation's scale folded in: the kernel before, y = mul(x, s) with s [N, C, 1, 1],
   // whose only reader is this convolution: the convolution reads x and scales each channel by s
@@ -1199,8 +1208,10 @@ bool run_conv_step(const PlanStep& st) {
   float* YB = st.blocked_out ? st.blocked_out->data() : nullptr;
   std::unique_ptr<cpu::FusedSpans> spans;
   std::function<void(int64_t, int64_t)> epi;
-  if (st.has_epi && YB) {  // a one-input program, in place over the blocked buffer
+  if (st.has_epi && YB) {  // in place over the blocked buffer, other inputs blocked too
     std::vector<const float*> ins(st.epi.inputs.size(), YB);
+    for (size_t i = 0; i < st.epi_blocked_ins.size(); ++i)
+      if (st.epi_blocked_ins[i]) ins[i] = st.epi_blocked_ins[i]->data();
     spans = std::make_unique<cpu::FusedSpans>(st.epi_blocked, ins, YB);
     epi = [&spans](int64_t b, int64_t e) { spans->run(b, e); };
   } else if (st.has_epi) {
@@ -1209,9 +1220,41 @@ bool run_conv_step(const PlanStep& st) {
     spans = std::make_unique<cpu::FusedSpans>(st.epi_prog, ins, ptr(st.epi.output));
     epi = [&spans](int64_t b, int64_t e) { spans->run(b, e); };
   }
+  // Blocked: the NCHW result (the epilogue's output) is written after the epilogue, if at all.
+  if (YB) Y = st.write_nchw ? ptr(st.has_epi ? st.epi.output : k.output) : nullptr;
   if (st.has_pre)
     return cpu::dnnl_conv_run(*st.conv, ptr(st.pre.inputs[st.pre_x]), Y, epi, nullptr, YB, ptr(st.pre.inputs[1 - st.pre_x]));
   return cpu::dnnl_conv_run(*st.conv, ptr(k.inputs[0]), Y, epi, st.blocked_in ? st.blocked_in->data() : nullptr, YB);
+}
+
+// Runs a pool, concat or global mean on blocked inputs (PlanStep::bkind).
+void run_blocked_step(const PlanStep& st) {
+  const Kernel& k = st.k;
+  const Shape& ys = k.output.shape;
+  if (st.bkind == "mean") {
+    const Shape& xs = k.inputs[0].shape;
+    cpu::blocked_mean_hw(st.bins[0]->data(), xs[0], xs[1], xs[2] * xs[3], ptr(k.output));
+    return;
+  }
+  float* yb = st.blocked_out->data();
+  if (st.bkind == "pool") {
+    const ir::Conv2dGeom g = ir::conv2d_geom(*k.node, {k.inputs[0].shape}, k.label);
+    cpu::blocked_pool(g, k.node->op == Op::MaxPool2d, st.bins[0]->data(), yb);
+  } else if (st.bkind == "pad") {
+    const Shape& xs = k.inputs[0].shape;
+    const auto& pads = k.node->attrs.ints("pads");
+    cpu::blocked_pad(st.bins[0]->data(), xs[0], xs[1], xs[2], xs[3], pads[2], pads[3], ys[2], ys[3],
+                     k.node->attrs.has("value") ? (float)k.node->attrs.f("value") : 0.f, yb);
+  } else {
+    std::vector<const float*> xs;
+    std::vector<int64_t> cs;
+    for (size_t i = 0; i < k.inputs.size(); ++i) {
+      xs.push_back(st.bins[i]->data());
+      cs.push_back(k.inputs[i].shape[1]);
+    }
+    cpu::blocked_concat(xs, cs, ys[0], ys[2] * ys[3], yb);
+  }
+  if (st.write_nchw) cpu::blocked_to_nchw(yb, ys[0], ys[1], ys[2] * ys[3], ptr(k.output));
 }
 
 // Whether kernels[j] is y = mul(x, s), s [N, C, 1, 1] per channel of x [N, C, H, W], that only
@@ -1251,48 +1294,176 @@ void step_tensors(const PlanStep& q, F&& f) {
   if (q.has_epi) f(q.epi.output, true);
 }
 
-// Chains of oneDNN convolutions: step a's result (its epilogue's output, if any) stays blocked
-// when the only kernel that reads it is a later oneDNN convolution's input, a's epilogue (if
-// any) reads nothing but the convolution's output (an activation: run in place on the blocked
-// buffer, padding channels included: they meet zero weights in the next convolution), and the
-// result is not a graph output. Returns the number of links made.
+// Tensors kept in oneDNN's blocked layout between convolutions. A oneDNN convolution step whose
+// epilogue, if any, reads nothing but its own output and tensors that are themselves kept
+// blocked (a residual add of an earlier convolution's result, of the same shape) may produce its
+// result F in a blocked buffer, its epilogue run over that buffer. Each later step that reads F
+// before its memory is overwritten reads it blocked where it can: as a oneDNN convolution's input
+// (blocked_in), or as an input of a convolution's epilogue run over the blocked buffer (the
+// residual add, epi_blocked_ins). F is converted to NCHW as well (write_nchw) when any other step
+// reads it or it is a graph output. Padding channels past a tensor's channel count hold values
+// nothing uses: they meet zero weights in a convolution, and the conversion drops them. A
+// producer that no step reads blocked, and whose epilogue reads nothing blocked, stays as
+// before (converted in its tasks, its epilogue on NCHW). Returns the number of blocked reads.
 int link_conv_chains(std::vector<PlanStep>& steps) {
+  const size_t n = steps.size();
+  std::vector<size_t> live;                 // producers whose result is still in its memory
+  std::vector<TensorRef> result(n);         // per producer: F
+  std::vector<char> nchw(n, 0), read(n, 0), epi_blocked(n, 0);
+  std::vector<int> used(n, 0);  // per producer: the blocked reads of it
+  std::vector<std::vector<size_t>> bsrc_of(n);  // per blocked pool / pad / concat / mean: its inputs' producers
+  std::vector<size_t> last(n, 0);  // per producer: the last step that reads it blocked
   int links = 0;
-  for (size_t a = 0; a < steps.size(); ++a) {
-    PlanStep& sa = steps[a];
-    if (!sa.conv || sa.blocked_out || sa.k.graph_output || (sa.has_epi && sa.epi.graph_output)) continue;
-    if (sa.has_epi && std::find(sa.epi_reads_c.begin(), sa.epi_reads_c.end(), 0) != sa.epi_reads_c.end()) continue;
-    const TensorRef F = sa.has_epi ? sa.epi.output : sa.k.output;
-    size_t b = SIZE_MAX;
-    bool ok = true;
-    for (size_t q = a + 1; q < steps.size() && ok; ++q) {
-      const PlanStep& sq = steps[q];
-      if (b == SIZE_MAX && sq.conv && !sq.blocked_in && same_tensor(sq.k.inputs[0], F) &&
-          cpu::dnnl_conv_blocked_in(*sq.conv)) {
-        b = q;
-        if (sq.has_epi)  // its epilogue must not read F too
-          for (size_t i = 0; i < sq.epi.inputs.size(); ++i)
-            if (!sq.epi_reads_c[i] && overlaps(sq.epi.inputs[i], F)) ok = false;
-        continue;
+  auto find_live = [&](const TensorRef& t) -> size_t {
+    for (size_t a : live)
+      if (same_tensor(result[a], t)) return a;
+    return SIZE_MAX;
+  };
+  for (size_t q = 0; q < n; ++q) {
+    PlanStep& sq = steps[q];
+    size_t in_src = SIZE_MAX;
+    if (sq.conv && !sq.has_pre && cpu::dnnl_conv_blocked_in(*sq.conv)) in_src = find_live(sq.k.inputs[0]);
+    std::vector<size_t> srcs;
+    const bool c_only = std::find(sq.epi_reads_c.begin(), sq.epi_reads_c.end(), 0) == sq.epi_reads_c.end();
+    if (sq.conv && sq.has_epi) {
+      epi_blocked[q] = 1;
+      srcs.assign(sq.epi.inputs.size(), SIZE_MAX);
+      for (size_t i = 0; i < sq.epi.inputs.size() && epi_blocked[q]; ++i) {
+        if (sq.epi_reads_c[i]) continue;
+        srcs[i] = find_live(sq.epi.inputs[i]);
+        if (srcs[i] == SIZE_MAX || sq.epi.inputs[i].shape != sq.epi.output.shape ||
+            steps[srcs[i]].k.output.shape != sq.k.output.shape)
+          epi_blocked[q] = 0;
       }
-      bool written = false;
-      step_tensors(sq, [&](const TensorRef& t, bool out) {
-        if (!overlaps(t, F)) return;
-        if (out) written = true;
-        else ok = false;  // another reader
-      });
-      if (written) break;  // F's memory holds another tensor from here on
+      // Run over padding channels (channels off the block), the program must stay finite there.
+      if (sq.k.output.shape[1] % cpu::blocked_block() && !cpu::blocked_finite(sq.epi_prog)) epi_blocked[q] = 0;
+      if (c_only) epi_blocked[q] = 0;  // an activation: blocked when the result is
+      if (!epi_blocked[q]) srcs.clear();
     }
-    if (!ok || b == SIZE_MAX) continue;
-    PlanStep& sb = steps[b];
-    sa.blocked_out = std::make_shared<std::vector<float>>((size_t)cpu::dnnl_conv_blocked_out_floats(*sa.conv));
-    sb.blocked_in = sa.blocked_out;
+    // A pool, concat or global mean whose inputs are all blocked runs on them.
+    std::vector<size_t> bsrcs;
+    const std::string bkind = sq.conv || sq.has_epi || sq.has_pre || sq.packed || sq.qpacked || sq.pack_later
+                                  ? std::string() : cpu::blocked_kind(sq.k);
+    if (!bkind.empty()) {
+      for (const auto& t : sq.k.inputs) bsrcs.push_back(find_live(t));
+      if (std::find(bsrcs.begin(), bsrcs.end(), SIZE_MAX) != bsrcs.end()) bsrcs.clear();
+    }
+    // Every read of a live result: blocked where this step can, else as NCHW.
+    auto note = [&](const TensorRef& t, size_t blocked_src) {
+      for (size_t a : live)
+        if (overlaps(result[a], t)) {
+          read[a] = 1;
+          if (a == blocked_src) used[a]++, last[a] = q;
+          else nchw[a] = 1;
+        }
+    };
+    if (sq.has_pre)
+      for (const auto& t : sq.pre.inputs) note(t, SIZE_MAX);
+    for (size_t i = 0; i < sq.k.inputs.size(); ++i)
+      note(sq.k.inputs[i], !bsrcs.empty() ? bsrcs[i] : i == 0 ? in_src : SIZE_MAX);
+    if (sq.has_epi)
+      for (size_t i = 0; i < sq.epi.inputs.size(); ++i)
+        if (!sq.epi_reads_c[i]) note(sq.epi.inputs[i], srcs.empty() ? SIZE_MAX : srcs[i]);
+    // Writes end the live results they overwrite; this step's result becomes live.
+    step_tensors(sq, [&](const TensorRef& t, bool out) {
+      if (out) live.erase(std::remove_if(live.begin(), live.end(), [&](size_t a) { return overlaps(result[a], t); }), live.end());
+    });
+    if (!bsrcs.empty()) {
+      bsrc_of[q] = bsrcs;
+      sq.bkind = bkind;
+      for (size_t a : bsrcs) sq.bins.push_back(steps[a].blocked_out);
+      links += (int)bsrcs.size();
+    }
+    if (!bsrcs.empty() && bkind != "mean") {
+      result[q] = sq.k.output;
+      nchw[q] = sq.k.graph_output;
+      sq.blocked_out = std::make_shared<std::vector<float>>();
+      epi_blocked[q] = 1;  // runs blocked: keeps its buffer
+      live.push_back(q);
+    } else if (sq.conv && (!sq.has_epi || epi_blocked[q] || c_only)) {
+      result[q] = sq.has_epi ? sq.epi.output : sq.k.output;
+      nchw[q] = sq.k.graph_output || (sq.has_epi && sq.epi.graph_output);
+      sq.blocked_out = std::make_shared<std::vector<float>>();  // tentative: kept below when read blocked
+      live.push_back(q);
+    }
+    if (in_src != SIZE_MAX) {
+      sq.blocked_in = steps[in_src].blocked_out;
+      links++;
+    }
+    for (size_t s : srcs) sq.epi_blocked_ins.push_back(s == SIZE_MAX ? nullptr : steps[s].blocked_out);
+    links += epi_blocked[q];
+  }
+  // A concat whose result nothing reads blocked runs on NCHW after all: its inputs' blocks
+  // would be copied and the whole result converted (DenseNet's concats, read by a batch norm),
+  // where each input's NCHW conversion is smaller. Latest first: its inputs may be concats too.
+  for (size_t q = n; q-- > 0;) {
+    PlanStep& sq = steps[q];
+    if (sq.bkind != "concat" || used[q]) continue;
+    for (size_t a : bsrc_of[q]) {
+      used[a]--;
+      nchw[a] = 1;
+    }
+    links -= (int)sq.bins.size();
+    sq.bkind.clear();
+    sq.bins.clear();
+    epi_blocked[q] = 0;
+  }
+  for (size_t a = 0; a < n; ++a) {
+    PlanStep& sa = steps[a];
+    if (!sa.blocked_out) continue;
+    if (!used[a] && !epi_blocked[a]) {
+      sa.blocked_out.reset();
+      continue;
+    }
+    const Shape& ys = sa.k.output.shape;
+    const int64_t floats = sa.conv ? cpu::dnnl_conv_blocked_out_floats(*sa.conv) : ys[0] * cpu::blocked_padded(ys[1]) * ys[2] * ys[3];
+    sa.blocked_out->resize((size_t)floats);
+    last[a] = std::max(last[a], a);
+    sa.write_nchw = nchw[a] || !read[a];
     if (sa.has_epi) {
       sa.epi_blocked = sa.epi_prog;
-      sa.epi_blocked.out_shape = {(int64_t)sa.blocked_out->size()};
+      sa.epi_blocked.out_shape = {floats};
       for (auto& s : sa.epi_blocked.input_shapes) s = sa.epi_blocked.out_shape;
     }
-    links++;
+  }
+  // Buffers shared by producers whose lives do not overlap (from the producing step to the last
+  // step that reads it blocked), as the arena shares the NCHW tensors' memory.
+  using Buf = std::shared_ptr<std::vector<float>>;
+  std::vector<std::pair<size_t, Buf>> busy;  // (last reader, buffer)
+  std::vector<Buf> free_bufs;
+  std::map<const std::vector<float>*, Buf> to;
+  for (size_t a = 0; a < n; ++a) {
+    if (!steps[a].blocked_out) continue;
+    for (size_t i = 0; i < busy.size();)
+      if (busy[i].first < a) {
+        free_bufs.push_back(busy[i].second);
+        busy.erase(busy.begin() + i);
+      } else {
+        ++i;
+      }
+    Buf mine = steps[a].blocked_out;
+    if (!free_bufs.empty()) {  // the largest free one, grown if needed
+      auto it = std::max_element(free_bufs.begin(), free_bufs.end(), [](const Buf& x, const Buf& y) { return x->size() < y->size(); });
+      Buf b = *it;
+      free_bufs.erase(it);
+      if (b->size() < mine->size()) b->resize(mine->size());
+      to[mine.get()] = b;
+      mine->clear();
+      mine->shrink_to_fit();
+      mine = b;
+    }
+    busy.push_back({last[a], mine});
+  }
+  auto remap = [&](Buf& b) {
+    if (!b) return;
+    auto it = to.find(b.get());
+    if (it != to.end()) b = it->second;
+  };
+  for (auto& st : steps) {
+    remap(st.blocked_out);
+    remap(st.blocked_in);
+    for (auto& b : st.epi_blocked_ins) remap(b);
+    for (auto& b : st.bins) remap(b);
   }
   return links;
 }
@@ -1414,18 +1585,31 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
       st.conv.reset();
     } else if (st.conv) {
       n_conv++;
-      if (st.blocked_in) line += "; input kept blocked from the previous convolution";
-      if (st.blocked_out) line += "; output kept blocked for the next convolution";
+      if (st.blocked_in) line += "; input read blocked (as an earlier step left it)";
+      bool epi_b = false;
+      for (const auto& b : st.epi_blocked_ins) epi_b = epi_b || b;
+      if (epi_b) line += "; epilogue run on the blocked layout, its other inputs read blocked";
+      if (st.blocked_out) line += st.write_nchw ? "; output kept blocked for later steps, and converted to NCHW for other readers"
+                                                : "; output kept blocked for later steps (no NCHW copy)";
     }
     line += "\n";
+  }
+  int n_blocked_ops = 0;
+  for (const auto& st : rec->steps) {
+    if (st.bkind.empty()) continue;
+    n_blocked_ops++;
+    std::string line = "  " + short_name(st.k) + " (" + ir::op_name(st.k.node->op) + "): on the blocked layout, " +
+                       std::to_string(st.bins.size()) + (st.bins.size() == 1 ? " input" : " inputs") + " read blocked";
+    if (st.blocked_out) line += st.write_nchw ? "; output blocked, and converted to NCHW for other readers" : "; output blocked (no NCHW copy)";
+    lines.push_back(line + "\n");
   }
   if (!lines.empty()) {
     char head[512];
     std::snprintf(head, sizeof head,
                   "cpu recording: %d weights packed (%.3f MiB of packed copies; %d taken from an earlier plan), %d read "
                   "in place (no copy), %d packed before the second run, %d conv2d through oneDNN (%d links kept "
-                  "blocked), %d consumers run in a product's or convolution's epilogue\n",
-                  n_packed, packed_bytes / 1048576.0, n_reused, n_inplace, n_later, n_conv, n_links, n_fused);
+                  "blocked, %d pools/concats/means on the blocked layout), %d consumers run in a product's or convolution's epilogue\n",
+                  n_packed, packed_bytes / 1048576.0, n_reused, n_inplace, n_later, n_conv, n_links, n_blocked_ops, n_fused);
     rec->text = head;
     for (const auto& l : lines) rec->text += l;
     if (n_packed)
@@ -1492,6 +1676,19 @@ class CpuExecutor : public Executor {
     check(src, offset, n, "download");
     if (n) std::memcpy(dst, static_cast<const CpuBuffer&>(src).data + offset, n);
   }
+  void zero(DeviceBuffer& dst, size_t offset, size_t n) override {
+    check(dst, offset, n, "zero");
+    if (n) std::memset(static_cast<CpuBuffer&>(dst).data + offset, 0, n);
+  }
+  bool appends_in_place() const override { return true; }  // run_concat skips inputs_in_output
+  void copy_ranges(const DeviceBuffer& src, DeviceBuffer& dst, const std::vector<std::pair<size_t, size_t>>& at,
+                   size_t n) override {
+    for (const auto& [from, to] : at) {
+      check(src, from, n, "copy");
+      check(dst, to, n, "copy");
+      if (n) std::memmove(static_cast<CpuBuffer&>(dst).data + to, static_cast<const CpuBuffer&>(src).data + from, n);
+    }
+  }
   std::unique_ptr<DeviceBuffer> wrap_host(const void* data, size_t n, DType dtype,
                                           std::shared_ptr<const void> keep) override {
     if (!data || !keep || reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) != 0) return nullptr;
@@ -1530,6 +1727,15 @@ class CpuExecutor : public Executor {
         if (profiling_) {
           double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           profile_.push_back({st.k.label, std::string(ir::op_name(st.k.node->op)) + " (packed)", s, st.k.flops, st.k.bytes});
+        }
+        continue;
+      }
+      if (!st.bkind.empty()) {
+        auto t0 = std::chrono::steady_clock::now();
+        run_blocked_step(st);
+        if (profiling_) {
+          double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          profile_.push_back({st.k.label, std::string(ir::op_name(st.k.node->op)) + " (blocked)", s, st.k.flops, st.k.bytes});
         }
         continue;
       }

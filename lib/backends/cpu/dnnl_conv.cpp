@@ -521,6 +521,9 @@ bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::funct
       if (y_blocked) {  // the slice's blocks, padding channels included
         const int64_t m1 = std::min(c.MP, (sl.m1 + B - 1) / B * B);
         if (epi) epi((n * c.MP + sl.m0) * OS, (n * c.MP + m1) * OS);
+        if (y)  // also NCHW, after the epilogue
+          for (int64_t m = sl.m0; m < sl.m1; m += B)
+            from_blocked_any(yb + (n * c.MP + m) * OS, std::min(B, sl.m1 - m), OS, B, y + (n * g.M + m) * OS);
         continue;
       }
       for (int64_t m = sl.m0; m < sl.m1; m += B)
@@ -530,6 +533,10 @@ bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::funct
     a.stream_destroy(st);
   });
   return !failed;
+}
+
+void dnnl_from_blocked(const float* src, int64_t avail, int64_t HW, int64_t B, float* dst) {
+  from_blocked_any(src, avail, HW, B, dst);
 }
 
 }  // namespace rlx::cpu

@@ -41,12 +41,17 @@ std::string dnnl_conv_describe(const DnnlConv& c);
 // y (NCHW / NCDHW) = conv(x (NCHW / NCDHW)); then epi(begin, end) (if set) on each range of y's flat indices a
 // task has just written, on that task's thread. In a chain of convolutions (cpu_executor.cpp):
 // x_blocked, when set, is the input already in the blocked layout (x is not read); y_blocked,
-// when set, receives the output in the blocked layout instead of y (not written), and epi then
-// gets ranges of y_blocked's flat indices (padding channels included). x_scale, when set ([N, C]),
+// when set, receives the output in the blocked layout, and epi then gets ranges of y_blocked's
+// flat indices (padding channels included); y, if not null, then receives the NCHW conversion of
+// each range after epi (a blocked result that other kernels also read as NCHW). x_scale, when set ([N, C]),
 // scales each input channel as x is converted (squeeze-excitation's x * s folded into the conv
 // that reads it). False when oneDNN failed at run time (the caller then runs rlx's kernel,
 // unless a blocked operand was given).
 bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::function<void(int64_t, int64_t)>& epi,
                    const float* x_blocked = nullptr, float* y_blocked = nullptr, const float* x_scale = nullptr);
+
+// The first `avail` channels of one block of B-channel pixels (HW of them) -> NCHW planes
+// (blocked_ops.cpp converts blocked tensors other kernels made with it).
+void dnnl_from_blocked(const float* src, int64_t avail, int64_t HW, int64_t B, float* dst);
 
 }  // namespace rlx::cpu

@@ -356,6 +356,13 @@ class VulkanExecutor final : public Executor {
   // dtype (and f16/bf16 without 16-bit storage) as f32: upload converts the host elements to
   // the storage dtype and download converts back; same-dtype copies are plain byte copies.
   DType storage_dtype(DType t) const override { return device_storage(dev_.caps, t); }
+  // attention*.comp's ".h16" variants read 2-byte q/k/v where the device has 16-bit storage, but
+  // where f16/bf16 products run on tensor cores, q k^T and p v stay unfused on them: ViT-S/16 f16
+  // on the H200 took 12.05-12.15 ms with the fused (scalar) attention against 11.35-11.39 ms
+  // unfused (docs/benchmarks.md). So fused only where products have no tensor cores (lavapipe).
+  bool half_attention() const override {
+    return dev_.caps.storage16 && !dev_.caps.coop_nv && !dev_.caps.coop_khr && !widen16_forced();
+  }
 
   // f64 and the ONNX-only integer widths (i16, u16, u32, u64) have no storage here: they would
   // travel as f32 (rounding f64, and integers beyond 2^24), so a graph holding one is refused
@@ -407,6 +414,24 @@ class VulkanExecutor final : public Executor {
     note_transfer(false);
   }
 
+  void zero(DeviceBuffer& dst, size_t offset, size_t bytes) override {
+    if (!live_->empty()) flush();  // queued kernels write before the zeros
+    mem_.zero(checked(dst, offset, bytes, "zero"), offset, bytes);
+  }
+
+  void copy_ranges(const DeviceBuffer& src, DeviceBuffer& dst, const std::vector<std::pair<size_t, size_t>>& at,
+                   size_t bytes) override {
+    if (!live_->empty()) flush();  // queued kernels first
+    for (const auto& [from, to] : at) {
+      checked(src, from, bytes, "copy");
+      checked(dst, to, bytes, "copy");
+    }
+    if (bytes && !at.empty()) mem_.copy(static_cast<const VulkanBuffer&>(src), static_cast<const VulkanBuffer&>(dst), at, bytes);
+  }
+
+  // concat() writes only the inputs not already in place (Kernel::inputs_in_output).
+  bool appends_in_place() const override { return true; }
+
   DeviceStats take_device_stats() override {
     DeviceStats s = std::exchange(stats_, DeviceStats{});
     s.has_device_time = dev_.caps.timestamps;
@@ -415,8 +440,6 @@ class VulkanExecutor final : public Executor {
 
   void launch(const Kernel& k) override {
     if (k.output.numel() == 0) return;  // nothing to compute
-    if (k.inputs_in_output)  // an in-place append needs host memory in place (wrap_host), which Vulkan has not
-      throw RuntimeError("internal: " + k.label + ": the Vulkan executor cannot append in place");
     if (profiling_ && live_->full()) flush();
     lowering_ = live_.get();
     auto ds = lower_kernel(env_, k, live_->next_id());

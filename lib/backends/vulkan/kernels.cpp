@@ -388,8 +388,11 @@ void Lowering::concat() {
   int axis = (int)((attrs().i("axis") % r + r) % r);
   Strides ocs = contiguous_strides(os);
   int64_t pos = 0;
-  for (const auto& x : k_.inputs) {
-    strided(x, 0, contiguous_strides(x.shape), out(), pos * ocs[axis], ocs, x.shape, kEwIdentity, 0);
+  for (size_t j = 0; j < k_.inputs.size(); ++j) {
+    const auto& x = k_.inputs[j];
+    // already in place (an in-place append, Session::set_append_storage): only the rest is written
+    if (!(j < 32 && (k_.inputs_in_output >> j & 1)))
+      strided(x, 0, contiguous_strides(x.shape), out(), pos * ocs[axis], ocs, x.shape, kEwIdentity, 0);
     pos += x.shape[axis];
   }
 }
@@ -426,7 +429,11 @@ void Lowering::softmax(uint32_t mode) {
   int64_t rows = in(0).numel() / std::max<int64_t>(1, len);
   bool causal = mode == 1 && attrs().b("causal");
   uint32_t wg = row_wg(len);
-  Dispatch& d = add(row_shader("softmax"), with_wg({mode, causal ? 1u : 0u, row_cache(len, wg)}, wg));
+  // 2-byte x / y (the ".h16" variant): each read and written in its own storage
+  const uint32_t xk = kind(in(0)), x2k = kind(mode == 2 ? in(1) : in(0)), yk = kind(out());
+  const bool half = is_kind16(xk) || is_kind16(x2k) || is_kind16(yk);
+  Dispatch& d = add(row_shader("softmax") + (half ? ".h16" : ""),
+                    with_wg({mode, causal ? 1u : 0u, row_cache(len, wg), xk, x2k, yk}, wg));
   uint32_t xo = read(d, in(0));
   uint32_t x2o = read(d, mode == 2 ? in(1) : in(0));
   uint32_t yo = write(d, out());
@@ -444,7 +451,12 @@ void Lowering::norm(uint32_t mode) {
   int64_t rows = D ? x.numel() / D : 0;
   bool has_w = !vjp && k_.inputs.size() >= 2, has_b = mode == 0 && k_.inputs.size() >= 3;
   uint32_t wg = row_wg(D);
-  Dispatch& d = add(row_shader("norm"), with_wg({mode, has_w ? 1u : 0u, has_b ? 1u : 0u, row_cache(D, wg)}, wg));
+  // 2-byte operands (the ".h16" variant): each read and written in its own storage
+  const uint32_t xk = kind(in(0)), wk = vjp || has_w ? kind(in(1)) : 0u, bk = has_b ? kind(in(2)) : 0u,
+                 yk = kind(out());
+  const bool half = is_kind16(xk) || is_kind16(wk) || is_kind16(bk) || is_kind16(yk);
+  Dispatch& d = add(row_shader("norm") + (half ? ".h16" : ""),
+                    with_wg({mode, has_w ? 1u : 0u, has_b ? 1u : 0u, row_cache(D, wg), xk, wk, bk, yk}, wg));
   uint32_t xo = read(d, in(0));
   uint32_t wo = vjp ? read(d, in(1)) : has_w ? read(d, in(1)) : (bind_dummy(d), 0u);
   uint32_t bo = has_b ? read(d, in(2)) : (bind_dummy(d), 0u);
@@ -688,7 +700,9 @@ void Lowering::rope() {
   bool offset_input = k_.inputs.size() >= 2;
   const VulkanBuffer& table = env_.rope_table(dims, attrs().f("base"), attrs().f("scale"));
   TensorRef tref{const_cast<VulkanBuffer*>(&table), 0, {std::max<int64_t>(1, dims)}, DType::f32};
-  Dispatch& d = add("rope", {attrs().b("traditional") ? 1u : 0u, offset_input ? 1u : 0u});
+  const uint32_t xk = kind(x), yk = kind(out());
+  Dispatch& d = add(is_kind16(xk) || is_kind16(yk) ? "rope.h16" : "rope",
+                    {attrs().b("traditional") ? 1u : 0u, offset_input ? 1u : 0u, xk, yk});
   uint32_t xo = read(d, x), fo = read(d, tref);
   uint32_t oo = offset_input ? read(d, in(1)) : (bind_dummy(d), 0u);
   uint32_t yo = write(d, out());
@@ -728,9 +742,19 @@ void Lowering::attention() {
   if (split) part = env_.scratch((int64_t)B * Hq * Sq * nsplit * (Dv + 2));
   // 64 staged v columns need 33 KiB of shared memory; 32 fit in 32 KiB.
   uint32_t vc = env_.dev.caps.max_shared_bytes >= 34 * 1024 ? 64 : 32;
-  Dispatch& d = tiled ? add("attention_tiled", {(uint32_t)D, (uint32_t)Dv, vc})
-                      : add(env_.dev.caps.cpu ? "attention.cpu" : "attention", {(uint32_t)D, (uint32_t)Dv});
+  // 2-byte q/k/v/mask/o (the ".h16" variants): widened as they are staged, o rounded once on
+  // store (a split's partial results stay f32 scratch, rounded by attention_combine)
+  const uint32_t qk = kind(q), kk_ = kind(kk), vk = kind(v), mk = has_mask ? kind(in(3)) : 0u, ok = kind(out());
+  const bool half = is_kind16(qk) || is_kind16(kk_) || is_kind16(vk) || is_kind16(mk) || is_kind16(ok);
+  const std::string h16 = half ? ".h16" : "";
+  std::vector<uint32_t> spec = {(uint32_t)D, (uint32_t)Dv, vc, qk, kk_, vk, mk, split ? 0u : ok, 0u};
+  Dispatch& d = add((tiled ? std::string("attention_tiled") : env_.dev.caps.cpu ? "attention.cpu" : "attention") + h16,
+                    spec);
   uint32_t qo = read(d, q), ko = read(d, kk), vo = read(d, v);
+  // q, k, v all 2-byte, at even offsets with even head dims: staged two values per 32-bit load
+  if (is_kind16(qk) && is_kind16(kk_) && is_kind16(vk) && D % 2 == 0 && Dv % 2 == 0 && qo % 2 == 0 && ko % 2 == 0 &&
+      vo % 2 == 0)
+    d.spec[8] = 1;
   uint32_t mo = has_mask ? read(d, in(3)) : (bind_dummy(d), 0u);
   uint32_t oo = write(d, split ? part : out());
   d.push = {(uint32_t)Sq, (uint32_t)Sk, (uint32_t)Hq, (uint32_t)(Hq / Hkv), (uint32_t)Hkv, qo, ko, vo, mo, oo,
@@ -742,7 +766,7 @@ void Lowering::attention() {
   d.groups[2] = (uint32_t)(B * nsplit);
   if (qblocks > mg[0] || Hkv > mg[1] || (uint64_t)B * nsplit > mg[2]) fail("attention too large for one dispatch");
   if (!split) return;
-  Dispatch& c = add("attention_combine", {});
+  Dispatch& c = is_kind16(ok) ? add("attention_combine.h16", {ok}) : add("attention_combine", {});
   uint32_t po = read(c, part), yo = write(c, out());
   c.push = {(uint32_t)out().numel(), (uint32_t)Dv, nsplit, po, yo};
   grid(c, out().numel(), 256);
@@ -797,6 +821,9 @@ bool Lowering::native16() const {
     case Op::Sign: case Op::Asin: case Op::Acos: case Op::Atan: case Op::Cast: case Op::Reshape: case Op::Transpose: case Op::BroadcastTo: case Op::Narrow:
     case Op::Concat: case Op::Matmul: case Op::Linear:
       return true;
+    case Op::Softmax: case Op::ScaledMaskedSoftmax: case Op::SoftmaxVjp: case Op::LayerNorm: case Op::RmsNorm:
+    case Op::LayerNormVjp: case Op::RmsNormVjp: case Op::Rope: case Op::Attention:
+      return !widen16_forced();
     default:
       return false;
   }
@@ -914,6 +941,14 @@ std::vector<Dispatch> Lowering::run() {
 }
 
 }  // namespace
+
+bool widen16_forced() {
+  static const bool on = [] {
+    const char* e = std::getenv("RLX_VK_WIDEN16");
+    return e && std::strcmp(e, "1") == 0;
+  }();
+  return on;
+}
 
 std::vector<Dispatch> lower_kernel(LowerEnv& env, const Kernel& k, uint32_t kernel_id) {
   return Lowering(env, k, kernel_id).run();

@@ -490,4 +490,78 @@ void MemoryPool::read(const VulkanBuffer& src, VkDeviceSize off, void* dst, size
   host_copy(dst, b->mapped + src.offset + off, bytes);
 }
 
+void MemoryPool::zero(const VulkanBuffer& dst, VkDeviceSize off, size_t bytes) {
+  if (bytes == 0) return;
+  Block* b = dst.block;
+  if (b->mapped) {
+    std::memset(b->mapped + dst.offset + off, 0, bytes);
+    if (!b->coherent) {
+      VkMappedMemoryRange r{VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
+      r.memory = b->memory;
+      r.size = VK_WHOLE_SIZE;
+      dev_.fn().vkFlushMappedMemoryRanges(dev_.dev, 1, &r);
+    }
+    return;
+  }
+  if ((dst.offset + off) % 4 || bytes % 4) {  // vkCmdFillBuffer takes whole words: upload the zeros
+    const std::vector<uint8_t> z(bytes, 0);
+    return write(dst, off, z.data(), bytes);
+  }
+  ensure_staging(1);  // a slot's command buffer and fence
+  Slot& s = slots_[0];
+  wait_slot(s);
+  const VkFns& f = dev_.fn();
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  vk_check(f.vkBeginCommandBuffer(s.cmd, &bi), "vkBeginCommandBuffer");
+  f.vkCmdFillBuffer(s.cmd, b->buffer, dst.offset + off, bytes, 0);
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  f.vkCmdPipelineBarrier(s.cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0,
+                         nullptr);
+  vk_check(f.vkEndCommandBuffer(s.cmd), "vkEndCommandBuffer");
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &s.cmd;
+  vk_check(f.vkQueueSubmit(dev_.queue, 1, &si, s.fence), "vkQueueSubmit");
+  s.busy = true;
+  wait_slot(s);
+}
+
+void MemoryPool::copy(const VulkanBuffer& src, const VulkanBuffer& dst, const std::vector<std::pair<size_t, size_t>>& at,
+                      size_t bytes) {
+  Block *a = src.block, *b = dst.block;
+  const VkFns& f = dev_.fn();
+  if (a->mapped && b->mapped) {  // host-visible (lavapipe, integrated GPUs): plain memcpys
+    VkMappedMemoryRange r{VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
+    r.size = VK_WHOLE_SIZE;
+    if (!a->coherent) r.memory = a->memory, f.vkInvalidateMappedMemoryRanges(dev_.dev, 1, &r);
+    for (const auto& [from, to] : at) std::memmove(b->mapped + dst.offset + to, a->mapped + src.offset + from, bytes);
+    if (!b->coherent) r.memory = b->memory, f.vkFlushMappedMemoryRanges(dev_.dev, 1, &r);
+    return;
+  }
+  std::vector<VkBufferCopy> regions;
+  for (const auto& [from, to] : at) regions.push_back({src.offset + from, dst.offset + to, bytes});
+  ensure_staging(1);  // a slot's command buffer and fence
+  Slot& s = slots_[0];
+  wait_slot(s);
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  vk_check(f.vkBeginCommandBuffer(s.cmd, &bi), "vkBeginCommandBuffer");
+  f.vkCmdCopyBuffer(s.cmd, a->buffer, b->buffer, (uint32_t)regions.size(), regions.data());
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  f.vkCmdPipelineBarrier(s.cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0,
+                         nullptr);
+  vk_check(f.vkEndCommandBuffer(s.cmd), "vkEndCommandBuffer");
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &s.cmd;
+  vk_check(f.vkQueueSubmit(dev_.queue, 1, &si, s.fence), "vkQueueSubmit");
+  s.busy = true;
+  wait_slot(s);
+}
+
 }  // namespace rlx::vk

@@ -82,6 +82,11 @@ class MemoryPool {
   // Host <-> device copies. The caller guarantees no queued GPU work touches the range.
   void write(const VulkanBuffer& dst, VkDeviceSize byte_offset, const void* src, size_t bytes);
   void read(const VulkanBuffer& src, VkDeviceSize byte_offset, void* dst, size_t bytes);
+  // Zero bits over the range, on the device (vkCmdFillBuffer; a memset where the memory is mapped).
+  void zero(const VulkanBuffer& dst, VkDeviceSize byte_offset, size_t bytes);
+  // Device-to-device copies of `bytes` each (src offset, dst offset), one submission (vkCmdCopyBuffer
+  // regions; memcpys where both are mapped). The caller guarantees no queued GPU work touches them.
+  void copy(const VulkanBuffer& src, const VulkanBuffer& dst, const std::vector<std::pair<size_t, size_t>>& at, size_t bytes);
 
   // A small host-visible, coherent buffer (e.g. the device error flag).
   std::unique_ptr<Block> host_block(VkDeviceSize bytes);
