@@ -1,6 +1,6 @@
 // The 3-D convolution family (conv3d, conv_transpose3d, max_pool3d, avg_pool3d; issue 30):
 // randomized geometries on every available backend and in every mode against plain reference
-// loops written here (conv as a gather over (c, kd, kh, kw), conv_transpose as a scatter, pools
+// loops (conv as a gather over (c, kd, kh, kw), conv_test_util.h's conv3_ref; conv_transpose as a scatter, pools
 // as explicit windows with the ONNX output-size rule), and the load-time refusals of bad 3-D
 // shapes and attributes. Small shapes: a few seconds per backend.
 #include <gtest/gtest.h>
@@ -32,31 +32,9 @@ struct Geo {
   bool bias = false;
 };
 
-// y[n, m, o] = b[m] + sum over the group's channels c and taps t of x[n, c, o s - p0 + t d] w[m, c', t].
+// The gather-form reference (conv_test_util.h).
 std::vector<double> conv_ref(const Geo& g, const V3& out, const Tensor& x, const Tensor& w, const Tensor* b) {
-  const int64_t Cg = g.C / g.G, Mg = g.M / g.G, IN = g.in[0] * g.in[1] * g.in[2], OUT = out[0] * out[1] * out[2];
-  const int64_t KK = g.k[0] * g.k[1] * g.k[2];
-  std::vector<double> y(g.N * g.M * OUT);
-  for (int64_t n = 0; n < g.N; ++n)
-    for (int64_t m = 0; m < g.M; ++m)
-      for (int64_t o0 = 0; o0 < out[0]; ++o0)
-        for (int64_t o1 = 0; o1 < out[1]; ++o1)
-          for (int64_t o2 = 0; o2 < out[2]; ++o2) {
-            double acc = b ? b->data()[m] : 0.0;
-            for (int64_t cl = 0; cl < Cg; ++cl)
-              for (int64_t t0 = 0; t0 < g.k[0]; ++t0)
-                for (int64_t t1 = 0; t1 < g.k[1]; ++t1)
-                  for (int64_t t2 = 0; t2 < g.k[2]; ++t2) {
-                    const int64_t i0 = o0 * g.s[0] - g.p0[0] + t0 * g.d[0], i1 = o1 * g.s[1] - g.p0[1] + t1 * g.d[1],
-                                  i2 = o2 * g.s[2] - g.p0[2] + t2 * g.d[2];
-                    if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1] || i2 < 0 || i2 >= g.in[2]) continue;
-                    const int64_t c = (m / Mg) * Cg + cl;
-                    acc += (double)x.data()[(n * g.C + c) * IN + at3(g.in, i0, i1, i2)] *
-                           w.data()[(m * Cg + cl) * KK + at3(g.k, t0, t1, t2)];
-                  }
-            y[(n * g.M + m) * OUT + at3(out, o0, o1, o2)] = acc;
-          }
-  return y;
+  return conv3_ref(g.N, g.C, g.M, g.G, g.in, g.k, g.s, g.d, g.p0, out, x, w, b);
 }
 
 // Every x[n, c, i] * w[c, m', t] lands on output position i s + t d - p0.

@@ -1,4 +1,5 @@
-// conv2d through oneDNN's convolution primitive in compiled CPU plans (lib/backends/cpu/dnnl_conv.cpp):
+// conv2d (1-D as 2-D too) and conv3d through oneDNN's convolution primitive in compiled CPU plans
+// (lib/backends/cpu/dnnl_conv.cpp):
 // odd geometries (channels that are not a multiple of the layout's 16 / 8 block, groups,
 // depthwise with and without a multiplier, dilation, asymmetric padding, strides, a floor
 // division that leaves input columns unused, 3-channel first layers, batches) with each
@@ -6,7 +7,8 @@
 // HardSwish, Sigmoid, SiLU, a residual add, a squeeze-excitation scale), against plain reference
 // loops written here. Compiled mode runs three times: the first run uses rlx's own kernel, the
 // oneDNN primitives are made before the second. ctest also runs this file with RLX_CPU_ISA=avx2
-// (nChw8c, oneDNN capped at AVX2), RLX_CPU_ISA=base (oneDNN off) and RLX_CONV_DNNL=0.
+// (nChw8c, oneDNN capped at AVX2), RLX_CPU_ISA=base (oneDNN off), RLX_CONV_DNNL=0 and
+// RLX_CONV_DNNL=all (the per-shape rule off).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -71,6 +73,11 @@ bool dnnl_expected() {
   const char* sw = std::getenv("RLX_CONV_DNNL");
   return cpu::dnnl_api().ok && !(sw && std::string(sw) == "0");
 }
+// RLX_CONV_DNNL=all: oneDNN runs whatever it has a jit kernel for, the per-shape rule aside.
+bool rule_off() {
+  const char* sw = std::getenv("RLX_CONV_DNNL");
+  return sw && std::string(sw) == "all";
+}
 
 TEST(DnnlConv, OddGeometriesAndEveryEpilogueAgainstTheReferenceLoop) {
   auto ex = make_executor("cpu", 0);
@@ -79,6 +86,7 @@ TEST(DnnlConv, OddGeometriesAndEveryEpilogueAgainstTheReferenceLoop) {
     const char* what;
     Geo p;
     bool onednn;  // oneDNN runs it (when on); otherwise rlx's kernel, the plan says why
+    bool rule = false;  // the per-shape rule leaves it to rlx's kernel (RLX_CONV_DNNL=all: oneDNN)
   } cases[] = {
       {"depthwise 3x3, 37 channels", {1, 37, 13, 17, 37, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, true},
       {"depthwise 5x5 stride 2, batch 3", {3, 24, 15, 14, 24, 24, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, true}, true},
@@ -88,8 +96,8 @@ TEST(DnnlConv, OddGeometriesAndEveryEpilogueAgainstTheReferenceLoop) {
       {"3x2 dilation 2x3 stride 1x2 asymmetric pads", {2, 20, 14, 15, 18, 1, 3, 2, 1, 2, 2, 3, 2, 0, 1, 3, true}, true},
       {"first layer, 3 channels, 7x7 stride 2", {1, 3, 30, 26, 20, 1, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, true}, true},
       {"1x1, 200 -> 136", {1, 200, 9, 11, 136, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false}, true},
-      {"1x1, 40 -> 72 (the rule: rlx's GEMM)", {1, 40, 9, 11, 72, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true}, false},
-      {"1x1 on a 1x1 map, batch 2 (the rule: rlx's GEMM)", {2, 96, 1, 1, 200, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true}, false},
+      {"1x1, 40 -> 72 (the rule: rlx's GEMM)", {1, 40, 9, 11, 72, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true}, false, true},
+      {"1x1 on a 1x1 map, batch 2 (the rule: rlx's GEMM)", {2, 96, 1, 1, 200, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true}, false, true},
       {"1x1 stride 2, batch 3", {3, 48, 9, 10, 20, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, true}, true},
       {"groups 2 of 16 -> 32 channels", {1, 32, 9, 9, 64, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, true},
       {"groups 8 of 4 channels (oneDNN: no jit kernel)", {1, 32, 9, 9, 32, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false},
@@ -130,7 +138,7 @@ TEST(DnnlConv, OddGeometriesAndEveryEpilogueAgainstTheReferenceLoop) {
         expect_close(sess.run(Mode::Compiled)[0], want, {p.N, p.M, OH, OW}, tol, what + ", run " + std::to_string(run + 1));
       // The plan says which kernel ran it: oneDNN where it is on and takes the shape.
       const std::string plan = sess.plan_text();
-      if (dnnl_expected() && c.onednn)
+      if (dnnl_expected() && (c.rule ? rule_off() : c.onednn))
         EXPECT_NE(plan.find(" (conv2d): oneDNN"), std::string::npos) << what << "\n" << plan;
       else
         EXPECT_NE(plan.find(" (conv2d): rlx's kernel ("), std::string::npos) << what << "\n" << plan;
@@ -223,6 +231,143 @@ TEST(DnnlConv, ScaleFoldedIntoTheConversionAgainstTheReferenceLoop) {
     const std::string plan = sess.plan_text();
     if (dnnl_expected())
       EXPECT_NE(plan.find("+ prologue mul 'xs' (each input channel scaled while converted)"), std::string::npos) << plan;
+  }
+}
+
+// 1-D convolutions as the ONNX import gives them: x [N, C, W] and the weight [M, C / G, k]
+// reshaped to [N, C, 1, W] and [M, C / G, 1, k] (the weight's view of a param counts as constant:
+// oneDNN may take it), the conv2d's output reshaped back to [N, M, OW], then the consumer (it runs
+// in the epilogue through the reshape). Wide kernels with pads oneDNN's jit kernels refuse get
+// columns of zeros written by rlx into the converted input (the plan says so); depthwise and narrow
+// 1x1 ones stay with rlx's kernels by the rule (RLX_CONV_DNNL=all: oneDNN).
+TEST(DnnlConv, OneDimensionalAgainstTheReferenceLoop) {
+  auto ex = make_executor("cpu", 0);
+  // N, C, H, W, M, G, kH, kW, sH, sW, dH, dW, pt, pl, pb, pr, bias (H = 1, kH = 1)
+  const struct {
+    const char* what;
+    Geo p;
+    bool jit;      // oneDNN has a jit kernel for it (with rlx's columns of zeros where needed)
+    bool rule;     // the rule prefers rlx's kernel
+    bool padded;   // the plan pads the input rows itself
+  } cases[] = {
+      {"kernel 32 pad 16, 40 -> 72 (wav2letter's wide conv)", {1, 40, 1, 50, 72, 1, 1, 32, 1, 1, 1, 1, 0, 16, 0, 16, true}, true, false, true},
+      {"kernel 7 pad 3, 48 -> 48, batch 2", {2, 48, 1, 37, 48, 1, 1, 7, 1, 1, 1, 1, 0, 3, 0, 3, true}, true, false, false},
+      {"kernel 5 stride 3 dilation 2, pads 6 / 2", {1, 32, 1, 61, 24, 1, 1, 5, 1, 3, 1, 2, 0, 6, 0, 2, false}, true, false, false},
+      {"first layer, 1 channel, kernel 250 stride 160 pad 45 (wav2letter's)", {1, 1, 1, 1000, 32, 1, 1, 250, 1, 160, 1, 1, 0, 45, 0, 45, true}, true, false, true},
+      {"first layer, 1 channel, kernel 40 stride 8 pad 20", {1, 1, 1, 400, 32, 1, 1, 40, 1, 8, 1, 1, 0, 20, 0, 20, true}, true, false, false},
+      {"depthwise kernel 3 dilation 16 pad 16 (conv_tasnet's)", {1, 48, 1, 90, 48, 48, 1, 3, 1, 1, 1, 16, 0, 16, 0, 16, true}, true, true, true},
+      {"1x1, 32 -> 64 over a row", {2, 32, 1, 45, 64, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true}, true, true, false},
+      {"1x1, 520 -> 520 over a row", {1, 520, 1, 21, 520, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true}, true, false, false},
+  };
+  std::mt19937 rng(1717);
+  const auto all = acts();
+  for (const auto& c : cases) {
+    const Geo& p = c.p;
+    const int64_t eW = (p.kW - 1) * p.dW + 1, OW = (p.W + p.pl + p.pr - eW) / p.sW + 1;
+    Tensor x = random_tensor({p.N, p.C, p.W}, rng), w = random_tensor({p.M, p.C / p.G, p.kW}, rng),
+           b = random_tensor({p.M}, rng), r = random_tensor({p.N, p.M, OW}, rng), s = random_tensor({p.N, p.M, 1}, rng);
+    const Tensor x4 = x.reshaped({p.N, p.C, 1, p.W}), w4 = w.reshaped({p.M, p.C / p.G, 1, p.kW});
+    const std::vector<double> conv = conv_ref(p, x4, w4, p.bias ? &b : nullptr, 1, OW);
+    const std::string attrs = R"({"strides": )" + ints({1, p.sW}) + R"(, "dilations": )" + ints({1, p.dW}) +
+                              R"(, "pads": )" + ints({0, p.pl, 0, p.pr}) + R"(, "groups": )" + std::to_string(p.G) + "}";
+    for (const Act& a : all) {
+      if (std::string(a.name) == "hardsigmoid" || std::string(a.name) == "clip(0, 6)") continue;  // (2-D test has them)
+      std::string nodes = R"({"id": "x3", "op": "input", "shape": )" + shape_json(x.shape()) +
+                          R"(}, {"id": "w3", "op": "param", "shape": )" + shape_json(w.shape()) + "}, " +
+                          (p.bias ? R"({"id": "b", "op": "param", "shape": )" + shape_json(b.shape()) + "}, " : "") +
+                          (a.residual ? R"({"id": "r", "op": "input", "shape": )" + shape_json(r.shape()) + "}, " : "") +
+                          (a.scale ? R"({"id": "s", "op": "input", "shape": )" + shape_json(s.shape()) + "}, " : "") +
+                          R"({"id": "x", "op": "reshape", "inputs": ["x3"], "attrs": {"shape": )" + ints({p.N, p.C, 1, p.W}) + "}}, " +
+                          R"({"id": "w", "op": "reshape", "inputs": ["w3"], "attrs": {"shape": )" + ints({p.M, p.C / p.G, 1, p.kW}) + "}}, " +
+                          R"({"id": "c4", "op": "conv2d", "inputs": ["x", "w")" + (p.bias ? R"(, "b")" : "") +
+                          R"(], "attrs": )" + attrs + "}, " +
+                          R"({"id": "c", "op": "reshape", "inputs": ["c4"], "attrs": {"shape": )" + ints({p.N, p.M, OW}) + "}}, " + a.nodes;
+      std::vector<double> want(conv.size());
+      for (size_t i = 0; i < conv.size(); ++i) want[i] = a.f(conv[i], r.data()[i], s.data()[i / OW]);
+      std::map<std::string, Tensor> params{{"w3", w}};
+      if (p.bias) params["b"] = b;
+      Session sess(graph(nodes), *ex, params);
+      sess.set_input("x3", x);
+      if (a.residual) sess.set_input("r", r);
+      if (a.scale) sess.set_input("s", s);
+      const double tol = 1e-5 * std::max(1.0, std::sqrt((double)(p.C / p.G * p.kW)));
+      const std::string what = std::string(c.what) + ", " + a.name;
+      for (int run = 0; run < 3; ++run)
+        expect_close(sess.run(Mode::Compiled)[0], want, {p.N, p.M, OW}, tol, what + ", run " + std::to_string(run + 1));
+      const std::string plan = sess.plan_text();
+      if (dnnl_expected() && c.jit && (!c.rule || rule_off())) {
+        EXPECT_NE(plan.find(" (conv2d): oneDNN"), std::string::npos) << what << "\n" << plan;
+        if (c.padded)  // (with AVX2 oneDNN's kernels may want rlx's columns for more shapes)
+          EXPECT_NE(plan.find("input rows padded by rlx"), std::string::npos) << what << "\n" << plan;
+      } else {
+        EXPECT_NE(plan.find(" (conv2d): rlx's kernel ("), std::string::npos) << what << "\n" << plan;
+      }
+    }
+  }
+}
+
+// 3-D convolutions (video networks: r3d_18, mc3_18, r2plus1d_18, s3d) through oneDNN's nCdhw16c
+// (nCdhw8c with AVX2) primitives, with their epilogues, against the 3-D reference loop.
+TEST(DnnlConv, ThreeDimensionalAgainstTheReferenceLoop) {
+  auto ex = make_executor("cpu", 0);
+  const struct {
+    const char* what;
+    int64_t N, C, M, G;
+    Axes3 in, k, s, d, p0, p1;
+    bool bias, jit;
+    bool rule = false;  // the per-shape rule leaves it to rlx's kernel (RLX_CONV_DNNL=all: oneDNN)
+  } cases[] = {
+      {"3x3x3, 20 -> 24, batch 2", 2, 20, 24, 1, {4, 6, 7}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, true, true},
+      {"first layer, 3 channels, 3x7x7 stride 1x2x2", 1, 3, 16, 1, {4, 13, 12}, {3, 7, 7}, {1, 2, 2}, {1, 1, 1}, {1, 3, 3}, {1, 3, 3}, false, true},
+      {"first layer, 3 channels, 1x7x7 stride 1x2x2 (a separable stem)", 1, 3, 24, 1, {3, 11, 12}, {1, 7, 7}, {1, 2, 2}, {1, 1, 1}, {0, 3, 3}, {0, 3, 3}, true, true},
+      {"1x1x1 stride 2 (a downsample)", 1, 32, 40, 1, {5, 6, 6}, {1, 1, 1}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, true, true, true},
+      {"1x1x1, 160 -> 128", 1, 160, 128, 1, {3, 5, 4}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, true, true, true},
+      {"3x1x1 temporal, dilation 2, asymmetric pads", 1, 16, 24, 1, {7, 5, 5}, {3, 1, 1}, {1, 1, 1}, {2, 1, 1}, {2, 0, 0}, {1, 0, 0}, true, true, true},
+      {"1x3x3 stride 1x2x2, unused columns", 2, 24, 16, 1, {3, 8, 9}, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 0, 0}, true, true, true},
+      {"groups 2 of 16 -> 16", 1, 32, 32, 2, {3, 5, 6}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, true, true},
+  };
+  std::mt19937 rng(3131);
+  const auto all = acts();
+  for (const auto& c : cases) {
+    Axes3 out;
+    for (int i = 0; i < 3; ++i) out[i] = (c.in[i] + c.p0[i] + c.p1[i] - ((c.k[i] - 1) * c.d[i] + 1)) / c.s[i] + 1;
+    const Shape ys{c.N, c.M, out[0], out[1], out[2]};
+    Tensor x = random_tensor({c.N, c.C, c.in[0], c.in[1], c.in[2]}, rng),
+           w = random_tensor({c.M, c.C / c.G, c.k[0], c.k[1], c.k[2]}, rng), b = random_tensor({c.M}, rng),
+           r = random_tensor(ys, rng), s = random_tensor({c.N, c.M, 1, 1, 1}, rng);
+    const std::vector<double> conv = conv3_ref(c.N, c.C, c.M, c.G, c.in, c.k, c.s, c.d, c.p0, out, x, w, c.bias ? &b : nullptr);
+    const std::string attrs = R"({"strides": )" + ints({c.s[0], c.s[1], c.s[2]}) + R"(, "dilations": )" +
+                              ints({c.d[0], c.d[1], c.d[2]}) + R"(, "pads": )" +
+                              ints({c.p0[0], c.p0[1], c.p0[2], c.p1[0], c.p1[1], c.p1[2]}) + R"(, "groups": )" +
+                              std::to_string(c.G) + "}";
+    const int64_t plane = out[0] * out[1] * out[2];
+    for (const Act& a : all) {
+      if (std::string(a.name) == "hardsigmoid" || std::string(a.name) == "clip(0, 6)") continue;  // (2-D test has them)
+      std::string nodes = R"({"id": "x", "op": "input", "shape": )" + shape_json(x.shape()) +
+                          R"(}, {"id": "w", "op": "param", "shape": )" + shape_json(w.shape()) + "}, " +
+                          (c.bias ? R"({"id": "b", "op": "param", "shape": )" + shape_json(b.shape()) + "}, " : "") +
+                          (a.residual ? R"({"id": "r", "op": "input", "shape": )" + shape_json(r.shape()) + "}, " : "") +
+                          (a.scale ? R"({"id": "s", "op": "input", "shape": )" + shape_json(s.shape()) + "}, " : "") +
+                          R"({"id": "c", "op": "conv3d", "inputs": ["x", "w")" + (c.bias ? R"(, "b")" : "") +
+                          R"(], "attrs": )" + attrs + "}, " + a.nodes;
+      std::vector<double> want(conv.size());
+      for (size_t i = 0; i < conv.size(); ++i) want[i] = a.f(conv[i], r.data()[i], s.data()[i / plane]);
+      std::map<std::string, Tensor> params{{"w", w}};
+      if (c.bias) params["b"] = b;
+      Session sess(graph(nodes), *ex, params);
+      sess.set_input("x", x);
+      if (a.residual) sess.set_input("r", r);
+      if (a.scale) sess.set_input("s", s);
+      const double tol = 1e-5 * std::max(1.0, std::sqrt((double)(c.C / c.G * c.k[0] * c.k[1] * c.k[2])));
+      const std::string what = std::string(c.what) + ", " + a.name;
+      for (int run = 0; run < 3; ++run)
+        expect_close(sess.run(Mode::Compiled)[0], want, ys, tol, what + ", run " + std::to_string(run + 1));
+      const std::string plan = sess.plan_text();
+      if (dnnl_expected() && c.jit && (!c.rule || rule_off()))
+        EXPECT_NE(plan.find(" (conv3d): oneDNN"), std::string::npos) << what << "\n" << plan;
+      else
+        EXPECT_NE(plan.find(" (conv3d): rlx's kernel ("), std::string::npos) << what << "\n" << plan;
+    }
   }
 }
 

@@ -469,10 +469,10 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
   e->appends = (int)append_at.size();
   if (!precomputed.empty()) ex_.flush();
   for (int i : kernel_nodes) {
-    // A matrix product's (and a 2-D convolution's) inputs stay live through the next kernel too,
+    // A matrix product's (and a convolution's) inputs stay live through the next kernel too,
     // so that a backend may run that kernel in its epilogue (its output then never shares their memory).
     const bool product = !e->fused[i] && (g.nodes[i].op == Op::Linear || g.nodes[i].op == Op::Matmul ||
-                                          g.nodes[i].op == Op::Conv2d);
+                                          g.nodes[i].op == Op::Conv2d || g.nodes[i].op == Op::Conv3d);
     const int until = product && step[i] + 1 < (int)kernel_nodes.size() ? step[i] + 1 : step[i];
     for (int u : g.nodes[i].inputs) life[root[u]].last = std::max(life[root[u]].last, until);
   }
@@ -513,9 +513,10 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
     k.fused = e->fused[i].get();
     for (int u : node.inputs) {
       const Op leaf = g.nodes[root[u]].op;
-      // Constant for the plan's life: params, constants, and what was computed from them once
-      // when the plan was built (e.g. a weight the MatMul + bias rewrite transposed).
-      const bool constant = leaf == Op::Param || leaf == Op::Constant || is_precomputed[root[u]];
+      // Constant for the plan's life: params, constants, what was computed from them once
+      // when the plan was built (e.g. a weight the MatMul + bias rewrite transposed), and views
+      // of those (fixed: e.g. a 1-D convolution's weight reshaped to 2-D, which is its own root).
+      const bool constant = leaf == Op::Param || leaf == Op::Constant || is_precomputed[root[u]] || fixed[u];
       if (constant && k.inputs.size() < 32) k.const_inputs |= 1u << k.inputs.size();
       k.inputs.push_back(e->where[u]);
     }

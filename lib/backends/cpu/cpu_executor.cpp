@@ -3,6 +3,7 @@
 #include "backends/cpu/cpu_executor.h"
 
 #include <algorithm>
+#include <set>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -1056,14 +1057,15 @@ bool as_product(const Kernel& k, Product& p) {
 // ---------------- packed weights kept across plans ----------------
 // A compiled plan packs each constant weight it multiplies (pack_b). A decoder run token by
 // token is specialised, and compiled, once per cache length (docs/modes.md, "Growing shapes"):
-// each compile packed every weight again (61% of a d-2048 token in `perf`). Packs of weights
-// the executor uses in place (CpuBuffer::external: a model file's mapping, ONNX initializers)
-// are kept here, keyed by the weight's address, layout and row count, and used only while that
-// memory is alive (a weak reference to its owner), so a new plan of the same model takes them.
+// each compile packed every weight again (61% of a d-2048 token in `perf`). Packs of constant
+// weights (those the executor uses in place, CpuBuffer::external: a model file's mapping, ONNX
+// initializers; and those a plan computed once, or views of them) are kept here, keyed by the
+// weight's address, layout and row count, and used only while that memory is alive (a weak
+// reference to its owner), so a new plan of the same model takes them, and the steps of one
+// plan that multiply the same weight share one pack (deepspeech's unrolled RNN: 398 steps).
 std::shared_ptr<const cpu::PackedB> shared_pack(const TensorRef& w, const Product& p, bool* reused = nullptr) {
   const auto* buf = static_cast<const CpuBuffer*>(w.buf);
   const float* data = ptr(w);
-  if (!buf->external) return cpu::pack_b(p.tb, p.K, p.N, data, p.ldb, p.rows);
   using Key = std::tuple<const float*, bool, int64_t, int64_t, int64_t, int64_t>;
   struct Entry {
     std::weak_ptr<uint8_t> owner;
@@ -1187,11 +1189,12 @@ void run_product_step(const PlanStep& st) {
   else cpu::gemm(false, p.tb, p.rows, p.N, p.K, 1.f, A, p.K, ptr(k.inputs[1]), p.ldb, C, p.N, ep);
 }
 
-// A conv2d whose weight (and bias) are constant, over f32: oneDNN may run it (dnnl_conv.h).
+// A conv2d or conv3d whose weight (and bias) are constant, over f32: oneDNN may run it (dnnl_conv.h).
 bool dnnl_conv_candidate(const Kernel& k) {
-  if (k.fused || !k.node || k.node->op != Op::Conv2d || !all_f32(k) || k.inputs.size() < 2) return false;
+  if (k.fused || !k.node || (k.node->op != Op::Conv2d && k.node->op != Op::Conv3d) || !all_f32(k) || k.inputs.size() < 2)
+    return false;
   const uint32_t need = k.inputs.size() == 3 ? 6u : 2u;
-  return (k.const_inputs & need) == need && k.inputs[0].shape.size() == 4;
+  return (k.const_inputs & need) == need && k.inputs[0].shape.size() == (k.node->op == Op::Conv3d ? 5u : 4u);
 }
 
 std::shared_ptr<const cpu::DnnlConv> make_dnnl_conv(const Kernel& k, std::string* why, std::string* rule) {
@@ -1476,6 +1479,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
   std::vector<std::string> lines;
   size_t packed_bytes = 0;
   int n_packed = 0, n_inplace = 0, n_fused = 0, n_later = 0, n_reused = 0, n_conv = 0;
+  std::set<const void*> packs_seen;
   // The kernel after step st's (at i) becomes its epilogue where it can (i then skips it); the
   // plan line says which, or why not.
   auto attach_epilogue = [&](PlanStep& st, size_t& i, std::string& line) {
@@ -1509,7 +1513,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
       continue;
     }
     if (dnnl_conv_candidate(st.k)) {
-      std::string line = "  " + short_name(st.k) + " (conv2d):";
+      std::string line = "  " + short_name(st.k) + " (" + ir::op_name(st.k.node->op) + "):";
       std::string why;
       // Its primitives and packed weights are made now (a jit compilation and a reorder each).
       st.conv = make_dnnl_conv(st.k, &why, &st.conv_rule);
@@ -1557,7 +1561,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
       if (cpu::prepack_pays(p.rows)) st.packed = shared_pack(st.k.inputs[1], p, &reused);
       n_reused += reused;
       if (st.packed && st.packed->bytes() > 0) {
-        packed_bytes += st.packed->bytes();
+        if (packs_seen.insert(st.packed.get()).second) packed_bytes += st.packed->bytes();  // shared: once
         n_packed++;
         line += fmt_bytes_note(st.packed->layout(), st.packed->bytes());
       } else {
@@ -1576,7 +1580,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
     if (st.line == SIZE_MAX) continue;
     std::string& line = lines[st.line];
     if (st.conv && !st.conv_rule.empty() && !st.blocked_in && !st.blocked_out && !st.has_pre) {
-      line = "  " + short_name(st.k) + " (conv2d): rlx's kernel (" + st.conv_rule + ")" +
+      line = "  " + short_name(st.k) + " (" + ir::op_name(st.k.node->op) + "): rlx's kernel (" + st.conv_rule + ")" +
              (st.has_epi ? " + its consumer " + short_name(st.epi) + " after it" : "");
       st.conv.reset();
     } else if (st.conv) {

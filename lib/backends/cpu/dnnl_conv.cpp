@@ -57,6 +57,13 @@ struct DnnlConv {
   int64_t B = 16;          // channel block of the layout
   bool plain_src = false;  // the primitive reads x as NCHW (few input channels: no conversion)
   int64_t CP = 0, MP = 0;  // channels padded to B
+  int64_t IS = 0, OS = 0;  // input and output pixels per channel (D H W, OD OH OW)
+  // Columns of zeros rlx writes at the left and right of each input row as it converts x, for
+  // the shapes whose left or right pad oneDNN's jit kernels refuse (a wide 1-D kernel's pad of
+  // 16 or 23: oneDNN would run its reference loop); the primitive then sees a wider input.
+  int64_t xpl = 0, xpr = 0;
+  int64_t WP() const { return g.W + xpl + xpr; }
+  bool padded() const { return xpl || xpr; }
   std::vector<float> bias;  // padded to MP
   std::vector<Slice> slices;
   std::string impl;
@@ -73,14 +80,15 @@ namespace {
 
 // NCHW planes [c, c + B) of one image (channels past C read as zeros) -> one block of B-channel
 // pixels, dst[p * B + j] = src[(c + j) * HW + p].
-void to_blocked(const float* src, int64_t avail, int64_t HW, int64_t B, float* dst, const float* scale) {
+// (HW pixels; channel j's start at src + j * cs.)
+void to_blocked(const float* src, int64_t avail, int64_t HW, int64_t cs, int64_t B, float* dst, const float* scale) {
   constexpr int64_t P = 16;
   for (int64_t p0 = 0; p0 < HW; p0 += P) {
     const int64_t pn = std::min(P, HW - p0);
     for (int64_t j = 0; j < B; ++j) {
       float* d = dst + p0 * B + j;
       if (j < avail) {
-        const float* s = src + j * HW + p0;
+        const float* s = src + j * cs + p0;
         const float f = scale ? scale[j] : 1.f;
         if (scale) for (int64_t p = 0; p < pn; ++p) d[p * B] = s[p] * f;
         else for (int64_t p = 0; p < pn; ++p) d[p * B] = s[p];
@@ -132,13 +140,13 @@ __attribute__((target("avx512f"))) inline void transpose16(__m512 r[16]) {
   }
 }
 
-__attribute__((target("avx512f"))) void to_blocked16(const float* src, int64_t avail, int64_t HW, float* dst,
-                                                     const float* scale) {
+__attribute__((target("avx512f"))) void to_blocked16(const float* src, int64_t avail, int64_t HW, int64_t cs,
+                                                     float* dst, const float* scale) {
   for (int64_t p0 = 0; p0 < HW; p0 += 16) {
     const int64_t pn = std::min<int64_t>(16, HW - p0);
     const __mmask16 m = (__mmask16)((1u << pn) - 1);
     __m512 r[16];
-    for (int j = 0; j < 16; ++j) r[j] = j < avail ? _mm512_maskz_loadu_ps(m, src + j * HW + p0) : _mm512_setzero_ps();
+    for (int j = 0; j < 16; ++j) r[j] = j < avail ? _mm512_maskz_loadu_ps(m, src + j * cs + p0) : _mm512_setzero_ps();
     if (scale)
       for (int j = 0; j < avail; ++j) r[j] = _mm512_mul_ps(r[j], _mm512_set1_ps(scale[j]));
     transpose16(r);
@@ -157,9 +165,10 @@ __attribute__((target("avx512f"))) void from_blocked16(const float* src, int64_t
   }
 }
 
-void to_blocked_any(const float* src, int64_t avail, int64_t HW, int64_t B, float* dst, const float* scale) {
-  if (B == 16) to_blocked16(src, avail, HW, dst, scale);
-  else to_blocked(src, avail, HW, B, dst, scale);
+void to_blocked_any(const float* src, int64_t avail, int64_t HW, int64_t cs, int64_t B, float* dst,
+                    const float* scale) {
+  if (B == 16) to_blocked16(src, avail, HW, cs, dst, scale);
+  else to_blocked(src, avail, HW, cs, B, dst, scale);
 }
 void from_blocked_any(const float* src, int64_t avail, int64_t HW, int64_t B, float* dst) {
   if (B == 16) from_blocked16(src, avail, HW, dst);
@@ -176,11 +185,44 @@ void from_blocked_any(const float* src, int64_t avail, int64_t HW, int64_t B, fl
 // (576 -> 96 at 7x7: 0.6-0.8x; 160 -> 1280: 0.54x). The product's work per converted element
 // is C M / (C + M): 1x1 convs go to oneDNN from 64 up. On a 1x1 map (squeeze-excitation) rlx's one
 // product over the batch is 2-5x faster than the primitive.
+// 1-D convolutions (2-D with H = 1; `rlx bench` of one conv + ReLU over a row of 1601, and the
+// zoo's wav2letter and conv_tasnet per conv; load 5-7, so ratios within 20% are even): depthwise
+// k=3 (dilation 1 or 16, conv_tasnet's) 2.4-5x rlx's time, all conversion; 1x1 128 -> 512 1.4-2.7x,
+// 512 -> 128 and 512 -> 512 even; wav2letter's 2000 -> 2000 over 51 steps 0.32x; its kernel-7 and
+// kernel-32 convs 0.5-0.67x (kernel 32 pad 16 only with rlx's columns of zeros: oneDNN would
+// otherwise run its reference loop). So 1-D depthwise stays with rlx, 1-D 1x1 from C M / (C + M)
+// = 256 up goes to oneDNN.
+// 3-D convolutions (zoo's r3d_18, mc3_18, r2plus1d_18, s3d per conv, `RLX_CONV_DNNL=0` against the
+// rule off): full 3-D kernels 0.42-0.72x rlx's time (3x3x3 at every width and stride, the 3x7x7
+// stems); 1x1x1 1.1-3.1x (downsamples and s3d's pointwise ones, a few 0.8-0.95); the temporal
+// halves of separable convs (kx1x1) 1.3-2.4x (0.8-0.9 on s3d's 14x14 and 7x7 maps); the spatial
+// halves (1xkxk) 0.64-0.9x in mc3_18 (C = M, 16 frames) but 1.1-1.8x in r2plus1d_18 (M = 2.25 C)
+// and 0.5-1.5x in s3d, no rule found that separates them: they stay with rlx, except a
+// few-channel first layer (1x7x7 stems: 0.9x).
+// 3-D: oneDNN 2.6's jit kernels win on full 3-D kernels (kD > 1 and kH kW > 1) and first layers
+// (few input channels, read as NCDHW); the separable (2+1)-D halves and 1x1x1 convs are faster in
+// rlx's kernel even where a chain keeps them blocked (r2plus1d_18's), so this one holds for
+// chains too: "" or why rlx's kernel.
+std::string rule_refusal_3d(const ir::Conv2dGeom& g) {
+  if (g.nd != 3 || (g.groups == 1 && g.C < 8)) return "";
+  if (g.kD == 1 && g.kH == 1 && g.kW == 1) return "1x1x1 3-D: rlx's kernel is faster than oneDNN's";
+  if (g.kD == 1) return "1xkxk 3-D (the spatial half of a separable conv): rlx's kernel is faster than oneDNN's";
+  if (g.kH * g.kW == 1) return "kx1x1 3-D (the temporal half of a separable conv): rlx's kernel is faster than oneDNN's";
+  return "";
+}
+
 std::string rule_refusal(const ir::Conv2dGeom& g) {
-  const bool pointwise = g.kH == 1 && g.kW == 1 && g.sH == 1 && g.sW == 1 && g.pt == 0 && g.pl == 0 && g.pb == 0 &&
-                         g.pr == 0;
+  const bool pointwise = g.kD == 1 && g.kH == 1 && g.kW == 1 && g.sD == 1 && g.sH == 1 && g.sW == 1 && g.pf == 0 &&
+                         g.pk == 0 && g.pt == 0 && g.pl == 0 && g.pb == 0 && g.pr == 0;
+  // A 1-D convolution (imported as 2-D with H = 1): one row per channel, little work per
+  // converted element for a depthwise or a narrow pointwise one.
+  const bool row = g.nd == 2 && g.H == 1;
+  if (row && g.groups > 1 && g.Cg == 1 && g.Mg == 1)
+    return "depthwise over 1-D rows: rlx's kernel is faster than the two layout conversions";
   if (!pointwise) return "";
-  if (g.H * g.W == 1) return "1x1 on a 1x1 map: rlx's one product over the batch is faster";
+  if (row && g.groups == 1 && (double)g.C * g.M / (double)(g.C + g.M) < 256)
+    return "1x1 over 1-D rows with C M / (C + M) < 256: rlx's GEMM reads x in place";
+  if (g.D * g.H * g.W == 1) return "1x1 on a 1x1 map: rlx's one product over the batch is faster";
   if (g.groups == 1 && (double)g.C * g.M / (double)(g.C + g.M) < 64)
     return "1x1 with C M / (C + M) < 64: rlx's GEMM reads x in place, the layout conversions would cost more";
   return "";
@@ -188,87 +230,93 @@ std::string rule_refusal(const ir::Conv2dGeom& g) {
 
 }  // namespace
 
-std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, const float* bias, std::string* why,
-                                               std::string* rule) {
-  auto refuse = [&](const std::string& s) {
-    *why = s;
-    return nullptr;
-  };
+namespace {
+
+void release_slices(DnnlConv& c) {
   const DnnlApi& a = api();
-  if (!a.ok) return refuse(a.why);
-  std::vector<Shape> ins;
-  for (const auto& t : k.inputs) ins.push_back(t.shape);
-  const ir::Conv2dGeom g = ir::conv2d_geom(*k.node, ins, k.label);
-  if (g.nd != 2) return refuse("not 2-D");
-  if (g.N * g.M * g.OH * g.OW == 0 || g.Cg == 0) return refuse("empty");
-  *rule = conv_switch() == "all" ? "" : rule_refusal(g);
+  for (auto& s : c.slices) {
+    if (s.prim) a.prim_destroy(s.prim);
+    if (s.weights) a.mem_destroy(s.weights);
+  }
+  c.slices.clear();
+}
+
+// c's slices (primitives and packed weights) for its geometry, input pads (c.xpl, c.xpr) and
+// slicing (S slices of `units` units of `unit`); "" or why not (c.slices then empty).
+std::string make_slices(DnnlConv& c, const float* w, int64_t unit, int64_t units, int64_t S) {
+  const DnnlApi& a = api();
+  const ir::Conv2dGeom& g = c.g;
+  const int64_t B = c.B;
+  const bool d3 = g.nd == 3;
+  const int nds = d3 ? 5 : 4;  // dims of x, y and a dense weight
+  const int64_t KS = g.kD * g.kH * g.kW;
+  const dnnl_format_tag_t blocked =
+      d3 ? (B == 16 ? dnnl_nCdhw16c : dnnl_nCdhw8c) : (B == 16 ? dnnl_nChw16c : dnnl_nChw8c);
+  const dnnl_format_tag_t plain = d3 ? dnnl_ncdhw : dnnl_nchw;
   // oneDNN wants the right pads that make the output size exact: a floor division may have left
   // input rows or columns unused, which shrinks the pad (below zero when they were not padding).
-  const int64_t pb = (g.OH - 1) * g.sH + g.ext_h() - g.H - g.pt, pr = (g.OW - 1) * g.sW + g.ext_w() - g.W - g.pl;
-  if (pb > g.pb || pr > g.pr) return refuse("padding oneDNN cannot express");
-
-  auto c = std::make_shared<DnnlConv>();
-  c->g = g;
-  c->B = isa_avx512() ? 16 : 8;
-  const int64_t B = c->B;
-  c->CP = (g.C + B - 1) / B * B;
-  c->MP = (g.M + B - 1) / B * B;
-  c->plain_src = g.groups == 1 && g.C < B;
-  c->bias.assign(c->MP, 0.f);
-  if (bias) std::copy(bias, bias + g.M, c->bias.begin());
-  const dnnl_format_tag_t blocked = B == 16 ? dnnl_nChw16c : dnnl_nChw8c;
-
-  // Slices: whole blocks of B channels on both sides. A dense conv splits its output channels;
-  // a grouped one its groups, in units of u groups (u * Cg and u * Mg multiples of B).
-  const int64_t T = ThreadPool::global().size();
-  int64_t unit = 1, units = 0;  // unit: output channels (dense) or groups per unit
-  if (g.groups == 1) {
-    unit = B;
-    units = (g.M + B - 1) / B;
-  } else {
-    while (unit <= B && ((unit * g.Cg) % B || (unit * g.Mg) % B)) ++unit;
-    if (unit > B) return refuse("groups of " + std::to_string(g.Cg) + " -> " + std::to_string(g.Mg) + " channels");
-    units = (g.groups + unit - 1) / unit;
+  // Columns rlx pads itself (c.xpl, c.xpr) are part of the input it sees.
+  const int64_t pk = (g.OD - 1) * g.sD + g.ext_d() - g.D - g.pf;
+  const int64_t pb = (g.OH - 1) * g.sH + g.ext_h() - g.H - g.pt;
+  const int64_t pr = (g.OW - 1) * g.sW + g.ext_w() - g.W - g.pl - c.xpr;
+  const int64_t pl = g.pl - c.xpl, WP = c.WP();
+  dnnl_dims_t strides, dil, padl, padr;
+  {
+    const int64_t v[4][3] = {{g.sD, g.sH, g.sW}, {g.dD - 1, g.dH - 1, g.dW - 1}, {g.pf, g.pt, pl}, {pk, pb, pr}};
+    int64_t* out[4] = {strides, dil, padl, padr};
+    for (int q = 0; q < 4; ++q)
+      for (int j = 0; j < g.nd; ++j) out[q][j] = v[q][3 - g.nd + j];
   }
-  const int64_t want = g.N >= T ? 1 : (T + g.N - 1) / g.N;
-  const int64_t S = std::max<int64_t>(1, std::min(units, want));
-  const dnnl_dims_t strides = {g.sH, g.sW}, dil = {g.dH - 1, g.dW - 1}, pl = {g.pt, g.pl}, prr = {pb, pr};
+  // dims [a, b, spatial...] of x / y / a weight
+  auto dims = [&](dnnl_dims_t d, std::initializer_list<int64_t> lead, int64_t D, int64_t H, int64_t W) {
+    int i = 0;
+    for (int64_t v : lead) d[i++] = v;
+    if (d3) d[i++] = D;
+    d[i++] = H;
+    d[i++] = W;
+    return i;
+  };
   a.omp_threads(1);
   dnnl_stream_t st = nullptr;
-  if (a.stream_create(&st, a.engine, dnnl_stream_default_flags) != dnnl_success) return refuse("oneDNN stream");
+  if (a.stream_create(&st, a.engine, dnnl_stream_default_flags) != dnnl_success) return "oneDNN stream";
   std::string fail;
   for (int64_t s = 0; s < S && fail.empty(); ++s) {
     const int64_t u0 = units * s / S, u1 = units * (s + 1) / S;
     Slice sl;
     dnnl_memory_desc_t w_any{}, w_user{};
+    dnnl_dims_t sd, wd, bd, dd;
     bool ok;
     if (g.groups == 1) {
       sl.m0 = u0 * B;
       sl.m1 = std::min(g.M, u1 * B);
       const int64_t ms = sl.m1 - sl.m0;
-      const dnnl_dims_t sd = {1, g.C, g.H, g.W}, wd = {ms, g.C, g.kH, g.kW}, bd = {ms}, dd = {1, ms, g.OH, g.OW};
-      ok = a.md_by_tag(&sl.src_md, 4, sd, dnnl_f32, c->plain_src ? dnnl_nchw : blocked) == dnnl_success &&
-           a.md_by_tag(&w_any, 4, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
-           a.md_by_tag(&w_user, 4, wd, dnnl_f32, dnnl_oihw) == dnnl_success &&
-           a.md_by_tag(&sl.b_md, 1, bd, dnnl_f32, dnnl_x) == dnnl_success &&
-           a.md_by_tag(&sl.dst_md, 4, dd, dnnl_f32, blocked) == dnnl_success;
+      dims(sd, {1, g.C}, g.D, g.H, WP);
+      dims(wd, {ms, g.C}, g.kD, g.kH, g.kW);
+      dims(dd, {1, ms}, g.OD, g.OH, g.OW);
+      bd[0] = ms;
+      ok = a.md_by_tag(&sl.src_md, nds, sd, dnnl_f32, c.plain_src ? plain : blocked) == dnnl_success &&
+           a.md_by_tag(&w_any, nds, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+           a.md_by_tag(&w_user, nds, wd, dnnl_f32, d3 ? dnnl_oidhw : dnnl_oihw) == dnnl_success;
     } else {
       const int64_t g0 = u0 * unit, g1 = std::min(g.groups, u1 * unit), gs = g1 - g0;
       sl.c0 = g0 * g.Cg;
       sl.m0 = g0 * g.Mg;
       sl.m1 = g1 * g.Mg;
-      const dnnl_dims_t sd = {1, gs * g.Cg, g.H, g.W}, wd = {gs, g.Mg, g.Cg, g.kH, g.kW}, bd = {gs * g.Mg},
-                        dd = {1, gs * g.Mg, g.OH, g.OW};
-      ok = a.md_by_tag(&sl.src_md, 4, sd, dnnl_f32, blocked) == dnnl_success &&
-           a.md_by_tag(&w_any, 5, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
-           a.md_by_tag(&w_user, 5, wd, dnnl_f32, dnnl_goihw) == dnnl_success &&
-           a.md_by_tag(&sl.b_md, 1, bd, dnnl_f32, dnnl_x) == dnnl_success &&
-           a.md_by_tag(&sl.dst_md, 4, dd, dnnl_f32, blocked) == dnnl_success;
+      dims(sd, {1, gs * g.Cg}, g.D, g.H, WP);
+      wd[0] = gs;
+      dims(wd + 1, {g.Mg, g.Cg}, g.kD, g.kH, g.kW);
+      dims(dd, {1, gs * g.Mg}, g.OD, g.OH, g.OW);
+      bd[0] = gs * g.Mg;
+      ok = a.md_by_tag(&sl.src_md, nds, sd, dnnl_f32, blocked) == dnnl_success &&
+           a.md_by_tag(&w_any, nds + 1, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+           a.md_by_tag(&w_user, nds + 1, wd, dnnl_f32, d3 ? dnnl_goidhw : dnnl_goihw) == dnnl_success;
     }
+    ok = ok && a.md_by_tag(&sl.b_md, 1, bd, dnnl_f32, dnnl_x) == dnnl_success &&
+         a.md_by_tag(&sl.dst_md, nds, dd, dnnl_f32, blocked) == dnnl_success;
     dnnl_convolution_desc_t cd{};
     dnnl_primitive_desc_t pd = nullptr, rpd = nullptr;
     ok = ok && a.conv_desc(&cd, dnnl_forward_inference, dnnl_convolution_direct, &sl.src_md, &w_any, &sl.b_md,
-                           &sl.dst_md, strides, dil, pl, prr) == dnnl_success &&
+                           &sl.dst_md, strides, dil, padl, padr) == dnnl_success &&
          a.pd_create(&pd, &cd, a.user_scratchpad, a.engine, nullptr) == dnnl_success;
     if (!ok) {
       fail = "oneDNN refuses the shape";
@@ -278,12 +326,12 @@ std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, 
       const std::string name = impl ? impl : "?";
       // A reference loop or oneDNN's own im2col + GEMM is no better than rlx's kernel.
       if (name.rfind("ref", 0) == 0 || name.find("gemm") != std::string::npos) fail = "oneDNN would run " + name;
-      c->impl = name;
+      c.impl = name;
     }
     const dnnl_memory_desc_t* wmd = fail.empty() ? a.pd_query_md(pd, dnnl_query_weights_md, 0) : nullptr;
     dnnl_memory_t user = nullptr;
     dnnl_primitive_t reorder = nullptr;
-    const float* wsrc = w + sl.m0 * g.Cg * g.kH * g.kW;
+    const float* wsrc = w + sl.m0 * g.Cg * KS;
     if (fail.empty()) {
       sl.w_md = *wmd;
       ok = a.mem_create(&sl.weights, wmd, a.engine, DNNL_MEMORY_ALLOCATE) == dnnl_success &&
@@ -302,44 +350,142 @@ std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, 
     if (rpd) a.pd_destroy(rpd);
     if (pd) a.pd_destroy(pd);
     if (user) a.mem_destroy(user);
-    c->slices.push_back(sl);  // destroyed with c, even when incomplete
+    c.slices.push_back(sl);  // destroyed with c, even when incomplete
   }
   a.stream_destroy(st);
+  if (!fail.empty()) release_slices(c);
+  return fail;
+}
+
+}  // namespace
+
+std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, const float* bias, std::string* why,
+                                               std::string* rule) {
+  auto refuse = [&](const std::string& s) {
+    *why = s;
+    return nullptr;
+  };
+  const DnnlApi& a = api();
+  if (!a.ok) return refuse(a.why);
+  std::vector<Shape> ins;
+  for (const auto& t : k.inputs) ins.push_back(t.shape);
+  const ir::Conv2dGeom g = ir::conv2d_geom(*k.node, ins, k.label);
+  if (g.nd != 2 && g.nd != 3) return refuse("not 2-D or 3-D");
+  if (g.N * g.M * g.OD * g.OH * g.OW == 0 || g.Cg == 0) return refuse("empty");
+  *rule = conv_switch() == "all" ? "" : rule_refusal(g);
+  if (const std::string r3 = conv_switch() == "all" ? "" : rule_refusal_3d(g); !r3.empty()) return refuse(r3);
+  const int64_t pk = (g.OD - 1) * g.sD + g.ext_d() - g.D - g.pf;
+  const int64_t pb = (g.OH - 1) * g.sH + g.ext_h() - g.H - g.pt, pr = (g.OW - 1) * g.sW + g.ext_w() - g.W - g.pl;
+  if (pk > g.pk || pb > g.pb || pr > g.pr) return refuse("padding oneDNN cannot express");
+
+  auto c = std::make_shared<DnnlConv>();
+  c->g = g;
+  c->B = isa_avx512() ? 16 : 8;
+  const int64_t B = c->B;
+  c->CP = (g.C + B - 1) / B * B;
+  c->MP = (g.M + B - 1) / B * B;
+  c->IS = g.D * g.H * g.W;
+  c->OS = g.OD * g.OH * g.OW;
+  c->plain_src = g.groups == 1 && g.C < B;
+  c->bias.assign(c->MP, 0.f);
+  if (bias) std::copy(bias, bias + g.M, c->bias.begin());
+
+  // Slices: whole blocks of B channels on both sides. A dense conv splits its output channels;
+  // a grouped one its groups, in units of u groups (u * Cg and u * Mg multiples of B).
+  const int64_t T = ThreadPool::global().size();
+  int64_t unit = 1, units = 0;  // unit: output channels (dense) or groups per unit
+  if (g.groups == 1) {
+    unit = B;
+    units = (g.M + B - 1) / B;
+  } else {
+    while (unit <= B && ((unit * g.Cg) % B || (unit * g.Mg) % B)) ++unit;
+    if (unit > B) return refuse("groups of " + std::to_string(g.Cg) + " -> " + std::to_string(g.Mg) + " channels");
+    units = (g.groups + unit - 1) / unit;
+  }
+  const int64_t want = g.N >= T ? 1 : (T + g.N - 1) / g.N;
+  const int64_t S = std::max<int64_t>(1, std::min(units, want));
+  std::string fail = make_slices(*c, w, unit, units, S);
+  // oneDNN's jit kernels refuse a left or right pad wider than the columns they compute at a
+  // time: with those columns of zeros written by rlx into the converted input, they take it.
+  if (!fail.empty() && fail.rfind("oneDNN would run", 0) == 0 && (g.pl > 0 || pr > 0)) {
+    c->xpl = g.pl;
+    c->xpr = std::max<int64_t>(pr, 0);
+    const std::string again = make_slices(*c, w, unit, units, S);
+    if (again.empty()) fail.clear();
+    else c->xpl = c->xpr = 0;
+  }
   if (!fail.empty()) return refuse(fail);
   return c;
 }
 
 std::string dnnl_conv_describe(const DnnlConv& c) {
-  std::string s = "oneDNN " + c.impl + ", " + (c.B == 16 ? "nChw16c" : "nChw8c");
-  if (c.plain_src) s += " (input read as NCHW)";
+  const bool d3 = c.g.nd == 3;
+  std::string s = "oneDNN " + c.impl + ", " + (d3 ? "nCdhw" : "nChw") + (c.B == 16 ? "16c" : "8c");
+  if (c.plain_src) s += d3 ? " (input read as NCDHW)" : " (input read as NCHW)";
+  if (c.padded())
+    s += ", input rows padded by rlx (" + std::to_string(c.xpl) + " + " + std::to_string(c.xpr) + " columns)";
   s += ", " + std::to_string(c.slices.size()) + (c.slices.size() == 1 ? " slice" : " slices");
   return s;
 }
 
-int64_t dnnl_conv_blocked_out_floats(const DnnlConv& c) { return c.g.N * c.MP * c.g.OH * c.g.OW; }
+int64_t dnnl_conv_blocked_out_floats(const DnnlConv& c) { return c.g.N * c.MP * c.OS; }
 bool dnnl_conv_blocked_in(const DnnlConv& c) { return !c.plain_src; }
 
 bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::function<void(int64_t, int64_t)>& epi,
                    const float* x_blocked, float* y_blocked, const float* x_scale) {
   const DnnlApi& a = api();
   const ir::Conv2dGeom& g = c.g;
-  const int64_t B = c.B, HW = g.H * g.W, OHW = g.OH * g.OW;
-  const int64_t CB = c.CP / B, MB = c.MP / B;
+  const int64_t B = c.B, IS = c.IS, OS = c.OS;
+  const int64_t CB = c.CP / B;
+  // What the primitive reads per image: IS, or with rlx's columns of zeros D H WP pixels per channel.
+  const int64_t rows = g.D * g.H, WP = c.WP(), XS = c.padded() ? rows * WP : IS;
+  const bool convert = (!c.plain_src && !x_blocked) || c.padded();
+  const int64_t xfloats = g.N * (c.plain_src ? g.C : c.CP) * XS;
   thread_local std::vector<float> xb_store, yb_store;
-  if (!c.plain_src && !x_blocked && (int64_t)xb_store.size() < g.N * c.CP * HW) xb_store.resize(g.N * c.CP * HW);
-  if (!y_blocked && (int64_t)yb_store.size() < g.N * c.MP * OHW) yb_store.resize(g.N * c.MP * OHW);
+  if (convert && (int64_t)xb_store.size() < xfloats) xb_store.resize(xfloats);
+  if (!y_blocked && (int64_t)yb_store.size() < g.N * c.MP * OS) yb_store.resize(g.N * c.MP * OS);
   float* xconv = xb_store.data();  // (thread_local: the pool's threads get this thread's pointer)
-  const float* xb = x_blocked ? x_blocked : xconv;
+  const float* xb = convert ? xconv : x_blocked;
   float* yb = y_blocked ? y_blocked : yb_store.data();
   ThreadPool& pool = ThreadPool::global();
-  if (!c.plain_src && !x_blocked)
+  if (convert && !c.padded()) {
     pool.parallel_for(g.N * CB, 1, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         const int64_t n = t / CB, cb = t % CB;
-        to_blocked_any(x + (n * g.C + cb * B) * HW, std::min(B, g.C - cb * B), HW, B, xconv + (n * c.CP + cb * B) * HW,
+        to_blocked_any(x + (n * g.C + cb * B) * IS, std::min(B, g.C - cb * B), IS, IS, B, xconv + (n * c.CP + cb * B) * IS,
                        x_scale ? x_scale + n * g.C + cb * B : nullptr);
       }
     });
+  } else if (convert && c.plain_src) {  // NCHW rows with the columns of zeros around them
+    pool.parallel_for(g.N * g.C, 1, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+          float* d = xconv + (t * rows + r) * WP;
+          std::fill(d, d + c.xpl, 0.f);
+          std::copy(x + (t * rows + r) * g.W, x + (t * rows + r + 1) * g.W, d + c.xpl);
+          std::fill(d + c.xpl + g.W, d + WP, 0.f);
+        }
+    });
+  } else if (convert) {  // blocked rows with the columns of zeros around them
+    pool.parallel_for(g.N * CB, 1, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t n = t / CB, cb = t % CB;
+        float* dblk = xconv + (n * c.CP + cb * B) * XS;
+        for (int64_t r = 0; r < rows; ++r) {
+          float* d = dblk + r * WP * B;
+          std::fill(d, d + c.xpl * B, 0.f);
+          if (x_blocked) {
+            const float* s = x_blocked + (n * c.CP + cb * B) * IS + r * g.W * B;
+            std::copy(s, s + g.W * B, d + c.xpl * B);
+          } else {
+            to_blocked_any(x + (n * g.C + cb * B) * IS + r * g.W, std::min(B, g.C - cb * B), g.W, IS, B, d + c.xpl * B,
+                           x_scale ? x_scale + n * g.C + cb * B : nullptr);
+          }
+          std::fill(d + (c.xpl + g.W) * B, d + WP * B, 0.f);
+        }
+      }
+    });
+  }
   const int64_t S = (int64_t)c.slices.size();
   std::atomic<bool> failed{false};
   pool.parallel_for(g.N * S, 1, [&](int64_t b, int64_t e) {
@@ -352,8 +498,8 @@ bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::funct
     for (int64_t t = b; t < e && !failed; ++t) {
       const int64_t n = t / S;
       const Slice& sl = c.slices[t % S];
-      const float* src = c.plain_src ? x + n * g.C * HW : xb + (n * c.CP + sl.c0) * HW;
-      float* dst = yb + (n * c.MP + sl.m0) * OHW;
+      const float* src = c.plain_src ? (c.padded() ? xconv : x) + n * g.C * XS : xb + (n * c.CP + sl.c0) * XS;
+      float* dst = yb + (n * c.MP + sl.m0) * OS;
       dnnl_memory_t ms = nullptr, mb = nullptr, md = nullptr, scr = dnnl_scratch_memory(a, sl.scratch);
       bool ok = a.mem_create(&ms, &sl.src_md, a.engine, const_cast<float*>(src)) == dnnl_success &&
                 a.mem_create(&mb, &sl.b_md, a.engine, const_cast<float*>(c.bias.data() + sl.m0)) == dnnl_success &&
@@ -374,19 +520,18 @@ bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::funct
       }
       if (y_blocked) {  // the slice's blocks, padding channels included
         const int64_t m1 = std::min(c.MP, (sl.m1 + B - 1) / B * B);
-        if (epi) epi((n * c.MP + sl.m0) * OHW, (n * c.MP + m1) * OHW);
+        if (epi) epi((n * c.MP + sl.m0) * OS, (n * c.MP + m1) * OS);
         if (y)  // also NCHW, after the epilogue
           for (int64_t m = sl.m0; m < sl.m1; m += B)
-            from_blocked_any(yb + (n * c.MP + m) * OHW, std::min(B, sl.m1 - m), OHW, B, y + (n * g.M + m) * OHW);
+            from_blocked_any(yb + (n * c.MP + m) * OS, std::min(B, sl.m1 - m), OS, B, y + (n * g.M + m) * OS);
         continue;
       }
       for (int64_t m = sl.m0; m < sl.m1; m += B)
-        from_blocked_any(yb + (n * c.MP + m) * OHW, std::min(B, sl.m1 - m), OHW, B, y + (n * g.M + m) * OHW);
-      if (epi) epi((n * g.M + sl.m0) * OHW, (n * g.M + sl.m1) * OHW);
+        from_blocked_any(yb + (n * c.MP + m) * OS, std::min(B, sl.m1 - m), OS, B, y + (n * g.M + m) * OS);
+      if (epi) epi((n * g.M + sl.m0) * OS, (n * g.M + sl.m1) * OS);
     }
     a.stream_destroy(st);
   });
-  (void)MB;
   return !failed;
 }
 

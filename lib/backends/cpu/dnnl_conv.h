@@ -1,9 +1,11 @@
 #pragma once
-// 2-D f32 convolutions through oneDNN's convolution primitive (forward inference), for compiled
-// plans: conv2d kernels with a constant weight (and bias) get, once, primitives in a blocked
-// channel layout (nChw16c with AVX-512, nChw8c below) and their weights reordered into the
-// layout each primitive asks for (format `any`). At run time the NCHW input is converted into
-// the blocked layout, the primitives run on rlx's pool (one slice of output channels or groups,
+// 2-D and 3-D f32 convolutions through oneDNN's convolution primitive (forward inference), for
+// compiled plans: conv2d kernels (1-D convolutions among them, imported as 2-D with H = 1) and
+// conv3d kernels with a constant weight (and bias) get, once, primitives in a blocked channel
+// layout (nChw16c / nCdhw16c with AVX-512, nChw8c / nCdhw8c below) and their weights reordered
+// into the layout each primitive asks for (format `any`). At run time the NCHW (NCDHW) input is
+// converted into the blocked layout (with columns of zeros at the ends of each row, where
+// oneDNN's jit kernels refuse the row's pads), the primitives run on rlx's pool (one slice of output channels or groups,
 // or one image, per task, each on a one-thread OpenMP team, as gemm.cpp's products), and each
 // task converts its slice back to NCHW and runs the plan's fused consumer on it while it is in
 // cache. Where oneDNN is off (RLX_CONV_DNNL=0), absent, or would run a reference or im2col
@@ -20,7 +22,7 @@ namespace rlx::cpu {
 
 struct DnnlConv;
 
-// The convolution of kernel k through oneDNN, or null with *why set. k is a conv2d over f32
+// The convolution of kernel k through oneDNN, or null with *why set. k is a conv2d or conv3d over f32
 // whose weight (and bias, if any) are constant: w and bias point at them now and are copied.
 // *rule is set to why the per-shape rule prefers rlx's kernel when its input and output are
 // converted at its edges ("" when it prefers oneDNN; RLX_CONV_DNNL=all: always ""); the plan
@@ -28,7 +30,7 @@ struct DnnlConv;
 std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, const float* bias, std::string* why,
                                                std::string* rule);
 
-// Floats of the blocked output ([N][M padded to the block][OH][OW][block]) and whether the
+// Floats of the blocked output ([N][M padded to the block][(OD)][OH][OW][block]) and whether the
 // primitive reads its input blocked (not for the few-channel first layers it reads as NCHW).
 int64_t dnnl_conv_blocked_out_floats(const DnnlConv& c);
 bool dnnl_conv_blocked_in(const DnnlConv& c);
@@ -36,7 +38,7 @@ bool dnnl_conv_blocked_in(const DnnlConv& c);
 // "oneDNN jit_dw:avx512_core, nChw16c, 2 slices" for --dump-plan.
 std::string dnnl_conv_describe(const DnnlConv& c);
 
-// y (NCHW) = conv(x (NCHW)); then epi(begin, end) (if set) on each range of y's flat indices a
+// y (NCHW / NCDHW) = conv(x (NCHW / NCDHW)); then epi(begin, end) (if set) on each range of y's flat indices a
 // task has just written, on that task's thread. In a chain of convolutions (cpu_executor.cpp):
 // x_blocked, when set, is the input already in the blocked layout (x is not read); y_blocked,
 // when set, receives the output in the blocked layout, and epi then gets ranges of y_blocked's
