@@ -5,6 +5,7 @@
 // buffer once, with descriptor sets allocated for its lifetime, and resubmit it.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -360,8 +361,13 @@ class VulkanExecutor final : public Executor {
   // where f16/bf16 products run on tensor cores, q k^T and p v stay unfused on them: ViT-S/16 f16
   // on the H200 took 12.05-12.15 ms with the fused (scalar) attention against 11.35-11.39 ms
   // unfused (docs/benchmarks.md). So fused only where products have no tensor cores (lavapipe).
+  // RLX_VK_FLASH_COOP=1 fuses it on a device with VK_NV_cooperative_matrix too, onto the
+  // tensor-core flash kernel (attention_coop.comp) for f16: for tuning and comparison.
   bool half_attention() const override {
-    return dev_.caps.storage16 && !dev_.caps.coop_nv && !dev_.caps.coop_khr && !widen16_forced();
+    if (!dev_.caps.storage16 || widen16_forced()) return false;
+    const char* e = std::getenv("RLX_VK_FLASH_COOP");
+    if (e && *e == '1' && dev_.caps.coop_nv_usable()) return true;
+    return !dev_.caps.coop_nv && !dev_.caps.coop_khr;
   }
 
   // f64 and the ONNX-only integer widths (i16, u16, u32, u64) have no storage here: they would
