@@ -160,7 +160,7 @@ TEST(PassesHalf, SixteenBitGraphGetsTheSameRewritesAsItsF32Form) {
     EXPECT_EQ(o.ts.dtypes[o.graph.outputs[0]], dt);
     // With half_attention (Vulkan with 16-bit storage) the 16-bit plan is the f32 one.
     passes::OptOptions ha;
-    ha.half_attention = true;
+    ha.half_attention_f16 = ha.half_attention_bf16 = true;
     auto oh = passes::optimize(*g, ir::infer_shapes(*g, in), ha);
     EXPECT_EQ(oh.stats.pattern_kinds, o32.stats.pattern_kinds) << dtype_name(dt);
     EXPECT_EQ(op_counts(oh), want32) << dtype_name(dt);
@@ -209,11 +209,11 @@ void expect_block_answers(const std::string& backend) {
     // 16-bit attention is fused where the backend asks for it (Vulkan's ".h16" attention without
     // tensor cores: lavapipe), so this answer then checks that kernel inside the block; on the CPU
     // it stays q k^T, softmax, p v.
-    const bool fused = dt == DType::f32 || (backend == "vulkan" && ex->storage_dtype(dt) == dt && ex->half_attention());
-    if (backend == "cpu") EXPECT_FALSE(ex->half_attention());
+    const bool fused = dt == DType::f32 || (backend == "vulkan" && ex->storage_dtype(dt) == dt && ex->half_attention(dt));
+    if (backend == "cpu") EXPECT_FALSE(ex->half_attention(dt));
     // lavapipe (CI): 16-bit storage, no tensor cores, so the 16-bit block's attention is fused
     if (backend == "vulkan" && ex->description().find("llvmpipe") != std::string::npos && ex->storage_dtype(dt) == dt)
-      EXPECT_TRUE(ex->half_attention());
+      EXPECT_TRUE(ex->half_attention(dt));
     EXPECT_EQ(s.plan_text().find("attention") != std::string::npos, fused) << backend << " " << dtype_name(dt);
     Tensor y32 = y.astype(DType::f32);
     ASSERT_EQ(y32.numel(), (int64_t)want.size());

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -462,7 +464,7 @@ struct HalfAttnCase {
   bool causal;
   int mask;  // 0 none, 1 float [Sq, Sk] in the same 2-byte dtype, 2 bool [B, 1, Sq, Sk] (row 1 of batch 0 hidden)
 };
-void check_half_attention(DType t, const HalfAttnCase& c, size_t offset = 3) {
+std::vector<uint16_t> check_half_attention(DType t, const HalfAttnCase& c, size_t offset = 3, double abs_tol = 2e-5) {
   const std::string what = "attention B" + std::to_string(c.B) + " Hq" + std::to_string(c.Hq) + " Hkv" +
                            std::to_string(c.Hkv) + " Sq" + std::to_string(c.Sq) + " Sk" + std::to_string(c.Sk) + " D" +
                            std::to_string(c.D) + " Dv" + std::to_string(c.Dv) + (c.causal ? " causal" : "") +
@@ -510,10 +512,11 @@ void check_half_attention(DType t, const HalfAttnCase& c, size_t offset = 3) {
       }
     }
   auto got = get16(y);
-  expect_half_close(t, got, want, 2e-5, what);
+  expect_half_close(t, got, want, abs_tol, what);
   if (c.mask == 2 && c.Sq > 1)  // the fully hidden row is exactly zero
     for (int64_t h = 0; h < c.Hq; ++h)
       for (int64_t e = 0; e < c.Dv; ++e) EXPECT_EQ(got[(h * c.Sq + 1) * c.Dv + e], 0) << what;
+  return got;
 }
 
 TEST(VulkanHalf, AttentionReadsTwoByteStorage) {
@@ -529,6 +532,39 @@ TEST(VulkanHalf, AttentionReadsTwoByteStorage) {
       check_half_attention(t, {2, 4, 2, 70, 150, 40, 24, false, 2}, offset); // tiled: ragged blocks, bool mask
       check_half_attention(t, {1, 2, 1, 100, 100, 40, 24, true, 1}, offset); // tiled: causal + 2-byte mask
     }
+}
+
+// The tensor-core flash kernel (attention_coop.comp: f16 q/k/v, head dims multiples of 16, rows
+// of q/k/v at multiples of 8 halves), forced by RLX_VK_FLASH_COOP=1 even for few query rows; on a
+// device without VK_NV_cooperative_matrix the scalar kernels run the same cases. Its weights P are
+// rounded to f16 before P.V (the tensor cores' input type): each weight in [0, 1] is off by at
+// most 2^-12 of itself, the row sum uses the rounded weights, so the output is a weighted mean of
+// v (|v| <= 1) with weights off by <= 2^-11 relative: 1e-3 absolute covers it. The outputs of
+// RLX_VK_FLASH_COOP=0 (scalar, f32 weights) are compared too: the number of elements that differ
+// is printed, as evidence of which kernel ran (0 everywhere means the tensor-core one did not).
+TEST(VulkanHalf, AttentionOnTensorCores) {
+  if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
+  const char* old = std::getenv("RLX_VK_FLASH_COOP");
+  std::string saved = old ? old : "";
+  const std::vector<HalfAttnCase> cases = {
+      {2, 4, 2, 70, 150, 64, 64, true, 1},     // GQA, causal + f16 mask, ragged row and key blocks
+      {2, 2, 1, 40, 100, 128, 128, false, 2},  // head dim 128, bool mask with a fully hidden row
+      {1, 2, 1, 100, 100, 32, 48, true, 0},    // D != Dv, 3 column tiles of v over 4 subgroups
+      {1, 1, 1, 80, 50, 64, 64, true, 0},      // causal with Sq > Sk: the first rows see no key (zeros)
+      {1, 2, 2, 9, 70, 16, 16, false, 0},      // few rows, smallest head dim
+  };
+  for (const auto& c : cases) {
+    ::setenv("RLX_VK_FLASH_COOP", "1", 1);
+    auto coop = check_half_attention(DType::f16, c, 8, 1e-3);
+    ::setenv("RLX_VK_FLASH_COOP", "0", 1);
+    auto scalar = check_half_attention(DType::f16, c, 8);
+    size_t diff = 0;
+    for (size_t i = 0; i < coop.size() && i < scalar.size(); ++i) diff += coop[i] != scalar[i];
+    std::printf("attention Sq %lld Sk %lld D %lld: %zu of %zu elements differ from the scalar kernel's\n",
+                (long long)c.Sq, (long long)c.Sk, (long long)c.D, diff, coop.size());
+  }
+  if (old) ::setenv("RLX_VK_FLASH_COOP", saved.c_str(), 1);
+  else ::unsetenv("RLX_VK_FLASH_COOP");
 }
 
 // Every finite f16 / bf16 value through attention's staging of v: a bool mask shows query i only

@@ -48,7 +48,8 @@ struct OptOptions {
   // kernel reads 2-byte q/k/v itself and beats the unfused 16-bit products (Vulkan with 16-bit
   // storage and no tensor cores: attention*.comp ".h16"). Off elsewhere: the CPU would widen a
   // 16-bit attention into f32 scratch, and tensor-core products beat the scalar flash kernel.
-  bool half_attention = false;
+  // Per dtype: Vulkan fuses f16 attention on tensor-core devices too, onto attention_coop.comp.
+  bool half_attention_f16 = false, half_attention_bf16 = false;
 };
 
 OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const OptOptions& o = {});

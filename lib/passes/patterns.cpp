@@ -523,11 +523,15 @@ struct Rewriter {
     return op(a) == Op::Matmul;
   }
   // The dtypes attention is fused in: f32, and f16/bf16 where the backend asks for it
-  // (OptOptions::half_attention: Vulkan's ".h16" attention on a device without tensor cores).
+  // (OptOptions::half_attention_f16/_bf16: Vulkan's ".h16" attention on a device without tensor
+  // cores, and f16 on the tensor-core flash kernel where the device has VK_NV_cooperative_matrix).
   // Elsewhere a 16-bit graph keeps q k^T and p v as products around the softmax: on the H200
-  // both the widened f32 attention and the ".h16" one (0.34 ms a layer of ViT-S/16 f16) lose to
-  // the unfused tensor-core products (docs/benchmarks.md), and the CPU would widen q, k, v.
-  bool att(int i) const { return f32(i) || (o.half_attention && is_half(w.dtypes[i])); }
+  // the scalar ".h16" attention (0.34 ms a layer of ViT-S/16 f16) loses to the unfused
+  // tensor-core products (docs/benchmarks.md), and the CPU would widen q, k, v.
+  bool att(int i) const {
+    DType t = w.dtypes[i];
+    return f32(i) || (t == DType::f16 && o.half_attention_f16) || (t == DType::bf16 && o.half_attention_bf16);
+  }
   bool attention(int root) {
     if (op(root) != Op::Matmul || !att(root) || flag(root, "transpose_a") || flag(root, "transpose_b"))
       return false;

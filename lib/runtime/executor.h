@@ -100,9 +100,13 @@ class Executor {
   virtual bool transposed_linear_weights() const { return true; }
   // Whether the backend runs matmul_integer_scaled (passes::OptOptions::integer_gemm).
   virtual bool integer_gemm() const { return false; }
-  // Whether compiled mode should fuse attention in f16/bf16 graphs (passes::OptOptions::half_attention):
-  // the backend's attention reads 2-byte q/k/v natively and beats its unfused 16-bit products.
-  virtual bool half_attention() const { return false; }
+  // Whether compiled mode should fuse attention in graphs of 16-bit dtype t (f16 or bf16;
+  // passes::OptOptions::half_attention_f16/_bf16): the backend's attention reads 2-byte q/k/v
+  // natively and beats its unfused 16-bit products.
+  virtual bool half_attention(DType t) const {
+    (void)t;
+    return false;
+  }
 
   // Refuses a node this backend has no kernel for in these dtypes (e.g. f64 on Vulkan), by
   // throwing the backend's error naming `where` (the node); called for every node that becomes a

@@ -309,7 +309,8 @@ std::unique_ptr<passes::OptimizedGraph> Session::optimized(const ir::TypedShapes
   passes::OptOptions oo;
   oo.transposed_linear = ex_.transposed_linear_weights();
   oo.integer_gemm = ex_.integer_gemm();
-  oo.half_attention = ex_.half_attention();
+  oo.half_attention_f16 = ex_.half_attention(DType::f16);
+  oo.half_attention_bf16 = ex_.half_attention(DType::bf16);
   io::BlobCache* cache = opts_.disk_cache ? io::active_cache() : nullptr;
   if (!cache) return std::make_unique<passes::OptimizedGraph>(passes::optimize(*graph_, ts, oo));
   auto& clog = io::cache_log();

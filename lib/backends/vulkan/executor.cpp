@@ -5,6 +5,7 @@
 // buffer once, with descriptor sets allocated for its lifetime, and resubmit it.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -357,11 +358,17 @@ class VulkanExecutor final : public Executor {
   // the storage dtype and download converts back; same-dtype copies are plain byte copies.
   DType storage_dtype(DType t) const override { return device_storage(dev_.caps, t); }
   // attention*.comp's ".h16" variants read 2-byte q/k/v where the device has 16-bit storage, but
-  // where f16/bf16 products run on tensor cores, q k^T and p v stay unfused on them: ViT-S/16 f16
-  // on the H200 took 12.05-12.15 ms with the fused (scalar) attention against 11.35-11.39 ms
-  // unfused (docs/benchmarks.md). So fused only where products have no tensor cores (lavapipe).
-  bool half_attention() const override {
-    return dev_.caps.storage16 && !dev_.caps.coop_nv && !dev_.caps.coop_khr && !widen16_forced();
+  // where f16/bf16 products run on tensor cores the scalar kernel loses to the unfused q k^T and
+  // p v on them (ViT-S/16 f16 on the H200: 12.05-12.15 ms fused against 11.35-11.39 ms). So:
+  // fused where products have no tensor cores (lavapipe), and f16 on a device with
+  // VK_NV_cooperative_matrix, where attention_coop.comp (tensor-core flash attention) runs it
+  // (ViT-S/16 f16 on the H200: 9.52-9.59 ms fused against 10.65-10.76 ms; docs/benchmarks.md);
+  // RLX_VK_FLASH_COOP=0 turns that kernel, and so this fusion, off.
+  bool half_attention(DType t) const override {
+    if (!dev_.caps.storage16 || widen16_forced()) return false;
+    if (!dev_.caps.coop_nv && !dev_.caps.coop_khr) return true;
+    const char* e = std::getenv("RLX_VK_FLASH_COOP");
+    return t == DType::f16 && dev_.caps.coop_nv_usable() && !(e && *e == '0');
   }
 
   // f64 and the ONNX-only integer widths (i16, u16, u32, u64) have no storage here: they would

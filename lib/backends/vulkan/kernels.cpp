@@ -724,6 +724,11 @@ void Lowering::attention() {
   bool has_mask = k_.inputs.size() >= 4;
   uint32_t mask_kind = !has_mask ? 0u : in(3).dtype == DType::boolean ? 2u : 1u;
   Strides ms = has_mask ? broadcast_strides(in(3).shape, {B, Hq, Sq, Sk}) : Strides{0, 0, 0, 0};
+  // f16 q/k/v on a device with tensor cores: their flash kernel (kernels_coopmat.cpp)
+  if (lower_attention_tensor_cores(*this, {q, kk, v, has_mask ? &in(3) : nullptr, out(), B, Hq, Hkv, Sq, Sk, D, Dv,
+                                           scale, mask_kind, attrs().b("causal") ? 1u : 0u, ms[0], ms[1], ms[2],
+                                           ms[3]}))
+    return;
   // Many query rows (prefill): the register-tiled kernel, 64 rows per work group.
   // Else 16 rows per work group; with few work groups (decode) the keys are
   // split over more groups and the partial results combined.

@@ -163,6 +163,21 @@ struct MatmulOperands {
 // On tensor cores (kernels_coopmat.cpp) where the device has them for A's and B's type; false
 // where no tensor-core kernel applies (nothing added).
 bool lower_matmul_tensor_cores(LowerCtx& L, const MatmulOperands& m);
+// Attention with f16 q, k, v on tensor cores (shaders/attention_coop.comp), same push constants
+// as attention.comp (no key split); false (nothing added) where it does not apply: no
+// VK_NV_cooperative_matrix 16x{8,16}x16 f16 shape, subgroups not of 32, head dims not multiples
+// of 16 or over 128, q/k/v offsets not multiples of 8 halves, fewer than 64 packed query rows
+// (unless forced), or RLX_VK_FLASH_COOP=0. RLX_VK_FLASH_COOP=1 forces it wherever it can run.
+struct AttentionOperands {
+  const TensorRef &q, &k, &v;
+  const TensorRef* mask;
+  const TensorRef& y;
+  int64_t B, Hq, Hkv, Sq, Sk, D, Dv;
+  float scale;
+  uint32_t mask_kind, causal;
+  int64_t msb, msh, msi, msj;
+};
+bool lower_attention_tensor_cores(LowerCtx& L, const AttentionOperands& a);
 // A 2-D convolution of groups 1 as im2col + linear + transpose (kernels_conv_gemm.cpp); false
 // where the direct loop (lower_spatial) runs it instead (nothing added).
 bool lower_conv_gemm(LowerCtx& L);

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "backends/vulkan/kernels.h"
 
@@ -202,6 +203,49 @@ bool lower_matmul_tensor_cores(LowerCtx& L, const MatmulOperands& m) {
     return subgroup_coop(L, m, s16 && *s16 == '1' ? "matmul_coop.s16" : "matmul_coop", c.coop_f16);
   }
   return false;
+}
+
+bool lower_attention_tensor_cores(LowerCtx& L, const AttentionOperands& a) {
+  const DeviceCaps& c = L.caps();
+  const char* env = std::getenv("RLX_VK_FLASH_COOP");
+  const bool force = env && *env == '1', off = env && *env == '0';
+  if (off || !c.coop_nv_usable() || c.subgroup_size != 32 || c.max_wg_invocations < 128) return false;
+  if (storage_kind(c, a.q.dtype) != 1 || storage_kind(c, a.k.dtype) != 1 || storage_kind(c, a.v.dtype) != 1) return false;
+  if (a.D % 16 || a.Dv % 16 || a.D > 128 || a.Dv > 128 || a.D == 0 || a.Dv == 0) return false;
+  const DeviceCaps::CoopShape* sh = nullptr;
+  for (uint32_t n : {16u, 8u})
+    for (const auto& s : c.coop_f16)
+      if (!sh && s.m == 16 && s.n == n && s.k == 16) sh = &s;
+  if (!sh) return false;
+  const uint64_t nrows = (uint64_t)(a.Hq / a.Hkv) * a.Sq;
+  if (nrows < 64 && !force) return false;
+  // shared memory as the shader lays it out (32 query rows, 64 keys per block)
+  const uint64_t qrs = a.D / 8 + 1, vrs = a.Dv / 8 + 1, shared = 16 * (32 * qrs + 64 * std::max(qrs, vrs) + 32 * 9) +
+                                                               4 * 32 * std::max<uint64_t>(68, a.Dv + 4);
+  if (shared > c.max_shared_bytes) return false;
+  const uint64_t qblocks = cdiv(nrows, 32);
+  if (qblocks > c.max_groups[0] || (uint64_t)a.Hkv > c.max_groups[1] || (uint64_t)a.B > c.max_groups[2]) return false;
+  const uint32_t mk = a.mask ? storage_kind(c, a.mask->dtype) : 0u, ok = storage_kind(c, a.y.dtype);
+  Dispatch& d = L.add("attention_coop", {(uint32_t)a.D, (uint32_t)a.Dv, sh->m, sh->n, sh->k, 0u, mk, ok});
+  uint32_t qo = L.read(d, a.q), ko = L.read(d, a.k), vo = L.read(d, a.v);
+  uint32_t mo = a.mask ? L.read(d, *a.mask) : (L.bind_dummy(d), 0u);
+  uint32_t oo = L.write(d, a.y);
+  if (qo % 8 || ko % 8 || vo % 8) {  // not 16-byte aligned: the scalar kernels instead
+    L.drop_last();
+    return false;
+  }
+  auto f2u = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  d.push = {(uint32_t)a.Sq, (uint32_t)a.Sk, (uint32_t)a.Hq, (uint32_t)(a.Hq / a.Hkv), (uint32_t)a.Hkv, qo, ko, vo,
+            mo, oo, f2u(a.scale), (uint32_t)a.msb, (uint32_t)a.msh, (uint32_t)a.msi, (uint32_t)a.msj,
+            (uint32_t)a.Sk, 1u, a.mask_kind, a.causal, 0u};
+  d.groups[0] = (uint32_t)qblocks;
+  d.groups[1] = (uint32_t)a.Hkv;
+  d.groups[2] = (uint32_t)a.B;
+  return true;
 }
 
 }  // namespace rlx::vk
