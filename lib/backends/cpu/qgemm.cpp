@@ -419,6 +419,26 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void nbits4_rows32(const fl
   }
 }
 
+// sum_b s_b z_b AS_b of one column (z: its packed zero points, null for the default 8): the
+// zero points' part of a one-row 4-bit product, 16 blocks per step, then the rest one by one.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline float nbits4_zero_term(const float* s, const float* AS,
+                                                                                  const uint8_t* z, int64_t kb) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 16 <= kb; b += 16) {
+    __m512 zv = _mm512_set1_ps(8.f);
+    if (z) {
+      const __m128i by = _mm_loadl_epi64((const __m128i*)(z + b / 2));
+      const __m128i l = _mm_and_si128(by, _mm_set1_epi8(15)), hh = _mm_and_si128(_mm_srli_epi16(by, 4), _mm_set1_epi8(15));
+      zv = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(l, hh)));
+    }
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(s + b), zv), _mm512_loadu_ps(AS + b), acc);
+  }
+  float corr = _mm512_reduce_add_ps(acc);
+  for (; b < kb; ++b) corr += s[b] * (float)(z ? (z[b / 2] >> ((b % 2) * 4)) & 15 : 8) * AS[b];
+  return corr;
+}
+
 // One row (the decode step's gemv), blocks of a multiple of 32: per 16 weight bytes of a column,
 // one widening to 16 int32 lanes, the low / high nibbles to f32 and two FMAs against the even /
 // odd activations, and the block's scale applied to the block's partial sum with one FMA; no
@@ -466,24 +486,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void nbits4_row1(const floa
       }
       for (int c = 0; c < NC; ++c) tot[c] = _mm512_fmadd_ps(_mm512_set1_ps(s[c][b]), d[c], tot[c]);
     }
-    for (int c = 0; c < NC; ++c) {
-      // sum_b s_b z_b AS_b: 16 blocks per step, then the rest one by one
-      const uint8_t* z = zp ? zp + (n + c) * zcols : nullptr;
-      __m512 acc = _mm512_setzero_ps();
-      int64_t b = 0;
-      for (; b + 16 <= kb; b += 16) {
-        __m512 zv = _mm512_set1_ps(8.f);
-        if (z) {
-          const __m128i by = _mm_loadl_epi64((const __m128i*)(z + b / 2));
-          const __m128i l = _mm_and_si128(by, _mm_set1_epi8(15)), hh = _mm_and_si128(_mm_srli_epi16(by, 4), _mm_set1_epi8(15));
-          zv = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(l, hh)));
-        }
-        acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(s[c] + b), zv), _mm512_loadu_ps(AS + b), acc);
-      }
-      float corr = _mm512_reduce_add_ps(acc);
-      for (; b < kb; ++b) corr += s[c][b] * (float)(z ? (z[b / 2] >> ((b % 2) * 4)) & 15 : 8) * AS[b];
-      C[n + c] = _mm512_reduce_add_ps(tot[c]) - corr;
-    }
+    for (int c = 0; c < NC; ++c)
+      C[n + c] = _mm512_reduce_add_ps(tot[c]) - nbits4_zero_term(s[c], AS, zp ? zp + (n + c) * zcols : nullptr, kb);
   }
 }
 
@@ -526,23 +530,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void nbits4_row1_x8(const f
       for (int c = 0; c < NC; ++c)
         tot[c] = _mm512_fmadd_ps(_mm512_permutexvar_ps(quarter, _mm512_castps128_ps512(_mm_loadu_ps(s[c] + g * 4))), d[c], tot[c]);
     }
-    for (int c = 0; c < NC; ++c) {
-      const uint8_t* z = zp ? zp + (n + c) * zcols : nullptr;
-      __m512 acc = _mm512_setzero_ps();
-      int64_t b = 0;
-      for (; b + 16 <= kb; b += 16) {
-        __m512 zv = _mm512_set1_ps(8.f);
-        if (z) {
-          const __m128i by = _mm_loadl_epi64((const __m128i*)(z + b / 2));
-          const __m128i l = _mm_and_si128(by, _mm_set1_epi8(15)), hh = _mm_and_si128(_mm_srli_epi16(by, 4), _mm_set1_epi8(15));
-          zv = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(l, hh)));
-        }
-        acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(s[c] + b), zv), _mm512_loadu_ps(AS + b), acc);
-      }
-      float corr = _mm512_reduce_add_ps(acc);
-      for (; b < kb; ++b) corr += s[c][b] * (float)(z ? (z[b / 2] >> ((b % 2) * 4)) & 15 : 8) * AS[b];
-      C[n + c] = _mm512_reduce_add_ps(tot[c]) - corr;
-    }
+    for (int c = 0; c < NC; ++c)
+      C[n + c] = _mm512_reduce_add_ps(tot[c]) - nbits4_zero_term(s[c], AS, zp ? zp + (n + c) * zcols : nullptr, kb);
   }
 }
 
