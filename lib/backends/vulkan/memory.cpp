@@ -507,26 +507,7 @@ void MemoryPool::zero(const VulkanBuffer& dst, VkDeviceSize off, size_t bytes) {
     const std::vector<uint8_t> z(bytes, 0);
     return write(dst, off, z.data(), bytes);
   }
-  ensure_staging(1);  // a slot's command buffer and fence
-  Slot& s = slots_[0];
-  wait_slot(s);
-  const VkFns& f = dev_.fn();
-  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  vk_check(f.vkBeginCommandBuffer(s.cmd, &bi), "vkBeginCommandBuffer");
-  f.vkCmdFillBuffer(s.cmd, b->buffer, dst.offset + off, bytes, 0);
-  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-  f.vkCmdPipelineBarrier(s.cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0,
-                         nullptr);
-  vk_check(f.vkEndCommandBuffer(s.cmd), "vkEndCommandBuffer");
-  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &s.cmd;
-  vk_check(f.vkQueueSubmit(dev_.queue, 1, &si, s.fence), "vkQueueSubmit");
-  s.busy = true;
-  wait_slot(s);
+  transfer([&](VkCommandBuffer cmd) { dev_.fn().vkCmdFillBuffer(cmd, b->buffer, dst.offset + off, bytes, 0); });
 }
 
 void MemoryPool::copy(const VulkanBuffer& src, const VulkanBuffer& dst, const std::vector<std::pair<size_t, size_t>>& at,
@@ -543,13 +524,20 @@ void MemoryPool::copy(const VulkanBuffer& src, const VulkanBuffer& dst, const st
   }
   std::vector<VkBufferCopy> regions;
   for (const auto& [from, to] : at) regions.push_back({src.offset + from, dst.offset + to, bytes});
+  transfer([&](VkCommandBuffer cmd) { f.vkCmdCopyBuffer(cmd, a->buffer, b->buffer, (uint32_t)regions.size(), regions.data()); });
+}
+
+// Records `what` (transfer commands) in a staging slot's command buffer, then a barrier that
+// makes its writes visible to compute shaders, submits it and waits.
+void MemoryPool::transfer(const std::function<void(VkCommandBuffer)>& what) {
   ensure_staging(1);  // a slot's command buffer and fence
   Slot& s = slots_[0];
   wait_slot(s);
+  const VkFns& f = dev_.fn();
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   vk_check(f.vkBeginCommandBuffer(s.cmd, &bi), "vkBeginCommandBuffer");
-  f.vkCmdCopyBuffer(s.cmd, a->buffer, b->buffer, (uint32_t)regions.size(), regions.data());
+  what(s.cmd);
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;

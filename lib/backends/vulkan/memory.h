@@ -113,6 +113,7 @@ class MemoryPool {
     bool busy = false;
   };
   void ensure_staging(VkDeviceSize bytes);
+  void transfer(const std::function<void(VkCommandBuffer)>& what);
   void staged_copy(const VulkanBuffer& b, VkDeviceSize byte_offset, size_t bytes, uint8_t* host, bool to_device);
   void submit_slot(Slot& s, const VulkanBuffer& b, VkDeviceSize dev_off, size_t n, bool to_device);
   void wait_slot(Slot& s);
