@@ -186,6 +186,24 @@ std::string rule_refusal(const ir::Conv2dGeom& g) {
   return "";
 }
 
+// Winograd (oneDNN's jit_wino_4x3 / jit_fp32_wino_2x3, AVX-512 only) or direct for a dense
+// 3x3 stride-1 convolution. RLX_CONV_WINOGRAD=0: never; =1: every shape the primitive takes;
+// unset: the rule. Measured per conv on this project's machine (docs/benchmarks.md, "Winograd
+// 3x3 convolutions": one primitive per half of the output channels, each on one thread, as
+// dnnl_conv_run runs them): 1.1-2.8x direct's speed on the 3x3 convs of ResNet-18/34/50 and VGG
+// at batch 1 and 2 from 14x14 up, 0.9x on 7x7 maps (too few 4x4 tiles): those stay direct.
+// Its error is a few times direct's (the transforms' rounding), well inside the zoo's tolerances.
+bool winograd_wanted(const ir::Conv2dGeom& g, bool plain_src) {
+  const bool fits = g.groups == 1 && !plain_src && g.kH == 3 && g.kW == 3 && g.sH == 1 && g.sW == 1 && g.dH == 1 &&
+                    g.dW == 1;
+  if (!fits) return false;
+  const char* e = std::getenv("RLX_CONV_WINOGRAD");
+  const std::string sw = e ? e : "";
+  if (sw == "0") return false;
+  if (sw == "1") return true;
+  return g.OH * g.OW > 7 * 7;
+}
+
 }  // namespace
 
 std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, const float* bias, std::string* why,
@@ -267,9 +285,15 @@ std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, 
     }
     dnnl_convolution_desc_t cd{};
     dnnl_primitive_desc_t pd = nullptr, rpd = nullptr;
-    ok = ok && a.conv_desc(&cd, dnnl_forward_inference, dnnl_convolution_direct, &sl.src_md, &w_any, &sl.b_md,
-                           &sl.dst_md, strides, dil, pl, prr) == dnnl_success &&
-         a.pd_create(&pd, &cd, a.user_scratchpad, a.engine, nullptr) == dnnl_success;
+    // Winograd where wanted and oneDNN has it for the shape (AVX-512), else direct.
+    for (dnnl_alg_kind_t alg : {dnnl_convolution_winograd, dnnl_convolution_direct}) {
+      if (pd || (alg == dnnl_convolution_winograd && !winograd_wanted(g, c->plain_src))) continue;
+      if (!(ok && a.conv_desc(&cd, dnnl_forward_inference, alg, &sl.src_md, &w_any, &sl.b_md, &sl.dst_md, strides,
+                              dil, pl, prr) == dnnl_success &&
+            a.pd_create(&pd, &cd, a.user_scratchpad, a.engine, nullptr) == dnnl_success))
+        pd = nullptr;
+    }
+    ok = ok && pd;
     if (!ok) {
       fail = "oneDNN refuses the shape";
     } else {
