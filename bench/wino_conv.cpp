@@ -72,7 +72,9 @@ int main() {
   for (auto& s : shapes) {
     int C = s.C, M = s.M, H = s.H;
     std::vector<float> x((size_t)N * C * H * H), w((size_t)M * C * 9), b(M), y1((size_t)N * M * H * H), y2(y1.size()), y3(y1.size()), y4(y1.size());
-    for (auto& v : x) v = U(rng); for (auto& v : w) v = U(rng) * 0.05f; for (auto& v : b) v = U(rng);
+    for (auto& v : x) v = U(rng);
+    for (auto& v : w) v = U(rng) * 0.05f;
+    for (auto& v : b) v = U(rng);
     double fl = 2.0 * N * M * C * 9 * H * H;
     int reps = fl > 2e9 ? 5 : 20;
     omp_set_num_threads(2);
@@ -87,7 +89,8 @@ int main() {
       for (int n = 0; n < N; ++n) for (int h = 0; h < 2; ++h) {
         int m0 = M / 2 * h;
         P* p = make(1, C, M / 2, H, alg, x.data() + (size_t)n * C * H * H, w.data() + (size_t)m0 * C * 9, b.data() + m0, y + ((size_t)n * M + m0) * H * H);
-        if (!p) return 0; ps.push_back(p);
+        if (!p) return 0;
+        ps.push_back(p);
       }
       return best([&] {
         std::thread t([&] { omp_set_num_threads(1); for (size_t i = 1; i < ps.size(); i += 2) exec(ps[i]); });
