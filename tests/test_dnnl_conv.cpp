@@ -228,7 +228,7 @@ TEST(DnnlConv, ScaleFoldedIntoTheConversionAgainstTheReferenceLoop) {
 }
 
 // Dense 3x3 stride-1 convolutions, which oneDNN runs with Winograd (jit_wino_4x3 /
-// jit_fp32_wino_2x3, AVX-512 only) from maps larger than 7x7 (RLX_CONV_WINOGRAD=1: all of them,
+// jit_fp32_wino_2x3, AVX-512 only) from 7x7 maps up (RLX_CONV_WINOGRAD=1: all of them,
 // =0: none): maps that are no multiple of the 4x4 output tiles, channels that are no multiple of
 // 16, a batch of 2, ReLU fused, against the reference loop. Winograd's transforms add rounding:
 // with these N(0, 1) tensors the worst error relative to 1 + |y| measured 1.3e-4 for C = 128
@@ -243,12 +243,13 @@ TEST(DnnlConv, Winograd3x3AgainstTheReferenceLoop) {
   const struct {
     const char* what;
     Geo p;
-    bool rule;  // the rule picks Winograd (maps above 7x7)
+    bool rule;  // the rule picks Winograd (maps of 7x7 and more)
   } cases[] = {
       {"64 -> 48 at 15x13", {1, 64, 15, 13, 48, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, true},
       {"40 -> 72 at 12x12, batch 2", {2, 40, 12, 12, 72, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, true},
       {"128 -> 128 at 28x28, no bias", {1, 128, 28, 28, 128, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false}, true},
-      {"32 -> 32 at 7x7 (the rule: direct)", {1, 32, 7, 7, 32, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false},
+      {"32 -> 32 at 7x7", {1, 32, 7, 7, 32, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, true},
+      {"32 -> 32 at 6x5 (the rule: direct)", {1, 32, 6, 5, 32, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false},
   };
   for (const auto& c : cases) {
     const Geo& p = c.p;

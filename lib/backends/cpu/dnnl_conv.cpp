@@ -190,8 +190,9 @@ std::string rule_refusal(const ir::Conv2dGeom& g) {
 // 3x3 stride-1 convolution. RLX_CONV_WINOGRAD=0: never; =1: every shape the primitive takes;
 // unset: the rule. Measured per conv on this project's machine (docs/benchmarks.md, "Winograd
 // 3x3 convolutions": one primitive per half of the output channels, each on one thread, as
-// dnnl_conv_run runs them): 1.1-2.8x direct's speed on the 3x3 convs of ResNet-18/34/50 and VGG
-// at batch 1 and 2 from 14x14 up, 0.9x on 7x7 maps (too few 4x4 tiles): those stay direct.
+// dnnl_conv_run runs them): 1.2-3x direct's speed on the 3x3 convs of ResNet-18/34/50 and VGG
+// at batch 1 and 2 from 14x14 up; on 7x7 maps 0.9-2.3x in the bench (noisy) and 1.6x inside
+// rlx (ResNet-18's layer4, 6 alternating runs). Smaller maps (unmeasured) stay direct.
 // Its error is a few times direct's (the transforms' rounding), well inside the zoo's tolerances.
 bool winograd_wanted(const ir::Conv2dGeom& g, bool plain_src) {
   const bool fits = g.groups == 1 && !plain_src && g.kH == 3 && g.kW == 3 && g.sH == 1 && g.sW == 1 && g.dH == 1 &&
@@ -201,7 +202,7 @@ bool winograd_wanted(const ir::Conv2dGeom& g, bool plain_src) {
   const std::string sw = e ? e : "";
   if (sw == "0") return false;
   if (sw == "1") return true;
-  return g.OH * g.OW > 7 * 7;
+  return g.OH * g.OW >= 7 * 7;
 }
 
 }  // namespace
