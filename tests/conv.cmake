@@ -4,9 +4,10 @@ rlx_add_test(test_conv SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_conv.cpp LIBS rl
 rlx_add_test(test_conv3d SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_conv3d.cpp LIBS rlx_runtime)
 # conv2d (1-D and 2-D) and conv3d through oneDNN in compiled CPU plans: odd geometries and every
 # epilogue against a reference loop; again with AVX2 (nChw8c), with the baseline ISA (oneDNN off),
-# switched off, and with the per-shape rule off (RLX_CONV_DNNL=all: oneDNN runs every shape it takes).
+# switched off, with the per-shape rule off (RLX_CONV_DNNL=all: oneDNN runs every shape it takes)
+# and with Winograd forced on every 3x3 stride-1 shape.
 rlx_add_test(test_dnnl_conv SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_dnnl_conv.cpp LIBS rlx_runtime)
-foreach(env "RLX_CPU_ISA=avx2" "RLX_CPU_ISA=base" "RLX_CONV_DNNL=0" "RLX_CONV_DNNL=all")
+foreach(env "RLX_CPU_ISA=avx2" "RLX_CPU_ISA=base" "RLX_CONV_DNNL=0" "RLX_CONV_DNNL=all" "RLX_CONV_WINOGRAD=1")
   string(REGEX REPLACE "[^A-Za-z0-9]" "_" tag "${env}")
   add_test(NAME DnnlConv.${tag} COMMAND test_dnnl_conv)
   set_tests_properties(DnnlConv.${tag} PROPERTIES ENVIRONMENT "${env}")

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "backends/cpu/dnnl_api.h"
+#include "backends/cpu/isa.h"
 #include "runtime/executor.h"
 #include "runtime/session.h"
 #include "conv_test_util.h"
@@ -368,6 +369,56 @@ TEST(DnnlConv, ThreeDimensionalAgainstTheReferenceLoop) {
       else
         EXPECT_NE(plan.find(" (conv3d): rlx's kernel ("), std::string::npos) << what << "\n" << plan;
     }
+  }
+}
+
+// Dense 3x3 stride-1 convolutions, which oneDNN runs with Winograd (jit_wino_4x3 /
+// jit_fp32_wino_2x3, AVX-512 only) from 7x7 maps up (RLX_CONV_WINOGRAD=1: all of them,
+// =0: none): maps that are no multiple of the 4x4 output tiles, channels that are no multiple of
+// 16, a batch of 2, ReLU fused, against the reference loop. Winograd's transforms add rounding:
+// with these N(0, 1) tensors the worst error relative to 1 + |y| measured 1.3e-4 for C = 128
+// (F(4x4, 3x3), |y| up to ~100) against direct's 2.1e-5, 1-1.4e-5 for C = 40 and 64 (direct's
+// alike), so the tolerance is twice direct's 1e-5 sqrt(C k k) of the other tests (6.8e-4 at 128).
+TEST(DnnlConv, Winograd3x3AgainstTheReferenceLoop) {
+  auto ex = make_executor("cpu", 0);
+  const char* sw = std::getenv("RLX_CONV_WINOGRAD");
+  const std::string wsw = sw ? sw : "";
+  const bool wino_on = dnnl_expected() && cpu::isa_avx512() && wsw != "0";
+  std::mt19937 rng(733);
+  const struct {
+    const char* what;
+    Geo p;
+    bool rule;  // the rule picks Winograd (maps of 7x7 and more)
+  } cases[] = {
+      {"64 -> 48 at 15x13", {1, 64, 15, 13, 48, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, true},
+      {"40 -> 72 at 12x12, batch 2", {2, 40, 12, 12, 72, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, true},
+      {"128 -> 128 at 28x28, no bias", {1, 128, 28, 28, 128, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false}, true},
+      {"32 -> 32 at 7x7", {1, 32, 7, 7, 32, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, true},
+      {"32 -> 32 at 6x5 (the rule: direct)", {1, 32, 6, 5, 32, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true}, false},
+  };
+  for (const auto& c : cases) {
+    const Geo& p = c.p;
+    Tensor x = random_tensor({p.N, p.C, p.H, p.W}, rng), w = random_tensor({p.M, p.C, 3, 3}, rng),
+           b = random_tensor({p.M}, rng);
+    std::vector<double> want = conv_ref(p, x, w, p.bias ? &b : nullptr, p.H, p.W);
+    for (double& v : want) v = std::max(v, 0.0);
+    const std::string nodes =
+        R"({"id": "x", "op": "input", "shape": )" + shape_json(x.shape()) + R"(}, {"id": "w", "op": "param", "shape": )" +
+        shape_json(w.shape()) + "}, " + (p.bias ? R"({"id": "b", "op": "param", "shape": )" + shape_json(b.shape()) + "}, " : "") +
+        R"({"id": "c", "op": "conv2d", "inputs": ["x", "w")" + (p.bias ? R"(, "b")" : "") +
+        R"(], "attrs": {"strides": [1,1], "dilations": [1,1], "pads": [1,1,1,1], "groups": 1}}, )"
+        R"({"id": "y", "op": "relu", "inputs": ["c"]})";
+    std::map<std::string, Tensor> params{{"w", w}};
+    if (p.bias) params["b"] = b;
+    Session sess(graph(nodes), *ex, params);
+    sess.set_input("x", x);
+    const double tol = 2e-5 * std::sqrt((double)(p.C * 9));
+    for (int run = 0; run < 3; ++run)
+      expect_close(sess.run(Mode::Compiled)[0], want, {p.N, p.M, p.H, p.W}, tol,
+                   std::string(c.what) + ", run " + std::to_string(run + 1));
+    const std::string plan = sess.plan_text();
+    const bool wino = wino_on && (c.rule || wsw == "1");
+    EXPECT_EQ(plan.find("wino") != std::string::npos, wino) << c.what << "\n" << plan;
   }
 }
 

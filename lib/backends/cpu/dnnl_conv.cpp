@@ -228,6 +228,25 @@ std::string rule_refusal(const ir::Conv2dGeom& g) {
   return "";
 }
 
+// Winograd (oneDNN's jit_wino_4x3 / jit_fp32_wino_2x3, AVX-512 only) or direct for a dense
+// 3x3 stride-1 convolution. RLX_CONV_WINOGRAD=0: never; =1: every shape the primitive takes;
+// unset: the rule. Measured per conv on this project's machine (docs/benchmarks.md, "Winograd
+// 3x3 convolutions": one primitive per half of the output channels, each on one thread, as
+// dnnl_conv_run runs them): 1.2-3x direct's speed on the 3x3 convs of ResNet-18/34/50 and VGG
+// at batch 1 and 2 from 14x14 up; on 7x7 maps 0.9-2.3x in the bench (noisy) and 1.6x inside
+// rlx (ResNet-18's layer4, 6 alternating runs). Smaller maps (unmeasured) stay direct.
+// Its error is a few times direct's (the transforms' rounding), well inside the zoo's tolerances.
+bool winograd_wanted(const ir::Conv2dGeom& g, bool plain_src) {
+  const bool fits = g.nd == 2 && g.groups == 1 && !plain_src && g.kH == 3 && g.kW == 3 && g.sH == 1 && g.sW == 1 && g.dH == 1 &&
+                    g.dW == 1;
+  if (!fits) return false;
+  const char* e = std::getenv("RLX_CONV_WINOGRAD");
+  const std::string sw = e ? e : "";
+  if (sw == "0") return false;
+  if (sw == "1") return true;
+  return g.OH * g.OW >= 7 * 7;
+}
+
 }  // namespace
 
 namespace {
@@ -315,9 +334,15 @@ std::string make_slices(DnnlConv& c, const float* w, int64_t unit, int64_t units
          a.md_by_tag(&sl.dst_md, nds, dd, dnnl_f32, blocked) == dnnl_success;
     dnnl_convolution_desc_t cd{};
     dnnl_primitive_desc_t pd = nullptr, rpd = nullptr;
-    ok = ok && a.conv_desc(&cd, dnnl_forward_inference, dnnl_convolution_direct, &sl.src_md, &w_any, &sl.b_md,
-                           &sl.dst_md, strides, dil, padl, padr) == dnnl_success &&
-         a.pd_create(&pd, &cd, a.user_scratchpad, a.engine, nullptr) == dnnl_success;
+    // Winograd where wanted and oneDNN has it for the shape (AVX-512), else direct.
+    for (dnnl_alg_kind_t alg : {dnnl_convolution_winograd, dnnl_convolution_direct}) {
+      if (pd || (alg == dnnl_convolution_winograd && !winograd_wanted(g, c.plain_src))) continue;
+      if (!(ok && a.conv_desc(&cd, dnnl_forward_inference, alg, &sl.src_md, &w_any, &sl.b_md, &sl.dst_md, strides,
+                              dil, padl, padr) == dnnl_success &&
+            a.pd_create(&pd, &cd, a.user_scratchpad, a.engine, nullptr) == dnnl_success))
+        pd = nullptr;
+    }
+    ok = ok && pd;
     if (!ok) {
       fail = "oneDNN refuses the shape";
     } else {
