@@ -5,7 +5,8 @@
 // for prefill-sized work, kernels.cpp).
 // Per work group: BR = 32 packed query rows of one (batch, kv head), 4 subgroups of 32. For
 // each block of BC = 64 keys:
-//   k block -> shared (16-byte loads); S = Q . K^T with cooperative matrices (subgroup w owns
+//   k block -> shared (16-byte loads, prefetched into registers while the previous block's P . V
+//   ran; the v block's loads are issued before S so they land while it runs); S = Q . K^T with cooperative matrices (subgroup w owns
 //   key columns w*16..), stored f32 to shared;
 //   4 invocations per row: scale, mask, row max (clustered over the 4 lanes), P = exp(S - m)
 //   rounded to f16 into shared, the row's sum and rescale factor kept in registers; meanwhile
@@ -57,6 +58,8 @@ layout(push_constant) uniform PC {
 } pc;
 
 const uint BR = 32, BC = 64, NW = 4, TPR = 4;  // rows, keys per block, subgroups, invocations per row
+const uint KLD = BC * (D / 8u) / 128u;         // k block uvec4s per invocation (D multiple of 16)
+const uint VLD = BC * (DV / 8u) / 128u;        // v block uvec4s per invocation
 const uint KPT = BC / TPR;                     // keys per invocation (contiguous)
 const uint OPT = DV / TPR;                     // output columns per invocation (every TPR-th)
 // Shared tiles in uvec4 units (8 halves), rows padded by one uvec4 against bank conflicts.
@@ -103,10 +106,21 @@ void main() {
   [[unroll]] for (uint u = 0u; u < OPT; ++u) acc[u] = 0.0;
   float m_run = -rlx_inf(), l_run = 0.0;  // l_run: this invocation's share of the row sum
 
+  // k and v blocks pass through registers so that their global loads are in flight while the
+  // products run: block kb's v is issued before S = Q . K^T, block kb+BC's k before P . V.
+  uvec4 kreg[KLD], vreg[VLD];
+  [[unroll]] for (uint i = 0u; i < KLD; ++i) {
+    uint e = t + 128u * i, kk = e / (D / 8u), d8 = e % (D / 8u);
+    kreg[i] = kk < kend ? k8[(kbase + kk * D) / 8u + d8] : uvec4(0u);
+  }
   for (uint kb = 0u; kb < kend; kb += BC) {
-    for (uint e = t; e < BC * (D / 8u); e += 128u) {
-      uint kk = e / (D / 8u), d8 = e % (D / 8u), gj = kb + kk;
-      KVs[kk * KRS + d8] = gj < kend ? k8[(kbase + gj * D) / 8u + d8] : uvec4(0u);
+    [[unroll]] for (uint i = 0u; i < KLD; ++i) {
+      uint e = t + 128u * i;
+      KVs[(e / (D / 8u)) * KRS + e % (D / 8u)] = kreg[i];
+    }
+    [[unroll]] for (uint i = 0u; i < VLD; ++i) {
+      uint e = t + 128u * i, kk = e / (DV / 8u), d8 = e % (DV / 8u), gj = kb + kk;
+      vreg[i] = gj < kend ? v8[(vbase + gj * DV) / 8u + d8] : uvec4(0u);
     }
     barrier();
     {  // S = Q . K^T
@@ -132,10 +146,14 @@ void main() {
         }
     }
     barrier();
-    // v block over the k block (the products above are done)
-    for (uint e = t; e < BC * (DV / 8u); e += 128u) {
-      uint kk = e / (DV / 8u), d8 = e % (DV / 8u), gj = kb + kk;
-      KVs[kk * VRS + d8] = gj < kend ? v8[(vbase + gj * DV) / 8u + d8] : uvec4(0u);
+    // v block over the k block (the products above are done); the next k block's loads issued
+    [[unroll]] for (uint i = 0u; i < VLD; ++i) {
+      uint e = t + 128u * i;
+      KVs[(e / (DV / 8u)) * VRS + e % (DV / 8u)] = vreg[i];
+    }
+    [[unroll]] for (uint i = 0u; i < KLD; ++i) {
+      uint e = t + 128u * i, kk = e / (D / 8u), d8 = e % (D / 8u), gj = kb + BC + kk;
+      kreg[i] = gj < kend ? k8[(kbase + gj * D) / 8u + d8] : uvec4(0u);
     }
     // online softmax: this invocation's KPT contiguous keys of row r
     float p[KPT];

@@ -362,13 +362,17 @@ class VulkanExecutor final : public Executor {
   // p v on them (ViT-S/16 f16 on the H200: 12.05-12.15 ms fused against 11.35-11.39 ms). So:
   // fused where products have no tensor cores (lavapipe), and f16 on a device with
   // VK_NV_cooperative_matrix, where attention_coop.comp (tensor-core flash attention) runs it
-  // (ViT-S/16 f16 on the H200: 9.52-9.59 ms fused against 10.65-10.76 ms; docs/benchmarks.md);
-  // RLX_VK_FLASH_COOP=0 turns that kernel, and so this fusion, off.
+  // (ViT-S/16 f16 on the H200: 9.52-9.59 ms fused against 10.65-10.76 ms; docs/benchmarks.md),
+  // and bf16 on a device listing bf16 VK_KHR_cooperative_matrix shapes, where the prebuilt
+  // attention_cm1.bf16 runs it (ViT-S/16 bf16: 8.53-8.62 ms fused against 9.38-9.47 ms);
+  // RLX_VK_FLASH_COOP=0 turns those kernels, and so this fusion, off.
   bool half_attention(DType t) const override {
     if (!dev_.caps.storage16 || widen16_forced()) return false;
     if (!dev_.caps.coop_nv && !dev_.caps.coop_khr) return true;
     const char* e = std::getenv("RLX_VK_FLASH_COOP");
-    return t == DType::f16 && dev_.caps.coop_nv_usable() && !(e && *e == '0');
+    if (e && *e == '0') return false;
+    if (t == DType::bf16 && dev_.caps.coop_khr && !dev_.caps.khr_bf16.empty()) return true;
+    return t == DType::f16 && dev_.caps.coop_nv_usable();
   }
 
   // f64 and the ONNX-only integer widths (i16, u16, u32, u64) have no storage here: they would

@@ -209,12 +209,16 @@ bool lower_attention_tensor_cores(LowerCtx& L, const AttentionOperands& a) {
   const DeviceCaps& c = L.caps();
   const char* env = std::getenv("RLX_VK_FLASH_COOP");
   const bool force = env && *env == '1', off = env && *env == '0';
-  if (off || !c.coop_nv_usable() || c.subgroup_size != 32 || c.max_wg_invocations < 128) return false;
-  if (storage_kind(c, a.q.dtype) != 1 || storage_kind(c, a.k.dtype) != 1 || storage_kind(c, a.v.dtype) != 1) return false;
+  if (off || c.subgroup_size != 32 || c.max_wg_invocations < 128) return false;
+  // f16: attention_coop (VK_NV_cooperative_matrix); bf16: the prebuilt attention_cm1.bf16
+  // (VK_KHR_cooperative_matrix, where the device lists bf16 shapes; shaders/prebuilt/)
+  const uint32_t qk = storage_kind(c, a.q.dtype);
+  if (storage_kind(c, a.k.dtype) != qk || storage_kind(c, a.v.dtype) != qk) return false;
+  if (qk == 1 ? !c.coop_nv_usable() : (qk != 2 || !c.coop_khr)) return false;
   if (a.D % 16 || a.Dv % 16 || a.D > 128 || a.Dv > 128 || a.D == 0 || a.Dv == 0) return false;
   const DeviceCaps::CoopShape* sh = nullptr;
   for (uint32_t n : {16u, 8u})
-    for (const auto& s : c.coop_f16)
+    for (const auto& s : qk == 1 ? c.coop_f16 : c.khr_bf16)
       if (!sh && s.m == 16 && s.n == n && s.k == 16) sh = &s;
   if (!sh) return false;
   const uint64_t nrows = (uint64_t)(a.Hq / a.Hkv) * a.Sq;
@@ -226,7 +230,7 @@ bool lower_attention_tensor_cores(LowerCtx& L, const AttentionOperands& a) {
   const uint64_t qblocks = cdiv(nrows, 32);
   if (qblocks > c.max_groups[0] || (uint64_t)a.Hkv > c.max_groups[1] || (uint64_t)a.B > c.max_groups[2]) return false;
   const uint32_t mk = a.mask ? storage_kind(c, a.mask->dtype) : 0u, ok = storage_kind(c, a.y.dtype);
-  Dispatch& d = L.add("attention_coop", {(uint32_t)a.D, (uint32_t)a.Dv, sh->m, sh->n, sh->k, 0u, mk, ok});
+  Dispatch& d = L.add(qk == 1 ? "attention_coop" : "attention_cm1.bf16", {(uint32_t)a.D, (uint32_t)a.Dv, sh->m, sh->n, sh->k, 0u, mk, ok});
   uint32_t qo = L.read(d, a.q), ko = L.read(d, a.k), vo = L.read(d, a.v);
   uint32_t mo = a.mask ? L.read(d, *a.mask) : (L.bind_dummy(d), 0u);
   uint32_t oo = L.write(d, a.y);
