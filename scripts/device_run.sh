@@ -40,7 +40,7 @@ if [[ "${1:-}" == "--pack" ]]; then
     cp -L "$f" "$tmp/lib/$l"
     ldd "$f" | awk '/=> \// {print $3}' | grep -E '/(libgfortran|libquadmath|libgomp)\.' | xargs -r cp -Lu -t "$tmp/lib"
   done
-  git archive HEAD tests graphs bench | tar x -C "$tmp/src"  # test data, graphs, torch_gpu.py
+  git archive HEAD tests graphs bench scripts | tar x -C "$tmp/src"  # test data, graphs, torch_gpu.py, scripts/nbits.py
   pwd > "$tmp/source_dir"  # where the test binaries look for their data (RLX_SOURCE_DIR)
   rm -rf "$pack"; mkdir -p "$pack"
   tar czf "$pack/pack.tgz" -C "$tmp" .
