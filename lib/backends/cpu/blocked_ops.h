@@ -1,6 +1,6 @@
 #pragma once
 // Kernels over oneDNN's blocked channel layout, for compiled plans that keep a tensor blocked
-// between convolutions (cpu_executor.cpp, link_conv_chains): x [N, C, H, W] is held as
+// between convolutions (cpu_plan.cpp, link_conv_chains): x [N, C, H, W] is held as
 // [N][CP / B][H][W][B] with CP = C rounded up to the block B (16 with AVX-512, 8 below; the
 // layout dnnl_conv.h's primitives read and write). Padding channels past C hold values nothing
 // uses. ONNX Runtime's NCHWc transformer keeps the same layout through the same ops.

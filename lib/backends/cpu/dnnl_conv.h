@@ -39,7 +39,7 @@ bool dnnl_conv_blocked_in(const DnnlConv& c);
 std::string dnnl_conv_describe(const DnnlConv& c);
 
 // y (NCHW / NCDHW) = conv(x (NCHW / NCDHW)); then epi(begin, end) (if set) on each range of y's flat indices a
-// task has just written, on that task's thread. In a chain of convolutions (cpu_executor.cpp):
+// task has just written, on that task's thread. In a chain of convolutions (cpu_plan.cpp):
 // x_blocked, when set, is the input already in the blocked layout (x is not read); y_blocked,
 // when set, receives the output in the blocked layout, and epi then gets ranges of y_blocked's
 // flat indices (padding channels included); y, if not null, then receives the NCHW conversion of
