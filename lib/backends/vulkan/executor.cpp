@@ -371,8 +371,7 @@ class VulkanExecutor final : public Executor {
     if (!dev_.caps.coop_nv && !dev_.caps.coop_khr) return true;
     const char* e = std::getenv("RLX_VK_FLASH_COOP");
     if (e && *e == '0') return false;
-    if (t == DType::bf16 && dev_.caps.coop_khr && !dev_.caps.khr_bf16.empty()) return true;
-    return t == DType::f16 && dev_.caps.coop_nv_usable();
+    return flash_attention_shape(dev_.caps, t == DType::f16 ? 1u : t == DType::bf16 ? 2u : 0u) != nullptr;
   }
 
   // f64 and the ONNX-only integer widths (i16, u16, u32, u64) have no storage here: they would

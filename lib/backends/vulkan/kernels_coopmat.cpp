@@ -205,22 +205,27 @@ bool lower_matmul_tensor_cores(LowerCtx& L, const MatmulOperands& m) {
   return false;
 }
 
+const DeviceCaps::CoopShape* flash_attention_shape(const DeviceCaps& c, uint32_t qk) {
+  if (c.subgroup_size != 32 || c.max_wg_invocations < 128) return nullptr;
+  // f16: attention_coop (VK_NV_cooperative_matrix); bf16: the prebuilt attention_cm1.bf16
+  // (VK_KHR_cooperative_matrix, where the device lists bf16 shapes; shaders/prebuilt/)
+  if (qk == 1 ? !c.coop_nv_usable() : (qk != 2 || !c.coop_khr)) return nullptr;
+  for (uint32_t n : {16u, 8u})
+    for (const auto& s : qk == 1 ? c.coop_f16 : c.khr_bf16)
+      if (s.m == 16 && s.n == n && s.k == 16) return &s;
+  return nullptr;
+}
+
 bool lower_attention_tensor_cores(LowerCtx& L, const AttentionOperands& a) {
   const DeviceCaps& c = L.caps();
   const char* env = std::getenv("RLX_VK_FLASH_COOP");
   const bool force = env && *env == '1', off = env && *env == '0';
-  if (off || c.subgroup_size != 32 || c.max_wg_invocations < 128) return false;
-  // f16: attention_coop (VK_NV_cooperative_matrix); bf16: the prebuilt attention_cm1.bf16
-  // (VK_KHR_cooperative_matrix, where the device lists bf16 shapes; shaders/prebuilt/)
+  if (off) return false;
   const uint32_t qk = storage_kind(c, a.q.dtype);
   if (storage_kind(c, a.k.dtype) != qk || storage_kind(c, a.v.dtype) != qk) return false;
-  if (qk == 1 ? !c.coop_nv_usable() : (qk != 2 || !c.coop_khr)) return false;
-  if (a.D % 16 || a.Dv % 16 || a.D > 128 || a.Dv > 128 || a.D == 0 || a.Dv == 0) return false;
-  const DeviceCaps::CoopShape* sh = nullptr;
-  for (uint32_t n : {16u, 8u})
-    for (const auto& s : qk == 1 ? c.coop_f16 : c.khr_bf16)
-      if (!sh && s.m == 16 && s.n == n && s.k == 16) sh = &s;
+  const DeviceCaps::CoopShape* sh = flash_attention_shape(c, qk);
   if (!sh) return false;
+  if (a.D % 16 || a.Dv % 16 || a.D > 128 || a.Dv > 128 || a.D == 0 || a.Dv == 0) return false;
   const uint64_t nrows = (uint64_t)(a.Hq / a.Hkv) * a.Sq;
   if (nrows < 64 && !force) return false;
   // shared memory as the shader lays it out (32 query rows, 64 keys per block)
