@@ -39,6 +39,7 @@
 #include "backends/cpu/half_gemm.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/thread_pool.h"
+#include "stream_read.h"
 
 namespace {
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -55,19 +56,6 @@ std::vector<float> rnd(size_t n, unsigned seed) {
   return v;
 }
 
-// Sums n floats with 64-byte loads and 4 independent accumulators: a streaming read.
-__attribute__((target("avx512f"))) float read_sum(const float* p, size_t n) {
-  __m512 a[8];
-  for (auto& v : a) v = _mm512_setzero_ps();
-  size_t i = 0;
-  for (; i + 128 <= n; i += 128)
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) a[j] = _mm512_add_ps(a[j], _mm512_loadu_ps(p + i + 16 * j));
-  for (int j = 1; j < 8; ++j) a[0] = _mm512_add_ps(a[0], a[j]);
-  float s = _mm512_reduce_add_ps(a[0]);
-  for (; i < n; ++i) s += p[i];
-  return s;
-}
 
 using sgemm_t = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
 using sgemv_t = void (*)(int, int, int, int, float, const float*, int, const float*, int, float, float*, int);

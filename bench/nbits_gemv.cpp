@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backends/cpu/host_memory.h"
+#include "stream_read.h"
 #include "backends/cpu/qgemm.h"
 #include "backends/cpu/thread_pool.h"
 
@@ -45,18 +46,6 @@ Weight make(int64_t N, int64_t K, uint32_t& s) {
   return w;
 }
 
-__attribute__((target("avx512f"))) float read_sum(const float* p, size_t n) {
-  __m512 a[8];
-  for (auto& v : a) v = _mm512_setzero_ps();
-  size_t i = 0;
-  for (; i + 128 <= n; i += 128)
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) a[j] = _mm512_add_ps(a[j], _mm512_loadu_ps(p + i + 16 * j));
-  for (int j = 1; j < 8; ++j) a[0] = _mm512_add_ps(a[0], a[j]);
-  float s = _mm512_reduce_add_ps(a[0]);
-  for (; i < n; ++i) s += p[i];
-  return s;
-}
 
 template <class F>
 std::pair<double, double> time_ms(int reps, F&& f) {  // best, median
