@@ -65,31 +65,15 @@ PROMPT = de.PROMPT
 
 
 def export(size, work):
-    import torch
-
     for k, v in SIZES[size].items():
         setattr(de, k, v)
     path = os.path.join(work, f"{size}.decoder_model_merged.onnx")
     if os.path.exists(path):
         return path
     m, kvh = de.build("logits", 0)
-    pn, qn = de.past_names(), de.present_names()
-    dyn = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
-           "position_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}}
-    for n in pn:
-        dyn[n] = {0: "batch", 2: "past"}
-    for n in qn:
-        dyn[n] = {0: "batch", 2: "total"}
-    hd = de.HEAD_DIM
-    args = (torch.tensor([[1, 2]]), torch.ones(1, 5, dtype=torch.int64), torch.tensor([[3, 4]])) + \
-        tuple(torch.randn(1, kvh, 3, hd) for _ in pn)
     with_past = os.path.join(work, f"{size}.decoder_with_past_model.onnx")
     no_past = os.path.join(work, f"{size}.decoder_model.onnx")
-    with torch.no_grad():
-        torch.onnx.export(m, args, with_past, input_names=["input_ids", "attention_mask", "position_ids"] + pn,
-                          output_names=["logits"] + qn, dynamic_axes=dyn, opset_version=14)
-    de.export_no_past(m, kvh, no_past)
-    de.merge_decoders(no_past, with_past, path + ".tmp")
+    de.export_merged(m, kvh, with_past, no_past, path + ".tmp")
     os.rename(path + ".tmp", path)
     os.remove(with_past)
     os.remove(no_past)

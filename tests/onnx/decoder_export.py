@@ -264,18 +264,12 @@ def merge_decoders(no_past_path, with_past_path, out_path):
     onnx.save(merged, out_path)
 
 
-def export(variant, out_dir):
+def export_with_past(m, kvh, kind, path):
+    """The with-past export of decoder m (Optimum's decoder_with_past_model.onnx for kind "logits":
+    input_ids, attention_mask, position_ids and the pasts -> logits and the presents; for
+    "next_ids", input_ids and the pasts -> next_ids and the presents), the past length dynamic."""
     import torch
 
-    kind = "logits" if variant == "merged" else variant  # the merged model is the logits decoder
-    for seed in range(100):
-        m, kvh = build(kind, seed)
-        ids, past, margin = reference(m, kvh, kind)
-        if margin >= MARGIN and len(set(ids)) > 8:
-            break
-    else:
-        raise SystemExit(f"{variant}: no seed gives greedy margins of {MARGIN}")
-    path = os.path.join(out_dir, f"decoder_{variant}.onnx")
     pn, qn = past_names(), present_names()
     dyn = {"input_ids": {0: "batch", 1: "seq"}}
     for n in pn:
@@ -295,13 +289,34 @@ def export(variant, out_dir):
         names = ["input_ids"] + pn
         outs = ["next_ids"] + qn
         dyn["next_ids"] = {0: "batch"}
-    with_past = path if variant != "merged" else os.path.join(out_dir, "decoder_merged.with_past.onnx")
     with torch.no_grad():
-        torch.onnx.export(m, args, with_past, input_names=names, output_names=outs, dynamic_axes=dyn, opset_version=14)
+        torch.onnx.export(m, args, path, input_names=names, output_names=outs, dynamic_axes=dyn, opset_version=14)
+
+
+def export_merged(m, kvh, with_past, no_past, out_path):
+    """Optimum's decoder_model_merged.onnx of the logits decoder m: the with-past and the no-past
+    exports (written to with_past and no_past) merged into out_path."""
+    export_with_past(m, kvh, "logits", with_past)
+    export_no_past(m, kvh, no_past)
+    merge_decoders(no_past, with_past, out_path)
+
+
+def export(variant, out_dir):
+    kind = "logits" if variant == "merged" else variant  # the merged model is the logits decoder
+    for seed in range(100):
+        m, kvh = build(kind, seed)
+        ids, past, margin = reference(m, kvh, kind)
+        if margin >= MARGIN and len(set(ids)) > 8:
+            break
+    else:
+        raise SystemExit(f"{variant}: no seed gives greedy margins of {MARGIN}")
+    path = os.path.join(out_dir, f"decoder_{variant}.onnx")
+    pn, qn = past_names(), present_names()
     if variant == "merged":
-        no_past = os.path.join(out_dir, "decoder_merged.no_past.onnx")
-        export_no_past(m, kvh, no_past)
-        merge_decoders(no_past, with_past, path)
+        export_merged(m, kvh, os.path.join(out_dir, "decoder_merged.with_past.onnx"),
+                      os.path.join(out_dir, "decoder_merged.no_past.onnx"), path)
+    else:
+        export_with_past(m, kvh, kind, path)
     np.save(os.path.join(out_dir, f"decoder_{variant}.ids.npy"), np.array(ids, dtype=np.int64))
     for n, p in zip(qn, past):
         np.save(os.path.join(out_dir, f"decoder_{variant}.{n}.npy"), p)

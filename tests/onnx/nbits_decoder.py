@@ -72,24 +72,8 @@ def export(out_dir):
     else:
         raise SystemExit(f"nbits4: no seed gives greedy margins of {de.MARGIN}")
     restore(m, orig)  # the export carries the f32 weights; the rewrite quantizes exactly those
-    import torch
-
-    pn, qn = de.past_names(), de.present_names()
-    dyn = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
-           "position_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}}
-    for n in pn:
-        dyn[n] = {0: "batch", 2: "past"}
-    for n in qn:
-        dyn[n] = {0: "batch", 2: "total"}
-    args = (torch.tensor([[1, 2]]), torch.ones(1, 5, dtype=torch.int64), torch.tensor([[3, 4]])) + \
-        tuple(torch.randn(1, kvh, 3, de.HEAD_DIM) for _ in pn)
-    with_past = os.path.join(out_dir, "decoder_nbits4.with_past.onnx")
-    no_past = os.path.join(out_dir, "decoder_nbits4.no_past.onnx")
-    with torch.no_grad():
-        torch.onnx.export(m, args, with_past, input_names=["input_ids", "attention_mask", "position_ids"] + pn,
-                          output_names=["logits"] + qn, dynamic_axes=dyn, opset_version=14)
-    de.export_no_past(m, kvh, no_past)
-    de.merge_decoders(no_past, with_past, path)
+    de.export_merged(m, kvh, os.path.join(out_dir, "decoder_nbits4.with_past.onnx"),
+                     os.path.join(out_dir, "decoder_nbits4.no_past.onnx"), path)
     model = onnx.load(path)
     done = nbits.rewrite_matmuls(model)
     onnx.save(model, path)
