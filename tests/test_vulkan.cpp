@@ -14,6 +14,7 @@
 #include "backends/vulkan/vulkan_executor.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
+#include "attention_ref.h"
 #include "vulkan_test_util.h"
 
 namespace rlx {
@@ -24,6 +25,7 @@ using ir::Op;
 // ---------------------------------------------------------------- harness
 
 using test::node;
+using test::ref_attention;
 using test::vk;
 
 // A device tensor placed at an odd offset inside a larger buffer, so kernels
@@ -784,40 +786,6 @@ struct AttnCase {
   int rank = 4;
 };
 
-std::vector<double> ref_attention(const AttnCase& c, const std::vector<float>& q, const std::vector<float>& k,
-                                  const std::vector<float>& v, const std::vector<float>& m) {
-  std::vector<double> o(c.B * c.Hq * c.Sq * c.Dv, 0.0);
-  double scale = 1 / std::sqrt((double)c.D);
-  for (int64_t b = 0; b < c.B; ++b)
-    for (int64_t h = 0; h < c.Hq; ++h) {
-      int64_t kh = h / (c.Hq / c.Hkv);
-      for (int64_t i = 0; i < c.Sq; ++i) {
-        std::vector<double> s(c.Sk);
-        std::vector<bool> vis(c.Sk, true);
-        double mx = -INFINITY;
-        for (int64_t j = 0; j < c.Sk; ++j) {
-          double d = 0;
-          for (int64_t e = 0; e < c.D; ++e)
-            d += (double)q[((b * c.Hq + h) * c.Sq + i) * c.D + e] * k[((b * c.Hkv + kh) * c.Sk + j) * c.D + e];
-          s[j] = d * scale;
-          if (c.causal && j > i + c.Sk - c.Sq) vis[j] = false;
-          if (c.mask == 1) s[j] += m[i * c.Sk + j];
-          if (c.mask == 2 && m[(b * c.Sq + i) * c.Sk + j] == 0) vis[j] = false;
-          if (vis[j]) mx = std::max(mx, s[j]);
-        }
-        if (mx == -INFINITY) continue;  // every key hidden: zeros
-        double l = 0;
-        for (int64_t j = 0; j < c.Sk; ++j) s[j] = vis[j] ? std::exp(s[j] - mx) : 0, l += s[j];
-        for (int64_t e = 0; e < c.Dv; ++e) {
-          double acc = 0;
-          for (int64_t j = 0; j < c.Sk; ++j) acc += s[j] * v[((b * c.Hkv + kh) * c.Sk + j) * c.Dv + e];
-          o[((b * c.Hq + h) * c.Sq + i) * c.Dv + e] = acc / l;
-        }
-      }
-    }
-  return o;
-}
-
 void check_attention(const AttnCase& c, Executor& e = vk()) {
   auto q = randn(c.B * c.Hq * c.Sq * c.D, 80), k = randn(c.B * c.Hkv * c.Sk * c.D, 81),
        v = randn(c.B * c.Hkv * c.Sk * c.Dv, 82);
@@ -842,13 +810,15 @@ void check_attention(const AttnCase& c, Executor& e = vk()) {
   std::vector<const Dev*> ins = {&dq, &dk, &dv};
   if (c.mask) ins.push_back(&dm);
   auto got = run(node(Op::Attention, {{"causal", c.causal}}), ins, shp(c.Hq, c.Sq, c.Dv), e);
-  auto want = ref_attention(c, q, k, v, m);
+  auto at = [](const std::vector<float>& x) { return [&x](int64_t i) { return x[i]; }; };
+  auto want = ref_attention(c, at(q), at(k), at(v), at(m), at(m));
   expect_close(got, want, 2e-5, 1e-4,
                "attention Sq=" + std::to_string(c.Sq) + " Sk=" + std::to_string(c.Sk) + " D=" + std::to_string(c.D) +
                    " causal=" + std::to_string(c.causal) + " mask=" + std::to_string(c.mask));
-  if (c.mask == 2)  // the fully hidden row is exactly zero
+  if (c.mask == 2) {  // the fully hidden row is exactly zero
     for (int64_t h = 0; h < c.Hq; ++h)
       for (int64_t e2 = 0; e2 < c.Dv; ++e2) EXPECT_EQ(got[(h * c.Sq + 1) * c.Dv + e2], 0.f);
+  }
 }
 
 TEST(VulkanAttention, FlashTilesGqaCausalMasks) {

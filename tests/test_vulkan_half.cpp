@@ -13,6 +13,7 @@
 #include "backends/vulkan/vulkan_executor.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
+#include "attention_ref.h"
 #include "vulkan_test_util.h"
 
 namespace rlx {
@@ -21,6 +22,7 @@ namespace {
 using ir::Op;
 
 using test::node;
+using test::ref_attention;
 using test::vk;
 
 // ---- the test's own half-precision reference (IEEE binary16, bfloat16) ----
@@ -482,40 +484,14 @@ std::vector<uint16_t> check_half_attention(DType t, const HalfAttnCase& c, size_
   std::vector<const Dev*> ins = {&dq, &dk, &dv};
   if (c.mask) ins.push_back(&dm);
   launch(node(Op::Attention, {{"causal", c.causal}}), ins, y);
-  std::vector<double> want(c.B * c.Hq * c.Sq * c.Dv, 0.0);
-  const double scale = 1 / std::sqrt((double)c.D);
-  for (int64_t b = 0; b < c.B; ++b)
-    for (int64_t h = 0; h < c.Hq; ++h) {
-      const int64_t kh = h / (c.Hq / c.Hkv);
-      for (int64_t i = 0; i < c.Sq; ++i) {
-        std::vector<double> s(c.Sk, 0.0);
-        std::vector<bool> vis(c.Sk, true);
-        double mx = -INFINITY;
-        for (int64_t j = 0; j < c.Sk; ++j) {
-          double d = 0;
-          for (int64_t e = 0; e < c.D; ++e)
-            d += q.at(((b * c.Hq + h) * c.Sq + i) * c.D + e) * k.at(((b * c.Hkv + kh) * c.Sk + j) * c.D + e);
-          s[j] = d * scale;
-          if (c.causal && j > i + c.Sk - c.Sq) vis[j] = false;
-          if (c.mask == 1) s[j] += mf.at(i * c.Sk + j);
-          if (c.mask == 2 && mb[(b * c.Sq + i) * c.Sk + j] == 0) vis[j] = false;
-          if (vis[j]) mx = std::max(mx, s[j]);
-        }
-        if (mx == -INFINITY) continue;  // every key hidden: zeros
-        double l = 0;
-        for (int64_t j = 0; j < c.Sk; ++j) s[j] = vis[j] ? std::exp(s[j] - mx) : 0, l += s[j];
-        for (int64_t e = 0; e < c.Dv; ++e) {
-          double acc = 0;
-          for (int64_t j = 0; j < c.Sk; ++j) acc += s[j] * v.at(((b * c.Hkv + kh) * c.Sk + j) * c.Dv + e);
-          want[((b * c.Hq + h) * c.Sq + i) * c.Dv + e] = acc / l;
-        }
-      }
-    }
+  auto at = [](const Half16& x) { return [&x](int64_t i) { return x.at(i); }; };
+  auto want = ref_attention(c, at(q), at(k), at(v), at(mf), [&mb](int64_t i) { return mb[i]; });
   auto got = get16(y);
   expect_half_close(t, got, want, abs_tol, what);
-  if (c.mask == 2 && c.Sq > 1)  // the fully hidden row is exactly zero
+  if (c.mask == 2 && c.Sq > 1) {  // the fully hidden row is exactly zero
     for (int64_t h = 0; h < c.Hq; ++h)
       for (int64_t e = 0; e < c.Dv; ++e) EXPECT_EQ(got[(h * c.Sq + 1) * c.Dv + e], 0) << what;
+  }
   return got;
 }
 

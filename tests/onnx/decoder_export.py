@@ -446,6 +446,24 @@ def ort_greedy(model, steps, kv_heads, threads=2, spin=1):
     return json.loads(r.stdout)
 
 
+def ort_greedy_check(path, want, what):
+    """ONNX Runtime's own greedy loop on `path` against PyTorch's ids `want`: prints ok/FAIL (or a
+    skip line where onnxruntime-node is absent, rlx then checked against PyTorch only); returns
+    the number of failures."""
+    try:
+        o = ort_greedy(path, STEPS, 2)
+        err = None if o is None or o["ids"] == want else f"ONNX Runtime's ids {o['ids']}, PyTorch's {want}"
+    except RuntimeError as e:
+        o, err = {}, str(e)
+    if o is None:
+        print(f"skip {what}: ONNX Runtime's greedy loop (no onnxruntime-node in $RLX_ORT_DIR or "
+              "~/.cache/rlx/onnxruntime-node; scripts/setup.sh installs it); rlx checked against PyTorch only", flush=True)
+        return 0
+    print(f"{'FAIL' if err else 'ok  '} {what}: ONNX Runtime {o.get('version', '?')}'s own greedy loop gives PyTorch's "
+          f"{STEPS} ids" + (f"\n     {err}" if err else ""), flush=True)
+    return int(err is not None)
+
+
 def merged_tests(rlx, path, out_dir, backend, modes):
     """Optimum's merged decoder (an If on use_cache_branch): `rlx generate` feeds false with an
     empty past on the prompt step and true after, the If folding to one branch per step; its 64
@@ -479,18 +497,7 @@ def merged_tests(rlx, path, out_dir, backend, modes):
               (f"\n     {err}" if err else ""), flush=True)
         fails += err is not None
     if backend == "cpu":
-        try:
-            o = ort_greedy(path, STEPS, 2)
-            err = None if o is None or o["ids"] == want else f"ONNX Runtime's ids {o['ids']}, PyTorch's {want}"
-        except RuntimeError as e:
-            o, err = {}, str(e)
-        if o is None:
-            print("skip merged decoder: ONNX Runtime's greedy loop (no onnxruntime-node in $RLX_ORT_DIR or "
-                  "~/.cache/rlx/onnxruntime-node; scripts/setup.sh installs it); rlx checked against PyTorch only", flush=True)
-        else:
-            print(f"{'FAIL' if err else 'ok  '} merged decoder: ONNX Runtime {o.get('version', '?')}'s own greedy loop gives "
-                  f"the same {STEPS} ids" + (f"\n     {err}" if err else ""), flush=True)
-            fails += err is not None
+        fails += ort_greedy_check(path, want, "merged decoder")
         # the README's graphs/tiny_decoder_merged.onnx (this merge of graphs/tiny_decoder.onnx's
         # weights): PyTorch's greedy ids kept beside tiny_decoder.onnx
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -155,17 +155,7 @@ def main():
                "capacity cache" + (", appended in place" if a.backend == "cpu" else ""), err)
 
     if a.backend == "cpu":
-        try:
-            o = de.ort_greedy(path, de.STEPS, 2)
-            err = None if o is None or o["ids"] == want else f"ONNX Runtime's ids {o['ids']}, PyTorch's {want}"
-        except RuntimeError as e:
-            o, err = {}, str(e)
-        if o is None:
-            print("skip 4-bit merged decoder: ONNX Runtime's greedy loop (no onnxruntime-node in $RLX_ORT_DIR or "
-                  "~/.cache/rlx/onnxruntime-node; scripts/setup.sh installs it); rlx checked against PyTorch only", flush=True)
-        else:
-            report(err is None, f"4-bit merged decoder: ONNX Runtime {o.get('version', '?')}'s greedy loop on the same export gives "
-                   f"PyTorch's {de.STEPS} ids", err)
+        fails += de.ort_greedy_check(path, want, "4-bit merged decoder")
     sys.exit(1 if fails else 0)
 
 
