@@ -5,6 +5,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -65,6 +66,7 @@ struct DnnlConv {
   int64_t WP() const { return g.W + xpl + xpr; }
   bool padded() const { return xpl || xpr; }
   std::vector<float> bias;  // padded to MP
+  std::vector<DnnlEltwise> post;  // post-ops its primitives apply (empty: none)
   std::vector<Slice> slices;
   std::string impl;
   ~DnnlConv() {
@@ -163,6 +165,23 @@ __attribute__((target("avx512f"))) void from_blocked16(const float* src, int64_t
     transpose16(r);
     for (int64_t j = 0; j < avail; ++j) _mm512_mask_storeu_ps(dst + j * HW + p0, m, r[j]);
   }
+}
+
+// HW pixels of one block of B channels, each channel j < avail scaled by scale[j], the padding
+// channels (their values unused) written as zeros.
+__attribute__((target("avx512f"))) void scale_blocked16(const float* src, int64_t avail, int64_t HW, const float* scale,
+                                                        float* dst) {
+  const __mmask16 m = (__mmask16)((1u << avail) - 1);
+  const __m512 f = _mm512_maskz_loadu_ps(m, scale);
+  for (int64_t p = 0; p < HW; ++p) _mm512_storeu_ps(dst + p * 16, _mm512_maskz_mul_ps(m, _mm512_loadu_ps(src + p * 16), f));
+}
+void scale_blocked(const float* src, int64_t avail, int64_t HW, int64_t B, const float* scale, float* dst) {
+  if (B == 16) {
+    scale_blocked16(src, avail, HW, scale, dst);
+    return;
+  }
+  for (int64_t p = 0; p < HW; ++p)
+    for (int64_t j = 0; j < B; ++j) dst[p * B + j] = j < avail ? src[p * B + j] * scale[j] : 0.f;
 }
 
 void to_blocked_any(const float* src, int64_t avail, int64_t HW, int64_t cs, int64_t B, float* dst,
@@ -296,8 +315,28 @@ std::string make_slices(DnnlConv& c, const float* w, int64_t unit, int64_t units
     return i;
   };
   a.omp_threads(1);
+  // The primitives' attributes: the caller's scratchpad, and the post-ops if any.
+  dnnl_primitive_attr_t attr = a.user_scratchpad, own_attr = nullptr;
+  if (!c.post.empty()) {
+    dnnl_post_ops_t po = nullptr;
+    bool ok = a.post_ops_ok && a.attr_create(&own_attr) == dnnl_success &&
+              a.attr_set_scratchpad_mode(own_attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+              a.post_ops_create(&po) == dnnl_success;
+    for (const auto& e : c.post)
+      ok = ok && a.post_ops_append_eltwise(po, 1.f, (dnnl_alg_kind_t)e.alg, e.alpha, e.beta) == dnnl_success;
+    ok = ok && a.attr_set_post_ops(own_attr, po) == dnnl_success;
+    if (po) a.post_ops_destroy(po);
+    if (!ok) {
+      if (own_attr) a.attr_destroy(own_attr);
+      return "oneDNN refuses the post-ops";
+    }
+    attr = own_attr;
+  }
   dnnl_stream_t st = nullptr;
-  if (a.stream_create(&st, a.engine, dnnl_stream_default_flags) != dnnl_success) return "oneDNN stream";
+  if (a.stream_create(&st, a.engine, dnnl_stream_default_flags) != dnnl_success) {
+    if (own_attr) a.attr_destroy(own_attr);
+    return "oneDNN stream";
+  }
   std::string fail;
   for (int64_t s = 0; s < S && fail.empty(); ++s) {
     const int64_t u0 = units * s / S, u1 = units * (s + 1) / S;
@@ -339,7 +378,7 @@ std::string make_slices(DnnlConv& c, const float* w, int64_t unit, int64_t units
       if (pd || (alg == dnnl_convolution_winograd && !winograd_wanted(g, c.plain_src))) continue;
       if (!(ok && a.conv_desc(&cd, dnnl_forward_inference, alg, &sl.src_md, &w_any, &sl.b_md, &sl.dst_md, strides,
                               dil, padl, padr) == dnnl_success &&
-            a.pd_create(&pd, &cd, a.user_scratchpad, a.engine, nullptr) == dnnl_success))
+            a.pd_create(&pd, &cd, attr, a.engine, nullptr) == dnnl_success))
         pd = nullptr;
     }
     ok = ok && pd;
@@ -378,6 +417,7 @@ std::string make_slices(DnnlConv& c, const float* w, int64_t unit, int64_t units
     c.slices.push_back(sl);  // destroyed with c, even when incomplete
   }
   a.stream_destroy(st);
+  if (own_attr) a.attr_destroy(own_attr);
   if (!fail.empty()) release_slices(c);
   return fail;
 }
@@ -385,7 +425,7 @@ std::string make_slices(DnnlConv& c, const float* w, int64_t unit, int64_t units
 }  // namespace
 
 std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, const float* bias, std::string* why,
-                                               std::string* rule) {
+                                               std::string* rule, const std::vector<DnnlEltwise>* post) {
   auto refuse = [&](const std::string& s) {
     *why = s;
     return nullptr;
@@ -429,7 +469,13 @@ std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, 
   }
   const int64_t want = g.N >= T ? 1 : (T + g.N - 1) / g.N;
   const int64_t S = std::max<int64_t>(1, std::min(units, want));
-  std::string fail = make_slices(*c, w, unit, units, S);
+  const char* pe = std::getenv("RLX_CONV_POSTOPS");
+  if (post && !post->empty() && !(pe && std::string(pe) == "0")) {
+    c->post = *post;
+    // With the post-ops, or (refused, or only a reference loop would take them) without.
+    if (!make_slices(*c, w, unit, units, S).empty()) c->post.clear();
+  }
+  std::string fail = c->post.empty() ? make_slices(*c, w, unit, units, S) : "";
   // oneDNN's jit kernels refuse a left or right pad wider than the columns they compute at a
   // time: with those columns of zeros written by rlx into the converted input, they take it.
   if (!fail.empty() && fail.rfind("oneDNN would run", 0) == 0 && (g.pl > 0 || pr > 0)) {
@@ -450,6 +496,134 @@ std::string dnnl_conv_describe(const DnnlConv& c) {
   if (c.padded())
     s += ", input rows padded by rlx (" + std::to_string(c.xpl) + " + " + std::to_string(c.xpr) + " columns)";
   s += ", " + std::to_string(c.slices.size()) + (c.slices.size() == 1 ? " slice" : " slices");
+  if (!c.post.empty()) s += ", " + dnnl_post_ops_describe(c.post) + " in its kernel";
+  return s;
+}
+
+bool dnnl_conv_post_ops(const DnnlConv& c) { return !c.post.empty(); }
+
+bool dnnl_post_ops_of(const FusedProgram& p, std::vector<DnnlEltwise>* out) {
+  // Each register: a constant, or the conv's output x with post-ops applied (none: x itself).
+  struct Val {
+    bool is_const = false;
+    float k = 0.f;
+    std::vector<DnnlEltwise> ops;
+  };
+  std::vector<Val> r(p.code.size());
+  auto lin = [](float a, float b) { return DnnlEltwise{dnnl_eltwise_linear, a, b}; };
+  auto clip = [](float lo, float hi) { return DnnlEltwise{dnnl_eltwise_clip, lo, hi}; };
+  // Appends e to v's ops, merging x * a + b steps and a max-then-min (or min-then-max) pair.
+  auto push = [](std::vector<DnnlEltwise>& v, DnnlEltwise e) {
+    if (!v.empty()) {
+      DnnlEltwise& l = v.back();
+      if (l.alg == dnnl_eltwise_linear && e.alg == dnnl_eltwise_linear) {
+        l = DnnlEltwise{dnnl_eltwise_linear, l.alpha * e.alpha, l.beta * e.alpha + e.beta};
+        return;
+      }
+      if (l.alg == dnnl_eltwise_clip && e.alg == dnnl_eltwise_clip) {
+        const bool max_min = std::isinf(l.beta) && l.beta > 0 && std::isinf(e.alpha) && e.alpha < 0;
+        const bool min_max = std::isinf(l.alpha) && l.alpha < 0 && std::isinf(e.beta) && e.beta > 0;
+        const float lo = max_min ? l.alpha : e.alpha, hi = max_min ? e.beta : l.beta;
+        if ((max_min || min_max) && lo <= hi) {
+          l = DnnlEltwise{dnnl_eltwise_clip, lo, hi};
+          return;
+        }
+      }
+    }
+    v.push_back(e);
+  };
+  for (size_t i = 0; i < p.code.size(); ++i) {
+    const FusedInstr& in = p.code[i];
+    Val& v = r[i];
+    switch (in.kind) {
+      case FusedInstr::Load: break;  // every input is x
+      case FusedInstr::Const:
+        v.is_const = true;
+        v.k = in.imm;
+        break;
+      case FusedInstr::Unary: {
+        const Val& a = r[in.a];
+        if (a.is_const) return false;
+        v.ops = a.ops;
+        switch (in.op) {
+          case EwOp::Relu: push(v.ops, {dnnl_eltwise_relu, 0.f, 0.f}); break;
+          case EwOp::Sigmoid: push(v.ops, {dnnl_eltwise_logistic, 0.f, 0.f}); break;
+          case EwOp::Tanh: push(v.ops, {dnnl_eltwise_tanh, 0.f, 0.f}); break;
+          case EwOp::Silu: push(v.ops, {dnnl_eltwise_swish, 1.f, 0.f}); break;
+          case EwOp::Abs: push(v.ops, {dnnl_eltwise_abs, 0.f, 0.f}); break;
+          case EwOp::Neg: push(v.ops, lin(-1.f, 0.f)); break;
+          default: return false;
+        }
+        break;
+      }
+      case FusedInstr::Binary: {
+        const Val &a = r[in.a], &b = r[in.b];
+        if (a.is_const && b.is_const) return false;
+        if (a.is_const || b.is_const) {
+          const Val& x = a.is_const ? b : a;
+          const float k = a.is_const ? a.k : b.k;
+          v.ops = x.ops;
+          switch (in.op) {
+            case EwOp::Mul: push(v.ops, lin(k, 0.f)); break;
+            case EwOp::Add: push(v.ops, lin(1.f, k)); break;
+            case EwOp::Sub: push(v.ops, a.is_const ? lin(-1.f, k) : lin(1.f, -k)); break;
+            case EwOp::Maximum:
+              if (std::isnan(k)) return false;
+              push(v.ops, k == 0.f ? DnnlEltwise{dnnl_eltwise_relu, 0.f, 0.f} : clip(k, INFINITY));
+              break;
+            case EwOp::Minimum:
+              if (std::isnan(k)) return false;
+              // max(x, 0) then min(x, hi): one clip(0, hi)
+              if (!v.ops.empty() && v.ops.back().alg == dnnl_eltwise_relu && v.ops.back().alpha == 0.f && k >= 0.f) {
+                v.ops.back() = clip(0.f, k);
+                break;
+              }
+              push(v.ops, clip(-INFINITY, k));
+              break;
+            default: return false;
+          }
+          break;
+        }
+        // x * f(x): HardSwish (f = clip(x / 6 + 1/2, 0, 1)) or SiLU (f = sigmoid).
+        if (in.op != EwOp::Mul) return false;
+        const Val& x = a.ops.empty() ? a : b;
+        const Val& f = a.ops.empty() ? b : a;
+        if (!x.ops.empty()) return false;
+        const auto& o = f.ops;
+        if (o.size() == 2 && o[0].alg == dnnl_eltwise_linear && std::fabs(o[0].alpha - 1.f / 6.f) < 1e-7f &&
+            o[0].beta == 0.5f && o[1].alg == dnnl_eltwise_clip && o[1].alpha == 0.f && o[1].beta == 1.f)
+          v.ops = {DnnlEltwise{dnnl_eltwise_hardswish, 0.f, 0.f}};
+        else if (o.size() == 1 && o[0].alg == dnnl_eltwise_logistic)
+          v.ops = {DnnlEltwise{dnnl_eltwise_swish, 1.f, 0.f}};
+        else
+          return false;
+        break;
+      }
+    }
+  }
+  if (p.code.empty() || p.result != (int)p.code.size() - 1) return false;
+  const Val& res = r[p.result];
+  if (res.is_const || res.ops.empty() || res.ops.size() > 4) return false;
+  *out = res.ops;
+  return true;
+}
+
+std::string dnnl_post_ops_describe(const std::vector<DnnlEltwise>& ops) {
+  std::string s;
+  for (const auto& e : ops) {
+    if (!s.empty()) s += "+";
+    switch (e.alg) {
+      case dnnl_eltwise_relu: s += "relu"; break;
+      case dnnl_eltwise_linear: s += "linear"; break;
+      case dnnl_eltwise_clip: s += "clip"; break;
+      case dnnl_eltwise_logistic: s += "sigmoid"; break;
+      case dnnl_eltwise_tanh: s += "tanh"; break;
+      case dnnl_eltwise_swish: s += "silu"; break;
+      case dnnl_eltwise_abs: s += "abs"; break;
+      case dnnl_eltwise_hardswish: s += "hardswish"; break;
+      default: s += "?";
+    }
+  }
   return s;
 }
 
@@ -464,7 +638,8 @@ bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::funct
   const int64_t CB = c.CP / B;
   // What the primitive reads per image: IS, or with rlx's columns of zeros D H WP pixels per channel.
   const int64_t rows = g.D * g.H, WP = c.WP(), XS = c.padded() ? rows * WP : IS;
-  const bool convert = (!c.plain_src && !x_blocked) || c.padded();
+  // A blocked input scaled per channel (x_scale) is copied, scaled, into the conversion buffer.
+  const bool convert = (!c.plain_src && !x_blocked) || c.padded() || (x_blocked && x_scale);
   const int64_t xfloats = g.N * (c.plain_src ? g.C : c.CP) * XS;
   thread_local std::vector<float> xb_store, yb_store;
   if (convert && (int64_t)xb_store.size() < xfloats) xb_store.resize(xfloats);
@@ -473,7 +648,14 @@ bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::funct
   const float* xb = convert ? xconv : x_blocked;
   float* yb = y_blocked ? y_blocked : yb_store.data();
   ThreadPool& pool = ThreadPool::global();
-  if (convert && !c.padded()) {
+  if (convert && !c.padded() && x_blocked) {
+    pool.parallel_for(g.N * CB, 1, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t n = t / CB, cb = t % CB;
+        scale_blocked(x_blocked + t * IS * B, std::min(B, g.C - cb * B), IS, B, x_scale + n * g.C + cb * B, xconv + t * IS * B);
+      }
+    });
+  } else if (convert && !c.padded()) {
     pool.parallel_for(g.N * CB, 1, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         const int64_t n = t / CB, cb = t % CB;
@@ -501,7 +683,8 @@ bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::funct
           std::fill(d, d + c.xpl * B, 0.f);
           if (x_blocked) {
             const float* s = x_blocked + (n * c.CP + cb * B) * IS + r * g.W * B;
-            std::copy(s, s + g.W * B, d + c.xpl * B);
+            if (x_scale) scale_blocked(s, std::min(B, g.C - cb * B), g.W, B, x_scale + n * g.C + cb * B, d + c.xpl * B);
+            else std::copy(s, s + g.W * B, d + c.xpl * B);
           } else {
             to_blocked_any(x + (n * g.C + cb * B) * IS + r * g.W, std::min(B, g.C - cb * B), g.W, IS, B, d + c.xpl * B,
                            x_scale ? x_scale + n * g.C + cb * B : nullptr);
