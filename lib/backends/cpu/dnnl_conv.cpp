@@ -502,6 +502,64 @@ std::string dnnl_conv_describe(const DnnlConv& c) {
 
 bool dnnl_conv_post_ops(const DnnlConv& c) { return !c.post.empty(); }
 
+namespace {
+
+bool same_op(const DnnlEltwise& a, const DnnlEltwise& b) { return a.alg == b.alg && a.alpha == b.alpha && a.beta == b.beta; }
+
+// ops with neighbours merged: x * a + b steps into one, ReLU or max(x, lo) then min(x, hi) into
+// one clip(lo, hi) (and min then max).
+std::vector<DnnlEltwise> merged(const std::vector<DnnlEltwise>& ops) {
+  std::vector<DnnlEltwise> v;
+  for (DnnlEltwise e : ops) {
+    if (e.alg == dnnl_eltwise_relu) e = {dnnl_eltwise_clip, 0.f, INFINITY};  // max(x, 0); back to relu below
+    if (!v.empty()) {
+      DnnlEltwise& l = v.back();
+      if (l.alg == dnnl_eltwise_linear && e.alg == dnnl_eltwise_linear) {
+        l = DnnlEltwise{dnnl_eltwise_linear, l.alpha * e.alpha, l.beta * e.alpha + e.beta};
+        continue;
+      }
+      if (l.alg == dnnl_eltwise_clip && e.alg == dnnl_eltwise_clip) {
+        const bool max_min = std::isinf(l.beta) && l.beta > 0 && std::isinf(e.alpha) && e.alpha < 0;
+        const bool min_max = std::isinf(l.alpha) && l.alpha < 0 && std::isinf(e.beta) && e.beta > 0;
+        const float lo = max_min ? l.alpha : e.alpha, hi = max_min ? e.beta : l.beta;
+        if ((max_min || min_max) && lo <= hi) {
+          l = DnnlEltwise{dnnl_eltwise_clip, lo, hi};
+          continue;
+        }
+      }
+    }
+    v.push_back(e);
+  }
+  std::vector<DnnlEltwise> r;
+  for (const auto& e : v) {
+    if (e.alg == dnnl_eltwise_linear && e.alpha == 1.f && e.beta == 0.f) continue;  // x * 1 + 0
+    if (e.alg == dnnl_eltwise_clip && e.alpha == 0.f && std::isinf(e.beta) && e.beta > 0) r.push_back({dnnl_eltwise_relu, 0.f, 0.f});
+    else r.push_back(e);
+  }
+  return r;
+}
+
+// g with F = g(U) where U and F are merged post-ops of x: U a prefix of F, except that U's last
+// x * a1 + b1 may have been folded into F's x * a2 + b2 (the fuser folds (x + c) + 3 into one
+// add): g then starts with the step between them. False when F does not extend U so.
+bool after(const std::vector<DnnlEltwise>& U, const std::vector<DnnlEltwise>& F, std::vector<DnnlEltwise>* g) {
+  if (U.size() > F.size()) return false;
+  const size_t n = U.size();
+  for (size_t j = 0; j + 1 < n; ++j)
+    if (!same_op(U[j], F[j])) return false;
+  g->clear();
+  if (n > 0 && !same_op(U[n - 1], F[n - 1])) {
+    const DnnlEltwise &l1 = U[n - 1], &l2 = F[n - 1];
+    if (l1.alg != dnnl_eltwise_linear || l2.alg != dnnl_eltwise_linear || l1.alpha == 0.f) return false;
+    const float a = l2.alpha / l1.alpha;  // l2(y) = a * l1(y) + b
+    g->push_back({dnnl_eltwise_linear, a, l2.beta - a * l1.beta});
+  }
+  g->insert(g->end(), F.begin() + n, F.end());
+  return true;
+}
+
+}  // namespace
+
 bool dnnl_post_ops_of(const FusedProgram& p, std::vector<DnnlEltwise>* out) {
   // Each register: a constant, or the conv's output x with post-ops applied (none: x itself).
   struct Val {
@@ -512,26 +570,6 @@ bool dnnl_post_ops_of(const FusedProgram& p, std::vector<DnnlEltwise>* out) {
   std::vector<Val> r(p.code.size());
   auto lin = [](float a, float b) { return DnnlEltwise{dnnl_eltwise_linear, a, b}; };
   auto clip = [](float lo, float hi) { return DnnlEltwise{dnnl_eltwise_clip, lo, hi}; };
-  // Appends e to v's ops, merging x * a + b steps and a max-then-min (or min-then-max) pair.
-  auto push = [](std::vector<DnnlEltwise>& v, DnnlEltwise e) {
-    if (!v.empty()) {
-      DnnlEltwise& l = v.back();
-      if (l.alg == dnnl_eltwise_linear && e.alg == dnnl_eltwise_linear) {
-        l = DnnlEltwise{dnnl_eltwise_linear, l.alpha * e.alpha, l.beta * e.alpha + e.beta};
-        return;
-      }
-      if (l.alg == dnnl_eltwise_clip && e.alg == dnnl_eltwise_clip) {
-        const bool max_min = std::isinf(l.beta) && l.beta > 0 && std::isinf(e.alpha) && e.alpha < 0;
-        const bool min_max = std::isinf(l.alpha) && l.alpha < 0 && std::isinf(e.beta) && e.beta > 0;
-        const float lo = max_min ? l.alpha : e.alpha, hi = max_min ? e.beta : l.beta;
-        if ((max_min || min_max) && lo <= hi) {
-          l = DnnlEltwise{dnnl_eltwise_clip, lo, hi};
-          return;
-        }
-      }
-    }
-    v.push_back(e);
-  };
   for (size_t i = 0; i < p.code.size(); ++i) {
     const FusedInstr& in = p.code[i];
     Val& v = r[i];
@@ -546,12 +584,12 @@ bool dnnl_post_ops_of(const FusedProgram& p, std::vector<DnnlEltwise>* out) {
         if (a.is_const) return false;
         v.ops = a.ops;
         switch (in.op) {
-          case EwOp::Relu: push(v.ops, {dnnl_eltwise_relu, 0.f, 0.f}); break;
-          case EwOp::Sigmoid: push(v.ops, {dnnl_eltwise_logistic, 0.f, 0.f}); break;
-          case EwOp::Tanh: push(v.ops, {dnnl_eltwise_tanh, 0.f, 0.f}); break;
-          case EwOp::Silu: push(v.ops, {dnnl_eltwise_swish, 1.f, 0.f}); break;
-          case EwOp::Abs: push(v.ops, {dnnl_eltwise_abs, 0.f, 0.f}); break;
-          case EwOp::Neg: push(v.ops, lin(-1.f, 0.f)); break;
+          case EwOp::Relu: v.ops.push_back({dnnl_eltwise_relu, 0.f, 0.f}); break;
+          case EwOp::Sigmoid: v.ops.push_back({dnnl_eltwise_logistic, 0.f, 0.f}); break;
+          case EwOp::Tanh: v.ops.push_back({dnnl_eltwise_tanh, 0.f, 0.f}); break;
+          case EwOp::Silu: v.ops.push_back({dnnl_eltwise_swish, 1.f, 0.f}); break;
+          case EwOp::Abs: v.ops.push_back({dnnl_eltwise_abs, 0.f, 0.f}); break;
+          case EwOp::Neg: v.ops.push_back(lin(-1.f, 0.f)); break;
           default: return false;
         }
         break;
@@ -562,49 +600,53 @@ bool dnnl_post_ops_of(const FusedProgram& p, std::vector<DnnlEltwise>* out) {
         if (a.is_const || b.is_const) {
           const Val& x = a.is_const ? b : a;
           const float k = a.is_const ? a.k : b.k;
+          if (!std::isfinite(k)) return false;
           v.ops = x.ops;
           switch (in.op) {
-            case EwOp::Mul: push(v.ops, lin(k, 0.f)); break;
-            case EwOp::Add: push(v.ops, lin(1.f, k)); break;
-            case EwOp::Sub: push(v.ops, a.is_const ? lin(-1.f, k) : lin(1.f, -k)); break;
-            case EwOp::Maximum:
-              if (std::isnan(k)) return false;
-              push(v.ops, k == 0.f ? DnnlEltwise{dnnl_eltwise_relu, 0.f, 0.f} : clip(k, INFINITY));
+            case EwOp::Mul: v.ops.push_back(lin(k, 0.f)); break;
+            case EwOp::Add: v.ops.push_back(lin(1.f, k)); break;
+            case EwOp::Sub: v.ops.push_back(a.is_const ? lin(-1.f, k) : lin(1.f, -k)); break;
+            case EwOp::Div:
+              if (a.is_const || k == 0.f) return false;
+              v.ops.push_back(lin(1.f / k, 0.f));
               break;
-            case EwOp::Minimum:
-              if (std::isnan(k)) return false;
-              // max(x, 0) then min(x, hi): one clip(0, hi)
-              if (!v.ops.empty() && v.ops.back().alg == dnnl_eltwise_relu && v.ops.back().alpha == 0.f && k >= 0.f) {
-                v.ops.back() = clip(0.f, k);
-                break;
-              }
-              push(v.ops, clip(-INFINITY, k));
-              break;
+            case EwOp::Maximum: v.ops.push_back(clip(k, INFINITY)); break;
+            case EwOp::Minimum: v.ops.push_back(clip(-INFINITY, k)); break;
             default: return false;
           }
           break;
         }
-        // x * f(x): HardSwish (f = clip(x / 6 + 1/2, 0, 1)) or SiLU (f = sigmoid).
+        // u * f(u) with f(u) = g(u): HardSwish (g = clip(u / 6 + 1/2, 0, 1), or clip(u + 3, 0, 6),
+        // which is 6 times it) or SiLU (g = sigmoid).
         if (in.op != EwOp::Mul) return false;
-        const Val& x = a.ops.empty() ? a : b;
-        const Val& f = a.ops.empty() ? b : a;
-        if (!x.ops.empty()) return false;
-        const auto& o = f.ops;
-        if (o.size() == 2 && o[0].alg == dnnl_eltwise_linear && std::fabs(o[0].alpha - 1.f / 6.f) < 1e-7f &&
-            o[0].beta == 0.5f && o[1].alg == dnnl_eltwise_clip && o[1].alpha == 0.f && o[1].beta == 1.f)
-          v.ops = {DnnlEltwise{dnnl_eltwise_hardswish, 0.f, 0.f}};
-        else if (o.size() == 1 && o[0].alg == dnnl_eltwise_logistic)
-          v.ops = {DnnlEltwise{dnnl_eltwise_swish, 1.f, 0.f}};
-        else
+        const bool a_first = a.ops.size() <= b.ops.size();
+        const std::vector<DnnlEltwise> U = merged(a_first ? a.ops : b.ops), F = merged(a_first ? b.ops : a.ops);
+        std::vector<DnnlEltwise> g;
+        if (!after(U, F, &g)) return false;
+        auto near = [](float x, float want) { return std::fabs(x - want) <= 1e-5f * std::max(1.f, std::fabs(want)); };
+        v.ops = U;
+        if (g.size() == 2 && g[0].alg == dnnl_eltwise_linear && near(g[0].alpha, 1.f / 6.f) && near(g[0].beta, 0.5f) &&
+            g[1].alg == dnnl_eltwise_clip && g[1].alpha == 0.f && g[1].beta == 1.f) {
+          v.ops.push_back({dnnl_eltwise_hardswish, 0.f, 0.f});
+        } else if (g.size() == 2 && g[0].alg == dnnl_eltwise_linear && near(g[0].alpha, 1.f) && near(g[0].beta, 3.f) &&
+                   g[1].alg == dnnl_eltwise_clip && g[1].alpha == 0.f && g[1].beta == 6.f) {
+          v.ops.push_back({dnnl_eltwise_hardswish, 0.f, 0.f});
+          v.ops.push_back(lin(6.f, 0.f));
+        } else if (g.size() == 1 && g[0].alg == dnnl_eltwise_logistic) {
+          v.ops.push_back({dnnl_eltwise_swish, 1.f, 0.f});
+        } else {
           return false;
+        }
         break;
       }
     }
   }
   if (p.code.empty() || p.result != (int)p.code.size() - 1) return false;
   const Val& res = r[p.result];
-  if (res.is_const || res.ops.empty() || res.ops.size() > 4) return false;
-  *out = res.ops;
+  if (res.is_const) return false;
+  const std::vector<DnnlEltwise> ops = merged(res.ops);
+  if (ops.empty() || ops.size() > 4) return false;
+  *out = ops;
   return true;
 }
 
