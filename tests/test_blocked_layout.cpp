@@ -306,7 +306,8 @@ TEST(BlockedLayout, MobileNetBlockWithDepthwiseAndSqueezeExcitationAgainstTheRef
   for (const Case& t : std::vector<Case>{{1, 16, 40, 16, 16, 14, 14, 3, 1, "hardswish"},
                                          {2, 12, 36, 12, 20, 11, 9, 5, 2, "relu"},
                                          {2, 24, 72, 24, 24, 8, 8, 5, 1, "relu6"},
-                                         {1, 16, 96, 24, 24, 13, 13, 3, 2, "hardswish"}}) {
+                                         {1, 16, 96, 24, 24, 13, 13, 3, 2, "hardswish"},
+                                         {2, 16, 48, 16, 16, 10, 7, 3, 1, "lcnet"}}) {
     const std::string what = "N " + std::to_string(t.N) + ", E " + std::to_string(t.E) + ", " + std::to_string(t.k) + "x" +
                              std::to_string(t.k) + "/" + std::to_string(t.s) + " " + t.act;
     const int64_t N = t.N, E = t.E, H = t.H, W = t.W, k = t.k, s = t.s, p = k / 2;
@@ -322,8 +323,14 @@ TEST(BlockedLayout, MobileNetBlockWithDepthwiseAndSqueezeExcitationAgainstTheRef
     for (double& v : h) v = hswish(v);
     const Geo gd{N, E, H, W, E, E, k, k, s, s, 1, 1, p, p};
     std::vector<double> d = conv_ref(gd, to_tensor(h, {N, E, H, W}), cd.w, &cd.b, OH, OW);
+    // PP-LCNet's affine HardSwish: 0.7 * (u * clip(u + 3, 0, 6) / 6) - 0.2 with u = v + 0.4
+    auto lcnet = [](double v) {
+      const double u = v + 0.4;
+      return 0.7 * (u * std::min(std::max(u + 3, 0.0), 6.0) / 6) - 0.2;
+    };
+    const std::string act = t.act;
     for (double& v : d)
-      v = std::string(t.act) == "relu" ? std::max(v, 0.0) : std::string(t.act) == "relu6" ? std::min(std::max(v, 0.0), 6.0) : hswish(v);
+      v = act == "relu" ? std::max(v, 0.0) : act == "relu6" ? std::min(std::max(v, 0.0), 6.0) : act == "lcnet" ? lcnet(v) : hswish(v);
     std::vector<double> m(N * E, 0.0);
     for (int64_t i = 0; i < N * E; ++i) {
       for (int64_t q = 0; q < OH * OW; ++q) m[i] += d[i * OH * OW + q];
@@ -346,7 +353,9 @@ TEST(BlockedLayout, MobileNetBlockWithDepthwiseAndSqueezeExcitationAgainstTheRef
       add_params(params, nodes, id, *c);
     nodes += R"({"id": "k6", "op": "constant", "shape": [], "value": 0.16666666666666666}, )"
              R"({"id": "kh", "op": "constant", "shape": [], "value": 0.5}, {"id": "k0", "op": "constant", "shape": [], "value": 0.0}, )"
-             R"({"id": "k1", "op": "constant", "shape": [], "value": 1.0}, {"id": "kx", "op": "constant", "shape": [], "value": 6.0}, )";
+             R"({"id": "k1", "op": "constant", "shape": [], "value": 1.0}, {"id": "kx", "op": "constant", "shape": [], "value": 6.0}, )"
+             R"({"id": "kc", "op": "constant", "shape": [], "value": 0.4}, {"id": "k3", "op": "constant", "shape": [], "value": 3.0}, )"
+             R"({"id": "ka", "op": "constant", "shape": [], "value": 0.7}, {"id": "kb", "op": "constant", "shape": [], "value": -0.2}, )";
     // v's HardSwish (or HardSigmoid: without the last product) as the importer writes it.
     auto hard = [](const std::string& v, const std::string& out, bool swish) {
       return R"({"id": ")" + out + R"(_m", "op": "mul", "inputs": [")" + v + R"(", "k6"]}, )" + R"({"id": ")" + out +
@@ -358,9 +367,14 @@ TEST(BlockedLayout, MobileNetBlockWithDepthwiseAndSqueezeExcitationAgainstTheRef
     nodes += conv_node("e", "x", "ce", 1) + hard("e", "h", true);
     nodes += R"({"id": "dc", "op": "conv2d", "inputs": ["h", "cd_w", "cd_b"], "attrs": {"strides": )" + ints({s, s}) +
              R"(, "dilations": [1,1], "pads": )" + ints({p, p, p, p}) + R"(, "groups": )" + std::to_string(E) + "}}, ";
-    if (std::string(t.act) == "relu") nodes += R"({"id": "d", "op": "relu", "inputs": ["dc"]}, )";
-    else if (std::string(t.act) == "relu6")
+    if (act == "relu") nodes += R"({"id": "d", "op": "relu", "inputs": ["dc"]}, )";
+    else if (act == "relu6")
       nodes += R"({"id": "d_x", "op": "maximum", "inputs": ["dc", "k0"]}, {"id": "d", "op": "minimum", "inputs": ["d_x", "kx"]}, )";
+    else if (act == "lcnet")  // as PaddleOCR's detector writes it (the fuser folds (v + 0.4) + 3)
+      nodes += R"({"id": "d_u", "op": "add", "inputs": ["dc", "kc"]}, {"id": "d_3", "op": "add", "inputs": ["d_u", "k3"]}, )"
+               R"({"id": "d_x", "op": "maximum", "inputs": ["d_3", "k0"]}, {"id": "d_n", "op": "minimum", "inputs": ["d_x", "kx"]}, )"
+               R"({"id": "d_p", "op": "mul", "inputs": ["d_u", "d_n"]}, {"id": "d_q", "op": "div", "inputs": ["d_p", "kx"]}, )"
+               R"({"id": "d_r", "op": "mul", "inputs": ["ka", "d_q"]}, {"id": "d", "op": "add", "inputs": ["d_r", "kb"]}, )";
     else nodes += hard("dc", "d", true);
     nodes += R"({"id": "m", "op": "mean", "inputs": ["d"], "attrs": {"axes": [2,3], "keepdims": true}}, )" +
              conv_node("f1c", "m", "cf1", 1) + R"({"id": "f1", "op": "relu", "inputs": ["f1c"]}, )" + conv_node("f2c", "f1", "cf2", 1) +

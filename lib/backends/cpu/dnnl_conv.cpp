@@ -67,6 +67,8 @@ struct DnnlConv {
   bool padded() const { return xpl || xpr; }
   std::vector<float> bias;  // padded to MP
   std::vector<DnnlEltwise> post;  // post-ops its primitives apply (empty: none)
+  bool folded = false;         // the epilogue's leading x * a + b is in the weights and bias
+  bool epi_in_kernel = false;  // the epilogue is computed by the primitives (post and folded)
   std::vector<Slice> slices;
   std::string impl;
   ~DnnlConv() {
@@ -471,11 +473,35 @@ std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, 
   const int64_t S = std::max<int64_t>(1, std::min(units, want));
   const char* pe = std::getenv("RLX_CONV_POSTOPS");
   if (post && !post->empty() && !(pe && std::string(pe) == "0")) {
-    c->post = *post;
-    // With the post-ops, or (refused, or only a reference loop would take them) without.
-    if (!make_slices(*c, w, unit, units, S).empty()) c->post.clear();
+    // A leading x * a + b is folded into the weights and bias (a w, a bias + b). oneDNN 2.6's jit
+    // kernels computed a chain with two linear post-ops around a HardSwish wrongly (PP-LCNet's
+    // affine HardSwish, measured here), so a chain with more than one left stays with rlx.
+    std::vector<DnnlEltwise> rest = *post;
+    float fa = 1.f, fb = 0.f;
+    if (rest[0].alg == dnnl_eltwise_linear) {
+      fa = rest[0].alpha;
+      fb = rest[0].beta;
+      rest.erase(rest.begin());
+    }
+    const auto linears = std::count_if(rest.begin(), rest.end(), [](const DnnlEltwise& e) { return e.alg == dnnl_eltwise_linear; });
+    if (linears <= 1) {
+      std::vector<float> wf(w, w + g.M * g.Cg * g.kD * g.kH * g.kW);
+      for (float& v : wf) v *= fa;
+      for (float& v : c->bias) v = v * fa + fb;
+      c->post = rest;
+      c->folded = fa != 1.f || fb != 0.f;
+      // With the post-ops, or (refused, or only a reference loop would take them) without.
+      if (make_slices(*c, wf.data(), unit, units, S).empty()) {
+        c->epi_in_kernel = true;
+      } else {
+        c->post.clear();
+        c->folded = false;
+        c->bias.assign(c->MP, 0.f);
+        if (bias) std::copy(bias, bias + g.M, c->bias.begin());
+      }
+    }
   }
-  std::string fail = c->post.empty() ? make_slices(*c, w, unit, units, S) : "";
+  std::string fail = c->epi_in_kernel ? "" : make_slices(*c, w, unit, units, S);
   // oneDNN's jit kernels refuse a left or right pad wider than the columns they compute at a
   // time: with those columns of zeros written by rlx into the converted input, they take it.
   if (!fail.empty() && fail.rfind("oneDNN would run", 0) == 0 && (g.pl > 0 || pr > 0)) {
@@ -496,11 +522,13 @@ std::string dnnl_conv_describe(const DnnlConv& c) {
   if (c.padded())
     s += ", input rows padded by rlx (" + std::to_string(c.xpl) + " + " + std::to_string(c.xpr) + " columns)";
   s += ", " + std::to_string(c.slices.size()) + (c.slices.size() == 1 ? " slice" : " slices");
-  if (!c.post.empty()) s += ", " + dnnl_post_ops_describe(c.post) + " in its kernel";
+  if (c.epi_in_kernel)
+    s += ", " + std::string(c.folded ? "x * a + b folded into its weights" : "") + (c.folded && !c.post.empty() ? ", " : "") +
+         (c.post.empty() ? "" : dnnl_post_ops_describe(c.post) + " in its kernel");
   return s;
 }
 
-bool dnnl_conv_post_ops(const DnnlConv& c) { return !c.post.empty(); }
+bool dnnl_conv_post_ops(const DnnlConv& c) { return c.epi_in_kernel; }
 
 namespace {
 
