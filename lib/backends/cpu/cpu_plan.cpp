@@ -579,6 +579,15 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
         }
       }
       attach_epilogue(st, i, line);
+      if (!st.has_epi && cpu::dnnl_conv_post_ops(*st.conv)) {  // (not expected: the same check as above)
+        std::string why2, rule2;
+        st.conv = make_dnnl_conv(st.k, &why2, &rule2, nullptr);
+        if (!st.conv) {
+          lines.push_back("  " + short_name(st.k) + " (" + ir::op_name(st.k.node->op) + "): rlx's kernel (" + why2 + ")\n");
+          rec->steps.push_back(std::move(st));
+          continue;
+        }
+      }
       if (st.has_epi && cpu::dnnl_conv_post_ops(*st.conv)) {
         st.epi_in_conv = true;
         line += " (in oneDNN's kernel)";
