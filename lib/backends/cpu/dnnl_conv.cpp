@@ -469,7 +469,13 @@ std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, 
     if (unit > B) return refuse("groups of " + std::to_string(g.Cg) + " -> " + std::to_string(g.Mg) + " channels");
     units = (g.groups + unit - 1) / unit;
   }
-  const int64_t want = g.N >= T ? 1 : (T + g.N - 1) / g.N;
+  int64_t want = g.N >= T ? 1 : (T + g.N - 1) / g.N;
+  // When the pool's threads sleep between jobs (RLX_POOL_SPIN_US=0, or `auto` on a loaded
+  // machine), waking one costs more than half of a small convolution: one slice below 4M
+  // multiply-adds (MobileNetV3-Small on 2 threads without polling: 1.30-1.37 ms -> 0.98-1.07,
+  // docs/benchmarks.md, "Session 12").
+  const double macs = (double)g.N * g.M * g.OD * g.OH * g.OW * g.Cg * g.kD * g.kH * g.kW;
+  if (ThreadPool::global().spin_us() == 0 && macs < 4e6) want = 1;
   const int64_t S = std::max<int64_t>(1, std::min(units, want));
   const char* pe = std::getenv("RLX_CONV_POSTOPS");
   if (post && !post->empty() && !(pe && std::string(pe) == "0")) {
@@ -718,15 +724,18 @@ bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::funct
   const float* xb = convert ? xconv : x_blocked;
   float* yb = y_blocked ? y_blocked : yb_store.data();
   ThreadPool& pool = ThreadPool::global();
+  // Blocks per conversion task: with the pool's threads sleeping, at least 16384 pixels (a
+  // small map's conversion takes less time than waking another thread).
+  const int64_t cgrain = pool.spin_us() == 0 ? std::max<int64_t>(1, 16384 / std::max<int64_t>(XS, 1)) : 1;
   if (convert && !c.padded() && x_blocked) {
-    pool.parallel_for(g.N * CB, 1, [&](int64_t b, int64_t e) {
+    pool.parallel_for(g.N * CB, cgrain, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         const int64_t n = t / CB, cb = t % CB;
         scale_blocked(x_blocked + t * IS * B, std::min(B, g.C - cb * B), IS, B, x_scale + n * g.C + cb * B, xconv + t * IS * B);
       }
     });
   } else if (convert && !c.padded()) {
-    pool.parallel_for(g.N * CB, 1, [&](int64_t b, int64_t e) {
+    pool.parallel_for(g.N * CB, cgrain, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         const int64_t n = t / CB, cb = t % CB;
         to_blocked_any(x + (n * g.C + cb * B) * IS, std::min(B, g.C - cb * B), IS, IS, B, xconv + (n * c.CP + cb * B) * IS,
