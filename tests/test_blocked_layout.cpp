@@ -288,7 +288,7 @@ TEST(BlockedLayout, ConcatOfTwoConvsAgainstTheReferenceLoop) {
 }
 
 // A MobileNetV3 block: 1x1 expansion + HardSwish, depthwise k x k (stride 1 or 2) + activation
-// (ReLU, ReLU6 as min / max, or HardSwish), squeeze-excitation (global mean -> 1x1 -> ReLU -> 1x1 ->
+// (ReLU, ReLU6 as min / max, HardSwish, PP-LCNet's affine HardSwish, SiLU), squeeze-excitation (global mean -> 1x1 -> ReLU -> 1x1 ->
 // HardSigmoid -> x * s), 1x1 projection, the residual add where the shapes allow. The activations
 // are written as the ONNX importer writes them (HardSwish x * min(max(x / 6 + 1/2, 0), 1)), so the
 // fuser makes them programs; against reference loops in double. With oneDNN, the activations run
@@ -307,7 +307,8 @@ TEST(BlockedLayout, MobileNetBlockWithDepthwiseAndSqueezeExcitationAgainstTheRef
                                          {2, 12, 36, 12, 20, 11, 9, 5, 2, "relu"},
                                          {2, 24, 72, 24, 24, 8, 8, 5, 1, "relu6"},
                                          {1, 16, 96, 24, 24, 13, 13, 3, 2, "hardswish"},
-                                         {2, 16, 48, 16, 16, 10, 7, 3, 1, "lcnet"}}) {
+                                         {2, 16, 48, 16, 16, 10, 7, 3, 1, "lcnet"},
+                                         {1, 24, 40, 8, 24, 9, 9, 5, 2, "silu"}}) {
     const std::string what = "N " + std::to_string(t.N) + ", E " + std::to_string(t.E) + ", " + std::to_string(t.k) + "x" +
                              std::to_string(t.k) + "/" + std::to_string(t.s) + " " + t.act;
     const int64_t N = t.N, E = t.E, H = t.H, W = t.W, k = t.k, s = t.s, p = k / 2;
@@ -330,7 +331,11 @@ TEST(BlockedLayout, MobileNetBlockWithDepthwiseAndSqueezeExcitationAgainstTheRef
     };
     const std::string act = t.act;
     for (double& v : d)
-      v = act == "relu" ? std::max(v, 0.0) : act == "relu6" ? std::min(std::max(v, 0.0), 6.0) : act == "lcnet" ? lcnet(v) : hswish(v);
+      v = act == "relu"    ? std::max(v, 0.0)
+          : act == "relu6" ? std::min(std::max(v, 0.0), 6.0)
+          : act == "lcnet" ? lcnet(v)
+          : act == "silu"  ? v / (1 + std::exp(-v))
+                           : hswish(v);
     std::vector<double> m(N * E, 0.0);
     for (int64_t i = 0; i < N * E; ++i) {
       for (int64_t q = 0; q < OH * OW; ++q) m[i] += d[i * OH * OW + q];
@@ -375,6 +380,8 @@ TEST(BlockedLayout, MobileNetBlockWithDepthwiseAndSqueezeExcitationAgainstTheRef
                R"({"id": "d_x", "op": "maximum", "inputs": ["d_3", "k0"]}, {"id": "d_n", "op": "minimum", "inputs": ["d_x", "kx"]}, )"
                R"({"id": "d_p", "op": "mul", "inputs": ["d_u", "d_n"]}, {"id": "d_q", "op": "div", "inputs": ["d_p", "kx"]}, )"
                R"({"id": "d_r", "op": "mul", "inputs": ["ka", "d_q"]}, {"id": "d", "op": "add", "inputs": ["d_r", "kb"]}, )";
+    else if (act == "silu")  // EfficientNet's, as x * sigmoid(x)
+      nodes += R"({"id": "d_s", "op": "sigmoid", "inputs": ["dc"]}, {"id": "d", "op": "mul", "inputs": ["dc", "d_s"]}, )";
     else nodes += hard("dc", "d", true);
     nodes += R"({"id": "m", "op": "mean", "inputs": ["d"], "attrs": {"axes": [2,3], "keepdims": true}}, )" +
              conv_node("f1c", "m", "cf1", 1) + R"({"id": "f1", "op": "relu", "inputs": ["f1c"]}, )" + conv_node("f2c", "f1", "cf2", 1) +
