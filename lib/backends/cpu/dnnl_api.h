@@ -47,6 +47,8 @@ struct DnnlApi {
   dnnl_status_t (*post_ops_destroy)(dnnl_post_ops_t) = nullptr;
   dnnl_status_t (*post_ops_append_eltwise)(dnnl_post_ops_t, float, dnnl_alg_kind_t, float, float) = nullptr;
   bool post_ops_ok = false;
+  // Optional: memory objects reused with a new pointer (dnnl_conv.cpp); null: made per call.
+  dnnl_status_t (*mem_set_handle)(dnnl_memory_t, void*) = nullptr;
   // Attributes for every primitive rlx makes: the scratchpad is the caller's (user mode). rlx
   // creates primitives on one thread and runs them on its pool's, often one primitive on
   // several threads at once; oneDNN's own (library) scratchpad is shared by all primitives and

@@ -747,6 +747,7 @@ const Dnnl& dnnl_loaded() {
     sym(r.post_ops_create, "dnnl_post_ops_create");
     sym(r.post_ops_destroy, "dnnl_post_ops_destroy");
     sym(r.post_ops_append_eltwise, "dnnl_post_ops_append_eltwise");
+    sym(r.mem_set_handle, "dnnl_memory_set_data_handle");
     r.post_ops_ok = r.attr_destroy && r.attr_set_post_ops && r.post_ops_create && r.post_ops_destroy && r.post_ops_append_eltwise;
     sym(r.pd_create, "dnnl_primitive_desc_create");
     sym(r.pd_query_md, "dnnl_primitive_desc_query_md");
