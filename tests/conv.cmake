@@ -13,9 +13,10 @@ foreach(env "RLX_CPU_ISA=avx2" "RLX_CPU_ISA=base" "RLX_CONV_DNNL=0" "RLX_CONV_DN
   set_tests_properties(DnnlConv.${tag} PROPERTIES ENVIRONMENT "${env}")
 endforeach()
 # Tensors kept blocked between convolutions of a compiled CPU plan (residual adds, pools, a pad,
-# global means, concats) against reference loops; again with blocks of 8, and with oneDNN off.
+# global means, concats, depthwise convs and squeeze-excitation) against reference loops; again
+# with blocks of 8, with oneDNN off, and with the activations in rlx's epilogues (no post-ops).
 rlx_add_test(test_blocked_layout SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_blocked_layout.cpp LIBS rlx_runtime)
-foreach(env "RLX_CPU_ISA=avx2" "RLX_CPU_ISA=base" "RLX_CONV_DNNL=0")
+foreach(env "RLX_CPU_ISA=avx2" "RLX_CPU_ISA=base" "RLX_CONV_DNNL=0" "RLX_CONV_POSTOPS=0")
   string(REGEX REPLACE "[^A-Za-z0-9]" "_" tag "${env}")
   add_test(NAME BlockedLayout.${tag} COMMAND test_blocked_layout)
   set_tests_properties(BlockedLayout.${tag} PROPERTIES ENVIRONMENT "${env}")

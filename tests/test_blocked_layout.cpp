@@ -3,10 +3,11 @@
 // a residual add + ReLU run as a convolution's epilogue on the blocked layout, max / average
 // pools, a constant pad, a global mean, and a concat of two convolutions along channels, each
 // between convolutions, against plain reference loops written here; batches of 1 and 2, and
-// channel counts that are no multiple of the block (the concat then falls back to NCHW).
+// channel counts that are no multiple of the block (the concat then falls back to NCHW); and a
+// MobileNetV3 block (depthwise convolutions, squeeze-excitation, HardSwish) kept blocked.
 // Compiled mode runs three times (rlx's kernels first, oneDNN's from the second). ctest also
-// runs this file with RLX_CPU_ISA=avx2 (blocks of 8), RLX_CPU_ISA=base and RLX_CONV_DNNL=0
-// (no oneDNN: nothing is blocked).
+// runs this file with RLX_CPU_ISA=avx2 (blocks of 8), RLX_CPU_ISA=base, RLX_CONV_DNNL=0
+// (no oneDNN: nothing is blocked) and RLX_CONV_POSTOPS=0 (activations in rlx's epilogues).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -283,6 +284,129 @@ TEST(BlockedLayout, ConcatOfTwoConvsAgainstTheReferenceLoop) {
     const std::string nodes2 = nodes.substr(0, nodes.rfind(R"({"id": "y")")) + R"({"id": "y", "op": "sigmoid", "inputs": ["cat"]})";
     plan = run_compiled(nodes2, {"y"}, params, x, {{sg, {N, M1 + M2, H, W}}}, what + ", sigmoid");
     EXPECT_EQ(plan.find("(concat): on the blocked layout"), std::string::npos) << what << "\n" << plan;
+  }
+}
+
+// A MobileNetV3 block: 1x1 expansion + HardSwish, depthwise k x k (stride 1 or 2) + activation
+// (ReLU, ReLU6 as min / max, HardSwish, PP-LCNet's affine HardSwish, SiLU), squeeze-excitation (global mean -> 1x1 -> ReLU -> 1x1 ->
+// HardSigmoid -> x * s), 1x1 projection, the residual add where the shapes allow. The activations
+// are written as the ONNX importer writes them (HardSwish x * min(max(x / 6 + 1/2, 0), 1)), so the
+// fuser makes them programs; against reference loops in double. With oneDNN, the activations run
+// inside the convolutions' kernels (post-ops; RLX_CONV_POSTOPS=0: rlx's epilogue on the blocked
+// buffer), the depthwise result stays blocked with no NCHW copy (the mean and the projection,
+// which scales its input per channel, read it blocked), and SE's two 1x1 convs are rlx's products.
+TEST(BlockedLayout, MobileNetBlockWithDepthwiseAndSqueezeExcitationAgainstTheReferenceLoop) {
+  std::mt19937 rng(80);
+  struct Case {
+    int64_t N, C, E, R, M, H, W, k, s;
+    const char* act;  // the depthwise conv's activation
+  };
+  const char* sw = std::getenv("RLX_CONV_POSTOPS");
+  const bool postops = dnnl_expected() && !(sw && std::string(sw) == "0");
+  for (const Case& t : std::vector<Case>{{1, 16, 40, 16, 16, 14, 14, 3, 1, "hardswish"},
+                                         {2, 12, 36, 12, 20, 11, 9, 5, 2, "relu"},
+                                         {2, 24, 72, 24, 24, 8, 8, 5, 1, "relu6"},
+                                         {1, 16, 96, 24, 24, 13, 13, 3, 2, "hardswish"},
+                                         {2, 16, 48, 16, 16, 10, 7, 3, 1, "lcnet"},
+                                         {1, 24, 40, 8, 24, 9, 9, 5, 2, "silu"}}) {
+    const std::string what = "N " + std::to_string(t.N) + ", E " + std::to_string(t.E) + ", " + std::to_string(t.k) + "x" +
+                             std::to_string(t.k) + "/" + std::to_string(t.s) + " " + t.act;
+    const int64_t N = t.N, E = t.E, H = t.H, W = t.W, k = t.k, s = t.s, p = k / 2;
+    const int64_t OH = (H + 2 * p - k) / s + 1, OW = (W + 2 * p - k) / s + 1;
+    Conv ce = make_conv(t.C, E, 1, rng), cf1 = make_conv(E, t.R, 1, rng), cf2 = make_conv(t.R, E, 1, rng),
+         cp = make_conv(E, t.M, 1, rng);
+    Conv cd{E, E, k, random_tensor({E, 1, k, k}, rng), random_tensor({E}, rng)};
+    for (int64_t i = 0; i < cd.w.numel(); ++i) cd.w.mutable_data()[i] *= 1.f / (float)k;
+    Tensor x = random_tensor({N, t.C, H, W}, rng);
+    std::vector<double> xv(x.data(), x.data() + x.numel());
+    auto hswish = [](double v) { return v * std::min(std::max(v / 6 + 0.5, 0.0), 1.0); };
+    std::vector<double> h = ref_conv(ce, xv, N, H, W);
+    for (double& v : h) v = hswish(v);
+    const Geo gd{N, E, H, W, E, E, k, k, s, s, 1, 1, p, p};
+    std::vector<double> d = conv_ref(gd, to_tensor(h, {N, E, H, W}), cd.w, &cd.b, OH, OW);
+    // PP-LCNet's affine HardSwish: 0.7 * (u * clip(u + 3, 0, 6) / 6) - 0.2 with u = v + 0.4
+    auto lcnet = [](double v) {
+      const double u = v + 0.4;
+      return 0.7 * (u * std::min(std::max(u + 3, 0.0), 6.0) / 6) - 0.2;
+    };
+    const std::string act = t.act;
+    for (double& v : d)
+      v = act == "relu"    ? std::max(v, 0.0)
+          : act == "relu6" ? std::min(std::max(v, 0.0), 6.0)
+          : act == "lcnet" ? lcnet(v)
+          : act == "silu"  ? v / (1 + std::exp(-v))
+                           : hswish(v);
+    std::vector<double> m(N * E, 0.0);
+    for (int64_t i = 0; i < N * E; ++i) {
+      for (int64_t q = 0; q < OH * OW; ++q) m[i] += d[i * OH * OW + q];
+      m[i] /= (double)(OH * OW);
+    }
+    std::vector<double> f1 = ref_conv(cf1, m, N, 1, 1);
+    relu(f1);
+    std::vector<double> f2 = ref_conv(cf2, f1, N, 1, 1);
+    for (double& v : f2) v = std::min(std::max(v / 6 + 0.5, 0.0), 1.0);
+    std::vector<double> sc(d);
+    for (int64_t i = 0; i < N * E; ++i)
+      for (int64_t q = 0; q < OH * OW; ++q) sc[i * OH * OW + q] *= f2[i];
+    std::vector<double> y = ref_conv(cp, sc, N, OH, OW);
+    const bool residual = s == 1 && t.C == t.M;
+    if (residual)
+      for (size_t i = 0; i < y.size(); ++i) y[i] += xv[i];
+    std::map<std::string, Tensor> params;
+    std::string nodes;
+    for (const auto& [id, c] : std::vector<std::pair<std::string, Conv*>>{{"ce", &ce}, {"cd", &cd}, {"cf1", &cf1}, {"cf2", &cf2}, {"cp", &cp}})
+      add_params(params, nodes, id, *c);
+    nodes += R"({"id": "k6", "op": "constant", "shape": [], "value": 0.16666666666666666}, )"
+             R"({"id": "kh", "op": "constant", "shape": [], "value": 0.5}, {"id": "k0", "op": "constant", "shape": [], "value": 0.0}, )"
+             R"({"id": "k1", "op": "constant", "shape": [], "value": 1.0}, {"id": "kx", "op": "constant", "shape": [], "value": 6.0}, )"
+             R"({"id": "kc", "op": "constant", "shape": [], "value": 0.4}, {"id": "k3", "op": "constant", "shape": [], "value": 3.0}, )"
+             R"({"id": "ka", "op": "constant", "shape": [], "value": 0.7}, {"id": "kb", "op": "constant", "shape": [], "value": -0.2}, )";
+    // v's HardSwish (or HardSigmoid: without the last product) as the importer writes it.
+    auto hard = [](const std::string& v, const std::string& out, bool swish) {
+      return R"({"id": ")" + out + R"(_m", "op": "mul", "inputs": [")" + v + R"(", "k6"]}, )" + R"({"id": ")" + out +
+             R"(_a", "op": "add", "inputs": [")" + out + R"(_m", "kh"]}, )" + R"({"id": ")" + out +
+             R"(_x", "op": "maximum", "inputs": [")" + out + R"(_a", "k0"]}, )" + R"({"id": ")" + out +
+             (swish ? "_n" : "") + R"(", "op": "minimum", "inputs": [")" + out + R"(_x", "k1"]}, )" +
+             (swish ? R"({"id": ")" + out + R"(", "op": "mul", "inputs": [")" + v + R"(", ")" + out + R"(_n"]}, )" : "");
+    };
+    nodes += conv_node("e", "x", "ce", 1) + hard("e", "h", true);
+    nodes += R"({"id": "dc", "op": "conv2d", "inputs": ["h", "cd_w", "cd_b"], "attrs": {"strides": )" + ints({s, s}) +
+             R"(, "dilations": [1,1], "pads": )" + ints({p, p, p, p}) + R"(, "groups": )" + std::to_string(E) + "}}, ";
+    if (act == "relu") nodes += R"({"id": "d", "op": "relu", "inputs": ["dc"]}, )";
+    else if (act == "relu6")
+      nodes += R"({"id": "d_x", "op": "maximum", "inputs": ["dc", "k0"]}, {"id": "d", "op": "minimum", "inputs": ["d_x", "kx"]}, )";
+    else if (act == "lcnet")  // as PaddleOCR's detector writes it (the fuser folds (v + 0.4) + 3)
+      nodes += R"({"id": "d_u", "op": "add", "inputs": ["dc", "kc"]}, {"id": "d_3", "op": "add", "inputs": ["d_u", "k3"]}, )"
+               R"({"id": "d_x", "op": "maximum", "inputs": ["d_3", "k0"]}, {"id": "d_n", "op": "minimum", "inputs": ["d_x", "kx"]}, )"
+               R"({"id": "d_p", "op": "mul", "inputs": ["d_u", "d_n"]}, {"id": "d_q", "op": "div", "inputs": ["d_p", "kx"]}, )"
+               R"({"id": "d_r", "op": "mul", "inputs": ["ka", "d_q"]}, {"id": "d", "op": "add", "inputs": ["d_r", "kb"]}, )";
+    else if (act == "silu")  // EfficientNet's, as x * sigmoid(x)
+      nodes += R"({"id": "d_s", "op": "sigmoid", "inputs": ["dc"]}, {"id": "d", "op": "mul", "inputs": ["dc", "d_s"]}, )";
+    else nodes += hard("dc", "d", true);
+    nodes += R"({"id": "m", "op": "mean", "inputs": ["d"], "attrs": {"axes": [2,3], "keepdims": true}}, )" +
+             conv_node("f1c", "m", "cf1", 1) + R"({"id": "f1", "op": "relu", "inputs": ["f1c"]}, )" + conv_node("f2c", "f1", "cf2", 1) +
+             hard("f2c", "f2", false) + R"({"id": "sc", "op": "mul", "inputs": ["d", "f2"]}, )" +
+             conv_node(residual ? "pc" : "y", "sc", "cp", 1);
+    if (residual) nodes += R"({"id": "y", "op": "add", "inputs": ["pc", "x"]})";
+    const std::string plan = run_compiled(nodes, {"y"}, params, x, {{y, {N, t.M, OH, OW}}}, what);
+    auto line_of = [&](const std::string& id) {
+      const size_t at = plan.find("  '" + id + "' (conv2d)");
+      return at == std::string::npos ? std::string() : plan.substr(at, plan.find('\n', at) - at);
+    };
+    if (dnnl_expected()) {
+      const std::string dl = line_of("dc");
+      EXPECT_NE(dl.find("oneDNN jit_dw"), std::string::npos) << what << "\n" << plan;
+      EXPECT_NE(dl.find("output kept blocked for later steps (no NCHW copy)"), std::string::npos) << what << "\n" << plan;
+      EXPECT_EQ(dl.find("in its kernel") != std::string::npos, postops) << what << "\n" << plan;
+      EXPECT_EQ(line_of("e").find("hardswish in its kernel") != std::string::npos, postops) << what << "\n" << plan;
+      const std::string pl = line_of(residual ? "pc" : "y");
+      EXPECT_NE(pl.find("prologue mul"), std::string::npos) << what << "\n" << plan;
+      EXPECT_NE(pl.find("input read blocked"), std::string::npos) << what << "\n" << plan;
+      EXPECT_NE(line_of("f1c").find("rlx's kernel"), std::string::npos) << what << "\n" << plan;
+      EXPECT_NE(plan.find("'m' (mean): on the blocked layout"), std::string::npos) << what << "\n" << plan;
+    } else {
+      EXPECT_EQ(plan.find("read blocked"), std::string::npos) << what << "\n" << plan;
+    }
   }
 }
 

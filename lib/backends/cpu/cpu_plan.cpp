@@ -210,8 +210,9 @@ bool dnnl_conv_candidate(const Kernel& k) {
 
 namespace {
 
-std::shared_ptr<const cpu::DnnlConv> make_dnnl_conv(const Kernel& k, std::string* why, std::string* rule) {
-  return cpu::dnnl_conv_plan(k, ptr(k.inputs[1]), k.inputs.size() == 3 ? ptr(k.inputs[2]) : nullptr, why, rule);
+std::shared_ptr<const cpu::DnnlConv> make_dnnl_conv(const Kernel& k, std::string* why, std::string* rule,
+                                                    const std::vector<cpu::DnnlEltwise>* post) {
+  return cpu::dnnl_conv_plan(k, ptr(k.inputs[1]), k.inputs.size() == 3 ? ptr(k.inputs[2]) : nullptr, why, rule, post);
 }
 
 // Runs a oneDNN convolution step, its epilogue on each slice it finishes; false if oneDNN failed.
@@ -223,7 +224,9 @@ bool run_conv_step(const PlanStep& st) {
   float* YB = st.blocked_out ? st.blocked_out->data() : nullptr;
   std::unique_ptr<cpu::FusedSpans> spans;
   std::function<void(int64_t, int64_t)> epi;
-  if (st.has_epi && YB) {  // in place over the blocked buffer, other inputs blocked too
+  if (st.epi_in_conv) {  // the primitive's post-ops compute the epilogue's result
+    if (!YB) Y = ptr(st.epi.output);
+  } else if (st.has_epi && YB) {  // in place over the blocked buffer, other inputs blocked too
     std::vector<const float*> ins(st.epi.inputs.size(), YB);
     for (size_t i = 0; i < st.epi_blocked_ins.size(); ++i)
       if (st.epi_blocked_ins[i]) ins[i] = st.epi_blocked_ins[i]->data();
@@ -238,7 +241,8 @@ bool run_conv_step(const PlanStep& st) {
   // Blocked: the NCHW result (the epilogue's output) is written after the epilogue, if at all.
   if (YB) Y = st.write_nchw ? ptr(st.has_epi ? st.epi.output : k.output) : nullptr;
   if (st.has_pre)
-    return cpu::dnnl_conv_run(*st.conv, ptr(st.pre.inputs[st.pre_x]), Y, epi, nullptr, YB, ptr(st.pre.inputs[1 - st.pre_x]));
+    return cpu::dnnl_conv_run(*st.conv, ptr(st.pre.inputs[st.pre_x]), Y, epi, st.blocked_in ? st.blocked_in->data() : nullptr,
+                              YB, ptr(st.pre.inputs[1 - st.pre_x]));
   return cpu::dnnl_conv_run(*st.conv, ptr(k.inputs[0]), Y, epi, st.blocked_in ? st.blocked_in->data() : nullptr, YB);
 }
 
@@ -339,7 +343,9 @@ int link_conv_chains(std::vector<PlanStep>& steps) {
   for (size_t q = 0; q < n; ++q) {
     PlanStep& sq = steps[q];
     size_t in_src = SIZE_MAX;
-    if (sq.conv && !sq.has_pre && cpu::dnnl_conv_blocked_in(*sq.conv)) in_src = find_live(sq.k.inputs[0]);
+    // x (with squeeze-excitation's scale folded in: the product's x) read blocked where it is.
+    if (sq.conv && cpu::dnnl_conv_blocked_in(*sq.conv))
+      in_src = find_live(sq.has_pre ? sq.pre.inputs[sq.pre_x] : sq.k.inputs[0]);
     std::vector<size_t> srcs;
     const bool c_only = std::find(sq.epi_reads_c.begin(), sq.epi_reads_c.end(), 0) == sq.epi_reads_c.end();
     if (sq.conv && sq.has_epi) {
@@ -375,9 +381,9 @@ int link_conv_chains(std::vector<PlanStep>& steps) {
         }
     };
     if (sq.has_pre)
-      for (const auto& t : sq.pre.inputs) note(t, SIZE_MAX);
-    for (size_t i = 0; i < sq.k.inputs.size(); ++i)
-      note(sq.k.inputs[i], !bsrcs.empty() ? bsrcs[i] : i == 0 ? in_src : SIZE_MAX);
+      for (size_t i = 0; i < sq.pre.inputs.size(); ++i) note(sq.pre.inputs[i], (int)i == sq.pre_x ? in_src : SIZE_MAX);
+    for (size_t i = 0; i < sq.k.inputs.size(); ++i)  // (with a prologue, input 0 is pre's output: never written)
+      if (i > 0 || !sq.has_pre) note(sq.k.inputs[i], !bsrcs.empty() ? bsrcs[i] : i == 0 ? in_src : SIZE_MAX);
     if (sq.has_epi)
       for (size_t i = 0; i < sq.epi.inputs.size(); ++i)
         if (!sq.epi_reads_c[i]) note(sq.epi.inputs[i], srcs.empty() ? SIZE_MAX : srcs[i]);
@@ -534,8 +540,25 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
     if (dnnl_conv_candidate(st.k)) {
       std::string line = "  " + short_name(st.k) + " (" + ir::op_name(st.k.node->op) + "):";
       std::string why;
+      // An activation of its output alone, next, runs inside its kernel where oneDNN takes it.
+      std::vector<cpu::DnnlEltwise> post;
+      if (i + 1 < kernels.size()) {
+        FusedProgram prog;
+        std::vector<char> reads_c;
+        if (epilogue_refusal(st.k, kernels, i + 1, prog, reads_c).empty() &&
+            std::find(reads_c.begin(), reads_c.end(), 0) == reads_c.end() && !cpu::dnnl_post_ops_of(prog, &post))
+          post.clear();
+      }
       // Its primitives and packed weights are made now (a jit compilation and a reorder each).
-      st.conv = make_dnnl_conv(st.k, &why, &st.conv_rule);
+      st.conv = make_dnnl_conv(st.k, &why, &st.conv_rule, &post);
+      // A 1x1 convolution on a 1x1 map (squeeze-excitation's two products) is faster as rlx's one
+      // product over the batch, in a chain too: its input and output are [N, C] either way.
+      if (st.conv && !st.conv_rule.empty() && st.k.output.numel() == st.k.output.shape[0] * st.k.output.shape[1]) {
+        lines.push_back(line + " rlx's kernel (" + st.conv_rule + ")\n");
+        st.conv.reset();
+        rec->steps.push_back(std::move(st));
+        continue;
+      }
       if (!st.conv) {
         lines.push_back(line + " rlx's kernel (" + why + ")\n");
         rec->steps.push_back(std::move(st));
@@ -556,6 +579,19 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
         }
       }
       attach_epilogue(st, i, line);
+      if (!st.has_epi && cpu::dnnl_conv_post_ops(*st.conv)) {  // (not expected: the same check as above)
+        std::string why2, rule2;
+        st.conv = make_dnnl_conv(st.k, &why2, &rule2, nullptr);
+        if (!st.conv) {
+          lines.push_back("  " + short_name(st.k) + " (" + ir::op_name(st.k.node->op) + "): rlx's kernel (" + why2 + ")\n");
+          rec->steps.push_back(std::move(st));
+          continue;
+        }
+      }
+      if (st.has_epi && cpu::dnnl_conv_post_ops(*st.conv)) {
+        st.epi_in_conv = true;
+        line += " (in oneDNN's kernel)";
+      }
       st.line = lines.size();
       lines.push_back(line);
       rec->steps.push_back(std::move(st));
@@ -602,6 +638,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
       line = "  " + short_name(st.k) + " (" + ir::op_name(st.k.node->op) + "): rlx's kernel (" + st.conv_rule + ")" +
              (st.has_epi ? " + its consumer " + short_name(st.epi) + " after it" : "");
       st.conv.reset();
+      st.epi_in_conv = false;
     } else if (st.conv) {
       n_conv++;
       if (st.blocked_in) line += "; input read blocked (as an earlier step left it)";

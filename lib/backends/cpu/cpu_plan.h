@@ -50,6 +50,9 @@ struct PlanStep {
   Kernel pre;
   int pre_x = 0;  // pre's input that is x (the other is s)
   bool has_epi = false;
+  // The epilogue (an activation of the convolution's output alone) runs inside oneDNN's kernel
+  // as post-ops (dnnl_conv.h): the primitive writes the epilogue's result, nothing runs after it.
+  bool epi_in_conv = false;
   Kernel epi;                      // the consumer folded into the epilogue
   FusedProgram epi_prog;           // its program (built here for a single node)
   std::vector<char> epi_reads_c;   // per consumer input: it is the product's output

@@ -39,6 +39,16 @@ struct DnnlApi {
   size_t (*md_size)(const dnnl_memory_desc_t*) = nullptr;
   dnnl_status_t (*attr_create)(dnnl_primitive_attr_t*) = nullptr;
   dnnl_status_t (*attr_set_scratchpad_mode)(dnnl_primitive_attr_t, dnnl_scratchpad_mode_t) = nullptr;
+  // Post-ops (a convolution's activation run inside its kernel, dnnl_conv.cpp); optional: where
+  // one is missing, post_ops_ok is false and the activations run in rlx's epilogue.
+  dnnl_status_t (*attr_destroy)(dnnl_primitive_attr_t) = nullptr;
+  dnnl_status_t (*attr_set_post_ops)(dnnl_primitive_attr_t, const_dnnl_post_ops_t) = nullptr;
+  dnnl_status_t (*post_ops_create)(dnnl_post_ops_t*) = nullptr;
+  dnnl_status_t (*post_ops_destroy)(dnnl_post_ops_t) = nullptr;
+  dnnl_status_t (*post_ops_append_eltwise)(dnnl_post_ops_t, float, dnnl_alg_kind_t, float, float) = nullptr;
+  bool post_ops_ok = false;
+  // Optional: memory objects reused with a new pointer (dnnl_conv.cpp); null: made per call.
+  dnnl_status_t (*mem_set_handle)(dnnl_memory_t, void*) = nullptr;
   // Attributes for every primitive rlx makes: the scratchpad is the caller's (user mode). rlx
   // creates primitives on one thread and runs them on its pool's, often one primitive on
   // several threads at once; oneDNN's own (library) scratchpad is shared by all primitives and

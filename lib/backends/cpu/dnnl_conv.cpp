@@ -5,10 +5,12 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <immintrin.h>
+#include <unordered_map>
 #include <vector>
 
 #include "backends/cpu/gemm.h"
@@ -53,6 +55,7 @@ struct Slice {
 }  // namespace
 
 struct DnnlConv {
+  uint64_t id = 0;  // unique per plan made (keys the threads' reused memory objects)
   ir::Conv2dGeom g;
   int64_t B = 16;          // channel block of the layout
   bool plain_src = false;  // the primitive reads x as NCHW (few input channels: no conversion)
@@ -65,6 +68,9 @@ struct DnnlConv {
   int64_t WP() const { return g.W + xpl + xpr; }
   bool padded() const { return xpl || xpr; }
   std::vector<float> bias;  // padded to MP
+  std::vector<DnnlEltwise> post;  // post-ops its primitives apply (empty: none)
+  bool folded = false;         // the epilogue's leading x * a + b is in the weights and bias
+  bool epi_in_kernel = false;  // the epilogue is computed by the primitives (post and folded)
   std::vector<Slice> slices;
   std::string impl;
   ~DnnlConv() {
@@ -163,6 +169,23 @@ __attribute__((target("avx512f"))) void from_blocked16(const float* src, int64_t
     transpose16(r);
     for (int64_t j = 0; j < avail; ++j) _mm512_mask_storeu_ps(dst + j * HW + p0, m, r[j]);
   }
+}
+
+// HW pixels of one block of B channels, each channel j < avail scaled by scale[j], the padding
+// channels (their values unused) written as zeros.
+__attribute__((target("avx512f"))) void scale_blocked16(const float* src, int64_t avail, int64_t HW, const float* scale,
+                                                        float* dst) {
+  const __mmask16 m = (__mmask16)((1u << avail) - 1);
+  const __m512 f = _mm512_maskz_loadu_ps(m, scale);
+  for (int64_t p = 0; p < HW; ++p) _mm512_storeu_ps(dst + p * 16, _mm512_maskz_mul_ps(m, _mm512_loadu_ps(src + p * 16), f));
+}
+void scale_blocked(const float* src, int64_t avail, int64_t HW, int64_t B, const float* scale, float* dst) {
+  if (B == 16) {
+    scale_blocked16(src, avail, HW, scale, dst);
+    return;
+  }
+  for (int64_t p = 0; p < HW; ++p)
+    for (int64_t j = 0; j < B; ++j) dst[p * B + j] = j < avail ? src[p * B + j] * scale[j] : 0.f;
 }
 
 void to_blocked_any(const float* src, int64_t avail, int64_t HW, int64_t cs, int64_t B, float* dst,
@@ -296,8 +319,28 @@ std::string make_slices(DnnlConv& c, const float* w, int64_t unit, int64_t units
     return i;
   };
   a.omp_threads(1);
+  // The primitives' attributes: the caller's scratchpad, and the post-ops if any.
+  dnnl_primitive_attr_t attr = a.user_scratchpad, own_attr = nullptr;
+  if (!c.post.empty()) {
+    dnnl_post_ops_t po = nullptr;
+    bool ok = a.post_ops_ok && a.attr_create(&own_attr) == dnnl_success &&
+              a.attr_set_scratchpad_mode(own_attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+              a.post_ops_create(&po) == dnnl_success;
+    for (const auto& e : c.post)
+      ok = ok && a.post_ops_append_eltwise(po, 1.f, (dnnl_alg_kind_t)e.alg, e.alpha, e.beta) == dnnl_success;
+    ok = ok && a.attr_set_post_ops(own_attr, po) == dnnl_success;
+    if (po) a.post_ops_destroy(po);
+    if (!ok) {
+      if (own_attr) a.attr_destroy(own_attr);
+      return "oneDNN refuses the post-ops";
+    }
+    attr = own_attr;
+  }
   dnnl_stream_t st = nullptr;
-  if (a.stream_create(&st, a.engine, dnnl_stream_default_flags) != dnnl_success) return "oneDNN stream";
+  if (a.stream_create(&st, a.engine, dnnl_stream_default_flags) != dnnl_success) {
+    if (own_attr) a.attr_destroy(own_attr);
+    return "oneDNN stream";
+  }
   std::string fail;
   for (int64_t s = 0; s < S && fail.empty(); ++s) {
     const int64_t u0 = units * s / S, u1 = units * (s + 1) / S;
@@ -339,7 +382,7 @@ std::string make_slices(DnnlConv& c, const float* w, int64_t unit, int64_t units
       if (pd || (alg == dnnl_convolution_winograd && !winograd_wanted(g, c.plain_src))) continue;
       if (!(ok && a.conv_desc(&cd, dnnl_forward_inference, alg, &sl.src_md, &w_any, &sl.b_md, &sl.dst_md, strides,
                               dil, padl, padr) == dnnl_success &&
-            a.pd_create(&pd, &cd, a.user_scratchpad, a.engine, nullptr) == dnnl_success))
+            a.pd_create(&pd, &cd, attr, a.engine, nullptr) == dnnl_success))
         pd = nullptr;
     }
     ok = ok && pd;
@@ -378,6 +421,7 @@ std::string make_slices(DnnlConv& c, const float* w, int64_t unit, int64_t units
     c.slices.push_back(sl);  // destroyed with c, even when incomplete
   }
   a.stream_destroy(st);
+  if (own_attr) a.attr_destroy(own_attr);
   if (!fail.empty()) release_slices(c);
   return fail;
 }
@@ -385,7 +429,7 @@ std::string make_slices(DnnlConv& c, const float* w, int64_t unit, int64_t units
 }  // namespace
 
 std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, const float* bias, std::string* why,
-                                               std::string* rule) {
+                                               std::string* rule, const std::vector<DnnlEltwise>* post) {
   auto refuse = [&](const std::string& s) {
     *why = s;
     return nullptr;
@@ -404,6 +448,8 @@ std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, 
   if (pk > g.pk || pb > g.pb || pr > g.pr) return refuse("padding oneDNN cannot express");
 
   auto c = std::make_shared<DnnlConv>();
+  static std::atomic<uint64_t> next_id{1};
+  c->id = next_id++;
   c->g = g;
   c->B = isa_avx512() ? 16 : 8;
   const int64_t B = c->B;
@@ -427,9 +473,45 @@ std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, 
     if (unit > B) return refuse("groups of " + std::to_string(g.Cg) + " -> " + std::to_string(g.Mg) + " channels");
     units = (g.groups + unit - 1) / unit;
   }
-  const int64_t want = g.N >= T ? 1 : (T + g.N - 1) / g.N;
+  int64_t want = g.N >= T ? 1 : (T + g.N - 1) / g.N;
+  // When the pool's threads sleep between jobs (RLX_POOL_SPIN_US=0, or `auto` on a loaded
+  // machine), waking one costs more than half of a small convolution: one slice below 4M
+  // multiply-adds (MobileNetV3-Small on 2 threads without polling: 1.30-1.37 ms -> 0.98-1.07,
+  // docs/benchmarks.md, "Session 12").
+  const double macs = (double)g.N * g.M * g.OD * g.OH * g.OW * g.Cg * g.kD * g.kH * g.kW;
+  if (ThreadPool::global().spin_us() == 0 && macs < 4e6) want = 1;
   const int64_t S = std::max<int64_t>(1, std::min(units, want));
-  std::string fail = make_slices(*c, w, unit, units, S);
+  const char* pe = std::getenv("RLX_CONV_POSTOPS");
+  if (post && !post->empty() && !(pe && std::string(pe) == "0")) {
+    // A leading x * a + b is folded into the weights and bias (a w, a bias + b). oneDNN 2.6's jit
+    // kernels computed a chain with two linear post-ops around a HardSwish wrongly (PP-LCNet's
+    // affine HardSwish, measured here), so a chain with more than one left stays with rlx.
+    std::vector<DnnlEltwise> rest = *post;
+    float fa = 1.f, fb = 0.f;
+    if (rest[0].alg == dnnl_eltwise_linear) {
+      fa = rest[0].alpha;
+      fb = rest[0].beta;
+      rest.erase(rest.begin());
+    }
+    const auto linears = std::count_if(rest.begin(), rest.end(), [](const DnnlEltwise& e) { return e.alg == dnnl_eltwise_linear; });
+    if (linears <= 1) {
+      std::vector<float> wf(w, w + g.M * g.Cg * g.kD * g.kH * g.kW);
+      for (float& v : wf) v *= fa;
+      for (float& v : c->bias) v = v * fa + fb;
+      c->post = rest;
+      c->folded = fa != 1.f || fb != 0.f;
+      // With the post-ops, or (refused, or only a reference loop would take them) without.
+      if (make_slices(*c, wf.data(), unit, units, S).empty()) {
+        c->epi_in_kernel = true;
+      } else {
+        c->post.clear();
+        c->folded = false;
+        c->bias.assign(c->MP, 0.f);
+        if (bias) std::copy(bias, bias + g.M, c->bias.begin());
+      }
+    }
+  }
+  std::string fail = c->epi_in_kernel ? "" : make_slices(*c, w, unit, units, S);
   // oneDNN's jit kernels refuse a left or right pad wider than the columns they compute at a
   // time: with those columns of zeros written by rlx into the converted input, they take it.
   if (!fail.empty() && fail.rfind("oneDNN would run", 0) == 0 && (g.pl > 0 || pr > 0)) {
@@ -450,11 +532,269 @@ std::string dnnl_conv_describe(const DnnlConv& c) {
   if (c.padded())
     s += ", input rows padded by rlx (" + std::to_string(c.xpl) + " + " + std::to_string(c.xpr) + " columns)";
   s += ", " + std::to_string(c.slices.size()) + (c.slices.size() == 1 ? " slice" : " slices");
+  if (c.epi_in_kernel)
+    s += ", " + std::string(c.folded ? "x * a + b folded into its weights" : "") + (c.folded && !c.post.empty() ? ", " : "") +
+         (c.post.empty() ? "" : dnnl_post_ops_describe(c.post) + " in its kernel");
+  return s;
+}
+
+bool dnnl_conv_post_ops(const DnnlConv& c) { return c.epi_in_kernel; }
+
+namespace {
+
+bool same_op(const DnnlEltwise& a, const DnnlEltwise& b) { return a.alg == b.alg && a.alpha == b.alpha && a.beta == b.beta; }
+
+// ops with neighbours merged: x * a + b steps into one, ReLU or max(x, lo) then min(x, hi) into
+// one clip(lo, hi) (and min then max).
+std::vector<DnnlEltwise> merged(const std::vector<DnnlEltwise>& ops) {
+  std::vector<DnnlEltwise> v;
+  for (DnnlEltwise e : ops) {
+    if (e.alg == dnnl_eltwise_relu) e = {dnnl_eltwise_clip, 0.f, INFINITY};  // max(x, 0); back to relu below
+    if (!v.empty()) {
+      DnnlEltwise& l = v.back();
+      if (l.alg == dnnl_eltwise_linear && e.alg == dnnl_eltwise_linear) {
+        l = DnnlEltwise{dnnl_eltwise_linear, l.alpha * e.alpha, l.beta * e.alpha + e.beta};
+        continue;
+      }
+      if (l.alg == dnnl_eltwise_clip && e.alg == dnnl_eltwise_clip) {
+        const bool max_min = std::isinf(l.beta) && l.beta > 0 && std::isinf(e.alpha) && e.alpha < 0;
+        const bool min_max = std::isinf(l.alpha) && l.alpha < 0 && std::isinf(e.beta) && e.beta > 0;
+        const float lo = max_min ? l.alpha : e.alpha, hi = max_min ? e.beta : l.beta;
+        if ((max_min || min_max) && lo <= hi) {
+          l = DnnlEltwise{dnnl_eltwise_clip, lo, hi};
+          continue;
+        }
+      }
+    }
+    v.push_back(e);
+  }
+  std::vector<DnnlEltwise> r;
+  for (const auto& e : v) {
+    if (e.alg == dnnl_eltwise_linear && e.alpha == 1.f && e.beta == 0.f) continue;  // x * 1 + 0
+    if (e.alg == dnnl_eltwise_clip && e.alpha == 0.f && std::isinf(e.beta) && e.beta > 0) r.push_back({dnnl_eltwise_relu, 0.f, 0.f});
+    else r.push_back(e);
+  }
+  return r;
+}
+
+// g with F = g(U) where U and F are merged post-ops of x: U a prefix of F, except that U's last
+// x * a1 + b1 may have been folded into F's x * a2 + b2 (the fuser folds (x + c) + 3 into one
+// add): g then starts with the step between them. False when F does not extend U so.
+bool after(const std::vector<DnnlEltwise>& U, const std::vector<DnnlEltwise>& F, std::vector<DnnlEltwise>* g) {
+  if (U.size() > F.size()) return false;
+  const size_t n = U.size();
+  for (size_t j = 0; j + 1 < n; ++j)
+    if (!same_op(U[j], F[j])) return false;
+  g->clear();
+  if (n > 0 && !same_op(U[n - 1], F[n - 1])) {
+    const DnnlEltwise &l1 = U[n - 1], &l2 = F[n - 1];
+    if (l1.alg != dnnl_eltwise_linear || l2.alg != dnnl_eltwise_linear || l1.alpha == 0.f) return false;
+    const float a = l2.alpha / l1.alpha;  // l2(y) = a * l1(y) + b
+    g->push_back({dnnl_eltwise_linear, a, l2.beta - a * l1.beta});
+  }
+  g->insert(g->end(), F.begin() + n, F.end());
+  return true;
+}
+
+}  // namespace
+
+bool dnnl_post_ops_of(const FusedProgram& p, std::vector<DnnlEltwise>* out) {
+  // Each register: a constant, or the conv's output x with post-ops applied (none: x itself).
+  struct Val {
+    bool is_const = false;
+    float k = 0.f;
+    std::vector<DnnlEltwise> ops;
+  };
+  std::vector<Val> r(p.code.size());
+  auto lin = [](float a, float b) { return DnnlEltwise{dnnl_eltwise_linear, a, b}; };
+  auto clip = [](float lo, float hi) { return DnnlEltwise{dnnl_eltwise_clip, lo, hi}; };
+  for (size_t i = 0; i < p.code.size(); ++i) {
+    const FusedInstr& in = p.code[i];
+    Val& v = r[i];
+    switch (in.kind) {
+      case FusedInstr::Load: break;  // every input is x
+      case FusedInstr::Const:
+        v.is_const = true;
+        v.k = in.imm;
+        break;
+      case FusedInstr::Unary: {
+        const Val& a = r[in.a];
+        if (a.is_const) return false;
+        v.ops = a.ops;
+        switch (in.op) {
+          case EwOp::Relu: v.ops.push_back({dnnl_eltwise_relu, 0.f, 0.f}); break;
+          case EwOp::Sigmoid: v.ops.push_back({dnnl_eltwise_logistic, 0.f, 0.f}); break;
+          case EwOp::Tanh: v.ops.push_back({dnnl_eltwise_tanh, 0.f, 0.f}); break;
+          case EwOp::Silu: v.ops.push_back({dnnl_eltwise_swish, 1.f, 0.f}); break;
+          case EwOp::Abs: v.ops.push_back({dnnl_eltwise_abs, 0.f, 0.f}); break;
+          case EwOp::Neg: v.ops.push_back(lin(-1.f, 0.f)); break;
+          default: return false;
+        }
+        break;
+      }
+      case FusedInstr::Binary: {
+        const Val &a = r[in.a], &b = r[in.b];
+        if (a.is_const && b.is_const) return false;
+        if (a.is_const || b.is_const) {
+          const Val& x = a.is_const ? b : a;
+          const float k = a.is_const ? a.k : b.k;
+          if (!std::isfinite(k)) return false;
+          v.ops = x.ops;
+          switch (in.op) {
+            case EwOp::Mul: v.ops.push_back(lin(k, 0.f)); break;
+            case EwOp::Add: v.ops.push_back(lin(1.f, k)); break;
+            case EwOp::Sub: v.ops.push_back(a.is_const ? lin(-1.f, k) : lin(1.f, -k)); break;
+            case EwOp::Div:
+              if (a.is_const || k == 0.f) return false;
+              v.ops.push_back(lin(1.f / k, 0.f));
+              break;
+            case EwOp::Maximum: v.ops.push_back(clip(k, INFINITY)); break;
+            case EwOp::Minimum: v.ops.push_back(clip(-INFINITY, k)); break;
+            default: return false;
+          }
+          break;
+        }
+        // u * f(u) with f(u) = g(u): HardSwish (g = clip(u / 6 + 1/2, 0, 1), or clip(u + 3, 0, 6),
+        // which is 6 times it) or SiLU (g = sigmoid).
+        if (in.op != EwOp::Mul) return false;
+        const bool a_first = a.ops.size() <= b.ops.size();
+        const std::vector<DnnlEltwise> U = merged(a_first ? a.ops : b.ops), F = merged(a_first ? b.ops : a.ops);
+        std::vector<DnnlEltwise> g;
+        if (!after(U, F, &g)) return false;
+        auto near = [](float x, float want) { return std::fabs(x - want) <= 1e-5f * std::max(1.f, std::fabs(want)); };
+        v.ops = U;
+        if (g.size() == 2 && g[0].alg == dnnl_eltwise_linear && near(g[0].alpha, 1.f / 6.f) && near(g[0].beta, 0.5f) &&
+            g[1].alg == dnnl_eltwise_clip && g[1].alpha == 0.f && g[1].beta == 1.f) {
+          v.ops.push_back({dnnl_eltwise_hardswish, 0.f, 0.f});
+        } else if (g.size() == 2 && g[0].alg == dnnl_eltwise_linear && near(g[0].alpha, 1.f) && near(g[0].beta, 3.f) &&
+                   g[1].alg == dnnl_eltwise_clip && g[1].alpha == 0.f && g[1].beta == 6.f) {
+          v.ops.push_back({dnnl_eltwise_hardswish, 0.f, 0.f});
+          v.ops.push_back(lin(6.f, 0.f));
+        } else if (g.size() == 1 && g[0].alg == dnnl_eltwise_logistic) {
+          v.ops.push_back({dnnl_eltwise_swish, 1.f, 0.f});
+        } else {
+          return false;
+        }
+        break;
+      }
+    }
+  }
+  if (p.code.empty() || p.result != (int)p.code.size() - 1) return false;
+  const Val& res = r[p.result];
+  if (res.is_const) return false;
+  const std::vector<DnnlEltwise> ops = merged(res.ops);
+  if (ops.empty() || ops.size() > 4) return false;
+  *out = ops;
+  return true;
+}
+
+std::string dnnl_post_ops_describe(const std::vector<DnnlEltwise>& ops) {
+  std::string s;
+  for (const auto& e : ops) {
+    if (!s.empty()) s += "+";
+    switch (e.alg) {
+      case dnnl_eltwise_relu: s += "relu"; break;
+      case dnnl_eltwise_linear: s += "linear"; break;
+      case dnnl_eltwise_clip: s += "clip"; break;
+      case dnnl_eltwise_logistic: s += "sigmoid"; break;
+      case dnnl_eltwise_tanh: s += "tanh"; break;
+      case dnnl_eltwise_swish: s += "silu"; break;
+      case dnnl_eltwise_abs: s += "abs"; break;
+      case dnnl_eltwise_hardswish: s += "hardswish"; break;
+      default: s += "?";
+    }
+  }
   return s;
 }
 
 int64_t dnnl_conv_blocked_out_floats(const DnnlConv& c) { return c.g.N * c.MP * c.OS; }
 bool dnnl_conv_blocked_in(const DnnlConv& c) { return !c.plain_src; }
+
+namespace {
+
+// Per pool thread: its oneDNN stream and the memory objects (source, bias, destination,
+// scratchpad) of each convolution slice it ran, given new pointers on each call instead of made
+// and destroyed per call (those allocations and oneDNN's bookkeeping were 5-7% of
+// MobileNetV3-Small's time). Objects of convolutions no longer alive stay until the map holds
+// 4096 slices, then all go.
+struct SliceMems {
+  dnnl_memory_t ms = nullptr, mb = nullptr, md = nullptr, scr = nullptr;
+};
+struct ThreadDnnl {
+  dnnl_stream_t st = nullptr;
+  std::unordered_map<uint64_t, SliceMems> mems;  // key: conv id << 16 | slice
+  std::vector<uint8_t> scratch;
+  // (kept here: at thread exit the table's static may be gone already)
+  dnnl_status_t (*destroy)(dnnl_memory_t) = api().mem_destroy;
+  ~ThreadDnnl() { clear(); }
+  void clear() {
+    for (auto& [k, m] : mems)
+      for (dnnl_memory_t o : {m.ms, m.mb, m.md, m.scr})
+        if (o && destroy) destroy(o);
+    mems.clear();
+  }
+};
+ThreadDnnl& thread_dnnl() {
+  thread_local ThreadDnnl t;
+  return t;
+}
+
+// Runs slice sl of c on src -> dst with the calling thread's stream; false on failure.
+bool run_slice(const DnnlConv& c, size_t si, const float* src, float* dst) {
+  const DnnlApi& a = api();
+  const Slice& sl = c.slices[si];
+  ThreadDnnl& t = thread_dnnl();
+  if (!t.st && a.stream_create(&t.st, a.engine, dnnl_stream_default_flags) != dnnl_success) {
+    t.st = nullptr;
+    return false;
+  }
+  void* scr_p = nullptr;
+  if (sl.scratch.bytes) {
+    if (t.scratch.size() < sl.scratch.bytes + 64) t.scratch.resize(sl.scratch.bytes + 64);
+    scr_p = t.scratch.data() + (64 - reinterpret_cast<uintptr_t>(t.scratch.data()) % 64) % 64;
+  }
+  void* bias = const_cast<float*>(c.bias.data() + sl.m0);
+  bool ok = true;
+  SliceMems made, *m = &made;
+  if (a.mem_set_handle) {
+    if (t.mems.size() >= 4096) t.clear();
+    m = &t.mems[c.id << 16 | si];
+    if (!m->ms) {
+      ok = a.mem_create(&m->ms, &sl.src_md, a.engine, const_cast<float*>(src)) == dnnl_success &&
+           a.mem_create(&m->mb, &sl.b_md, a.engine, bias) == dnnl_success &&
+           a.mem_create(&m->md, &sl.dst_md, a.engine, dst) == dnnl_success &&
+           (!scr_p || a.mem_create(&m->scr, &sl.scratch.md, a.engine, scr_p) == dnnl_success);
+    } else {
+      ok = a.mem_set_handle(m->ms, const_cast<float*>(src)) == dnnl_success && a.mem_set_handle(m->mb, bias) == dnnl_success &&
+           a.mem_set_handle(m->md, dst) == dnnl_success && (!scr_p || a.mem_set_handle(m->scr, scr_p) == dnnl_success);
+    }
+    if (!ok) {  // made again on the next call
+      for (dnnl_memory_t o : {m->ms, m->mb, m->md, m->scr})
+        if (o) a.mem_destroy(o);
+      *m = SliceMems{};
+      return false;
+    }
+  } else {
+    ok = a.mem_create(&m->ms, &sl.src_md, a.engine, const_cast<float*>(src)) == dnnl_success &&
+         a.mem_create(&m->mb, &sl.b_md, a.engine, bias) == dnnl_success &&
+         a.mem_create(&m->md, &sl.dst_md, a.engine, dst) == dnnl_success &&
+         (!scr_p || a.mem_create(&m->scr, &sl.scratch.md, a.engine, scr_p) == dnnl_success);
+  }
+  if (ok) {
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, m->ms},
+                               {DNNL_ARG_WEIGHTS, sl.weights},
+                               {DNNL_ARG_BIAS, m->mb},
+                               {DNNL_ARG_DST, m->md},
+                               {DNNL_ARG_SCRATCHPAD, m->scr}};
+    ok = a.execute(sl.prim, t.st, m->scr ? 5 : 4, args) == dnnl_success && a.stream_wait(t.st) == dnnl_success;
+  }
+  if (m == &made)
+    for (dnnl_memory_t o : {made.ms, made.mb, made.md, made.scr})
+      if (o) a.mem_destroy(o);
+  return ok;
+}
+
+}  // namespace
 
 bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::function<void(int64_t, int64_t)>& epi,
                    const float* x_blocked, float* y_blocked, const float* x_scale) {
@@ -464,7 +804,8 @@ bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::funct
   const int64_t CB = c.CP / B;
   // What the primitive reads per image: IS, or with rlx's columns of zeros D H WP pixels per channel.
   const int64_t rows = g.D * g.H, WP = c.WP(), XS = c.padded() ? rows * WP : IS;
-  const bool convert = (!c.plain_src && !x_blocked) || c.padded();
+  // A blocked input scaled per channel (x_scale) is copied, scaled, into the conversion buffer.
+  const bool convert = (!c.plain_src && !x_blocked) || c.padded() || (x_blocked && x_scale);
   const int64_t xfloats = g.N * (c.plain_src ? g.C : c.CP) * XS;
   thread_local std::vector<float> xb_store, yb_store;
   if (convert && (int64_t)xb_store.size() < xfloats) xb_store.resize(xfloats);
@@ -473,8 +814,18 @@ bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::funct
   const float* xb = convert ? xconv : x_blocked;
   float* yb = y_blocked ? y_blocked : yb_store.data();
   ThreadPool& pool = ThreadPool::global();
-  if (convert && !c.padded()) {
-    pool.parallel_for(g.N * CB, 1, [&](int64_t b, int64_t e) {
+  // Blocks per conversion task: with the pool's threads sleeping, at least 16384 pixels (a
+  // small map's conversion takes less time than waking another thread).
+  const int64_t cgrain = pool.spin_us() == 0 ? std::max<int64_t>(1, 16384 / std::max<int64_t>(XS, 1)) : 1;
+  if (convert && !c.padded() && x_blocked) {
+    pool.parallel_for(g.N * CB, cgrain, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t n = t / CB, cb = t % CB;
+        scale_blocked(x_blocked + t * IS * B, std::min(B, g.C - cb * B), IS, B, x_scale + n * g.C + cb * B, xconv + t * IS * B);
+      }
+    });
+  } else if (convert && !c.padded()) {
+    pool.parallel_for(g.N * CB, cgrain, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         const int64_t n = t / CB, cb = t % CB;
         to_blocked_any(x + (n * g.C + cb * B) * IS, std::min(B, g.C - cb * B), IS, IS, B, xconv + (n * c.CP + cb * B) * IS,
@@ -501,7 +852,8 @@ bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::funct
           std::fill(d, d + c.xpl * B, 0.f);
           if (x_blocked) {
             const float* s = x_blocked + (n * c.CP + cb * B) * IS + r * g.W * B;
-            std::copy(s, s + g.W * B, d + c.xpl * B);
+            if (x_scale) scale_blocked(s, std::min(B, g.C - cb * B), g.W, B, x_scale + n * g.C + cb * B, d + c.xpl * B);
+            else std::copy(s, s + g.W * B, d + c.xpl * B);
           } else {
             to_blocked_any(x + (n * g.C + cb * B) * IS + r * g.W, std::min(B, g.C - cb * B), g.W, IS, B, d + c.xpl * B,
                            x_scale ? x_scale + n * g.C + cb * B : nullptr);
@@ -515,31 +867,12 @@ bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::funct
   std::atomic<bool> failed{false};
   pool.parallel_for(g.N * S, 1, [&](int64_t b, int64_t e) {
     a.omp_threads(1);
-    dnnl_stream_t st = nullptr;
-    if (a.stream_create(&st, a.engine, dnnl_stream_default_flags) != dnnl_success) {
-      failed = true;
-      return;
-    }
     for (int64_t t = b; t < e && !failed; ++t) {
       const int64_t n = t / S;
       const Slice& sl = c.slices[t % S];
       const float* src = c.plain_src ? (c.padded() ? xconv : x) + n * g.C * XS : xb + (n * c.CP + sl.c0) * XS;
       float* dst = yb + (n * c.MP + sl.m0) * OS;
-      dnnl_memory_t ms = nullptr, mb = nullptr, md = nullptr, scr = dnnl_scratch_memory(a, sl.scratch);
-      bool ok = a.mem_create(&ms, &sl.src_md, a.engine, const_cast<float*>(src)) == dnnl_success &&
-                a.mem_create(&mb, &sl.b_md, a.engine, const_cast<float*>(c.bias.data() + sl.m0)) == dnnl_success &&
-                a.mem_create(&md, &sl.dst_md, a.engine, dst) == dnnl_success && (scr || !sl.scratch.bytes);
-      if (ok) {
-        dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, ms},
-                                   {DNNL_ARG_WEIGHTS, sl.weights},
-                                   {DNNL_ARG_BIAS, mb},
-                                   {DNNL_ARG_DST, md},
-                                   {DNNL_ARG_SCRATCHPAD, scr}};
-        ok = a.execute(sl.prim, st, scr ? 5 : 4, args) == dnnl_success && a.stream_wait(st) == dnnl_success;
-      }
-      for (dnnl_memory_t m : {ms, mb, md, scr})
-        if (m) a.mem_destroy(m);
-      if (!ok) {
+      if (!run_slice(c, (size_t)(t % S), src, dst)) {
         failed = true;
         break;
       }
@@ -555,7 +888,6 @@ bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::funct
         from_blocked_any(yb + (n * c.MP + m) * OS, std::min(B, sl.m1 - m), OS, B, y + (n * g.M + m) * OS);
       if (epi) epi((n * g.M + sl.m0) * OS, (n * g.M + sl.m1) * OS);
     }
-    a.stream_destroy(st);
   });
   return !failed;
 }

@@ -22,13 +22,32 @@ namespace rlx::cpu {
 
 struct DnnlConv;
 
+// One activation oneDNN applies to a convolution's result inside its kernel, while the result
+// is in registers (a post-op): alg a dnnl_alg_kind_t (eltwise), alpha and beta its parameters.
+struct DnnlEltwise {
+  int alg = 0;
+  float alpha = 0.f, beta = 0.f;
+};
+// The post-ops that compute p, a fused program whose every input is the convolution's output:
+// chains of ReLU, x * a + b, max / min with a constant (clip), sigmoid, tanh, SiLU, negation,
+// |x|, and x * f(x) with f = clip(x / 6 + 1/2, 0, 1) (HardSwish) or sigmoid (SiLU); false (ops
+// untouched) for anything else. Their rounding differs from rlx's kernels by an ulp or so (a
+// fused multiply-add, HardSwish as x * min(max(x + 3, 0), 6) / 6).
+bool dnnl_post_ops_of(const FusedProgram& p, std::vector<DnnlEltwise>* ops);
+// The names of post-ops ("hardswish", "linear+clip") for --dump-plan.
+std::string dnnl_post_ops_describe(const std::vector<DnnlEltwise>& ops);
+
 // The convolution of kernel k through oneDNN, or null with *why set. k is a conv2d or conv3d over f32
 // whose weight (and bias, if any) are constant: w and bias point at them now and are copied.
 // *rule is set to why the per-shape rule prefers rlx's kernel when its input and output are
 // converted at its edges ("" when it prefers oneDNN; RLX_CONV_DNNL=all: always ""); the plan
 // is made either way (a conv in a chain that stays blocked may still be faster through oneDNN).
+// post, when given and not empty: the activation to apply inside the kernel; where oneDNN
+// takes it (dnnl_conv_post_ops says so) its result is the activation's (RLX_CONV_POSTOPS=0: never).
 std::shared_ptr<const DnnlConv> dnnl_conv_plan(const Kernel& k, const float* w, const float* bias, std::string* why,
-                                               std::string* rule);
+                                               std::string* rule, const std::vector<DnnlEltwise>* post = nullptr);
+// Whether c's primitives apply the post-ops it was planned with.
+bool dnnl_conv_post_ops(const DnnlConv& c);
 
 // Floats of the blocked output ([N][M padded to the block][(OD)][OH][OW][block]) and whether the
 // primitive reads its input blocked (not for the few-channel first layers it reads as NCHW).
@@ -44,8 +63,8 @@ std::string dnnl_conv_describe(const DnnlConv& c);
 // when set, receives the output in the blocked layout, and epi then gets ranges of y_blocked's
 // flat indices (padding channels included); y, if not null, then receives the NCHW conversion of
 // each range after epi (a blocked result that other kernels also read as NCHW). x_scale, when set ([N, C]),
-// scales each input channel as x is converted (squeeze-excitation's x * s folded into the conv
-// that reads it). False when oneDNN failed at run time (the caller then runs rlx's kernel,
+// scales each input channel as x is converted, or as x_blocked is copied (squeeze-excitation's
+// x * s folded into the conv that reads it). False when oneDNN failed at run time (the caller then runs rlx's kernel,
 // unless a blocked operand was given).
 bool dnnl_conv_run(const DnnlConv& c, const float* x, float* y, const std::function<void(int64_t, int64_t)>& epi,
                    const float* x_blocked = nullptr, float* y_blocked = nullptr, const float* x_scale = nullptr);

@@ -742,6 +742,13 @@ const Dnnl& dnnl_loaded() {
     sym(r.pd_query, "dnnl_primitive_desc_query");
     sym(r.attr_create, "dnnl_primitive_attr_create");
     sym(r.attr_set_scratchpad_mode, "dnnl_primitive_attr_set_scratchpad_mode");
+    sym(r.attr_destroy, "dnnl_primitive_attr_destroy");
+    sym(r.attr_set_post_ops, "dnnl_primitive_attr_set_post_ops");
+    sym(r.post_ops_create, "dnnl_post_ops_create");
+    sym(r.post_ops_destroy, "dnnl_post_ops_destroy");
+    sym(r.post_ops_append_eltwise, "dnnl_post_ops_append_eltwise");
+    sym(r.mem_set_handle, "dnnl_memory_set_data_handle");
+    r.post_ops_ok = r.attr_destroy && r.attr_set_post_ops && r.post_ops_create && r.post_ops_destroy && r.post_ops_append_eltwise;
     sym(r.pd_create, "dnnl_primitive_desc_create");
     sym(r.pd_query_md, "dnnl_primitive_desc_query_md");
     sym(r.pd_destroy, "dnnl_primitive_desc_destroy");
