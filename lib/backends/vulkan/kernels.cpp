@@ -107,7 +107,9 @@ std::vector<uint32_t> with_wg(std::vector<uint32_t> spec, uint32_t wg) {
 // Builds the dispatches of one kernel.
 class Lowering : public LowerCtx {
  public:
-  Lowering(LowerEnv& env, const Kernel& k, uint32_t id, int depth = 0) : env_(env), k_(k), id_(id), depth_(depth) {}
+  Lowering(LowerEnv& env, const Kernel& k, uint32_t id, int depth = 0, ConvEpilogue* epi = nullptr)
+      : env_(env), k_(k), id_(id), depth_(depth), epi_(epi) {}
+  ConvEpilogue* conv_epilogue() override { return epi_; }
 
   std::vector<Dispatch> run();
   const Kernel& kernel() const override { return k_; }
@@ -204,6 +206,7 @@ class Lowering : public LowerCtx {
   const Kernel& k_;
   uint32_t id_;
   int depth_ = 0;  // parts of a kernel split over bindings are lowered one level down
+  ConvEpilogue* epi_ = nullptr;  // the consumer a convolution may fold in (lower_kernel)
   bool in_split_ = false;  // binding the boxes of a strided copy split over bindings
   std::vector<Dispatch> ds_;
 };
@@ -955,8 +958,8 @@ bool widen16_forced() {
   return on;
 }
 
-std::vector<Dispatch> lower_kernel(LowerEnv& env, const Kernel& k, uint32_t kernel_id) {
-  return Lowering(env, k, kernel_id).run();
+std::vector<Dispatch> lower_kernel(LowerEnv& env, const Kernel& k, uint32_t kernel_id, ConvEpilogue* epi) {
+  return Lowering(env, k, kernel_id, 0, epi).run();
 }
 
 }  // namespace rlx::vk

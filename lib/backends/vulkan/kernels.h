@@ -77,6 +77,8 @@ struct LowerEnv {
   std::function<const VulkanBuffer&(const std::vector<uint32_t>& words)> const_table;
 };
 
+struct ConvEpilogue;  // below
+
 // What the lowering of the ONNX-style ops (kernels_index.cpp) uses of one kernel's lowering
 // (implemented by kernels.cpp's Lowering).
 class LowerCtx {
@@ -103,6 +105,8 @@ class LowerCtx {
   // Appends the dispatches of `sub` (a part of this kernel: views of its tensors, or scratch),
   // lowered as a kernel of its own under this kernel's id and label.
   virtual void lower_sub(const Kernel& sub) = 0;
+  // The epilogue this kernel may take over (a convolution's; null for others and sub-kernels).
+  virtual ConvEpilogue* conv_epilogue() { return nullptr; }
 };
 
 // ---- Tensors larger than one storage-buffer binding (kernels_split.cpp, issue 30)
@@ -159,6 +163,25 @@ struct MatmulOperands {
   const TensorRef& y;
   uint32_t ta, tb;
   int64_t M, N, K;
+  // A batch of `batch` products (tensor cores through VK_NV_cooperative_matrix2 only): product z
+  // reads A + z*abat, B + z*bbat and writes y + z*ybat (elements). bias_rows: the bias is per
+  // row of y (M values) instead of per column. Other routes refuse either (false).
+  int64_t batch = 1, abat = 0, bbat = 0, ybat = 0;
+  bool bias_rows = false;
+  // Epilogue (matmul_cm2 only, unsplit): y = relu?(product + bias + residual), residual in y's
+  // dtype and layout (its product z at residual + z*ybat).
+  const TensorRef* residual = nullptr;
+  bool relu = false;
+};
+// A convolution's consumer folded into its product (executor.cpp's build(): a fused
+// elementwise kernel right after the convolution computing relu(conv), or relu(conv + r) /
+// relu(r + conv), that alone reads the convolution's result): the convolution writes `out`,
+// the consumer's output, and sets `done` where its route can (kernels_conv_gemm.cpp: the
+// per-image products on matmul_cm2); otherwise it ignores this and the consumer runs.
+struct ConvEpilogue {
+  TensorRef out;
+  const TensorRef* residual = nullptr;
+  bool done = false;
 };
 // On tensor cores (kernels_coopmat.cpp) where the device has them for A's and B's type; false
 // where no tensor-core kernel applies (nothing added).
@@ -186,12 +209,15 @@ const DeviceCaps::CoopShape* flash_attention_shape(const DeviceCaps& c, uint32_t
 // A 2-D convolution of groups 1 as im2col + linear + transpose (kernels_conv_gemm.cpp); false
 // where the direct loop (lower_spatial) runs it instead (nothing added).
 bool lower_conv_gemm(LowerCtx& L);
+// Whether ks[i] is a convolution whose consumer ks[i + 1] it may fold in (ConvEpilogue's
+// conditions); fills `epi`. RLX_VK_CONV_EPILOGUE=0: never.
+bool conv_epilogue_for(const DeviceCaps& c, const std::vector<Kernel>& ks, size_t i, ConvEpilogue& epi);
 // Lowers quantize, dequantize and matmul_integer (kernels_quant.cpp); false for any other op.
 bool lower_quant_op(LowerCtx& L);
 
 // Throws RuntimeError naming k.label for what cannot run (e.g. a tensor larger
 // than the device's maxStorageBufferRange).
-std::vector<Dispatch> lower_kernel(LowerEnv& env, const Kernel& k, uint32_t kernel_id);
+std::vector<Dispatch> lower_kernel(LowerEnv& env, const Kernel& k, uint32_t kernel_id, ConvEpilogue* epi = nullptr);
 
 // The convolution family (kernels_conv.cpp), appended to `out`. `bind` binds a
 // tensor and returns the element offset of its first element in the binding;
