@@ -785,17 +785,17 @@ TEST(VulkanHalf, TransposeMovesBitsUnchanged) {
 
 // conv2d of groups 1 on 2-byte operands: im2col + product + transpose back (kernels_conv_gemm.cpp), against a double loop over the rounded inputs; one rounding of an
 // f32 sum into y's type allowed (as for the products above).
-// Every route of kernels_conv_gemm.cpp: RLX_VK_CONV unset (on a device with
-// VK_NV_cooperative_matrix2: per-image products straight into NCHW where H*W of the output is a
-// multiple of 8, with im2col only where the convolution is not 1x1 / stride 1 / unpadded),
-// "cols" (that route for every shape) and "rows" (im2col rows, product, transpose back). On a
-// device without it (lavapipe) the three are the same route.
+// Both routes of kernels_conv_gemm.cpp: RLX_VK_CONV unset (on a device with
+// VK_NV_cooperative_matrix2: per-image products straight into NCHW, with im2col only where the
+// convolution is not 1x1 / stride 1 / unpadded; output sizes with H*W a multiple of 8 and not)
+// and "rows" (im2col rows, product, transpose back). On a device without it (lavapipe) the two
+// are the same route.
 TEST(VulkanHalf, Conv2dThroughTheProduct) {
   if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";
   struct Case { int64_t N, C, H, W, M, k, s, p; bool bias = true; };
   const char* saved = std::getenv("RLX_VK_CONV");
   const std::string keep = saved ? saved : "";
-  for (const char* route : {"", "cols", "rows"})
+  for (const char* route : {"", "rows"})
   for (DType t : {DType::f16, DType::bf16})
     for (Case c : {Case{2, 16, 12, 10, 24, 3, 1, 1}, Case{3, 3, 17, 15, 8, 7, 2, 3}, Case{2, 32, 9, 9, 40, 1, 2, 0},
                    Case{1, 5, 11, 13, 7, 2, 3, 1}, Case{3, 24, 4, 6, 136, 1, 1, 0}, Case{2, 40, 8, 8, 72, 3, 1, 1, false},
