@@ -42,7 +42,7 @@ for w in $what; do
       done
       ;;
     convroutes)  # ResNet-50 f16 per op under each route (kernels_conv_gemm.cpp; env CONVROUTES), same machine
-      for v in ${CONVROUTES:-RLX_VK_CONV=default RLX_VK_CONV_EPILOGUE=0 RLX_VK_CONV=rows}; do
+      for v in ${CONVROUTES:-RLX_VK_CONV=default RLX_VK_EPILOGUE=0 RLX_VK_CONV=rows}; do
         echo "== profile resnet50 f16 $v"
         env $v timeout 200 $R run $W/resnet50/model.onnx -i image=@$W/resnet50/x.npy -b vulkan -m compiled --profile --repeat 3 --dtype f16 2> $W/prof.txt >/dev/null
         cp $W/prof.txt "$out/prof_resnet50_f16_${v//=/_}.txt"

@@ -849,7 +849,7 @@ TEST(VulkanHalf, Conv2dThroughTheProduct) {
 // conv_epilogue_for, on devices with VK_NV_cooperative_matrix2; elsewhere, lavapipe included,
 // the consumers run as their own kernels): a bottleneck-like chain in f16 and bf16, compiled
 // mode, against a double-precision loop over the 16-bit inputs, with the fold on and off
-// (RLX_VK_CONV_EPILOGUE=0). Folded: relu(conv) (c1), relu(conv + x) (c2), relu(x + conv) with
+// (RLX_VK_EPILOGUE=0). Folded: relu(conv) (c1), relu(conv + x) (c2), relu(x + conv) with
 // no bias (c3); not folded: c4, whose result a second node also reads.
 TEST(VulkanHalf, ConvolutionEpiloguesAgainstReference) {
   if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";
@@ -883,12 +883,12 @@ TEST(VulkanHalf, ConvolutionEpiloguesAgainstReference) {
                                        {"w3", vals({8, 8, 1, 1}, 0.5f, 0.9f)},  {"w4", vals({8, 8, 3, 3}, 0.3f, 2.3f)},
                                        {"b4", vals({8}, 0.2f, 1.3f)}};
   const Tensor x32 = vals({N, C, H, W}, 1.0f, 0.3f);
-  const char* saved = std::getenv("RLX_VK_CONV_EPILOGUE");
+  const char* saved = std::getenv("RLX_VK_EPILOGUE");
   const std::string keep = saved ? saved : "";
   for (DType dt : {DType::f16, DType::bf16})
     for (const char* fold : {"1", "0"}) {
-      SCOPED_TRACE(std::string(dtype_name(dt)) + " RLX_VK_CONV_EPILOGUE=" + fold);
-      setenv("RLX_VK_CONV_EPILOGUE", fold, 1);
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " RLX_VK_EPILOGUE=" + fold);
+      setenv("RLX_VK_EPILOGUE", fold, 1);
       // the reference reads the inputs as the 16-bit graph holds them
       std::map<std::string, Tensor> P;
       std::map<std::string, std::vector<double>> R;
@@ -953,8 +953,92 @@ TEST(VulkanHalf, ConvolutionEpiloguesAgainstReference) {
         EXPECT_LE(worst, tol) << (o == 0 ? "y" : "z");
       }
     }
-  if (saved) setenv("RLX_VK_CONV_EPILOGUE", keep.c_str(), 1);
-  else unsetenv("RLX_VK_CONV_EPILOGUE");
+  if (saved) setenv("RLX_VK_EPILOGUE", keep.c_str(), 1);
+  else unsetenv("RLX_VK_EPILOGUE");
+}
+
+// Linear layers' consumers folded into the tensor-core product the same way: gelu (erf form)
+// after the first, the residual add after the second (y + x), gelu (tanh form) of a third plus
+// nothing else; against a double-precision loop over the 16-bit inputs, fold on and off.
+TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
+  if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";
+  const int64_t B = 2, S = 24, D = 16, F = 32;
+  const std::string json = R"({"format": "rlx.graph", "version": 1, "nodes": [
+    {"id": "x", "op": "input", "shape": [2, 24, 16]},
+    {"id": "W1", "op": "param", "shape": [32, 16]}, {"id": "b1", "op": "param", "shape": [32]},
+    {"id": "W2", "op": "param", "shape": [16, 32]}, {"id": "b2", "op": "param", "shape": [16]},
+    {"id": "W3", "op": "param", "shape": [32, 16]}, {"id": "b3", "op": "param", "shape": [32]},
+    {"id": "h", "op": "linear", "inputs": ["x", "W1", "b1"]},
+    {"id": "g", "op": "gelu", "inputs": ["h"]},
+    {"id": "o", "op": "linear", "inputs": ["g", "W2", "b2"]},
+    {"id": "y", "op": "add", "inputs": ["o", "x"]},
+    {"id": "t", "op": "linear", "inputs": ["y", "W3", "b3"]},
+    {"id": "z", "op": "gelu", "inputs": ["t"], "attrs": {"approximate": "tanh"}}
+  ], "outputs": ["y", "z"]})";
+  auto vals = [](Shape s, float scale, float phase) {
+    Tensor t(s);
+    float* d = t.mutable_data();
+    for (int64_t i = 0; i < t.numel(); ++i) d[i] = scale * std::sin(0.37f * i + phase) + 0.1f * std::cos(1.3f * i);
+    return t;
+  };
+  std::map<std::string, Tensor> P32 = {{"W1", vals({F, D}, 0.4f, 0.1f)}, {"b1", vals({F}, 0.2f, 0.7f)},
+                                       {"W2", vals({D, F}, 0.3f, 0.5f)}, {"b2", vals({D}, 0.2f, 1.9f)},
+                                       {"W3", vals({F, D}, 0.4f, 0.9f)}, {"b3", vals({F}, 0.2f, 1.3f)}};
+  const Tensor x32 = vals({B, S, D}, 1.0f, 0.3f);
+  const char* saved = std::getenv("RLX_VK_EPILOGUE");
+  const std::string keep = saved ? saved : "";
+  for (DType dt : {DType::f16, DType::bf16})
+    for (const char* fold : {"1", "0"}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " RLX_VK_EPILOGUE=" + fold);
+      setenv("RLX_VK_EPILOGUE", fold, 1);
+      std::map<std::string, Tensor> P;
+      std::map<std::string, std::vector<double>> R;
+      for (auto& [k, v] : P32) {
+        P[k] = v.astype(dt);
+        Tensor back = P[k].astype(DType::f32);
+        R[k].assign(back.data(), back.data() + back.numel());
+      }
+      Tensor xb = x32.astype(dt).astype(DType::f32);
+      std::vector<double> x(xb.data(), xb.data() + xb.numel());
+      auto lin = [&](const std::vector<double>& a, int64_t K, const char* W, const char* b, int64_t N) {
+        std::vector<double> o((size_t)(B * S * N));
+        for (int64_t r = 0; r < B * S; ++r)
+          for (int64_t n = 0; n < N; ++n) {
+            double acc = R[b][n];
+            for (int64_t k = 0; k < K; ++k) acc += a[r * K + k] * R[W][n * K + k];
+            o[r * N + n] = acc;
+          }
+        return o;
+      };
+      auto h = lin(x, D, "W1", "b1", F);
+      for (auto& e : h) e = 0.5 * e * (1 + std::erf(e / std::sqrt(2.0)));
+      auto y = lin(h, F, "W2", "b2", D);
+      for (size_t i = 0; i < y.size(); ++i) y[i] += x[i];
+      auto z = lin(y, D, "W3", "b3", F);
+      for (auto& e : z) e = 0.5 * e * (1 + std::tanh(0.79788456080286536 * (e + 0.044715 * e * e * e)));
+
+      auto g = std::make_shared<ir::Graph>(ir::load_graph_text(json, "linear_epilogue.json"));
+      convert_graph_dtype(*g, dt);
+      auto ex = make_executor("vulkan");
+      SessionOptions so;
+      so.disk_cache = false;
+      Session s(g, *ex, P, so);
+      s.set_input("x", x32.astype(dt));
+      auto out = s.run(Mode::Compiled);
+      ASSERT_EQ(out.size(), 2u);
+      const double tol = dt == DType::f16 ? 8e-3 : 6e-2;
+      for (int o = 0; o < 2; ++o) {
+        const auto& want = o == 0 ? y : z;
+        Tensor got = out[o].astype(DType::f32);
+        ASSERT_EQ(got.numel(), (int64_t)want.size());
+        double scale = 0, worst = 0;
+        for (double v : want) scale = std::max(scale, std::fabs(v));
+        for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got.data()[i] - want[i]) / scale);
+        EXPECT_LE(worst, tol) << (o == 0 ? "y" : "z");
+      }
+    }
+  if (saved) setenv("RLX_VK_EPILOGUE", keep.c_str(), 1);
+  else unsetenv("RLX_VK_EPILOGUE");
 }
 
 }  // namespace

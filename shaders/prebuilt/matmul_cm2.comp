@@ -13,8 +13,8 @@
 // bias when the product is w . col, kernels_conv_gemm.cpp). With BATCH = 1 work group z is a
 // batch index: a, b and y start abat, bbat, ybat elements further per z (a convolution's images,
 // whose outputs land in NCHW as they are). Then, in f32 before the one rounding: RES = 1 adds
-// r (binding 4, y's type and layout: a residual), ACT = 1 applies ReLU (a convolution's
-// consumer folded in, executor.cpp). With SPLIT = 1 work group z multiplies K range [z*kchunk,
+// r (binding 4, y's type and layout: a residual), ACT applies ReLU (1) or GELU (2 erf form,
+// 3 tanh form): the product's consumer folded in (executor.cpp, kernels_conv_gemm.cpp). With SPLIT = 1 work group z multiplies K range [z*kchunk,
 // (z+1)*kchunk) and writes its f32 partial product to y + z*M*N; matmul_splitk sums them.
 // The in-bounds path tells the compiler that rows and offsets are 16-byte aligned (the host
 // checks): without that the H200 ran 4096^3 at 10-67 TFLOP/s instead of 253.
@@ -50,7 +50,7 @@ layout(constant_id = 9) const uint SPLIT = 0;
 layout(constant_id = 10) const uint UNROLL = 4;  // K slices per trip of the in-bounds loop
 layout(constant_id = 11) const uint BATCH = 0;   // 1: z is a batch index (SPLIT 0)
 layout(constant_id = 12) const uint RES = 0;     // 1: + r[same index as y] (SPLIT 0)
-layout(constant_id = 13) const uint ACT = 0;     // 1: ReLU (SPLIT 0)
+layout(constant_id = 13) const uint ACT = 0;     // 1: ReLU, 2: GELU (erf), 3: GELU (tanh) (SPLIT 0)
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer A { T a[]; };
@@ -79,6 +79,8 @@ float epilogue(const in uint32_t r, const in uint32_t c, const in float e) {
   float v = e;
   if (RES != 0u && g_m0 + r < pc.m && g_n0 + c < pc.n) v += float(res[g_rbase + (g_m0 + r) * pc.n + g_n0 + c]);
   if (ACT == 1u) v = v < 0.0 ? 0.0 : v;  // NaN stays NaN, as elementwise.def's relu
+  if (ACT == 2u) v = rlx_gelu_erf(v);
+  if (ACT == 3u) v = rlx_gelu_tanh(v);
   return v;
 }
 

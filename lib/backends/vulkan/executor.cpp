@@ -534,8 +534,8 @@ class VulkanExecutor final : public Executor {
     for (size_t i = 0; i < kernels.size(); ++i) {
       const Kernel& k = kernels[i];
       if (k.output.numel() == 0) continue;
-      ConvEpilogue epi;  // a convolution's ReLU (+ residual) consumer folded into its product
-      const bool fold = conv_epilogue_for(dev_.caps, kernels, i, epi);
+      ProductEpilogue epi;  // a convolution's ReLU (+ residual) consumer folded into its product
+      const bool fold = product_epilogue_for(dev_.caps, kernels, i, epi);
       lowered.emplace_back(&k, lower_kernel(env_, k, id++, fold ? &epi : nullptr));
       s->end_kernel();
       if (fold && epi.done) ++i;  // the consumer's output is written; its kernel is not run

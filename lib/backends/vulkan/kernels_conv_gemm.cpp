@@ -10,6 +10,8 @@
 //   col [N, K, OH*OW]      = im2col(x)  (none for a 1x1 convolution of stride 1 without padding:
 //                                        x itself is [N, C, H*W])
 //   y[n] [M, OH*OW]        = w [M, K] . col[n] + bias per row   (one dispatch, z = n)
+// product_epilogue_for (below) decides, for compiled plans, which consumer of a convolution or
+// a linear layer the product takes over (ProductEpilogue, kernels.h).
 #include <cstdlib>
 #include <cstring>
 
@@ -71,22 +73,22 @@ bool lower_conv_gemm(LowerCtx& L) {
       d.groups[1] = (uint32_t)cdiv(R, 32);
     }
     const TensorRef wv = view_of(c, w, 0, {M, K});
-    auto product = [&](const TensorRef& out, const TensorRef* residual, bool relu) {
+    auto product = [&](const TensorRef& out, const TensorRef* residual, uint32_t act) {
       MatmulOperands mo{wv, col, g.has_bias ? &k.inputs[2] : nullptr, out, 0u, 0u, M, P, K};
       mo.batch = g.N;
       mo.bbat = K * P;
       mo.ybat = M * P;
       mo.bias_rows = true;
       mo.residual = residual;
-      mo.relu = relu;
+      mo.act = act;
       return lower_matmul_tensor_cores(L, mo);
     };
     // The consumer folded in (executor.cpp), where its tensors bind whole like y
-    ConvEpilogue* epi = L.conv_epilogue();
+    ProductEpilogue* epi = L.product_epilogue();
     if (epi && binds_whole(c, epi->out) && (!epi->residual || binds_whole(c, *epi->residual)) &&
-        product(epi->out, epi->residual, true))
+        product(epi->out, epi->residual, epi->act))
       return epi->done = true;
-    if (product(y, nullptr, false)) return true;
+    if (product(y, nullptr, 0u)) return true;
     if (!direct) L.drop_last();  // no tile fits: the row-major route below
   }
   const TensorRef col = scratch(R * K, x.dtype, {R, K});
@@ -143,29 +145,44 @@ int loaded(const FusedProgram& p, int32_t r) {
 
 }  // namespace
 
-bool conv_epilogue_for(const DeviceCaps& c, const std::vector<Kernel>& ks, size_t i, ConvEpilogue& epi) {
-  if (const char* e = std::getenv("RLX_VK_CONV_EPILOGUE"); e && *e == '0') return false;
+bool product_epilogue_for(const DeviceCaps& c, const std::vector<Kernel>& ks, size_t i, ProductEpilogue& epi) {
+  if (const char* e = std::getenv("RLX_VK_EPILOGUE"); e && *e == '0') return false;
   if (i + 1 >= ks.size() || !c.cm2) return false;
   const Kernel &k = ks[i], &f = ks[i + 1];
-  if (!k.node || k.fused || k.node->op != ir::Op::Conv2d || k.graph_output) return false;
-  std::vector<int> ins;  // f's inputs the ReLU's operand sums
-  if (!f.fused) {  // a lone relu node
-    if (!f.node || f.node->op != ir::Op::Relu || f.inputs.size() != 1) return false;
-    ins = {0};
-  }
-  const FusedProgram empty;
-  const FusedProgram& p = f.fused ? *f.fused : empty;
-  const FusedInstr top = f.fused && p.result >= 0 && p.result < (int)p.code.size() ? p.code[p.result] : FusedInstr{};
-  if (f.fused && (top.kind != FusedInstr::Unary || top.op != EwOp::Relu)) return false;
-  if (!f.fused) {
-  } else if (int a = loaded(p, top.a); a >= 0) {
-    ins = {a};
-  } else if (top.a >= 0 && top.a < (int)p.code.size() && p.code[top.a].kind == FusedInstr::Binary &&
-             p.code[top.a].op == EwOp::Add) {
-    ins = {loaded(p, p.code[top.a].a), loaded(p, p.code[top.a].b)};
-    if (ins[0] < 0 || ins[1] < 0 || ins[0] == ins[1]) return false;
-  } else {
+  if (!k.node || k.fused || (k.node->op != ir::Op::Conv2d && k.node->op != ir::Op::Linear) || k.graph_output)
     return false;
+  // The consumer: act(sum) or sum, sum being one input or the add of two (`ins`)
+  auto act_of = [](EwOp op) { return op == EwOp::Relu ? 1u : op == EwOp::GeluErf ? 2u : op == EwOp::GeluTanh ? 3u : 0u; };
+  std::vector<int> ins;
+  uint32_t act = 0;
+  if (!f.fused) {  // a lone node
+    if (!f.node) return false;
+    const ir::Op op = f.node->op;
+    if ((op == ir::Op::Relu || op == ir::Op::Gelu) && f.inputs.size() == 1) {
+      act = op == ir::Op::Relu ? 1u : f.node->attrs.s("approximate") == "tanh" ? 3u : 2u;
+      ins = {0};
+    } else if (op == ir::Op::Add && f.inputs.size() == 2) {
+      ins = {0, 1};
+    } else {
+      return false;
+    }
+  } else {
+    const FusedProgram& p = *f.fused;
+    if (p.result < 0 || p.result >= (int)p.code.size()) return false;
+    int32_t r = p.result;
+    if (p.code[r].kind == FusedInstr::Unary) {
+      act = act_of(p.code[r].op);
+      if (!act) return false;
+      r = p.code[r].a;
+    }
+    if (int a = loaded(p, r); a >= 0 && act) {
+      ins = {a};
+    } else if (r >= 0 && r < (int)p.code.size() && p.code[r].kind == FusedInstr::Binary && p.code[r].op == EwOp::Add) {
+      ins = {loaded(p, p.code[r].a), loaded(p, p.code[r].b)};
+      if (ins[0] < 0 || ins[1] < 0 || ins[0] == ins[1]) return false;
+    } else {
+      return false;
+    }
   }
   if (f.inputs.size() != ins.size()) return false;
   int from_conv = -1;
@@ -202,6 +219,7 @@ bool conv_epilogue_for(const DeviceCaps& c, const std::vector<Kernel>& ks, size_
   if (res && overlaps(c, *res, k.output)) return false;
   epi.out = f.output;
   epi.residual = res;
+  epi.act = act;
   epi.done = false;
   return true;
 }

@@ -115,14 +115,14 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   const bool split = nsplit > 1;
   const uint32_t biask = m.bias ? storage_kind(c, m.bias->dtype) : 0u, yk = storage_kind(c, m.y.dtype);
   if (!split && yk != 0 && yk != tk) return false;  // y is f32 or the operands' type
-  if ((m.residual || m.relu) && (split || yk != tk || storage_kind(c, m.residual ? m.residual->dtype : m.y.dtype) != yk))
+  if ((m.residual || m.act) && (split || yk != tk || storage_kind(c, m.residual ? m.residual->dtype : m.y.dtype) != yk))
     return false;  // the epilogue: unsplit, in the operands' 16-bit type
   TensorRef part;
   if (split) part = L.scratch((int64_t)nsplit * m.M * m.N);
   Dispatch& d = L.add(tk == 1 ? "matmul_cm2.f16" : "matmul_cm2.bf16",
                       {t.wg, t.bm, t.bn, t.bk, m.ta, m.tb, m.bias && !split ? (m.bias_rows ? 2u : 1u) : 0u, biask,
                        split ? 0u : yk, split ? 1u : 0u, t.unroll, m.batch > 1 ? 1u : 0u, m.residual ? 1u : 0u,
-                       m.relu ? 1u : 0u});
+                       m.act});
   uint32_t ao = L.read(d, m.A), bo = L.read(d, m.B);
   uint32_t biaso = m.bias && !split ? L.read(d, *m.bias) : (L.bind_dummy(d), 0u);
   uint32_t yo = L.write(d, split ? part : m.y);
@@ -210,7 +210,7 @@ bool lower_matmul_tensor_cores(LowerCtx& L, const MatmulOperands& m) {
   const uint32_t ak = storage_kind(c, m.A.dtype), bk = storage_kind(c, m.B.dtype);
   if (ak != bk || (ak != 1 && ak != 2)) return false;
   if (c.cm2 && cm2(L, m, ak)) return true;
-  if (m.batch != 1 || m.bias_rows || m.residual || m.relu) return false;  // only matmul_cm2 has these
+  if (m.batch != 1 || m.bias_rows || m.residual || m.act) return false;  // only matmul_cm2 has these
   if (c.coop_khr && subgroup_coop(L, m, ak == 1 ? "matmul_cm1.f16" : "matmul_cm1.bf16", ak == 1 ? c.khr_f16 : c.khr_bf16))
     return true;
   if (ak == 1 && c.coop_nv) {
