@@ -959,7 +959,8 @@ TEST(VulkanHalf, ConvolutionEpiloguesAgainstReference) {
 
 // Linear layers' consumers folded into the tensor-core product the same way: gelu (erf form)
 // after the first, the residual add after the second (y + x), gelu (tanh form) of a third plus
-// nothing else; against a double-precision loop over the 16-bit inputs, fold on and off.
+// nothing else; against a double-precision loop over the 16-bit inputs: the default (the add
+// folded), RLX_VK_EPILOGUE=gelu (the GELUs too) and 0 (nothing folded).
 TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
   if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";
   const int64_t B = 2, S = 24, D = 16, F = 32;
@@ -988,7 +989,7 @@ TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
   const char* saved = std::getenv("RLX_VK_EPILOGUE");
   const std::string keep = saved ? saved : "";
   for (DType dt : {DType::f16, DType::bf16})
-    for (const char* fold : {"1", "0"}) {
+    for (const char* fold : {"1", "gelu", "0"}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " RLX_VK_EPILOGUE=" + fold);
       setenv("RLX_VK_EPILOGUE", fold, 1);
       std::map<std::string, Tensor> P;

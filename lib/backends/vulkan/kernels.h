@@ -176,7 +176,7 @@ struct MatmulOperands {
 // A product's consumer folded into it (executor.cpp's build(), product_epilogue_for): the
 // kernel right after a convolution or a linear layer is the only reader of its result and
 // computes act(y), y + r, r + y or act(y + r) with act ReLU or GELU (a fused elementwise kernel
-// or a lone relu / gelu / add node). The product writes `out` (the consumer's output) and sets
+// or a lone relu / gelu / add node; GELU only with RLX_VK_EPILOGUE=gelu, measured slower). The product writes `out` (the consumer's output) and sets
 // `done` where its route can (matmul_cm2: the per-image convolution products, unsplit linears);
 // otherwise it ignores this and the consumer runs.
 struct ProductEpilogue {
