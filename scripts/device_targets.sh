@@ -5,6 +5,10 @@
 # Here: scripts/build.sh && scripts/device_run.sh --pack; copy .device-pack/pack.tgz,
 # ../shared/gpu's .device-vk and this script into DIR of the session's checkout (ignored by git),
 # then on the device: bash DIR/device_targets.sh [vision generate detectors profile] (default all).
+# Also: `convroutes` (ResNet-50 f16 profiled and benched under each setting of CONVROUTES,
+# default "RLX_VK_CONV=default RLX_VK_EPILOGUE=0 RLX_VK_CONV=rows"), `tests`. Env: PDT=f16
+# profiles f16 only, ROUTES= skips the profile stage's matmul-route benches, PN top kernels.
+# Each profile's full text is copied to $OUT.
 set -uo pipefail
 C=$(cd "$(dirname "$0")" && pwd)
 P=$C/pack
