@@ -5,6 +5,10 @@
 # Here: scripts/build.sh && scripts/device_run.sh --pack; copy .device-pack/pack.tgz,
 # ../shared/gpu's .device-vk and this script into DIR of the session's checkout (ignored by git),
 # then on the device: bash DIR/device_targets.sh [vision generate detectors profile] (default all).
+# Also: `convroutes` (ResNet-50 f16 profiled and benched under each setting of CONVROUTES,
+# default "RLX_VK_CONV=default RLX_VK_EPILOGUE=0 RLX_VK_CONV=rows"), `tests`. Env: PDT=f16
+# profiles f16 only, ROUTES= skips the profile stage's matmul-route benches, PN top kernels.
+# Each profile's full text is copied to $OUT.
 set -uo pipefail
 C=$(cd "$(dirname "$0")" && pwd)
 P=$C/pack
@@ -26,17 +30,29 @@ for w in $what; do
   case $w in
     profile)  # per kernel (top PN) and summed per op, last of 3 runs
       for m in resnet50 vit_s_16; do
-        for dt in "" "--dtype f16"; do
+        dts=("" "--dtype f16"); [[ ${PDT:-} == f16 ]] && dts=("--dtype f16")  # PDT=f16: f16 only
+        for dt in "${dts[@]}"; do
           echo "== profile $m batch 32 compiled $dt"
           timeout 200 $R run $W/$m/model.onnx -i image=@$W/$m/x.npy -b vulkan -m compiled --profile --repeat 3 $dt 2> $W/prof.txt >/dev/null
+          cp $W/prof.txt "$out/prof_${m}${dt// /_}.txt"
           head -${PN:-16} $W/prof.txt | cut -c1-160
           awk '$1 ~ /^[0-9.]+$/ && NF >= 6 {s[$5] += $1; n[$5]++; t += $1} END {for (o in s) printf "  %-14s %8.3f ms %4d kernels\n", o, s[o], n[o]; printf "  %-14s %8.3f ms\n", "total", t}' $W/prof.txt | sort -k2 -n -r
         done
       done
-      for v in RLX_VK_COOPMAT=khr RLX_VK_COOPMAT=nv RLX_VK_NO_COOPMAT=1; do  # the f16 convolutions' matmul route
+      for v in ${ROUTES-RLX_VK_COOPMAT=khr RLX_VK_COOPMAT=nv RLX_VK_NO_COOPMAT=1}; do  # the f16 convolutions' matmul route
         for m in resnet50 vit_s_16; do
           echo "$v $m f16: $(env $v $R bench $W/$m/model.onnx --input image=@$W/$m/x.npy --backends vulkan --modes compiled --reps 5 --dtype f16 --format csv 2>/dev/null | tail -1)"
         done
+      done
+      ;;
+    convroutes)  # ResNet-50 f16 per op under each route (kernels_conv_gemm.cpp; env CONVROUTES), same machine
+      for v in ${CONVROUTES:-RLX_VK_CONV=default RLX_VK_EPILOGUE=0 RLX_VK_CONV=rows}; do
+        echo "== profile resnet50 f16 $v"
+        env $v timeout 200 $R run $W/resnet50/model.onnx -i image=@$W/resnet50/x.npy -b vulkan -m compiled --profile --repeat 3 --dtype f16 2> $W/prof.txt >/dev/null
+        cp $W/prof.txt "$out/prof_resnet50_f16_${v//=/_}.txt"
+        head -1 $W/prof.txt | cut -c1-160
+        awk '$1 ~ /^[0-9.]+$/ && NF >= 6 {s[$5] += $1; n[$5]++; t += $1} END {for (o in s) printf "  %-14s %8.3f ms %4d kernels\n", o, s[o], n[o]; printf "  %-14s %8.3f ms\n", "total", t}' $W/prof.txt | sort -k2 -n -r
+        echo "$v resnet50 f16 bench: $(env $v $R bench $W/resnet50/model.onnx --input image=@$W/resnet50/x.npy --backends vulkan --modes compiled --reps 20 --dtype f16 --format csv 2>/dev/null | tail -1)"
       done
       ;;
     tests)

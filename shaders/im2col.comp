@@ -4,12 +4,16 @@
 // the order of a weight [M, C, kH, kW] viewed as [M, K]; taps in the padding read 0. A 32x32
 // tile goes through shared memory: read with consecutive invocations on consecutive output
 // positions (neighbouring x elements), written along col's rows, so both sides coalesce.
+// KP = 1 writes col as [N, K, OH*OW] instead (per image, the product's B operand [K, P]; the
+// tensor-core route of kernels_conv_gemm.cpp): consecutive invocations then write consecutive
+// output positions directly, without the shared tile.
 #extension GL_GOOGLE_include_directive : require
 #ifdef RLX_HALF  // the ".h16" variant: f16/bf16 x and col in 2-byte storage
 #extension GL_EXT_shader_16bit_storage : require
 #endif
 layout(local_size_x = 32, local_size_y = 8) in;
 layout(constant_id = 0) const uint DT = 0;  // storage kind of x and col (common.glsl): 0 f32, 1 f16, 2 bf16
+layout(constant_id = 1) const uint KP = 0;  // 1: col is [N, K, OH*OW]
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer X { float x[]; };
@@ -57,8 +61,13 @@ void main() {
       if (ih >= 0 && ih < int(pc.H) && iw >= 0 && iw < int(pc.W))
         v = load_x(pc.xoff + ((n * pc.C + c) * pc.H + uint(ih)) * pc.W + uint(iw));
     }
-    tile[ty + j][tx] = v;
+    if (KP != 0u) {
+      if (r < pc.R && k < pc.K) store_y(pc.yoff + (n * pc.K + k) * (pc.OH * pc.OW) + oh * pc.OW + ow, v);
+    } else {
+      tile[ty + j][tx] = v;
+    }
   }
+  if (KP != 0u) return;
   barrier();
   for (uint j = 0u; j < 32u; j += 8u) {
     uint rr = r0 + ty + j, k = k0 + tx;

@@ -8,12 +8,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "backends/vulkan/vulkan_executor.h"
 #include "core/error.h"
+#include "ir/loader.h"
 #include "ir/op_registry.h"
 #include "attention_ref.h"
+#include "runtime/runner.h"
+#include "runtime/session.h"
 #include "vulkan_test_util.h"
 
 namespace rlx {
@@ -757,21 +761,36 @@ TEST(VulkanHalf, TransposeMovesBitsUnchanged) {
 
 // conv2d of groups 1 on 2-byte operands: im2col + product + transpose back (kernels_conv_gemm.cpp), against a double loop over the rounded inputs; one rounding of an
 // f32 sum into y's type allowed (as for the products above).
+// Both routes of kernels_conv_gemm.cpp: RLX_VK_CONV unset (on a device with
+// VK_NV_cooperative_matrix2: per-image products straight into NCHW, with im2col only where the
+// convolution is not 1x1 / stride 1 / unpadded; output sizes with H*W a multiple of 8 and not)
+// and "rows" (im2col rows, product, transpose back). On a device without it (lavapipe) the two
+// are the same route.
 TEST(VulkanHalf, Conv2dThroughTheProduct) {
   if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";
-  struct Case { int64_t N, C, H, W, M, k, s, p; };
+  struct Case { int64_t N, C, H, W, M, k, s, p; bool bias = true; };
+  const char* saved = std::getenv("RLX_VK_CONV");
+  const std::string keep = saved ? saved : "";
+  for (const char* route : {"", "rows"})
   for (DType t : {DType::f16, DType::bf16})
     for (Case c : {Case{2, 16, 12, 10, 24, 3, 1, 1}, Case{3, 3, 17, 15, 8, 7, 2, 3}, Case{2, 32, 9, 9, 40, 1, 2, 0},
-                   Case{1, 5, 11, 13, 7, 2, 3, 1}}) {
-      SCOPED_TRACE(std::string(dtype_name(t)) + " C" + std::to_string(c.C) + " M" + std::to_string(c.M) + " k" +
-                   std::to_string(c.k) + " s" + std::to_string(c.s));
+                   Case{1, 5, 11, 13, 7, 2, 3, 1}, Case{3, 24, 4, 6, 136, 1, 1, 0}, Case{2, 40, 8, 8, 72, 3, 1, 1, false},
+                   Case{2, 16, 7, 7, 20, 1, 1, 0, false}, Case{4, 8, 16, 16, 264, 3, 2, 1}}) {
+      if (*route) setenv("RLX_VK_CONV", route, 1);
+      else unsetenv("RLX_VK_CONV");
+      SCOPED_TRACE(std::string(dtype_name(t)) + " route '" + route + "' N" + std::to_string(c.N) + " C" +
+                   std::to_string(c.C) + " " + std::to_string(c.H) + "x" + std::to_string(c.W) + " M" +
+                   std::to_string(c.M) + " k" + std::to_string(c.k) + " s" + std::to_string(c.s) + " p" +
+                   std::to_string(c.p) + (c.bias ? "" : " no bias"));
       const int64_t OH = (c.H + 2 * c.p - c.k) / c.s + 1, OW = (c.W + 2 * c.p - c.k) / c.s + 1;
       auto x = random16(t, c.N * c.C * c.H * c.W, 3, -1, 1), w = random16(t, c.M * c.C * c.k * c.k, 4, -1, 1),
            bias = random16(t, c.M, 5, -1, 1);
       Dev dx = put16({c.N, c.C, c.H, c.W}, t, x, 0), dw = put16({c.M, c.C, c.k, c.k}, t, w, 0), db = put16({c.M}, t, bias, 0);
       Dev y = out_like({c.N, c.M, OH, OW}, t, 0);
+      std::vector<const Dev*> ins = {&dx, &dw};
+      if (c.bias) ins.push_back(&db);
       launch(node(Op::Conv2d, {{"strides", std::vector<int64_t>{c.s, c.s}}, {"pads", std::vector<int64_t>{c.p, c.p, c.p, c.p}}}),
-             {&dx, &dw, &db}, y);
+             ins, y);
       auto got = get16(y);
       const double ulp = t == DType::f16 ? 1.0 / 1024 : 1.0 / 128;
       int bad = 0;
@@ -779,7 +798,7 @@ TEST(VulkanHalf, Conv2dThroughTheProduct) {
         for (int64_t m = 0; m < c.M; ++m)
           for (int64_t oh = 0; oh < OH; ++oh)
             for (int64_t ow = 0; ow < OW; ++ow) {
-              double acc = ref_value(t, bias[m]), mag = std::fabs(acc);
+              double acc = c.bias ? ref_value(t, bias[m]) : 0.0, mag = std::fabs(acc);
               for (int64_t ci = 0; ci < c.C; ++ci)
                 for (int64_t kh = 0; kh < c.k; ++kh)
                   for (int64_t kw = 0; kw < c.k; ++kw) {
@@ -797,6 +816,206 @@ TEST(VulkanHalf, Conv2dThroughTheProduct) {
             }
       EXPECT_EQ(bad, 0);
     }
+  if (saved) setenv("RLX_VK_CONV", keep.c_str(), 1);
+  else unsetenv("RLX_VK_CONV");
+}
+
+
+// A convolution's ReLU and residual add folded into its product (executor.cpp's build() and
+// conv_epilogue_for, on devices with VK_NV_cooperative_matrix2; elsewhere, lavapipe included,
+// the consumers run as their own kernels): a bottleneck-like chain in f16 and bf16, compiled
+// mode, against a double-precision loop over the 16-bit inputs, with the fold on and off
+// (RLX_VK_EPILOGUE=0). Folded: relu(conv) (c1), relu(conv + x) (c2), relu(x + conv) with
+// no bias (c3); not folded: c4, whose result a second node also reads.
+TEST(VulkanHalf, ConvolutionEpiloguesAgainstReference) {
+  if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";
+  const int64_t N = 2, C = 8, H = 8, W = 8, M1 = 16;
+  const std::string json = R"({"format": "rlx.graph", "version": 1, "nodes": [
+    {"id": "x", "op": "input", "shape": [2, 8, 8, 8]},
+    {"id": "w1", "op": "param", "shape": [16, 8, 3, 3]}, {"id": "b1", "op": "param", "shape": [16]},
+    {"id": "w2", "op": "param", "shape": [8, 16, 1, 1]}, {"id": "b2", "op": "param", "shape": [8]},
+    {"id": "w3", "op": "param", "shape": [8, 8, 1, 1]},
+    {"id": "w4", "op": "param", "shape": [8, 8, 3, 3]}, {"id": "b4", "op": "param", "shape": [8]},
+    {"id": "c1", "op": "conv2d", "inputs": ["x", "w1", "b1"], "attrs": {"pads": [1, 1, 1, 1]}},
+    {"id": "r1", "op": "relu", "inputs": ["c1"]},
+    {"id": "c2", "op": "conv2d", "inputs": ["r1", "w2", "b2"]},
+    {"id": "a2", "op": "add", "inputs": ["c2", "x"]},
+    {"id": "r2", "op": "relu", "inputs": ["a2"]},
+    {"id": "c3", "op": "conv2d", "inputs": ["r2", "w3"]},
+    {"id": "a3", "op": "add", "inputs": ["x", "c3"]},
+    {"id": "r3", "op": "relu", "inputs": ["a3"]},
+    {"id": "c4", "op": "conv2d", "inputs": ["r3", "w4", "b4"], "attrs": {"pads": [1, 1, 1, 1]}},
+    {"id": "y", "op": "relu", "inputs": ["c4"]},
+    {"id": "z", "op": "add", "inputs": ["c4", "r3"]}
+  ], "outputs": ["y", "z"]})";
+  auto vals = [](Shape s, float scale, float phase) {
+    Tensor t(s);
+    float* d = t.mutable_data();
+    for (int64_t i = 0; i < t.numel(); ++i) d[i] = scale * std::sin(0.37f * i + phase) + 0.1f * std::cos(1.3f * i);
+    return t;
+  };
+  std::map<std::string, Tensor> P32 = {{"w1", vals({16, 8, 3, 3}, 0.3f, 0.1f)}, {"b1", vals({16}, 0.2f, 0.7f)},
+                                       {"w2", vals({8, 16, 1, 1}, 0.4f, 0.5f)}, {"b2", vals({8}, 0.2f, 1.9f)},
+                                       {"w3", vals({8, 8, 1, 1}, 0.5f, 0.9f)},  {"w4", vals({8, 8, 3, 3}, 0.3f, 2.3f)},
+                                       {"b4", vals({8}, 0.2f, 1.3f)}};
+  const Tensor x32 = vals({N, C, H, W}, 1.0f, 0.3f);
+  const char* saved = std::getenv("RLX_VK_EPILOGUE");
+  const std::string keep = saved ? saved : "";
+  for (DType dt : {DType::f16, DType::bf16})
+    for (const char* fold : {"1", "0"}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " RLX_VK_EPILOGUE=" + fold);
+      setenv("RLX_VK_EPILOGUE", fold, 1);
+      // the reference reads the inputs as the 16-bit graph holds them
+      std::map<std::string, Tensor> P;
+      std::map<std::string, std::vector<double>> R;
+      for (auto& [k, v] : P32) {
+        P[k] = v.astype(dt);
+        Tensor back = P[k].astype(DType::f32);
+        R[k].assign(back.data(), back.data() + back.numel());
+      }
+      Tensor xb = x32.astype(dt).astype(DType::f32);
+      std::vector<double> x(xb.data(), xb.data() + xb.numel());
+      auto conv = [&](const std::vector<double>& in, int64_t Ci, const char* w, const char* b, int64_t M, int64_t k) {
+        std::vector<double> o((size_t)(N * M * H * W));
+        const int64_t p = k / 2;
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t oh = 0; oh < H; ++oh)
+              for (int64_t ow = 0; ow < W; ++ow) {
+                double acc = b ? R[b][m] : 0.0;
+                for (int64_t c = 0; c < Ci; ++c)
+                  for (int64_t kh = 0; kh < k; ++kh)
+                    for (int64_t kw = 0; kw < k; ++kw) {
+                      int64_t ih = oh - p + kh, iw = ow - p + kw;
+                      if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                      acc += in[((n * Ci + c) * H + ih) * W + iw] * R[w][((m * Ci + c) * k + kh) * k + kw];
+                    }
+                o[((n * M + m) * H + oh) * W + ow] = acc;
+              }
+        return o;
+      };
+      auto relu = [](std::vector<double> v) {
+        for (auto& e : v) e = e < 0 ? 0 : e;
+        return v;
+      };
+      auto add = [](std::vector<double> a, const std::vector<double>& b) {
+        for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+        return a;
+      };
+      auto r1 = relu(conv(x, C, "w1", "b1", M1, 3));
+      auto r2 = relu(add(conv(r1, M1, "w2", "b2", C, 1), x));
+      auto r3 = relu(add(conv(r2, C, "w3", nullptr, C, 1), x));
+      auto c4 = conv(r3, C, "w4", "b4", C, 3);
+      const std::vector<double> want_y = relu(c4), want_z = add(c4, r3);
+
+      auto g = std::make_shared<ir::Graph>(ir::load_graph_text(json, "epilogue.json"));
+      convert_graph_dtype(*g, dt);
+      auto ex = make_executor("vulkan");
+      SessionOptions so;
+      so.disk_cache = false;
+      Session s(g, *ex, P, so);
+      s.set_input("x", x32.astype(dt));
+      auto out = s.run(Mode::Compiled);
+      ASSERT_EQ(out.size(), 2u);
+      // each intermediate the plan writes is rounded to the dtype: tolerance of the outputs' scale
+      const double tol = dt == DType::f16 ? 8e-3 : 6e-2;
+      for (int o = 0; o < 2; ++o) {
+        const auto& want = o == 0 ? want_y : want_z;
+        Tensor got = out[o].astype(DType::f32);
+        ASSERT_EQ(got.numel(), (int64_t)want.size());
+        double scale = 0, worst = 0;
+        for (double v : want) scale = std::max(scale, std::fabs(v));
+        for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got.data()[i] - want[i]) / scale);
+        EXPECT_LE(worst, tol) << (o == 0 ? "y" : "z");
+      }
+    }
+  if (saved) setenv("RLX_VK_EPILOGUE", keep.c_str(), 1);
+  else unsetenv("RLX_VK_EPILOGUE");
+}
+
+// Linear layers' consumers folded into the tensor-core product the same way: gelu (erf form)
+// after the first, the residual add after the second (y + x), gelu (tanh form) of a third plus
+// nothing else; against a double-precision loop over the 16-bit inputs: the default (the add
+// folded), RLX_VK_EPILOGUE=gelu (the GELUs too) and 0 (nothing folded).
+TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
+  if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";
+  const int64_t B = 2, S = 24, D = 16, F = 32;
+  const std::string json = R"({"format": "rlx.graph", "version": 1, "nodes": [
+    {"id": "x", "op": "input", "shape": [2, 24, 16]},
+    {"id": "W1", "op": "param", "shape": [32, 16]}, {"id": "b1", "op": "param", "shape": [32]},
+    {"id": "W2", "op": "param", "shape": [16, 32]}, {"id": "b2", "op": "param", "shape": [16]},
+    {"id": "W3", "op": "param", "shape": [32, 16]}, {"id": "b3", "op": "param", "shape": [32]},
+    {"id": "h", "op": "linear", "inputs": ["x", "W1", "b1"]},
+    {"id": "g", "op": "gelu", "inputs": ["h"]},
+    {"id": "o", "op": "linear", "inputs": ["g", "W2", "b2"]},
+    {"id": "y", "op": "add", "inputs": ["o", "x"]},
+    {"id": "t", "op": "linear", "inputs": ["y", "W3", "b3"]},
+    {"id": "z", "op": "gelu", "inputs": ["t"], "attrs": {"approximate": "tanh"}}
+  ], "outputs": ["y", "z"]})";
+  auto vals = [](Shape s, float scale, float phase) {
+    Tensor t(s);
+    float* d = t.mutable_data();
+    for (int64_t i = 0; i < t.numel(); ++i) d[i] = scale * std::sin(0.37f * i + phase) + 0.1f * std::cos(1.3f * i);
+    return t;
+  };
+  std::map<std::string, Tensor> P32 = {{"W1", vals({F, D}, 0.4f, 0.1f)}, {"b1", vals({F}, 0.2f, 0.7f)},
+                                       {"W2", vals({D, F}, 0.3f, 0.5f)}, {"b2", vals({D}, 0.2f, 1.9f)},
+                                       {"W3", vals({F, D}, 0.4f, 0.9f)}, {"b3", vals({F}, 0.2f, 1.3f)}};
+  const Tensor x32 = vals({B, S, D}, 1.0f, 0.3f);
+  const char* saved = std::getenv("RLX_VK_EPILOGUE");
+  const std::string keep = saved ? saved : "";
+  for (DType dt : {DType::f16, DType::bf16})
+    for (const char* fold : {"1", "gelu", "0"}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " RLX_VK_EPILOGUE=" + fold);
+      setenv("RLX_VK_EPILOGUE", fold, 1);
+      std::map<std::string, Tensor> P;
+      std::map<std::string, std::vector<double>> R;
+      for (auto& [k, v] : P32) {
+        P[k] = v.astype(dt);
+        Tensor back = P[k].astype(DType::f32);
+        R[k].assign(back.data(), back.data() + back.numel());
+      }
+      Tensor xb = x32.astype(dt).astype(DType::f32);
+      std::vector<double> x(xb.data(), xb.data() + xb.numel());
+      auto lin = [&](const std::vector<double>& a, int64_t K, const char* W, const char* b, int64_t N) {
+        std::vector<double> o((size_t)(B * S * N));
+        for (int64_t r = 0; r < B * S; ++r)
+          for (int64_t n = 0; n < N; ++n) {
+            double acc = R[b][n];
+            for (int64_t k = 0; k < K; ++k) acc += a[r * K + k] * R[W][n * K + k];
+            o[r * N + n] = acc;
+          }
+        return o;
+      };
+      auto h = lin(x, D, "W1", "b1", F);
+      for (auto& e : h) e = 0.5 * e * (1 + std::erf(e / std::sqrt(2.0)));
+      auto y = lin(h, F, "W2", "b2", D);
+      for (size_t i = 0; i < y.size(); ++i) y[i] += x[i];
+      auto z = lin(y, D, "W3", "b3", F);
+      for (auto& e : z) e = 0.5 * e * (1 + std::tanh(0.79788456080286536 * (e + 0.044715 * e * e * e)));
+
+      auto g = std::make_shared<ir::Graph>(ir::load_graph_text(json, "linear_epilogue.json"));
+      convert_graph_dtype(*g, dt);
+      auto ex = make_executor("vulkan");
+      SessionOptions so;
+      so.disk_cache = false;
+      Session s(g, *ex, P, so);
+      s.set_input("x", x32.astype(dt));
+      auto out = s.run(Mode::Compiled);
+      ASSERT_EQ(out.size(), 2u);
+      const double tol = dt == DType::f16 ? 8e-3 : 6e-2;
+      for (int o = 0; o < 2; ++o) {
+        const auto& want = o == 0 ? y : z;
+        Tensor got = out[o].astype(DType::f32);
+        ASSERT_EQ(got.numel(), (int64_t)want.size());
+        double scale = 0, worst = 0;
+        for (double v : want) scale = std::max(scale, std::fabs(v));
+        for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got.data()[i] - want[i]) / scale);
+        EXPECT_LE(worst, tol) << (o == 0 ? "y" : "z");
+      }
+    }
+  if (saved) setenv("RLX_VK_EPILOGUE", keep.c_str(), 1);
+  else unsetenv("RLX_VK_EPILOGUE");
 }
 
 }  // namespace

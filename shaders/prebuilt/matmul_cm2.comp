@@ -9,7 +9,12 @@
 // driver doing the staging that the NV_cooperative_matrix kernel (shaders/matmul_coop.comp)
 // does by hand in 48 KiB of shared memory. Tiles wholly inside the matrices with K a multiple
 // of BK take unclamped loads; the others clamp (zeros outside). Bias is added per element
-// (coopMatPerElementNV). With SPLIT = 1 work group z multiplies K range [z*kchunk,
+// (coopMatPerElementNV), per column (BIAS 1: linear's bias) or per row (BIAS 2: a convolution's
+// bias when the product is w . col, kernels_conv_gemm.cpp). With BATCH = 1 work group z is a
+// batch index: a, b and y start abat, bbat, ybat elements further per z (a convolution's images,
+// whose outputs land in NCHW as they are). Then, in f32 before the one rounding: RES = 1 adds
+// r (binding 4, y's type and layout: a residual), ACT applies ReLU (1) or GELU (2 erf form,
+// 3 tanh form): the product's consumer folded in (executor.cpp, kernels_conv_gemm.cpp). With SPLIT = 1 work group z multiplies K range [z*kchunk,
 // (z+1)*kchunk) and writes its f32 partial product to y + z*M*N; matmul_splitk sums them.
 // The in-bounds path tells the compiler that rows and offsets are 16-byte aligned (the host
 // checks): without that the H200 ran 4096^3 at 10-67 TFLOP/s instead of 253.
@@ -43,6 +48,9 @@ layout(constant_id = 7) const uint BIASDT = 0;  // bias storage: 0 f32, 1 f16, 2
 layout(constant_id = 8) const uint YDT = 1;     // y: 0 f32, else T
 layout(constant_id = 9) const uint SPLIT = 0;
 layout(constant_id = 10) const uint UNROLL = 4;  // K slices per trip of the in-bounds loop
+layout(constant_id = 11) const uint BATCH = 0;   // 1: z is a batch index (SPLIT 0)
+layout(constant_id = 12) const uint RES = 0;     // 1: + r[same index as y] (SPLIT 0)
+layout(constant_id = 13) const uint ACT = 0;     // 1: ReLU, 2: GELU (erf), 3: GELU (tanh) (SPLIT 0)
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer A { T a[]; };
@@ -51,13 +59,29 @@ layout(std430, binding = 2) restrict readonly buffer Bias { float bias[]; };
 layout(std430, binding = 2) restrict readonly buffer Bias16 { uint16_t bias16[]; };
 layout(std430, binding = 3) restrict writeonly buffer Y { float y[]; };
 layout(std430, binding = 3) restrict writeonly buffer YT { T yt[]; };
+layout(std430, binding = 4) restrict readonly buffer Res { T res[]; };
 layout(push_constant) uniform PC {
-  uint m, n, k, aoff, boff, biasoff, yoff, kchunk;
+  uint m, n, k, aoff, boff, biasoff, yoff, kchunk, abat, bbat, ybat, roff;
 } pc;
+uint g_m0, g_n0, g_rbase;  // the tile's origin and r's first element for this z (RES)
 
 float add_bias(const in uint32_t r, const in uint32_t c, const in float e, const in uint32_t n0) {
   uint gn = min(n0 + c, pc.n - 1u);
   return e + (BIASDT != 0u ? rlx_from16(BIASDT, uint(bias16[pc.biasoff + gn])) : bias[pc.biasoff + gn]);
+}
+float add_bias_row(const in uint32_t r, const in uint32_t c, const in float e, const in uint32_t m0) {
+  uint gm = min(m0 + r, pc.m - 1u);
+  return e + (BIASDT != 0u ? rlx_from16(BIASDT, uint(bias16[pc.biasoff + gm])) : bias[pc.biasoff + gm]);
+}
+
+// The residual and the activation, in f32.
+float epilogue(const in uint32_t r, const in uint32_t c, const in float e) {
+  float v = e;
+  if (RES != 0u && g_m0 + r < pc.m && g_n0 + c < pc.n) v += float(res[g_rbase + (g_m0 + r) * pc.n + g_n0 + c]);
+  if (ACT == 1u) v = v < 0.0 ? 0.0 : v;  // NaN stays NaN, as elementwise.def's relu
+  if (ACT == 2u) v = rlx_gelu_erf(v);
+  if (ACT == 3u) v = rlx_gelu_tanh(v);
+  return v;
 }
 
 // The driver's f32 -> bf16 conversion does not round to nearest even (seen on NVIDIA 580): each
@@ -68,6 +92,7 @@ void main() {
   const uint M = pc.m, N = pc.n, K = pc.k;
   const uint z = gl_WorkGroupID.z;
   uint kbeg = 0u, kend = K;
+  const uint aoff = pc.aoff + (BATCH != 0u ? z * pc.abat : 0u), boff = pc.boff + (BATCH != 0u ? z * pc.bbat : 0u);
   if (SPLIT != 0u) {
     kbeg = z * pc.kchunk;
     kend = min(K, kbeg + pc.kchunk);
@@ -108,14 +133,14 @@ void main() {
   coopmat<T, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb;
   uint kk = kbeg;
   const bool inside = m0 + BM <= M && n0 + BN <= N && (kend - kbeg) % BK == 0u && kbeg % 256u == 0u &&
-                      sa % 8u == 0u && sb % 8u == 0u && pc.aoff % 8u == 0u && pc.boff % 8u == 0u;
+                      sa % 8u == 0u && sb % 8u == 0u && aoff % 8u == 0u && boff % 8u == 0u;
   if (inside) {
     // Tells the compiler what was just checked (16-byte aligned rows and offsets, K slices at
     // multiples of 256), so that it can load 16 bytes at a time.
     la = setTensorLayoutStrideNV(la, sa & ~7u, 1);
     lb = setTensorLayoutStrideNV(lb, sb & ~7u, 1);
     kk &= ~255u;
-    const uint ao = pc.aoff & ~7u, bo = pc.boff & ~7u;
+    const uint ao = aoff & ~7u, bo = boff & ~7u;
     for (; kk + UNROLL * BK <= kend;) {
       [[unroll]] for (uint u = 0u; u < UNROLL; ++u, kk += BK) {
         if (TA == 0u) coopMatLoadTensorNV(ma, a, ao, sliceTensorLayoutNV(la, m0, BM, kk, BK));
@@ -134,15 +159,22 @@ void main() {
     }
   } else {
     for (; kk < kend; kk += BK) {
-      if (TA == 0u) coopMatLoadTensorNV(ma, a, pc.aoff, sliceTensorLayoutNV(lac, m0, BM, kk, BK));
-      else coopMatLoadTensorNV(ma, a, pc.aoff, sliceTensorLayoutNV(lac, kk, BK, m0, BM), tr);
-      if (TB != 0u) coopMatLoadTensorNV(mb, b, pc.boff, sliceTensorLayoutNV(lbc, n0, BN, kk, BK), tr);
-      else coopMatLoadTensorNV(mb, b, pc.boff, sliceTensorLayoutNV(lbc, kk, BK, n0, BN));
+      if (TA == 0u) coopMatLoadTensorNV(ma, a, aoff, sliceTensorLayoutNV(lac, m0, BM, kk, BK));
+      else coopMatLoadTensorNV(ma, a, aoff, sliceTensorLayoutNV(lac, kk, BK, m0, BM), tr);
+      if (TB != 0u) coopMatLoadTensorNV(mb, b, boff, sliceTensorLayoutNV(lbc, n0, BN, kk, BK), tr);
+      else coopMatLoadTensorNV(mb, b, boff, sliceTensorLayoutNV(lbc, kk, BK, n0, BN));
       acc = coopMatMulAdd(ma, mb, acc);
     }
   }
-  if (BIAS != 0u && SPLIT == 0u) coopMatPerElementNV(acc, acc, add_bias, n0);
-  uint ybase = pc.yoff + (SPLIT != 0u ? z * M * N : 0u);
+  if (BIAS == 1u && SPLIT == 0u) coopMatPerElementNV(acc, acc, add_bias, n0);
+  if (BIAS == 2u && SPLIT == 0u) coopMatPerElementNV(acc, acc, add_bias_row, m0);
+  uint ybase = pc.yoff + (SPLIT != 0u ? z * M * N : BATCH != 0u ? z * pc.ybat : 0u);
+  if (SPLIT == 0u && (RES != 0u || ACT != 0u)) {
+    g_m0 = m0;
+    g_n0 = n0;
+    g_rbase = pc.roff + (BATCH != 0u ? z * pc.ybat : 0u);
+    coopMatPerElementNV(acc, acc, epilogue);
+  }
   if (YDT == 0u || SPLIT != 0u) {
     coopMatStoreTensorNV(acc, y, ybase, sliceTensorLayoutNV(ly, m0, BM, n0, BN));
   } else {

@@ -531,10 +531,14 @@ class VulkanExecutor final : public Executor {
     // (PipelineCache::prepare, on several threads), then record.
     std::vector<std::pair<const Kernel*, std::vector<Dispatch>>> lowered;
     uint32_t id = s->next_id();
-    for (const Kernel& k : kernels) {
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const Kernel& k = kernels[i];
       if (k.output.numel() == 0) continue;
-      lowered.emplace_back(&k, lower_kernel(env_, k, id++));
+      ProductEpilogue epi;  // a convolution's ReLU (+ residual) consumer folded into its product
+      const bool fold = product_epilogue_for(dev_.caps, kernels, i, epi);
+      lowered.emplace_back(&k, lower_kernel(env_, k, id++, fold ? &epi : nullptr));
       s->end_kernel();
+      if (fold && epi.done) ++i;  // the consumer's output is written; its kernel is not run
     }
     std::vector<PipelineCache::Request> needed;
     for (const auto& [k, ds] : lowered)

@@ -107,7 +107,9 @@ std::vector<uint32_t> with_wg(std::vector<uint32_t> spec, uint32_t wg) {
 // Builds the dispatches of one kernel.
 class Lowering : public LowerCtx {
  public:
-  Lowering(LowerEnv& env, const Kernel& k, uint32_t id, int depth = 0) : env_(env), k_(k), id_(id), depth_(depth) {}
+  Lowering(LowerEnv& env, const Kernel& k, uint32_t id, int depth = 0, ProductEpilogue* epi = nullptr)
+      : env_(env), k_(k), id_(id), depth_(depth), epi_(epi) {}
+  ProductEpilogue* product_epilogue() override { return epi_; }
 
   std::vector<Dispatch> run();
   const Kernel& kernel() const override { return k_; }
@@ -204,6 +206,7 @@ class Lowering : public LowerCtx {
   const Kernel& k_;
   uint32_t id_;
   int depth_ = 0;  // parts of a kernel split over bindings are lowered one level down
+  ProductEpilogue* epi_ = nullptr;  // the consumer a convolution may fold in (lower_kernel)
   bool in_split_ = false;  // binding the boxes of a strided copy split over bindings
   std::vector<Dispatch> ds_;
 };
@@ -517,9 +520,19 @@ void Lowering::matmul(bool linear) {
   const uint32_t ak = kind(A), bk = kind(B), biask = bias ? kind(*bias) : 0u, yk = kind(out());
   const bool half = ak || bk || biask || yk;
   bool no_batch_dims = batch.dims.size() == 1 && batch.dims[0] == 1;
-  if (half && ak == bk && no_batch_dims && M > 16 &&
-      lower_matmul_tensor_cores(*this, {A, B, bias, out(), ta ? 1u : 0u, tb ? 1u : 0u, M, N, K}))
-    return;
+  if (half && ak == bk && no_batch_dims && M > 16) {
+    // A consumer folded in (ProductEpilogue), where its tensors bind whole
+    if (epi_ && binds_whole(caps, epi_->out) && (!epi_->residual || binds_whole(caps, *epi_->residual))) {
+      MatmulOperands mo{A, B, bias, epi_->out, ta ? 1u : 0u, tb ? 1u : 0u, M, N, K};
+      mo.residual = epi_->residual;
+      mo.act = epi_->act;
+      if (lower_matmul_tensor_cores(*this, mo)) {
+        epi_->done = true;
+        return;
+      }
+    }
+    if (lower_matmul_tensor_cores(*this, {A, B, bias, out(), ta ? 1u : 0u, tb ? 1u : 0u, M, N, K})) return;
+  }
   bool gemv = M <= 16;
   uint32_t BM = 128, BN = 128, BK = 8, TM = 8, TN = 8, DB = 1, wg, ROWS = M <= 8 ? 4 : 2;
   if (M < 64) {
@@ -955,8 +968,8 @@ bool widen16_forced() {
   return on;
 }
 
-std::vector<Dispatch> lower_kernel(LowerEnv& env, const Kernel& k, uint32_t kernel_id) {
-  return Lowering(env, k, kernel_id).run();
+std::vector<Dispatch> lower_kernel(LowerEnv& env, const Kernel& k, uint32_t kernel_id, ProductEpilogue* epi) {
+  return Lowering(env, k, kernel_id, 0, epi).run();
 }
 
 }  // namespace rlx::vk

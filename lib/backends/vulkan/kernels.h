@@ -77,6 +77,8 @@ struct LowerEnv {
   std::function<const VulkanBuffer&(const std::vector<uint32_t>& words)> const_table;
 };
 
+struct ProductEpilogue;  // below
+
 // What the lowering of the ONNX-style ops (kernels_index.cpp) uses of one kernel's lowering
 // (implemented by kernels.cpp's Lowering).
 class LowerCtx {
@@ -103,6 +105,8 @@ class LowerCtx {
   // Appends the dispatches of `sub` (a part of this kernel: views of its tensors, or scratch),
   // lowered as a kernel of its own under this kernel's id and label.
   virtual void lower_sub(const Kernel& sub) = 0;
+  // The epilogue this kernel may take over (a convolution's; null for others and sub-kernels).
+  virtual ProductEpilogue* product_epilogue() { return nullptr; }
 };
 
 // ---- Tensors larger than one storage-buffer binding (kernels_split.cpp, issue 30)
@@ -159,6 +163,27 @@ struct MatmulOperands {
   const TensorRef& y;
   uint32_t ta, tb;
   int64_t M, N, K;
+  // A batch of `batch` products (tensor cores through VK_NV_cooperative_matrix2 only): product z
+  // reads A + z*abat, B + z*bbat and writes y + z*ybat (elements). bias_rows: the bias is per
+  // row of y (M values) instead of per column. Other routes refuse either (false).
+  int64_t batch = 1, abat = 0, bbat = 0, ybat = 0;
+  bool bias_rows = false;
+  // Epilogue (matmul_cm2 only, unsplit): y = act(product + bias + residual), residual in y's
+  // dtype and layout (its product z at residual + z*ybat); act as ProductEpilogue::act.
+  const TensorRef* residual = nullptr;
+  uint32_t act = 0;
+};
+// A product's consumer folded into it (executor.cpp's build(), product_epilogue_for): the
+// kernel right after a convolution or a linear layer is the only reader of its result and
+// computes act(y), y + r, r + y or act(y + r) with act ReLU or GELU (a fused elementwise kernel
+// or a lone relu / gelu / add node; GELU only with RLX_VK_EPILOGUE=gelu, measured slower). The product writes `out` (the consumer's output) and sets
+// `done` where its route can (matmul_cm2: the per-image convolution products, unsplit linears);
+// otherwise it ignores this and the consumer runs.
+struct ProductEpilogue {
+  TensorRef out;
+  const TensorRef* residual = nullptr;
+  uint32_t act = 0;  // 0 none, 1 ReLU, 2 GELU (erf), 3 GELU (tanh)
+  bool done = false;
 };
 // On tensor cores (kernels_coopmat.cpp) where the device has them for A's and B's type; false
 // where no tensor-core kernel applies (nothing added).
@@ -186,12 +211,15 @@ const DeviceCaps::CoopShape* flash_attention_shape(const DeviceCaps& c, uint32_t
 // A 2-D convolution of groups 1 as im2col + linear + transpose (kernels_conv_gemm.cpp); false
 // where the direct loop (lower_spatial) runs it instead (nothing added).
 bool lower_conv_gemm(LowerCtx& L);
+// Whether ks[i] is a convolution whose consumer ks[i + 1] it may fold in (ProductEpilogue's
+// conditions); fills `epi`. RLX_VK_EPILOGUE=0: never.
+bool product_epilogue_for(const DeviceCaps& c, const std::vector<Kernel>& ks, size_t i, ProductEpilogue& epi);
 // Lowers quantize, dequantize and matmul_integer (kernels_quant.cpp); false for any other op.
 bool lower_quant_op(LowerCtx& L);
 
 // Throws RuntimeError naming k.label for what cannot run (e.g. a tensor larger
 // than the device's maxStorageBufferRange).
-std::vector<Dispatch> lower_kernel(LowerEnv& env, const Kernel& k, uint32_t kernel_id);
+std::vector<Dispatch> lower_kernel(LowerEnv& env, const Kernel& k, uint32_t kernel_id, ProductEpilogue* epi = nullptr);
 
 // The convolution family (kernels_conv.cpp), appended to `out`. `bind` binds a
 // tensor and returns the element offset of its first element in the binding;

@@ -5,6 +5,13 @@
 //   t   [N*OH*OW, M]        = linear(col, w viewed [M, K], bias)
 //   y   [N, M, OH*OW]       = t viewed [N, OH*OW, M], last two axes swapped (transpose2d.comp)
 // col and t are scratch of the recorded stream, in x's and y's storage dtype.
+// Where 16-bit products run on VK_NV_cooperative_matrix2 (matmul_cm2), each image's product is
+// taken the other way round, straight into NCHW with neither t nor the transpose:
+//   col [N, K, OH*OW]      = im2col(x)  (none for a 1x1 convolution of stride 1 without padding:
+//                                        x itself is [N, C, H*W])
+//   y[n] [M, OH*OW]        = w [M, K] . col[n] + bias per row   (one dispatch, z = n)
+// product_epilogue_for (below) decides, for compiled plans, which consumer of a convolution or
+// a linear layer the product takes over (ProductEpilogue, kernels.h).
 #include <cstdlib>
 #include <cstring>
 
@@ -44,10 +51,49 @@ bool lower_conv_gemm(LowerCtx& L) {
     s.shape = std::move(shape);
     return s;
   };
+  auto u = [](int64_t v) { return (uint32_t)v; };
+
+  const char* route = std::getenv("RLX_VK_CONV");
+  // Output positions per image (P) not a multiple of 8 put the product on matmul_cm2's clamped
+  // loads (unaligned rows); ResNet-50's 14x14 and 7x7 layers still ran 3.13 ms on this route
+  // against 3.21 ms on the row-major one (H200, f16, batch 32), before their ReLUs were folded
+  // in. RLX_VK_CONV=rows: the row-major route (im2col rows, product, transpose back).
+  const bool rows = route && std::strcmp(route, "rows") == 0;
+  if (xk != 0u && c.cm2 && !rows && (uint64_t)g.N * M * P <= UINT32_MAX) {
+    const bool direct = g.kH == 1 && g.kW == 1 && g.sH == 1 && g.sW == 1 && g.pt == 0 && g.pl == 0 &&
+                        g.OH == g.H && g.OW == g.W;
+    TensorRef col = x;
+    if (!direct) {
+      col = scratch(R * K, x.dtype, {g.N, K, P});
+      Dispatch& d = L.add("im2col.h16", {xk, 1u});
+      const uint32_t xo = L.read(d, x), co = L.write(d, col);
+      d.push = {u(R),    u(K),    u(g.C),  u(g.H),  u(g.W),  u(g.OH), u(g.OW), u(g.kH), u(g.kW),
+                u(g.sH), u(g.sW), u(g.dH), u(g.dW), u(g.pt), u(g.pl), xo,      co};
+      d.groups[0] = (uint32_t)cdiv(K, 32);
+      d.groups[1] = (uint32_t)cdiv(R, 32);
+    }
+    const TensorRef wv = view_of(c, w, 0, {M, K});
+    auto product = [&](const TensorRef& out, const TensorRef* residual, uint32_t act) {
+      MatmulOperands mo{wv, col, g.has_bias ? &k.inputs[2] : nullptr, out, 0u, 0u, M, P, K};
+      mo.batch = g.N;
+      mo.bbat = K * P;
+      mo.ybat = M * P;
+      mo.bias_rows = true;
+      mo.residual = residual;
+      mo.act = act;
+      return lower_matmul_tensor_cores(L, mo);
+    };
+    // The consumer folded in (executor.cpp), where its tensors bind whole like y
+    ProductEpilogue* epi = L.product_epilogue();
+    if (epi && binds_whole(c, epi->out) && (!epi->residual || binds_whole(c, *epi->residual)) &&
+        product(epi->out, epi->residual, epi->act))
+      return epi->done = true;
+    if (product(y, nullptr, 0u)) return true;
+    if (!direct) L.drop_last();  // no tile fits: the row-major route below
+  }
   const TensorRef col = scratch(R * K, x.dtype, {R, K});
   Dispatch& d = L.add(xk ? "im2col.h16" : "im2col", {xk});
   const uint32_t xo = L.read(d, x), co = L.write(d, col);
-  auto u = [](int64_t v) { return (uint32_t)v; };
   d.push = {u(R),    u(K),    u(g.C),  u(g.H),  u(g.W),  u(g.OH), u(g.OW), u(g.kH), u(g.kW),
             u(g.sH), u(g.sW), u(g.dH), u(g.dW), u(g.pt), u(g.pl), xo,      co};
   d.groups[0] = (uint32_t)cdiv(K, 32);
@@ -74,6 +120,112 @@ bool lower_conv_gemm(LowerCtx& L) {
   back.inputs = {view_of(c, t, 0, {g.N, P, M})};
   back.output = view_of(c, y, 0, {g.N, M, P});
   L.lower_sub(back);
+  return true;
+}
+
+}  // namespace rlx::vk
+
+namespace rlx::vk {
+namespace {
+
+bool overlaps(const DeviceCaps& c, const TensorRef& a, const TensorRef& b) {
+  if (!a.buf || a.buf != b.buf) return false;
+  const uint64_t ae = a.offset + device_bytes(c, a), be = b.offset + device_bytes(c, b);
+  return a.offset < be && b.offset < ae;
+}
+bool same(const DeviceCaps& c, const TensorRef& a, const TensorRef& b) {
+  return a.buf == b.buf && a.offset == b.offset && a.dtype == b.dtype && device_bytes(c, a) == device_bytes(c, b);
+}
+
+// The input loaded by register `r` of `p`, or -1.
+int loaded(const FusedProgram& p, int32_t r) {
+  if (r < 0 || r >= (int32_t)p.code.size() || p.code[r].kind != FusedInstr::Load) return -1;
+  return p.code[r].a;
+}
+
+}  // namespace
+
+bool product_epilogue_for(const DeviceCaps& c, const std::vector<Kernel>& ks, size_t i, ProductEpilogue& epi) {
+  const char* env = std::getenv("RLX_VK_EPILOGUE");
+  if (env && *env == '0') return false;
+  // GELU folded into the product made ViT-S/16's MLP products slower than the gelu kernel it
+  // saved (H200, f16: 1.455 -> 2.012 ms for 12 products against 0.372 ms of gelu kernels; the
+  // erf in matmul_cm2's per-element epilogue): only with RLX_VK_EPILOGUE=gelu, for measuring.
+  const bool gelu = env && std::strcmp(env, "gelu") == 0;
+  if (i + 1 >= ks.size() || !c.cm2) return false;
+  const Kernel &k = ks[i], &f = ks[i + 1];
+  if (!k.node || k.fused || (k.node->op != ir::Op::Conv2d && k.node->op != ir::Op::Linear) || k.graph_output)
+    return false;
+  // The consumer: act(sum) or sum, sum being one input or the add of two (`ins`)
+  auto act_of = [](EwOp op) { return op == EwOp::Relu ? 1u : op == EwOp::GeluErf ? 2u : op == EwOp::GeluTanh ? 3u : 0u; };
+  std::vector<int> ins;
+  uint32_t act = 0;
+  if (!f.fused) {  // a lone node
+    if (!f.node || (f.node->op == ir::Op::Gelu && !gelu)) return false;
+    const ir::Op op = f.node->op;
+    if ((op == ir::Op::Relu || op == ir::Op::Gelu) && f.inputs.size() == 1) {
+      act = op == ir::Op::Relu ? 1u : f.node->attrs.s("approximate") == "tanh" ? 3u : 2u;
+      ins = {0};
+    } else if (op == ir::Op::Add && f.inputs.size() == 2) {
+      ins = {0, 1};
+    } else {
+      return false;
+    }
+  } else {
+    const FusedProgram& p = *f.fused;
+    if (p.result < 0 || p.result >= (int)p.code.size()) return false;
+    int32_t r = p.result;
+    if (p.code[r].kind == FusedInstr::Unary) {
+      act = act_of(p.code[r].op);
+      if (!act || (act >= 2 && !gelu)) return false;
+      r = p.code[r].a;
+    }
+    if (int a = loaded(p, r); a >= 0 && act) {
+      ins = {a};
+    } else if (r >= 0 && r < (int)p.code.size() && p.code[r].kind == FusedInstr::Binary && p.code[r].op == EwOp::Add) {
+      ins = {loaded(p, p.code[r].a), loaded(p, p.code[r].b)};
+      if (ins[0] < 0 || ins[1] < 0 || ins[0] == ins[1]) return false;
+    } else {
+      return false;
+    }
+  }
+  if (f.inputs.size() != ins.size()) return false;
+  int from_conv = -1;
+  for (int q : ins) {
+    if (q >= (int)f.inputs.size() || f.inputs[q].shape != k.output.shape || f.inputs[q].dtype != k.output.dtype)
+      return false;
+    if (same(c, f.inputs[q], k.output)) from_conv = q;
+  }
+  if (from_conv < 0 || f.output.shape != k.output.shape || f.output.dtype != k.output.dtype) return false;
+  // Nothing else reads the convolution's result; the consumer's output is none of the
+  // convolution's inputs (it is written a kernel earlier), and equals or misses the residual.
+  // (The memory plan reuses bytes: a later kernel reads the convolution's value where it reads
+  // bytes of it that no kernel since has overwritten.)
+  std::vector<std::pair<uint64_t, uint64_t>> live = {{k.output.offset, k.output.offset + device_bytes(c, k.output)}};
+  for (size_t j = i + 1; j < ks.size() && !live.empty(); ++j) {
+    if (j > i + 1)
+      for (const TensorRef& t : ks[j].inputs)
+        for (const auto& [lo, hi] : live)
+          if (t.buf == k.output.buf && t.offset < hi && lo < t.offset + device_bytes(c, t)) return false;
+    const TensorRef& w = ks[j].output;
+    if (w.buf != k.output.buf) continue;
+    const uint64_t wl = w.offset, wh = w.offset + device_bytes(c, w);
+    std::vector<std::pair<uint64_t, uint64_t>> rest;
+    for (const auto& [lo, hi] : live) {
+      if (lo < wl) rest.push_back({lo, std::min(hi, wl)});
+      if (hi > wh) rest.push_back({std::max(lo, wh), hi});
+    }
+    live = std::move(rest);
+  }
+  for (const TensorRef& t : k.inputs)
+    if (overlaps(c, t, f.output)) return false;
+  const TensorRef* res = ins.size() == 2 ? &f.inputs[ins[0] == from_conv ? ins[1] : ins[0]] : nullptr;
+  if (res && overlaps(c, *res, f.output) && !same(c, *res, f.output)) return false;
+  if (res && overlaps(c, *res, k.output)) return false;
+  epi.out = f.output;
+  epi.residual = res;
+  epi.act = act;
+  epi.done = false;
   return true;
 }
 

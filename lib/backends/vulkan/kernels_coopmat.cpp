@@ -6,6 +6,7 @@
 // Each kernel is used only for shapes and types the device lists (DeviceCaps, coopmat_caps.cpp).
 // RLX_VK_COOPMAT=nv|khr|cm2 caps the route (device.cpp); RLX_VK_CM2 and RLX_VK_COOP set tiles
 // and RLX_VK_SPLITK the K split, for tuning (scripts/device_run.sh). Figures: docs/benchmarks.md.
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -82,11 +83,18 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
     if (!fits(t)) continue;
     if (!mid && t.bm == 128 && t.bn == 128) mid = &t;
     if (used(t) < 0.7 && &t != &tiles.back()) continue;
-    if ((uint64_t)cdiv(m.M, t.bm) * cdiv(m.N, t.bn) >= kGroups) {
+    if ((uint64_t)cdiv(m.M, t.bm) * cdiv(m.N, t.bn) * m.batch >= kGroups) {
       pick = &t;
       break;
     }
   }
+  // A batch of products (a convolution's images) has groups to spare: the tile that wastes
+  // least past the edges (ResNet-50's 28x28 outputs: 784 columns fill 128-wide tiles to 88%,
+  // 256-wide ones to 77%).
+  if (m.batch > 1 && pick)
+    for (const auto& t : tiles)
+      if (fits(t) && used(t) > used(*pick) + 0.05 && (uint64_t)cdiv(m.M, t.bm) * cdiv(m.N, t.bn) * m.batch >= kGroups)
+        pick = &t;
   if (!pick && m.M > 64) pick = mid;
   if (!pick)  // few rows: the smallest tile that fits
     for (auto it = tiles.rbegin(); it != tiles.rend(); ++it)
@@ -94,11 +102,12 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   if (!pick) return false;
   const Tile t = *pick;
   uint64_t gx = cdiv(m.N, t.bn), gy = cdiv(m.M, t.bm);
-  if (gx > c.max_groups[0] || gy > c.max_groups[1]) return false;
+  if (gx > c.max_groups[0] || gy > c.max_groups[1] || (uint64_t)m.batch > c.max_groups[2]) return false;
+  if ((uint64_t)m.batch * std::max({m.abat, m.bbat, m.ybat}) > UINT32_MAX) return false;
   // chunks at multiples of 256 keep the split parts on the shader's aligned path
   uint64_t want = 1;
-  while (gx * gy * want < kGroups && (uint64_t)m.K / (2 * want) >= 1024) want *= 2;
-  if (const char* e = std::getenv("RLX_VK_SPLITK"); e && *e) want = std::max(1, std::atoi(e));
+  while (m.batch == 1 && gx * gy * want < kGroups && (uint64_t)m.K / (2 * want) >= 1024) want *= 2;
+  if (const char* e = std::getenv("RLX_VK_SPLITK"); e && *e && m.batch == 1) want = std::max(1, std::atoi(e));
   while (want > 1 && want * (uint64_t)m.M * m.N * 4 > view_budget(c)) want /= 2;  // the partials must fit a binding
   const uint32_t align = std::max<uint32_t>(256, t.bk);
   const uint32_t kchunk = cdiv(cdiv(m.K, want), align) * align, nsplit = cdiv(m.K, kchunk);
@@ -106,18 +115,23 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   const bool split = nsplit > 1;
   const uint32_t biask = m.bias ? storage_kind(c, m.bias->dtype) : 0u, yk = storage_kind(c, m.y.dtype);
   if (!split && yk != 0 && yk != tk) return false;  // y is f32 or the operands' type
+  if ((m.residual || m.act) && (split || yk != tk || storage_kind(c, m.residual ? m.residual->dtype : m.y.dtype) != yk))
+    return false;  // the epilogue: unsplit, in the operands' 16-bit type
   TensorRef part;
   if (split) part = L.scratch((int64_t)nsplit * m.M * m.N);
   Dispatch& d = L.add(tk == 1 ? "matmul_cm2.f16" : "matmul_cm2.bf16",
-                      {t.wg, t.bm, t.bn, t.bk, m.ta, m.tb, m.bias && !split ? 1u : 0u, biask, split ? 0u : yk,
-                       split ? 1u : 0u, t.unroll});
+                      {t.wg, t.bm, t.bn, t.bk, m.ta, m.tb, m.bias && !split ? (m.bias_rows ? 2u : 1u) : 0u, biask,
+                       split ? 0u : yk, split ? 1u : 0u, t.unroll, m.batch > 1 ? 1u : 0u, m.residual ? 1u : 0u,
+                       m.act});
   uint32_t ao = L.read(d, m.A), bo = L.read(d, m.B);
   uint32_t biaso = m.bias && !split ? L.read(d, *m.bias) : (L.bind_dummy(d), 0u);
   uint32_t yo = L.write(d, split ? part : m.y);
-  d.push = {(uint32_t)m.M, (uint32_t)m.N, (uint32_t)m.K, ao, bo, biaso, yo, kchunk};
+  uint32_t ro = m.residual ? L.read(d, *m.residual) : (L.bind_dummy(d), 0u);
+  d.push = {(uint32_t)m.M, (uint32_t)m.N, (uint32_t)m.K, ao, bo, biaso, yo, kchunk,
+            (uint32_t)m.abat, (uint32_t)m.bbat, (uint32_t)m.ybat, ro};
   d.groups[0] = (uint32_t)gx;
   d.groups[1] = (uint32_t)gy;
-  d.groups[2] = nsplit;
+  d.groups[2] = m.batch > 1 ? (uint32_t)m.batch : nsplit;
   if (split) splitk_sum(L, m, part, nsplit);
   return true;
 }
@@ -196,6 +210,7 @@ bool lower_matmul_tensor_cores(LowerCtx& L, const MatmulOperands& m) {
   const uint32_t ak = storage_kind(c, m.A.dtype), bk = storage_kind(c, m.B.dtype);
   if (ak != bk || (ak != 1 && ak != 2)) return false;
   if (c.cm2 && cm2(L, m, ak)) return true;
+  if (m.batch != 1 || m.bias_rows || m.residual || m.act) return false;  // only matmul_cm2 has these
   if (c.coop_khr && subgroup_coop(L, m, ak == 1 ? "matmul_cm1.f16" : "matmul_cm1.bf16", ak == 1 ? c.khr_f16 : c.khr_bf16))
     return true;
   if (ak == 1 && c.coop_nv) {
