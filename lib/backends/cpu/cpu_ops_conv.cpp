@@ -4,7 +4,7 @@
 //                     batch is one GEMM over the images),
 //                     a direct loop for depthwise / one-channel-per-group convs
 //   conv_transpose2d, conv_transpose3d  GEMM (Wᵀ·x) into columns, then col2im per output channel
-//   max_pool2d, avg_pool2d (and 3d), resize: direct loops
+//   max_pool2d, avg_pool2d, resize: direct loops; max_pool3d, avg_pool3d: separable (pool3d.h)
 // Work is split over rlx's thread pool; each GEMM call is single-threaded.
 #include "backends/cpu/cpu_ops_conv.h"
 
@@ -20,6 +20,7 @@
 
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/pool3d.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
@@ -482,6 +483,8 @@ void run_pool_t(const Kernel& k, TensorPtr ptr) {
 }
 
 void run_pool(const Kernel& k, TensorPtr ptr, bool is_max) {
+  if (k.node->op == Op::MaxPool3d || k.node->op == Op::AvgPool3d)
+    return pool3d_separable(geom(k), is_max, ptr(k.inputs[0]), ptr(k.output));
   if (is_max) run_pool_t<true>(k, ptr);
   else run_pool_t<false>(k, ptr);
 }
