@@ -150,6 +150,46 @@ TEST_P(Conv3dCpuOnly, Conv3dDeepLayersInEveryMode) {
   }
 }
 
+// The halves of separable convs (s3d, r2plus1d_18): kD x 1 x 1 temporal ones take the CPU's
+// products over a slab of input planes (conv_temporal.h), 1 x k x k spatial ones the tiled
+// im2col; odd sizes, temporal stride 2 and pads beyond what a window covers at the edges,
+// groups, a batch of 2, maps of several position blocks, and a dilated temporal conv (the
+// general path).
+TEST_P(Conv3dCpuOnly, Conv3dSeparableHalvesInEveryMode) {
+  std::mt19937 rng(3035);
+  struct Case {
+    int64_t N, C, M, G;
+    V3 in, k, s, d, p0, p1;
+    bool bias;
+  };
+  const Case cases[] = {
+      {1, 24, 32, 1, {9, 5, 7}, {7, 1, 1}, {2, 1, 1}, {1, 1, 1}, {3, 0, 0}, {3, 0, 0}, true},     // s3d's stem, temporal half
+      {2, 12, 18, 3, {5, 3, 5}, {3, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 0, 0}, {2, 0, 0}, false},    // groups, batch 2
+      {1, 40, 24, 1, {7, 15, 21}, {3, 1, 1}, {2, 1, 1}, {1, 1, 1}, {0, 0, 0}, {1, 0, 0}, true},   // 315 positions, stride 2
+      {1, 8, 8, 1, {2, 3, 3}, {5, 1, 1}, {1, 1, 1}, {1, 1, 1}, {2, 0, 0}, {2, 0, 0}, true},       // window wider than the frames
+      {1, 16, 16, 1, {7, 4, 5}, {3, 1, 1}, {1, 1, 1}, {2, 1, 1}, {2, 0, 0}, {2, 0, 0}, true},     // dilated: the general path
+      {2, 20, 28, 1, {3, 9, 11}, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, true},    // spatial half
+      {1, 16, 24, 2, {4, 13, 10}, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 0, 1}, false},  // spatial, stride 2, groups
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    Geo g;
+    g.N = c.N, g.C = c.C, g.M = c.M, g.G = c.G, g.in = c.in, g.k = c.k, g.s = c.s, g.d = c.d, g.p0 = c.p0, g.p1 = c.p1;
+    g.bias = c.bias;
+    V3 out;
+    for (int a = 0; a < 3; ++a) out[a] = (g.in[a] + g.p0[a] + g.p1[a] - ((g.k[a] - 1) * g.d[a] + 1)) / g.s[a] + 1;
+    Tensor x = random_tensor({g.N, g.C, g.in[0], g.in[1], g.in[2]}, rng);
+    Tensor w = random_tensor({g.M, g.C / g.G, g.k[0], g.k[1], g.k[2]}, rng), b = random_tensor({g.M}, rng);
+    const std::string attrs = R"({"strides": )" + ints3(g.s) + R"(, "dilations": )" + ints3(g.d) + R"(, "pads": )" +
+                              pads6(g.p0, g.p1) + R"(, "groups": )" + std::to_string(g.G) + "}";
+    std::map<std::string, Tensor> params{{"w", w}};
+    if (g.bias) params["b"] = b;
+    const double tol = 1e-5 * std::sqrt((double)(g.C / g.G * g.k[0] * g.k[1] * g.k[2]));
+    check(conv_nodes("conv3d", x, w, g.bias ? &b : nullptr, attrs), params, x, conv_ref(g, out, x, w, g.bias ? &b : nullptr),
+          {g.N, g.M, out[0], out[1], out[2]}, tol, "separable half " + std::to_string(i++));
+  }
+}
+
 TEST_P(Conv3dFamily, ConvTranspose3dRandomGeometriesInEveryMode) {
   std::mt19937 rng(3031);
   auto U = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
