@@ -283,7 +283,8 @@ TEST_P(Conv3dFamily, Pools3dRandomGeometriesInEveryMode) {
 }
 
 // Rows wide enough for the CPU's separable pools to take their vector loops (8 columns at a
-// time along W for strides 1 and 2, whole rows along H and D), s3d's pools among them, and a
+// time along W for strides 1 and 2, whole rows along H and D; whole planes where W = sW OW
+// and, along H, with stride 1), s3d's pools among them, and a
 // few NaNs (a max over a window holding one is NaN, and must be). ctest runs this file again
 // with RLX_CPU_ISA=base (the scalar loops).
 TEST_P(Conv3dCpuOnly, Pools3dWideRowsInEveryMode) {
@@ -294,7 +295,8 @@ TEST_P(Conv3dCpuOnly, Pools3dWideRowsInEveryMode) {
     V3 in, k, s, d, p0, p1;
   };
   const Case cases[] = {
-      {true, false, false, 1, 3, {3, 21, 45}, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},   // s3d's stem pools
+      {true, false, false, 1, 3, {3, 21, 44}, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},   // s3d's stem pools
+      {true, false, false, 1, 2, {2, 12, 45}, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},   // odd width: row by row
       {true, false, false, 2, 2, {5, 9, 29}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},    // s3d's branch pools
       {true, false, false, 1, 2, {6, 10, 30}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},   // stride 2 everywhere
       {true, true, false, 1, 3, {5, 7, 33}, {2, 2, 2}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}},     // ceil_mode, odd sizes

@@ -78,47 +78,76 @@ struct Pool3d {
   const ir::Conv2dGeom& g;
   bool avx;
   int64_t ow_lo = 0, ow_hi = 0;  // output columns whose whole window lies inside the row
+  int64_t oh_lo = 0, oh_hi = 0;  // output rows whose whole window lies inside the plane
   static constexpr float kIdent = IsMax ? -INFINITY : 0.f;
 
   Pool3d(const ir::Conv2dGeom& geo, bool use_avx) : g(geo), avx(use_avx) {
     ow_lo = std::min<int64_t>(g.OW, (g.pl + g.sW - 1) / g.sW);
     const int64_t last = g.W - 1 + g.pl - (g.kW - 1) * g.dW;  // the last window start inside the row
     ow_hi = std::clamp<int64_t>(last >= 0 ? last / g.sW + 1 : 0, ow_lo, g.OW);
+    oh_lo = std::min<int64_t>(g.OH, (g.pt + g.sH - 1) / g.sH);
+    const int64_t lasth = g.H - 1 + g.pt - (g.kH - 1) * g.dH;
+    oh_hi = std::clamp<int64_t>(lasth >= 0 ? lasth / g.sH + 1 : 0, oh_lo, g.OH);
   }
   void pass(float* dst, const float* src, int64_t s, int64_t n, bool first) const {
     if (avx) pass_avx2<IsMax>(dst, src, s, n, first);
     else pass_base<IsMax>(dst, src, s, n, first);
   }
+  // Column ow of one input row pooled along W, the window clipped to the row.
+  float col_w(const float* xr, int64_t ow) const {
+    const int64_t ws = ow * g.sW - g.pl;
+    float acc = kIdent;
+    for (int64_t kw = 0; kw < g.kW; ++kw) {
+      const int64_t iw = ws + kw * g.dW;
+      if (iw >= 0 && iw < g.W) acc = comb<IsMax>(acc, xr[iw]);
+    }
+    return acc;
+  }
   // One input row (W floats) pooled along W into OW floats.
   void row_w(const float* xr, float* out) const {
-    auto scalar = [&](int64_t ow) {
-      const int64_t ws = ow * g.sW - g.pl;
-      float acc = kIdent;
-      for (int64_t kw = 0; kw < g.kW; ++kw) {
-        const int64_t iw = ws + kw * g.dW;
-        if (iw >= 0 && iw < g.W) acc = comb<IsMax>(acc, xr[iw]);
-      }
-      out[ow] = acc;
-    };
-    for (int64_t ow = 0; ow < ow_lo; ++ow) scalar(ow);
+    for (int64_t ow = 0; ow < ow_lo; ++ow) out[ow] = col_w(xr, ow);
     if (ow_hi > ow_lo)
       for (int64_t kw = 0; kw < g.kW; ++kw)
         pass(out + ow_lo, xr + ow_lo * g.sW - g.pl + kw * g.dW, g.sW, ow_hi - ow_lo, kw == 0);
-    for (int64_t ow = ow_hi; ow < g.OW; ++ow) scalar(ow);
+    for (int64_t ow = ow_hi; ow < g.OW; ++ow) out[ow] = col_w(xr, ow);
+  }
+  // Output row oh of a plane pooled along H from the W-pooled rows rw (row stride OW).
+  void row_h(const float* rw, int64_t oh, float* d) const {
+    bool first = true;
+    for (int64_t kh = 0; kh < g.kH; ++kh) {
+      const int64_t h = oh * g.sH - g.pt + kh * g.dH;
+      if (h < 0 || h >= g.H) continue;
+      pass(d, rw + h * g.OW, 1, g.OW, first);
+      first = false;
+    }
+    if (first) std::fill(d, d + g.OW, kIdent);
   }
   // One input plane (H x W) pooled along W into rw (H x OW), then along H into dst (OH x OW).
+  // Where W = sW OW (s3d's maps), output position j of the plane reads input j sW - pl + kw dW
+  // across rows too, so the interior is pooled in one pass per tap over the whole plane and
+  // only the edge columns (which read across a row's end there) are redone per row; with
+  // sH = 1 the interior rows likewise take one pass per tap (maps of 7 to 56 columns spent
+  // most of their time entering and leaving passes of one row).
   void plane_hw(const float* xp, float* rw, float* dst) const {
-    for (int64_t h = 0; h < g.H; ++h) row_w(xp + h * g.W, rw + h * g.OW);
-    for (int64_t oh = 0; oh < g.OH; ++oh) {
-      float* d = dst + oh * g.OW;
-      bool first = true;
-      for (int64_t kh = 0; kh < g.kH; ++kh) {
-        const int64_t h = oh * g.sH - g.pt + kh * g.dH;
-        if (h < 0 || h >= g.H) continue;
-        pass(d, rw + h * g.OW, 1, g.OW, first);
-        first = false;
+    if (g.W == g.sW * g.OW && ow_hi > ow_lo) {
+      const int64_t n = (g.H - 1) * g.OW + ow_hi - ow_lo;
+      for (int64_t kw = 0; kw < g.kW; ++kw) pass(rw + ow_lo, xp + ow_lo * g.sW - g.pl + kw * g.dW, g.sW, n, kw == 0);
+      for (int64_t h = 0; h < g.H; ++h) {
+        const float* xr = xp + h * g.W;
+        float* out = rw + h * g.OW;
+        for (int64_t ow = 0; ow < ow_lo; ++ow) out[ow] = col_w(xr, ow);
+        for (int64_t ow = ow_hi; ow < g.OW; ++ow) out[ow] = col_w(xr, ow);
       }
-      if (first) std::fill(d, d + g.OW, kIdent);
+    } else {
+      for (int64_t h = 0; h < g.H; ++h) row_w(xp + h * g.W, rw + h * g.OW);
+    }
+    if (g.sH == 1 && oh_hi > oh_lo) {
+      for (int64_t oh = 0; oh < oh_lo; ++oh) row_h(rw, oh, dst + oh * g.OW);
+      for (int64_t kh = 0; kh < g.kH; ++kh)
+        pass(dst + oh_lo * g.OW, rw + (oh_lo - g.pt + kh * g.dH) * g.OW, 1, (oh_hi - oh_lo) * g.OW, kh == 0);
+      for (int64_t oh = oh_hi; oh < g.OH; ++oh) row_h(rw, oh, dst + oh * g.OW);
+    } else {
+      for (int64_t oh = 0; oh < g.OH; ++oh) row_h(rw, oh, dst + oh * g.OW);
     }
   }
   // Output depths [od0, od1) of one (image, channel) volume.
