@@ -18,8 +18,9 @@ bool conv3d_temporal_applies(const ir::Conv2dGeom& g);
 
 // y[n, m, od, p] = b[m] + sum over taps kd inside the input and channels c of the group of
 // w[m, c, kd] x[n, c, od sD - pf + kd, p], p over the H x W positions. For each block of
-// positions, the input planes' rows are copied once into a slab [D][Cg][T] (the block's
-// positions of every depth), and each output depth is then one product over the slab's
+// positions and run of output depths, the input planes' rows are copied once into a slab
+// [depth][Cg][T] (the block's positions of the depths the run reads), and each output depth
+// is then one product over the slab's
 // consecutive rows of its valid taps (no zero rows for padded taps: s3d's 7x1x1 stem over 16
 // frames skips 6 of its 56 taps) with the weight reordered to [M][kD][Cg]. Parallel over
 // (image, group, position block[, output depths]) on rlx's pool.
