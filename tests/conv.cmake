@@ -2,6 +2,13 @@
 rlx_add_test(test_conv SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_conv.cpp LIBS rlx_runtime)
 # The 3-D forms (issue 30): random geometries in every mode on every backend, load-time refusals.
 rlx_add_test(test_conv3d SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_conv3d.cpp LIBS rlx_runtime)
+# Again with the CPU kernels' vector paths capped (the separable pools' AVX2 loops and the
+# GEMM's AVX-512 kernels, then the scalar ones), and with temporal convs on the im2col tiles.
+foreach(env "RLX_CPU_ISA=avx2" "RLX_CPU_ISA=base" "RLX_CONV_TEMPORAL=0")
+  string(REGEX REPLACE "[^A-Za-z0-9]" "_" tag "${env}")
+  add_test(NAME Conv3d.${tag} COMMAND test_conv3d --gtest_filter=Cpu*:*cpu:Conv3dRefusals*)
+  set_tests_properties(Conv3d.${tag} PROPERTIES ENVIRONMENT "${env}")
+endforeach()
 # conv2d (1-D and 2-D) and conv3d through oneDNN in compiled CPU plans: odd geometries and every
 # epilogue against a reference loop; again with AVX2 (nChw8c), with the baseline ISA (oneDNN off),
 # switched off, with the per-shape rule off (RLX_CONV_DNNL=all: oneDNN runs every shape it takes)

@@ -150,6 +150,48 @@ TEST_P(Conv3dCpuOnly, Conv3dDeepLayersInEveryMode) {
   }
 }
 
+// The halves of separable convs (s3d, r2plus1d_18): kD x 1 x 1 temporal ones take the CPU's
+// products over a slab of input planes (conv_temporal.h), 1 x k x k spatial ones the tiled
+// im2col; odd sizes, temporal stride 2 and pads beyond what a window covers at the edges,
+// groups, a batch of 2, maps of several position blocks, and a dilated temporal conv (the
+// general path).
+TEST_P(Conv3dCpuOnly, Conv3dSeparableHalvesInEveryMode) {
+  std::mt19937 rng(3035);
+  struct Case {
+    int64_t N, C, M, G;
+    V3 in, k, s, d, p0, p1;
+    bool bias;
+  };
+  const Case cases[] = {
+      {1, 24, 32, 1, {9, 5, 7}, {7, 1, 1}, {2, 1, 1}, {1, 1, 1}, {3, 0, 0}, {3, 0, 0}, true},     // s3d's stem, temporal half
+      {2, 12, 18, 3, {5, 3, 5}, {3, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 0, 0}, {2, 0, 0}, false},    // groups, batch 2
+      {1, 40, 24, 1, {7, 15, 21}, {3, 1, 1}, {2, 1, 1}, {1, 1, 1}, {0, 0, 0}, {1, 0, 0}, true},   // 315 positions, stride 2
+      {1, 8, 8, 1, {2, 3, 3}, {5, 1, 1}, {1, 1, 1}, {1, 1, 1}, {2, 0, 0}, {2, 0, 0}, true},       // window wider than the frames
+      {1, 8, 8, 1, {5, 23, 25}, {3, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 0, 0}, {1, 0, 0}, true},     // 2 position blocks
+      {1, 320, 16, 1, {4, 16, 28}, {3, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 0, 0}, {1, 0, 0}, false}, // slabs of 3 planes
+      {1, 16, 16, 1, {7, 4, 5}, {3, 1, 1}, {1, 1, 1}, {2, 1, 1}, {2, 0, 0}, {2, 0, 0}, true},     // dilated: the general path
+      {2, 20, 28, 1, {3, 9, 11}, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, true},    // spatial half
+      {1, 16, 24, 2, {4, 13, 10}, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 0, 1}, false},  // spatial, stride 2, groups
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    Geo g;
+    g.N = c.N, g.C = c.C, g.M = c.M, g.G = c.G, g.in = c.in, g.k = c.k, g.s = c.s, g.d = c.d, g.p0 = c.p0, g.p1 = c.p1;
+    g.bias = c.bias;
+    V3 out;
+    for (int a = 0; a < 3; ++a) out[a] = (g.in[a] + g.p0[a] + g.p1[a] - ((g.k[a] - 1) * g.d[a] + 1)) / g.s[a] + 1;
+    Tensor x = random_tensor({g.N, g.C, g.in[0], g.in[1], g.in[2]}, rng);
+    Tensor w = random_tensor({g.M, g.C / g.G, g.k[0], g.k[1], g.k[2]}, rng), b = random_tensor({g.M}, rng);
+    const std::string attrs = R"({"strides": )" + ints3(g.s) + R"(, "dilations": )" + ints3(g.d) + R"(, "pads": )" +
+                              pads6(g.p0, g.p1) + R"(, "groups": )" + std::to_string(g.G) + "}";
+    std::map<std::string, Tensor> params{{"w", w}};
+    if (g.bias) params["b"] = b;
+    const double tol = 1e-5 * std::sqrt((double)(g.C / g.G * g.k[0] * g.k[1] * g.k[2]));
+    check(conv_nodes("conv3d", x, w, g.bias ? &b : nullptr, attrs), params, x, conv_ref(g, out, x, w, g.bias ? &b : nullptr),
+          {g.N, g.M, out[0], out[1], out[2]}, tol, "separable half " + std::to_string(i++));
+  }
+}
+
 TEST_P(Conv3dFamily, ConvTranspose3dRandomGeometriesInEveryMode) {
   std::mt19937 rng(3031);
   auto U = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
@@ -180,6 +222,47 @@ TEST_P(Conv3dFamily, ConvTranspose3dRandomGeometriesInEveryMode) {
   }
 }
 
+// The pools' reference: explicit windows (the padded input spans [-p0, in + p1); ceil_mode
+// windows may overhang it), max with NaN propagated, average over the clipped window.
+std::vector<double> pool_ref(bool is_max, bool include_pad, int64_t NC, const V3& in, const V3& k, const V3& s, const V3& d,
+                             const V3& p0, const V3& p1, const V3& out, const Tensor& x) {
+  const int64_t IN = in[0] * in[1] * in[2], OUT = out[0] * out[1] * out[2];
+  std::vector<double> want(NC * OUT);
+  for (int64_t p = 0; p < NC; ++p)
+    for (int64_t o0 = 0; o0 < out[0]; ++o0)
+      for (int64_t o1 = 0; o1 < out[1]; ++o1)
+        for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+          double acc = is_max ? -INFINITY : 0.0;
+          int64_t count = 0, padded = 0;
+          for (int64_t t0 = 0; t0 < k[0]; ++t0)
+            for (int64_t t1 = 0; t1 < k[1]; ++t1)
+              for (int64_t t2 = 0; t2 < k[2]; ++t2) {
+                const int64_t i[3] = {o0 * s[0] - p0[0] + t0 * d[0], o1 * s[1] - p0[1] + t1 * d[1], o2 * s[2] - p0[2] + t2 * d[2]};
+                bool in_padded = true, inside = true;
+                for (int a = 0; a < 3; ++a) {
+                  in_padded = in_padded && i[a] >= -p0[a] && i[a] < in[a] + p1[a];
+                  inside = inside && i[a] >= 0 && i[a] < in[a];
+                }
+                padded += in_padded;
+                if (!inside) continue;
+                const double v = x.data()[p * IN + at3(in, i[0], i[1], i[2])];
+                acc = !is_max ? acc + v : (std::isnan(v) || std::isnan(acc)) ? NAN : std::max(acc, v);
+                ++count;
+              }
+          want[p * OUT + at3(out, o0, o1, o2)] = is_max ? acc : acc / double(include_pad ? padded : count);
+        }
+  return want;
+}
+
+std::string pool_nodes(bool is_max, bool ceil_mode, bool include_pad, const Shape& xs, const V3& k, const V3& s, const V3& d,
+                       const V3& p0, const V3& p1) {
+  std::string attrs = R"({"kernel": )" + ints3(k) + R"(, "strides": )" + ints3(s) + R"(, "pads": )" + pads6(p0, p1) +
+                      R"(, "ceil_mode": )" + (ceil_mode ? "true" : "false");
+  attrs += is_max ? R"(, "dilations": )" + ints3(d) : std::string(R"(, "count_include_pad": )") + (include_pad ? "true" : "false");
+  return R"({"id": "x", "op": "input", "shape": )" + shape_json(xs) + R"(}, {"id": "y", "op": ")" +
+         (is_max ? "max_pool3d" : "avg_pool3d") + R"(", "inputs": ["x"], "attrs": )" + attrs + "}}";
+}
+
 TEST_P(Conv3dFamily, Pools3dRandomGeometriesInEveryMode) {
   std::mt19937 rng(3032);
   auto U = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
@@ -195,38 +278,64 @@ TEST_P(Conv3dFamily, Pools3dRandomGeometriesInEveryMode) {
       out[a] = pool_len(in[a], p0[a], p1[a], ext[a], s[a], ceil_mode);
     }
     Tensor x = random_tensor({N, C, in[0], in[1], in[2]}, rng);
-    std::string attrs = R"({"kernel": )" + ints3(k) + R"(, "strides": )" + ints3(s) + R"(, "pads": )" + pads6(p0, p1) +
-                        R"(, "ceil_mode": )" + (ceil_mode ? "true" : "false");
-    attrs += is_max ? R"(, "dilations": )" + ints3(d) : std::string(R"(, "count_include_pad": )") + (include_pad ? "true" : "false");
-    const std::string nodes = R"({"id": "x", "op": "input", "shape": )" + shape_json(x.shape()) + R"(}, {"id": "y", "op": ")" +
-                              (is_max ? "max_pool3d" : "avg_pool3d") + R"(", "inputs": ["x"], "attrs": )" + attrs + "}}";
-    const int64_t IN = in[0] * in[1] * in[2], OUT = out[0] * out[1] * out[2];
-    std::vector<double> want(N * C * OUT);
-    for (int64_t p = 0; p < N * C; ++p)
-      for (int64_t o0 = 0; o0 < out[0]; ++o0)
-        for (int64_t o1 = 0; o1 < out[1]; ++o1)
-          for (int64_t o2 = 0; o2 < out[2]; ++o2) {
-            double acc = is_max ? -INFINITY : 0.0;
-            int64_t count = 0, padded = 0;
-            for (int64_t t0 = 0; t0 < k[0]; ++t0)
-              for (int64_t t1 = 0; t1 < k[1]; ++t1)
-                for (int64_t t2 = 0; t2 < k[2]; ++t2) {
-                  const int64_t i[3] = {o0 * s[0] - p0[0] + t0 * d[0], o1 * s[1] - p0[1] + t1 * d[1], o2 * s[2] - p0[2] + t2 * d[2]};
-                  bool in_padded = true, inside = true;
-                  for (int a = 0; a < 3; ++a) {
-                    // the padded input spans [-p0, in + p1); ceil_mode windows may overhang it
-                    in_padded = in_padded && i[a] >= -p0[a] && i[a] < in[a] + p1[a];
-                    inside = inside && i[a] >= 0 && i[a] < in[a];
-                  }
-                  padded += in_padded;
-                  if (!inside) continue;
-                  const double v = x.data()[p * IN + at3(in, i[0], i[1], i[2])];
-                  acc = is_max ? std::max(acc, v) : acc + v;
-                  ++count;
-                }
-            want[p * OUT + at3(out, o0, o1, o2)] = is_max ? acc : acc / double(include_pad ? padded : count);
-          }
-    check(nodes, {}, x, want, {N, C, out[0], out[1], out[2]}, 1e-6, "pool case " + std::to_string(it));
+    check(pool_nodes(is_max, ceil_mode, include_pad, x.shape(), k, s, d, p0, p1), {}, x,
+          pool_ref(is_max, include_pad, N * C, in, k, s, d, p0, p1, out, x), {N, C, out[0], out[1], out[2]}, 1e-6,
+          "pool case " + std::to_string(it));
+  }
+}
+
+// Rows wide enough for the CPU's separable pools to take their vector loops (8 columns at a
+// time along W for strides 1 and 2, whole rows along H and D; whole planes where W = sW OW
+// and, along H, with stride 1), s3d's pools among them, and a
+// few NaNs (a max over a window holding one is NaN, and must be). ctest runs this file again
+// with RLX_CPU_ISA=base (the scalar loops).
+TEST_P(Conv3dCpuOnly, Pools3dWideRowsInEveryMode) {
+  std::mt19937 rng(3034);
+  struct Case {
+    bool is_max, ceil_mode, include_pad;
+    int64_t N, C;
+    V3 in, k, s, d, p0, p1;
+  };
+  const Case cases[] = {
+      {true, false, false, 1, 3, {3, 21, 44}, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},   // s3d's stem pools
+      {true, false, false, 1, 2, {2, 12, 45}, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},   // odd width: row by row
+      {true, false, false, 2, 2, {5, 9, 29}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},    // s3d's branch pools
+      {true, false, false, 1, 2, {6, 10, 30}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},   // stride 2 everywhere
+      {true, true, false, 1, 3, {5, 7, 33}, {2, 2, 2}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}},     // ceil_mode, odd sizes
+      {true, false, false, 1, 1, {4, 6, 40}, {2, 2, 3}, {1, 3, 2}, {2, 1, 2}, {1, 0, 2}, {0, 1, 1}},    // dilations
+      {true, true, false, 1, 2, {3, 5, 26}, {1, 2, 4}, {3, 1, 3}, {1, 2, 1}, {0, 1, 2}, {0, 0, 1}},     // stride 3 along W
+      {false, false, true, 2, 2, {5, 9, 29}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},
+      {false, true, false, 1, 3, {5, 11, 37}, {3, 2, 3}, {2, 2, 2}, {1, 1, 1}, {1, 0, 1}, {1, 1, 1}},
+      {false, false, false, 1, 2, {2, 7, 7}, {2, 7, 7}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}},    // s3d's head
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    V3 out;
+    for (int a = 0; a < 3; ++a) out[a] = pool_len(c.in[a], c.p0[a], c.p1[a], (c.k[a] - 1) * c.d[a] + 1, c.s[a], c.ceil_mode);
+    Tensor x = random_tensor({c.N, c.C, c.in[0], c.in[1], c.in[2]}, rng);
+    if (c.is_max)  // a NaN in every 97th value
+      for (int64_t j = 13; j < x.numel(); j += 97) x.mutable_data()[j] = NAN;
+    const std::vector<double> want = pool_ref(c.is_max, c.include_pad, c.N * c.C, c.in, c.k, c.s, c.d, c.p0, c.p1, out, x);
+    const std::string what = "wide pool case " + std::to_string(i++);
+    int64_t nans = 0;
+    for (double v : want) nans += std::isnan(v);
+    if (c.is_max) {
+      EXPECT_GT(nans, 0) << what << ": the NaNs should reach some windows";
+    }
+    for (Mode m : {Mode::Eager, Mode::Lazy, Mode::Compiled}) {
+      Session sess(graph(pool_nodes(c.is_max, c.ceil_mode, c.include_pad, x.shape(), c.k, c.s, c.d, c.p0, c.p1)), *ex_, {});
+      sess.set_input("x", x);
+      const Tensor got = sess.run(m)[0];
+      ASSERT_EQ(got.shape(), Shape({c.N, c.C, out[0], out[1], out[2]})) << what;
+      const std::vector<float> g = got.to_vector();
+      int64_t bad = 0, first = -1;
+      for (size_t j = 0; j < want.size(); ++j) {
+        const bool ok = std::isnan(want[j]) ? std::isnan(g[j]) : std::abs(g[j] - want[j]) <= 1e-6 * (1 + std::abs(want[j]));
+        if (!ok && bad++ == 0) first = (int64_t)j;
+      }
+      EXPECT_EQ(bad, 0) << what << " in " << mode_name(m) << " mode: element " << first << " is "
+                        << (first >= 0 ? g[first] : 0.f) << ", expected " << (first >= 0 ? want[first] : 0.0);
+    }
   }
 }
 

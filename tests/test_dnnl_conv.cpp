@@ -324,6 +324,12 @@ TEST(DnnlConv, ThreeDimensionalAgainstTheReferenceLoop) {
       {"1x1x1 stride 2 (a downsample)", 1, 32, 40, 1, {5, 6, 6}, {1, 1, 1}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, true, true, true},
       {"1x1x1, 160 -> 128", 1, 160, 128, 1, {3, 5, 4}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, true, true, true},
       {"3x1x1 temporal, dilation 2, asymmetric pads", 1, 16, 24, 1, {7, 5, 5}, {3, 1, 1}, {1, 1, 1}, {2, 1, 1}, {2, 0, 0}, {1, 0, 0}, true, true, true},
+      // The temporal path (conv_temporal.h) with its epilogue fused: s3d's 7x1x1 stem (stride 2,
+      // pads 3, fewer frames than its window covers at the edges), a batch of 2 with groups,
+      // and position blocks that do not divide the map.
+      {"7x1x1 temporal stride 2, pads 3", 1, 24, 32, 1, {9, 5, 7}, {7, 1, 1}, {2, 1, 1}, {1, 1, 1}, {3, 0, 0}, {3, 0, 0}, true, true, true},
+      {"3x1x1 temporal, groups 2, batch 2", 2, 32, 48, 2, {5, 4, 5}, {3, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 0, 0}, {2, 0, 0}, false, false, true},
+      {"3x1x1 temporal over 300 positions", 1, 48, 40, 1, {6, 15, 20}, {3, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 0, 0}, {1, 0, 0}, true, true, true},
       {"1x3x3 stride 1x2x2, unused columns", 2, 24, 16, 1, {3, 8, 9}, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 0, 0}, true, true, true},
       {"groups 2 of 16 -> 16", 1, 32, 32, 2, {3, 5, 6}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, true, true},
   };
@@ -368,6 +374,7 @@ TEST(DnnlConv, ThreeDimensionalAgainstTheReferenceLoop) {
         EXPECT_NE(plan.find(" (conv3d): oneDNN"), std::string::npos) << what << "\n" << plan;
       else
         EXPECT_NE(plan.find(" (conv3d): rlx's kernel ("), std::string::npos) << what << "\n" << plan;
+      EXPECT_NE(plan.find(" + epilogue "), std::string::npos) << what << ": consumer not fused\n" << plan;
     }
   }
 }

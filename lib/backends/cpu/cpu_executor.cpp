@@ -1115,8 +1115,14 @@ class CpuExecutor : public Executor {
         if (st.blocked_in || st.blocked_out)  // its neighbour in the chain has no NCHW tensor to use
           throw RuntimeError(st.k.label + ": oneDNN's convolution failed inside a chain of blocked convolutions");
         if (st.has_pre) launch(st.pre);
-        launch(st.k);
-        if (st.has_epi) launch(st.epi);
+        t0 = std::chrono::steady_clock::now();
+        run_rlx_conv_step(st);
+        if (profiling_) {
+          double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          std::string label = st.has_epi ? st.k.label + " + " + st.epi.label : st.k.label;
+          profile_.push_back({label, std::string(ir::op_name(st.k.node->op)) + (st.has_epi ? "+epilogue" : ""), s,
+                              st.k.flops + st.epi.flops, st.k.bytes + st.epi.bytes});
+        }
         continue;
       }
       if (!st.packed && !st.has_epi) {

@@ -4,7 +4,7 @@
 //                     batch is one GEMM over the images),
 //                     a direct loop for depthwise / one-channel-per-group convs
 //   conv_transpose2d, conv_transpose3d  GEMM (Wᵀ·x) into columns, then col2im per output channel
-//   max_pool2d, avg_pool2d (and 3d), resize: direct loops
+//   max_pool2d, avg_pool2d, resize: direct loops; max_pool3d, avg_pool3d: separable (pool3d.h)
 // Work is split over rlx's thread pool; each GEMM call is single-threaded.
 #include "backends/cpu/cpu_ops_conv.h"
 
@@ -18,8 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/conv_temporal.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/pool3d.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 #include "ir/op_registry.h"
@@ -188,7 +190,10 @@ void im2col_tile(const ir::Conv2dGeom& g, const float* xg, int64_t p0, int64_t T
       }
 }
 
-void run_conv2d(const Kernel& k, TensorPtr ptr) {
+}  // namespace
+
+// epi (may be null): the fused consumer, run on each run of outputs [b, e) a task has just finished.
+void run_conv(const Kernel& k, TensorPtr ptr, const SpanFn* epi) {
   const ir::Conv2dGeom g = geom(k);
   const float* x = ptr(k.inputs[0]);
   const float* w = ptr(k.inputs[1]);
@@ -201,7 +206,10 @@ void run_conv2d(const Kernel& k, TensorPtr ptr) {
     throw RuntimeError(k.label + ": convolution too large for the BLAS interface (32-bit sizes)");
   if (K == 0) {  // no input channels: the bias alone
     parallel(g.N * g.M, 1, [&](int64_t b, int64_t e) {
-      for (int64_t p = b; p < e; ++p) std::fill(y + p * OHW, y + (p + 1) * OHW, bias ? bias[p % g.M] : 0.f);
+      for (int64_t p = b; p < e; ++p) {
+        std::fill(y + p * OHW, y + (p + 1) * OHW, bias ? bias[p % g.M] : 0.f);
+        if (epi) (*epi)(p * OHW, (p + 1) * OHW);
+      }
     });
     return;
   }
@@ -210,8 +218,13 @@ void run_conv2d(const Kernel& k, TensorPtr ptr) {
       for (int64_t p = b; p < e; ++p) {
         const int64_t n = p / g.M, m = p % g.M, c = m / g.Mg;
         conv_direct_plane(g, x + (n * g.C + c) * HW, w + m * KK, bias ? bias[m] : 0.f, y + p * OHW);
+        if (epi) (*epi)(p * OHW, (p + 1) * OHW);
       }
     });
+    return;
+  }
+  if (conv3d_temporal_applies(g)) {  // kD x 1 x 1: products over a slab of input planes, no im2col
+    conv3d_temporal(g, x, w, bias, y, epi);
     return;
   }
   const bool pointwise = KK == 1 && g.sD == 1 && g.sH == 1 && g.sW == 1 && g.pf == 0 && g.pt == 0 && g.pl == 0 &&
@@ -221,6 +234,10 @@ void run_conv2d(const Kernel& k, TensorPtr ptr) {
     // one product y[N, M] = x[N, C] · w[M, C]ᵀ (+ bias) that reads the weights once, not once per image.
     Epilogue ep;
     ep.bias = bias;
+    if (epi)
+      ep.custom = [epi, M = g.M](float*, int64_t, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+        for (int64_t m = m0; m < m1; ++m) (*epi)(m * M + n0, m * M + n1);
+      };
     cpu::gemm(false, true, g.N, g.M, K, 1.f, x, K, w, K, y, g.M, ep, Threads::Pool);
     return;
   }
@@ -245,11 +262,15 @@ void run_conv2d(const Kernel& k, TensorPtr ptr) {
           }
         });
         Epilogue ep;
-        if (bias) {
-          const float* bg = bias + grp * g.Mg;
-          ep.custom = [bg](float* C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-            for (int64_t m = m0; m < m1; ++m)
-              for (float *p = C + m * ldc + n0, *pe = C + m * ldc + n1; p < pe; ++p) *p += bg[m];
+        if (bias || epi) {
+          const float* bg = bias ? bias + grp * g.Mg : nullptr;
+          const int64_t at = yg - y;
+          ep.custom = [bg, epi, at](float* C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+            for (int64_t m = m0; m < m1; ++m) {
+              if (bg)
+                for (float *p = C + m * ldc + n0, *pe = C + m * ldc + n1; p < pe; ++p) *p += bg[m];
+              if (epi) (*epi)(at + m * ldc + n0, at + m * ldc + n1);
+            }
           };
         }
         cpu::gemm(false, false, g.Mg, OHW, K, 1.f, w + grp * g.Mg * K, K, col.data(), OHW, yg, OHW, ep, Threads::Pool);
@@ -292,9 +313,13 @@ void run_conv2d(const Kernel& k, TensorPtr ptr) {
           const float bm = bias[grp * g.Mg + m];
           for (float *p = yg + m * OHW, *pe = p + tn; p < pe; ++p) *p += bm;
         }
+      if (epi)
+        for (int64_t m = 0; m < g.Mg; ++m) (*epi)(yg - y + m * OHW, yg - y + m * OHW + tn);
     }
   });
 }
+
+namespace {
 
 // ---------------- conv_transpose2d ----------------
 
@@ -482,6 +507,8 @@ void run_pool_t(const Kernel& k, TensorPtr ptr) {
 }
 
 void run_pool(const Kernel& k, TensorPtr ptr, bool is_max) {
+  if (k.node->op == Op::MaxPool3d || k.node->op == Op::AvgPool3d)
+    return pool3d_separable(geom(k), is_max, ptr(k.inputs[0]), ptr(k.output));
   if (is_max) run_pool_t<true>(k, ptr);
   else run_pool_t<false>(k, ptr);
 }
@@ -546,7 +573,7 @@ void run_resize(const Kernel& k, TensorPtr ptr) {
 
 void run_spatial(const Kernel& k, TensorPtr ptr) {
   switch (k.node->op) {
-    case Op::Conv2d: case Op::Conv3d: run_conv2d(k, ptr); return;
+    case Op::Conv2d: case Op::Conv3d: run_conv(k, ptr, nullptr); return;
     case Op::ConvTranspose2d: case Op::ConvTranspose3d: run_conv_transpose2d(k, ptr); return;
     case Op::MaxPool2d: case Op::MaxPool3d: run_pool(k, ptr, true); return;
     case Op::AvgPool2d: case Op::AvgPool3d: run_pool(k, ptr, false); return;

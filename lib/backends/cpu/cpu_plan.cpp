@@ -16,6 +16,7 @@
 
 #include "backends/cpu/access.h"
 #include "backends/cpu/blocked_ops.h"
+#include "backends/cpu/cpu_ops_conv.h"
 #include "backends/cpu/dnnl_conv.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/ops_index.h"
@@ -244,6 +245,16 @@ bool run_conv_step(const PlanStep& st) {
     return cpu::dnnl_conv_run(*st.conv, ptr(st.pre.inputs[st.pre_x]), Y, epi, st.blocked_in ? st.blocked_in->data() : nullptr,
                               YB, ptr(st.pre.inputs[1 - st.pre_x]));
   return cpu::dnnl_conv_run(*st.conv, ptr(k.inputs[0]), Y, epi, st.blocked_in ? st.blocked_in->data() : nullptr, YB);
+}
+
+void run_rlx_conv_step(const PlanStep& st) {
+  const Kernel& k = st.k;
+  if (!st.has_epi) return cpu::run_conv(k, ptr, nullptr);
+  std::vector<const float*> ins;
+  for (size_t i = 0; i < st.epi.inputs.size(); ++i) ins.push_back(st.epi_reads_c[i] ? ptr(k.output) : ptr(st.epi.inputs[i]));
+  const cpu::FusedSpans spans(st.epi_prog, ins, ptr(st.epi.output));
+  const cpu::SpanFn epi = [&spans](int64_t b, int64_t e) { spans.run(b, e); };
+  cpu::run_conv(k, ptr, &epi);
 }
 
 // Runs a pool, concat or global mean on blocked inputs (PlanStep::bkind).
@@ -554,13 +565,13 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
       // A 1x1 convolution on a 1x1 map (squeeze-excitation's two products) is faster as rlx's one
       // product over the batch, in a chain too: its input and output are [N, C] either way.
       if (st.conv && !st.conv_rule.empty() && st.k.output.numel() == st.k.output.shape[0] * st.k.output.shape[1]) {
-        lines.push_back(line + " rlx's kernel (" + st.conv_rule + ")\n");
+        why = st.conv_rule;
         st.conv.reset();
-        rec->steps.push_back(std::move(st));
-        continue;
       }
-      if (!st.conv) {
-        lines.push_back(line + " rlx's kernel (" + why + ")\n");
+      if (!st.conv) {  // rlx's kernel, its consumer fused all the same (run_rlx_conv_step)
+        line += " rlx's kernel (" + why + ")";
+        attach_epilogue(st, i, line);
+        lines.push_back(line + "\n");
         rec->steps.push_back(std::move(st));
         continue;
       }
@@ -636,7 +647,7 @@ std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels
     std::string& line = lines[st.line];
     if (st.conv && !st.conv_rule.empty() && !st.blocked_in && !st.blocked_out && !st.has_pre) {
       line = "  " + short_name(st.k) + " (" + ir::op_name(st.k.node->op) + "): rlx's kernel (" + st.conv_rule + ")" +
-             (st.has_epi ? " + its consumer " + short_name(st.epi) + " after it" : "");
+             (st.has_epi ? " + epilogue " + short_name(st.epi) + " (in rlx's kernel's tasks)" : "");
       st.conv.reset();
       st.epi_in_conv = false;
     } else if (st.conv) {

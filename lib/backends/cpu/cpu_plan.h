@@ -82,6 +82,9 @@ bool dnnl_conv_candidate(const Kernel& k);
 // oneDNN failed, run rlx's kernels); a pool, concat or mean on blocked inputs.
 void run_product_step(const PlanStep& st);
 bool run_conv_step(const PlanStep& st);
+// A convolution rlx's kernel runs (oneDNN refused it, its rule prefers rlx's, or it failed),
+// its epilogue, if any, fused into the kernel's tasks (the prologue `pre` is run before by the caller).
+void run_rlx_conv_step(const PlanStep& st);
 void run_blocked_step(const PlanStep& st);
 // The plan of `kernels`: packs, epilogues, oneDNN convolutions, blocked links, its description.
 std::unique_ptr<CpuRecording> record_cpu_plan(const std::vector<Kernel>& kernels);
