@@ -164,7 +164,9 @@ TEST(Qgemm, SingleThreadAndDefaultIsa) {
 // matmul_nbits's decode kernel (4 bits, ORT's layout) against a double-precision loop over the
 // dequantized weights: within f32 rounding of the sum of |terms|.
 // Under RLX_CPU_ISA=avx2 / avxvnni (ctest's Qgemm.Isa_* runs) only one row with blocks of a multiple
-// of 32 is taken (the AVX2 one-row kernel), and every other shape must be refused.
+// of 32 is taken (the AVX2 one-row kernel; with blocks of 32 and K a multiple of 128 the integer
+// one, nbits4_row1_bfp, unless RLX_NBITS_F32: ctest's Nbits4.F32_avx2), and every other shape must
+// be refused.
 TEST(Nbits4, SmallMAgainstTheDequantizedProduct) {
   const bool avx512 = qisa_supported(QIsa::Avx512Vnni) && qgemm_isa() == QIsa::Avx512Vnni;
   if (!avx512 && (!qisa_supported(QIsa::Avx2) || qgemm_isa() == QIsa::Base)) GTEST_SKIP() << "needs AVX-512 or AVX2";
@@ -216,11 +218,14 @@ TEST(Nbits4, SmallMAgainstTheDequantizedProduct) {
 // value 1e4 times the rest, tiny values (1e-30), values of one sign; N 1 (the one-column kernel
 // alone), 8 (the 8-column kernel alone, its last group at the end of B), 9, 17 and 40; K from
 // one group of 128 to 2048 (16 zero-point blocks a step and the rest); zero points or the
-// default 8. Under RLX_CPU_ISA below avx512vnni or RLX_NBITS_F32 it must refuse every shape
-// (ctest's Qgemm.Isa_* and Nbits4.F32 runs); where it runs, a NaN or an infinity among the
-// activations is refused too (the f32 kernels take those rows: nbits4_small_m gives NaN there).
+// default 8. On every path: AVX-512 VNNI, and (ctest's Qgemm.Isa_avxvnni / Isa_avx2 runs) the
+// 8-lane kernel with AVX-VNNI or with AVX2's vpmaddubsw + vpmaddwd; under RLX_CPU_ISA=base or
+// RLX_NBITS_F32 it must refuse every shape (Qgemm.Isa_base, Nbits4.F32*). Where it runs, a NaN
+// or an infinity among the activations is refused too (the f32 kernels take those rows:
+// nbits4_small_m gives NaN there).
 TEST(Nbits4, RowBfpAgainstTheDequantizedProduct) {
-  const bool runs = qisa_supported(QIsa::Avx512Vnni) && qgemm_isa() == QIsa::Avx512Vnni && !std::getenv("RLX_NBITS_F32");
+  __builtin_cpu_init();
+  const bool runs = qgemm_isa() != QIsa::Base && __builtin_cpu_supports("fma") && !std::getenv("RLX_NBITS_F32");
   uint32_t s = 7;
   int checked = 0;
   for (int64_t K : {128, 256, 640, 2176})

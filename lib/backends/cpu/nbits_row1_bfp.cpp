@@ -161,20 +161,183 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void columns(con
   }
 }
 
+// ---- 8 lanes (no AVX-512): the same activations, lanes, integer sums and scaling ----
+
+// prepare() with AVX2: the same X (vcvtps2dq rounds to nearest even, as above), digits, layout.
+__attribute__((target("avx2,fma"))) bool prepare_avx2(const float* x, int64_t K, BfpRow& r) {
+  const int64_t groups = K / 128, kb = K / 32;
+  r.p.resize((size_t)(groups * 384));
+  r.la.resize((size_t)(groups * 16));
+  r.as.resize((size_t)kb);
+  const __m256 sign = _mm256_set1_ps(-0.f), hi = _mm256_set1_ps(kXMax), lo = _mm256_set1_ps(-kXMax);
+  const __m256i c128 = _mm256_set1_epi32(128), c255 = _mm256_set1_epi32(255);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // bytes of A0-3, A4-7, B0-3, B4-7
+  for (int64_t b = 0; b < kb; ++b) {
+    __m256 v[4], m = _mm256_setzero_ps();
+    int nan = 0;
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
+      nan |= _mm256_movemask_ps(_mm256_cmp_ps(v[i], v[i], _CMP_UNORD_Q));
+      m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[i]));
+    }
+    if (nan) return false;
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+    if (!(amax <= 3.4e38f)) return false;  // infinity
+    const float a = amax / kXMax, inv = amax > 0.f ? kXMax / amax : 0.f;
+    const __m256 vi = _mm256_set1_ps(inv);
+    const int64_t g = b / 4, q = b % 4;
+    __m256i sum = _mm256_setzero_si256();
+    for (int par = 0; par < 2; ++par) {
+      __m256i P[3][2];
+      for (int half = 0; half < 2; ++half) {
+        // 8 even (odd) values of v[2 half], v[2 half + 1], in order
+        const __m256 e = par ? _mm256_shuffle_ps(v[2 * half], v[2 * half + 1], _MM_SHUFFLE(3, 1, 3, 1))
+                             : _mm256_shuffle_ps(v[2 * half], v[2 * half + 1], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m256 w = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+        const __m256i X = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(w, vi), lo), hi));
+        sum = _mm256_add_epi32(sum, X);
+        const __m256i p3 = _mm256_sub_epi32(_mm256_and_si256(_mm256_add_epi32(X, c128), c255), c128);
+        const __m256i Y = _mm256_srai_epi32(_mm256_sub_epi32(X, p3), 8);
+        const __m256i p2 = _mm256_sub_epi32(_mm256_and_si256(_mm256_add_epi32(Y, c128), c255), c128);
+        P[0][half] = _mm256_srai_epi32(_mm256_sub_epi32(Y, p2), 8);
+        P[1][half] = p2;
+        P[2][half] = p3;
+      }
+      int8_t* o = r.p.data() + g * 384 + par * 64 + q * 16;
+      for (int piece = 0; piece < 3; ++piece) {
+        const __m256i w16 = _mm256_packs_epi32(P[piece][0], P[piece][1]);  // values in [-128, 127]: exact
+        const __m256i w8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w16, w16), order);
+        _mm_storeu_si128((__m128i*)(o + 128 * piece), _mm256_castsi256_si128(w8));
+      }
+    }
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+    r.as[b] = (float)_mm_cvtsi128_si32(s4) * a;
+    for (int i = 0; i < 4; ++i) r.la[g * 16 + q * 4 + i] = a;
+  }
+  return true;
+}
+
+// acc + u8(a) . s8(b) per dword: AVX-VNNI's vpdpbusd (VEX; inline asm, so that the functions are
+// compiled for AVX2 + FMA alone and the compiler never emits AVX-VNNI in the AVX2 path), or AVX2's
+// vpmaddubsw (pairs into int16: |2 * 15 * 128| < 2^15, no saturation) and vpmaddwd against ones
+// (pairs into int32): the same sum.
+template <bool Vnni>
+__attribute__((target("avx2,fma"))) inline __m256i dp256(__m256i acc, __m256i a, __m256i b) {
+  if constexpr (Vnni) {
+    asm("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(a), "x"(b));
+    return acc;
+  } else {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)));
+  }
+}
+
+// columns() in 8 lanes: a group's 64 bytes as two halves of 32 (lanes 0-7: blocks 0 and 1 of the
+// group, lanes 8-15: blocks 2 and 3).
+template <int NC, bool Vnni>
+__attribute__((target("avx2,fma"))) void columns256(const BfpRow& r, int64_t K, const uint8_t* B,
+                                                             const float* sc, const uint8_t* zp, int64_t zcols,
+                                                             int64_t n0, int64_t n1, float* C) {
+  const int64_t kb = K / 32, groups = K / 128;
+  const __m256i m15 = _mm256_set1_epi8(15);
+  const __m256i pair[2] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3)};
+  const int8_t* P = r.p.data();
+  for (int64_t n = n0; n < n1; n += NC) {
+    __m256 tot[NC][2];
+    const uint8_t* col[NC];
+    const float* s[NC];
+    for (int c = 0; c < NC; ++c)
+      tot[c][0] = tot[c][1] = _mm256_setzero_ps(), col[c] = B + (n + c) * kb * 16, s[c] = sc + (n + c) * kb;
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int c = 0; c < NC; ++c) _mm_prefetch((const char*)(col[c] + NC * kb * 16 + g * 64), _MM_HINT_T0);
+      if (g % 4 == 0)
+        for (int c = 0; c < NC; ++c) _mm_prefetch((const char*)(s[c] + NC * kb + g * 4), _MM_HINT_T0);
+      for (int half = 0; half < 2; ++half) {
+        const int8_t* pg = P + g * 384 + half * 32;
+        const __m256 la = _mm256_loadu_ps(r.la.data() + g * 16 + half * 8);
+        __m256i p[6];
+        for (int i = 0; i < 6; ++i) p[i] = _mm256_loadu_si256((const __m256i*)(pg + 64 * i));
+        for (int c = 0; c < NC; ++c) {
+          const __m256i x = _mm256_loadu_si256((const __m256i*)(col[c] + g * 64 + half * 32));
+          const __m256i lo = _mm256_and_si256(x, m15), hi = _mm256_and_si256(_mm256_srli_epi32(x, 4), m15);
+          __m256i t = dp256<Vnni>(dp256<Vnni>(_mm256_setzero_si256(), lo, p[0]), hi, p[1]);
+          t = dp256<Vnni>(dp256<Vnni>(_mm256_slli_epi32(t, 8), lo, p[2]), hi, p[3]);
+          t = dp256<Vnni>(dp256<Vnni>(_mm256_slli_epi32(t, 8), lo, p[4]), hi, p[5]);
+          const __m256 bs = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(s[c] + g * 4)), pair[half]);
+          tot[c][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(bs, la), tot[c][half]);
+        }
+      }
+    }
+    for (int c = 0; c < NC; ++c) {
+      // sum_b b z (a sum X): 8 blocks a step, then the rest one by one
+      const uint8_t* z = zp ? zp + (n + c) * zcols : nullptr;
+      __m256 acc = _mm256_setzero_ps();
+      int64_t b = 0;
+      for (; b + 8 <= kb; b += 8) {
+        __m256 zv = _mm256_set1_ps(8.f);
+        if (z) {
+          uint32_t w;
+          std::memcpy(&w, z + b / 2, 4);
+          const __m128i by = _mm_cvtsi32_si128((int)w);
+          const __m128i l = _mm_and_si128(by, _mm_set1_epi8(15)), h = _mm_and_si128(_mm_srli_epi16(by, 4), _mm_set1_epi8(15));
+          zv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpacklo_epi8(l, h)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(s[c] + b), zv), _mm256_loadu_ps(r.as.data() + b), acc);
+      }
+      __m128 q = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+      q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+      float corr = _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+      for (; b < kb; ++b) corr += s[c][b] * (float)(z ? (z[b / 2] >> ((b % 2) * 4)) & 15 : 8) * r.as[b];
+      const __m256 t8 = _mm256_add_ps(tot[c][0], tot[c][1]);
+      __m128 u = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
+      u = _mm_add_ps(u, _mm_movehl_ps(u, u));
+      C[n + c] = _mm_cvtss_f32(_mm_add_ss(u, _mm_movehdup_ps(u))) - corr;
+    }
+  }
+}
+
+// Which kernel: 0 none (the f32 kernels), 1 AVX2 + FMA, 2 AVX-VNNI, 3 AVX-512 VNNI; RLX_CPU_ISA
+// caps it (qgemm_isa), RLX_NBITS_F32 turns it off.
+int bfp_level() {
+  static const int level = [] {
+    if (std::getenv("RLX_NBITS_F32")) return 0;
+    __builtin_cpu_init();
+    switch (qgemm_isa()) {
+      case QIsa::Avx512Vnni: return 3;
+      case QIsa::AvxVnni: return __builtin_cpu_supports("fma") ? 2 : 0;
+      case QIsa::Avx2: return __builtin_cpu_supports("fma") ? 1 : 0;
+      case QIsa::Base: return 0;
+    }
+    return 0;
+  }();
+  return level;
+}
+
 }  // namespace
 
 bool nbits4_row1_bfp(const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp, int64_t N,
                      float* C, Threads th) {
-  static const bool ok = qgemm_isa() == QIsa::Avx512Vnni && qisa_supported(QIsa::Avx512Vnni) && !std::getenv("RLX_NBITS_F32");
-  if (!ok || K < 128 || K % 128 != 0 || N < 1) return false;
+  const int level = bfp_level();
+  if (level == 0 || K < 128 || K % 128 != 0 || N < 1) return false;
   thread_local BfpRow row;
-  if (!prepare(A, K, row)) return false;
+  if (!(level == 3 ? prepare(A, K, row) : prepare_avx2(A, K, row))) return false;
   const int64_t zcols = (K / 32 * 4 + 7) / 8;
   const BfpRow& r = row;
   auto body = [&](int64_t n0, int64_t n1) {
-    const int64_t n8 = n0 + (n1 - n0) / 8 * 8;
-    columns<8>(r, K, B, scales, zp, zcols, n0, n8, C);
-    columns<1>(r, K, B, scales, zp, zcols, n8, n1, C);
+    const int64_t n8 = n0 + (n1 - n0) / 8 * 8, n4 = n0 + (n1 - n0) / 4 * 4;
+    if (level == 3) {
+      columns<8>(r, K, B, scales, zp, zcols, n0, n8, C);
+      columns<1>(r, K, B, scales, zp, zcols, n8, n1, C);
+    } else if (level == 2) {
+      columns256<4, true>(r, K, B, scales, zp, zcols, n0, n4, C);
+      columns256<1, true>(r, K, B, scales, zp, zcols, n4, n1, C);
+    } else {
+      columns256<4, false>(r, K, B, scales, zp, zcols, n0, n4, C);
+      columns256<1, false>(r, K, B, scales, zp, zcols, n4, n1, C);
+    }
   };
   if (th == Threads::Single) body(0, N);
   else ThreadPool::global().parallel_for(N, 16, body);
