@@ -77,7 +77,8 @@ bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, cons
 // The one-row case of nbits4_small_m (blocks of 32, K a multiple of 128), in
 // exact integer products (nbits_row1_bfp.cpp): per block of 32 the activations become 24-bit
 // integers times the block's unit amax / (127 * 65536) (block floating point with f32's 24-bit
-// significand: each x moves by at most about amax * 2^-23.9, the size of f32's own rounding of
+// significand: each x moves by at most 1.8e-7 |x| + 6.0e-8 amax, three f32 roundings of x and half
+// a unit: about f32's own rounding of
 // the block's largest value), split into three signed bytes, and the 4-bit values are multiplied
 // with them by vpdpbusd, exactly; per 8 values the int32 sum is converted to f32 once and scaled
 // by weight scale * unit. Not ONNX Runtime's accuracy_level 4 (8-bit activations, nbits4_int8):
