@@ -216,7 +216,8 @@ TEST(Nbits4, SmallMAgainstTheDequantizedProduct) {
 // representation's bound times |w|, per value 3 * 2^-24 |x| + half a unit (amax / 8323072 / 2;
 // three f32 roundings of x and the integer's). (Dropping the last byte of X would miss by ~30x
 // this.) Activations: random, blocks of zeros, blocks with one
-// value 1e4 times the rest, tiny values (1e-30), values of one sign; N 1 (the one-column kernel
+// value 1e4 times the rest, tiny values (1e-30), values of one sign, a block below 2^-100 with
+// denormals (refused: the f32 kernels' result is checked instead); N 1 (the one-column kernel
 // alone), 8 (the 8-column kernel alone, its last group at the end of B), 9, 17 and 40; K from
 // one group of 128 to 2176 (68 blocks: 16 zero-point blocks a step and the rest); zero points or the
 // default 8. On every path: AVX-512 VNNI, and (ctest's Qgemm.Isa_avxvnni / Isa_avx2 runs) the
@@ -232,7 +233,7 @@ TEST(Nbits4, RowBfpAgainstTheDequantizedProduct) {
   for (int64_t K : {128, 256, 640, 2176})
     for (int64_t N : {1, 8, 9, 17, 40})
       for (bool with_zp : {false, true})
-        for (int fill = 0; fill < 4; ++fill) {
+        for (int fill = 0; fill < 5; ++fill) {
           const int64_t kb = K / 32, zcols = (kb * 4 + 7) / 8;
           std::vector<uint8_t> B((size_t)(N * kb * 16)), zp((size_t)(N * zcols));
           std::vector<float> sc((size_t)(N * kb)), A((size_t)K), C((size_t)N, -1.f);
@@ -245,11 +246,21 @@ TEST(Nbits4, RowBfpAgainstTheDequantizedProduct) {
             if (fill == 1 && b % 3 == 1) v = 0.f;                           // blocks of zeros
             if (fill == 2 && k % 32 == 5) v = b % 2 ? 1e4f : -1e4f;         // one outlier per block
             if (fill == 3) v = b % 2 ? std::fabs(v) * 1e-30f : -std::fabs(v);  // tiny; one sign
+            if (fill == 4 && b == 1) v *= k % 2 ? 1e-36f : 1e-43f;          // below 2^-100, denormals
             A[(size_t)k] = v;
           }
+          bool small = false;  // a block of values all below 2^-100, not all 0: refused
+          for (int64_t b = 0; b < K / 32; ++b) {
+            float m = 0;
+            for (int64_t i = b * 32; i < b * 32 + 32; ++i) m = std::max(m, std::fabs(A[(size_t)i]));
+            small |= m > 0 && m < 0x1p-100f;
+          }
           const bool taken = nbits4_row1_bfp(A.data(), K, B.data(), sc.data(), with_zp ? zp.data() : nullptr, N, C.data());
-          ASSERT_EQ(taken, runs) << "K=" << K << " N=" << N;
-          if (!taken) continue;
+          ASSERT_EQ(taken, runs && !small) << "K=" << K << " N=" << N << " fill=" << fill;
+          // refused: the f32 kernels (nbits4_small_m) must give the same product
+          if (!taken && runs)
+            ASSERT_TRUE(nbits4_small_m(1, A.data(), K, B.data(), sc.data(), with_zp ? zp.data() : nullptr, N, 32, C.data()));
+          if (!taken && !runs) continue;
           for (int64_t n = 0; n < N; ++n) {
             double want = 0, mag = 0, rep = 0;
             for (int64_t k = 0; k < K; ++k) {

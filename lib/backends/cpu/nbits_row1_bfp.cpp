@@ -36,6 +36,10 @@ namespace rlx::cpu {
 namespace {
 
 constexpr float kXMax = 8323072.f;  // 127 * 65536
+// The least nonzero block max taken: below it the unit amax / kXMax would not be a normal float
+// (and 1 / unit overflows below ~2.4e-32); such rows (every |x| of a block under 7.9e-31) go to
+// the f32 kernels.
+constexpr float kMinMax = 0x1p-100f;
 
 // A row's activations in the kernel's form (see above), reused across calls on a thread.
 struct BfpRow {
@@ -44,7 +48,8 @@ struct BfpRow {
   std::vector<float> as;   // [blocks]: a * sum X of the block (the x's as represented)
 };
 
-// false where a block holds a NaN or an infinity (the caller takes the f32 kernel).
+// false where a block holds a NaN or an infinity, or its max |x| is nonzero and below kMinMax
+// (the caller takes the f32 kernel).
 __attribute__((target("avx512f,avx512bw,avx512vl"))) bool prepare(const float* x, int64_t K, BfpRow& r) {
   const int64_t groups = K / 128, kb = K / 32;
   r.p.resize((size_t)(groups * 384));
@@ -58,7 +63,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) bool prepare(const float* x
     const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
     if (_mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v1, v1, _CMP_UNORD_Q)) return false;  // NaN
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    if (!(amax <= 3.4e38f)) return false;  // infinity
+    if (!(amax <= 3.4e38f) || (amax > 0.f && amax < kMinMax)) return false;  // infinity, or too small
     const float a = amax / kXMax, inv = amax > 0.f ? kXMax / amax : 0.f;
     const __m512 vi = _mm512_set1_ps(inv);
     const int64_t g = b / 4, q = b % 4;  // group, and the block's 16 bytes within each run
@@ -184,7 +189,7 @@ __attribute__((target("avx2,fma"))) bool prepare_avx2(const float* x, int64_t K,
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
     const float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
-    if (!(amax <= 3.4e38f)) return false;  // infinity
+    if (!(amax <= 3.4e38f) || (amax > 0.f && amax < kMinMax)) return false;  // infinity, or too small
     const float a = amax / kXMax, inv = amax > 0.f ? kXMax / amax : 0.f;
     const __m256 vi = _mm256_set1_ps(inv);
     const int64_t g = b / 4, q = b % 4;

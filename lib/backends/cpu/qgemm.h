@@ -85,7 +85,7 @@ bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, cons
 // VNNI, else 8 with AVX-VNNI's vpdpbusd or AVX2's vpmaddubsw + vpmaddwd (the same integer sums;
 // RLX_CPU_ISA caps the choice). Returns false (nothing done) without AVX2 + FMA (or
 // RLX_CPU_ISA=base, or RLX_NBITS_F32 set: the f32 kernels then run), for other shapes, or where
-// the row holds a NaN or an infinity.
+// the row holds a NaN or an infinity or a block whose values are all below 2^-100 but not all 0.
 bool nbits4_row1_bfp(const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp, int64_t N,
                      float* C, Threads th = Threads::Pool);
 
