@@ -5,8 +5,13 @@
 //           the L3), one pass over all of them per repetition
 //   cache   one 2048 x 2048 weight (2.7 MB), the same pass repeated: the kernel's own rate
 //   read    rlx's pool summing a 1 GiB f32 buffer (as gemm_candidates bandwidth's read_1gib)
-// Buffers from cpu::host_alloc (transparent huge pages, as the executor's weights). Threads:
-// RLX_NUM_THREADS. Prints per round the best and median GB/s of each, and memory / read.
+//   one dispatch  the memory pass with the 15 products in one pool dispatch (each thread takes
+//           its share of every weight's columns, one after the other, Threads::Single) instead
+//           of one dispatch per product: (time of 15 - time of 1) / 14 is what a dispatch costs
+// The kernel is nbits4_small_m's choice: nbits4_row1_bfp (integer products) with AVX-512 VNNI,
+// RLX_NBITS_F32=1 for the f32 nbits4_row1_x8. Buffers from cpu::host_alloc (transparent huge
+// pages, as the executor's weights). Threads: RLX_NUM_THREADS. Prints per round the best and
+// median GB/s of each, memory / read, and the one-dispatch pass's GB/s and the cost per dispatch.
 //   nbits_gemv [rounds] [reps]
 #include <immintrin.h>
 
@@ -101,11 +106,25 @@ int main(int argc, char** argv) {
       volatile float sink = part[0];
       (void)sink;
     });
+    auto one = time_ms(reps, [&] {
+      cpu::ThreadPool::global().parallel_for(parts, 1, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t)
+          for (auto& w : ws) {  // this thread's columns of every weight, in multiples of 8
+            const int64_t kb = w.K / 32, zc = (kb + 1) / 2, n0 = w.N * t / parts / 8 * 8,
+                          n1 = t + 1 == parts ? w.N : w.N * (t + 1) / parts / 8 * 8;
+            if (n1 > n0)
+              cpu::nbits4_small_m(1, A.data(), w.K, w.B + n0 * kb * 16, w.S + n0 * kb, w.Z + n0 * zc, n1 - n0, 32,
+                                  C.data() + n0, cpu::Threads::Single);
+          }
+      });
+    });
     const double gm = bytes / mem.first * 1e-6, gmm = bytes / mem.second * 1e-6, gr = 4.0 * big / rd.first * 1e-6,
                  grm = 4.0 * big / rd.second * 1e-6;
     std::printf("round %d  memory %.1f GB/s best, %.1f median | cache %.1f / %.1f | read_1gib %.1f / %.1f | memory/read: best %.0f%%, "
-                "median %.0f%%\n",
-                r + 1, gm, gmm, ws[0].bytes / hot.first * 1e-6, ws[0].bytes / hot.second * 1e-6, gr, grm, 100 * gm / gr, 100 * gmm / grm);
+                "median %.0f%% | one dispatch %.1f / %.1f GB/s: %.1f us per dispatch (best), %.1f (median)\n",
+                r + 1, gm, gmm, ws[0].bytes / hot.first * 1e-6, ws[0].bytes / hot.second * 1e-6, gr, grm, 100 * gm / gr, 100 * gmm / grm,
+                bytes / one.first * 1e-6, bytes / one.second * 1e-6, (mem.first - one.first) / 14 * 1e3,
+                (mem.second - one.second) / 14 * 1e3);
     std::fflush(stdout);
   }
   return 0;

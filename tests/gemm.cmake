@@ -12,6 +12,11 @@ set_tests_properties(Gemm.PackedWithoutOneDnn PROPERTIES ENVIRONMENT "RLX_GEMM_D
 # cpu::qgemm (exact 8-bit integer GEMM) on every ISA path the CPU runs, against int64 loops;
 # then once more with RLX_CPU_ISA capping the path the default dispatch picks.
 rlx_add_test(test_qgemm SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_qgemm.cpp LIBS rlx_cpu)
+# The f32 one-row 4-bit kernels where the integer one (nbits4_row1_bfp) would run: RLX_NBITS_F32.
+add_test(NAME Nbits4.F32 COMMAND test_qgemm --gtest_filter=Nbits4.*)
+set_tests_properties(Nbits4.F32 PROPERTIES ENVIRONMENT "RLX_NBITS_F32=1")
+add_test(NAME Nbits4.F32_avx2 COMMAND test_qgemm --gtest_filter=Nbits4.*)
+set_tests_properties(Nbits4.F32_avx2 PROPERTIES ENVIRONMENT "RLX_NBITS_F32=1;RLX_CPU_ISA=avx2")
 foreach(isa base avx2 avxvnni)
   add_test(NAME Qgemm.Isa_${isa} COMMAND test_qgemm --gtest_filter=Qgemm.SingleThread*:MinMax.*:Nbits4Int8.*:Nbits4.*)
   set_tests_properties(Qgemm.Isa_${isa} PROPERTIES ENVIRONMENT "RLX_CPU_ISA=${isa}")

@@ -164,7 +164,9 @@ TEST(Qgemm, SingleThreadAndDefaultIsa) {
 // matmul_nbits's decode kernel (4 bits, ORT's layout) against a double-precision loop over the
 // dequantized weights: within f32 rounding of the sum of |terms|.
 // Under RLX_CPU_ISA=avx2 / avxvnni (ctest's Qgemm.Isa_* runs) only one row with blocks of a multiple
-// of 32 is taken (the AVX2 one-row kernel), and every other shape must be refused.
+// of 32 is taken (the AVX2 one-row kernel; with blocks of 32 and K a multiple of 128 the integer
+// one, nbits4_row1_bfp, unless RLX_NBITS_F32: ctest's Nbits4.F32_avx2), and every other shape must
+// be refused.
 TEST(Nbits4, SmallMAgainstTheDequantizedProduct) {
   const bool avx512 = qisa_supported(QIsa::Avx512Vnni) && qgemm_isa() == QIsa::Avx512Vnni;
   if (!avx512 && (!qisa_supported(QIsa::Avx2) || qgemm_isa() == QIsa::Base)) GTEST_SKIP() << "needs AVX-512 or AVX2";
@@ -206,6 +208,92 @@ TEST(Nbits4, SmallMAgainstTheDequantizedProduct) {
   std::vector<uint8_t> B(8 * 3 * 8);
   EXPECT_FALSE(nbits4_small_m(1, A.data(), 40, B.data(), sc.data(), nullptr, 8, 16, C.data()));
   EXPECT_FALSE(nbits4_small_m(17, A.data(), 32, B.data(), sc.data(), nullptr, 8, 16, C.data()));
+}
+
+// The one-row integer kernel (nbits4_row1_bfp: activations as 24-bit block floating point, exact
+// vpdpbusd products) against a double-precision loop over the dequantized weights and the f32
+// activations as given. Allowed: f32 rounding of the sum (1e-5 of the sum of |terms|) plus the
+// representation's bound times |w|, per value 3 * 2^-24 |x| + half a unit (amax / 8323072 / 2;
+// three f32 roundings of x and the integer's). (Dropping the last byte of X would miss by ~30x
+// this.) Activations: random, blocks of zeros, blocks with one
+// value 1e4 times the rest, tiny values (1e-30), values of one sign, a block below 2^-100 with
+// denormals (refused: the f32 kernels' result is checked instead); N 1 (the one-column kernel
+// alone), 8 (the 8-column kernel alone, its last group at the end of B), 9, 17 and 40; K from
+// one group of 128 to 2176 (68 blocks: 16 zero-point blocks a step and the rest); zero points or the
+// default 8. On every path: AVX-512 VNNI, and (ctest's Qgemm.Isa_avxvnni / Isa_avx2 runs) the
+// 8-lane kernel with AVX-VNNI or with AVX2's vpmaddubsw + vpmaddwd; under RLX_CPU_ISA=base or
+// RLX_NBITS_F32 it must refuse every shape (Qgemm.Isa_base, Nbits4.F32*). Where it runs, a NaN
+// or an infinity among the activations is refused too (the f32 kernels take those rows:
+// nbits4_small_m gives NaN there).
+TEST(Nbits4, RowBfpAgainstTheDequantizedProduct) {
+  __builtin_cpu_init();
+  const bool runs = qgemm_isa() != QIsa::Base && __builtin_cpu_supports("fma") && !std::getenv("RLX_NBITS_F32");
+  uint32_t s = 7;
+  int checked = 0;
+  for (int64_t K : {128, 256, 640, 2176})
+    for (int64_t N : {1, 8, 9, 17, 40})
+      for (bool with_zp : {false, true})
+        for (int fill = 0; fill < 5; ++fill) {
+          const int64_t kb = K / 32, zcols = (kb * 4 + 7) / 8;
+          std::vector<uint8_t> B((size_t)(N * kb * 16)), zp((size_t)(N * zcols));
+          std::vector<float> sc((size_t)(N * kb)), A((size_t)K), C((size_t)N, -1.f);
+          for (auto& v : B) v = (uint8_t)next(s);
+          for (auto& v : zp) v = (uint8_t)next(s);
+          for (auto& v : sc) v = 0.01f + (float)(next(s) % 1000) * 1e-4f;
+          for (int64_t k = 0; k < K; ++k) {
+            float v = (float)((int)(next(s) % 2001) - 1000) * 1e-3f;
+            const int64_t b = k / 32;
+            if (fill == 1 && b % 3 == 1) v = 0.f;                           // blocks of zeros
+            if (fill == 2 && k % 32 == 5) v = b % 2 ? 1e4f : -1e4f;         // one outlier per block
+            if (fill == 3) v = b % 2 ? std::fabs(v) * 1e-30f : -std::fabs(v);  // tiny; one sign
+            if (fill == 4 && b == 1) v *= k % 2 ? 1e-36f : 1e-43f;          // below 2^-100, denormals
+            A[(size_t)k] = v;
+          }
+          bool small = false;  // a block of values all below 2^-100, not all 0: refused
+          for (int64_t b = 0; b < K / 32; ++b) {
+            float m = 0;
+            for (int64_t i = b * 32; i < b * 32 + 32; ++i) m = std::max(m, std::fabs(A[(size_t)i]));
+            small |= m > 0 && m < 0x1p-100f;
+          }
+          const bool taken = nbits4_row1_bfp(A.data(), K, B.data(), sc.data(), with_zp ? zp.data() : nullptr, N, C.data());
+          ASSERT_EQ(taken, runs && !small) << "K=" << K << " N=" << N << " fill=" << fill;
+          // refused: the f32 kernels (nbits4_small_m) must give the same product
+          if (!taken && runs)
+            ASSERT_TRUE(nbits4_small_m(1, A.data(), K, B.data(), sc.data(), with_zp ? zp.data() : nullptr, N, 32, C.data()));
+          if (!taken && !runs) continue;
+          for (int64_t n = 0; n < N; ++n) {
+            double want = 0, mag = 0, rep = 0;
+            for (int64_t k = 0; k < K; ++k) {
+              const int64_t b = k / 32, j = k % 32;
+              const int q = (B[(n * kb + b) * 16 + j / 2] >> ((j % 2) * 4)) & 15;
+              const int z = with_zp ? (zp[n * zcols + b / 2] >> ((b % 2) * 4)) & 15 : 8;
+              const double w = (double)((float)(q - z) * sc[n * kb + b]);
+              double amax = 0;
+              for (int64_t i = b * 32; i < b * 32 + 32; ++i) amax = std::max(amax, (double)std::fabs(A[(size_t)i]));
+              want += (double)A[(size_t)k] * w;
+              mag += std::abs((double)A[(size_t)k] * w);
+              rep += std::abs(w) * (3 * std::ldexp(1.0, -24) * std::fabs(A[(size_t)k]) + 0.5001 * amax / 8323072.0);
+            }
+            ASSERT_NEAR(C[(size_t)n], want, 1e-5 * mag + rep + 1e-30)
+                << "K=" << K << " N=" << N << " zp=" << with_zp << " fill=" << fill << " n=" << n;
+            ++checked;
+          }
+        }
+  if (!runs) return;
+  EXPECT_GT(checked, 0);
+  // refused: a NaN or an infinity in the row, K not a multiple of 128; nbits4_small_m then gives
+  // the f32 kernels' NaN
+  std::vector<float> A(256, 0.5f), C(8, 0.f), sc(8 * 8, 0.02f);
+  std::vector<uint8_t> B(8 * 8 * 16, 0x37);
+  A[200] = std::nanf("");
+  EXPECT_FALSE(nbits4_row1_bfp(A.data(), 256, B.data(), sc.data(), nullptr, 8, C.data()));
+  ASSERT_TRUE(nbits4_small_m(1, A.data(), 256, B.data(), sc.data(), nullptr, 8, 32, C.data()));
+  for (float c : C) EXPECT_TRUE(std::isnan(c));
+  A[200] = INFINITY;
+  EXPECT_FALSE(nbits4_row1_bfp(A.data(), 256, B.data(), sc.data(), nullptr, 8, C.data()));
+  A[200] = 0.5f;
+  EXPECT_FALSE(nbits4_row1_bfp(A.data(), 192, B.data(), sc.data(), nullptr, 8, C.data()));
+  EXPECT_TRUE(nbits4_row1_bfp(A.data(), 256, B.data(), sc.data(), nullptr, 8, C.data()));
 }
 
 // matmul_nbits with more than 16 rows (nbits_f32_blocked: the 14 x 32 AVX-512 kernel over weights

@@ -614,6 +614,12 @@ bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, cons
   const bool row1_avx2 = !ok && avx2 && M == 1 && bs % 32 == 0 && K % bs == 0;
   if ((!ok && !row1_avx2) || M < 1 || M > 16 || K % 16 != 0 || bs % 16 != 0) return false;
   const int64_t kb = (K + bs - 1) / bs, zcols = (kb * 4 + 7) / 8;
+  // one row of finite activations, blocks of 32, K a multiple of 128: in integer products
+  // (nbits4_row1_bfp) with AVX-512 VNNI, or without AVX-512 with AVX-VNNI or AVX2 + FMA (where
+  // AVX-512 runs without VNNI, its f32 nbits4_row1_x8 is faster than the 8-lane integer kernel)
+  if ((ok ? qgemm_isa() == QIsa::Avx512Vnni : avx2) && M == 1 && bs == 32 && K % 128 == 0 &&
+      nbits4_row1_bfp(A, K, B, scales, zp, N, C, th))
+    return true;
   if (bs % 32 == 0 && K % bs == 0) {
     // Activations split into even / odd k and block sums, once per call.
     const int64_t K2 = K / 2;

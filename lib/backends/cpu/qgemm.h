@@ -74,6 +74,21 @@ void qgemm(int64_t M, const uint8_t* A, bool a_signed, int64_t lda, const int32_
 bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp,
                     int64_t N, int64_t block_size, float* C, Threads th = Threads::Pool);
 
+// The one-row case of nbits4_small_m (blocks of 32, K a multiple of 128) in exact integer
+// products (nbits_row1_bfp.cpp): per block of 32 the activations become 24-bit integers times the
+// block's unit amax / (127 * 65536) (block floating point with f32's 24-bit significand: each x
+// moves by at most 1.8e-7 |x| + 6.0e-8 amax, three f32 roundings of x and half a unit, about f32's
+// own rounding of the block's largest value), split into three signed bytes, and the 4-bit values
+// are multiplied with them by vpdpbusd, exactly; per 8 values the int32 sum is converted to f32
+// once and scaled by weight scale * unit. Not ONNX Runtime's accuracy_level 4 (8-bit activations,
+// nbits4_int8): the result stays within f32 rounding of the f32 product. 16 lanes with AVX-512
+// VNNI, else 8 with AVX-VNNI's vpdpbusd or AVX2's vpmaddubsw + vpmaddwd (the same integer sums;
+// RLX_CPU_ISA caps the choice). Returns false (nothing done) without AVX2 + FMA (or
+// RLX_CPU_ISA=base, or RLX_NBITS_F32 set: the f32 kernels then run), for other shapes, or where
+// the row holds a NaN or an infinity or a block whose values are all below 2^-100 but not all 0.
+bool nbits4_row1_bfp(const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp, int64_t N,
+                     float* C, Threads th = Threads::Pool);
+
 // matmul_nbits (4 or 8 bits, ONNX Runtime's layout) with f32 activations, any M (the path
 // above 16 rows, prefill and batches): C[M, N] = A[M, K] * dequant(B)^T with B kept in its
 // packed form. Each pool task takes a group of output columns, expands their weights block
