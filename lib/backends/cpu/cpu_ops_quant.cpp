@@ -14,6 +14,7 @@
 
 #include "backends/cpu/access.h"
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/qgemm.h"
 #include "backends/cpu/thread_pool.h"
 #include "ir/op_registry.h"
@@ -96,11 +97,7 @@ void run_quantize(const Kernel& k) {
     const float lo = (float)dtype_traits(out).min, hi = (float)dtype_traits(out).max;
     const float* x = reinterpret_cast<const float*>(bytes(k.inputs[0]));
     uint8_t* y = bytes(k.output);
-    static const bool avx2 = [] {
-      const char* e = std::getenv("RLX_CPU_ISA");
-      __builtin_cpu_init();
-      return !(e && std::string(e) == "base") && __builtin_cpu_supports("avx2");
-    }();
+    const bool avx2 = isa_avx2_fma();  // RLX_CPU_ISA caps it (isa.h)
     parallel(k.output.numel(), 16384, [&](int64_t b, int64_t e) {
       (avx2 ? quantize_run_avx2 : quantize_run_base)(x + b, e - b, s, zp, lo, hi, y + b);
     });

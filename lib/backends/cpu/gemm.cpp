@@ -140,8 +140,8 @@ int blas_int(int64_t v) {
 
 bool use_avx512() {
   static const bool yes = [] {
-    const char* e = std::getenv("RLX_CPU_ISA");
-    if (e && (std::string(e) == "base" || std::string(e) == "avx2" || std::string(e) == "avxvnni")) return false;
+    const std::string cap = isa_cap();
+    if (cap == "base" || cap == "avx2" || cap == "avxvnni") return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") != 0;
   }();
@@ -158,8 +158,7 @@ bool wide_enabled() {
 }
 bool use_avx2() {
   static const bool yes = [] {
-    const char* e = std::getenv("RLX_CPU_ISA");
-    if (e && std::string(e) == "base") return false;
+    if (isa_cap() == "base") return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
   }();
@@ -681,6 +680,10 @@ void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
 
 bool isa_avx2_fma() { return use_avx2(); }
 bool isa_avx512() { return use_avx512(); }
+bool isa_avx512_bw_vl() {
+  static const bool yes = use_avx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  return yes;
+}
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float* C, int64_t ldc, const Epilogue& ep, Threads th) {

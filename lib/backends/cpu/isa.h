@@ -7,5 +7,6 @@ namespace rlx::cpu {
 
 bool isa_avx2_fma();  // AVX2 + FMA, unless RLX_CPU_ISA=base
 bool isa_avx512();    // AVX-512 F, unless RLX_CPU_ISA is below avx512vnni
+bool isa_avx512_bw_vl();  // AVX-512 F, BW and VL, under the same cap
 
 }  // namespace rlx::cpu

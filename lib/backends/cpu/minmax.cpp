@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace rlx::cpu {
@@ -81,12 +82,8 @@ __attribute__((target("avx2"))) Part run_avx2(const float* x, int64_t n) {
 
 using RunFn = Part (*)(const float*, int64_t);
 RunFn pick() {
-  const char* e = std::getenv("RLX_CPU_ISA");
-  const std::string cap = e ? e : "";
-  __builtin_cpu_init();
-  if (cap == "base") return run_base;
-  if (cap != "avx2" && cap != "avxvnni" && __builtin_cpu_supports("avx512f")) return run_avx512;
-  if (__builtin_cpu_supports("avx2")) return run_avx2;
+  if (isa_avx512()) return run_avx512;  // RLX_CPU_ISA caps the choice (isa.h)
+  if (isa_avx2_fma()) return run_avx2;
   return run_base;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/qgemm.h"
 #include "backends/cpu/thread_pool.h"
 
@@ -19,15 +20,7 @@ namespace rlx::cpu {
 
 namespace {
 
-bool avx512_ok() {
-  static const bool ok = [] {
-    const char* e = std::getenv("RLX_CPU_ISA");
-    if (e && std::string(e) != "avx512vnni") return false;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  }();
-  return ok;
-}
+bool avx512_ok() { return isa_avx512_bw_vl(); }  // RLX_CPU_ISA caps it (isa.h)
 
 // 4 bits, n values (n even) from n / 2 bytes, low nibble first.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void expand4_avx512(const uint8_t* p, int64_t n, int32_t z,

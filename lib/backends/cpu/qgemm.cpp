@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace rlx::cpu {
@@ -598,19 +599,9 @@ int32_t byte_sum(const uint8_t* p, int64_t n) {
 
 bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp,
                     int64_t N, int64_t bs, float* C, Threads th) {
-  static const bool ok = [] {
-    const char* e = std::getenv("RLX_CPU_ISA");
-    if (e && std::string(e) != "avx512vnni") return false;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  }();
+  const bool ok = isa_avx512_bw_vl();  // RLX_CPU_ISA caps both (isa.h)
   // Without AVX-512: one row (a decode step) on AVX2 + FMA, blocks a multiple of 32 (nbits4_row1_avx2).
-  static const bool avx2 = [] {
-    const char* e = std::getenv("RLX_CPU_ISA");
-    if (e && std::string(e) == "base") return false;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
+  const bool avx2 = isa_avx2_fma();
   const bool row1_avx2 = !ok && avx2 && M == 1 && bs % 32 == 0 && K % bs == 0;
   if ((!ok && !row1_avx2) || M < 1 || M > 16 || K % 16 != 0 || bs % 16 != 0) return false;
   const int64_t kb = (K + bs - 1) / bs, zcols = (kb * 4 + 7) / 8;
