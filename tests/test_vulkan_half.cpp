@@ -821,6 +821,54 @@ TEST(VulkanHalf, Conv2dThroughTheProduct) {
 }
 
 
+// Shared by the epilogue tests below: smooth seeded values, a tensor's values as doubles, an
+// environment variable put back as it was, and the graph run in compiled mode on Vulkan in dtype
+// dt with its outputs y and z checked against double-precision references (each intermediate the
+// plan writes is rounded to the dtype: tolerances of the outputs' scale).
+Tensor vals(Shape s, float scale, float phase) {
+  Tensor t(s);
+  float* d = t.mutable_data();
+  for (int64_t i = 0; i < t.numel(); ++i) d[i] = scale * std::sin(0.37f * i + phase) + 0.1f * std::cos(1.3f * i);
+  return t;
+}
+std::vector<double> as_doubles(const Tensor& t) {
+  Tensor f = t.astype(DType::f32);
+  return std::vector<double>(f.data(), f.data() + f.numel());
+}
+struct EnvRestore {
+  std::string name, value;
+  bool was_set;
+  explicit EnvRestore(const char* n) : name(n), was_set(std::getenv(n) != nullptr) {
+    if (was_set) value = std::getenv(n);
+  }
+  ~EnvRestore() {
+    if (was_set) setenv(name.c_str(), value.c_str(), 1);
+    else unsetenv(name.c_str());
+  }
+};
+void expect_outputs_y_z(const std::string& json, DType dt, const std::map<std::string, Tensor>& P, const Tensor& x32,
+                        const std::vector<double>& want_y, const std::vector<double>& want_z) {
+  auto g = std::make_shared<ir::Graph>(ir::load_graph_text(json, "epilogue.json"));
+  convert_graph_dtype(*g, dt);
+  auto ex = make_executor("vulkan");
+  SessionOptions so;
+  so.disk_cache = false;
+  Session s(g, *ex, P, so);
+  s.set_input("x", x32.astype(dt));
+  auto out = s.run(Mode::Compiled);
+  ASSERT_EQ(out.size(), 2u);
+  const double tol = dt == DType::f16 ? 8e-3 : 6e-2;
+  for (int o = 0; o < 2; ++o) {
+    const auto& want = o == 0 ? want_y : want_z;
+    Tensor got = out[o].astype(DType::f32);
+    ASSERT_EQ(got.numel(), (int64_t)want.size());
+    double scale = 0, worst = 0;
+    for (double v : want) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got.data()[i] - want[i]) / scale);
+    EXPECT_LE(worst, tol) << (o == 0 ? "y" : "z");
+  }
+}
+
 // A convolution's ReLU and residual add folded into its product (executor.cpp's build() and
 // conv_epilogue_for, on devices with VK_NV_cooperative_matrix2; elsewhere, lavapipe included,
 // the consumers run as their own kernels): a bottleneck-like chain in f16 and bf16, compiled
@@ -848,19 +896,12 @@ TEST(VulkanHalf, ConvolutionEpiloguesAgainstReference) {
     {"id": "y", "op": "relu", "inputs": ["c4"]},
     {"id": "z", "op": "add", "inputs": ["c4", "r3"]}
   ], "outputs": ["y", "z"]})";
-  auto vals = [](Shape s, float scale, float phase) {
-    Tensor t(s);
-    float* d = t.mutable_data();
-    for (int64_t i = 0; i < t.numel(); ++i) d[i] = scale * std::sin(0.37f * i + phase) + 0.1f * std::cos(1.3f * i);
-    return t;
-  };
   std::map<std::string, Tensor> P32 = {{"w1", vals({16, 8, 3, 3}, 0.3f, 0.1f)}, {"b1", vals({16}, 0.2f, 0.7f)},
                                        {"w2", vals({8, 16, 1, 1}, 0.4f, 0.5f)}, {"b2", vals({8}, 0.2f, 1.9f)},
                                        {"w3", vals({8, 8, 1, 1}, 0.5f, 0.9f)},  {"w4", vals({8, 8, 3, 3}, 0.3f, 2.3f)},
                                        {"b4", vals({8}, 0.2f, 1.3f)}};
   const Tensor x32 = vals({N, C, H, W}, 1.0f, 0.3f);
-  const char* saved = std::getenv("RLX_VK_EPILOGUE");
-  const std::string keep = saved ? saved : "";
+  const EnvRestore restore("RLX_VK_EPILOGUE");
   for (DType dt : {DType::f16, DType::bf16})
     for (const char* fold : {"1", "0"}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " RLX_VK_EPILOGUE=" + fold);
@@ -868,13 +909,8 @@ TEST(VulkanHalf, ConvolutionEpiloguesAgainstReference) {
       // the reference reads the inputs as the 16-bit graph holds them
       std::map<std::string, Tensor> P;
       std::map<std::string, std::vector<double>> R;
-      for (auto& [k, v] : P32) {
-        P[k] = v.astype(dt);
-        Tensor back = P[k].astype(DType::f32);
-        R[k].assign(back.data(), back.data() + back.numel());
-      }
-      Tensor xb = x32.astype(dt).astype(DType::f32);
-      std::vector<double> x(xb.data(), xb.data() + xb.numel());
+      for (auto& [k, v] : P32) P[k] = v.astype(dt), R[k] = as_doubles(P[k]);
+      const std::vector<double> x = as_doubles(x32.astype(dt));
       auto conv = [&](const std::vector<double>& in, int64_t Ci, const char* w, const char* b, int64_t M, int64_t k) {
         std::vector<double> o((size_t)(N * M * H * W));
         const int64_t p = k / 2;
@@ -908,29 +944,8 @@ TEST(VulkanHalf, ConvolutionEpiloguesAgainstReference) {
       auto c4 = conv(r3, C, "w4", "b4", C, 3);
       const std::vector<double> want_y = relu(c4), want_z = add(c4, r3);
 
-      auto g = std::make_shared<ir::Graph>(ir::load_graph_text(json, "epilogue.json"));
-      convert_graph_dtype(*g, dt);
-      auto ex = make_executor("vulkan");
-      SessionOptions so;
-      so.disk_cache = false;
-      Session s(g, *ex, P, so);
-      s.set_input("x", x32.astype(dt));
-      auto out = s.run(Mode::Compiled);
-      ASSERT_EQ(out.size(), 2u);
-      // each intermediate the plan writes is rounded to the dtype: tolerance of the outputs' scale
-      const double tol = dt == DType::f16 ? 8e-3 : 6e-2;
-      for (int o = 0; o < 2; ++o) {
-        const auto& want = o == 0 ? want_y : want_z;
-        Tensor got = out[o].astype(DType::f32);
-        ASSERT_EQ(got.numel(), (int64_t)want.size());
-        double scale = 0, worst = 0;
-        for (double v : want) scale = std::max(scale, std::fabs(v));
-        for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got.data()[i] - want[i]) / scale);
-        EXPECT_LE(worst, tol) << (o == 0 ? "y" : "z");
-      }
+      expect_outputs_y_z(json, dt, P, x32, want_y, want_z);
     }
-  if (saved) setenv("RLX_VK_EPILOGUE", keep.c_str(), 1);
-  else unsetenv("RLX_VK_EPILOGUE");
 }
 
 // Linear layers' consumers folded into the tensor-core product the same way: gelu (erf form)
@@ -952,31 +967,19 @@ TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
     {"id": "t", "op": "linear", "inputs": ["y", "W3", "b3"]},
     {"id": "z", "op": "gelu", "inputs": ["t"], "attrs": {"approximate": "tanh"}}
   ], "outputs": ["y", "z"]})";
-  auto vals = [](Shape s, float scale, float phase) {
-    Tensor t(s);
-    float* d = t.mutable_data();
-    for (int64_t i = 0; i < t.numel(); ++i) d[i] = scale * std::sin(0.37f * i + phase) + 0.1f * std::cos(1.3f * i);
-    return t;
-  };
   std::map<std::string, Tensor> P32 = {{"W1", vals({F, D}, 0.4f, 0.1f)}, {"b1", vals({F}, 0.2f, 0.7f)},
                                        {"W2", vals({D, F}, 0.3f, 0.5f)}, {"b2", vals({D}, 0.2f, 1.9f)},
                                        {"W3", vals({F, D}, 0.4f, 0.9f)}, {"b3", vals({F}, 0.2f, 1.3f)}};
   const Tensor x32 = vals({B, S, D}, 1.0f, 0.3f);
-  const char* saved = std::getenv("RLX_VK_EPILOGUE");
-  const std::string keep = saved ? saved : "";
+  const EnvRestore restore("RLX_VK_EPILOGUE");
   for (DType dt : {DType::f16, DType::bf16})
     for (const char* fold : {"1", "gelu", "0"}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " RLX_VK_EPILOGUE=" + fold);
       setenv("RLX_VK_EPILOGUE", fold, 1);
       std::map<std::string, Tensor> P;
       std::map<std::string, std::vector<double>> R;
-      for (auto& [k, v] : P32) {
-        P[k] = v.astype(dt);
-        Tensor back = P[k].astype(DType::f32);
-        R[k].assign(back.data(), back.data() + back.numel());
-      }
-      Tensor xb = x32.astype(dt).astype(DType::f32);
-      std::vector<double> x(xb.data(), xb.data() + xb.numel());
+      for (auto& [k, v] : P32) P[k] = v.astype(dt), R[k] = as_doubles(P[k]);
+      const std::vector<double> x = as_doubles(x32.astype(dt));
       auto lin = [&](const std::vector<double>& a, int64_t K, const char* W, const char* b, int64_t N) {
         std::vector<double> o((size_t)(B * S * N));
         for (int64_t r = 0; r < B * S; ++r)
@@ -994,28 +997,8 @@ TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
       auto z = lin(y, D, "W3", "b3", F);
       for (auto& e : z) e = 0.5 * e * (1 + std::tanh(0.79788456080286536 * (e + 0.044715 * e * e * e)));
 
-      auto g = std::make_shared<ir::Graph>(ir::load_graph_text(json, "linear_epilogue.json"));
-      convert_graph_dtype(*g, dt);
-      auto ex = make_executor("vulkan");
-      SessionOptions so;
-      so.disk_cache = false;
-      Session s(g, *ex, P, so);
-      s.set_input("x", x32.astype(dt));
-      auto out = s.run(Mode::Compiled);
-      ASSERT_EQ(out.size(), 2u);
-      const double tol = dt == DType::f16 ? 8e-3 : 6e-2;
-      for (int o = 0; o < 2; ++o) {
-        const auto& want = o == 0 ? y : z;
-        Tensor got = out[o].astype(DType::f32);
-        ASSERT_EQ(got.numel(), (int64_t)want.size());
-        double scale = 0, worst = 0;
-        for (double v : want) scale = std::max(scale, std::fabs(v));
-        for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got.data()[i] - want[i]) / scale);
-        EXPECT_LE(worst, tol) << (o == 0 ? "y" : "z");
-      }
+      expect_outputs_y_z(json, dt, P, x32, y, z);
     }
-  if (saved) setenv("RLX_VK_EPILOGUE", keep.c_str(), 1);
-  else unsetenv("RLX_VK_EPILOGUE");
 }
 
 }  // namespace
