@@ -28,6 +28,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/nbits_zero_term.h"
 #include "backends/cpu/qgemm.h"
 #include "backends/cpu/thread_pool.h"
 
@@ -146,22 +147,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void columns(con
       }
     }
     for (int c = 0; c < NC; ++c) {
-      // sum_b b z (a sum X): 16 blocks a step, then the rest one by one
-      const uint8_t* z = zp ? zp + (n + c) * zcols : nullptr;
-      __m512 acc = _mm512_setzero_ps();
-      int64_t b = 0;
-      for (; b + 16 <= kb; b += 16) {
-        __m512 zv = _mm512_set1_ps(8.f);
-        if (z) {
-          const __m128i by = _mm_loadl_epi64((const __m128i*)(z + b / 2));
-          const __m128i l = _mm_and_si128(by, _mm_set1_epi8(15)), h = _mm_and_si128(_mm_srli_epi16(by, 4), _mm_set1_epi8(15));
-          zv = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(l, h)));
-        }
-        acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(s[c] + b), zv), _mm512_loadu_ps(r.as.data() + b), acc);
-      }
-      float corr = _mm512_reduce_add_ps(acc);
-      for (; b < kb; ++b) corr += s[c][b] * (float)(z ? (z[b / 2] >> ((b % 2) * 4)) & 15 : 8) * r.as[b];
-      C[n + c] = _mm512_reduce_add_ps(tot[c]) - corr;
+      // sum_b b z (a sum X)
+      C[n + c] = _mm512_reduce_add_ps(tot[c]) - nbits4_zero_term(s[c], r.as.data(), zp ? zp + (n + c) * zcols : nullptr, kb);
     }
   }
 }

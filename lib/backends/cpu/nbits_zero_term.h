@@ -1,0 +1,30 @@
+#pragma once
+// The zero points' part of a one-row 4-bit product (MatMulNBits, blocks of 32), shared by the
+// f32 one-row kernel (qgemm.cpp) and the integer one (nbits_row1_bfp.cpp).
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace rlx::cpu {
+
+// sum_b s_b z_b AS_b of one column (z: its packed zero points, null for the default 8): the
+// zero points' part of a one-row 4-bit product, 16 blocks per step, then the rest one by one.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline float nbits4_zero_term(const float* s, const float* AS,
+                                                                                  const uint8_t* z, int64_t kb) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 16 <= kb; b += 16) {
+    __m512 zv = _mm512_set1_ps(8.f);
+    if (z) {
+      const __m128i by = _mm_loadl_epi64((const __m128i*)(z + b / 2));
+      const __m128i l = _mm_and_si128(by, _mm_set1_epi8(15)), hh = _mm_and_si128(_mm_srli_epi16(by, 4), _mm_set1_epi8(15));
+      zv = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(l, hh)));
+    }
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(s + b), zv), _mm512_loadu_ps(AS + b), acc);
+  }
+  float corr = _mm512_reduce_add_ps(acc);
+  for (; b < kb; ++b) corr += s[b] * (float)(z ? (z[b / 2] >> ((b % 2) * 4)) & 15 : 8) * AS[b];
+  return corr;
+}
+
+}  // namespace rlx::cpu
