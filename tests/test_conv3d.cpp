@@ -71,6 +71,12 @@ int64_t pool_len(int64_t in, int64_t p0, int64_t p1, int64_t ext, int64_t s, boo
   return out;
 }
 
+std::string conv_nodes(const char* op, const Tensor& x, const Tensor& w, const Tensor* b, const std::string& attrs) {
+  return R"({"id": "x", "op": "input", "shape": )" + shape_json(x.shape()) + R"(}, {"id": "w", "op": "param", "shape": )" +
+         shape_json(w.shape()) + "}, " + (b ? R"({"id": "b", "op": "param", "shape": )" + shape_json(b->shape()) + "}, " : "") +
+         R"({"id": "y", "op": ")" + op + R"(", "inputs": ["x", "w")" + (b ? R"(, "b")" : "") + R"(], "attrs": )" + attrs + "}";
+}
+
 class Conv3dFamily : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -89,14 +95,19 @@ class Conv3dFamily : public ::testing::TestWithParam<std::string> {
       expect_close(s.run(m)[0], want, shape, tol, what + " in " + mode_name(m) + " mode: " + nodes);
     }
   }
+  // A conv3d of geometry g (output sizes out) on seeded random x, w and b, against conv_ref.
+  void check_conv3d(const Geo& g, const V3& out, std::mt19937& rng, double tol, const std::string& what) {
+    Tensor x = random_tensor({g.N, g.C, g.in[0], g.in[1], g.in[2]}, rng);
+    Tensor w = random_tensor({g.M, g.C / g.G, g.k[0], g.k[1], g.k[2]}, rng), b = random_tensor({g.M}, rng);
+    const std::string attrs = R"({"strides": )" + ints3(g.s) + R"(, "dilations": )" + ints3(g.d) + R"(, "pads": )" +
+                              pads6(g.p0, g.p1) + R"(, "groups": )" + std::to_string(g.G) + "}";
+    std::map<std::string, Tensor> params{{"w", w}};
+    if (g.bias) params["b"] = b;
+    check(conv_nodes("conv3d", x, w, g.bias ? &b : nullptr, attrs), params, x, conv_ref(g, out, x, w, g.bias ? &b : nullptr),
+          {g.N, g.M, out[0], out[1], out[2]}, tol, what);
+  }
   std::unique_ptr<Executor> ex_;
 };
-
-std::string conv_nodes(const char* op, const Tensor& x, const Tensor& w, const Tensor* b, const std::string& attrs) {
-  return R"({"id": "x", "op": "input", "shape": )" + shape_json(x.shape()) + R"(}, {"id": "w", "op": "param", "shape": )" +
-         shape_json(w.shape()) + "}, " + (b ? R"({"id": "b", "op": "param", "shape": )" + shape_json(b->shape()) + "}, " : "") +
-         R"({"id": "y", "op": ")" + op + R"(", "inputs": ["x", "w")" + (b ? R"(, "b")" : "") + R"(], "attrs": )" + attrs + "}";
-}
 
 TEST_P(Conv3dFamily, Conv3dRandomGeometriesInEveryMode) {
   std::mt19937 rng(3030);
@@ -116,14 +127,7 @@ TEST_P(Conv3dFamily, Conv3dRandomGeometriesInEveryMode) {
       out[a] = (g.in[a] + g.p0[a] + g.p1[a] - ext) / g.s[a] + 1;
     }
     if (it == 1) g.k = {1, 1, 1}, g.s = {1, 1, 1}, g.p0 = g.p1 = {0, 0, 0}, out = g.in;  // 1x1x1: x read in place
-    Tensor x = random_tensor({g.N, g.C, g.in[0], g.in[1], g.in[2]}, rng);
-    Tensor w = random_tensor({g.M, g.C / g.G, g.k[0], g.k[1], g.k[2]}, rng), b = random_tensor({g.M}, rng);
-    const std::string attrs = R"({"strides": )" + ints3(g.s) + R"(, "dilations": )" + ints3(g.d) + R"(, "pads": )" +
-                              pads6(g.p0, g.p1) + R"(, "groups": )" + std::to_string(g.G) + "}";
-    std::map<std::string, Tensor> params{{"w", w}};
-    if (g.bias) params["b"] = b;
-    check(conv_nodes("conv3d", x, w, g.bias ? &b : nullptr, attrs), params, x, conv_ref(g, out, x, w, g.bias ? &b : nullptr),
-          {g.N, g.M, out[0], out[1], out[2]}, 1e-5, "conv3d case " + std::to_string(it));
+    check_conv3d(g, out, rng, 1e-5, "conv3d case " + std::to_string(it));
   }
 }
 
@@ -180,15 +184,8 @@ TEST_P(Conv3dCpuOnly, Conv3dSeparableHalvesInEveryMode) {
     g.bias = c.bias;
     V3 out;
     for (int a = 0; a < 3; ++a) out[a] = (g.in[a] + g.p0[a] + g.p1[a] - ((g.k[a] - 1) * g.d[a] + 1)) / g.s[a] + 1;
-    Tensor x = random_tensor({g.N, g.C, g.in[0], g.in[1], g.in[2]}, rng);
-    Tensor w = random_tensor({g.M, g.C / g.G, g.k[0], g.k[1], g.k[2]}, rng), b = random_tensor({g.M}, rng);
-    const std::string attrs = R"({"strides": )" + ints3(g.s) + R"(, "dilations": )" + ints3(g.d) + R"(, "pads": )" +
-                              pads6(g.p0, g.p1) + R"(, "groups": )" + std::to_string(g.G) + "}";
-    std::map<std::string, Tensor> params{{"w", w}};
-    if (g.bias) params["b"] = b;
     const double tol = 1e-5 * std::sqrt((double)(g.C / g.G * g.k[0] * g.k[1] * g.k[2]));
-    check(conv_nodes("conv3d", x, w, g.bias ? &b : nullptr, attrs), params, x, conv_ref(g, out, x, w, g.bias ? &b : nullptr),
-          {g.N, g.M, out[0], out[1], out[2]}, tol, "separable half " + std::to_string(i++));
+    check_conv3d(g, out, rng, tol, "separable half " + std::to_string(i++));
   }
 }
 
