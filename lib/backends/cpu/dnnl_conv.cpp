@@ -726,7 +726,11 @@ struct ThreadDnnl {
   std::vector<uint8_t> scratch;
   // (kept here: at thread exit the table's static may be gone already)
   dnnl_status_t (*destroy)(dnnl_memory_t) = api().mem_destroy;
-  ~ThreadDnnl() { clear(); }
+  dnnl_status_t (*destroy_stream)(dnnl_stream_t) = api().stream_destroy;
+  ~ThreadDnnl() {
+    clear();
+    if (st && destroy_stream) destroy_stream(st);
+  }
   void clear() {
     for (auto& [k, m] : mems)
       for (dnnl_memory_t o : {m.ms, m.mb, m.md, m.scr})
