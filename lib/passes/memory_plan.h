@@ -24,8 +24,10 @@ struct MemoryPlan {
 // with a coalescing free list, O(n log n), so a 10,000-step unrolled LSTM plans in milliseconds.
 constexpr size_t kBySizeMaxValues = 4096;
 
+// The alignment of planned tensors (bytes); views inside them keep it (session.cpp).
+constexpr int64_t kPlanAlign = 64;
 // Assigns every value of nonzero size an offset such that values whose lifetimes overlap never
 // share bytes. Offsets (and sizes) are aligned to `align` bytes.
-MemoryPlan plan_memory(const std::vector<Lifetime>& values, int64_t align = 64);
+MemoryPlan plan_memory(const std::vector<Lifetime>& values, int64_t align = kPlanAlign);
 
 }  // namespace rlx::passes

@@ -19,6 +19,19 @@ using detail::Work;
 
 bool is_alias_node(const Node& n, const ir::TypedShapes&, int) { return n.op == Op::Reshape; }
 
+int64_t contiguous_narrow_offset(const Node& n, const ir::TypedShapes& ts) {
+  if (n.op != Op::Narrow || n.inputs.size() != 1) return -1;
+  const Shape& x = ts.shapes[n.inputs[0]];
+  int64_t a = n.attrs.i("axis");
+  if (a < 0) a += (int64_t)x.size();
+  if (a < 0 || a >= (int64_t)x.size()) return -1;
+  for (int64_t d = 0; d < a; ++d)
+    if (x[d] != 1) return -1;
+  int64_t inner = 1;
+  for (size_t d = (size_t)a + 1; d < x.size(); ++d) inner *= x[d];
+  return n.attrs.i("start") * inner;
+}
+
 namespace {
 
 // The value in double: exact for every dtype but i64 beyond 2^53 (an f64 constant 1 + 2^-40 is

@@ -57,5 +57,10 @@ OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const Opt
 // Nodes whose output is an alias of their first input's storage (no kernel needed):
 // reshape, and casts that do not change values.
 bool is_alias_node(const ir::Node& n, const ir::TypedShapes& ts, int index);
+// A narrow whose result is one contiguous block of its input (every axis before the narrowed
+// one of extent 1: e.g. q, k and v taken from a [3, ...] tensor): that block's offset in
+// elements, else -1. The session views such a narrow in its input's storage where the byte
+// offset keeps the memory plan's alignment (no kernel runs), and runs the narrow otherwise.
+int64_t contiguous_narrow_offset(const ir::Node& n, const ir::TypedShapes& ts);
 
 }  // namespace rlx::passes

@@ -269,6 +269,18 @@ void check_appends(const ir::Graph& g, const ir::TypedShapes& ts, const AppendMa
   }
 }
 
+// The bytes into its first input's storage at which node i's output is a view of it, or -1
+// where a kernel computes it: a reshape (0), and a narrow that is one contiguous block of its
+// input (q, k and v taken from a [3, ...] tensor) where its offset in the backend's storage
+// keeps the memory plan's alignment, so that kernels see it as they see any planned tensor.
+int64_t view_offset(const Executor& ex, const ir::Node& n, const ir::TypedShapes& ts, int i) {
+  if (passes::is_alias_node(n, ts, i)) return 0;
+  const int64_t e = passes::contiguous_narrow_offset(n, ts);
+  if (e < 0) return -1;
+  const size_t b = ex.storage_bytes(e, ts.dtypes[i]);
+  return b % passes::kPlanAlign == 0 ? (int64_t)b : -1;
+}
+
 }  // namespace
 
 ir::TypedShapes Session::bind_shapes() const {
@@ -382,9 +394,12 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
   std::vector<char> fixed(n, 0);  // compiled mode: a param, a constant, or computed from them only
   std::map<std::string, DeviceBuffer*> append_buf;  // appended inputs' storage (set_append_storage)
   std::map<int, DeviceBuffer*> append_at;           // their concats, written into that storage
-  // An alias node (reshape, a value-preserving cast) views its first input's storage.
+  // A view (view_offset: a reshape, a contiguous narrow) lies in its first input's storage.
+  std::vector<int64_t> view_at(n);
+  for (size_t i = 0; i < n; ++i) view_at[i] = e->fused[i] ? -1 : view_offset(ex_, g.nodes[i], e->ts, (int)i);
   auto view_input = [&](size_t i) {
     e->where[i] = e->where[g.nodes[i].inputs[0]];
+    e->where[i].offset += (size_t)view_at[i];
     e->where[i].shape = e->ts.shapes[i];
     e->where[i].dtype = e->ts.dtypes[i];
   };
@@ -433,7 +448,7 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
       // Over params and constants only (a weight the optimiser transposed or scaled): params
       // are fixed for a compiled plan, so it is computed once here, never per run.
       fixed[i] = 1;
-      if (!e->fused[i] && passes::is_alias_node(node, e->ts, (int)i)) {
+      if (view_at[i] >= 0) {
         view_input(i);
         continue;
       }
@@ -450,7 +465,7 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
       ex_.launch(k);
       precomputed.push_back((int)i);
       e->leaf_bytes += bytes;
-    } else if (!e->fused[i] && passes::is_alias_node(node, e->ts, (int)i)) {
+    } else if (view_at[i] >= 0) {
       root[i] = root[node.inputs[0]];
     } else {
       step[i] = (int)kernel_nodes.size();
@@ -478,7 +493,7 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
     for (int u : g.nodes[i].inputs) life[root[u]].last = std::max(life[root[u]].last, until);
   }
   for (int o : g.outputs) life[root[o]].last = INT_MAX;
-  e->mp = passes::plan_memory(life);
+  e->mp = passes::plan_memory(life, passes::kPlanAlign);
   if (e->mp.arena_bytes > 0) e->arena = ex_.allocate(e->mp.arena_bytes);
   for (size_t i = 0; i < n; ++i) {
     if (auto a = append_at.find((int)i); a != append_at.end()) e->where[i] = {a->second, 0, e->ts.shapes[i], e->ts.dtypes[i]};
@@ -660,10 +675,13 @@ std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
   const size_t n = g.nodes.size();
   std::vector<TensorRef> where(n);
   std::vector<std::unique_ptr<DeviceBuffer>> bufs(n);
-  // Reshapes alias their input's buffer: uses are counted on the buffer's owner (root).
+  // Views (view_offset: reshapes, contiguous narrows) lie in their input's buffer: uses are
+  // counted on the buffer's owner (root).
   std::vector<int> root(n), uses(n, 0);
+  std::vector<int64_t> view_at(n);
   for (size_t i = 0; i < n; ++i) {
-    bool alias = passes::is_alias_node(g.nodes[i], ts, (int)i);
+    view_at[i] = view_offset(ex_, g.nodes[i], ts, (int)i);
+    bool alias = view_at[i] >= 0;
     root[i] = alias ? root[g.nodes[i].inputs[0]] : (int)i;
     if (!alias)
       for (int u : g.nodes[i].inputs) uses[root[u]]++;
@@ -710,6 +728,7 @@ std::vector<Tensor> Session::run_eager(const ir::TypedShapes& ts) {
     }
     if (root[i] != (int)i) {
       where[i] = where[node.inputs[0]];
+      where[i].offset += (size_t)view_at[i];
       where[i].shape = s;
       where[i].dtype = ts.dtypes[i];
       continue;
