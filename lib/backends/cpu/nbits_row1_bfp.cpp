@@ -113,18 +113,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) inline __m512i c
   return t;
 }
 
-// The first nc columns from n0 on, weights and scales, asked for at once: the kernels' loops
-// prefetch the next columns' groups while they compute the current ones, so without this a
-// range's first columns would be read one group (one cache line a column) at a time from
-// memory. The pool splits a product into up to 4 ranges a thread (thread_pool.cpp), each of
-// which starts here: a 256-column product has 32-column ranges, a quarter of them cold.
-inline void prefetch_first(const uint8_t* B, const float* sc, int64_t kb, int64_t n0, int64_t nc) {
-  const char* w = (const char*)(B + n0 * kb * 16);
-  const char* s = (const char*)(sc + n0 * kb);
-  for (int64_t o = 0; o < nc * kb * 16; o += 64) _mm_prefetch(w + o, _MM_HINT_T0);
-  for (int64_t o = 0; o < nc * kb * 4; o += 64) _mm_prefetch(s + o, _MM_HINT_T0);
-}
-
 template <int NC>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void columns(const BfpRow& r, int64_t K,
                                                                                const uint8_t* B, const float* sc,
@@ -332,7 +320,6 @@ bool nbits4_row1_bfp(const float* A, int64_t K, const uint8_t* B, const float* s
   const BfpRow& r = row;
   auto body = [&](int64_t n0, int64_t n1) {
     const int64_t n8 = n0 + (n1 - n0) / 8 * 8, n4 = n0 + (n1 - n0) / 4 * 4;
-    prefetch_first(B, scales, K / 32, n0, std::min<int64_t>(level == 3 ? 8 : 4, n1 - n0));
     if (level == 3) {
       columns<8>(r, K, B, scales, zp, zcols, n0, n8, C);
       columns<1>(r, K, B, scales, zp, zcols, n8, n1, C);
