@@ -4,6 +4,9 @@
 //           5632, lm_head 4096; 4 bits, block 32, f32 scales, packed zero points: 61.8 MB, twice
 //           the L3), one pass over all of them per repetition
 //   cache   one 2048 x 2048 weight (2.7 MB), the same pass repeated: the kernel's own rate
+//           and per shape (the products of the memory pass timed one by one, the median over
+//           the pass's repetitions of each shape's summed time): the 256-column k/v products
+//           show what a product's start costs
 //   read    rlx's pool summing a 1 GiB f32 buffer (as gemm_candidates bandwidth's read_1gib)
 //   one dispatch  the memory pass with the 15 products in one pool dispatch (each thread takes
 //           its share of every weight's columns, one after the other, Threads::Single) instead
@@ -20,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/host_memory.h"
@@ -85,15 +89,36 @@ int main(int argc, char** argv) {
   const int64_t parts = cpu::ThreadPool::global().size();
   std::printf("# one-row 4-bit product, pool of %lld; memory: %.1f MB of weights per pass, cache: %.1f MB\n", (long long)parts,
               bytes * 1e-6, ws[0].bytes * 1e-6);
+  std::vector<double> per(ws.size(), 0.0);  // the current repetition's time of each product, ms
   auto pass = [&](size_t first, size_t last) {
-    for (size_t i = first; i < last; ++i)
+    for (size_t i = first; i < last; ++i) {
+      const double t0 = now_ms();
       if (!cpu::nbits4_small_m(1, A.data(), ws[i].K, ws[i].B, ws[i].S, ws[i].Z, ws[i].N, 32, C.data())) {
         std::fprintf(stderr, "nbits4_small_m refused the shape (needs AVX-512, or AVX2 + FMA)\n");
         std::exit(2);
       }
+      per[i] = now_ms() - t0;
+    }
   };
+  // the shapes (N x K) of the pass, each with the indices of its weights
+  std::vector<std::pair<std::pair<int64_t, int64_t>, std::vector<size_t>>> shapes;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    auto it = std::find_if(shapes.begin(), shapes.end(), [&](auto& e) { return e.first == std::make_pair(ws[i].N, ws[i].K); });
+    if (it == shapes.end()) shapes.push_back({{ws[i].N, ws[i].K}, {i}});
+    else it->second.push_back(i);
+  }
   for (int r = 0; r < rounds; ++r) {
-    auto mem = time_ms(reps, [&] { pass(0, ws.size()); });
+    std::vector<std::vector<double>> shape_ms(shapes.size());
+    bool first_rep = true;
+    auto mem = time_ms(reps, [&] {
+      pass(0, ws.size());
+      if (std::exchange(first_rep, false)) return;  // time_ms's warm-up
+      for (size_t s = 0; s < shapes.size(); ++s) {
+        double t = 0;
+        for (size_t i : shapes[s].second) t += per[i];
+        shape_ms[s].push_back(t);
+      }
+    });
     auto hot = time_ms(reps * 10, [&] { pass(0, 1); });
     auto rd = time_ms(std::max(3, reps / 10), [&] {
       std::vector<float> part(parts, 0.f);
@@ -125,6 +150,15 @@ int main(int argc, char** argv) {
                 r + 1, gm, gmm, ws[0].bytes / hot.first * 1e-6, ws[0].bytes / hot.second * 1e-6, gr, grm, 100 * gm / gr, 100 * gmm / grm,
                 bytes / one.first * 1e-6, bytes / one.second * 1e-6, (mem.first - one.first) / 14 * 1e3,
                 (mem.second - one.second) / 14 * 1e3);
+    std::printf("  per shape from memory, median GB/s:");
+    for (size_t s = 0; s < shapes.size(); ++s) {
+      std::sort(shape_ms[s].begin(), shape_ms[s].end());
+      double b = 0;
+      for (size_t i : shapes[s].second) b += ws[i].bytes;
+      std::printf(" %lldx%lld %.1f", (long long)shapes[s].first.first, (long long)shapes[s].first.second,
+                  b / shape_ms[s][shape_ms[s].size() / 2] * 1e-6);
+    }
+    std::printf("\n");
     std::fflush(stdout);
   }
   return 0;
