@@ -28,7 +28,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/cpu/nbits_zero_term.h"
+#include "backends/cpu/nbits_row1.h"
 #include "backends/cpu/qgemm.h"
 #include "backends/cpu/thread_pool.h"
 
@@ -128,11 +128,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void columns(con
     const float* s[NC];
     for (int c = 0; c < NC; ++c) tot[c] = _mm512_setzero_ps(), col[c] = B + (n + c) * kb * 16, s[c] = sc + (n + c) * kb;
     for (int64_t g = 0; g < groups; ++g) {
-      // the next column group's weights and scales (a column is too short a stream for the
-      // hardware prefetchers, as in nbits4_row1)
-      for (int c = 0; c < NC; ++c) _mm_prefetch((const char*)(col[c] + NC * kb * 16 + g * 64), _MM_HINT_T0);
-      if (g % 4 == 0)
-        for (int c = 0; c < NC; ++c) _mm_prefetch((const char*)(s[c] + NC * kb + g * 4), _MM_HINT_T0);
+      nbits4_prefetch_next_columns<NC>(col, s, kb, g);
       const int8_t* pg = P + g * 384;
       const __m512 la = _mm512_loadu_ps(r.la.data() + g * 16);
       const __m512i p1e = _mm512_loadu_si512(pg), p1o = _mm512_loadu_si512(pg + 64), p2e = _mm512_loadu_si512(pg + 128),
@@ -244,9 +240,7 @@ __attribute__((target("avx2,fma"))) void columns256(const BfpRow& r, int64_t K, 
     for (int c = 0; c < NC; ++c)
       tot[c][0] = tot[c][1] = _mm256_setzero_ps(), col[c] = B + (n + c) * kb * 16, s[c] = sc + (n + c) * kb;
     for (int64_t g = 0; g < groups; ++g) {
-      for (int c = 0; c < NC; ++c) _mm_prefetch((const char*)(col[c] + NC * kb * 16 + g * 64), _MM_HINT_T0);
-      if (g % 4 == 0)
-        for (int c = 0; c < NC; ++c) _mm_prefetch((const char*)(s[c] + NC * kb + g * 4), _MM_HINT_T0);
+      nbits4_prefetch_next_columns<NC>(col, s, kb, g);
       for (int half = 0; half < 2; ++half) {
         const int8_t* pg = P + g * 384 + half * 32;
         const __m256 la = _mm256_loadu_ps(r.la.data() + g * 16 + half * 8);

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "backends/cpu/isa.h"
-#include "backends/cpu/nbits_zero_term.h"
+#include "backends/cpu/nbits_row1.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace rlx::cpu {
@@ -495,9 +495,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void nbits4_row1_x8(const f
     const float* s[NC];
     for (int c = 0; c < NC; ++c) tot[c] = _mm512_setzero_ps(), col[c] = B + (n + c) * kb * 16, s[c] = sc + (n + c) * kb;
     for (int64_t g = 0; g < groups; ++g) {
-      for (int c = 0; c < NC; ++c) _mm_prefetch((const char*)(col[c] + NC * kb * 16 + g * 64), _MM_HINT_T0);
-      if (g % 4 == 0)
-        for (int c = 0; c < NC; ++c) _mm_prefetch((const char*)(s[c] + NC * kb + g * 4), _MM_HINT_T0);
+      nbits4_prefetch_next_columns<NC>(col, s, kb, g);
       const float* a = A8 + g * 128;
       __m512i x[NC];
       __m512 d[NC];

@@ -1,11 +1,21 @@
 #pragma once
-// The zero points' part of a one-row 4-bit product (MatMulNBits, blocks of 32), shared by the
-// f32 one-row kernel (qgemm.cpp) and the integer one (nbits_row1_bfp.cpp).
+// Pieces shared by the one-row 4-bit kernels (MatMulNBits, blocks of 32): the f32 kernel
+// (qgemm.cpp) and the integer ones (nbits_row1_bfp.cpp).
 #include <immintrin.h>
 
 #include <cstdint>
 
 namespace rlx::cpu {
+
+// Before group g (128 weights: 64 bytes a column) of columns col[0..NC): the same group of the
+// next NC columns, and every 4th group their next 4 scales. A column is too short a stream for
+// the hardware prefetchers.
+template <int NC>
+inline void nbits4_prefetch_next_columns(const uint8_t* const (&col)[NC], const float* const (&s)[NC], int64_t kb, int64_t g) {
+  for (int c = 0; c < NC; ++c) _mm_prefetch((const char*)(col[c] + NC * kb * 16 + g * 64), _MM_HINT_T0);
+  if (g % 4 == 0)
+    for (int c = 0; c < NC; ++c) _mm_prefetch((const char*)(s[c] + NC * kb + g * 4), _MM_HINT_T0);
+}
 
 // sum_b s_b z_b AS_b of one column (z: its packed zero points, null for the default 8): the
 // zero points' part of a one-row 4-bit product, 16 blocks per step, then the rest one by one.
