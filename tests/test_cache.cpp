@@ -29,6 +29,7 @@
 #include "ir/op_registry.h"
 #include "passes/passes.h"
 #include "proc_util.h"
+#include "scoped_env.h"
 #include "runtime/compile_cache.h"
 #include "runtime/session.h"
 
@@ -36,6 +37,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace rlx;
+using rlx::test::ScopedEnv;
 using rlx::test::Child;
 using rlx::test::has;
 using rlx::test::Proc;
@@ -143,24 +145,6 @@ void replace_once(std::string& s, T from, T to) {
   ASSERT_EQ(s.find(f, at + 1), std::string::npos) << "expected one occurrence";
   s.replace(at, f.size(), t);
 }
-
-// Sets environment variables for a scope, restoring them after.
-struct ScopedEnv {
-  std::map<std::string, std::optional<std::string>> saved;
-  void set(const std::string& k, const char* v) {
-    if (!saved.count(k)) {
-      const char* old = std::getenv(k.c_str());
-      saved[k] = old ? std::optional<std::string>(old) : std::nullopt;
-    }
-    if (v) ::setenv(k.c_str(), v, 1);
-    else ::unsetenv(k.c_str());
-  }
-  ~ScopedEnv() {
-    for (auto& [k, v] : saved)
-      if (v) ::setenv(k.c_str(), v->c_str(), 1);
-      else ::unsetenv(k.c_str());
-  }
-};
 
 mode_t mode_of(const std::string& p) {
   struct stat st;

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "ir/op_registry.h"
 #include "attention_ref.h"
+#include "scoped_env.h"
 #include "vulkan_test_util.h"
 
 namespace rlx {
@@ -131,17 +132,14 @@ TEST(VulkanDevice, BadIndexIsAClearError) {
 }
 
 TEST(VulkanDevice, NoDriverIsAClearError) {
-  const char* old = std::getenv("VK_ICD_FILENAMES");
-  std::string saved = old ? old : "";
-  setenv("VK_ICD_FILENAMES", "/nonexistent/rlx_icd.json", 1);
+  test::ScopedEnv env;
+  env.set("VK_ICD_FILENAMES", "/nonexistent/rlx_icd.json");
   try {
     make_vulkan_executor(0);
     ADD_FAILURE() << "no error";
   } catch (const RuntimeError& e) {
     EXPECT_NE(std::string(e.what()).find("mesa-vulkan-drivers"), std::string::npos) << e.what();
   }
-  if (old) setenv("VK_ICD_FILENAMES", saved.c_str(), 1);
-  else unsetenv("VK_ICD_FILENAMES");
 }
 
 // Issue 22: the tensor-core route override names itself when misspelt (an input error, exit 2).

@@ -16,6 +16,7 @@
 #include "ir/loader.h"
 #include "ir/op_registry.h"
 #include "attention_ref.h"
+#include "scoped_env.h"
 #include "runtime/runner.h"
 #include "runtime/session.h"
 #include "vulkan_test_util.h"
@@ -27,6 +28,7 @@ using ir::Op;
 
 using test::node;
 using test::ref_attention;
+using test::ScopedEnv;
 using test::vk;
 
 // ---- the test's own half-precision reference (IEEE binary16, bfloat16) ----
@@ -527,8 +529,7 @@ TEST(VulkanHalf, AttentionReadsTwoByteStorage) {
 // normalising by the rounded sum: 8e-3 absolute (2^-7 = 7.8e-3) covers it.
 TEST(VulkanHalf, AttentionOnTensorCores) {
   if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
-  const char* old = std::getenv("RLX_VK_FLASH_COOP");
-  std::string saved = old ? old : "";
+  ScopedEnv env;
   const std::vector<HalfAttnCase> cases = {
       {2, 4, 2, 70, 150, 64, 64, true, 1},     // GQA, causal + f16 mask, ragged row and key blocks
       {2, 2, 1, 40, 100, 128, 128, false, 2},  // head dim 128, bool mask with a fully hidden row
@@ -538,17 +539,15 @@ TEST(VulkanHalf, AttentionOnTensorCores) {
   };
   for (DType t : {DType::f16, DType::bf16})
     for (const auto& c : cases) {
-      ::setenv("RLX_VK_FLASH_COOP", "1", 1);
+      env.set("RLX_VK_FLASH_COOP", "1");
       auto coop = check_half_attention(t, c, 8, t == DType::f16 ? 1e-3 : 8e-3);
-      ::setenv("RLX_VK_FLASH_COOP", "0", 1);
+      env.set("RLX_VK_FLASH_COOP", "0");
       auto scalar = check_half_attention(t, c, 8);
       size_t diff = 0;
       for (size_t i = 0; i < coop.size() && i < scalar.size(); ++i) diff += coop[i] != scalar[i];
       std::printf("attention %s Sq %lld Sk %lld D %lld: %zu of %zu elements differ from the scalar kernel's\n",
                   dtype_name(t), (long long)c.Sq, (long long)c.Sk, (long long)c.D, diff, coop.size());
     }
-  if (old) ::setenv("RLX_VK_FLASH_COOP", saved.c_str(), 1);
-  else ::unsetenv("RLX_VK_FLASH_COOP");
 }
 
 // Every finite f16 / bf16 value through attention's staging of v: a bool mask shows query i only
@@ -821,8 +820,7 @@ TEST(VulkanHalf, Conv2dThroughTheProduct) {
 }
 
 
-// Shared by the epilogue tests below: smooth seeded values, a tensor's values as doubles, an
-// environment variable put back as it was, and the graph run in compiled mode on Vulkan in dtype
+// Shared by the epilogue tests below: smooth seeded values, a tensor's values as doubles, and the graph run in compiled mode on Vulkan in dtype
 // dt with its outputs y and z checked against double-precision references (each intermediate the
 // plan writes is rounded to the dtype: tolerances of the outputs' scale).
 Tensor vals(Shape s, float scale, float phase) {
@@ -835,17 +833,6 @@ std::vector<double> as_doubles(const Tensor& t) {
   Tensor f = t.astype(DType::f32);
   return std::vector<double>(f.data(), f.data() + f.numel());
 }
-struct EnvRestore {
-  std::string name, value;
-  bool was_set;
-  explicit EnvRestore(const char* n) : name(n), was_set(std::getenv(n) != nullptr) {
-    if (was_set) value = std::getenv(n);
-  }
-  ~EnvRestore() {
-    if (was_set) setenv(name.c_str(), value.c_str(), 1);
-    else unsetenv(name.c_str());
-  }
-};
 void expect_outputs_y_z(const std::string& json, DType dt, const std::map<std::string, Tensor>& P, const Tensor& x32,
                         const std::vector<double>& want_y, const std::vector<double>& want_z) {
   auto g = std::make_shared<ir::Graph>(ir::load_graph_text(json, "epilogue.json"));
@@ -901,11 +888,11 @@ TEST(VulkanHalf, ConvolutionEpiloguesAgainstReference) {
                                        {"w3", vals({8, 8, 1, 1}, 0.5f, 0.9f)},  {"w4", vals({8, 8, 3, 3}, 0.3f, 2.3f)},
                                        {"b4", vals({8}, 0.2f, 1.3f)}};
   const Tensor x32 = vals({N, C, H, W}, 1.0f, 0.3f);
-  const EnvRestore restore("RLX_VK_EPILOGUE");
+  ScopedEnv env;
   for (DType dt : {DType::f16, DType::bf16})
     for (const char* fold : {"1", "0"}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " RLX_VK_EPILOGUE=" + fold);
-      setenv("RLX_VK_EPILOGUE", fold, 1);
+      env.set("RLX_VK_EPILOGUE", fold);
       // the reference reads the inputs as the 16-bit graph holds them
       std::map<std::string, Tensor> P;
       std::map<std::string, std::vector<double>> R;
@@ -971,11 +958,11 @@ TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
                                        {"W2", vals({D, F}, 0.3f, 0.5f)}, {"b2", vals({D}, 0.2f, 1.9f)},
                                        {"W3", vals({F, D}, 0.4f, 0.9f)}, {"b3", vals({F}, 0.2f, 1.3f)}};
   const Tensor x32 = vals({B, S, D}, 1.0f, 0.3f);
-  const EnvRestore restore("RLX_VK_EPILOGUE");
+  ScopedEnv env;
   for (DType dt : {DType::f16, DType::bf16})
     for (const char* fold : {"1", "gelu", "0"}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " RLX_VK_EPILOGUE=" + fold);
-      setenv("RLX_VK_EPILOGUE", fold, 1);
+      env.set("RLX_VK_EPILOGUE", fold);
       std::map<std::string, Tensor> P;
       std::map<std::string, std::vector<double>> R;
       for (auto& [k, v] : P32) P[k] = v.astype(dt), R[k] = as_doubles(P[k]);
