@@ -369,8 +369,6 @@ class VulkanExecutor final : public Executor {
   bool half_attention(DType t) const override {
     if (!dev_.caps.storage16 || widen16_forced()) return false;
     if (!dev_.caps.coop_nv && !dev_.caps.coop_khr) return true;
-    const char* e = std::getenv("RLX_VK_FLASH_COOP");
-    if (e && *e == '0') return false;
     return flash_attention_shape(dev_.caps, t == DType::f16 ? 1u : t == DType::bf16 ? 2u : 0u) != nullptr;
   }
 

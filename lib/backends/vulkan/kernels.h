@@ -205,8 +205,9 @@ struct AttentionOperands {
 bool lower_attention_tensor_cores(LowerCtx& L, const AttentionOperands& a);
 // The cooperative-matrix shape the tensor-core flash attention uses for 2-byte storage kind `qk`
 // (1 f16: VK_NV_cooperative_matrix; 2 bf16: VK_KHR_cooperative_matrix), or null where the device
-// cannot run it (no extension, subgroups not of 32, no 16x16x16 or 16x8x16 shape): one test for
-// the kernel's choice and for whether compiled mode fuses 16-bit attention (half_attention).
+// cannot run it (no extension, subgroups not of 32, no 16x16x16 or 16x8x16 shape) or where
+// RLX_VK_FLASH_COOP=0 turns it off: one test for the kernel's choice and for whether compiled
+// mode fuses 16-bit attention (half_attention).
 const DeviceCaps::CoopShape* flash_attention_shape(const DeviceCaps& c, uint32_t qk);
 // A 2-D convolution of groups 1 as im2col + linear + transpose (kernels_conv_gemm.cpp); false
 // where the direct loop (lower_spatial) runs it instead (nothing added).

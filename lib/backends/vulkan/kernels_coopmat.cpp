@@ -221,6 +221,7 @@ bool lower_matmul_tensor_cores(LowerCtx& L, const MatmulOperands& m) {
 }
 
 const DeviceCaps::CoopShape* flash_attention_shape(const DeviceCaps& c, uint32_t qk) {
+  if (const char* e = std::getenv("RLX_VK_FLASH_COOP"); e && *e == '0') return nullptr;  // turned off
   if (c.subgroup_size != 32 || c.max_wg_invocations < 128) return nullptr;
   // f16: attention_coop (VK_NV_cooperative_matrix); bf16: the prebuilt attention_cm1.bf16
   // (VK_KHR_cooperative_matrix, where the device lists bf16 shapes; shaders/prebuilt/)
@@ -234,8 +235,7 @@ const DeviceCaps::CoopShape* flash_attention_shape(const DeviceCaps& c, uint32_t
 bool lower_attention_tensor_cores(LowerCtx& L, const AttentionOperands& a) {
   const DeviceCaps& c = L.caps();
   const char* env = std::getenv("RLX_VK_FLASH_COOP");
-  const bool force = env && *env == '1', off = env && *env == '0';
-  if (off) return false;
+  const bool force = env && *env == '1';  // even for few query rows (=0: flash_attention_shape)
   const uint32_t qk = storage_kind(c, a.q.dtype);
   if (storage_kind(c, a.k.dtype) != qk || storage_kind(c, a.v.dtype) != qk) return false;
   const DeviceCaps::CoopShape* sh = flash_attention_shape(c, qk);
