@@ -762,10 +762,12 @@ TEST(VulkanHalf, TransposeMovesBitsUnchanged) {
 // f32 sum into y's type allowed (as for the products above).
 // The routes of kernels_conv_gemm.cpp: RLX_VK_CONV unset (on a device with
 // VK_NV_cooperative_matrix2: per-image products straight into NCHW, f16 convolutions other than
-// 1x1 / stride 1 / unpadded as implicit products that gather x's taps inside the product,
-// kernels_conv_implicit.cpp; bf16 through an im2col matrix; output sizes with H*W a multiple of 8
-// and not), "im2col" (the per-image products, always through an im2col matrix) and "rows" (im2col
-// rows, product, transpose back). On a device without it (lavapipe) the three are the same route.
+// 1x1 / stride 1 / unpadded with few output channels as implicit products that gather x's taps
+// inside the product, kernels_conv_implicit.cpp; bf16 through an im2col matrix; output sizes with
+// H*W a multiple of 8 and not), "implicit" (the implicit product for every f16 case but the 1x1
+// stride-1 unpadded ones), "im2col" (the per-image products, always through an im2col matrix) and
+// "rows" (im2col rows, product, transpose back). On a device without it (lavapipe) the four are
+// the same route.
 // Cases: 3x3 stride 1 and 2 padded, 7x7 stride 2 pad 3 on 3 channels, 1x1 stride 2, odd channel
 // counts (K not a multiple of the product's 32-deep slices), M over one 128-row tile and not a
 // multiple of it, batches of 1 to 4.
@@ -774,7 +776,7 @@ TEST(VulkanHalf, Conv2dThroughTheProduct) {
   struct Case { int64_t N, C, H, W, M, k, s, p; bool bias = true; };
   const char* saved = std::getenv("RLX_VK_CONV");
   const std::string keep = saved ? saved : "";
-  for (const char* route : {"", "im2col", "rows"})
+  for (const char* route : {"", "implicit", "im2col", "rows"})
   for (DType t : {DType::f16, DType::bf16})
     for (Case c : {Case{2, 16, 12, 10, 24, 3, 1, 1}, Case{3, 3, 17, 15, 8, 7, 2, 3}, Case{2, 32, 9, 9, 40, 1, 2, 0},
                    Case{1, 5, 11, 13, 7, 2, 3, 1}, Case{3, 24, 4, 6, 136, 1, 1, 0}, Case{2, 40, 8, 8, 72, 3, 1, 1, false},

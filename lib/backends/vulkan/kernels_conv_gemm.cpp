@@ -66,14 +66,16 @@ bool lower_conv_gemm(LowerCtx& L) {
     const bool direct = g.kH == 1 && g.kW == 1 && g.sH == 1 && g.sW == 1 && g.pt == 0 && g.pl == 0 &&
                         g.OH == g.H && g.OW == g.W;
     // The implicit product (kernels_conv_implicit.cpp): col's slices gathered from x inside the
-    // product, no im2col matrix; RLX_VK_CONV=im2col: the im2col route below, for comparing.
+    // product, no im2col matrix, where it measured faster (RLX_VK_CONV=implicit: wherever it
+    // can run); RLX_VK_CONV=im2col: the im2col route below, for comparing.
     if (!direct && !(route && std::strcmp(route, "im2col") == 0)) {
+      const bool any = route && std::strcmp(route, "implicit") == 0;
       const TensorRef* b = g.has_bias ? &k.inputs[2] : nullptr;
       ProductEpilogue* epi = L.product_epilogue();
       if (epi && binds_whole(c, epi->out) && (!epi->residual || binds_whole(c, *epi->residual)) &&
-          lower_conv_implicit(L, g, x, w, b, epi->out, epi->residual, epi->act))
+          lower_conv_implicit(L, g, x, w, b, epi->out, epi->residual, epi->act, any))
         return epi->done = true;
-      if (lower_conv_implicit(L, g, x, w, b, y, nullptr, 0u)) return true;
+      if (lower_conv_implicit(L, g, x, w, b, y, nullptr, 0u, any)) return true;
     }
     TensorRef col = x;
     if (!direct) {

@@ -16,11 +16,18 @@ uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 bool lower_conv_implicit(LowerCtx& L, const ir::Conv2dGeom& g, const TensorRef& x, const TensorRef& w,
-                         const TensorRef* bias, const TensorRef& y, const TensorRef* residual, uint32_t act) {
+                         const TensorRef* bias, const TensorRef& y, const TensorRef* residual, uint32_t act,
+                         bool any_shape) {
   const DeviceCaps& c = L.caps();
   if (!c.cm2 || c.cm2_f16.empty() || storage_kind(c, x.dtype) != 1u) return false;
   if (act > 1u) return false;  // ReLU only (GELU stays a kernel of its own)
   const int64_t P = g.OH * g.OW, K = g.C * g.kH * g.kW, M = g.M;
+  // Where it beat the im2col route on the H200 (docs/benchmarks.md, session 13): few output
+  // channels (ResNet-50's 7x7 stem and its 64- and 128-channel 3x3 convolutions); with more,
+  // each of the several row tiles gathers the same slices again and the im2col route won.
+  long max_m = 128;
+  if (const char* e = std::getenv("RLX_VK_CONV_IMPLICIT_M"); e && *e) max_m = std::atol(e);
+  if (!any_shape && M > max_m) return false;
   if ((uint64_t)g.N * M * P > UINT32_MAX || x.numel() > UINT32_MAX || (uint64_t)M * K > UINT32_MAX) return false;
   if (g.sH > INT32_MAX || g.sW > INT32_MAX || g.dH > INT32_MAX || g.dW > INT32_MAX || g.pt > INT32_MAX ||
       g.pl > INT32_MAX)
@@ -37,11 +44,16 @@ bool lower_conv_implicit(LowerCtx& L, const ir::Conv2dGeom& g, const TensorRef& 
       L.fail("RLX_VK_CONV_TILE must be WGxBMxBNxBK");
     tiles = {t};
   }
+  // The shader's pipelining (spec constants DBUF, APRE), for measuring: RLX_VK_CONV_PIPE=D,A
+  uint32_t pipe[2] = {0u, 0u};
+  if (const char* e = std::getenv("RLX_VK_CONV_PIPE"); e && *e && std::sscanf(e, "%u,%u", &pipe[0], &pipe[1]) != 2)
+    L.fail("RLX_VK_CONV_PIPE must be DBUF,APRE (0 or 1 each)");
+  pipe[0] = pipe[0] != 0u, pipe[1] = pipe[1] != 0u;
   auto fits = [&](const Tile& t) {
     if (t.bm > c.cm2_max_dim || t.bn > c.cm2_max_dim || t.bk > c.cm2_max_dim || t.wg > c.cm2_max_wg ||
         t.wg > c.max_wg_invocations || t.bn > t.wg || t.wg % t.bn || t.bk % (t.wg / t.bn))
       return false;
-    if ((uint64_t)t.bk * (t.bn + 8) * 2 + c.cm2_reserved_shared > c.max_shared_bytes) return false;
+    if ((pipe[0] ? 2ull : 1ull) * t.bk * (t.bn + 8) * 2 + c.cm2_reserved_shared > c.max_shared_bytes) return false;
     for (const auto& f : c.cm2_f16)
       if (f.wg == t.wg && t.bm % f.mg == 0 && t.bn % f.ng == 0 && t.bk % f.kg == 0) return true;
     return false;
@@ -61,7 +73,8 @@ bool lower_conv_implicit(LowerCtx& L, const ir::Conv2dGeom& g, const TensorRef& 
   if (gx > c.max_groups[0] || gy > c.max_groups[1] || (uint64_t)g.N > c.max_groups[2]) return false;
   const uint32_t biask = bias ? storage_kind(c, bias->dtype) : 0u;
   if (bias && biask > 1u) return false;
-  Dispatch& d = L.add("conv_cm2.f16", {t.wg, t.bm, t.bn, t.bk, bias ? 1u : 0u, biask, residual ? 1u : 0u, act});
+  Dispatch& d = L.add("conv_cm2.f16", {t.wg, t.bm, t.bn, t.bk, bias ? 1u : 0u, biask, residual ? 1u : 0u, act,
+                                        pipe[0], pipe[1]});
   const uint32_t xo = L.read(d, x), wo = L.read(d, w);
   const uint32_t bo = bias ? L.read(d, *bias) : (L.bind_dummy(d), 0u);
   const uint32_t yo = L.write(d, y);
