@@ -7,8 +7,8 @@
 // The A operand (w) is loaded from device memory with tensor addressing, as matmul_cm2 does;
 // each BK x BN slice of col[n] is gathered from x [N, C, H, W] by the work group's
 // invocations (consecutive invocations on consecutive output positions, so neighbouring x
-// elements), written to shared memory (DBUF: two slices, alternating) and loaded from there as
-// the B operand. The next slice's gather (APRE: and its slice of w) is issued before the current
+// elements), written to shared memory (DBUF: two slices, alternating, one barrier per slice) and
+// loaded from there as the B operand. The next slice's gather is issued before the current
 // slice's product, so its loads overlap the tensor cores.
 // The epilogue is matmul_cm2's (kernels_conv_gemm.cpp folds the consumer in): BIAS 1 adds a
 // bias per output channel (row), RES = 1 adds r (binding 4, y's layout), ACT 1 applies ReLU,
@@ -35,8 +35,7 @@ layout(constant_id = 4) const uint BIAS = 0;
 layout(constant_id = 5) const uint BIASDT = 0;  // bias storage: 0 f32, 1 f16
 layout(constant_id = 6) const uint RES = 0;     // 1: + r[same index as y]
 layout(constant_id = 7) const uint ACT = 0;     // 1: ReLU
-layout(constant_id = 8) const uint DBUF = 0;    // 1: two shared slices, one barrier per slice
-layout(constant_id = 9) const uint APRE = 0;    // 1: the next slice of w loaded before this slice's product
+layout(constant_id = 8) const uint DBUF = 1;    // 1: two shared slices, one barrier per slice
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer X { T x[]; };
@@ -134,11 +133,8 @@ void main() {
   coopmat<T, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;
   coopmat<T, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb;
 
-  coopmat<T, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma_next;
   T v[PASSES];
   [[unroll]] for (uint j = 0u; j < PASSES; ++j) v[j] = gather_one();
-  if (inside) coopMatLoadTensorNV(ma, w, wo, sliceTensorLayoutNV(la, m0, BM, 0u, BK));
-  else coopMatLoadTensorNV(ma, w, pc.woff, sliceTensorLayoutNV(lac, m0, BM, 0u, BK));
   uint cur = 0u;
   for (uint kk = 0u; kk < K; kk += BK) {
     // DBUF: sb[cur] was last read by the product two slices back, which every invocation
@@ -147,21 +143,14 @@ void main() {
     if (DBUF == 0u) barrier();
     [[unroll]] for (uint j = 0u; j < PASSES; ++j) sb[cur + (row0 + j * ROWS) * BNS + col] = v[j];
     barrier();
-    const bool more = kk + BK < K;
-    if (more) {  // the next slice's gather (and APRE: its slice of w), in flight during this slice's product
+    if (kk + BK < K) {  // the next slice's gather, in flight during this slice's product
       [[unroll]] for (uint j = 0u; j < PASSES; ++j) v[j] = gather_one();
-      if (APRE != 0u) {
-        if (inside) coopMatLoadTensorNV(ma_next, w, wo, sliceTensorLayoutNV(la, m0, BM, kk + BK, BK));
-        else coopMatLoadTensorNV(ma_next, w, pc.woff, sliceTensorLayoutNV(lac, m0, BM, kk + BK, BK));
-      }
     }
-    if (APRE == 0u && kk > 0u) {
-      if (inside) coopMatLoadTensorNV(ma, w, wo, sliceTensorLayoutNV(la, m0, BM, kk, BK));
-      else coopMatLoadTensorNV(ma, w, pc.woff, sliceTensorLayoutNV(lac, m0, BM, kk, BK));
-    }
+    // (Loading w's next slice here too, a matrix ahead, made ResNet-50's convolutions 6x slower.)
+    if (inside) coopMatLoadTensorNV(ma, w, wo, sliceTensorLayoutNV(la, m0, BM, kk, BK));
+    else coopMatLoadTensorNV(ma, w, pc.woff, sliceTensorLayoutNV(lac, m0, BM, kk, BK));
     coopMatLoad(mb, sb, cur, BNS, gl_CooperativeMatrixLayoutRowMajor);
     acc = coopMatMulAdd(ma, mb, acc);
-    if (APRE != 0u && more) ma = ma_next;
     if (DBUF != 0u) cur ^= BK * BNS;
   }
   if (BIAS != 0u) coopMatPerElementNV(acc, acc, add_bias_row, m0);

@@ -37,23 +37,25 @@ bool lower_conv_implicit(LowerCtx& L, const ir::Conv2dGeom& g, const TensorRef& 
   };
   // Candidates, the best-filled first among those that give >= 120 work groups (about one per SM
   // of an H100/H200); BN divides WG (the gather's rows per pass) and BK is a multiple of WG/BN.
-  std::vector<Tile> tiles = {{256, 128, 128, 32}, {256, 128, 64, 32}, {256, 64, 128, 32}, {128, 64, 64, 32}};
+  // Measured on the H200 (ResNet-50 f16, batch 32; docs/benchmarks.md, session 13): 16-deep
+  // slices beat 32- and 64-deep ones (64: several times slower), 64x128 tiles for 64 output
+  // channels and 128x128 for 128 beat 128x64 and 64x64 ones.
+  std::vector<Tile> tiles = {{256, 128, 128, 16}, {256, 64, 128, 16}, {128, 64, 64, 16}};
   if (const char* e = std::getenv("RLX_VK_CONV_TILE"); e && *e) {
     Tile t{};
     if (std::sscanf(e, "%ux%ux%ux%u", &t.wg, &t.bm, &t.bn, &t.bk) != 4 || !t.wg || !t.bm || !t.bn || !t.bk)
       L.fail("RLX_VK_CONV_TILE must be WGxBMxBNxBK");
     tiles = {t};
   }
-  // The shader's pipelining (spec constants DBUF, APRE), for measuring: RLX_VK_CONV_PIPE=D,A
-  uint32_t pipe[2] = {0u, 0u};
-  if (const char* e = std::getenv("RLX_VK_CONV_PIPE"); e && *e && std::sscanf(e, "%u,%u", &pipe[0], &pipe[1]) != 2)
-    L.fail("RLX_VK_CONV_PIPE must be DBUF,APRE (0 or 1 each)");
-  pipe[0] = pipe[0] != 0u, pipe[1] = pipe[1] != 0u;
+  // Two shared slices (one barrier per slice; spec constant DBUF) unless RLX_VK_CONV_DBUF=0, for
+  // measuring (one slice, two barriers: layer 1's 3x3 convolutions 0.204 -> 0.254 ms)
+  const char* db = std::getenv("RLX_VK_CONV_DBUF");
+  const uint32_t dbuf = db && *db == '0' ? 0u : 1u;
   auto fits = [&](const Tile& t) {
     if (t.bm > c.cm2_max_dim || t.bn > c.cm2_max_dim || t.bk > c.cm2_max_dim || t.wg > c.cm2_max_wg ||
         t.wg > c.max_wg_invocations || t.bn > t.wg || t.wg % t.bn || t.bk % (t.wg / t.bn))
       return false;
-    if ((pipe[0] ? 2ull : 1ull) * t.bk * (t.bn + 8) * 2 + c.cm2_reserved_shared > c.max_shared_bytes) return false;
+    if ((dbuf ? 2ull : 1ull) * t.bk * (t.bn + 8) * 2 + c.cm2_reserved_shared > c.max_shared_bytes) return false;
     for (const auto& f : c.cm2_f16)
       if (f.wg == t.wg && t.bm % f.mg == 0 && t.bn % f.ng == 0 && t.bk % f.kg == 0) return true;
     return false;
@@ -74,7 +76,7 @@ bool lower_conv_implicit(LowerCtx& L, const ir::Conv2dGeom& g, const TensorRef& 
   const uint32_t biask = bias ? storage_kind(c, bias->dtype) : 0u;
   if (bias && biask > 1u) return false;
   Dispatch& d = L.add("conv_cm2.f16", {t.wg, t.bm, t.bn, t.bk, bias ? 1u : 0u, biask, residual ? 1u : 0u, act,
-                                        pipe[0], pipe[1]});
+                                        dbuf});
   const uint32_t xo = L.read(d, x), wo = L.read(d, w);
   const uint32_t bo = bias ? L.read(d, *bias) : (L.bind_dummy(d), 0u);
   const uint32_t yo = L.write(d, y);
