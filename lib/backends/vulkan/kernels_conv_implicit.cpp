@@ -39,8 +39,9 @@ bool lower_conv_implicit(LowerCtx& L, const ir::Conv2dGeom& g, const TensorRef& 
   // of an H100/H200); BN divides WG (the gather's rows per pass) and BK is a multiple of WG/BN.
   // Measured on the H200 (ResNet-50 f16, batch 32; docs/benchmarks.md, session 13): 16-deep
   // slices beat 32- and 64-deep ones (64: several times slower), 64x128 tiles for 64 output
-  // channels and 128x128 for 128 beat 128x64 and 64x64 ones.
-  std::vector<Tile> tiles = {{256, 128, 128, 16}, {256, 64, 128, 16}, {128, 64, 64, 16}};
+  // channels and 128x128 for 128 beat 128x64 and 64x64 ones (layer 2's 3x3 convolutions:
+  // 0.142-0.157 ms on 128x128 tiles, 0.241-0.256 on 64x64 ones, 0.206 through im2col).
+  std::vector<Tile> tiles = {{256, 128, 128, 16}, {256, 64, 128, 16}};
   if (const char* e = std::getenv("RLX_VK_CONV_TILE"); e && *e) {
     Tile t{};
     if (std::sscanf(e, "%ux%ux%ux%u", &t.wg, &t.bm, &t.bn, &t.bk) != 4 || !t.wg || !t.bm || !t.bn || !t.bk)
