@@ -38,7 +38,7 @@ bool lower_conv_implicit(LowerCtx& L, const ir::Conv2dGeom& g, const TensorRef& 
   // Candidates, the best-filled first among those that give >= 120 work groups (about one per SM
   // of an H100/H200); BN divides WG (the gather's rows per pass) and BK is a multiple of WG/BN.
   // Measured on the H200 (ResNet-50 f16, batch 32; docs/benchmarks.md, session 13): 16-deep
-  // slices beat 32- and 64-deep ones (64: several times slower), 64x128 tiles for 64 output
+  // slices beat 32-deep ones, 64x128 tiles for 64 output
   // channels and 128x128 for 128 beat 128x64 and 64x64 ones (layer 2's 3x3 convolutions:
   // 0.142-0.157 ms on 128x128 tiles, 0.241-0.256 on 64x64 ones, 0.206 through im2col).
   std::vector<Tile> tiles = {{256, 128, 128, 16}, {256, 64, 128, 16}};
