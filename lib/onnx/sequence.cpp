@@ -166,57 +166,46 @@ struct Sequences : Importer {
     return lens;
   }
 
-  // A value known on the host (repeat_interleave's export splits its repeats into a sequence
-  // that a loop reads one by one as shape arithmetic) splits into host values, so shapes
-  // computed from the pieces stay known.
-  bool fold_SplitToSequence() {
-    if (!host(0) || (has_in(1) && !host(1))) return false;
+  // The pieces as `narrow` nodes, or, of a value known on the host (repeat_interleave's export
+  // splits its repeats into a sequence that a loop reads one by one as shape arithmetic), as
+  // host values, so shapes computed from the pieces stay known.
+  void split_to_sequence(bool known) {
     const Val& xv = tensor_in(0);
-    const Shape& s = xv.shape;
+    const int et = xv.et;
+    const Shape s = xv.shape;
     if (s.empty()) fail("the input must have rank >= 1");
     const int ax = axis_of(ai("axis", 0), s.size());
     bool squeeze = false;
     const std::vector<int64_t> lens = split_lengths(s[ax], squeeze);
+    const int x = known ? -1 : node(0);
     std::vector<Val> e;
     int64_t at = 0;
     for (int64_t len : lens) {
       Shape ps = s;
       ps[ax] = len;
       if (squeeze) ps.erase(ps.begin() + ax);
-      e.push_back(host_val(ps, xv.et, host_slice(*host(0), s, (size_t)ax, at, len)));
+      if (known) {
+        e.push_back(host_val(ps, et, host_slice(*host(0), s, (size_t)ax, at, len)));
+      } else {
+        int piece = narrow(x, ax, at, len);
+        if (squeeze) piece = reshape(piece, ps);
+        Val v;
+        v.defined = true;
+        v.node = piece;
+        v.shape = ps;
+        v.et = et;
+        e.push_back(v);
+      }
       at += len;
     }
-    set_seq(0, std::move(e), xv.et);
+    set_seq(0, std::move(e), et);
+  }
+  bool fold_SplitToSequence() {
+    if (!host(0) || (has_in(1) && !host(1))) return false;
+    split_to_sequence(true);
     return true;
   }
-
-  void map_SplitToSequence() {
-    Val& xv = tensor_in(0);
-    const int x = node(0);
-    const Shape s = shp(x);
-    if (s.empty()) fail("the input must have rank >= 1");
-    const int ax = axis_of(ai("axis", 0), s.size());
-    bool squeeze = false;
-    const std::vector<int64_t> lens = split_lengths(s[ax], squeeze);
-    std::vector<Val> e;
-    int64_t at = 0;
-    for (int64_t len : lens) {
-      int piece = narrow(x, ax, at, len);
-      at += len;
-      if (squeeze) {
-        Shape r = s;
-        r.erase(r.begin() + ax);
-        piece = reshape(piece, r);
-      }
-      Val v;
-      v.defined = true;
-      v.node = piece;
-      v.shape = shp(piece);
-      v.et = xv.et;
-      e.push_back(v);
-    }
-    set_seq(0, std::move(e), xv.et);
-  }
+  void map_SplitToSequence() { split_to_sequence(false); }
 
   void map_ConcatFromSequence() {
     std::vector<Val> e = elems(0);
