@@ -88,6 +88,26 @@ const Cm2Tile* cm2_pick_old(const MatmulOperands& m, const std::vector<Cm2Tile>&
   return pick;
 }
 
+// Short products (K < 1024: ViT's linears, ResNet's 1x1 convolutions), measured on the H200
+// (docs/benchmarks.md, session 13): 128x256 tiles lost to 128x128 ones on every one (a few
+// K-steps per tile leave the prologue and the store exposed; smaller tiles keep more groups in
+// flight), and 64x64 tiles of 128 invocations won where 128-wide tiles would be mostly past the
+// edge (N = 49 or M = 64) or K <= 128.
+const Cm2Tile* cm2_pick_short(const MatmulOperands& m, const std::vector<Cm2Tile>& tiles,
+                              const std::function<bool(const Cm2Tile&)>& fits) {
+  const Cm2Tile *mid = nullptr, *small = nullptr;
+  for (const auto& t : tiles) {
+    if (!fits(t)) continue;
+    if (!mid && t.bm == 128 && t.bn == 128) mid = &t;
+    if (!small && t.bm == 64 && t.bn == 64) small = &t;
+  }
+  if (!mid || !small) return mid ? mid : small;
+  auto used = [&](const Cm2Tile& t) {
+    return (double)m.N / ((double)cdiv(m.N, t.bn) * t.bn) * ((double)m.M / ((double)cdiv(m.M, t.bm) * t.bm));
+  };
+  return m.K <= 128 || used(*small) > used(*mid) + 0.1 ? small : mid;
+}
+
 // matmul_cm2: a BM x BN tile per work group of WG invocations, BK-deep slices.
 
 bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
@@ -114,7 +134,10 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
       if (f.wg == t.wg && t.bm % f.mg == 0 && t.bn % f.ng == 0 && t.bk % f.kg == 0) return true;
     return false;
   };
-  const Tile* pick = cm2_pick_old(m, tiles, fits);
+  const char* pk = std::getenv("RLX_VK_CM2_PICK");
+  const bool old = pk && std::strcmp(pk, "old") == 0;
+  if (pk && *pk && !old) L.fail("RLX_VK_CM2_PICK must be old (or unset)");
+  const Tile* pick = forced || old || m.K >= 1024 ? cm2_pick_old(m, tiles, fits) : cm2_pick_short(m, tiles, fits);
   if (!pick) return false;
   Tile t = *pick;
   if (const char* e = std::getenv("RLX_VK_CM2_SWZ"); e && *e && !forced) t.swz = (uint32_t)std::atoi(e);
