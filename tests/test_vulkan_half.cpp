@@ -681,7 +681,7 @@ TEST(VulkanHalf, LinearMixedDtypesAndBias) {
 
 // matmul_cm2's tile choices (kernels_coopmat.cpp), each forced through the environment: tiles
 // of 128 and 256 invocations, BK 32 and 64, unrolled 2-8 slices, tile-row bands (SWZ 3 over 5
-// tile rows leaves a short last band), the unclamped store of whole tiles off and on, and the
+// tile rows leaves a short last band), the unclamped store of whole tiles off and on, the prefetching loop, and the
 // session-12 choice; shapes with edges in M, N and K next to tile-aligned ones (whole tiles
 // stored unclamped beside clamped edge tiles). On a device without VK_NV_cooperative_matrix2 the
 // settings would change nothing: the other routes are checked once, on the same shapes.
@@ -700,6 +700,8 @@ TEST(VulkanHalf, TensorCoreTileChoicesAgainstReference) {
       {{"RLX_VK_CM2", "128x64x64x64"}},
       {{"RLX_VK_CM2", "128x64x128x32x4x3"}},
       {{"RLX_VK_CM2_SWZ", "3"}},
+      {{"RLX_VK_CM2_PREF", "1"}},
+      {{"RLX_VK_CM2_PREF", "1"}, {"RLX_VK_CM2", "256x128x256x32"}},
   };
   // Without NV2 tensor cores (lavapipe) the settings change nothing: the default alone, to keep CI fast.
   bool cm2 = false;

@@ -55,6 +55,7 @@ layout(constant_id = 12) const uint RES = 0;     // 1: + r[same index as y] (SPL
 layout(constant_id = 13) const uint ACT = 0;     // 1: ReLU, 2: GELU (erf), 3: GELU (tanh) (SPLIT 0)
 layout(constant_id = 14) const uint SWZ = 0;     // > 0: work groups walk tiles in bands of SWZ tile rows (L2 reuse)
 layout(constant_id = 15) const uint FSTORE = 1;  // 1: whole tiles with aligned rows stored unclamped
+layout(constant_id = 16) const uint PREF = 0;    // 1: the in-bounds loop loads slice k+1 before multiplying slice k
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer A { T a[]; };
@@ -157,6 +158,31 @@ void main() {
     lb = setTensorLayoutStrideNV(lb, sb & ~7u, 1);
     kk &= ~255u;
     const uint ao = aoff & ~7u, bo = boff & ~7u;
+#define LOAD_AB(MA, MB, K0)                                                                              \
+  if (TA == 0u) coopMatLoadTensorNV(MA, a, ao, sliceTensorLayoutNV(la, m0, BM, K0, BK));                 \
+  else coopMatLoadTensorNV(MA, a, ao, sliceTensorLayoutNV(la, K0, BK, m0, BM), tr);                      \
+  if (TB != 0u) coopMatLoadTensorNV(MB, b, bo, sliceTensorLayoutNV(lb, n0, BN, K0, BK), tr);             \
+  else coopMatLoadTensorNV(MB, b, bo, sliceTensorLayoutNV(lb, K0, BK, n0, BN));
+    if (PREF != 0u && kk < kend) {
+      // Software pipelining by hand: the next slice's loads are issued before this slice's
+      // product, in a second pair of matrices.
+      coopmat<T, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma2;
+      coopmat<T, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb2;
+      LOAD_AB(ma, mb, kk)
+      for (kk += BK; kk + BK <= kend; kk += 2u * BK) {
+        LOAD_AB(ma2, mb2, kk)
+        acc = coopMatMulAdd(ma, mb, acc);
+        if (kk + BK >= kend) {
+          ma = ma2, mb = mb2;
+          kk += BK;
+          break;
+        }
+        LOAD_AB(ma, mb, kk + BK)
+        acc = coopMatMulAdd(ma2, mb2, acc);
+      }
+      acc = coopMatMulAdd(ma, mb, acc);
+      kk = kend;
+    }
     for (; kk + UNROLL * BK <= kend;) {
       [[unroll]] for (uint u = 0u; u < UNROLL; ++u, kk += BK) {
         if (TA == 0u) coopMatLoadTensorNV(ma, a, ao, sliceTensorLayoutNV(la, m0, BM, kk, BK));
