@@ -55,7 +55,7 @@ layout(constant_id = 12) const uint RES = 0;     // 1: + r[same index as y] (SPL
 layout(constant_id = 13) const uint ACT = 0;     // 1: ReLU, 2: GELU (erf), 3: GELU (tanh) (SPLIT 0)
 layout(constant_id = 14) const uint SWZ = 0;     // > 0: work groups walk tiles in bands of SWZ tile rows (L2 reuse)
 layout(constant_id = 15) const uint FSTORE = 1;  // 1: whole tiles with aligned rows stored unclamped
-layout(constant_id = 16) const uint PREF = 0;    // 1: the in-bounds loop loads slice k+1 before multiplying slice k
+layout(constant_id = 16) const uint PREF = 0;    // 1: load slice k+1 before multiplying slice k (measuring only: slower)
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer A { T a[]; };

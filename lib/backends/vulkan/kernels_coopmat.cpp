@@ -140,10 +140,17 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   const Tile* pick = forced || old || m.K >= 1024 ? cm2_pick_old(m, tiles, fits) : cm2_pick_short(m, tiles, fits);
   if (!pick) return false;
   Tile t = *pick;
+  // The 128x256 tile over b as [K, N] (a . b, one product): 32-deep slices, 8 per trip, measured
+  // 3-4% faster on 4096^3 in three calls (H200, session 13); over b as [N, K] (linear's weight)
+  // they were 3-6% slower, and batches of convolution products were not measured.
+  if (!forced && !old && t.bm == 128 && t.bn == 256 && t.bk == 64 && !m.ta && !m.tb && m.batch == 1 &&
+      m.K >= 1024)
+    t.bk = 32, t.unroll = 8;
   if (const char* e = std::getenv("RLX_VK_CM2_SWZ"); e && *e && !forced) t.swz = (uint32_t)std::atoi(e);
   const char* fst = std::getenv("RLX_VK_CM2_FSTORE");
   const uint32_t fstore = fst && *fst == '0' ? 0u : 1u;
-  const char* pf = std::getenv("RLX_VK_CM2_PREF");  // tuning: the in-bounds loop prefetches a slice
+  // The prefetching loop: for measuring only (1.8x slower on the H200, docs/benchmarks.md).
+  const char* pf = std::getenv("RLX_VK_CM2_PREF");
   const uint32_t pref = pf && *pf == '1' ? 1u : 0u;
   uint64_t gx = cdiv(m.N, t.bn), gy = cdiv(m.M, t.bm);
   if (gx > c.max_groups[0] || gy > c.max_groups[1] || (uint64_t)m.batch > c.max_groups[2]) return false;
