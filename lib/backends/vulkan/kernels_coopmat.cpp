@@ -5,7 +5,9 @@
 // f16 only, built with Debian's glslang). kernels.cpp's shared-memory kernel is the last resort.
 // Each kernel is used only for shapes and types the device lists (DeviceCaps, coopmat_caps.cpp).
 // RLX_VK_COOPMAT=nv|khr|cm2 caps the route (device.cpp); RLX_VK_CM2 and RLX_VK_COOP set tiles
-// and RLX_VK_SPLITK the K split, for tuning (scripts/device_run.sh). Figures: docs/benchmarks.md.
+// and RLX_VK_SPLITK the K split, for tuning (scripts/device_run.sh); RLX_VK_CM2_PICK=old,
+// RLX_VK_CM2_SWZ, RLX_VK_CM2_FSTORE=0 and RLX_VK_CM2_PREF=1 select matmul_cm2 variants for
+// same-call comparisons (bench/cm2_bench.py). Figures: docs/benchmarks.md.
 #include <algorithm>
 #include <array>
 #include <cstdio>
