@@ -20,6 +20,7 @@ BLOBS=(
   "matmul_cm1.f16|matmul_cm1.comp|"
   "matmul_cm1.bf16|matmul_cm1.comp|-DRLX_BF16=1"
   "attention_cm1.bf16|attention_cm1.comp|-DRLX_BF16=1"
+  "conv_cm2.f16|conv_cm2.comp|"
 )
 ARGS="-V --target-env vulkan1.3 -I.."
 INCLUDES="../common.glsl"  # every file a source includes (its hash is part of each blob's inputs)

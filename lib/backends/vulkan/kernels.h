@@ -14,6 +14,10 @@
 #include "backends/vulkan/pipelines.h"
 #include "runtime/executor.h"
 
+namespace rlx::ir {
+struct Conv2dGeom;
+}
+
 namespace rlx::vk {
 
 // An f32 push constant's bits.
@@ -212,6 +216,13 @@ const DeviceCaps::CoopShape* flash_attention_shape(const DeviceCaps& c, uint32_t
 // A 2-D convolution of groups 1 as im2col + linear + transpose (kernels_conv_gemm.cpp); false
 // where the direct loop (lower_spatial) runs it instead (nothing added).
 bool lower_conv_gemm(LowerCtx& L);
+// The same (f16, VK_NV_cooperative_matrix2) as an implicit product that gathers im2col's slices
+// from x inside the product (kernels_conv_implicit.cpp): y = act(conv + bias + residual), act 0
+// or 1 (ReLU), residual null or in y's layout. False (nothing added) where it does not apply, or
+// (unless any_shape: RLX_VK_CONV=implicit) where the im2col route measured faster.
+bool lower_conv_implicit(LowerCtx& L, const ir::Conv2dGeom& g, const TensorRef& x, const TensorRef& w,
+                         const TensorRef* bias, const TensorRef& y, const TensorRef* residual, uint32_t act,
+                         bool any_shape);
 // Whether ks[i] is a convolution whose consumer ks[i + 1] it may fold in (ProductEpilogue's
 // conditions); fills `epi`. RLX_VK_EPILOGUE=0: never.
 bool product_epilogue_for(const DeviceCaps& c, const std::vector<Kernel>& ks, size_t i, ProductEpilogue& epi);

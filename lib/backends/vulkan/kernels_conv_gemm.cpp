@@ -10,6 +10,9 @@
 //   col [N, K, OH*OW]      = im2col(x)  (none for a 1x1 convolution of stride 1 without padding:
 //                                        x itself is [N, C, H*W])
 //   y[n] [M, OH*OW]        = w [M, K] . col[n] + bias per row   (one dispatch, z = n)
+// Where the device runs the implicit product (kernels_conv_implicit.cpp: f16), col is never
+// written: the product gathers its slices from x (RLX_VK_CONV=im2col: the route above, kept for
+// comparing).
 // product_epilogue_for (below) decides, for compiled plans, which consumer of a convolution or
 // a linear layer the product takes over (ProductEpilogue, kernels.h).
 #include <cstdlib>
@@ -62,6 +65,18 @@ bool lower_conv_gemm(LowerCtx& L) {
   if (xk != 0u && c.cm2 && !rows && (uint64_t)g.N * M * P <= UINT32_MAX) {
     const bool direct = g.kH == 1 && g.kW == 1 && g.sH == 1 && g.sW == 1 && g.pt == 0 && g.pl == 0 &&
                         g.OH == g.H && g.OW == g.W;
+    // The implicit product (kernels_conv_implicit.cpp): col's slices gathered from x inside the
+    // product, no im2col matrix, where it measured faster (RLX_VK_CONV=implicit: wherever it
+    // can run); RLX_VK_CONV=im2col: the im2col route below, for comparing.
+    if (!direct && !(route && std::strcmp(route, "im2col") == 0)) {
+      const bool any = route && std::strcmp(route, "implicit") == 0;
+      const TensorRef* b = g.has_bias ? &k.inputs[2] : nullptr;
+      ProductEpilogue* epi = L.product_epilogue();
+      if (epi && binds_whole(c, epi->out) && (!epi->residual || binds_whole(c, *epi->residual)) &&
+          lower_conv_implicit(L, g, x, w, b, epi->out, epi->residual, epi->act, any))
+        return epi->done = true;
+      if (lower_conv_implicit(L, g, x, w, b, y, nullptr, 0u, any)) return true;
+    }
     TensorRef col = x;
     if (!direct) {
       col = scratch(R * K, x.dtype, {g.N, K, P});
