@@ -703,6 +703,10 @@ bool is_half_attention(const Kernel& k) {
 }
 
 void run_attention(const Kernel& k) {
+  if (k.node->attrs.has("views"))  // written by the Vulkan plan's attention_views pass only
+    throw RuntimeError("CPU executor: kernel '" + k.label +
+                       "': attention with `views` (q, k, v read at strides) runs on Vulkan only; the CPU reads "
+                       "contiguous q, k and v");
   auto as4 = [](Shape s) {
     while (s.size() < 4) s.insert(s.begin(), 1);
     return s;

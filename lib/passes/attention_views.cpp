@@ -1,0 +1,340 @@
+// Compiled mode's attention_views pass (OptOptions::attention_views_f16 / _all): an attention
+// node whose q, k or v is a chain of transposes, reshapes, narrows and slices of some tensor
+// reads that tensor in place, and an attention whose one reader is a transpose (after
+// reshapes) writes the transpose's layout itself; the copies go. What the node then reads and
+// writes is described by its `views` attribute (ir::AttentionViews: per operand an offset and
+// batch, head and position strides, head-dim elements adjacent), which a backend's attention
+// kernel follows (Vulkan: attention_coop.comp reads the rows at their strides; its other
+// kernels copy through scratch, kernels.cpp).
+//
+// ViT (torch's packed multi-head attention): the [S, B, 3E] qkv product -> reshape, transpose
+// [3, S, B, E] -> narrows -> reshape [S, B*H, D] -> transpose [B*H, S, D] -> attention ->
+// transpose [S, B*H, D] -> reshape [S*B, E]: q (b, h, s, d) is read at s*3BE + b*3E + h*D + d
+// of the product and o written at s*BE + b*E + h*D + d.
+//
+// A view is tracked as per-dimension lists of (size, stride) sub-axes over a contiguous base,
+// as PyTorch's view rules would: a reshape that merges axes whose strides do not chain keeps
+// them as separate sub-axes, so that [S, B*H, D] over [S, B, 3E] stays expressible. Attention
+// needs each operand's position and head-dim axes to be one sub-axis each (head dim of stride
+// 1) and its leading (batch and head) axes at most two sub-axes, split alike for q, k, v and o.
+#include <algorithm>
+#include <numeric>
+
+#include "ir/op_registry.h"
+#include "passes/work.h"
+
+namespace rlx::passes::detail {
+
+using ir::Node;
+using ir::Op;
+
+namespace {
+
+struct Sub {
+  int64_t n, s;
+};
+struct View {
+  std::vector<std::vector<Sub>> dims;
+  int64_t off = 0;
+};
+
+View contiguous(const Shape& s) {
+  View v;
+  v.dims.resize(s.size());
+  int64_t st = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    if (s[i] != 1) v.dims[i].push_back({s[i], st});
+    st *= s[i];
+  }
+  return v;
+}
+
+// Adjacent sub-axes that chain (outer stride = inner size * inner stride) become one.
+std::vector<Sub> merged(const std::vector<Sub>& in) {
+  std::vector<Sub> out;
+  for (const Sub& a : in) {
+    if (a.n == 1) continue;
+    if (!out.empty() && out.back().s == a.n * a.s) {
+      out.back().n *= a.n;
+      out.back().s = a.s;
+    } else {
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+int64_t dim_size(const std::vector<Sub>& d) {
+  int64_t n = 1;
+  for (const Sub& a : d) n *= a.n;
+  return n;
+}
+
+bool reshape(View& v, const Shape& to) {
+  std::vector<Sub> flat;
+  for (const auto& d : v.dims) flat.insert(flat.end(), d.begin(), d.end());
+  flat = merged(flat);
+  View r;
+  r.off = v.off;
+  r.dims.resize(to.size());
+  size_t p = 0;
+  for (size_t i = 0; i < to.size(); ++i) {
+    int64_t m = to[i];
+    if (m == 0) return false;
+    while (m > 1) {
+      if (p >= flat.size()) return false;
+      Sub& a = flat[p];
+      if (m % a.n == 0) {
+        r.dims[i].push_back(a);
+        m /= a.n;
+        ++p;
+      } else if (a.n % m == 0) {
+        r.dims[i].push_back({m, a.s * (a.n / m)});
+        a.n /= m;
+        m = 1;
+      } else {
+        return false;
+      }
+    }
+  }
+  if (p != flat.size()) return false;
+  v = std::move(r);
+  return true;
+}
+
+// Elements [start, start + len * step) of dimension `ax` in steps of `step` (> 0).
+bool narrow(View& v, size_t ax, int64_t start, int64_t len, int64_t step) {
+  std::vector<Sub> d = merged(v.dims[ax]);
+  if (len == 1) {  // one index: its offset only
+    int64_t rest = start;
+    for (size_t j = 0; j < d.size(); ++j) {
+      int64_t inner = 1;
+      for (size_t k = j + 1; k < d.size(); ++k) inner *= d[k].n;
+      v.off += rest / inner * d[j].s;
+      rest %= inner;
+    }
+    v.dims[ax].clear();
+    return true;
+  }
+  if (d.empty()) return false;
+  int64_t inner = 1;
+  for (size_t k = 1; k < d.size(); ++k) inner *= d[k].n;
+  if (d.size() > 1 && (step != 1 || start % inner || len % inner)) return false;
+  if (d.size() == 1) {
+    v.off += start * d[0].s;
+    d[0] = {len, d[0].s * step};
+  } else {
+    v.off += start / inner * d[0].s;
+    d[0].n = len / inner;
+  }
+  v.dims[ax] = d;
+  return true;
+}
+
+}  // namespace
+
+void fold_attention_views(Work& w, const OptOptions& o, OptStats& st) {
+  std::vector<int> order = live_order(w);
+  std::vector<std::vector<int>> users(w.nodes.size());
+  for (int v : order)
+    for (int u : w.nodes[v].inputs) users[u].push_back(v);
+  std::vector<char> is_out(w.nodes.size(), 0);
+  for (int x : w.outputs) is_out[x] = 1;
+  const int64_t align = std::max<int64_t>(1, o.attention_view_align);
+  int folded = 0;
+  auto shape = [&](int i) -> const Shape& { return w.shapes[i]; };
+  auto perm_of = [&](int i) {
+    const int r = (int)shape(w.nodes[i].inputs[0]).size();
+    std::vector<int64_t> p(r);
+    if (w.nodes[i].attrs.has("perm")) p = w.nodes[i].attrs.ints("perm");
+    else for (int k = 0; k < r; ++k) p[k] = r - 1 - k;
+    for (auto& e : p) e = e < 0 ? e + r : e;
+    return p;
+  };
+  // One view step applied to v (node i over its input's view); false where it is no view.
+  auto apply = [&](View& v, int i) {
+    const Node& n = w.nodes[i];
+    if (n.inputs.size() != 1 && n.op != Op::Reshape) return false;
+    switch (n.op) {
+      case Op::Reshape: return reshape(v, shape(i));
+      case Op::Transpose: {
+        auto p = perm_of(i);
+        View r = v;
+        for (size_t k = 0; k < p.size(); ++k) r.dims[k] = v.dims[p[k]];
+        v = std::move(r);
+        return true;
+      }
+      case Op::Narrow: {
+        int64_t ax = n.attrs.i("axis");
+        if (ax < 0) ax += (int64_t)v.dims.size();
+        return narrow(v, (size_t)ax, n.attrs.i("start"), n.attrs.i("length"), 1);
+      }
+      case Op::Slice: {
+        std::string err;
+        auto plan = ir::slice_plan(n.attrs, shape(n.inputs[0]), &err);
+        if (!err.empty() || plan.size() != v.dims.size()) return false;
+        for (size_t ax = 0; ax < plan.size(); ++ax) {
+          if (plan[ax].start == 0 && plan[ax].step == 1 && plan[ax].len == shape(n.inputs[0])[ax]) continue;
+          if (plan[ax].step <= 0 || !narrow(v, ax, plan[ax].start, plan[ax].len, plan[ax].step)) return false;
+        }
+        return true;
+      }
+      default: return false;
+    }
+  };
+  auto is_view_op = [&](int i) {
+    Op op = w.nodes[i].op;
+    return op == Op::Reshape || op == Op::Transpose || op == Op::Narrow || op == Op::Slice;
+  };
+  // Operand x of attention as a view of the farthest tensor it can be traced back to; base -1
+  // where it reads x itself (nothing gained).
+  auto trace = [&](int x, int* base, View* out) {
+    std::vector<int> chain;  // x, its input, ...
+    for (int c = x; is_view_op(c) && chain.size() < 16; c = w.nodes[c].inputs[0]) chain.push_back(c);
+    *base = -1;
+    for (size_t len = chain.size(); len > 0; --len) {  // the longest chain that composes
+      bool copies = false;  // a transpose or a strided narrow/slice among them: a kernel saved
+      for (size_t k = 0; k < len; ++k) copies = copies || w.nodes[chain[k]].op != Op::Reshape;
+      if (!copies) return;
+      const int b = w.nodes[chain[len - 1]].inputs[0];
+      View v = contiguous(shape(b));
+      bool ok = true;
+      for (size_t k = len; k-- > 0 && ok;) ok = apply(v, chain[k]);
+      if (ok) {
+        *base = b;
+        *out = v;
+        return;
+      }
+    }
+  };
+  // [lead..., S, D] of an operand view: leading sub-axes (merged), position sub-axis, head-dim
+  // stride; false where the kernel cannot follow it.
+  struct Parts {
+    std::vector<Sub> lead;
+    int64_t ss = 0;
+  };
+  auto parts = [&](const View& v, Parts* p) {
+    const size_t r = v.dims.size();
+    std::vector<Sub> d = merged(v.dims[r - 1]), s = merged(v.dims[r - 2]), lead;
+    if (d.size() != 1 || d[0].s != 1 || s.size() > 1) return false;
+    for (size_t k = 0; k + 2 < r; ++k) lead.insert(lead.end(), v.dims[k].begin(), v.dims[k].end());
+    p->lead = merged(lead);
+    p->ss = s.empty() ? 0 : s[0].s;
+    return p->lead.size() <= 2;
+  };
+  for (int a : order) {
+    Node& n = w.nodes[a];
+    if (n.op != Op::Attention || n.inputs.size() != 3 || n.attrs.has("views")) continue;
+    const DType dt = w.dtypes[a];
+    if (!(o.attention_views_all || (dt == DType::f16 && o.attention_views_f16))) continue;
+    const Shape &qs = shape(n.inputs[0]), &ks = shape(n.inputs[1]), &vs = shape(n.inputs[2]);
+    const size_t r = qs.size();
+    if ((r != 3 && r != 4) || ks.size() != r || vs.size() != r) continue;
+    bool same_lead = true;
+    for (size_t k = 0; k + 2 < r; ++k) same_lead = same_lead && ks[k] == qs[k] && vs[k] == qs[k];
+    if (!same_lead) continue;  // grouped heads: not here
+    ir::AttentionViews av;
+    av.B = r == 4 ? qs[0] : 1;
+    av.H = qs[r - 3];
+    av.Sq = qs[r - 2];
+    av.Sk = ks[r - 2];
+    av.D = qs[r - 1];
+    av.Dv = vs[r - 1];
+    const int64_t N = av.B * av.H;
+    if (N == 0 || av.Sq == 0 || av.Sk == 0 || av.D == 0 || av.Dv == 0) continue;
+    int bases[3];
+    View views[4];
+    bool any = false;
+    for (int k = 0; k < 3; ++k) {
+      trace(n.inputs[k], &bases[k], &views[k]);
+      if (bases[k] >= 0) any = true;
+      else {
+        bases[k] = n.inputs[k];
+        views[k] = contiguous(shape(n.inputs[k]));
+      }
+    }
+    // The output: its one reader a transpose, after reshapes only.
+    Shape oshape = qs;
+    oshape.back() = av.Dv;
+    std::vector<int> ochain;
+    int t = a;
+    while (!is_out[t] && users[t].size() == 1 && ochain.size() < 8) {
+      const int u = users[t][0];
+      if (w.nodes[u].op == Op::Reshape) {
+        ochain.push_back(u);
+        t = u;
+        continue;
+      }
+      if (w.nodes[u].op == Op::Transpose) ochain.push_back(u);
+      break;
+    }
+    int X = -1;  // the transpose whose layout the attention writes
+    if (!ochain.empty() && w.nodes[ochain.back()].op == Op::Transpose) {
+      X = ochain.back();
+      // o as a view of X: X's contiguous layout through the inverse transpose and reshapes
+      View v = contiguous(shape(X));
+      auto p = perm_of(X);
+      View inv = v;
+      for (size_t k = 0; k < p.size(); ++k) inv.dims[p[k]] = v.dims[k];
+      bool ok = true;
+      for (size_t k = ochain.size() - 1; k-- > 0 && ok;) ok = reshape(inv, shape(ochain[k]));
+      ok = ok && reshape(inv, oshape);
+      Parts pp;
+      if (ok && parts(inv, &pp)) {
+        views[3] = inv;
+        any = true;
+      } else {
+        X = -1;
+      }
+    }
+    if (X < 0) views[3] = contiguous(oshape);
+    if (!any) continue;
+    // One (B, H) split of the leading axes for all four.
+    Parts ps[4];
+    bool ok = true;
+    for (int k = 0; k < 4 && ok; ++k) ok = parts(views[k], &ps[k]);
+    if (!ok) continue;
+    int64_t B = -1, H = -1;
+    for (int k = 0; k < 4 && ok; ++k)
+      if (ps[k].lead.size() == 2) {
+        if (B < 0) B = ps[k].lead[0].n, H = ps[k].lead[1].n;
+        else ok = B == ps[k].lead[0].n && H == ps[k].lead[1].n;
+      }
+    if (!ok) continue;
+    if (B < 0) B = av.B, H = av.H;
+    for (int k = 0; k < 4; ++k) {
+      const auto& l = ps[k].lead;
+      int64_t sb = 0, sh = 0;
+      if (l.size() == 2) sb = l[0].s, sh = l[1].s;
+      else if (l.size() == 1) sb = l[0].s * H, sh = l[0].s;
+      av.stride[k][0] = B > 1 ? sb : 0;
+      av.stride[k][1] = H > 1 ? sh : 0;
+      av.stride[k][2] = ps[k].ss;
+      if (k < 3) av.off[k] = views[k].off;
+    }
+    av.B = B;
+    av.H = H;
+    for (int k = 0; k < 3; ++k)
+      for (int64_t x : {av.off[k], av.stride[k][0], av.stride[k][1], av.stride[k][2]}) ok = ok && x % align == 0;
+    if (!ok) continue;
+    const Shape out = X >= 0 ? shape(X) : oshape;
+    av.out_shape.assign(out.begin(), out.end());
+    ir::Attrs at = n.attrs;
+    ir::set_attention_views(at, av);
+    n.attrs = at;
+    n.inputs = {bases[0], bases[1], bases[2]};
+    if (X >= 0) {  // the attention now is X: X's readers read it
+      w.shapes[a] = out;
+      for (auto& nd : w.nodes)
+        for (auto& in : nd.inputs)
+          if (in == X) in = a;
+      for (auto& x : w.outputs)
+        if (x == X) x = a;
+    }
+    st.patterns++;
+    folded++;
+  }
+  if (folded) st.pattern_kinds += std::string(st.pattern_kinds.empty() ? "" : ", ") + "attention views " + std::to_string(folded);
+}
+
+}  // namespace rlx::passes::detail
