@@ -703,10 +703,6 @@ bool is_half_attention(const Kernel& k) {
 }
 
 void run_attention(const Kernel& k) {
-  if (k.node->attrs.has("views"))  // written by the Vulkan plan's attention_views pass only
-    throw RuntimeError("CPU executor: kernel '" + k.label +
-                       "': attention with `views` (q, k, v read at strides) runs on Vulkan only; the CPU reads "
-                       "contiguous q, k and v");
   auto as4 = [](Shape s) {
     while (s.size() < 4) s.insert(s.begin(), 1);
     return s;
@@ -1005,6 +1001,9 @@ class CpuExecutor : public Executor {
   // computed through f32.
   void check_dtypes(const std::string& where, const ir::Node& n, const std::vector<DType>& inputs,
                     DType output) const override {
+    if (n.op == Op::Attention && n.attrs.has("views"))  // written by the Vulkan plan's attention_views pass
+      throw InputError(where + ": attention with `views` (q, k, v read at strides) runs on Vulkan only; the CPU reads "
+                               "contiguous q, k and v");
     std::vector<DType> all(inputs);
     all.push_back(output);
     bool f64 = false, wide = false;
