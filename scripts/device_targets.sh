@@ -5,7 +5,7 @@
 # Here: scripts/build.sh && scripts/device_run.sh --pack; copy .device-pack/pack.tgz,
 # ../shared/gpu's .device-vk and this script into DIR of the session's checkout (ignored by git),
 # then on the device: bash DIR/device_targets.sh [vision generate detectors profile] (default all).
-# Also: `viewsab` (ViT-S/16 f16 with RLX_VK_ATTENTION_VIEWS=0 and on, alternating, and its
+# Also: `viewsab` (ViT-S/16 f16 with RLX_VK_ATTENTION_VIEWS=0, =2 and on, alternating, and its
 # profile with the pass off), `convroutes` (ResNet-50 f16 profiled and benched under each setting of CONVROUTES,
 # default "RLX_VK_CONV=default RLX_VK_EPILOGUE=0 RLX_VK_CONV=rows"), `tests`. Env: PDT=f16
 # profiles f16 only, ROUTES= skips the profile stage's matmul-route benches, PN top kernels.
@@ -56,18 +56,20 @@ for w in $what; do
         echo "$v resnet50 f16 bench: $(env $v $R bench $W/resnet50/model.onnx --input image=@$W/resnet50/x.npy --backends vulkan --modes compiled --reps 20 --dtype f16 --format csv 2>/dev/null | tail -1)"
       done
       ;;
-    viewsab)  # ViT-S/16 f16 with compiled mode's attention_views pass off (RLX_VK_ATTENTION_VIEWS=0) and on, alternating; then its profile with the pass off
+    viewsab)  # ViT-S/16 f16 with compiled mode's attention_views pass off (RLX_VK_ATTENTION_VIEWS=0), without the linears' reordering (=2) and on, alternating; then profiles with it off and at 2
       m=vit_s_16
       for i in 1 2 3; do
-        for v in 0 default; do
+        for v in 0 2 default; do
           echo "RLX_VK_ATTENTION_VIEWS=$v $m f16 bench: $(RLX_VK_ATTENTION_VIEWS=$v $R bench $W/$m/model.onnx --input image=@$W/$m/x.npy --backends vulkan --modes compiled --reps 20 --dtype f16 --format csv 2>/dev/null | tail -1)"
         done
       done
-      echo "== profile $m batch 32 compiled --dtype f16 RLX_VK_ATTENTION_VIEWS=0"
-      RLX_VK_ATTENTION_VIEWS=0 timeout 200 $R run $W/$m/model.onnx -i image=@$W/$m/x.npy -b vulkan -m compiled --profile --repeat 3 --dtype f16 2> $W/prof.txt >/dev/null
-      cp $W/prof.txt "$out/prof_${m}_f16_views0.txt"
-      head -1 $W/prof.txt | cut -c1-160
-      awk '$1 ~ /^[0-9.]+$/ && NF >= 6 {s[$5] += $1; n[$5]++; t += $1} END {for (o in s) printf "  %-14s %8.3f ms %4d kernels\n", o, s[o], n[o]; printf "  %-14s %8.3f ms\n", "total", t}' $W/prof.txt | sort -k2 -n -r
+      for v in 0 2; do
+        echo "== profile $m batch 32 compiled --dtype f16 RLX_VK_ATTENTION_VIEWS=$v"
+        RLX_VK_ATTENTION_VIEWS=$v timeout 200 $R run $W/$m/model.onnx -i image=@$W/$m/x.npy -b vulkan -m compiled --profile --repeat 3 --dtype f16 2> $W/prof.txt >/dev/null
+        cp $W/prof.txt "$out/prof_${m}_f16_views$v.txt"
+        head -1 $W/prof.txt | cut -c1-160
+        awk '$1 ~ /^[0-9.]+$/ && NF >= 6 {s[$5] += $1; n[$5]++; t += $1} END {for (o in s) printf "  %-14s %8.3f ms %4d kernels\n", o, s[o], n[o]; printf "  %-14s %8.3f ms\n", "total", t}' $W/prof.txt | sort -k2 -n -r
+      done
       ;;
     tests)
       for t in "test_golden --gtest_filter=Cases/Golden.*vulkan*" "test_vulkan --gtest_filter=-VulkanValidation.*" test_vulkan_half; do

@@ -26,7 +26,9 @@ namespace {
 struct Dims {
   int64_t S, B, H, D;
 };
-std::shared_ptr<ir::Graph> vit_attention(const Dims& d) {
+// block: x = linear(u.transpose(1, 0)) of an input u [B, S, E] (the qkv product), and the
+// output w = (linear(y) as [S, B, E]).transpose(1, 0) + u (the out projection, back to [B, S, E]).
+std::shared_ptr<ir::Graph> vit_attention(const Dims& d, bool block = false) {
   const int64_t E = d.H * d.D;
   auto s = [](int64_t v) { return std::to_string(v); };
   auto part = [&](const char* id, int k) {
@@ -35,7 +37,16 @@ std::shared_ptr<ir::Graph> vit_attention(const Dims& d) {
     {"id": ")" + id + R"(r", "op": "reshape", "inputs": [")" + id + R"(n"], "attrs": {"shape": [)" + s(d.S) + ", " +
            s(d.B * d.H) + ", " + s(d.D) + R"(]}},)";
   };
-  std::string nodes = R"({"id": "x", "op": "input", "shape": [)" + s(d.S) + ", " + s(d.B) + ", " + s(3 * E) + R"(]},
+  std::string nodes =
+      block ? R"({"id": "u", "op": "input", "shape": [)" + s(d.B) + ", " + s(d.S) + ", " + s(E) + R"(]},
+    {"id": "wi", "op": "param", "shape": [)" + s(3 * E) + ", " + s(E) + R"(]},
+    {"id": "bi", "op": "param", "shape": [)" + s(3 * E) + R"(]},
+    {"id": "wo", "op": "param", "shape": [)" + s(E) + ", " + s(E) + R"(]},
+    {"id": "bo", "op": "param", "shape": [)" + s(E) + R"(]},
+    {"id": "ut", "op": "transpose", "inputs": ["u"], "attrs": {"perm": [1, 0, 2]}},
+    {"id": "x", "op": "linear", "inputs": ["ut", "wi", "bi"]},)"
+            : R"({"id": "x", "op": "input", "shape": [)" + s(d.S) + ", " + s(d.B) + ", " + s(3 * E) + R"(]},)";
+  nodes += R"(
     {"id": "c", "op": "constant", "shape": [], "value": )" + std::to_string(1.0 / std::sqrt((double)d.D)) + R"(},)" +
                       part("q", 0) + part("k", 1) + part("v", 2) + R"(
     {"id": "qt", "op": "transpose", "inputs": ["qr"], "attrs": {"perm": [1, 0, 2]}},
@@ -48,8 +59,15 @@ std::shared_ptr<ir::Graph> vit_attention(const Dims& d) {
     {"id": "ot", "op": "transpose", "inputs": ["o"], "attrs": {"perm": [1, 0, 2]}},
     {"id": "y", "op": "reshape", "inputs": ["ot"], "attrs": {"shape": [)" + s(d.S * d.B) + ", " + s(E) + R"(]}},
     {"id": "z", "op": "add", "inputs": ["y", "y"]})";
-  return std::make_shared<ir::Graph>(ir::load_graph_text(
-      R"({"format": "rlx.graph", "version": 1, "nodes": [)" + nodes + R"(], "outputs": ["y", "z"]})", "vit_attention.json"));
+  if (block)
+    nodes += R"(,
+    {"id": "pl", "op": "linear", "inputs": ["y", "wo", "bo"]},
+    {"id": "pr", "op": "reshape", "inputs": ["pl"], "attrs": {"shape": [)" + s(d.S) + ", " + s(d.B) + ", " + s(E) + R"(]}},
+    {"id": "pt", "op": "transpose", "inputs": ["pr"], "attrs": {"perm": [1, 0, 2]}},
+    {"id": "w", "op": "add", "inputs": ["pt", "u"]})";
+  return std::make_shared<ir::Graph>(ir::load_graph_text(R"({"format": "rlx.graph", "version": 1, "nodes": [)" + nodes +
+                                                             R"(], "outputs": )" + (block ? R"(["w"]})" : R"(["y", "z"]})"),
+                                                         "vit_attention.json"));
 }
 
 // y[(s*B + b), h*D + e] by the definition, in double.
@@ -83,6 +101,19 @@ Tensor ramp(Shape s) {
   float* v = t.mutable_data();
   for (int64_t i = 0; i < t.numel(); ++i) v[i] = std::sin(i * 0.37f) * 1.5f;
   return t;
+}
+
+// Kernels of op `op` in a plan's text (lines "  kN  OP  ID ...").
+int plan_kernels(const std::string& plan, const std::string& op) {
+  int n = 0;
+  std::istringstream lines(plan);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream f(line);
+    std::string k, o;
+    f >> k >> o;
+    n += line.rfind("  k", 0) == 0 && o == op;
+  }
+  return n;
 }
 
 int count_op(const passes::OptimizedGraph& og, ir::Op op) {
@@ -166,21 +197,70 @@ TEST(AttentionViews, EveryModeAgreesAndTheCopiesLeaveThePlan) {
         }
         if (mode != Mode::Compiled) continue;
         const std::string& plan = s.plan_text();
-        auto kernels = [&](const std::string& op) {  // plan lines "  kN  OP  ID ..."
-          int n = 0;
-          std::istringstream lines(plan);
-          for (std::string line; std::getline(lines, line);) {
-            std::istringstream f(line);
-            std::string k, o;
-            f >> k >> o;
-            n += line.rfind("  k", 0) == 0 && o == op;
-          }
-          return n;
-        };
+        auto kernels = [&](const std::string& op) { return plan_kernels(plan, op); };
         const bool folds = b == "vulkan" && std::string(views) == "1";
         EXPECT_EQ(kernels("transpose"), folds ? 0 : 4) << plan;
         EXPECT_EQ(kernels("narrow"), folds ? 0 : 3) << plan;
         EXPECT_EQ(kernels("attention"), 1) << plan;
+      }
+    }
+}
+
+// ViT's whole attention block: the qkv product reads u.transpose(1, 0) and the out projection's
+// result is transposed back. With the pass on (Vulkan, RLX_VK_ATTENTION_VIEWS=1) the products run
+// on rows in the order that makes both transposes go too: no transpose or narrow kernel is left;
+// =0 keeps all six transposes and the three narrows. Every mode agrees with the loop.
+TEST(AttentionViews, TheProductsBesideTheAttentionTakeTheTransposes) {
+  const Dims d{6, 2, 2, 8};
+  const int64_t E = d.H * d.D;
+  auto g = vit_attention(d, true);
+  Tensor u = ramp({d.B, d.S, E}), wi({3 * E, E}), bi({3 * E}), wo({E, E}), bo({E});
+  auto fill = [](Tensor& t, float scale, float phase) {
+    float* v = t.mutable_data();
+    for (int64_t i = 0; i < t.numel(); ++i) v[i] = std::cos(i * 0.61f + phase) * scale;
+  };
+  fill(wi, 0.3f, 0.1f), fill(bi, 0.1f, 0.7f), fill(wo, 0.25f, 1.3f), fill(bo, 0.1f, 2.1f);
+  // x [S, B, 3E] = u.transpose(1, 0) W_in^T + b_in, then the attention by reference(), then the rest
+  Tensor x({d.S, d.B, 3 * E});
+  for (int64_t si = 0; si < d.S; ++si)
+    for (int64_t b = 0; b < d.B; ++b)
+      for (int64_t c = 0; c < 3 * E; ++c) {
+        double acc = bi.data()[c];
+        for (int64_t e = 0; e < E; ++e) acc += (double)u.data()[(b * d.S + si) * E + e] * wi.data()[c * E + e];
+        x.mutable_data()[(si * d.B + b) * 3 * E + c] = (float)acc;
+      }
+  const auto y = reference(d, x);
+  std::vector<double> want(d.B * d.S * E);
+  for (int64_t si = 0; si < d.S; ++si)
+    for (int64_t b = 0; b < d.B; ++b)
+      for (int64_t j = 0; j < E; ++j) {
+        double acc = bo.data()[j];
+        for (int64_t e = 0; e < E; ++e) acc += y[(si * d.B + b) * E + e] * wo.data()[j * E + e];
+        want[(b * d.S + si) * E + j] = acc + u.data()[(b * d.S + si) * E + j];
+      }
+  std::vector<std::string> backends{"cpu"};
+  if (test::run_rlx("devices").out.find("vulkan device 0") != std::string::npos) backends.push_back("vulkan");
+  for (const std::string& b : backends)
+    for (const char* views : {"1", "0"}) {
+      if (b == "cpu" && std::string(views) == "0") continue;
+      test::ScopedEnv env;
+      env.set("RLX_VK_ATTENTION_VIEWS", views);
+      for (Mode mode : {Mode::Eager, Mode::Lazy, Mode::Compiled}) {
+        SCOPED_TRACE(b + " " + mode_name(mode) + " RLX_VK_ATTENTION_VIEWS=" + views);
+        auto ex = make_executor(b);
+        Session s(g, *ex, {{"wi", wi}, {"bi", bi}, {"wo", wo}, {"bo", bo}});
+        s.set_input("u", u);
+        auto out = s.run(mode);
+        ASSERT_EQ(out.size(), 1u);
+        ASSERT_EQ(out[0].shape(), (Shape{d.B, d.S, E}));
+        for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(out[0].data()[i], want[i], 1e-4) << i;
+        if (mode != Mode::Compiled) continue;
+        const std::string& plan = s.plan_text();
+        const bool folds = b == "vulkan" && std::string(views) == "1";
+        EXPECT_EQ(plan_kernels(plan, "transpose"), folds ? 0 : 6) << plan;
+        EXPECT_EQ(plan_kernels(plan, "narrow"), folds ? 0 : 3) << plan;
+        EXPECT_EQ(plan_kernels(plan, "attention"), 1) << plan;
+        EXPECT_EQ(plan_kernels(plan, "linear"), 2) << plan;
       }
     }
 }

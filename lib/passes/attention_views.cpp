@@ -188,7 +188,7 @@ void fold_attention_views(Work& w, const OptOptions& o, OptStats& st) {
   };
   // Operand x of attention as a view of the farthest tensor it can be traced back to; base -1
   // where it reads x itself (nothing gained).
-  auto trace = [&](int x, int* base, View* out) {
+  auto trace = [&](int x, int* base, View* out, std::vector<int>* fwd) {
     std::vector<int> chain;  // x, its input, ...
     for (int c = x; is_view_op(c) && chain.size() < 16; c = w.nodes[c].inputs[0]) chain.push_back(c);
     *base = -1;
@@ -203,6 +203,7 @@ void fold_attention_views(Work& w, const OptOptions& o, OptStats& st) {
       if (ok) {
         *base = b;
         *out = v;
+        fwd->assign(chain.rbegin() + (std::ptrdiff_t)(chain.size() - len), chain.rend());
         return;
       }
     }
@@ -244,50 +245,122 @@ void fold_attention_views(Work& w, const OptOptions& o, OptStats& st) {
     if (N == 0 || av.Sq == 0 || av.Sk == 0 || av.D == 0 || av.Dv == 0) continue;
     int bases[3];
     View views[4];
+    std::vector<int> chains[3];  // the view nodes from base to operand
     bool any = false;
     for (int k = 0; k < 3; ++k) {
-      trace(n.inputs[k], &bases[k], &views[k]);
+      trace(n.inputs[k], &bases[k], &views[k], &chains[k]);
       if (bases[k] >= 0) any = true;
       else {
         bases[k] = n.inputs[k];
         views[k] = contiguous(shape(n.inputs[k]));
       }
     }
-    // The output: its one reader a transpose, after reshapes only.
+    // q, k and v from one linear whose input is a transpose keeping the last axis (ViT's
+    // x.transpose(1, 0) before the qkv product), read by nothing but their chains: the product
+    // runs on the untransposed rows and the transpose becomes part of the views (`sink`).
+    int sink = -1;
+    if (o.attention_views_linear && bases[0] == bases[1] && bases[1] == bases[2] && w.nodes[bases[0]].op == Op::Linear) {
+      const int L = bases[0], t0 = w.nodes[L].inputs[0];
+      bool ok = w.nodes[t0].op == Op::Transpose && !is_out[L];
+      if (ok) {
+        auto p = perm_of(t0);
+        ok = p.back() == (int64_t)p.size() - 1;
+      }
+      for (int u : users[L]) {
+        bool mine = false;
+        for (const auto& c : chains)
+          mine = mine || (!c.empty() && c.front() == u);
+        ok = ok && mine;
+      }
+      if (ok) {
+        Shape ls = shape(w.nodes[t0].inputs[0]);
+        ls.back() = shape(L).back();
+        View vs[3];
+        for (int k = 0; k < 3 && ok; ++k) {
+          View v = contiguous(ls), r = v;
+          auto p = perm_of(t0);
+          for (size_t d = 0; d < p.size(); ++d) r.dims[d] = v.dims[p[d]];
+          for (int c : chains[k]) ok = ok && apply(r, c);
+          vs[k] = r;
+        }
+        if (ok) {
+          sink = L;
+          for (int k = 0; k < 3; ++k) views[k] = vs[k];
+        }
+      }
+    }
+    // The output, as a view of the tensor the attention writes, built from that tensor's
+    // contiguous layout by inverse steps (a reshape to a shape, or a transpose's inverse).
+    // ochain: reshapes then a transpose X reading the attention, whose layout it writes; then
+    // (ViT's out projection and x.transpose(1, 0) after it) reshapes, a linear L2 reading them,
+    // reshapes Rq and a transpose T keeping the last axis: the attention writes its rows in
+    // T's order, so that L2's rows come out as T's.
     Shape oshape = qs;
     oshape.back() = av.Dv;
-    std::vector<int> ochain;
-    int t = a;
-    while (!is_out[t] && users[t].size() == 1 && ochain.size() < 8) {
-      const int u = users[t][0];
-      if (w.nodes[u].op == Op::Reshape) {
-        ochain.push_back(u);
+    auto follow = [&](int from, std::vector<int>* chain) {  // reshapes, then the node after them
+      int t = from;
+      while (!is_out[t] && users[t].size() == 1 && chain->size() < 8) {
+        const int u = users[t][0];
+        chain->push_back(u);
+        if (w.nodes[u].op != Op::Reshape) return u;
         t = u;
-        continue;
       }
-      if (w.nodes[u].op == Op::Transpose) ochain.push_back(u);
-      break;
+      return -1;
+    };
+    std::vector<int> ochain, rp, rq;
+    int X = follow(a, &ochain), L2 = -1, T = -1;
+    if (X >= 0 && w.nodes[X].op != Op::Transpose) X = -1;
+    if (X < 0) ochain.clear();
+    else ochain.pop_back();
+    const int P = X >= 0 ? X : a;
+    if (o.attention_views_linear) {
+      L2 = follow(P, &rp);
+      if (L2 >= 0 && !rp.empty()) rp.pop_back();
+      if (L2 >= 0 && (w.nodes[L2].op != Op::Linear || w.nodes[L2].inputs[0] != (rp.empty() ? P : rp.back()))) L2 = -1;
+      if (L2 >= 0) T = follow(L2, &rq);
+      if (T >= 0 && !rq.empty()) rq.pop_back();
+      if (T >= 0 && (w.nodes[T].op != Op::Transpose || rq.empty() || perm_of(T).back() != (int64_t)shape(T).size() - 1))
+        T = -1;
+      if (T < 0) L2 = -1;
     }
-    int X = -1;  // the transpose whose layout the attention writes
-    if (!ochain.empty() && w.nodes[ochain.back()].op == Op::Transpose) {
-      X = ochain.back();
-      // o as a view of X: X's contiguous layout through the inverse transpose and reshapes
-      View v = contiguous(shape(X));
-      auto p = perm_of(X);
-      View inv = v;
-      for (size_t k = 0; k < p.size(); ++k) inv.dims[p[k]] = v.dims[k];
-      bool ok = true;
-      for (size_t k = ochain.size() - 1; k-- > 0 && ok;) ok = reshape(inv, shape(ochain[k]));
-      ok = ok && reshape(inv, oshape);
-      Parts pp;
-      if (ok && parts(inv, &pp)) {
-        views[3] = inv;
-        any = true;
+    auto out_view = [&](bool with_linear, View* res) {
+      View v;
+      if (with_linear) {
+        Shape z = shape(T);
+        z.back() = shape(w.nodes[L2].inputs[0]).back();
+        v = contiguous(z);
+        auto p = perm_of(T);
+        View inv = v;
+        for (size_t k = 0; k < p.size(); ++k) inv.dims[p[k]] = v.dims[k];
+        v = inv;
+        if (!reshape(v, shape(w.nodes[L2].inputs[0]))) return false;
+        for (size_t k = rp.size(); k-- > 0;)
+          if (!reshape(v, shape(w.nodes[rp[k]].inputs[0]))) return false;
+      } else if (X >= 0) {
+        v = contiguous(shape(X));
       } else {
-        X = -1;
+        return false;
       }
+      if (X >= 0) {
+        auto p = perm_of(X);
+        View inv = v;
+        for (size_t k = 0; k < p.size(); ++k) inv.dims[p[k]] = v.dims[k];
+        v = inv;
+        for (size_t k = ochain.size(); k-- > 0;)
+          if (!reshape(v, shape(w.nodes[ochain[k]].inputs[0]))) return false;
+      }
+      if (!reshape(v, oshape)) return false;
+      Parts pp;
+      if (!parts(v, &pp)) return false;
+      *res = v;
+      return true;
+    };
+    bool with_linear = L2 >= 0 && out_view(true, &views[3]);
+    if (!with_linear && !out_view(false, &views[3])) {
+      X = -1;
+      views[3] = contiguous(oshape);
     }
-    if (X < 0) views[3] = contiguous(oshape);
+    if (with_linear || X >= 0) any = true;
     if (!any) continue;
     // One (B, H) split of the leading axes for all four.
     Parts ps[4];
@@ -317,19 +390,34 @@ void fold_attention_views(Work& w, const OptOptions& o, OptStats& st) {
     for (int k = 0; k < 3; ++k)
       for (int64_t x : {av.off[k], av.stride[k][0], av.stride[k][1], av.stride[k][2]}) ok = ok && x % align == 0;
     if (!ok) continue;
-    const Shape out = X >= 0 ? shape(X) : oshape;
+    const Shape out = with_linear ? shape(w.nodes[L2].inputs[0]) : X >= 0 ? shape(X) : oshape;
     av.out_shape.assign(out.begin(), out.end());
     ir::Attrs at = n.attrs;
     ir::set_attention_views(at, av);
     n.attrs = at;
     n.inputs = {bases[0], bases[1], bases[2]};
-    if (X >= 0) {  // the attention now is X: X's readers read it
-      w.shapes[a] = out;
-      for (auto& nd : w.nodes)
-        for (auto& in : nd.inputs)
-          if (in == X) in = a;
+    auto replace = [&](int from, int to) {  // from's readers read `to`
+      for (int v : order)
+        for (auto& in : w.nodes[v].inputs)
+          if (in == from) in = to;
       for (auto& x : w.outputs)
-        if (x == X) x = a;
+        if (x == from) x = to;
+    };
+    w.shapes[a] = out;
+    if (X >= 0) replace(X, a);
+    if (with_linear) {  // the last reshape before T gives T's shape: T's readers read it
+      const int R = rq.back();
+      const Shape ts = shape(T);
+      w.nodes[R].attrs.values["shape"] = std::vector<int64_t>(ts.begin(), ts.end());
+      w.shapes[R] = ts;
+      replace(T, R);
+    }
+    if (sink >= 0) {  // the qkv product on the untransposed rows
+      const int t0 = w.nodes[sink].inputs[0];
+      w.nodes[sink].inputs[0] = w.nodes[t0].inputs[0];
+      Shape ls = shape(w.nodes[t0].inputs[0]);
+      ls.back() = shape(sink).back();
+      w.shapes[sink] = ls;
     }
     st.patterns++;
     folded++;

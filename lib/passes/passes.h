@@ -57,6 +57,10 @@ struct OptOptions {
   // other Vulkan kernels copy through scratch; tests). The CPU reads contiguous operands only.
   // Offsets and strides of q, k, v must be multiples of attention_view_align elements.
   bool attention_views_f16 = false, attention_views_all = false;
+  // With it, the row-wise linear products on either side (ViT's qkv product reading
+  // x.transpose(1, 0), and the out projection whose result is transposed back) run on rows in
+  // the order that makes those two transposes go too.
+  bool attention_views_linear = true;
   int64_t attention_view_align = 1;
 };
 

@@ -109,9 +109,10 @@ class Executor {
   }
   // Whether compiled mode's attention_views pass runs (passes::OptOptions::attention_views_f16
   // / _all: attention reading q, k, v at strides in place of the transposes that feed it);
-  // returns the alignment in elements its offsets and strides need. Off by default (the CPU).
-  virtual int64_t attention_views(bool* f16, bool* all) const {
-    *f16 = *all = false;
+  // returns the alignment in elements its offsets and strides need; `linear`: the linear
+  // products beside the attention are reordered too. Off by default (the CPU).
+  virtual int64_t attention_views(bool* f16, bool* all, bool* linear) const {
+    *f16 = *all = *linear = false;
     return 1;
   }
 
