@@ -1006,7 +1006,8 @@ TEST(VulkanHalf, ConvolutionEpiloguesAgainstReference) {
 }
 
 // Linear layers' consumers folded into the tensor-core product the same way: gelu (erf form)
-// after the first, the residual add after the second (y + x), gelu (tanh form) of a third plus
+// after the first, the residual add after the second (y + x; the product [48, 16] read by the
+// add through a reshape to x's [2, 24, 16], as ViT's out projection), gelu (tanh form) of a third plus
 // nothing else; against a double-precision loop over the 16-bit inputs: the default (the add
 // folded), RLX_VK_EPILOGUE=gelu (the GELUs too) and 0 (nothing folded).
 TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
@@ -1019,8 +1020,10 @@ TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
     {"id": "W3", "op": "param", "shape": [32, 16]}, {"id": "b3", "op": "param", "shape": [32]},
     {"id": "h", "op": "linear", "inputs": ["x", "W1", "b1"]},
     {"id": "g", "op": "gelu", "inputs": ["h"]},
-    {"id": "o", "op": "linear", "inputs": ["g", "W2", "b2"]},
-    {"id": "y", "op": "add", "inputs": ["o", "x"]},
+    {"id": "g2", "op": "reshape", "inputs": ["g"], "attrs": {"shape": [48, 32]}},
+    {"id": "o", "op": "linear", "inputs": ["g2", "W2", "b2"]},
+    {"id": "o3", "op": "reshape", "inputs": ["o"], "attrs": {"shape": [2, 24, 16]}},
+    {"id": "y", "op": "add", "inputs": ["o3", "x"]},
     {"id": "t", "op": "linear", "inputs": ["y", "W3", "b3"]},
     {"id": "z", "op": "gelu", "inputs": ["t"], "attrs": {"approximate": "tanh"}}
   ], "outputs": ["y", "z"]})";
