@@ -134,12 +134,17 @@ bool narrow(View& v, size_t ax, int64_t start, int64_t len, int64_t step) {
 }  // namespace
 
 void fold_attention_views(Work& w, const OptOptions& o, OptStats& st) {
-  std::vector<int> order = live_order(w);
-  std::vector<std::vector<int>> users(w.nodes.size());
-  for (int v : order)
-    for (int u : w.nodes[v].inputs) users[u].push_back(v);
-  std::vector<char> is_out(w.nodes.size(), 0);
-  for (int x : w.outputs) is_out[x] = 1;
+  const std::vector<int> order = live_order(w);
+  std::vector<std::vector<int>> users;
+  std::vector<char> is_out;
+  auto index = [&] {  // live readers of each node (again after each rewrite: it moves readers)
+    users.assign(w.nodes.size(), {});
+    for (int v : live_order(w))
+      for (int u : w.nodes[v].inputs) users[u].push_back(v);
+    is_out.assign(w.nodes.size(), 0);
+    for (int x : w.outputs) is_out[x] = 1;
+  };
+  index();
   const int64_t align = std::max<int64_t>(1, o.attention_view_align);
   int folded = 0;
   auto shape = [&](int i) -> const Shape& { return w.shapes[i]; };
@@ -421,6 +426,7 @@ void fold_attention_views(Work& w, const OptOptions& o, OptStats& st) {
     }
     st.patterns++;
     folded++;
+    index();
   }
   if (folded) st.pattern_kinds += std::string(st.pattern_kinds.empty() ? "" : ", ") + "attention views " + std::to_string(folded);
 }
