@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -28,7 +29,7 @@ struct Dims {
 };
 // block: x = linear(u.transpose(1, 0)) of an input u [B, S, E] (the qkv product), and the
 // output w = (linear(y) as [S, B, E]).transpose(1, 0) + u (the out projection, back to [B, S, E]).
-std::shared_ptr<ir::Graph> vit_attention(const Dims& d, bool block = false) {
+std::shared_ptr<ir::Graph> vit_attention(const Dims& d, bool block = false, const std::string& also_output = "") {
   const int64_t E = d.H * d.D;
   auto s = [](int64_t v) { return std::to_string(v); };
   auto part = [&](const char* id, int k) {
@@ -66,7 +67,8 @@ std::shared_ptr<ir::Graph> vit_attention(const Dims& d, bool block = false) {
     {"id": "pt", "op": "transpose", "inputs": ["pr"], "attrs": {"perm": [1, 0, 2]}},
     {"id": "w", "op": "add", "inputs": ["pt", "u"]})";
   return std::make_shared<ir::Graph>(ir::load_graph_text(R"({"format": "rlx.graph", "version": 1, "nodes": [)" + nodes +
-                                                             R"(], "outputs": )" + (block ? R"(["w"]})" : R"(["y", "z"]})"),
+                                                             R"(], "outputs": )" + (block ? R"(["w")" : R"(["y", "z")") +
+                                                             (also_output.empty() ? "" : ", \"" + also_output + "\"") + "]}",
                                                          "vit_attention.json"));
 }
 
@@ -164,6 +166,27 @@ TEST(AttentionViews, PassFoldsTheCopiesIntoTheAttention) {
       EXPECT_EQ(av.stride[3][2], d.B * E);
       EXPECT_EQ(av.out_shape, (std::vector<int64_t>{d.S, d.B * d.H, d.D}));
     }
+  }
+}
+
+// The whole block at graph level: with the pass on, no transpose or narrow is left; where q's
+// narrow is also a graph output, the qkv product must keep its layout (that narrow reads it), so
+// the transpose before it stays while the rest still folds.
+TEST(AttentionViews, TheProductBeforeKeepsItsLayoutWhereAnotherNodeReadsIt) {
+  const Dims d{5, 2, 2, 8};
+  const int64_t E = d.H * d.D;
+  for (const char* extra : {"", "qn"}) {
+    auto g = vit_attention(d, true, extra);
+    std::map<std::string, Shape> in{{"u", Shape{d.B, d.S, E}}};
+    auto ts = ir::infer_shapes(*g, in);
+    passes::OptOptions on;
+    on.attention_views_all = true;
+    on.attention_view_align = 8;
+    auto og = passes::optimize(*g, ts, on);
+    const bool kept = *extra != 0;
+    EXPECT_EQ(count_op(og, ir::Op::Transpose), kept ? 1 : 0) << extra;
+    EXPECT_EQ(count_op(og, ir::Op::Narrow), kept ? 1 : 0) << extra;
+    EXPECT_EQ(count_op(og, ir::Op::Attention), 1);
   }
 }
 

@@ -277,6 +277,17 @@ void fold_attention_views(Work& w, const OptOptions& o, OptStats& st) {
           mine = mine || (!c.empty() && c.front() == u);
         ok = ok && mine;
       }
+      // and the chains' nodes read by nothing else (they die with the rewrite: none may go on
+      // reading the product in its old shape)
+      for (const auto& c : chains)
+        for (int m : c) {
+          ok = ok && !is_out[m];
+          for (int u : users[m]) {
+            bool inner = u == a;
+            for (const auto& c2 : chains) inner = inner || std::find(c2.begin(), c2.end(), u) != c2.end();
+            ok = ok && inner;
+          }
+        }
       if (ok) {
         Shape ls = shape(w.nodes[t0].inputs[0]);
         ls.back() = shape(L).back();
