@@ -6,7 +6,9 @@
 # ../shared/gpu's .device-vk and this script into DIR of the session's checkout (ignored by git),
 # then on the device: bash DIR/device_targets.sh [vision generate detectors profile] (default all).
 # Also: `viewsab` (ViT-S/16 f16 with RLX_VK_ATTENTION_VIEWS=0, =2 and on, alternating, and its
-# profile with the pass off), `convroutes` (ResNet-50 f16 profiled and benched under each setting of CONVROUTES,
+# profiles with the pass off and at 2), `cm2` (issue 22: matmul_cm2 on 4096^3, ViT-S/16's linears and ResNet-50's 1x1
+# convolutions under each variant of CM2V, bench/cm2_bench.py, then matmul 4096^3 f16/bf16 and the
+# d-4096 decoder block f16 benched under each of CM2B; PyTorch in the same call), `convroutes` (ResNet-50 f16 profiled and benched under each setting of CONVROUTES,
 # default "RLX_VK_CONV=default RLX_VK_EPILOGUE=0 RLX_VK_CONV=rows"), `tests`. Env: PDT=f16
 # profiles f16 only, ROUTES= skips the profile stage's matmul-route benches, PN top kernels.
 # Each profile's full text is copied to $OUT.
@@ -70,6 +72,18 @@ for w in $what; do
         head -1 $W/prof.txt | cut -c1-160
         awk '$1 ~ /^[0-9.]+$/ && NF >= 6 {s[$5] += $1; n[$5]++; t += $1} END {for (o in s) printf "  %-14s %8.3f ms %4d kernels\n", o, s[o], n[o]; printf "  %-14s %8.3f ms\n", "total", t}' $W/prof.txt | sort -k2 -n -r
       done
+      ;;
+    cm2)  # issue 22: the tensor-core matmul, new tile choice against old (RLX_VK_CM2_PICK=old), same call
+      python3 $P/src/bench/cm2_bench.py --rlx $R --work $W/cm2 --variants "${CM2V:-new: old:RLX_VK_CM2_PICK=old}" \
+        --repeat "${CM2R:-5}" --torch
+      for v in ${CM2B:-new old:RLX_VK_CM2_PICK=old}; do  # NAME[:ENV=VAL]; rlx bench medians (wall, device)
+        e=${v#*:}; [[ $e == "$v" ]] && e=""
+        for dt in f16 bf16; do
+          echo "$v matmul 4096^3 $dt (median ms, device ms): $(env $e $R bench $P/src/bench/graphs/matmul_4096.json --input a=random:1 --input b=random:2 --dtype $dt --backends vulkan --modes compiled --reps 20 --format csv 2>/dev/null | tail -1 | cut -d, -f4,13)"
+        done
+        echo "$v decoder block d4096 seq512 f16 (median ms, device ms): $(env $e $R bench $P/src/bench/graphs/decoder_block_4096.json --random-params --input x=random:1 --dtype f16 --backends vulkan --modes compiled --reps 20 --format csv 2>/dev/null | tail -1 | cut -d, -f4,13)"
+      done
+      python3 $P/src/bench/torch_gpu.py --half --reps 20 | grep -E "4096\^3|block"
       ;;
     tests)
       for t in "test_golden --gtest_filter=Cases/Golden.*vulkan*" "test_vulkan --gtest_filter=-VulkanValidation.*" test_vulkan_half; do

@@ -749,6 +749,48 @@ TEST(VulkanHalf, LinearMixedDtypesAndBias) {
   check_matmul(true, 256, 128, 2048, false, true, DType::f16, DType::f16, DType::f16, true, 27);
 }
 
+// matmul_cm2's tile choices (kernels_coopmat.cpp), each forced through the environment: tiles
+// of 128 and 256 invocations, BK 32 and 64, unrolled 2-8 slices, tile-row bands (SWZ 3 over 5
+// tile rows leaves a short last band), the unclamped store of whole tiles off and on, the prefetching loop, and the
+// session-12 choice; shapes with edges in M, N and K next to tile-aligned ones (whole tiles
+// stored unclamped beside clamped edge tiles). On a device without VK_NV_cooperative_matrix2 the
+// settings would change nothing: the other routes are checked once, on the same shapes.
+TEST(VulkanHalf, TensorCoreTileChoicesAgainstReference) {
+  struct Env {
+    const char* name;
+    const char* value;
+  };
+  const std::vector<std::vector<Env>> settings = {
+      {},
+      {{"RLX_VK_CM2_PICK", "old"}},
+      {{"RLX_VK_CM2_FSTORE", "0"}},
+      {{"RLX_VK_CM2", "256x128x256x64"}},
+      {{"RLX_VK_CM2", "256x128x256x32x8x3"}},
+      {{"RLX_VK_CM2", "256x128x128x64x2x2"}},
+      {{"RLX_VK_CM2", "128x64x64x64"}},
+      {{"RLX_VK_CM2", "128x64x128x32x4x3"}},
+      {{"RLX_VK_CM2_SWZ", "3"}},
+      {{"RLX_VK_CM2_PREF", "1"}},
+      {{"RLX_VK_CM2_PREF", "1"}, {"RLX_VK_CM2", "256x128x256x32"}},
+  };
+  // Without NV2 tensor cores (lavapipe) the settings change nothing: the default alone, to keep CI fast.
+  bool cm2 = false;
+  for (const auto& [k, v] : vulkan_devices().at(0).properties) cm2 |= k == "f16 tensor cores (NV2)" && v != "none";
+  for (const auto& set : settings) {
+    if (!cm2 && !set.empty()) continue;
+    std::string trace;
+    for (const auto& e : set) setenv(e.name, e.value, 1), trace += std::string(e.name) + "=" + e.value + " ";
+    SCOPED_TRACE(trace.empty() ? "default" : trace);
+    check_matmul(false, 640, 264, 256, false, false, DType::f16, DType::f16, DType::f16, false, 61);  // 5 x 128 rows
+    check_matmul(false, 200, 300, 136, false, true, DType::bf16, DType::bf16, DType::bf16, false, 62);
+    check_matmul(false, 97, 130, 72, true, false, DType::f16, DType::f16, DType::f16, false, 63);
+    check_matmul(true, 150, 70, 520, false, true, DType::f16, DType::f16, DType::f16, true, 64);
+    check_matmul(true, 256, 512, 64, false, true, DType::bf16, DType::bf16, DType::bf16, true, 65);
+    check_matmul(false, 128, 128, 1088, false, true, DType::f16, DType::f16, DType::f32, false, 66);
+    for (const auto& e : set) unsetenv(e.name);
+  }
+}
+
 // Decode-sized products (M <= 16) read 2-byte weights directly in the gemv kernel.
 TEST(VulkanHalf, DecodeSizedProducts) {
   check_matmul(true, 1, 300, 1000, false, true, DType::bf16, DType::bf16, DType::bf16, true, 41);

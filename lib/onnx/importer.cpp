@@ -86,7 +86,7 @@ std::shared_ptr<const Host> Importer::value_of(size_t k) {
   return h;
 }
 
-void Importer::set_host(size_t k, Shape s, int et, Host h) {
+Val Importer::host_val(Shape s, int et, Host h) {
   if (shape_numel(s) > L_.max_folded_elements) unsupported("a folded constant of shape " + shape_str(s) + " is too large");
   Val v;
   v.shape = std::move(s);
@@ -102,8 +102,9 @@ void Importer::set_host(size_t k, Shape s, int et, Host h) {
     if (et == kInt32) for (auto& x : h.i) x = (int32_t)x;
     if (et == kBool) for (auto& x : h.i) x = x != 0;
   }
+  v.defined = true;
   v.host = std::make_shared<Host>(std::move(h));
-  set_out(k, v);
+  return v;
 }
 
 int Importer::add_leaf(ir::Op op, const std::string& id_base, const Shape& s, DType dt) {

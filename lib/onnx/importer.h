@@ -82,6 +82,23 @@ inline Val init_val(const std::shared_ptr<TensorData>& td) {
 // The values of a host tensor (a given input) as exact host values.
 inline std::vector<int64_t> strides_of(const Shape& s) { return contiguous_strides(s); }
 
+// The block [start, start + len) along `axis` of a host value of shape s (Split's and
+// SplitToSequence's folds of shape vectors).
+inline Host host_slice(const Host& x, const Shape& s, size_t axis, int64_t start, int64_t len) {
+  int64_t outer = 1, inner = 1;
+  for (size_t k = 0; k < axis; ++k) outer *= s[k];
+  for (size_t k = axis + 1; k < s.size(); ++k) inner *= s[k];
+  Host h;
+  h.is_float = x.is_float;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < len * inner; ++j) {
+      const int64_t src = (o * s[axis] + start) * inner + j;
+      if (h.is_float) h.f.push_back(x.f[src]);
+      else h.i.push_back(x.i[src]);
+    }
+  return h;
+}
+
 inline std::shared_ptr<const Host> host_from_tensor(const Tensor& t) {
   auto h = std::make_shared<Host>();
   h->is_float = is_float(t.dtype());
@@ -241,7 +258,9 @@ class Importer {
     v.et = dtype_et(ts_.dtypes[node]);
     set_out(k, v);
   }
-  void set_host(size_t k, Shape s, int et, Host h);
+  void set_host(size_t k, Shape s, int et, Host h) { set_out(k, host_val(std::move(s), et, std::move(h))); }
+  // A value known on the host, its numbers held as the element type et holds them.
+  Val host_val(Shape s, int et, Host h);
 
   std::string fresh(const std::string& base) {
     std::string id = base;

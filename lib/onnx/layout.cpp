@@ -157,31 +157,41 @@ struct Layout : Importer {
     int y = emit("broadcast_to", {reshape(x, a)}, {{"shape", std::vector<int64_t>(b.begin(), b.end())}});
     return set_node(0, emit("reshape", {y}, {{"shape", std::vector<int64_t>(o.begin(), o.end())}}, out_name()));
   }
-  void map_Split() {
-    const NodeDef& n = *cur_;
-    const int64_t opset = m_.opset();
-    int x = node(0);
-    Shape s = shp(x);
-    int a = axis_of(ai("axis", 0), s.size());
+  // Split's pieces along axis a of shape s: `split` (an input from opset 13, an attribute
+  // before), else equal pieces, one per output; checked to cover the axis exactly.
+  std::vector<int64_t> split_parts(const Shape& s, int a) {
     std::vector<int64_t> parts;
-    if (opset >= 13) { if (has_in(1)) parts = need_ints(1, "split"); }
+    if (m_.opset() >= 13) { if (has_in(1)) parts = need_ints(1, "split"); }
     else parts = aints("split").value_or(std::vector<int64_t>{});
-    size_t no = n.outputs.size();
+    const size_t no = cur_->outputs.size();
     if (no == 0) fail("has no outputs; Split needs at least one");
     if (parts.empty()) {
       if (s[a] % (int64_t)no) fail("axis of size " + std::to_string(s[a]) + " does not split evenly into " + std::to_string(no));
       parts.assign(no, s[a] / (int64_t)no);
     }
     if (parts.size() != no) fail("split has " + std::to_string(parts.size()) + " entries for " + std::to_string(no) + " outputs");
+    int64_t sum = 0;
+    for (int64_t p : parts) {
+      if (p < 0) fail("split holds a negative size (" + std::to_string(p) + ")");
+      sum += p;
+    }
+    if (sum != s[a])
+      fail("split sizes sum to " + std::to_string(sum) + ", but axis " + std::to_string(a) + " of the input (shape " + shape_str(s) + ") has " +
+           std::to_string(s[a]));
+    return parts;
+  }
+
+  void map_Split() {
+    const int x = node(0);
+    const Shape s = shp(x);
+    const int a = axis_of(ai("axis", 0), s.size());
+    const std::vector<int64_t> parts = split_parts(s, a);
     int64_t st = 0;
-    for (size_t k = 0; k < no; ++k) {
-      if (parts[k] < 0 || st + parts[k] > s[a]) fail("split sizes exceed the axis");
-      if (!n.outputs[k].empty())
+    for (size_t k = 0; k < parts.size(); ++k) {
+      if (!cur_->outputs[k].empty())
         set_node(k, emit("narrow", {x}, {{"axis", (int64_t)a}, {"start", st}, {"length", parts[k]}}, out_name(k)));
       st += parts[k];
     }
-    if (st != s[a]) fail("split sizes sum to " + std::to_string(st) + ", the axis has " + std::to_string(s[a]));
-    return;
   }
   // A one-element integer node as (base node, constant offset): through reshapes (Unsqueeze,
   // Squeeze, Reshape) and the addition or subtraction of a one-element constant, so that
@@ -410,37 +420,15 @@ struct Layout : Importer {
     auto hx = host(0);
     const Shape& s = x.shape;
     if (s.empty()) fail("cannot split a scalar");
-    int a = axis_of(ai("axis", 0), s.size());
-    std::vector<int64_t> parts;
-    if (m_.opset() >= 13) { if (has_in(1)) parts = need_ints(1, "split"); }
-    else parts = aints("split").value_or(std::vector<int64_t>{});
-    const size_t no = n.outputs.size();
-    if (no == 0) fail("has no outputs; Split needs at least one");
-    if (parts.empty()) {
-      if (s[a] % (int64_t)no) fail("axis of size " + std::to_string(s[a]) + " does not split evenly into " + std::to_string(no));
-      parts.assign(no, s[a] / (int64_t)no);
-    }
-    if (parts.size() != no) fail("split has " + std::to_string(parts.size()) + " entries for " + std::to_string(no) + " outputs");
-    int64_t outer = 1, inner = 1;
-    for (int k = 0; k < a; ++k) outer *= s[k];
-    for (size_t k = a + 1; k < s.size(); ++k) inner *= s[k];
+    const int a = axis_of(ai("axis", 0), s.size());
+    const std::vector<int64_t> parts = split_parts(s, a);
     int64_t st = 0;
-    for (size_t k = 0; k < no; ++k) {
-      if (parts[k] < 0 || st + parts[k] > s[a]) fail("split sizes exceed the axis");
+    for (size_t k = 0; k < parts.size(); ++k) {
       Shape os = s;
       os[a] = parts[k];
-      Host h;
-      h.is_float = hx->is_float;
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t j = 0; j < parts[k] * inner; ++j) {
-          const int64_t src = (o * s[a] + st) * inner + j;
-          if (h.is_float) h.f.push_back(hx->f[src]);
-          else h.i.push_back(hx->i[src]);
-        }
-      if (!n.outputs[k].empty()) set_host(k, os, x.et, h);
+      if (!n.outputs[k].empty()) set_host(k, os, x.et, host_slice(*hx, s, (size_t)a, st, parts[k]));
       st += parts[k];
     }
-    if (st != s[a]) fail("split sizes sum to " + std::to_string(st) + ", the axis has " + std::to_string(s[a]));
     return true;
   }
   bool fold_Tile() {

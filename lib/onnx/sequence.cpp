@@ -135,18 +135,12 @@ struct Sequences : Importer {
     return true;
   }
 
-  // The input cut along `axis`: into pieces of the lengths `split` gives (a scalar: equal pieces,
-  // the last shorter; a 1-D tensor: those lengths), else into slices of one (without the axis
-  // when keepdims is 0).
-  void map_SplitToSequence() {
-    Val& xv = tensor_in(0);
-    const int x = node(0);
-    const Shape s = shp(x);
-    if (s.empty()) fail("the input must have rank >= 1");
-    const int ax = axis_of(ai("axis", 0), s.size());
-    const int64_t L = s[ax];
+  // SplitToSequence cuts its input along `axis` into pieces of the lengths `split` gives (a
+  // scalar: equal pieces, the last shorter; a 1-D tensor: those lengths), else into slices of
+  // one (without the axis when keepdims is 0): the lengths for an axis of L.
+  std::vector<int64_t> split_lengths(int64_t L, bool& squeeze) {
     std::vector<int64_t> lens;
-    bool squeeze = false;
+    squeeze = false;
     if (has_in(1)) {
       auto h = need_host(1, "split");
       if (in(1).shape.empty()) {
@@ -169,25 +163,49 @@ struct Sequences : Importer {
     }
     if (lens.size() > kMaxPieces)
       fail("splits into " + std::to_string(lens.size()) + " tensors, above the limit of " + std::to_string(kMaxPieces));
+    return lens;
+  }
+
+  // The pieces as `narrow` nodes, or, of a value known on the host (repeat_interleave's export
+  // splits its repeats into a sequence that a loop reads one by one as shape arithmetic), as
+  // host values, so shapes computed from the pieces stay known.
+  void split_to_sequence(bool known) {
+    const Val& xv = tensor_in(0);
+    const int et = xv.et;
+    const Shape s = xv.shape;
+    if (s.empty()) fail("the input must have rank >= 1");
+    const int ax = axis_of(ai("axis", 0), s.size());
+    bool squeeze = false;
+    const std::vector<int64_t> lens = split_lengths(s[ax], squeeze);
+    const int x = known ? -1 : node(0);
     std::vector<Val> e;
     int64_t at = 0;
     for (int64_t len : lens) {
-      int piece = narrow(x, ax, at, len);
-      at += len;
-      if (squeeze) {
-        Shape r = s;
-        r.erase(r.begin() + ax);
-        piece = reshape(piece, r);
+      Shape ps = s;
+      ps[ax] = len;
+      if (squeeze) ps.erase(ps.begin() + ax);
+      if (known) {
+        e.push_back(host_val(ps, et, host_slice(*host(0), s, (size_t)ax, at, len)));
+      } else {
+        int piece = narrow(x, ax, at, len);
+        if (squeeze) piece = reshape(piece, ps);
+        Val v;
+        v.defined = true;
+        v.node = piece;
+        v.shape = ps;
+        v.et = et;
+        e.push_back(v);
       }
-      Val v;
-      v.defined = true;
-      v.node = piece;
-      v.shape = shp(piece);
-      v.et = xv.et;
-      e.push_back(v);
+      at += len;
     }
-    set_seq(0, std::move(e), xv.et);
+    set_seq(0, std::move(e), et);
   }
+  bool fold_SplitToSequence() {
+    if (!host(0) || (has_in(1) && !host(1))) return false;
+    split_to_sequence(true);
+    return true;
+  }
+  void map_SplitToSequence() { split_to_sequence(false); }
 
   void map_ConcatFromSequence() {
     std::vector<Val> e = elems(0);
@@ -286,7 +304,7 @@ void sequence_ops(std::vector<OpDef>& t) {
       {"SequenceErase", "", 11, nullptr, fold<&F::fold_SequenceErase>, "folded", "", kPos},
       {"SequenceAt", "", 11, nullptr, fold<&F::fold_SequenceAt>, "folded", "", kPos},
       {"SequenceLength", "", 11, nullptr, fold<&F::fold_SequenceLength>, "folded", "", ""},
-      {"SplitToSequence", "", 11, map<&F::map_SplitToSequence>, nullptr, "narrow (reshape)", "narrow", "split known at specialisation"},
+      {"SplitToSequence", "", 11, map<&F::map_SplitToSequence>, fold<&F::fold_SplitToSequence>, "narrow (reshape)", "narrow", "split known at specialisation"},
       {"ConcatFromSequence", "", 11, map<&F::map_ConcatFromSequence>, nullptr, "concat (reshape)", "concat", "a non-empty sequence"},
       {"SequenceMap", "", 17, map<&F::map_SequenceMap>, nullptr, "the body, imported once per element", "",
        "every sequence input of one length; tensor inputs passed to each call"},

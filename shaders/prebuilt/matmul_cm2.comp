@@ -17,7 +17,9 @@
 // 3 tanh form): the product's consumer folded in (executor.cpp, kernels_conv_gemm.cpp). With SPLIT = 1 work group z multiplies K range [z*kchunk,
 // (z+1)*kchunk) and writes its f32 partial product to y + z*M*N; matmul_splitk sums them.
 // The in-bounds path tells the compiler that rows and offsets are 16-byte aligned (the host
-// checks): without that the H200 ran 4096^3 at 10-67 TFLOP/s instead of 253.
+// checks): without that the H200 ran 4096^3 at 10-67 TFLOP/s instead of 253. SWZ orders the
+// tiles for L2 reuse (below); the host picks tile, unrolling, split and order per product
+// (kernels_coopmat.cpp).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -51,6 +53,9 @@ layout(constant_id = 10) const uint UNROLL = 4;  // K slices per trip of the in-
 layout(constant_id = 11) const uint BATCH = 0;   // 1: z is a batch index (SPLIT 0)
 layout(constant_id = 12) const uint RES = 0;     // 1: + r[same index as y] (SPLIT 0)
 layout(constant_id = 13) const uint ACT = 0;     // 1: ReLU, 2: GELU (erf), 3: GELU (tanh) (SPLIT 0)
+layout(constant_id = 14) const uint SWZ = 0;     // > 0: work groups walk tiles in bands of SWZ tile rows (L2 reuse)
+layout(constant_id = 15) const uint FSTORE = 1;  // 1: whole tiles with aligned rows stored unclamped
+layout(constant_id = 16) const uint PREF = 0;    // 1: load slice k+1 before multiplying slice k (measuring only: slower)
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer A { T a[]; };
@@ -97,7 +102,19 @@ void main() {
     kbeg = z * pc.kchunk;
     kend = min(K, kbeg + pc.kchunk);
   }
-  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+  // The tile. SWZ 0: x walks the tile columns, y the rows, as dispatched (one row of tiles after
+  // another: each tile row reads all of b). SWZ > 0: the dispatch's linear index walks bands of
+  // SWZ tile rows column by column, so that the groups in flight share a's rows and b's columns
+  // in L2 (Triton's "grouped ordering").
+  uint tx = gl_WorkGroupID.x, ty = gl_WorkGroupID.y;
+  if (SWZ != 0u) {
+    const uint gx = gl_NumWorkGroups.x, gy = gl_NumWorkGroups.y;
+    const uint pid = ty * gx + tx, band = pid / (SWZ * gx), first = band * SWZ, rows = min(gy - first, SWZ);
+    const uint r = pid - band * SWZ * gx;
+    ty = first + r % rows;
+    tx = r / rows;
+  }
+  const uint m0 = ty * BM, n0 = tx * BN;
 
   // a as stored: [M, K] (TA 0) or [K, M]; b: [N, K] (TB 1) or [K, N]. kend bounds the K extent
   // (split-K chunks clamp there).
@@ -141,6 +158,31 @@ void main() {
     lb = setTensorLayoutStrideNV(lb, sb & ~7u, 1);
     kk &= ~255u;
     const uint ao = aoff & ~7u, bo = boff & ~7u;
+#define LOAD_AB(MA, MB, K0)                                                                              \
+  if (TA == 0u) coopMatLoadTensorNV(MA, a, ao, sliceTensorLayoutNV(la, m0, BM, K0, BK));                 \
+  else coopMatLoadTensorNV(MA, a, ao, sliceTensorLayoutNV(la, K0, BK, m0, BM), tr);                      \
+  if (TB != 0u) coopMatLoadTensorNV(MB, b, bo, sliceTensorLayoutNV(lb, n0, BN, K0, BK), tr);             \
+  else coopMatLoadTensorNV(MB, b, bo, sliceTensorLayoutNV(lb, K0, BK, n0, BN));
+    if (PREF != 0u && kk < kend) {
+      // Software pipelining by hand: the next slice's loads are issued before this slice's
+      // product, in a second pair of matrices.
+      coopmat<T, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma2;
+      coopmat<T, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb2;
+      LOAD_AB(ma, mb, kk)
+      for (kk += BK; kk + BK <= kend; kk += 2u * BK) {
+        LOAD_AB(ma2, mb2, kk)
+        acc = coopMatMulAdd(ma, mb, acc);
+        if (kk + BK >= kend) {
+          ma = ma2, mb = mb2;
+          kk += BK;
+          break;
+        }
+        LOAD_AB(ma, mb, kk + BK)
+        acc = coopMatMulAdd(ma2, mb2, acc);
+      }
+      acc = coopMatMulAdd(ma, mb, acc);
+      kk = kend;
+    }
     for (; kk + UNROLL * BK <= kend;) {
       [[unroll]] for (uint u = 0u; u < UNROLL; ++u, kk += BK) {
         if (TA == 0u) coopMatLoadTensorNV(ma, a, ao, sliceTensorLayoutNV(la, m0, BM, kk, BK));
@@ -175,14 +217,23 @@ void main() {
     g_rbase = pc.roff + (BATCH != 0u ? z * pc.ybat : 0u);
     coopMatPerElementNV(acc, acc, epilogue);
   }
+  // A whole tile with 16-byte aligned rows is stored unclamped, the alignment spelled out as for
+  // the loads.
+  const uint yal = YDT == 0u || SPLIT != 0u ? 3u : 7u;
+  const bool whole = FSTORE != 0u && m0 + BM <= M && n0 + BN <= N && (N & yal) == 0u && (ybase & yal) == 0u;
+  tensorLayoutNV<2> lyu = createTensorLayoutNV(2);
+  lyu = setTensorLayoutDimensionNV(lyu, M, N);
+  lyu = setTensorLayoutStrideNV(lyu, N & ~yal, 1);
   if (YDT == 0u || SPLIT != 0u) {
-    coopMatStoreTensorNV(acc, y, ybase, sliceTensorLayoutNV(ly, m0, BM, n0, BN));
+    if (whole) coopMatStoreTensorNV(acc, y, ybase & ~yal, sliceTensorLayoutNV(lyu, m0, BM, n0, BN));
+    else coopMatStoreTensorNV(acc, y, ybase, sliceTensorLayoutNV(ly, m0, BM, n0, BN));
   } else {
 #ifdef RLX_BF16
     coopMatPerElementNV(acc, acc, round_bf16);
 #endif
     coopmat<T, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =
         coopmat<T, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
-    coopMatStoreTensorNV(h, yt, ybase, sliceTensorLayoutNV(ly, m0, BM, n0, BN));
+    if (whole) coopMatStoreTensorNV(h, yt, ybase & ~yal, sliceTensorLayoutNV(lyu, m0, BM, n0, BN));
+    else coopMatStoreTensorNV(h, yt, ybase, sliceTensorLayoutNV(ly, m0, BM, n0, BN));
   }
 }

@@ -8,6 +8,8 @@ case), against NumPy:
   * a sequence graph input of tensors of different shapes (--input xs.0=... --input xs.1=...),
     its length folded, its tensors concatenated;
   * a Loop carrying a sequence (unrolled at specialisation) with a trip count given by value;
+  * repeat_interleave as torch.onnx writes it for a dynamic size: known repeats split into a
+    sequence that a loop reads as shape arithmetic (the shape of each Expand stays known);
   * bad use: a missing sequence input, a gap in its numbering, a sequence given as one tensor,
     an out-of-range position, concatenating an empty sequence, a batch job over such a model:
     each exit 2 with a message naming the problem.
@@ -86,6 +88,31 @@ def cases():
         helper.make_node("Loop", ["M", "", "empty"], ["grown"], body=lb),
     ], [vi("M", [], I64)], [seq_vi("grown")], [init("v", v)])
     out.append(("loop_grows_sequence", m, {"M": np.int64(4)}, {f"grown.{j}": v[:j + 1] for j in range(4)}))
+
+    # repeat_interleave as torch.onnx exports it where a size is dynamic: the repeats (known
+    # values) split into a sequence, a loop reading repeat i as shape arithmetic (Concat, Equal,
+    # Where) to Expand row i, the rows concatenated. The shape stays known through the sequence.
+    reps = np.array([1, 3, 2, 2], np.int64)
+    rb = helper.make_graph([
+        helper.make_node("Identity", ["c"], ["c_out"]),
+        helper.make_node("SequenceAt", ["rep_seq", "i"], ["r"]),
+        helper.make_node("SequenceAt", ["row_seq", "i"], ["row"]),
+        helper.make_node("Concat", ["r", "minus1"], ["want"], axis=0),
+        helper.make_node("Equal", ["want", "minus1s"], ["is_m1"]),
+        helper.make_node("Where", ["is_m1", "ones", "want"], ["shape"]),
+        helper.make_node("Expand", ["row", "shape"], ["rows"]),
+        helper.make_node("SequenceInsert", ["s", "rows"], ["s_out"]),
+    ], "stretch", [vi("i", [], I64), vi("c", [], TensorProto.BOOL), seq_vi("s")], [vi("c_out", [], TensorProto.BOOL), seq_vi("s_out")],
+        [init("minus1", np.array([-1], np.int64)), init("minus1s", np.array([-1, -1], np.int64)), init("ones", np.array([1, 1], np.int64))])
+    xr = rng.standard_normal((4, 5)).astype(np.float32)
+    m = model([
+        helper.make_node("SplitToSequence", ["reps", "one"], ["rep_seq"], axis=0),
+        helper.make_node("SplitToSequence", ["x", "one"], ["row_seq"], axis=0),
+        helper.make_node("SequenceEmpty", [], ["empty"], dtype=F),
+        helper.make_node("Loop", ["M", "", "empty"], ["stretched"], body=rb),
+        helper.make_node("ConcatFromSequence", ["stretched"], ["y"], axis=0),
+    ], [vi("x", [4, 5])], [vi("y", None)], [init("reps", reps), init("one", np.int64(1)), init("M", np.int64(4))])
+    out.append(("repeat_interleave_loop", m, {"x": xr}, {"y": np.repeat(xr, reps, axis=0)}))
     return out
 
 

@@ -5,12 +5,15 @@
 // f16 only, built with Debian's glslang). kernels.cpp's shared-memory kernel is the last resort.
 // Each kernel is used only for shapes and types the device lists (DeviceCaps, coopmat_caps.cpp).
 // RLX_VK_COOPMAT=nv|khr|cm2 caps the route (device.cpp); RLX_VK_CM2 and RLX_VK_COOP set tiles
-// and RLX_VK_SPLITK the K split, for tuning (scripts/device_run.sh). Figures: docs/benchmarks.md.
+// and RLX_VK_SPLITK the K split, for tuning (scripts/device_run.sh); RLX_VK_CM2_PICK=old,
+// RLX_VK_CM2_SWZ, RLX_VK_CM2_FSTORE=0 and RLX_VK_CM2_PREF=1 select matmul_cm2 variants for
+// same-call comparisons (bench/cm2_bench.py). Figures: docs/benchmarks.md.
 #include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "backends/vulkan/kernels.h"
 
@@ -40,43 +43,28 @@ void splitk_sum(LowerCtx& L, const MatmulOperands& m, const TensorRef& part, uin
   L.grid(r, cdiv(m.M * m.N, 4), 256);
 }
 
-// matmul_cm2: a BM x BN tile per work group of WG invocations, BK-deep slices.
-bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
-  const DeviceCaps& c = L.caps();
-  const auto& flex = tk == 1 ? c.cm2_f16 : c.cm2_bf16;
-  if (flex.empty()) return false;
-  struct Tile {
-    uint32_t wg, bm, bn, bk, unroll = 4;
-  };
-  // The largest tile that gives about one work group per SM of an H100/H200 (132 SMs; >= 120
-  // groups) without splitting K; else 128x128 tiles (64x64 for M <= 64) with K split until they
-  // do (chunks >= 1024).
-  // Measured on the H200 (docs/benchmarks.md): the d-4096 decoder's gate/up linears (M 512,
-  // N 14336) ran best on 128x256 tiles, q/o (N 4096, K 4096) on unsplit 128x128, k/v (N 1024)
-  // on 128x128 split 4 ways; more groups (two per SM) or deeper splits were slower.
-  std::vector<Tile> tiles = {{256, 128, 256, 64}, {256, 128, 128, 64}, {128, 64, 64, 64}};
-  if (const char* e = std::getenv("RLX_VK_CM2"); e && *e) {
-    Tile t{};
-    t.unroll = 4;
-    int got = std::sscanf(e, "%ux%ux%ux%ux%u", &t.wg, &t.bm, &t.bn, &t.bk, &t.unroll);
-    if (got < 4 || !t.wg || !t.bm || !t.bn || !t.bk || !t.unroll) L.fail("RLX_VK_CM2 must be WGxBMxBNxBK[xUNROLL]");
-    tiles = {t};
-  }
-  auto fits = [&](const Tile& t) {
-    if (t.bm > c.cm2_max_dim || t.bn > c.cm2_max_dim || t.bk > c.cm2_max_dim || t.wg > c.cm2_max_wg ||
-        t.wg > c.max_wg_invocations)
-      return false;
-    for (const auto& f : flex)
-      if (f.wg == t.wg && t.bm % f.mg == 0 && t.bn % f.ng == 0 && t.bk % f.kg == 0) return true;
-    return false;
-  };
-  constexpr uint64_t kGroups = 120;
-  const Tile* pick = nullptr;
-  const Tile* mid = nullptr;  // the 128x128 tile, for split-K
+constexpr uint64_t kGroups = 120;  // about one work group per SM of an H100/H200 (132 SMs)
+
+// matmul_cm2's tile: WG invocations own a BM x BN tile of y and step BK deep (UNROLL slices per
+// trip of the in-bounds loop); SWZ > 0 walks tiles in bands of SWZ tile rows (the shader says how).
+struct Cm2Tile {
+  uint32_t wg, bm, bn, bk, unroll = 4, swz = 0;
+};
+
+// The tile choice of session 12 (RLX_VK_CM2_PICK=old, kept for same-call comparisons): the largest
+// tile that gives about one work group per SM of an H100/H200 (132 SMs; >= 120 groups) without
+// splitting K; else 128x128 tiles (64x64 for M <= 64) with K split until they do (chunks >= 1024).
+// Measured on the H200 (docs/benchmarks.md): the d-4096 decoder's gate/up linears (M 512,
+// N 14336) ran best on 128x256 tiles, q/o (N 4096, K 4096) on unsplit 128x128, k/v (N 1024)
+// on 128x128 split 4 ways; more groups (two per SM) or deeper splits were slower.
+const Cm2Tile* cm2_pick_old(const MatmulOperands& m, const std::vector<Cm2Tile>& tiles,
+                            const std::function<bool(const Cm2Tile&)>& fits) {
+  const Cm2Tile* pick = nullptr;
+  const Cm2Tile* mid = nullptr;  // the 128x128 tile, for split-K
   // A tile mostly past the matrix's edge is skipped while a smaller one remains: ResNet's
   // convolutions as products have N (output channels) 64 or 128, where 128x256 tiles computed
   // 4x or 2x what was kept.
-  auto used = [&](const Tile& t) {
+  auto used = [&](const Cm2Tile& t) {
     return (double)m.N / ((double)cdiv(m.N, t.bn) * t.bn) * ((double)m.M / ((double)cdiv(m.M, t.bm) * t.bm));
   };
   for (const auto& t : tiles) {
@@ -99,8 +87,73 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   if (!pick)  // few rows: the smallest tile that fits
     for (auto it = tiles.rbegin(); it != tiles.rend(); ++it)
       if (!pick && fits(*it)) pick = &*it;
+  return pick;
+}
+
+// Short products (K < 1024: ViT's linears, ResNet's 1x1 convolutions), measured on the H200
+// (docs/benchmarks.md, session 13): 128x256 tiles lost to 128x128 ones on every one (a few
+// K-steps per tile leave the prologue and the store exposed; smaller tiles keep more groups in
+// flight), and 64x64 tiles of 128 invocations won where 128-wide tiles would be mostly past the
+// edge (N = 49 or M = 64) or K <= 128.
+const Cm2Tile* cm2_pick_short(const MatmulOperands& m, const std::vector<Cm2Tile>& tiles,
+                              const std::function<bool(const Cm2Tile&)>& fits) {
+  const Cm2Tile *mid = nullptr, *small = nullptr;
+  for (const auto& t : tiles) {
+    if (!fits(t)) continue;
+    if (!mid && t.bm == 128 && t.bn == 128) mid = &t;
+    if (!small && t.bm == 64 && t.bn == 64) small = &t;
+  }
+  if (!mid || !small) return mid ? mid : small;
+  auto used = [&](const Cm2Tile& t) {
+    return (double)m.N / ((double)cdiv(m.N, t.bn) * t.bn) * ((double)m.M / ((double)cdiv(m.M, t.bm) * t.bm));
+  };
+  return m.K <= 128 || used(*small) > used(*mid) + 0.1 ? small : mid;
+}
+
+// matmul_cm2: a BM x BN tile per work group of WG invocations, BK-deep slices.
+
+bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
+  const DeviceCaps& c = L.caps();
+  const auto& flex = tk == 1 ? c.cm2_f16 : c.cm2_bf16;
+  if (flex.empty()) return false;
+  using Tile = Cm2Tile;
+  std::vector<Tile> tiles = {{256, 128, 256, 64}, {256, 128, 128, 64}, {128, 64, 64, 64}};
+  bool forced = false;
+  if (const char* e = std::getenv("RLX_VK_CM2"); e && *e) {
+    Tile t{};
+    t.unroll = 4;
+    int got = std::sscanf(e, "%ux%ux%ux%ux%ux%u", &t.wg, &t.bm, &t.bn, &t.bk, &t.unroll, &t.swz);
+    if (got < 4 || !t.wg || !t.bm || !t.bn || !t.bk || !t.unroll)
+      L.fail("RLX_VK_CM2 must be WGxBMxBNxBK[xUNROLL[xSWZ]]");
+    tiles = {t};
+    forced = true;
+  }
+  std::function<bool(const Tile&)> fits = [&](const Tile& t) {
+    if (t.bm > c.cm2_max_dim || t.bn > c.cm2_max_dim || t.bk > c.cm2_max_dim || t.wg > c.cm2_max_wg ||
+        t.wg > c.max_wg_invocations)
+      return false;
+    for (const auto& f : flex)
+      if (f.wg == t.wg && t.bm % f.mg == 0 && t.bn % f.ng == 0 && t.bk % f.kg == 0) return true;
+    return false;
+  };
+  const char* pk = std::getenv("RLX_VK_CM2_PICK");
+  const bool old = pk && std::strcmp(pk, "old") == 0;
+  if (pk && *pk && !old) L.fail("RLX_VK_CM2_PICK must be old (or unset)");
+  const Tile* pick = forced || old || m.K >= 1024 ? cm2_pick_old(m, tiles, fits) : cm2_pick_short(m, tiles, fits);
   if (!pick) return false;
-  const Tile t = *pick;
+  Tile t = *pick;
+  // The 128x256 tile over b as [K, N] (a . b, one product): 32-deep slices, 8 per trip, measured
+  // 3-4% faster on 4096^3 in three calls (H200, session 13); over b as [N, K] (linear's weight)
+  // they were 3-6% slower, and batches of convolution products were not measured.
+  if (!forced && !old && t.bm == 128 && t.bn == 256 && t.bk == 64 && !m.ta && !m.tb && m.batch == 1 &&
+      m.K >= 1024)
+    t.bk = 32, t.unroll = 8;
+  if (const char* e = std::getenv("RLX_VK_CM2_SWZ"); e && *e && !forced) t.swz = (uint32_t)std::atoi(e);
+  const char* fst = std::getenv("RLX_VK_CM2_FSTORE");
+  const uint32_t fstore = fst && *fst == '0' ? 0u : 1u;
+  // The prefetching loop: for measuring only (1.8x slower on the H200, docs/benchmarks.md).
+  const char* pf = std::getenv("RLX_VK_CM2_PREF");
+  const uint32_t pref = pf && *pf == '1' ? 1u : 0u;
   uint64_t gx = cdiv(m.N, t.bn), gy = cdiv(m.M, t.bm);
   if (gx > c.max_groups[0] || gy > c.max_groups[1] || (uint64_t)m.batch > c.max_groups[2]) return false;
   if ((uint64_t)m.batch * std::max({m.abat, m.bbat, m.ybat}) > UINT32_MAX) return false;
@@ -122,7 +175,7 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   Dispatch& d = L.add(tk == 1 ? "matmul_cm2.f16" : "matmul_cm2.bf16",
                       {t.wg, t.bm, t.bn, t.bk, m.ta, m.tb, m.bias && !split ? (m.bias_rows ? 2u : 1u) : 0u, biask,
                        split ? 0u : yk, split ? 1u : 0u, t.unroll, m.batch > 1 ? 1u : 0u, m.residual ? 1u : 0u,
-                       m.act});
+                       m.act, t.swz, fstore, pref});
   uint32_t ao = L.read(d, m.A), bo = L.read(d, m.B);
   uint32_t biaso = m.bias && !split ? L.read(d, *m.bias) : (L.bind_dummy(d), 0u);
   uint32_t yo = L.write(d, split ? part : m.y);
