@@ -5,7 +5,8 @@
 # Here: scripts/build.sh && scripts/device_run.sh --pack; copy .device-pack/pack.tgz,
 # ../shared/gpu's .device-vk and this script into DIR of the session's checkout (ignored by git),
 # then on the device: bash DIR/device_targets.sh [vision generate detectors profile] (default all).
-# Also: `cm2` (issue 22: matmul_cm2 on 4096^3, ViT-S/16's linears and ResNet-50's 1x1
+# Also: `viewsab` (ViT-S/16 f16 with RLX_VK_ATTENTION_VIEWS=0, =2 and on, alternating, and its
+# profiles with the pass off and at 2), `cm2` (issue 22: matmul_cm2 on 4096^3, ViT-S/16's linears and ResNet-50's 1x1
 # convolutions under each variant of CM2V, bench/cm2_bench.py, then matmul 4096^3 f16/bf16 and the
 # d-4096 decoder block f16 benched under each of CM2B; PyTorch in the same call), `convroutes` (ResNet-50 f16 profiled and benched under each setting of CONVROUTES,
 # default "RLX_VK_CONV=default RLX_VK_EPILOGUE=0 RLX_VK_CONV=rows"), `tests`. Env: PDT=f16
@@ -55,6 +56,21 @@ for w in $what; do
         head -1 $W/prof.txt | cut -c1-160
         awk '$1 ~ /^[0-9.]+$/ && NF >= 6 {s[$5] += $1; n[$5]++; t += $1} END {for (o in s) printf "  %-14s %8.3f ms %4d kernels\n", o, s[o], n[o]; printf "  %-14s %8.3f ms\n", "total", t}' $W/prof.txt | sort -k2 -n -r
         echo "$v resnet50 f16 bench: $(env $v $R bench $W/resnet50/model.onnx --input image=@$W/resnet50/x.npy --backends vulkan --modes compiled --reps 20 --dtype f16 --format csv 2>/dev/null | tail -1)"
+      done
+      ;;
+    viewsab)  # ViT-S/16 f16 with compiled mode's attention_views pass off (RLX_VK_ATTENTION_VIEWS=0), without the linears' reordering (=2) and on, alternating; then profiles with it off and at 2
+      m=vit_s_16
+      for i in 1 2 3; do
+        for v in 0 2 default; do
+          echo "RLX_VK_ATTENTION_VIEWS=$v $m f16 bench: $(RLX_VK_ATTENTION_VIEWS=$v $R bench $W/$m/model.onnx --input image=@$W/$m/x.npy --backends vulkan --modes compiled --reps 20 --dtype f16 --format csv 2>/dev/null | tail -1)"
+        done
+      done
+      for v in 0 2; do
+        echo "== profile $m batch 32 compiled --dtype f16 RLX_VK_ATTENTION_VIEWS=$v"
+        RLX_VK_ATTENTION_VIEWS=$v timeout 200 $R run $W/$m/model.onnx -i image=@$W/$m/x.npy -b vulkan -m compiled --profile --repeat 3 --dtype f16 2> $W/prof.txt >/dev/null
+        cp $W/prof.txt "$out/prof_${m}_f16_views$v.txt"
+        head -1 $W/prof.txt | cut -c1-160
+        awk '$1 ~ /^[0-9.]+$/ && NF >= 6 {s[$5] += $1; n[$5]++; t += $1} END {for (o in s) printf "  %-14s %8.3f ms %4d kernels\n", o, s[o], n[o]; printf "  %-14s %8.3f ms\n", "total", t}' $W/prof.txt | sort -k2 -n -r
       done
       ;;
     cm2)  # issue 22: the tensor-core matmul, new tile choice against old (RLX_VK_CM2_PICK=old), same call

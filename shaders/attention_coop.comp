@@ -15,7 +15,9 @@
 //   to shared over S; each invocation rescales its row's output columns (registers) and adds
 //   them. The NV extension does not say which lane holds which accumulator element, so the
 //   per-row rescale happens in registers after the shared round trip.
-// q/k/v rows (head dims, offsets) are multiples of 8 halves: the host checks. o and a float
+// q/k/v rows (head dims, offsets, strides) are multiples of 8 halves: the host checks. q, k, v
+// and o are read and written at batch, head and position strides (push constants: in place in
+// the tensors they are views of, attention_views.cpp). o and a float
 // mask may be any storage kind (RLX_LD / RLX_ST); o rounded once on store.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_NV_cooperative_matrix : require
@@ -55,6 +57,9 @@ layout(push_constant) uniform PC {
   uint kchunk, nsplit;
   uint mask_kind;  // 0 none, 1 float (added), 2 bool (0 hides)
   uint causal, split;
+  // element (b, h, s, d) of q/k/v/o at off + b*sb + h*sh + s*ss + d (strides of q, k, v
+  // multiples of 8 halves: the host checks; contiguous: sb = H*S*D, sh = S*D, ss = D)
+  uint qsb, qsh, qss, ksb, ksh, kss, vsb, vsh, vss, osb, osh, oss;
 } pc;
 
 const uint BR = 32, BC = 64, NW = 4, TPR = 4;  // rows, keys per block, subgroups, invocations per row
@@ -80,12 +85,11 @@ void main() {
   uint qb = gl_WorkGroupID.x, kvh = gl_WorkGroupID.y, bi = gl_WorkGroupID.z;
   uint t = gl_LocalInvocationID.x, r = t / TPR, c = t % TPR, w = gl_SubgroupID;
   uint nrows = pc.group * pc.sq;
-  uint row0 = (bi * pc.hq + kvh * pc.group) * pc.sq;
   uint gr = qb * BR + r;
   uint h = kvh * pc.group + gr / pc.sq, qi = gr % pc.sq;
   bool row_ok = gr < nrows;
-  uint kbase = pc.koff + (bi * pc.hkv + kvh) * pc.sk * D;
-  uint vbase = pc.voff + (bi * pc.hkv + kvh) * pc.sk * DV;
+  uint kbase = pc.koff + bi * pc.ksb + kvh * pc.ksh;
+  uint vbase = pc.voff + bi * pc.vsb + kvh * pc.vsh;
   uint mbase = pc.moff + bi * pc.msb + h * pc.msh + qi * pc.msi;
   int shift = int(pc.sk) - int(pc.sq);
 
@@ -99,7 +103,8 @@ void main() {
   // q block, once (rows past the end are zeros)
   for (uint e = t; e < BR * (D / 8u); e += 128u) {
     uint rr = e / (D / 8u), d8 = e % (D / 8u), gi = qb * BR + rr;
-    Qs[rr * QRS + d8] = gi < nrows ? q8[(pc.qoff + (row0 + gi) * D) / 8u + d8] : uvec4(0u);
+    uint qh = kvh * pc.group + gi / pc.sq, qs = gi % pc.sq;
+    Qs[rr * QRS + d8] = gi < nrows ? q8[(pc.qoff + bi * pc.qsb + qh * pc.qsh + qs * pc.qss) / 8u + d8] : uvec4(0u);
   }
 
   float acc[OPT];
@@ -111,7 +116,7 @@ void main() {
   uvec4 kreg[KLD], vreg[VLD];
   [[unroll]] for (uint i = 0u; i < KLD; ++i) {
     uint e = t + 128u * i, kk = e / (D / 8u), d8 = e % (D / 8u);
-    kreg[i] = kk < kend ? k8[(kbase + kk * D) / 8u + d8] : uvec4(0u);
+    kreg[i] = kk < kend ? k8[(kbase + kk * pc.kss) / 8u + d8] : uvec4(0u);
   }
   for (uint kb = 0u; kb < kend; kb += BC) {
     [[unroll]] for (uint i = 0u; i < KLD; ++i) {
@@ -120,7 +125,7 @@ void main() {
     }
     [[unroll]] for (uint i = 0u; i < VLD; ++i) {
       uint e = t + 128u * i, kk = e / (DV / 8u), d8 = e % (DV / 8u), gj = kb + kk;
-      vreg[i] = gj < kend ? v8[(vbase + gj * DV) / 8u + d8] : uvec4(0u);
+      vreg[i] = gj < kend ? v8[(vbase + gj * pc.vss) / 8u + d8] : uvec4(0u);
     }
     barrier();
     {  // S = Q . K^T
@@ -153,7 +158,7 @@ void main() {
     }
     [[unroll]] for (uint i = 0u; i < KLD; ++i) {
       uint e = t + 128u * i, kk = e / (D / 8u), d8 = e % (D / 8u), gj = kb + BC + kk;
-      kreg[i] = gj < kend ? k8[(kbase + gj * D) / 8u + d8] : uvec4(0u);
+      kreg[i] = gj < kend ? k8[(kbase + gj * pc.kss) / 8u + d8] : uvec4(0u);
     }
     // online softmax: this invocation's KPT contiguous keys of row r
     float p[KPT];
@@ -225,6 +230,6 @@ void main() {
   float l = subgroupClusteredAdd(l_run, TPR);
   if (!row_ok) return;
   float inv = l > 0.0 ? 1.0 / l : 0.0;
-  uint obase = pc.ooff + (row0 + gr) * DV;
+  uint obase = pc.ooff + bi * pc.osb + h * pc.osh + qi * pc.oss;
   [[unroll]] for (uint u = 0u; u < OPT; ++u) st_o(obase + c + TPR * u, acc[u] * inv);
 }

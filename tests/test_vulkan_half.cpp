@@ -550,6 +550,76 @@ TEST(VulkanHalf, AttentionOnTensorCores) {
     }
 }
 
+// Attention with `views` (compiled mode's attention_views pass, ir::AttentionViews): q, k, v read
+// at batch, head and position strides in place in larger tensors, o written at strides. Case 1 is
+// ViT's packed product: q, k and v (b, h, s, d) at 8 + s*B*3E + b*3E + {0, E, 2E} + h*D + d of
+// one [8 + S*B*3E] tensor, o at s*B*E + b*E + h*D + d ([S, B, E], the layout the out projection
+// reads). Case 2: Sq != Sk, causal, D != Dv, q its own [Sq, B, H, D] tensor, k and v interleaved
+// in one [Sk, B, H, D + Dv] tensor, o [B, Sq, H, Dv]. Against the double reference over the
+// same elements; the tensor-core kernel (RLX_VK_FLASH_COOP=1, where the device has it; 1e-3 as
+// in AttentionOnTensorCores) and the copies through scratch into the scalar kernels
+// (RLX_VK_FLASH_COOP=0, kernels.cpp's attention_views) both.
+TEST(VulkanHalf, AttentionViewsReadAndWriteAtStrides) {
+  if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
+  ScopedEnv env;
+  struct Case {
+    int64_t B, Hq, Hkv, Sq, Sk, D, Dv;
+    bool causal;
+    int mask;
+  };
+  for (int which = 0; which < 2; ++which) {
+    const DType t = DType::f16;
+    Case c = which == 0 ? Case{2, 3, 3, 70, 70, 64, 64, false, 0} : Case{1, 2, 2, 40, 100, 32, 48, true, 0};
+    const int64_t B = c.B, H = c.Hq, E = H * c.D;
+    ir::AttentionViews av;
+    av.B = B, av.H = H, av.Sq = c.Sq, av.Sk = c.Sk, av.D = c.D, av.Dv = c.Dv;
+    std::vector<int64_t> sizes;  // elements of the q, k, v tensors
+    if (which == 0) {
+      for (int k = 0; k < 3; ++k) {
+        av.off[k] = 8 + k * E;
+        av.stride[k][0] = 3 * E, av.stride[k][1] = c.D, av.stride[k][2] = B * 3 * E;
+      }
+      av.stride[3][0] = E, av.stride[3][1] = c.D, av.stride[3][2] = B * E;
+      av.out_shape = {c.Sq, B, E};
+      sizes = {8 + c.Sq * B * 3 * E, 8 + c.Sq * B * 3 * E, 8 + c.Sq * B * 3 * E};
+    } else {
+      const int64_t W = c.D + c.Dv;
+      av.off[0] = 0, av.stride[0][0] = H * c.D, av.stride[0][1] = c.D, av.stride[0][2] = B * H * c.D;
+      for (int k = 1; k < 3; ++k) {
+        av.off[k] = k == 1 ? 0 : c.D;
+        av.stride[k][0] = H * W, av.stride[k][1] = W, av.stride[k][2] = B * H * W;
+      }
+      av.stride[3][0] = c.Sq * H * c.Dv, av.stride[3][1] = c.Dv, av.stride[3][2] = H * c.Dv;
+      av.out_shape = {B, c.Sq, H, c.Dv};
+      sizes = {c.Sq * B * H * c.D, c.Sk * B * H * W, c.Sk * B * H * W};
+    }
+    Half16 qb = half_rand(t, sizes[0], 51, -1, 1), kb = half_rand(t, sizes[1], 52, -1, 1);
+    Half16 vb = which == 0 ? qb : kb;  // the same tensor
+    if (which == 0) kb = qb;
+    auto idx = [&](int k, int64_t i, int64_t S, int64_t W) {  // flat [B, H, S, W] index -> storage element
+      const int64_t d = i % W, s = i / W % S, h = i / W / S % H, b = i / W / S / H;
+      return (k < 3 ? av.off[k] : 0) + b * av.stride[k][0] + h * av.stride[k][1] + s * av.stride[k][2] + d;
+    };
+    auto want = ref_attention(
+        c, [&](int64_t i) { return qb.at(idx(0, i, c.Sq, c.D)); }, [&](int64_t i) { return kb.at(idx(1, i, c.Sk, c.D)); },
+        [&](int64_t i) { return vb.at(idx(2, i, c.Sk, c.Dv)); }, [](int64_t) { return 0.0; }, [](int64_t) { return 1; });
+    ir::Node n = node(Op::Attention, {{"causal", c.causal}});
+    ir::set_attention_views(n.attrs, av);
+    for (const char* coop : {"1", "0"}) {
+      env.set("RLX_VK_FLASH_COOP", coop);
+      Dev dq = put16({sizes[0]}, t, qb.h, 8), dk = put16({sizes[1]}, t, kb.h, 8);
+      Dev y = out_like(Shape(av.out_shape.begin(), av.out_shape.end()), t, 8);
+      if (which == 0) launch(n, {&dq, &dq, &dq}, y);
+      else launch(n, {&dq, &dk, &dk}, y);
+      auto got = get16(y);
+      std::vector<uint16_t> logical(want.size());
+      for (size_t i = 0; i < want.size(); ++i) logical[i] = got.at(idx(3, (int64_t)i, c.Sq, c.Dv));
+      expect_half_close(t, logical, want, 1e-3,
+                        std::string("attention views case ") + std::to_string(which) + " RLX_VK_FLASH_COOP=" + coop);
+    }
+  }
+}
+
 // Every finite f16 / bf16 value through attention's staging of v: a bool mask shows query i only
 // key i, so its output row is exactly v's row i (p = 1, every other p exactly 0), and rounding it
 // back to the dtype is exact. Covers both kernels (tiled: 1024 rows; small blocks: 32 batches
@@ -986,7 +1056,8 @@ TEST(VulkanHalf, ConvolutionEpiloguesAgainstReference) {
 }
 
 // Linear layers' consumers folded into the tensor-core product the same way: gelu (erf form)
-// after the first, the residual add after the second (y + x), gelu (tanh form) of a third plus
+// after the first, the residual add after the second (y + x; the product [48, 16] read by the
+// add through a reshape to x's [2, 24, 16], as ViT's out projection), gelu (tanh form) of a third plus
 // nothing else; against a double-precision loop over the 16-bit inputs: the default (the add
 // folded), RLX_VK_EPILOGUE=gelu (the GELUs too) and 0 (nothing folded).
 TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
@@ -999,8 +1070,10 @@ TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
     {"id": "W3", "op": "param", "shape": [32, 16]}, {"id": "b3", "op": "param", "shape": [32]},
     {"id": "h", "op": "linear", "inputs": ["x", "W1", "b1"]},
     {"id": "g", "op": "gelu", "inputs": ["h"]},
-    {"id": "o", "op": "linear", "inputs": ["g", "W2", "b2"]},
-    {"id": "y", "op": "add", "inputs": ["o", "x"]},
+    {"id": "g2", "op": "reshape", "inputs": ["g"], "attrs": {"shape": [48, 32]}},
+    {"id": "o", "op": "linear", "inputs": ["g2", "W2", "b2"]},
+    {"id": "o3", "op": "reshape", "inputs": ["o"], "attrs": {"shape": [2, 24, 16]}},
+    {"id": "y", "op": "add", "inputs": ["o3", "x"]},
     {"id": "t", "op": "linear", "inputs": ["y", "W3", "b3"]},
     {"id": "z", "op": "gelu", "inputs": ["t"], "attrs": {"approximate": "tanh"}}
   ], "outputs": ["y", "z"]})";

@@ -90,7 +90,8 @@ std::vector<AttrSpec> attrs_for(Op op) {
       return {opt_int_none("dims"), opt_float("base", 10000.0), opt_bool("traditional", false),
               opt_float("scale", 1.0), opt_int("offset", 0)};
     case Op::ScaledMaskedSoftmax: return {opt_float("scale", 1.0), opt_bool("causal", false)};
-    case Op::Attention: return {opt_float_none("scale"), opt_bool("causal", false)};
+    case Op::Attention:
+      return {opt_float_none("scale"), opt_bool("causal", false), opt_ints_none("views"), opt_ints_none("out_shape")};
     case Op::Mod: return {opt_bool("fmod", false)};
     case Op::BitShift: return {{"direction", AttrType::String, AttrValue{std::string("left")}, false, {"left", "right"}}};
     case Op::ArgMax: case Op::ArgMin:
@@ -219,7 +220,8 @@ OpDoc doc_for(Op op) {
     case Op::Rope: return {"x [..., S, D], offset (i32 scalar)?", "rotary embedding", {{"dims", "D"}}};
     case Op::ScaledMaskedSoftmax:
       return {"scores [..., Tq, Tk]", "softmax of scale·scores with the causal mask", {}};
-    case Op::Attention: return {"q, k, v, mask?", "below", {{"scale", "1/sqrt(D)"}}};
+    case Op::Attention:
+      return {"q, k, v, mask?", "below", {{"scale", "1/sqrt(D)"}, {"views", "none (q, k, v, o contiguous)"}, {"out_shape", "q's with v's head dim"}}};
     case Op::LayerNormVjp: return {"dy, x", "∂ layer_norm (no weight/bias) / ∂x applied to dy", {}};
     case Op::RmsNormVjp: return {"dy, x", "∂ rms_norm (no weight) / ∂x applied to dy", {}};
     case Op::SoftmaxVjp: return {"dy, y", "y · (dy − sum(dy·y, axis))", {}};
@@ -507,6 +509,45 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const Node& n, const Grap
     out[i] = da == 1 ? db : da;
   }
   return out;
+}
+
+int64_t AttentionViews::extent(int k) const {
+  const int64_t S = k == 1 || k == 2 ? Sk : Sq, W = k == 0 || k == 1 ? D : Dv;
+  return (k < 3 ? off[k] : 0) + (B - 1) * stride[k][0] + (H - 1) * stride[k][1] + (S - 1) * stride[k][2] + W;
+}
+
+AttentionViews attention_views(const Attrs& a, std::string* error) {
+  AttentionViews v;
+  const auto& x = a.ints("views");
+  if (x.size() != 21) {
+    *error = "views must hold 21 values (B, H, Sq, Sk, D, Dv, q/k/v offset and strides, o strides), got " +
+             std::to_string(x.size());
+    return v;
+  }
+  v.B = x[0], v.H = x[1], v.Sq = x[2], v.Sk = x[3], v.D = x[4], v.Dv = x[5];
+  for (int k = 0; k < 3; ++k) {
+    v.off[k] = x[6 + 4 * k];
+    for (int j = 0; j < 3; ++j) v.stride[k][j] = x[7 + 4 * k + j];
+  }
+  for (int j = 0; j < 3; ++j) v.stride[3][j] = x[18 + j];
+  if (a.has("out_shape")) v.out_shape = a.ints("out_shape");
+  for (int i = 0; i < 21; ++i)
+    if (x[i] < 0 || x[i] > (int64_t(1) << 40) || (i < 6 && x[i] == 0)) {
+      *error = "views value " + std::to_string(i) + " (" + std::to_string(x[i]) + ") is out of range";
+      return v;
+    }
+  if (!a.has("out_shape")) *error = "views need out_shape";
+  for (auto d : v.out_shape)
+    if (d < 0) *error = "out_shape has a negative dim";
+  return v;
+}
+
+void set_attention_views(Attrs& a, const AttentionViews& v) {
+  std::vector<int64_t> x{v.B, v.H, v.Sq, v.Sk, v.D, v.Dv};
+  for (int k = 0; k < 3; ++k) x.insert(x.end(), {v.off[k], v.stride[k][0], v.stride[k][1], v.stride[k][2]});
+  x.insert(x.end(), {v.stride[3][0], v.stride[3][1], v.stride[3][2]});
+  a.values["views"] = x;
+  a.values["out_shape"] = v.out_shape;
 }
 
 std::vector<SliceAxis> slice_plan(const Attrs& a, const Shape& x, std::string* error) {
@@ -957,6 +998,22 @@ void infer_node(const Graph& g, int idx, TypedShapes& ts) {
       break;
     }
     case Category::Attention: {
+      if (n.attrs.has("views")) {  // q, k, v read in place, o written in its consumer's layout
+        std::string err;
+        const AttentionViews av = attention_views(n.attrs, &err);
+        if (!err.empty()) fail(g, n, err);
+        if (n.inputs.size() == 4) fail(g, n, "views do not take a mask");
+        for (int k = 0; k < 3; ++k) {
+          const char* name = k == 0 ? "q" : k == 1 ? "k" : "v";
+          const int64_t ext = av.extent(k), have = shape_numel(in(k));
+          if (ext > have)
+            fail(g, n, std::string(name) + "'s view reaches element " + std::to_string(ext - 1) + " of " + shape_str(in(k)));
+        }
+        out = Shape(av.out_shape.begin(), av.out_shape.end());
+        if (shape_numel(out) != av.B * av.H * av.Sq * av.Dv || av.extent(3) > shape_numel(out))
+          fail(g, n, "out_shape " + shape_str(out) + " does not hold the output's view");
+        break;
+      }
       const Shape &q = in(0), &k = in(1), &v = in(2);
       size_t r = q.size();
       if (r < 2 || r > 4) fail(g, n, "q must have rank 2, 3 or 4, got " + shape_str(q));
@@ -1243,6 +1300,12 @@ double node_flops(const Graph& g, int idx, const TypedShapes& ts) {
       return spatial_flops(n, ins, ts.shapes[idx]);
     }
     case Category::Attention: {
+      if (n.attrs.has("views")) {
+        std::string err;
+        const AttentionViews av = attention_views(n.attrs, &err);
+        if (!err.empty()) return 0;
+        return (double)av.B * av.H * av.Sq * av.Sk * (2.0 * av.D + 2.0 * av.Dv);
+      }
       const Shape &q = ts.shapes[n.inputs[0]], &k = ts.shapes[n.inputs[1]];
       double Sk = (double)k[k.size() - 2], D = (double)q.back();
       double rows = (double)shape_numel(q) / D;

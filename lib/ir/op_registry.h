@@ -78,6 +78,22 @@ struct SliceAxis {
 };
 std::vector<SliceAxis> slice_plan(const Attrs& a, const Shape& x, std::string* error);
 
+// An attention node's `views` (written by compiled mode's attention_views pass,
+// lib/passes/attention_views.cpp): heads not grouped (Hq = Hkv = H); q, k and v element
+// (b, h, s, d) at off + b*sb + h*sh + s*ss + d in their input's storage; o element (b, h, i, d)
+// at b*sb + h*sh + i*ss + d of the output, whose shape is `out_shape`. The attribute holds
+// B, H, Sq, Sk, D, Dv, then q's off, sb, sh, ss, k's, v's, then o's sb, sh, ss (21 values).
+struct AttentionViews {
+  int64_t B = 0, H = 0, Sq = 0, Sk = 0, D = 0, Dv = 0;
+  int64_t off[3] = {0, 0, 0};
+  int64_t stride[4][3] = {};  // q, k, v, o: batch, head, position
+  std::vector<int64_t> out_shape;
+  // Elements of its storage operand k (0 q, 1 k, 2 v, 3 o) spans from 0: the last one read + 1.
+  int64_t extent(int k) const;
+};
+AttentionViews attention_views(const Attrs& a, std::string* error);
+void set_attention_views(Attrs& a, const AttentionViews& v);
+
 // The quantization parameters of a quantize/dequantize node resolved against its input shape:
 // element i of x uses scale (and zero point) element scale_index(i). Per tensor: one value;
 // per axis: the coordinate along `axis`; blocked: x's coordinates with the `axis` one divided

@@ -223,6 +223,7 @@ OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const Opt
   // Outputs keep their positions; a replaced output reads its replacement.
   for (auto& out : w.outputs) out = resolve(out);
   if (o.patterns) detail::rewrite_patterns(w, o, st);
+  if (o.patterns && (o.attention_views_f16 || o.attention_views_all)) detail::fold_attention_views(w, o, st);
 
   // ---- fusion of elementwise chains ----
   std::vector<int> order = detail::live_order(w);

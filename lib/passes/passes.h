@@ -50,6 +50,18 @@ struct OptOptions {
   // 16-bit attention into f32 scratch, and tensor-core products beat the scalar flash kernel.
   // Per dtype: Vulkan fuses f16 attention on tensor-core devices too, onto attention_coop.comp.
   bool half_attention_f16 = false, half_attention_bf16 = false;
+  // Attention reads q, k and v in place through the transposes, reshapes and narrows that make
+  // them, and writes the layout of the transpose after it (attention_views.cpp: the node's
+  // `views` attribute): on where the backend's attention kernel follows strides (Vulkan's
+  // tensor-core flash attention, f16); _all for every dtype (RLX_VK_ATTENTION_VIEWS=1: the
+  // other Vulkan kernels copy through scratch; tests). The CPU reads contiguous operands only.
+  // Offsets and strides of q, k, v must be multiples of attention_view_align elements.
+  bool attention_views_f16 = false, attention_views_all = false;
+  // With it, the row-wise linear products on either side (ViT's qkv product reading
+  // x.transpose(1, 0), and the out projection whose result is transposed back) run on rows in
+  // the order that makes those two transposes go too.
+  bool attention_views_linear = true;
+  int64_t attention_view_align = 1;
 };
 
 OptimizedGraph optimize(const ir::Graph& g, const ir::TypedShapes& ts, const OptOptions& o = {});

@@ -44,4 +44,8 @@ std::vector<int> live_order(const Work& w);
 // registry's fused ops. Runs on the live graph after CSE/folding/simplification.
 void rewrite_patterns(Work& w, const OptOptions& o, OptStats& st);
 
+// Attention nodes read q, k, v through the transposes, reshapes and narrows that feed them, and
+// write the layout of a transpose that reads them (attention_views.cpp; OptOptions::attention_views_*).
+void fold_attention_views(Work& w, const OptOptions& o, OptStats& st);
+
 }  // namespace rlx::passes::detail

@@ -220,7 +220,10 @@ std::string plan_cache_key(const ir::Graph& g, const std::string& input_signatur
          std::to_string(o.cse) + " fold" + std::to_string(o.fold) + " simplify" + std::to_string(o.simplify) + " patterns" + std::to_string(o.patterns) + " fuse" +
          std::to_string(o.fuse) + " max_fold " + std::to_string(o.max_fold_elements) + " max_fused_inputs " +
          std::to_string(o.max_fused_inputs) + " transposed_linear " + std::to_string(o.transposed_linear) +
-         " integer_gemm " + std::to_string(o.integer_gemm) + " half_attention " + std::to_string(o.half_attention_f16) + std::to_string(o.half_attention_bf16);
+         " integer_gemm " + std::to_string(o.integer_gemm) + " half_attention " + std::to_string(o.half_attention_f16) + std::to_string(o.half_attention_bf16) +
+         " attention_views " + std::to_string(o.attention_views_f16) + std::to_string(o.attention_views_all) +
+         std::to_string(o.attention_views_linear) + ":" +
+         std::to_string(o.attention_view_align);
 }
 
 std::string serialize_plan(const passes::OptimizedGraph& og) {

@@ -107,6 +107,14 @@ class Executor {
     (void)t;
     return false;
   }
+  // Whether compiled mode's attention_views pass runs (passes::OptOptions::attention_views_f16
+  // / _all: attention reading q, k, v at strides in place of the transposes that feed it);
+  // returns the alignment in elements its offsets and strides need; `linear`: the linear
+  // products beside the attention are reordered too. Off by default (the CPU).
+  virtual int64_t attention_views(bool* f16, bool* all, bool* linear) const {
+    *f16 = *all = *linear = false;
+    return 1;
+  }
 
   // Refuses a node this backend has no kernel for in these dtypes (e.g. f64 on Vulkan), by
   // throwing the backend's error naming `where` (the node); called for every node that becomes a

@@ -323,6 +323,8 @@ std::unique_ptr<passes::OptimizedGraph> Session::optimized(const ir::TypedShapes
   oo.integer_gemm = ex_.integer_gemm();
   oo.half_attention_f16 = ex_.half_attention(DType::f16);
   oo.half_attention_bf16 = ex_.half_attention(DType::bf16);
+  oo.attention_view_align =
+      ex_.attention_views(&oo.attention_views_f16, &oo.attention_views_all, &oo.attention_views_linear);
   io::BlobCache* cache = opts_.disk_cache ? io::active_cache() : nullptr;
   if (!cache) return std::make_unique<passes::OptimizedGraph>(passes::optimize(*graph_, ts, oo));
   auto& clog = io::cache_log();

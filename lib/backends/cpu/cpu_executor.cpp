@@ -1001,6 +1001,9 @@ class CpuExecutor : public Executor {
   // computed through f32.
   void check_dtypes(const std::string& where, const ir::Node& n, const std::vector<DType>& inputs,
                     DType output) const override {
+    if (n.op == Op::Attention && n.attrs.has("views"))  // written by the Vulkan plan's attention_views pass
+      throw InputError(where + ": attention with `views` (q, k, v read at strides) runs on Vulkan only; the CPU reads "
+                               "contiguous q, k and v");
     std::vector<DType> all(inputs);
     all.push_back(output);
     bool f64 = false, wide = false;

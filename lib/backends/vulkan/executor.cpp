@@ -371,6 +371,17 @@ class VulkanExecutor final : public Executor {
     if (!dev_.caps.coop_nv && !dev_.caps.coop_khr) return true;
     return flash_attention_shape(dev_.caps, t == DType::f16 ? 1u : t == DType::bf16 ? 2u : 0u) != nullptr;
   }
+  // f16 attention_coop reads q, k, v rows at strides that are multiples of 8 halves (16-byte
+  // loads) and writes o at any strides; RLX_VK_ATTENTION_VIEWS=0 turns the pass off, =1 on for
+  // every dtype (where no kernel reads strides, kernels.cpp copies through scratch: tests), =2 on
+  // without the linear products' reordering (passes::OptOptions::attention_views_linear).
+  int64_t attention_views(bool* f16, bool* all, bool* linear) const override {
+    const char* e = std::getenv("RLX_VK_ATTENTION_VIEWS");
+    *all = e && *e == '1';
+    *linear = !(e && *e == '2');
+    *f16 = !(e && *e == '0') && half_attention(DType::f16) && flash_attention_shape(dev_.caps, 1u) != nullptr;
+    return 8;
+  }
 
   // f64 and the ONNX-only integer widths (i16, u16, u32, u64) have no storage here: they would
   // travel as f32 (rounding f64, and integers beyond 2^24), so a graph holding one is refused

@@ -119,7 +119,7 @@ class Lowering : public LowerCtx {
   void drop_last() override { ds_.pop_back(); }
   void lower_sub(const Kernel& sub) override {
     if (depth_ >= 8) fail("internal: splitting a kernel over bindings did not converge");
-    for (Dispatch& d : Lowering(env_, sub, id_, depth_ + 1).run()) ds_.push_back(std::move(d));
+    for (Dispatch& d : Lowering(env_, sub, id_).run()) ds_.push_back(std::move(d));
   }
 
  private:
@@ -186,6 +186,7 @@ class Lowering : public LowerCtx {
   void embedding();
   void rope();
   void attention();
+  void attention_views();
   void fused();
   // f16/bf16 (2-byte storage) for ops whose shaders read and write f32 only: the 2-byte
   // inputs are widened into f32 scratch, the op runs on f32, and its result is rounded into
@@ -724,7 +725,54 @@ void Lowering::rope() {
   grid(d, x.numel(), 256);
 }
 
+// An attention with `views` (compiled mode's attention_views pass): the tensor-core kernel
+// reads q, k, v and writes o at their strides; elsewhere q, k, v are copied into contiguous f32
+// scratch, the contiguous kernels run on them, and o is copied out to its strides.
+void Lowering::attention_views() {
+  std::string err;
+  const ir::AttentionViews av = ir::attention_views(attrs(), &err);
+  if (!err.empty()) fail(err);
+  if (k_.inputs.size() != 3) fail("attention with views takes no mask");
+  const int64_t B = av.B, H = av.H, Sq = av.Sq, Sk = av.Sk, D = av.D, Dv = av.Dv;
+  const float scale = attrs().has("scale") ? (float)attrs().f("scale") : 1.0f / std::sqrt((float)D);
+  const uint32_t causal = attrs().b("causal") ? 1u : 0u;
+  auto at = [&](int k) {  // operand k from its view's first element
+    TensorRef t = in(k);
+    t.offset += (size_t)av.off[k] * dtype_size(device_storage(env_.dev.caps, t.dtype));
+    t.shape = {av.extent(k) - av.off[k]};
+    return t;
+  };
+  const TensorRef q = at(0), kk = at(1), v = at(2);
+  if (lower_attention_tensor_cores(*this, {q, kk, v, nullptr, out(), B, H, H, Sq, Sk, D, Dv, scale, 0u, causal, 0, 0, 0, 0,
+                                           {{av.stride[0][0], av.stride[0][1], av.stride[0][2]},
+                                            {av.stride[1][0], av.stride[1][1], av.stride[1][2]},
+                                            {av.stride[2][0], av.stride[2][1], av.stride[2][2]},
+                                            {av.stride[3][0], av.stride[3][1], av.stride[3][2]}},
+                                           true}))
+    return;
+  auto box = [&](int k, int64_t S, int64_t W) {
+    TensorRef s = env_.scratch(std::max<int64_t>(1, B * H * S * W));
+    s.shape = {B, H, S, W};
+    strided(k == 0 ? q : k == 1 ? kk : v, 0, {av.stride[k][0], av.stride[k][1], av.stride[k][2], 1}, s, 0,
+            contiguous_strides(s.shape), s.shape, kEwIdentity, 0);
+    return s;
+  };
+  Kernel sub = k_;
+  sub.inputs = {box(0, Sq, D), box(1, Sk, D), box(2, Sk, Dv)};
+  sub.output = env_.scratch(std::max<int64_t>(1, B * H * Sq * Dv));
+  sub.output.shape = {B, H, Sq, Dv};
+  ir::Node plain = *k_.node;  // the contiguous attention over the copies
+  plain.attrs.values.erase("views");
+  plain.attrs.values.erase("out_shape");
+  plain.attrs.values["scale"] = (double)scale;
+  sub.node = &plain;
+  for (Dispatch& d : Lowering(env_, sub, id_).run()) ds_.push_back(std::move(d));
+  strided(sub.output, 0, contiguous_strides(sub.output.shape), out(), 0,
+          {av.stride[3][0], av.stride[3][1], av.stride[3][2], 1}, sub.output.shape, kEwIdentity, 0);
+}
+
 void Lowering::attention() {
+  if (attrs().has("views")) return attention_views();
   const TensorRef &q = in(0), &kk = in(1), &v = in(2);
   size_t r = q.shape.size();
   if (r < 2 || r > 4 || kk.shape.size() != r || v.shape.size() != r) fail("attention needs q, k, v of rank 2, 3 or 4");
@@ -740,7 +788,12 @@ void Lowering::attention() {
   // f16 q/k/v on a device with tensor cores: their flash kernel (kernels_coopmat.cpp)
   if (lower_attention_tensor_cores(*this, {q, kk, v, has_mask ? &in(3) : nullptr, out(), B, Hq, Hkv, Sq, Sk, D, Dv,
                                            scale, mask_kind, attrs().b("causal") ? 1u : 0u, ms[0], ms[1], ms[2],
-                                           ms[3]}))
+                                           ms[3],
+                                           {{Hq * Sq * D, Sq * D, D},
+                                            {Hkv * Sk * D, Sk * D, D},
+                                            {Hkv * Sk * Dv, Sk * Dv, Dv},
+                                            {Hq * Sq * Dv, Sq * Dv, Dv}},
+                                           false}))
     return;
   // Many query rows (prefill): the register-tiled kernel, 64 rows per work group.
   // Else 16 rows per work group; with few work groups (decode) the keys are

@@ -195,7 +195,8 @@ bool lower_matmul_tensor_cores(LowerCtx& L, const MatmulOperands& m);
 // Attention with f16 q, k, v on tensor cores (shaders/attention_coop.comp), same push constants
 // as attention.comp (no key split); false (nothing added) where it does not apply: no
 // VK_NV_cooperative_matrix 16x{8,16}x16 f16 shape, subgroups not of 32, head dims not multiples
-// of 16 or over 128, q/k/v offsets not multiples of 8 halves, fewer than 64 packed query rows
+// of 16 or over 128, q/k/v offsets or strides not multiples of 8 halves, bf16 q/k/v not
+// contiguous (the prebuilt attention_cm1 has no strides), fewer than 64 packed query rows
 // (unless forced), or RLX_VK_FLASH_COOP=0. RLX_VK_FLASH_COOP=1 forces it wherever it can run.
 struct AttentionOperands {
   const TensorRef &q, &k, &v;
@@ -205,6 +206,11 @@ struct AttentionOperands {
   float scale;
   uint32_t mask_kind, causal;
   int64_t msb, msh, msi, msj;
+  // q, k, v, o: batch, head and position strides in elements (element (b, h, s, d) at
+  // b*sb + h*sh + s*ss + d past the tensor's start; ir::AttentionViews). For q and o, h counts
+  // query heads; for k and v, key/value heads.
+  int64_t st[4][3];
+  bool strided;  // not the contiguous layout (a views attention)
 };
 bool lower_attention_tensor_cores(LowerCtx& L, const AttentionOperands& a);
 // The cooperative-matrix shape the tensor-core flash attention uses for 2-byte storage kind `qk`

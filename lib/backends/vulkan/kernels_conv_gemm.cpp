@@ -205,13 +205,17 @@ bool product_epilogue_for(const DeviceCaps& c, const std::vector<Kernel>& ks, si
     }
   }
   if (f.inputs.size() != ins.size()) return false;
+  // The consumer's operands and result all of one shape (no broadcasting) holding the product's
+  // elements in its order: the product's shape, or a reshape of it (ViT's out projection
+  // [S*B, E] read by the residual add as [B, S, E] once attention_views took the transpose).
+  const bool as_product = shape_numel(f.output.shape) == shape_numel(k.output.shape);
   int from_conv = -1;
   for (int q : ins) {
-    if (q >= (int)f.inputs.size() || f.inputs[q].shape != k.output.shape || f.inputs[q].dtype != k.output.dtype)
+    if (q >= (int)f.inputs.size() || f.inputs[q].shape != f.output.shape || f.inputs[q].dtype != k.output.dtype)
       return false;
     if (same(c, f.inputs[q], k.output)) from_conv = q;
   }
-  if (from_conv < 0 || f.output.shape != k.output.shape || f.output.dtype != k.output.dtype) return false;
+  if (from_conv < 0 || !as_product || f.output.dtype != k.output.dtype) return false;
   // Nothing else reads the convolution's result; the consumer's output is none of the
   // convolution's inputs (it is written a kernel earlier), and equals or misses the residual.
   // (The memory plan reuses bytes: a later kernel reads the convolution's value where it reads

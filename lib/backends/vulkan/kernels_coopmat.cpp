@@ -300,6 +300,10 @@ bool lower_attention_tensor_cores(LowerCtx& L, const AttentionOperands& a) {
   const uint64_t qrs = a.D / 8 + 1, vrs = a.Dv / 8 + 1, shared = 16 * (32 * qrs + 64 * std::max(qrs, vrs) + 32 * 9) +
                                                                4 * 32 * std::max<uint64_t>(68, a.Dv + 4);
   if (shared > c.max_shared_bytes) return false;
+  for (int t = 0; t < 4; ++t)
+    for (int j = 0; j < 3; ++j)
+      if (a.st[t][j] < 0 || a.st[t][j] > UINT32_MAX || (t < 3 && a.st[t][j] % 8)) return false;
+  if (qk != 1 && a.strided) return false;  // attention_cm1 (prebuilt) has no strides
   const uint64_t qblocks = cdiv(nrows, 32);
   if (qblocks > c.max_groups[0] || (uint64_t)a.Hkv > c.max_groups[1] || (uint64_t)a.B > c.max_groups[2]) return false;
   const uint32_t mk = a.mask ? storage_kind(c, a.mask->dtype) : 0u, ok = storage_kind(c, a.y.dtype);
@@ -319,6 +323,8 @@ bool lower_attention_tensor_cores(LowerCtx& L, const AttentionOperands& a) {
   d.push = {(uint32_t)a.Sq, (uint32_t)a.Sk, (uint32_t)a.Hq, (uint32_t)(a.Hq / a.Hkv), (uint32_t)a.Hkv, qo, ko, vo,
             mo, oo, f2u(a.scale), (uint32_t)a.msb, (uint32_t)a.msh, (uint32_t)a.msi, (uint32_t)a.msj,
             (uint32_t)a.Sk, 1u, a.mask_kind, a.causal, 0u};
+  for (int t = 0; t < 4; ++t)  // appended: the prebuilt bf16 kernel's 20 words keep their places
+    for (int j = 0; j < 3; ++j) d.push.push_back((uint32_t)a.st[t][j]);
   d.groups[0] = (uint32_t)qblocks;
   d.groups[1] = (uint32_t)a.Hkv;
   d.groups[2] = (uint32_t)a.B;
