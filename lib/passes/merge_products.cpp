@@ -36,7 +36,8 @@ const Tensor* leaf_value(const ir::Graph& g, int i, const std::map<std::string, 
 struct Part {
   int node;
   int64_t n;
-  Tensor b, scales, zero_points;  // zero_points undefined: the default 2^(bits-1)
+  Tensor b, scales, zero_points;  // zero_points: when has_z (else the default 2^(bits-1))
+  bool has_z = false;
 };
 
 // The group: same activation node, k, bits, block size, accuracy level and scale dtype.
@@ -62,7 +63,7 @@ std::optional<Part> part_of(const ir::Graph& g, int i, const std::map<std::strin
   if (!is_float(sdt) || !is_float(s->dtype()) || s->numel() != N * kb) return std::nullopt;
   if (z && (z->dtype() != DType::u8 || g.nodes[nd.inputs[3]].dtype != DType::u8 || z->numel() != N * zcols)) return std::nullopt;
   *key = {nd.inputs[0], K, bits, bs, acc, (int)sdt};
-  Part p{i, N, *b, s->dtype() == sdt ? *s : s->astype(sdt), z ? *z : Tensor()};
+  Part p{i, N, *b, s->dtype() == sdt ? *s : s->astype(sdt), z ? *z : Tensor(), z != nullptr};
   return p;
 }
 
@@ -70,6 +71,7 @@ std::optional<Part> part_of(const ir::Graph& g, int i, const std::map<std::strin
 struct MergedWeights {
   std::vector<std::weak_ptr<const void>> sources;
   Tensor b, scales, zero_points;
+  bool has_z = false;
 };
 
 std::mutex memo_mu;
@@ -80,10 +82,11 @@ std::map<std::string, MergedWeights> memo;
 MergedWeights concat_weights(const std::vector<Part>& parts, int64_t kb, int64_t blob, int64_t zcols, int64_t bits, DType sdt) {
   int64_t total = 0;
   bool any_z = false;
-  for (const auto& p : parts) total += p.n, any_z = any_z || p.zero_points.defined();
+  for (const auto& p : parts) total += p.n, any_z = any_z || p.has_z;
   MergedWeights m;
   m.b = Tensor({total, kb, blob}, DType::u8);
   m.scales = Tensor({total, kb}, sdt);
+  m.has_z = any_z;
   if (any_z) m.zero_points = Tensor({total, zcols}, DType::u8);
   auto* b = static_cast<uint8_t*>(m.b.mutable_raw());
   auto* s = static_cast<uint8_t*>(m.scales.mutable_raw());
@@ -94,7 +97,7 @@ MergedWeights concat_weights(const std::vector<Part>& parts, int64_t kb, int64_t
     std::memcpy(s, p.scales.raw(), p.scales.nbytes()), s += p.scales.nbytes();
     if (z) {
       const size_t zb = (size_t)(p.n * zcols);
-      if (p.zero_points.defined()) std::memcpy(z, p.zero_points.raw(), zb);
+      if (p.has_z) std::memcpy(z, p.zero_points.raw(), zb);
       else std::memset(z, dflt, zb);
       z += zb;
     }
@@ -117,7 +120,7 @@ MergedWeights merged_weights(const std::vector<Part>& parts, int64_t kb, int64_t
   MergedWeights m = concat_weights(parts, kb, blob, zcols, bits, sdt);
   for (const auto& p : parts)
     for (const Tensor* t : {&p.b, &p.scales, &p.zero_points})
-      if (t->defined() && t->numel() > 0) {
+      if (t->numel() > 0) {
         if (!t->keepalive()) return m;  // storage of unknown life: not remembered
         m.sources.push_back(t->keepalive());
       }
@@ -207,7 +210,7 @@ std::shared_ptr<const ir::Graph> merge_sibling_products(const ir::Graph& g, std:
       const char* names[] = {".b", ".scales", ".zero_points"};
       const Tensor* vals[] = {&w.b, &w.scales, &w.zero_points};
       for (int k = 0; k < 3; ++k) {
-        if (!vals[k]->defined()) continue;
+        if (k == 2 && !w.has_z) continue;
         Node leaf;
         leaf.id = fresh_id(id + names[k]);
         leaf.op = Op::Param;
