@@ -12,9 +12,10 @@
 //
 // The session applies it once when it is made (Session's constructor), for graphs without
 // control nodes (their segments are sessions of their own and get it there). The concatenated
-// weights are made once per set of source tensors and remembered for as long as those tensors'
-// storage lives (an entry whose sources are gone is dropped at the next merge) (a model specialised again for another cache length, or a second session over
-// the same params, reuses them): params are never written in place (the CPU reads them in place
+// weights are made once per set of source tensors and remembered while those tensors' storage
+// lives, so that a model specialised again (another cache length) or a second session over the
+// same params reuses them; an entry whose sources are gone is dropped at the next merge. The
+// storage is a valid key because params are never written in place (the CPU reads them in place
 // too). RLX_MERGE_PRODUCTS=0 turns the rewrite off (for A/B measurements).
 #include <map>
 #include <memory>
