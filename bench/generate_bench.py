@@ -33,7 +33,9 @@ For each size it measures:
 
   bench/generate_bench.py --rlx build/apps/rlx/rlx [--sizes small,large] [--weights f32,nbits4] [--steps 64]
       [--threads 2] [--rounds 3] [--work DIR] [--ort-dir DIR] [--modes eager,lazy,compiled] [--rss-steps 512]
-      (a mode written compiled:grow runs with --kv-cache grow: the model specialised for each cache length)
+      (a mode written compiled:grow runs with --kv-cache grow: the model specialised for each cache length;
+      a mode written MODE@NAME=VALUE runs MODE with that environment variable set, for an A/B in the same rounds,
+      e.g. --modes compiled,compiled@RLX_MERGE_PRODUCTS=0; the modes' order alternates between rounds)
 
 Sizes: small d 256, 4 layers, 8 heads (head_dim 32), ffn 1024, vocab 4096;
        large d 2048, 2 layers, 16 heads (head_dim 128), ffn 5632, vocab 4096 (2 layers, not 22:
@@ -103,8 +105,12 @@ def export_nbits4(size, work, f32_head):
 
 
 def rlx_generate(rlx, model, mode, steps, env):
-    """`mode` is eager, lazy or compiled, with the capacity KV cache; MODE:grow passes --kv-cache grow.
-    Returns the summary, each token's ms and the per-token JSON lines."""
+    """`mode` is eager, lazy or compiled, with the capacity KV cache; MODE:grow passes --kv-cache grow;
+    MODE@NAME=VALUE sets that environment variable. Returns the summary, each token's ms and the per-token JSON lines."""
+    mode, _, var = mode.partition("@")
+    if var:
+        name, _, value = var.partition("=")
+        env = dict(env, **{name: value})
     mode, _, cache = mode.partition(":")
     r = subprocess.run([rlx, "generate", model, "--prompt", ",".join(map(str, PROMPT)), "-m", mode, "-n", str(steps), "--json"] +
                        (["--kv-cache", cache] if cache else []),
@@ -205,14 +211,14 @@ def main():
         inloop = []  # per round: (steps, median past, loop ms, steady ms at capacity 64, steady ms over the exact past)
         version = "?"
         bws = []  # per round (4-bit models): gemm_candidates bandwidth's streaming reads
-        for _ in range(a.rounds):
+        for rnd in range(a.rounds):
             if meta:
                 bws.append(bandwidth(a.bandwidth_bin))
             o = ort_loop(a.ort_dir, model, a.steps, kvh, hd, a.threads)
             version = o["version"]
             ort_step = statistics.median(o["step_ms"])
             rows["ort"].append((o["first_token_ms"], ort_step, statistics.median(o["step_ms"][-8:]), o["step_ms"]))
-            for mode in modes:
+            for mode in (modes if rnd % 2 == 0 else modes[::-1]):
                 j, ms, lines = rlx_generate(rlx, model, mode, a.steps, env)
                 step = statistics.median(ms[1:])
                 rows[mode].append((j["first_token_ms"], step, statistics.median(ms[-8:]), ms[1:]))

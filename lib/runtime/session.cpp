@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "io/blob_cache.h"
 #include "ir/op_registry.h"
+#include "passes/merge_products.h"
 #include "runtime/compile_cache.h"
 
 namespace rlx {
@@ -133,6 +134,18 @@ void check_finite(Executor& ex, const TensorRef& t, const ir::Graph& g, const ir
 Session::Session(std::shared_ptr<const ir::Graph> graph, Executor& ex, std::map<std::string, Tensor> params,
                  SessionOptions opts)
     : graph_(std::move(graph)), ex_(ex), opts_(opts), params_(std::move(params)) {
+  // Sibling products over one activation become one (passes/merge_products.h): on the graph
+  // every mode runs, once per session (a graph with control nodes: in its segments' sessions).
+  if (!ControlRunner::has_control(*graph_) && passes::merge_products_enabled()) {
+    passes::MergeStats ms;
+    if (auto merged = passes::merge_sibling_products(*graph_, params_, &ms)) {
+      graph_ = std::move(merged);
+      merge_text_ = fmt::format("merged products: {} into {} (RLX_MERGE_PRODUCTS=0: off)\n", ms.products, ms.groups);
+      std::istringstream lines(ms.text);
+      for (std::string l; std::getline(lines, l);) merge_text_ += "  " + l + "\n";
+      if (opts_.verbose) log() << merge_text_;
+    }
+  }
   if (ControlRunner::has_control(*graph_)) control_ = std::make_unique<ControlRunner>(graph_, ex_, params_, opts_);
 }
 
@@ -506,6 +519,7 @@ std::unique_ptr<Session::Exec> Session::build_exec(Mode mode, const ir::TypedSha
   text << fmt::format("plan ({} mode): {} nodes, {} kernels, arena {:.3f} MiB (without reuse {:.3f} MiB)\n",
                       mode_name(mode), n, kernel_nodes.size(), e->mp.arena_bytes / 1048576.0,
                       e->mp.sum_bytes / 1048576.0);
+  text << merge_text_;
   if (e->opt) {
     const auto& st = e->opt->stats;
     text << fmt::format("optimised: {} -> {} nodes; CSE merged {}, folded {}, simplified {}, scalars merged {}, "

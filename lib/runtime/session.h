@@ -146,6 +146,7 @@ class Session {
   RunStats stats_;
   int compiles_ = 0;
   std::string plan_text_;
+  std::string merge_text_;  // what merge_sibling_products did to the graph (for the plan text)
   // A graph with control nodes (if, loop, scan) runs as segments and host steps (control.h).
   std::unique_ptr<ControlRunner> control_;
   std::vector<Tensor> control_outputs_;  // its last outputs, for feeds (on the host)
