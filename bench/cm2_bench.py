@@ -21,6 +21,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 
 VIT = [("vit_qkv", 6304, 1152, 384), ("vit_proj", 6304, 384, 384), ("vit_fc1", 6304, 1536, 384),
        ("vit_fc2", 6304, 384, 1536)]
@@ -58,19 +59,11 @@ def torch_times(dtypes, reps=20):
     torch.backends.cudnn.benchmark = True
     res = {}
 
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torch_gpu  # CUDA-event medians, as every PyTorch figure of bench/ is taken
+
     def timed(fn):
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            torch.cuda.synchronize()
-            ts.append(a.elapsed_time(b))
-        return sorted(ts)[len(ts) // 2]
+        return torch_gpu.timed(fn, reps)
 
     with torch.inference_mode():
         for dt in dtypes:

@@ -118,6 +118,25 @@ int plan_kernels(const std::string& plan, const std::string& op) {
   return n;
 }
 
+// check(backend, mode, folds) on the CPU and (where a device is found) Vulkan, in every mode, with
+// the pass on (RLX_VK_ATTENTION_VIEWS=1: every dtype) and, on Vulkan, off; `folds` where the
+// plan should keep no copy (Vulkan with the pass on).
+template <class Check>
+void for_each_setting(Check check) {
+  std::vector<std::string> backends{"cpu"};
+  if (test::run_rlx("devices").out.find("vulkan device 0") != std::string::npos) backends.push_back("vulkan");
+  for (const std::string& b : backends)
+    for (const std::string views : {"1", "0"}) {
+      if (b == "cpu" && views == "0") continue;
+      test::ScopedEnv env;
+      env.set("RLX_VK_ATTENTION_VIEWS", views.c_str());
+      for (Mode mode : {Mode::Eager, Mode::Lazy, Mode::Compiled}) {
+        SCOPED_TRACE(b + " " + mode_name(mode) + " RLX_VK_ATTENTION_VIEWS=" + views);
+        check(b, mode, b == "vulkan" && views == "1");
+      }
+    }
+}
+
 int count_op(const passes::OptimizedGraph& og, ir::Op op) {
   int n = 0;
   for (const auto& node : og.graph.nodes) n += node.op == op;
@@ -199,34 +218,23 @@ TEST(AttentionViews, EveryModeAgreesAndTheCopiesLeaveThePlan) {
   auto g = vit_attention(d);
   Tensor x = ramp({d.S, d.B, 3 * d.H * d.D});
   const auto want = reference(d, x);
-  std::vector<std::string> backends{"cpu"};
-  if (test::run_rlx("devices").out.find("vulkan device 0") != std::string::npos) backends.push_back("vulkan");
-  for (const std::string& b : backends)
-    for (const char* views : {"1", "0"}) {
-      if (b == "cpu" && std::string(views) == "0") continue;
-      test::ScopedEnv env;
-      env.set("RLX_VK_ATTENTION_VIEWS", views);
-      for (Mode mode : {Mode::Eager, Mode::Lazy, Mode::Compiled}) {
-        SCOPED_TRACE(b + " " + mode_name(mode) + " RLX_VK_ATTENTION_VIEWS=" + views);
-        auto ex = make_executor(b);
-        Session s(g, *ex, {});
-        s.set_input("x", x);
-        auto out = s.run(mode);
-        ASSERT_EQ(out.size(), 2u);
-        ASSERT_EQ(out[0].shape(), (Shape{d.S * d.B, d.H * d.D}));
-        for (size_t i = 0; i < want.size(); ++i) {
-          ASSERT_NEAR(out[0].data()[i], want[i], 1e-5) << i;
-          ASSERT_NEAR(out[1].data()[i], 2 * want[i], 2e-5) << i;
-        }
-        if (mode != Mode::Compiled) continue;
-        const std::string& plan = s.plan_text();
-        auto kernels = [&](const std::string& op) { return plan_kernels(plan, op); };
-        const bool folds = b == "vulkan" && std::string(views) == "1";
-        EXPECT_EQ(kernels("transpose"), folds ? 0 : 4) << plan;
-        EXPECT_EQ(kernels("narrow"), folds ? 0 : 3) << plan;
-        EXPECT_EQ(kernels("attention"), 1) << plan;
-      }
+  for_each_setting([&](const std::string& b, Mode mode, bool folds) {
+    auto ex = make_executor(b);
+    Session s(g, *ex, {});
+    s.set_input("x", x);
+    auto out = s.run(mode);
+    ASSERT_EQ(out.size(), 2u);
+    ASSERT_EQ(out[0].shape(), (Shape{d.S * d.B, d.H * d.D}));
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(out[0].data()[i], want[i], 1e-5) << i;
+      ASSERT_NEAR(out[1].data()[i], 2 * want[i], 2e-5) << i;
     }
+    if (mode != Mode::Compiled) return;
+    const std::string& plan = s.plan_text();
+    EXPECT_EQ(plan_kernels(plan, "transpose"), folds ? 0 : 4) << plan;
+    EXPECT_EQ(plan_kernels(plan, "narrow"), folds ? 0 : 3) << plan;
+    EXPECT_EQ(plan_kernels(plan, "attention"), 1) << plan;
+  });
 }
 
 // ViT's whole attention block: the qkv product reads u.transpose(1, 0) and the out projection's
@@ -261,31 +269,21 @@ TEST(AttentionViews, TheProductsBesideTheAttentionTakeTheTransposes) {
         for (int64_t e = 0; e < E; ++e) acc += y[(si * d.B + b) * E + e] * wo.data()[j * E + e];
         want[(b * d.S + si) * E + j] = acc + u.data()[(b * d.S + si) * E + j];
       }
-  std::vector<std::string> backends{"cpu"};
-  if (test::run_rlx("devices").out.find("vulkan device 0") != std::string::npos) backends.push_back("vulkan");
-  for (const std::string& b : backends)
-    for (const char* views : {"1", "0"}) {
-      if (b == "cpu" && std::string(views) == "0") continue;
-      test::ScopedEnv env;
-      env.set("RLX_VK_ATTENTION_VIEWS", views);
-      for (Mode mode : {Mode::Eager, Mode::Lazy, Mode::Compiled}) {
-        SCOPED_TRACE(b + " " + mode_name(mode) + " RLX_VK_ATTENTION_VIEWS=" + views);
-        auto ex = make_executor(b);
-        Session s(g, *ex, {{"wi", wi}, {"bi", bi}, {"wo", wo}, {"bo", bo}});
-        s.set_input("u", u);
-        auto out = s.run(mode);
-        ASSERT_EQ(out.size(), 1u);
-        ASSERT_EQ(out[0].shape(), (Shape{d.B, d.S, E}));
-        for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(out[0].data()[i], want[i], 1e-4) << i;
-        if (mode != Mode::Compiled) continue;
-        const std::string& plan = s.plan_text();
-        const bool folds = b == "vulkan" && std::string(views) == "1";
-        EXPECT_EQ(plan_kernels(plan, "transpose"), folds ? 0 : 6) << plan;
-        EXPECT_EQ(plan_kernels(plan, "narrow"), folds ? 0 : 3) << plan;
-        EXPECT_EQ(plan_kernels(plan, "attention"), 1) << plan;
-        EXPECT_EQ(plan_kernels(plan, "linear"), 2) << plan;
-      }
-    }
+  for_each_setting([&](const std::string& b, Mode mode, bool folds) {
+    auto ex = make_executor(b);
+    Session s(g, *ex, {{"wi", wi}, {"bi", bi}, {"wo", wo}, {"bo", bo}});
+    s.set_input("u", u);
+    auto out = s.run(mode);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].shape(), (Shape{d.B, d.S, E}));
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(out[0].data()[i], want[i], 1e-4) << i;
+    if (mode != Mode::Compiled) return;
+    const std::string& plan = s.plan_text();
+    EXPECT_EQ(plan_kernels(plan, "transpose"), folds ? 0 : 6) << plan;
+    EXPECT_EQ(plan_kernels(plan, "narrow"), folds ? 0 : 3) << plan;
+    EXPECT_EQ(plan_kernels(plan, "attention"), 1) << plan;
+    EXPECT_EQ(plan_kernels(plan, "linear"), 2) << plan;
+  });
 }
 
 }  // namespace
