@@ -287,3 +287,47 @@ TEST(AttentionViews, TheProductsBesideTheAttentionTakeTheTransposes) {
 }
 
 }  // namespace
+
+namespace {
+
+// An attention node carrying `views` (as compiled mode writes it for Vulkan; a graph file cannot:
+// the attribute has more entries than a file's integer lists may hold) runs on every backend: q,
+// k and v read in place from x [S, B, 3E], o written as [S, B*H, D] (the CPU gathers the views;
+// Vulkan reads them, or copies through scratch where no kernel reads strides), in every mode,
+// against the same loop.
+TEST(AttentionViews, AnAttentionWithViewsRunsOnEveryBackend) {
+  const Dims d{6, 2, 2, 8};
+  const int64_t E = d.H * d.D;
+  auto s = [](int64_t v) { return std::to_string(v); };
+  auto g = std::make_shared<ir::Graph>(ir::load_graph_text(
+      R"({"format": "rlx.graph", "version": 1, "nodes": [
+    {"id": "x", "op": "input", "shape": [)" + s(d.S) + ", " + s(d.B) + ", " + s(3 * E) + R"(]},
+    {"id": "a", "op": "attention", "inputs": ["x", "x", "x"]}], "outputs": ["a"]})",
+      "views.json"));
+  ir::AttentionViews av;
+  av.B = d.B, av.H = d.H, av.Sq = av.Sk = d.S, av.D = av.Dv = d.D;
+  for (int k = 0; k < 3; ++k) {
+    av.off[k] = k * E;
+    av.stride[k][0] = 3 * E, av.stride[k][1] = d.D, av.stride[k][2] = d.B * 3 * E;
+  }
+  av.stride[3][0] = E, av.stride[3][1] = d.D, av.stride[3][2] = d.B * E;
+  av.out_shape = {d.S, d.B * d.H, d.D};
+  ir::set_attention_views(g->nodes[g->index.at("a")].attrs, av);
+  Tensor x = ramp({d.S, d.B, 3 * E});
+  const auto want = reference(d, x);
+  std::vector<std::string> backends{"cpu"};
+  if (test::run_rlx("devices").out.find("vulkan device 0") != std::string::npos) backends.push_back("vulkan");
+  for (const std::string& b : backends)
+    for (Mode mode : {Mode::Eager, Mode::Lazy, Mode::Compiled}) {
+      SCOPED_TRACE(b + " " + mode_name(mode));
+      auto ex = make_executor(b);
+      Session sess(g, *ex, {});
+      sess.set_input("x", x);
+      auto out = sess.run(mode);
+      ASSERT_EQ(out.size(), 1u);
+      ASSERT_EQ(out[0].shape(), (Shape{d.S, d.B * d.H, d.D}));
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(out[0].data()[i], want[i], 1e-5) << i;
+    }
+}
+
+}  // namespace

@@ -820,6 +820,51 @@ void run_attention(const Kernel& k) {
   });
 }
 
+// An attention whose q, k and v are views into larger tensors and whose o is written at strides
+// (the `views` attribute, docs/graph-format.md; compiled mode writes it for Vulkan's plans, a
+// graph file may carry it): the views are gathered into contiguous [B, H, S, D] copies, the
+// attention runs on them, and its rows are written where `views` puts them. Elements move as
+// they are stored (an f32 copy of the dtype adapter, or the tensor's own dtype).
+void run_attention_views(const Kernel& k) {
+  std::string err;
+  const ir::AttentionViews av = ir::attention_views(k.node->attrs, &err);
+  if (!err.empty()) throw InputError(k.label + ": " + err);
+  const int64_t B = av.B, H = av.H;
+  auto elem = [](const TensorRef& t) { return dtype_size(cpu::stored_dtype(t)); };
+  std::vector<std::unique_ptr<CpuBuffer>> keep;
+  auto box = [&](const TensorRef& like, int64_t S, int64_t W) {
+    keep.push_back(std::make_unique<CpuBuffer>((size_t)std::max<int64_t>(1, B * H * S * W) * elem(like),
+                                               static_cast<const CpuBuffer*>(like.buf)->f32_view));
+    return TensorRef{keep.back().get(), 0, {B, H, S, W}, like.dtype};
+  };
+  // Row (b, h, s) of W elements between a view (offset, strides) and a contiguous box.
+  auto rows = [&](const TensorRef& view, int64_t off, const int64_t* st, const TensorRef& cont, int64_t S, int64_t W, bool gather) {
+    const size_t es = elem(view), row = (size_t)W * es;
+    uint8_t *v = bytes(view), *c = bytes(cont);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t s = 0; s < S; ++s) {
+          uint8_t* at = v + (size_t)(off + b * st[0] + h * st[1] + s * st[2]) * es;
+          uint8_t* ct = c + (size_t)((b * H + h) * S + s) * row;
+          if (gather) std::memcpy(ct, at, row);
+          else std::memcpy(at, ct, row);
+        }
+  };
+  Kernel sub = k;
+  const int64_t S[3] = {av.Sq, av.Sk, av.Sk}, W[3] = {av.D, av.D, av.Dv};
+  for (int i = 0; i < 3; ++i) {
+    sub.inputs[i] = box(k.inputs[i], S[i], W[i]);
+    rows(k.inputs[i], av.off[i], av.stride[i], sub.inputs[i], S[i], W[i], true);
+  }
+  sub.output = box(k.output, av.Sq, av.Dv);
+  ir::Node plain = *k.node;  // the contiguous attention over the copies
+  plain.attrs.values.erase("views");
+  plain.attrs.values.erase("out_shape");
+  sub.node = &plain;
+  run_attention(sub);
+  rows(k.output, 0, av.stride[3], sub.output, av.Sq, av.Dv, false);
+}
+
 // ---------------- dispatch ----------------
 void run_node(const Kernel& k) {
   if (cpu::run_quant_op(k)) return;
@@ -834,7 +879,7 @@ void run_node(const Kernel& k) {
     case ir::Category::Matmul: (k.node->op == Op::Linear ? run_linear : run_matmul)(k); return;
     case ir::Category::Gather: run_embedding(k); return;
     case ir::Category::Rope: run_rope(k); return;
-    case ir::Category::Attention: run_attention(k); return;
+    case ir::Category::Attention: k.node->attrs.has("views") ? run_attention_views(k) : run_attention(k); return;
     case ir::Category::Spatial: cpu::run_spatial(k, ptr); return;
     case ir::Category::Row:
       switch (k.node->op) {
@@ -1001,9 +1046,6 @@ class CpuExecutor : public Executor {
   // computed through f32.
   void check_dtypes(const std::string& where, const ir::Node& n, const std::vector<DType>& inputs,
                     DType output) const override {
-    if (n.op == Op::Attention && n.attrs.has("views"))  // written by the Vulkan plan's attention_views pass
-      throw InputError(where + ": attention with `views` (q, k, v read at strides) runs on Vulkan only; the CPU reads "
-                               "contiguous q, k and v");
     std::vector<DType> all(inputs);
     all.push_back(output);
     bool f64 = false, wide = false;
