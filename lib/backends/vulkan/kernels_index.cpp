@@ -32,6 +32,18 @@ void check_u32(LowerCtx& L, int64_t n) {
   if (n >= ((int64_t)1 << 32)) L.fail("a tensor of " + std::to_string(n) + " elements is too large for 32-bit indexing");
 }
 
+// llvmpipe (lavapipe, a device that JITs shaders for the host) ends a shader invocation's loops
+// after about 65535 iterations in all (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS), silently: a kernel whose
+// invocation walks more elements than that one by one would give a wrong result there, so it is
+// refused with the reason instead. GPUs have no such limit.
+void check_loop(LowerCtx& L, int64_t iterations, const char* what) {
+  constexpr int64_t kLimit = 65536;  // 65536 measured correct there, 65600 not
+  if (L.caps().cpu && iterations > kLimit)
+    L.fail(std::string(what) + " walks " + std::to_string(iterations) + " elements in one shader invocation, and " +
+           L.caps().name + " (a CPU Vulkan device: llvmpipe) ends a shader's loops after about " + std::to_string(kLimit) +
+           " iterations, which would give a wrong result; run this model on the CPU backend (-b cpu) or a GPU");
+}
+
 // min (OP 0) / prod (OP 1) over axes: one invocation per output.
 void min_prod(LowerCtx& L) {
   const Kernel& k = L.kernel();
@@ -42,6 +54,7 @@ void min_prod(LowerCtx& L) {
   int64_t nout = k.output.numel(), nred = shape_numel(Shape(rd.begin(), rd.end()));
   if (nout == 0) return;
   check_u32(L, x.numel());
+  check_loop(L, nred, k.node->op == Op::Min ? "min over axes" : "prod over axes");
   Dispatch& d = L.add("reduce_ext", {(uint32_t)kd.size(), (uint32_t)rd.size(), k.node->op == Op::Min ? 0u : 1u});
   uint32_t xo = L.read(d, x), yo = L.write(d, k.output);
   d.push = {(uint32_t)nout, (uint32_t)nred, xo, yo};
@@ -90,6 +103,8 @@ void axis_op(LowerCtx& L, uint32_t op) {
   }
   if (lines == 0 || k.output.numel() == 0) return;
   check_u32(L, x.numel());
+  static const char* const kNames[] = {"argmax", "argmin", "cumsum", "topk"};
+  check_loop(L, v.len, kNames[op]);
   Dispatch& d = L.add("axis_op", {op});
   uint32_t xo = L.read(d, x), yo = L.write(d, k.output);
   d.push = {(uint32_t)lines, (uint32_t)v.len, (uint32_t)v.inner, (uint32_t)K, xo, yo, flags};
