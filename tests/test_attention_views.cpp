@@ -123,9 +123,7 @@ int plan_kernels(const std::string& plan, const std::string& op) {
 // plan should keep no copy (Vulkan with the pass on).
 template <class Check>
 void for_each_setting(Check check) {
-  std::vector<std::string> backends{"cpu"};
-  if (test::run_rlx("devices").out.find("vulkan device 0") != std::string::npos) backends.push_back("vulkan");
-  for (const std::string& b : backends)
+  for (const std::string& b : test::built_backends())
     for (const std::string views : {"1", "0"}) {
       if (b == "cpu" && views == "0") continue;
       test::ScopedEnv env;
@@ -315,9 +313,7 @@ TEST(AttentionViews, AnAttentionWithViewsRunsOnEveryBackend) {
   ir::set_attention_views(g->nodes[g->index.at("a")].attrs, av);
   Tensor x = ramp({d.S, d.B, 3 * E});
   const auto want = reference(d, x);
-  std::vector<std::string> backends{"cpu"};
-  if (test::run_rlx("devices").out.find("vulkan device 0") != std::string::npos) backends.push_back("vulkan");
-  for (const std::string& b : backends)
+  for (const std::string& b : test::built_backends())
     for (Mode mode : {Mode::Eager, Mode::Lazy, Mode::Compiled}) {
       SCOPED_TRACE(b + " " + mode_name(mode));
       auto ex = make_executor(b);

@@ -353,9 +353,7 @@ TEST(Views, ContiguousNarrowsAreViewsAndAgree) {
                       R"(["qk", "q", "m", "c", "w"])");
   Tensor x = ramp({3, 4, 40}), u = ramp({5, 3}, 0.02f);
   auto X = [&](int64_t a, int64_t b, int64_t c) { return (double)x.data()[(a * 4 + b) * 40 + c]; };
-  std::vector<std::string> backends{"cpu"};
-  if (test::run_rlx("devices").out.find("vulkan device 0") != std::string::npos) backends.push_back("vulkan");
-  for (const std::string& b : backends)
+  for (const std::string& b : test::built_backends())
     for (Mode mode : {Mode::Eager, Mode::Lazy, Mode::Compiled}) {
       SCOPED_TRACE(b + " " + mode_name(mode));
       auto ex = make_executor(b);

@@ -36,6 +36,13 @@ inline ProcResult run_rlx(const std::string& args, const std::string& env = "") 
   return r;
 }
 
+// The CPU, and Vulkan where this rlx has a device (the sanitizer build has none).
+inline std::vector<std::string> built_backends() {
+  std::vector<std::string> backends{"cpu"};
+  if (run_rlx("devices").out.find("vulkan device 0") != std::string::npos) backends.push_back("vulkan");
+  return backends;
+}
+
 struct GoldenCase {
   std::string name, dir, graph;
   std::vector<std::string> params;
