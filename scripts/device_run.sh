@@ -28,7 +28,11 @@ if [[ "${1:-}" == "--pack" ]]; then
   trap 'rm -rf "$tmp"' EXIT
   mkdir -p "$tmp/lib" "$tmp/src"
   B=${BUILD_DIR:-build}  # the build to pack
+  # PACK_EXTRA_TESTS: more test binaries whose Vulkan parts should run on the GPU (each adds
+  # ~4.7 MB, and the carry with the checkout's files must stay under 64 MiB: one fits), e.g.
+  # PACK_EXTRA_TESTS=test_attention_views
   cp "$B/apps/rlx/rlx" "$B/tests/test_golden" "$B/tests/test_vulkan" "$B/tests/test_vulkan_half" "$tmp/"
+  for t in ${PACK_EXTRA_TESTS:-}; do cp "$B/tests/$t" "$tmp/" || exit 2; done
   strip "$tmp"/rlx "$tmp"/test_*
   for b in "$tmp"/rlx "$tmp"/test_*; do
     ldd "$b" | awk '/=> \// {print $3}' | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux|libgcc_s|libstdc\+\+)\.' | xargs -r cp -Lu -t "$tmp/lib"

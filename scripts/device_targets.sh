@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issues 30 and 31 on the lent GPU: bench/gpu_targets.py (ResNet-50 / ViT-S/16 at batch 32,
 # the d-2048 decoder's generate loop and a decode step's profile, the detectors) with rlx's
-# per-kernel profiles of ResNet-50 and ViT-S/16; `tests` runs the Vulkan goldens and unit tests.
+# per-kernel profiles of ResNet-50 and ViT-S/16; `tests` runs the Vulkan goldens and unit tests
+# (and any test binary that --pack's PACK_EXTRA_TESTS added).
 # Here: scripts/build.sh && scripts/device_run.sh --pack; copy .device-pack/pack.tgz,
 # ../shared/gpu's .device-vk and this script into DIR of the session's checkout (ignored by git),
 # then on the device: bash DIR/device_targets.sh [vision generate detectors profile] (default all).
@@ -88,6 +89,10 @@ for w in $what; do
     tests)
       for t in "test_golden --gtest_filter=Cases/Golden.*vulkan*" "test_vulkan --gtest_filter=-VulkanValidation.*" test_vulkan_half; do
         echo "$t: $(timeout 300 $P/$t --gtest_brief=1 2>&1 | grep -E 'tests ran|PASSED|FAILED' | tr '\n' ' ')"
+      done
+      for t in "$P"/test_*; do  # what --pack's PACK_EXTRA_TESTS added
+        case ${t##*/} in test_golden|test_vulkan|test_vulkan_half) continue ;; esac
+        echo "${t##*/}: $(timeout 300 $t --gtest_brief=1 2>&1 | grep -E 'tests ran|PASSED|FAILED|Failure' | tr '\n' ' ')"
       done
       ;;
     *) timeout ${TL:-400} python3 $P/src/bench/gpu_targets.py --rlx $R --work $W --out "$out" $w ;;
