@@ -885,7 +885,8 @@ TEST(VulkanHalf, TransposeMovesBitsUnchanged) {
 // Cases: 3x3 stride 1 and 2 padded, 7x7 stride 2 pad 3 on 3 channels, 1x1 stride 2, odd channel
 // counts (K not a multiple of the product's 32-deep slices), M over one 128-row tile and not a
 // multiple of it, batches of 1 to 4, K = 2304 over 7x7 outputs (the folded product split over K,
-// its partials summed by conv_fold_out).
+// its partials summed by conv_fold_out; for one image, the product with its bias per row, which
+// matmul_cm2 split and then added the bias per column).
 TEST(VulkanHalf, Conv2dThroughTheProduct) {
   if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";
   struct Case { int64_t N, C, H, W, M, k, s, p; bool bias = true; };
@@ -898,7 +899,7 @@ TEST(VulkanHalf, Conv2dThroughTheProduct) {
                    Case{2, 16, 7, 7, 20, 1, 1, 0, false}, Case{4, 8, 16, 16, 264, 3, 2, 1},
                    Case{2, 67, 10, 9, 33, 3, 1, 1}, Case{2, 64, 7, 9, 130, 3, 1, 1, false},
                    Case{2, 16, 24, 24, 64, 3, 1, 1}, Case{2, 35, 13, 11, 129, 3, 2, 1},
-                   Case{2, 256, 7, 7, 72, 3, 1, 1}}) {
+                   Case{2, 256, 7, 7, 72, 3, 1, 1}, Case{1, 256, 7, 7, 72, 3, 1, 1}}) {
       if (*route) setenv("RLX_VK_CONV", route, 1);
       else unsetenv("RLX_VK_CONV");
       SCOPED_TRACE(std::string(dtype_name(t)) + " route '" + route + "' N" + std::to_string(c.N) + " C" +

@@ -176,9 +176,10 @@ struct MatmulOperands {
   // dtype and layout (its product z at residual + z*ybat); act as ProductEpilogue::act.
   const TensorRef* residual = nullptr;
   uint32_t act = 0;
-  // Where set (matmul_cm2 only, y f32, no bias): a product split over K leaves its f32 partials
-  // [*nsplit, M, N] in *partials for the caller to sum (kernels_conv_fold.cpp sums them into its
-  // NCHW output) instead of adding matmul_splitk; unsplit, y holds the product and *nsplit is 1.
+  // Where set (matmul_cm2 only, no residual or act): a product split over K leaves its f32
+  // partials [*nsplit, M, N], without the bias, in *partials for the caller to sum
+  // (kernels_conv_fold.cpp sums them into its NCHW output) instead of adding matmul_splitk;
+  // unsplit, *partials is y, holding the product with its bias, and *nsplit is 1.
   TensorRef* partials = nullptr;
   uint32_t* nsplit = nullptr;
   // matmul_cm2's tile for this product, "WGxBMxBNxBK[xUNROLL]" (as RLX_VK_CM2, which overrides

@@ -163,7 +163,7 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   // (Not with a bias per row: matmul_splitk adds the bias per column. A batch-1 convolution's
   // product with few tiles and K >= 2048 split here and got its bias added per column.)
   uint64_t want = 1;
-  const bool may_split = m.batch == 1 && !(m.bias && m.bias_rows);
+  const bool may_split = m.batch == 1 && !(m.bias && m.bias_rows && !m.partials);
   while (may_split && gx * gy * want < kGroups && (uint64_t)m.K / (2 * want) >= 1024) want *= 2;
   if (const char* e = std::getenv("RLX_VK_SPLITK"); e && *e && may_split) want = std::max(1, std::atoi(e));
   while (want > 1 && want * (uint64_t)m.M * m.N * 4 > view_budget(c)) want /= 2;  // the partials must fit a binding
@@ -175,7 +175,7 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   if (!split && yk != 0 && yk != tk) return false;  // y is f32 or the operands' type
   if ((m.residual || m.act) && (split || yk != tk || storage_kind(c, m.residual ? m.residual->dtype : m.y.dtype) != yk))
     return false;  // the epilogue: unsplit, in the operands' 16-bit type
-  if (m.partials && (m.bias || yk != 0u || m.residual || m.act)) return false;  // f32, no bias: the caller sums
+  if (m.partials && (m.residual || m.act)) return false;  // the caller sums and finishes
   TensorRef part;
   if (split) part = L.scratch((int64_t)nsplit * m.M * m.N);
   Dispatch& d = L.add(tk == 1 ? "matmul_cm2.f16" : "matmul_cm2.bf16",
