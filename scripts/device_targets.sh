@@ -10,7 +10,8 @@
 # profiles with the pass off and at 2), `cm2` (issue 22: matmul_cm2 on 4096^3, ViT-S/16's linears and ResNet-50's 1x1
 # convolutions under each variant of CM2V, bench/cm2_bench.py, then matmul 4096^3 f16/bf16 and the
 # d-4096 decoder block f16 benched under each of CM2B; PyTorch in the same call), `convroutes` (ResNet-50 f16 profiled and benched under each setting of CONVROUTES,
-# default "RLX_VK_CONV=default RLX_VK_EPILOGUE=0 RLX_VK_CONV=rows"), `tests`. Env: PDT=f16
+# default "RLX_VK_CONV=default RLX_VK_EPILOGUE=0 RLX_VK_CONV=rows"; A=1,B=2 sets both), `tests`. MODELS=resnet50
+# limits `vision` to ResNet-50. Env: PDT=f16
 # profiles f16 only, ROUTES= skips the profile stage's matmul-route benches, PN top kernels.
 # Each profile's full text is copied to $OUT.
 set -uo pipefail
@@ -50,13 +51,13 @@ for w in $what; do
       done
       ;;
     convroutes)  # ResNet-50 f16 per op under each route (kernels_conv_gemm.cpp; env CONVROUTES), same machine
-      for v in ${CONVROUTES:-RLX_VK_CONV=default RLX_VK_EPILOGUE=0 RLX_VK_CONV=rows}; do
+      for v in ${CONVROUTES:-RLX_VK_CONV=default RLX_VK_EPILOGUE=0 RLX_VK_CONV=rows}; do  # A=1,B=2: both set
         echo "== profile resnet50 f16 $v"
-        env $v timeout 200 $R run $W/resnet50/model.onnx -i image=@$W/resnet50/x.npy -b vulkan -m compiled --profile --repeat 3 --dtype f16 2> $W/prof.txt >/dev/null
+        env ${v//,/ } timeout 200 $R run $W/resnet50/model.onnx -i image=@$W/resnet50/x.npy -b vulkan -m compiled --profile --repeat 3 --dtype f16 2> $W/prof.txt >/dev/null
         cp $W/prof.txt "$out/prof_resnet50_f16_${v//=/_}.txt"
         head -1 $W/prof.txt | cut -c1-160
         awk '$1 ~ /^[0-9.]+$/ && NF >= 6 {s[$5] += $1; n[$5]++; t += $1} END {for (o in s) printf "  %-14s %8.3f ms %4d kernels\n", o, s[o], n[o]; printf "  %-14s %8.3f ms\n", "total", t}' $W/prof.txt | sort -k2 -n -r
-        echo "$v resnet50 f16 bench: $(env $v $R bench $W/resnet50/model.onnx --input image=@$W/resnet50/x.npy --backends vulkan --modes compiled --reps 20 --dtype f16 --format csv 2>/dev/null | tail -1)"
+        echo "$v resnet50 f16 bench: $(env ${v//,/ } $R bench $W/resnet50/model.onnx --input image=@$W/resnet50/x.npy --backends vulkan --modes compiled --reps 20 --dtype f16 --format csv 2>/dev/null | tail -1)"
       done
       ;;
     viewsab)  # ViT-S/16 f16 with compiled mode's attention_views pass off (RLX_VK_ATTENTION_VIEWS=0), without the linears' reordering (=2) and on, alternating; then profiles with it off and at 2
@@ -95,6 +96,6 @@ for w in $what; do
         echo "${t##*/}: $(timeout 300 $t --gtest_brief=1 2>&1 | grep -E 'tests ran|PASSED|FAILED|Failure' | tr '\n' ' ')"
       done
       ;;
-    *) timeout ${TL:-400} python3 $P/src/bench/gpu_targets.py --rlx $R --work $W --out "$out" $w ;;
+    *) timeout ${TL:-400} python3 $P/src/bench/gpu_targets.py --rlx $R --work $W --out "$out" --models "${MODELS:-resnet50,vit_s_16}" $w ;;
   esac
 done 2>&1 | tee "$out/log.txt"

@@ -6,14 +6,15 @@
 // positions (neighbouring x elements), written along col's rows, so both sides coalesce.
 // KP = 1 writes col as [N, K, OH*OW] instead (per image, the product's B operand [K, P]; the
 // tensor-core route of kernels_conv_gemm.cpp): consecutive invocations then write consecutive
-// output positions directly, without the shared tile.
+// output positions directly, without the shared tile. KP = 2 writes col as [K, N*OH*OW] (the
+// batch folded into the columns: kernels_conv_fold.cpp's one product), rows r in the same order.
 #extension GL_GOOGLE_include_directive : require
 #ifdef RLX_HALF  // the ".h16" variant: f16/bf16 x and col in 2-byte storage
 #extension GL_EXT_shader_16bit_storage : require
 #endif
 layout(local_size_x = 32, local_size_y = 8) in;
 layout(constant_id = 0) const uint DT = 0;  // storage kind of x and col (common.glsl): 0 f32, 1 f16, 2 bf16
-layout(constant_id = 1) const uint KP = 0;  // 1: col is [N, K, OH*OW]
+layout(constant_id = 1) const uint KP = 0;  // 1: col is [N, K, OH*OW]; 2: [K, R]
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer X { float x[]; };
@@ -61,7 +62,9 @@ void main() {
       if (ih >= 0 && ih < int(pc.H) && iw >= 0 && iw < int(pc.W))
         v = load_x(pc.xoff + ((n * pc.C + c) * pc.H + uint(ih)) * pc.W + uint(iw));
     }
-    if (KP != 0u) {
+    if (KP == 2u) {
+      if (r < pc.R && k < pc.K) store_y(pc.yoff + k * pc.R + r, v);
+    } else if (KP != 0u) {
       if (r < pc.R && k < pc.K) store_y(pc.yoff + (n * pc.K + k) * (pc.OH * pc.OW) + oh * pc.OW + ow, v);
     } else {
       tile[ty + j][tx] = v;

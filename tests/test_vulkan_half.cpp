@@ -876,25 +876,30 @@ TEST(VulkanHalf, TransposeMovesBitsUnchanged) {
 // VK_NV_cooperative_matrix2: per-image products straight into NCHW, f16 convolutions other than
 // 1x1 / stride 1 / unpadded with few output channels as implicit products that gather x's taps
 // inside the product, kernels_conv_implicit.cpp; bf16 through an im2col matrix; output sizes with
-// H*W a multiple of 8 and not), "implicit" (the implicit product for every f16 case but the 1x1
+// H*W a multiple of 8 and not; outputs of at most 196 positions in a batch of 2 or more as one
+// product over the whole batch, kernels_conv_fold.cpp), "fold" (that product for every case),
+// "implicit" (the implicit product for every f16 case but the 1x1
 // stride-1 unpadded ones), "im2col" (the per-image products, always through an im2col matrix) and
-// "rows" (im2col rows, product, transpose back). On a device without it (lavapipe) the four are
+// "rows" (im2col rows, product, transpose back). On a device without it (lavapipe) the five are
 // the same route.
 // Cases: 3x3 stride 1 and 2 padded, 7x7 stride 2 pad 3 on 3 channels, 1x1 stride 2, odd channel
 // counts (K not a multiple of the product's 32-deep slices), M over one 128-row tile and not a
-// multiple of it, batches of 1 to 4.
+// multiple of it, batches of 1 to 4, K = 2304 over 7x7 outputs (the folded product split over K,
+// its partials summed by conv_fold_out; for one image, the product with its bias per row, which
+// matmul_cm2 split and then added the bias per column).
 TEST(VulkanHalf, Conv2dThroughTheProduct) {
   if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";
   struct Case { int64_t N, C, H, W, M, k, s, p; bool bias = true; };
   const char* saved = std::getenv("RLX_VK_CONV");
   const std::string keep = saved ? saved : "";
-  for (const char* route : {"", "implicit", "im2col", "rows"})
+  for (const char* route : {"", "fold", "implicit", "im2col", "rows"})
   for (DType t : {DType::f16, DType::bf16})
     for (Case c : {Case{2, 16, 12, 10, 24, 3, 1, 1}, Case{3, 3, 17, 15, 8, 7, 2, 3}, Case{2, 32, 9, 9, 40, 1, 2, 0},
                    Case{1, 5, 11, 13, 7, 2, 3, 1}, Case{3, 24, 4, 6, 136, 1, 1, 0}, Case{2, 40, 8, 8, 72, 3, 1, 1, false},
                    Case{2, 16, 7, 7, 20, 1, 1, 0, false}, Case{4, 8, 16, 16, 264, 3, 2, 1},
                    Case{2, 67, 10, 9, 33, 3, 1, 1}, Case{2, 64, 7, 9, 130, 3, 1, 1, false},
-                   Case{2, 16, 24, 24, 64, 3, 1, 1}, Case{2, 35, 13, 11, 129, 3, 2, 1}}) {
+                   Case{2, 16, 24, 24, 64, 3, 1, 1}, Case{2, 35, 13, 11, 129, 3, 2, 1},
+                   Case{2, 256, 7, 7, 72, 3, 1, 1}, Case{1, 256, 7, 7, 72, 3, 1, 1}}) {
       if (*route) setenv("RLX_VK_CONV", route, 1);
       else unsetenv("RLX_VK_CONV");
       SCOPED_TRACE(std::string(dtype_name(t)) + " route '" + route + "' N" + std::to_string(c.N) + " C" +

@@ -176,6 +176,15 @@ struct MatmulOperands {
   // dtype and layout (its product z at residual + z*ybat); act as ProductEpilogue::act.
   const TensorRef* residual = nullptr;
   uint32_t act = 0;
+  // Where set (matmul_cm2 only, no residual or act): a product split over K leaves its f32
+  // partials [*nsplit, M, N], without the bias, in *partials for the caller to sum
+  // (kernels_conv_fold.cpp sums them into its NCHW output) instead of adding matmul_splitk;
+  // unsplit, *partials is y, holding the product with its bias, and *nsplit is 1.
+  TensorRef* partials = nullptr;
+  uint32_t* nsplit = nullptr;
+  // matmul_cm2's tile for this product, "WGxBMxBNxBK[xUNROLL]" (as RLX_VK_CM2, which overrides
+  // it); empty: picked by shape.
+  std::string tile;
 };
 // A product's consumer folded into it (executor.cpp's build(), product_epilogue_for): the
 // kernel right after a convolution or a linear layer is the only reader of its result and
@@ -229,6 +238,15 @@ bool lower_conv_gemm(LowerCtx& L);
 bool lower_conv_implicit(LowerCtx& L, const ir::Conv2dGeom& g, const TensorRef& x, const TensorRef& w,
                          const TensorRef* bias, const TensorRef& y, const TensorRef* residual, uint32_t act,
                          bool any_shape);
+// The same (f16/bf16, VK_NV_cooperative_matrix2) with the batch folded into the product's columns
+// (kernels_conv_fold.cpp): col [K, N*OH*OW] = im2col(x), t [M, N*OH*OW] = w . col in f32 (one
+// product, split over K where its tiles are few), y = act(t + bias + residual) permuted back to
+// NCHW. For small outputs (OH*OW <= RLX_VK_CONV_FOLD, default below), where per-image tiles run
+// mostly past the edge (any_shape: RLX_VK_CONV=fold, wherever it can run). False (nothing added)
+// where it does not apply.
+bool lower_conv_fold(LowerCtx& L, const ir::Conv2dGeom& g, const TensorRef& x, const TensorRef& w,
+                     const TensorRef* bias, const TensorRef& y, const TensorRef* residual, uint32_t act,
+                     bool any_shape);
 // Whether ks[i] is a convolution whose consumer ks[i + 1] it may fold in (ProductEpilogue's
 // conditions); fills `epi`. RLX_VK_EPILOGUE=0: never.
 bool product_epilogue_for(const DeviceCaps& c, const std::vector<Kernel>& ks, size_t i, ProductEpilogue& epi);

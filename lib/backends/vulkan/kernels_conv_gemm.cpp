@@ -12,7 +12,9 @@
 //   y[n] [M, OH*OW]        = w [M, K] . col[n] + bias per row   (one dispatch, z = n)
 // Where the device runs the implicit product (kernels_conv_implicit.cpp: f16), col is never
 // written: the product gathers its slices from x (RLX_VK_CONV=im2col: the route above, kept for
-// comparing).
+// comparing). Small outputs (OH*OW <= 196) take one product over the whole batch instead
+// (kernels_conv_fold.cpp; RLX_VK_CONV=im2col, implicit or rows, or RLX_VK_CONV_FOLD=0: not;
+// RLX_VK_CONV=fold: wherever it can run).
 // product_epilogue_for (below) decides, for compiled plans, which consumer of a convolution or
 // a linear layer the product takes over (ProductEpilogue, kernels.h).
 #include <cstdlib>
@@ -68,6 +70,17 @@ bool lower_conv_gemm(LowerCtx& L) {
     // The implicit product (kernels_conv_implicit.cpp): col's slices gathered from x inside the
     // product, no im2col matrix, where it measured faster (RLX_VK_CONV=implicit: wherever it
     // can run); RLX_VK_CONV=im2col: the im2col route below, for comparing.
+    // Small outputs (14x14, 7x7): one product over the whole batch (kernels_conv_fold.cpp)
+    // (RLX_VK_CONV=fold: wherever it can run)
+    const bool fold_any = route && std::strcmp(route, "fold") == 0;
+    if (!route || std::strcmp(route, "default") == 0 || fold_any) {
+      const TensorRef* b = g.has_bias ? &k.inputs[2] : nullptr;
+      ProductEpilogue* epi = L.product_epilogue();
+      if (epi && binds_whole(c, epi->out) && (!epi->residual || binds_whole(c, *epi->residual)) &&
+          lower_conv_fold(L, g, x, w, b, epi->out, epi->residual, epi->act, fold_any))
+        return epi->done = true;
+      if (lower_conv_fold(L, g, x, w, b, y, nullptr, 0u, fold_any)) return true;
+    }
     if (!direct && !(route && std::strcmp(route, "im2col") == 0)) {
       const bool any = route && std::strcmp(route, "implicit") == 0;
       const TensorRef* b = g.has_bias ? &k.inputs[2] : nullptr;

@@ -119,7 +119,9 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   using Tile = Cm2Tile;
   std::vector<Tile> tiles = {{256, 128, 256, 64}, {256, 128, 128, 64}, {128, 64, 64, 64}};
   bool forced = false;
-  if (const char* e = std::getenv("RLX_VK_CM2"); e && *e) {
+  const char* forced_tile = std::getenv("RLX_VK_CM2");
+  if (!(forced_tile && *forced_tile) && !m.tile.empty()) forced_tile = m.tile.c_str();
+  if (const char* e = forced_tile; e && *e) {
     Tile t{};
     t.unroll = 4;
     int got = std::sscanf(e, "%ux%ux%ux%ux%ux%u", &t.wg, &t.bm, &t.bn, &t.bk, &t.unroll, &t.swz);
@@ -158,9 +160,12 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   if (gx > c.max_groups[0] || gy > c.max_groups[1] || (uint64_t)m.batch > c.max_groups[2]) return false;
   if ((uint64_t)m.batch * std::max({m.abat, m.bbat, m.ybat}) > UINT32_MAX) return false;
   // chunks at multiples of 256 keep the split parts on the shader's aligned path
+  // (Not with a bias per row: matmul_splitk adds the bias per column. A batch-1 convolution's
+  // product with few tiles and K >= 2048 split here and got its bias added per column.)
   uint64_t want = 1;
-  while (m.batch == 1 && gx * gy * want < kGroups && (uint64_t)m.K / (2 * want) >= 1024) want *= 2;
-  if (const char* e = std::getenv("RLX_VK_SPLITK"); e && *e && m.batch == 1) want = std::max(1, std::atoi(e));
+  const bool may_split = m.batch == 1 && !(m.bias && m.bias_rows && !m.partials);
+  while (may_split && gx * gy * want < kGroups && (uint64_t)m.K / (2 * want) >= 1024) want *= 2;
+  if (const char* e = std::getenv("RLX_VK_SPLITK"); e && *e && may_split) want = std::max(1, std::atoi(e));
   while (want > 1 && want * (uint64_t)m.M * m.N * 4 > view_budget(c)) want /= 2;  // the partials must fit a binding
   const uint32_t align = std::max<uint32_t>(256, t.bk);
   const uint32_t kchunk = cdiv(cdiv(m.K, want), align) * align, nsplit = cdiv(m.K, kchunk);
@@ -170,6 +175,7 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   if (!split && yk != 0 && yk != tk) return false;  // y is f32 or the operands' type
   if ((m.residual || m.act) && (split || yk != tk || storage_kind(c, m.residual ? m.residual->dtype : m.y.dtype) != yk))
     return false;  // the epilogue: unsplit, in the operands' 16-bit type
+  if (m.partials && (m.residual || m.act)) return false;  // the caller sums and finishes
   TensorRef part;
   if (split) part = L.scratch((int64_t)nsplit * m.M * m.N);
   Dispatch& d = L.add(tk == 1 ? "matmul_cm2.f16" : "matmul_cm2.bf16",
@@ -185,7 +191,12 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   d.groups[0] = (uint32_t)gx;
   d.groups[1] = (uint32_t)gy;
   d.groups[2] = m.batch > 1 ? (uint32_t)m.batch : nsplit;
-  if (split) splitk_sum(L, m, part, nsplit);
+  if (m.partials) {
+    *m.partials = split ? part : m.y;
+    *m.nsplit = nsplit;
+  } else if (split) {
+    splitk_sum(L, m, part, nsplit);
+  }
   return true;
 }
 
@@ -263,7 +274,7 @@ bool lower_matmul_tensor_cores(LowerCtx& L, const MatmulOperands& m) {
   const uint32_t ak = storage_kind(c, m.A.dtype), bk = storage_kind(c, m.B.dtype);
   if (ak != bk || (ak != 1 && ak != 2)) return false;
   if (c.cm2 && cm2(L, m, ak)) return true;
-  if (m.batch != 1 || m.bias_rows || m.residual || m.act) return false;  // only matmul_cm2 has these
+  if (m.batch != 1 || m.bias_rows || m.residual || m.act || m.partials) return false;  // only matmul_cm2 has these
   if (c.coop_khr && subgroup_coop(L, m, ak == 1 ? "matmul_cm1.f16" : "matmul_cm1.bf16", ak == 1 ? c.khr_f16 : c.khr_bf16))
     return true;
   if (ak == 1 && c.coop_nv) {
