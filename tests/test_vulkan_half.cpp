@@ -550,6 +550,49 @@ TEST(VulkanHalf, AttentionOnTensorCores) {
     }
 }
 
+// attention_coop_rows.comp (16 query rows per subgroup, several subgroups per work group, keys in
+// double-buffered blocks of 32 or 64) in every shape RLX_VK_FLASH_ROWS can force, and
+// attention_coop.comp (=0), against the double reference with AttentionOnTensorCores's 1e-3: head
+// dims 64 (ViT) and 128 (the decoder), causal and not, query and key lengths that are not
+// multiples of the row or key blocks, GQA packing across a block's rows, f16 and bool masks
+// (a fully hidden row is exactly zero: check_half_attention), Sq > Sk with causal rows that see no
+// key, D != Dv. A shape that does not fit the device's shared memory falls back to
+// attention_coop.comp, so each still checks a kernel. The elements that differ from
+// attention_coop.comp's output are printed (0 everywhere would mean the variants did not run).
+// Without VK_NV_cooperative_matrix (lavapipe) the scalar kernels take the cases once.
+TEST(VulkanHalf, AttentionRowsVariantsOnTensorCores) {
+  if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
+  ScopedEnv env;
+  bool tc = false, all = false, linear = false;
+  vk().attention_views(&tc, &all, &linear);  // f16: true where the tensor-core flash kernel runs
+  const std::vector<HalfAttnCase> cases = {
+      {2, 2, 2, 197, 197, 64, 64, false, 0},  // ViT-S/16's shape: 197 rows and keys
+      {1, 3, 3, 150, 150, 128, 128, true, 0}, // the decoder's head dim, causal
+      {2, 4, 2, 70, 150, 64, 64, true, 1},    // GQA (a block's rows span both heads), causal + f16 mask
+      {1, 2, 1, 77, 45, 128, 128, false, 2},  // head dim 128, bool mask with a fully hidden row
+      {1, 1, 1, 80, 50, 64, 64, true, 0},     // causal with Sq > Sk: the first rows see no key
+      {1, 2, 1, 100, 100, 32, 48, true, 0},   // D != Dv
+  };
+  const std::vector<const char*> shapes = tc ? std::vector<const char*>{"0", "4:32", "8:32", "2:64", "1:32", "4:64"}
+                                             : std::vector<const char*>{"4:32"};
+  env.set("RLX_VK_FLASH_COOP", "1");
+  for (const auto& c : cases) {
+    std::vector<uint16_t> base;
+    for (const char* s : shapes) {
+      env.set("RLX_VK_FLASH_ROWS", s);
+      auto got = check_half_attention(DType::f16, c, 8, 1e-3);
+      if (std::string(s) == "0") {
+        base = got;
+        continue;
+      }
+      size_t diff = 0;
+      for (size_t i = 0; i < got.size() && i < base.size(); ++i) diff += got[i] != base[i];
+      std::printf("attention rows %s Sq %lld Sk %lld D %lld%s: %zu of %zu elements differ from attention_coop's\n", s,
+                  (long long)c.Sq, (long long)c.Sk, (long long)c.D, c.causal ? " causal" : "", diff, got.size());
+    }
+  }
+}
+
 // Attention with `views` (compiled mode's attention_views pass, ir::AttentionViews): q, k, v read
 // at batch, head and position strides in place in larger tensors, o written at strides. Case 1 is
 // ViT's packed product: q, k and v (b, h, s, d) at 8 + s*B*3E + b*3E + {0, E, 2E} + h*D + d of

@@ -285,6 +285,41 @@ const DeviceCaps::CoopShape* flash_attention_shape(const DeviceCaps& c, uint32_t
   return nullptr;
 }
 
+namespace {
+
+// attention_coop_rows.comp's shape: nw subgroups of 16 query rows each, bc keys per block (nw 0:
+// attention_coop.comp instead).
+struct RowsVariant {
+  uint32_t nw = 0, bc = 0;
+};
+
+// Shared memory attention_coop_rows.comp uses (bytes): two k/v buffers of bc rows and one
+// 16 x (bc + 4) f32 region per subgroup; 0 where the q block (16 nw rows) does not fit in the
+// k/v buffers, where the shader stages it.
+uint64_t rows_shared_bytes(uint64_t D, uint64_t Dv, uint32_t nw, uint32_t bc) {
+  const uint64_t kvb = bc * (D / 8 + 1 + Dv / 8 + 1);
+  if (16ull * nw * (D / 8 + 1) > 2 * kvb) return 0;
+  return 16 * (2 * kvb + nw * 16ull * (bc / 4 + 1));
+}
+
+// The f16 kernel by shape: many query rows per work group and one barrier per key block
+// (attention_coop_rows.comp) where it fits the device, attention_coop.comp otherwise.
+// RLX_VK_FLASH_ROWS=0 keeps attention_coop.comp; =NW:BC forces that shape (tuning, tests).
+RowsVariant rows_variant(const DeviceCaps& c, const AttentionOperands& a) {
+  RowsVariant v{4, 32};
+  if (const char* e = std::getenv("RLX_VK_FLASH_ROWS"); e && *e) {
+    unsigned nw = 0, bc = 0;
+    if (std::sscanf(e, "%u:%u", &nw, &bc) != 2 || !(nw == 1 || nw == 2 || nw == 4 || nw == 8) || (bc != 32 && bc != 64))
+      return {};
+    v = {nw, bc};
+  }
+  const uint64_t bytes = rows_shared_bytes(a.D, a.Dv, v.nw, v.bc);
+  if (!bytes || bytes > c.max_shared_bytes || 32 * v.nw > c.max_wg_invocations) return {};
+  return v;
+}
+
+}  // namespace
+
 bool lower_attention_tensor_cores(LowerCtx& L, const AttentionOperands& a) {
   const DeviceCaps& c = L.caps();
   const char* env = std::getenv("RLX_VK_FLASH_COOP");
@@ -299,15 +334,19 @@ bool lower_attention_tensor_cores(LowerCtx& L, const AttentionOperands& a) {
   // shared memory as the shader lays it out (32 query rows, 64 keys per block)
   const uint64_t qrs = a.D / 8 + 1, vrs = a.Dv / 8 + 1, shared = 16 * (32 * qrs + 64 * std::max(qrs, vrs) + 32 * 9) +
                                                                4 * 32 * std::max<uint64_t>(68, a.Dv + 4);
-  if (shared > c.max_shared_bytes) return false;
+  const RowsVariant rows = qk == 1 && sh->n == 16 ? rows_variant(c, a) : RowsVariant{};
+  if (!rows.nw && shared > c.max_shared_bytes) return false;
   for (int t = 0; t < 4; ++t)
     for (int j = 0; j < 3; ++j)
       if (a.st[t][j] < 0 || a.st[t][j] > UINT32_MAX || (t < 3 && a.st[t][j] % 8)) return false;
   if (qk != 1 && a.strided) return false;  // attention_cm1 (prebuilt) has no strides
-  const uint64_t qblocks = cdiv(nrows, 32);
+  const uint64_t br = rows.nw ? 16 * rows.nw : 32, qblocks = cdiv(nrows, br);
   if (qblocks > c.max_groups[0] || (uint64_t)a.Hkv > c.max_groups[1] || (uint64_t)a.B > c.max_groups[2]) return false;
   const uint32_t mk = a.mask ? storage_kind(c, a.mask->dtype) : 0u, ok = storage_kind(c, a.y.dtype);
-  Dispatch& d = L.add(qk == 1 ? "attention_coop" : "attention_cm1.bf16", {(uint32_t)a.D, (uint32_t)a.Dv, sh->m, sh->n, sh->k, 0u, mk, ok});
+  Dispatch& d = rows.nw ? L.add("attention_coop_rows", {(uint32_t)a.D, (uint32_t)a.Dv, 16u, 16u, 16u, 0u, mk, ok,
+                                                        rows.nw, rows.bc, 32 * rows.nw})
+                        : L.add(qk == 1 ? "attention_coop" : "attention_cm1.bf16",
+                                {(uint32_t)a.D, (uint32_t)a.Dv, sh->m, sh->n, sh->k, 0u, mk, ok});
   uint32_t qo = L.read(d, a.q), ko = L.read(d, a.k), vo = L.read(d, a.v);
   uint32_t mo = a.mask ? L.read(d, *a.mask) : (L.bind_dummy(d), 0u);
   uint32_t oo = L.write(d, a.y);
