@@ -12,10 +12,10 @@
 //   registers (they land while this block computes);
 //   S = Q · Kᵀ (the subgroup's 16 rows × BC keys) stored f32 to the subgroup's own shared region;
 //   2 lanes a row (lane & 15 the row, lane >> 4 the half of the keys): scale, mask, row max,
-//   P = exp(S - m) rounded to f16 over S in the region, with a 16 × 16 matrix whose row i holds
-//   row i's exp(m_new - m_old); O = O / that (componentwise: the NV extension divides but does
-//   not multiply matrices componentwise, and says nothing of which lane holds which element);
-//   O += P · V.
+//   P = exp(S - m) rounded to f16 over S in the region; O's components scaled by their rows'
+//   exp(m_old - m_new) (the NV extension says nothing of which lane holds which element, so a
+//   matrix of row indices loaded once tells each lane its components' rows, and the factors come
+//   by subgroup shuffle from the lanes that own the rows); O += P · V.
 // Only subgroup barriers inside the subgroup's phases: one workgroup barrier per key block (a
 // buffer is refilled two blocks after it was read, and every subgroup passed the barrier of the
 // block between). At the end O / l goes through the region to o (any storage kind, rounded once).
@@ -26,6 +26,7 @@
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_vote : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_spirv_intrinsics : require
 // f32 -> f16 conversions (P) round to nearest even
@@ -62,13 +63,12 @@ layout(push_constant) uniform PC {
 const uint NT = 32u * NW, BR = 16u * NW;
 // Shared memory in uvec4 units (8 halves, 4 floats); rows padded by one uvec4 against bank
 // conflicts. Two k/v buffers, then one region per subgroup: S (16 × BC f32, rows of BC + 4),
-// reused for P (16 × BC f16) and the 16 × 16 f32 rescale matrix, and at the end for O's tiles.
+// reused for P (16 × BC f16), and at the start for the row-index matrix, at the end for O's tiles.
 // The q block is staged once in the k/v buffers (the host checks that it fits).
 const uint QRS = D / 8u + 1u, KRS = D / 8u + 1u, VRS = DV / 8u + 1u;
 const uint KVB = BC * (KRS + VRS);          // one buffer: k rows, then v rows
 const uint SRS4 = BC / 4u + 1u;             // S row stride
 const uint PRS = BC / 8u + 1u;              // P row stride
-const uint PA = 16u * PRS;                  // rescale matrix (rows of 4) after P
 const uint SGR = 16u * SRS4;                // one subgroup's region
 shared uvec4 sm[2u * KVB + NW * SGR];
 
@@ -127,6 +127,14 @@ void main() {
   [[unroll]] for (uint j = 0u; j < DV / 16u; ++j) acc[j] = ACC(0.0);
   float m_run = -rlx_inf(), l_run = 0.0;  // l_run: this lane's share of the row sum
   const uint rg = 2u * KVB + w * SGR;      // this subgroup's region
+  // which row each component of this lane's accumulators holds (the extension does not say):
+  // a matrix of row indices through the region, read back as an accumulator
+  sm[rg + r * 4u + 2u * hf] = floatBitsToUint(vec4(float(r)));
+  sm[rg + r * 4u + 2u * hf + 1u] = floatBitsToUint(vec4(float(r)));
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+  ACC rowof;
+  coopMatLoadNV(rowof, sm, rg, 4u, false);
   barrier();                               // q's staging is read: the k/v buffers take over
 
   uint n = 0u;
@@ -185,9 +193,9 @@ void main() {
     }
     mb = max(mb, subgroupShuffleXor(mb, 16u));
     float m_new = max(m_run, mb);
-    float ainv = 1.0, lsum = 0.0;  // ainv: 1 / the factor O and l are rescaled by
+    // alpha: the factor O and l are rescaled by (1 where O is still 0)
+    float alpha = m_run != -rlx_inf() ? exp(m_run - m_new) : 1.0, lsum = 0.0;
     if (m_new != -rlx_inf()) {
-      if (m_run != -rlx_inf()) ainv = exp(m_new - m_run);  // inf where the factor is 0: O / inf = 0
       [[unroll]] for (uint j = 0u; j < KPL; ++j) {
         // rounded to f16 here, so that the sum matches the weights the product uses
         p[j] = p[j] == -rlx_inf() ? 0.0 : float(float16_t(exp(p[j] - m_new)));
@@ -196,7 +204,7 @@ void main() {
     } else {
       [[unroll]] for (uint j = 0u; j < KPL; ++j) p[j] = 0.0;
     }
-    l_run = (m_run != -rlx_inf() ? l_run * exp(m_run - m_new) : 0.0) + lsum;
+    l_run = l_run * alpha + lsum;
     m_run = m_new;
     subgroupMemoryBarrierShared();
     subgroupBarrier();  // every lane read S: P and the rescale matrix go over it
@@ -208,15 +216,15 @@ void main() {
       pk.w = packFloat2x16(f16vec2(p[8u * j8 + 6u], p[8u * j8 + 7u]));
       sm[rg + r * PRS + hf * (KPL / 8u) + j8] = pk;
     }
-    uvec4 av = floatBitsToUint(vec4(ainv));
-    sm[rg + PA + r * 4u + 2u * hf] = av;
-    sm[rg + PA + r * 4u + 2u * hf + 1u] = av;
     subgroupMemoryBarrierShared();
     subgroupBarrier();
-    {  // O = O / rescale + P · V
-      ACC am;
-      coopMatLoadNV(am, sm, rg + PA, 4u, false);
-      [[unroll]] for (uint j = 0u; j < DV / 16u; ++j) acc[j] = acc[j] / am;
+    {  // O = O · alpha (per row: each component takes its row's factor from lane row) + P · V
+      if (!subgroupAll(alpha == 1.0)) {  // else no row's maximum moved
+        for (int k = 0; k < rowof.length(); ++k) {
+          float f = subgroupShuffle(alpha, uint(rowof[k]));
+          [[unroll]] for (uint j = 0u; j < DV / 16u; ++j) acc[j][k] *= f;
+        }
+      }
       [[unroll]] for (uint kk = 0u; kk < BC / 16u; ++kk) {
         HLF fp;
         coopMatLoadNV(fp, sm, rg + 2u * kk, PRS, false);
@@ -232,21 +240,11 @@ void main() {
   }
 
   // O / l (rows without a visible key: 0), then out through the region, BC columns at a time
-  float l = l_run + subgroupShuffleXor(l_run, 16u);
-  uvec4 lv = floatBitsToUint(vec4(l > 0.0 ? l : 1.0));
-  subgroupMemoryBarrierShared();
-  subgroupBarrier();
-  sm[rg + PA + r * 4u + 2u * hf] = lv;
-  sm[rg + PA + r * 4u + 2u * hf + 1u] = lv;
-  subgroupMemoryBarrierShared();
-  subgroupBarrier();
-  {
-    ACC lm;
-    coopMatLoadNV(lm, sm, rg + PA, 4u, false);
-    [[unroll]] for (uint j = 0u; j < DV / 16u; ++j) acc[j] = acc[j] / lm;
+  float l = l_run + subgroupShuffleXor(l_run, 16u), linv = l > 0.0 ? 1.0 / l : 0.0;
+  for (int k = 0; k < rowof.length(); ++k) {
+    float f = subgroupShuffle(linv, uint(rowof[k]));
+    [[unroll]] for (uint j = 0u; j < DV / 16u; ++j) acc[j][k] *= f;
   }
-  subgroupMemoryBarrierShared();
-  subgroupBarrier();
   const uint TPP = BC / 16u;  // O tiles per pass
   [[unroll]] for (uint j0 = 0u; j0 < DV / 16u; j0 += TPP) {
     [[unroll]] for (uint jj = 0u; jj < TPP; ++jj)

@@ -303,19 +303,27 @@ uint64_t rows_shared_bytes(uint64_t D, uint64_t Dv, uint32_t nw, uint32_t bc) {
 }
 
 // The f16 kernel by shape: many query rows per work group and one barrier per key block
-// (attention_coop_rows.comp) where it fits the device, attention_coop.comp otherwise.
-// RLX_VK_FLASH_ROWS=0 keeps attention_coop.comp; =NW:BC forces that shape (tuning, tests).
+// (attention_coop_rows.comp) where it fits the device, attention_coop.comp otherwise. Blocks of
+// 32 keys; as many subgroups as shared memory allows (at most 16), then as few as cover the
+// packed rows of one (batch, kv head) in that many work groups (ViT-S's 197 rows: 13 subgroups,
+// one work group). RLX_VK_FLASH_ROWS=0 keeps attention_coop.comp; =NW:BC forces that shape
+// (tuning, tests).
 RowsVariant rows_variant(const DeviceCaps& c, const AttentionOperands& a) {
-  RowsVariant v{4, 32};
+  auto fits = [&](uint32_t nw, uint32_t bc) {
+    const uint64_t bytes = rows_shared_bytes(a.D, a.Dv, nw, bc);
+    return bytes && bytes <= c.max_shared_bytes && 32 * nw <= c.max_wg_invocations;
+  };
   if (const char* e = std::getenv("RLX_VK_FLASH_ROWS"); e && *e) {
     unsigned nw = 0, bc = 0;
-    if (std::sscanf(e, "%u:%u", &nw, &bc) != 2 || !(nw == 1 || nw == 2 || nw == 4 || nw == 8) || (bc != 32 && bc != 64))
-      return {};
-    v = {nw, bc};
+    if (std::sscanf(e, "%u:%u", &nw, &bc) != 2 || nw < 1 || nw > 16 || (bc != 32 && bc != 64) || !fits(nw, bc)) return {};
+    return {nw, bc};
   }
-  const uint64_t bytes = rows_shared_bytes(a.D, a.Dv, v.nw, v.bc);
-  if (!bytes || bytes > c.max_shared_bytes || 32 * v.nw > c.max_wg_invocations) return {};
-  return v;
+  uint32_t most = 0;
+  for (uint32_t nw = 1; nw <= 16; ++nw)
+    if (fits(nw, 32)) most = nw;
+  if (most < 2) return {};
+  const uint64_t nrows = (uint64_t)(a.Hq / a.Hkv) * a.Sq, groups = cdiv(nrows, 16 * most);
+  return {cdiv(nrows, 16 * groups), 32};
 }
 
 }  // namespace
