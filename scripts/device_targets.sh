@@ -87,22 +87,22 @@ for w in $what; do
       done
       python3 $P/src/bench/torch_gpu.py --half --reps 20 | grep -E "4096\^3|block"
       ;;
-    attnrows)  # attention_coop_rows.comp's shapes (RLX_VK_FLASH_ROWS=NW:BC, list ROWSV) against attention_coop.comp (=0), alternating: ViT-S/16 f16 (run `vision` first) and the d-4096 decoder block f16, benched and profiled; PyTorch's block and scaled_dot_product_attention on both shapes in the same call
+    attnrows)  # attention_coop_rows.comp's shapes (RLX_VK_FLASH_ROWS=NW:BC, list ROWSV; an item with '=' is its own env, comma-separated) against attention_coop.comp (=0), alternating: ViT-S/16 f16 (run `vision` first) and the d-4096 decoder block f16, benched and profiled; PyTorch's block and scaled_dot_product_attention on both shapes in the same call
       m=vit_s_16; G=$P/src/bench/graphs/decoder_block_4096.json
       for i in 1 2; do
         for v in ${ROWSV:-0 default 8:32 2:64}; do
-          e=RLX_VK_FLASH_ROWS=$v; [[ $v == default ]] && e=RLX_VK_FLASH_ROWS=
+          e=RLX_VK_FLASH_ROWS=$v; [[ $v == default ]] && e=RLX_VK_FLASH_ROWS=; [[ $v == *=* ]] && e=${v//,/ }
           echo "$e $m f16 bench: $(env $e $R bench $W/$m/model.onnx --input image=@$W/$m/x.npy --backends vulkan --modes compiled --reps 20 --dtype f16 --format csv 2>/dev/null | tail -1)"
           echo "$e decoder block d4096 seq512 f16 (median ms, device ms): $(env $e $R bench $G --random-params --input x=random:1 --dtype f16 --backends vulkan --modes compiled --reps 20 --format csv 2>/dev/null | tail -1 | cut -d, -f4,13)"
         done
       done
       for v in ${ROWSV:-0 default 8:32 2:64}; do
-        e=RLX_VK_FLASH_ROWS=$v; [[ $v == default ]] && e=RLX_VK_FLASH_ROWS=
+        e=RLX_VK_FLASH_ROWS=$v; [[ $v == default ]] && e=RLX_VK_FLASH_ROWS=; [[ $v == *=* ]] && e=${v//,/ }
         env $e timeout 200 $R run $W/$m/model.onnx -i image=@$W/$m/x.npy -b vulkan -m compiled --profile --repeat 3 --dtype f16 2> $W/prof.txt >/dev/null
-        cp $W/prof.txt "$out/prof_${m}_f16_rows${v/:/_}.txt"
+        cp $W/prof.txt "$out/prof_${m}_f16_rows${v//[:=,]/_}.txt"
         echo "== profile $m f16 $e: $(awk '$1 ~ /^[0-9.]+$/ && NF >= 6 {s[$5] += $1; n[$5]++; t += $1} END {for (o in s) printf "%s %.3f (%d) ", o, s[o], n[o]; printf "total %.3f", t}' $W/prof.txt)"
         env $e timeout 200 $R run $G --random-params --input x=random:1 --dtype f16 --backend vulkan --mode compiled --profile --repeat 10 2> $W/prof.txt >/dev/null
-        cp $W/prof.txt "$out/prof_block4096_f16_rows${v/:/_}.txt"
+        cp $W/prof.txt "$out/prof_block4096_f16_rows${v//[:=,]/_}.txt"
         echo "== profile block d4096 f16 $e: $(awk '$1 ~ /^[0-9.]+$/ && NF >= 6 {s[$5] += $1; n[$5]++; t += $1} END {for (o in s) printf "%s %.3f (%d) ", o, s[o], n[o]; printf "total %.3f", t}' $W/prof.txt)"
       done
       python3 $P/src/bench/torch_gpu.py --half --reps 20 | grep -E "block"

@@ -39,6 +39,7 @@ layout(constant_id = 6) const uint MDT = 0;  // mask storage kind (0 f32, 1 f16,
 layout(constant_id = 7) const uint ODT = 1;  // o storage kind
 layout(constant_id = 8) const uint NW = 4;   // subgroups (of 32) per work group
 layout(constant_id = 9) const uint BC = 32;  // keys per block: 32 or 64
+layout(constant_id = 11) const uint RS = 0;  // O's per-row rescale: 0 divide by a matrix of factors, 1 shuffle
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer Q { uvec4 q8[]; };
@@ -69,6 +70,7 @@ const uint QRS = D / 8u + 1u, KRS = D / 8u + 1u, VRS = DV / 8u + 1u;
 const uint KVB = BC * (KRS + VRS);          // one buffer: k rows, then v rows
 const uint SRS4 = BC / 4u + 1u;             // S row stride
 const uint PRS = BC / 8u + 1u;              // P row stride
+const uint PA = 16u * PRS;                  // the matrix of row factors (rows of 4) after P
 const uint SGR = 16u * SRS4;                // one subgroup's region
 shared uvec4 sm[2u * KVB + NW * SGR];
 
@@ -129,12 +131,14 @@ void main() {
   const uint rg = 2u * KVB + w * SGR;      // this subgroup's region
   // which row each component of this lane's accumulators holds (the extension does not say):
   // a matrix of row indices through the region, read back as an accumulator
-  sm[rg + r * 4u + 2u * hf] = floatBitsToUint(vec4(float(r)));
-  sm[rg + r * 4u + 2u * hf + 1u] = floatBitsToUint(vec4(float(r)));
-  subgroupMemoryBarrierShared();
-  subgroupBarrier();
   ACC rowof;
-  coopMatLoadNV(rowof, sm, rg, 4u, false);
+  if (RS == 1u) {
+    sm[rg + r * 4u + 2u * hf] = floatBitsToUint(vec4(float(r)));
+    sm[rg + r * 4u + 2u * hf + 1u] = floatBitsToUint(vec4(float(r)));
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    coopMatLoadNV(rowof, sm, rg, 4u, false);
+  }
   barrier();                               // q's staging is read: the k/v buffers take over
 
   uint n = 0u;
@@ -216,14 +220,28 @@ void main() {
       pk.w = packFloat2x16(f16vec2(p[8u * j8 + 6u], p[8u * j8 + 7u]));
       sm[rg + r * PRS + hf * (KPL / 8u) + j8] = pk;
     }
+    // RS 0: a matrix whose row i holds 1 / row i's factor, O divided by it componentwise (the NV
+    // extension divides matrices componentwise but does not multiply them); inf where the
+    // factor is 0: O / inf = 0
+    bool rescale = RS == 0u && !subgroupAll(alpha == 1.0);
+    if (rescale) {
+      uvec4 av = floatBitsToUint(vec4(1.0 / alpha));
+      sm[rg + PA + r * 4u + 2u * hf] = av;
+      sm[rg + PA + r * 4u + 2u * hf + 1u] = av;
+    }
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     {  // O = O · alpha (per row: each component takes its row's factor from lane row) + P · V
-      if (!subgroupAll(alpha == 1.0)) {  // else no row's maximum moved
-        for (int k = 0; k < rowof.length(); ++k) {
+      if (RS == 1u && !subgroupAll(alpha == 1.0)) {  // else no row's maximum moved
+        [[unroll]] for (int k = 0; k < rowof.length(); ++k) {
           float f = subgroupShuffle(alpha, uint(rowof[k]));
           [[unroll]] for (uint j = 0u; j < DV / 16u; ++j) acc[j][k] *= f;
         }
+      }
+      if (RS == 0u && rescale) {
+        ACC am;
+        coopMatLoadNV(am, sm, rg + PA, 4u, false);
+        [[unroll]] for (uint j = 0u; j < DV / 16u; ++j) acc[j] = acc[j] / am;
       }
       [[unroll]] for (uint kk = 0u; kk < BC / 16u; ++kk) {
         HLF fp;
@@ -241,9 +259,24 @@ void main() {
 
   // O / l (rows without a visible key: 0), then out through the region, BC columns at a time
   float l = l_run + subgroupShuffleXor(l_run, 16u), linv = l > 0.0 ? 1.0 / l : 0.0;
-  for (int k = 0; k < rowof.length(); ++k) {
-    float f = subgroupShuffle(linv, uint(rowof[k]));
-    [[unroll]] for (uint j = 0u; j < DV / 16u; ++j) acc[j][k] *= f;
+  if (RS == 1u) {
+    [[unroll]] for (int k = 0; k < rowof.length(); ++k) {
+      float f = subgroupShuffle(linv, uint(rowof[k]));
+      [[unroll]] for (uint j = 0u; j < DV / 16u; ++j) acc[j][k] *= f;
+    }
+  } else {  // divided by a matrix of row sums (1 for rows without a visible key: O is 0 there)
+    uvec4 lv = floatBitsToUint(vec4(l > 0.0 ? l : 1.0));
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    sm[rg + PA + r * 4u + 2u * hf] = lv;
+    sm[rg + PA + r * 4u + 2u * hf + 1u] = lv;
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    ACC lm;
+    coopMatLoadNV(lm, sm, rg + PA, 4u, false);
+    [[unroll]] for (uint j = 0u; j < DV / 16u; ++j) acc[j] = acc[j] / lm;
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
   }
   const uint TPP = BC / 16u;  // O tiles per pass
   [[unroll]] for (uint j0 = 0u; j0 < DV / 16u; j0 += TPP) {

@@ -318,12 +318,21 @@ RowsVariant rows_variant(const DeviceCaps& c, const AttentionOperands& a) {
     if (std::sscanf(e, "%u:%u", &nw, &bc) != 2 || nw < 1 || nw > 16 || (bc != 32 && bc != 64) || !fits(nw, bc)) return {};
     return {nw, bc};
   }
+  if (a.D > 64 || a.Dv > 64) return {};  // head dim 128 (the d-4096 block): attention_coop.comp measured faster
   uint32_t most = 0;
   for (uint32_t nw = 1; nw <= 16; ++nw)
     if (fits(nw, 32)) most = nw;
   if (most < 2) return {};
   const uint64_t nrows = (uint64_t)(a.Hq / a.Hkv) * a.Sq, groups = cdiv(nrows, 16 * most);
   return {cdiv(nrows, 16 * groups), 32};
+}
+
+// attention_coop_rows.comp's per-row rescale of O (spec constant RS): 0 a matrix of factors through
+// shared memory, O divided by it; RLX_VK_FLASH_RESCALE=shuffle: each component's factor by
+// subgroup shuffle (for comparison).
+uint32_t rows_rescale() {
+  const char* e = std::getenv("RLX_VK_FLASH_RESCALE");
+  return e && std::strcmp(e, "shuffle") == 0 ? 1u : 0u;
 }
 
 }  // namespace
@@ -352,7 +361,7 @@ bool lower_attention_tensor_cores(LowerCtx& L, const AttentionOperands& a) {
   if (qblocks > c.max_groups[0] || (uint64_t)a.Hkv > c.max_groups[1] || (uint64_t)a.B > c.max_groups[2]) return false;
   const uint32_t mk = a.mask ? storage_kind(c, a.mask->dtype) : 0u, ok = storage_kind(c, a.y.dtype);
   Dispatch& d = rows.nw ? L.add("attention_coop_rows", {(uint32_t)a.D, (uint32_t)a.Dv, 16u, 16u, 16u, 0u, mk, ok,
-                                                        rows.nw, rows.bc, 32 * rows.nw})
+                                                        rows.nw, rows.bc, 32 * rows.nw, rows_rescale()})
                         : L.add(qk == 1 ? "attention_coop" : "attention_cm1.bf16",
                                 {(uint32_t)a.D, (uint32_t)a.Dv, sh->m, sh->n, sh->k, 0u, mk, ok});
   uint32_t qo = L.read(d, a.q), ko = L.read(d, a.k), vo = L.read(d, a.v);
