@@ -11,7 +11,7 @@
 # d-4096 decoder block f16 benched under each of CM2B; PyTorch in the same call), `convroutes` (ResNet-50 f16 profiled and benched under each setting of CONVROUTES,
 # default "RLX_VK_CONV=default RLX_VK_EPILOGUE=0 RLX_VK_CONV=rows"), `attnrows` (the f16 tensor-core
 # attention's RLX_VK_FLASH_ROWS shapes on ViT-S/16 and the d-4096 block, PyTorch beside), `attntests`
-# (test_vulkan_half's attention tests), `tests`. Env: PDT=f16
+# (test_vulkan_half's attention and norm tests), `tests`. Env: PDT=f16
 # profiles f16 only, MODELS=vit_s_16 limits `vision` to it, ROUTES= skips the profile stage's matmul-route benches, PN top kernels.
 # Each profile's full text is copied to $OUT.
 set -uo pipefail
@@ -123,8 +123,8 @@ with torch.inference_mode():
     print(f"PyTorch sdpa decoder 1x32x512x128 causal f16 (kv expanded from 8 heads): {t(lambda: F.scaled_dot_product_attention(q, ke, ve, is_causal=True)):.4f} ms")
 PY
       ;;
-    attntests)  # the half attention tests alone (the tensor-core kernels' variants print what differs)
-      timeout 300 $P/test_vulkan_half --gtest_filter='*Attention*' 2>&1 | grep -E 'differ|Failure|error|tests ran|PASSED|FAILED|^\[ +(OK|FAILED)'
+    attntests)  # the half attention and norm tests alone (the tensor-core kernels' variants print what differs)
+      timeout 300 $P/test_vulkan_half --gtest_filter='*Attention*:*Norm*' 2>&1 | grep -E 'differ|Failure|error|tests ran|PASSED|FAILED|^\[ +(OK|FAILED)'
       ;;
     tests)
       for t in "test_golden --gtest_filter=Cases/Golden.*vulkan*" "test_vulkan --gtest_filter=-VulkanValidation.*" test_vulkan_half; do

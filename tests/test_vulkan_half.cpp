@@ -330,19 +330,23 @@ void expect_half_close(DType t, const std::vector<uint16_t>& got, const std::vec
 
 // layer_norm (weight, bias), rms_norm (weight, and without), and both vjps; rows that are not a
 // multiple of the work group, and one row longer than the register cache (re-read from memory).
+// x and y at odd offsets (norm.comp), and at multiples of 4 elements with rows of 4·n (the
+// forward norms on norm_rows.comp: a subgroup per row; ViT-S's 384 over 37 rows, rows of 1000
+// taking 8 chunks a lane), against a double reference loop.
 TEST(VulkanHalf, NormsReadTwoByteStorage) {
   if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
   for (DType t : {DType::f16, DType::bf16})
-    for (auto [R, D] : std::vector<std::pair<int64_t, int64_t>>{{5, 300}, {1, 33000}}) {
-      const std::string sz = " R" + std::to_string(R) + " D" + std::to_string(D);
+    for (auto [R, D, off] : std::vector<std::tuple<int64_t, int64_t, size_t>>{
+             {5, 300, 3}, {1, 33000, 3}, {5, 300, 4}, {37, 384, 8}, {3, 1000, 4}}) {
+      const std::string sz = " R" + std::to_string(R) + " D" + std::to_string(D) + " offset " + std::to_string(off);
       Half16 x = half_rand(t, R * D, 11, -3, 3), w = half_rand(t, D, 12, 0.5, 1.5), b = half_rand(t, D, 13),
              dy = half_rand(t, R * D, 14, -1, 1);
-      Dev dx = put16({R, D}, t, x.h), dw = put16({D}, t, w.h), db = put16({D}, t, b.h), ddy = put16({R, D}, t, dy.h);
+      Dev dx = put16({R, D}, t, x.h, off), dw = put16({D}, t, w.h), db = put16({D}, t, b.h), ddy = put16({R, D}, t, dy.h);
       for (int mode = 0; mode < 5; ++mode) {
         // 0 layer_norm(x, w, b), 1 rms_norm(x, w), 2 rms_norm(x), 3 layer_norm_vjp(dy, x), 4 rms_norm_vjp(dy, x)
         const bool layer = mode == 0 || mode == 3, vjp = mode >= 3;
         const double eps = layer ? 1e-5 : 1e-6;
-        Dev y = out_like({R, D}, t);
+        Dev y = out_like({R, D}, t, off == 3 ? 1 : 8);
         ir::Node n = node(mode == 0 ? Op::LayerNorm : mode <= 2 ? Op::RmsNorm : mode == 3 ? Op::LayerNormVjp : Op::RmsNormVjp);
         std::vector<const Dev*> ins = vjp ? std::vector<const Dev*>{&ddy, &dx}
                                           : mode == 0 ? std::vector<const Dev*>{&dx, &dw, &db}
