@@ -12,10 +12,12 @@
 //   registers (they land while this block computes);
 //   S = Q · Kᵀ (the subgroup's 16 rows × BC keys) stored f32 to the subgroup's own shared region;
 //   2 lanes a row (lane & 15 the row, lane >> 4 the half of the keys): scale, mask, row max,
-//   P = exp(S - m) rounded to f16 over S in the region; O's components scaled by their rows'
-//   exp(m_old - m_new) (the NV extension says nothing of which lane holds which element, so a
-//   matrix of row indices loaded once tells each lane its components' rows, and the factors come
-//   by subgroup shuffle from the lanes that own the rows); O += P · V.
+//   P = exp(S - m) rounded to f16 over S in the region; where some row's maximum moved, O's rows
+//   rescaled by exp(m_old - m_new): the NV extension says nothing of which lane holds which
+//   element, so (RS 0, default) O is divided componentwise by a matrix whose row i holds 1 / row
+//   i's factor (it divides matrices componentwise but does not multiply them), or (RS 1) a
+//   matrix of row indices loaded once tells each lane its components' rows and the factors come
+//   by subgroup shuffle from the lanes that own the rows; O += P · V.
 // Only subgroup barriers inside the subgroup's phases: one workgroup barrier per key block (a
 // buffer is refilled two blocks after it was read, and every subgroup passed the barrier of the
 // block between). At the end O / l goes through the region to o (any storage kind, rounded once).
