@@ -10,9 +10,10 @@
 # profiles with the pass off and at 2), `cm2` (issue 22: matmul_cm2 on 4096^3, ViT-S/16's linears and ResNet-50's 1x1
 # convolutions under each variant of CM2V, bench/cm2_bench.py, then matmul 4096^3 f16/bf16 and the
 # d-4096 decoder block f16 benched under each of CM2B; PyTorch in the same call), `convroutes` (ResNet-50 f16 profiled and benched under each setting of CONVROUTES,
-# default "RLX_VK_CONV=default RLX_VK_EPILOGUE=0 RLX_VK_CONV=rows"; A=1,B=2 sets both), `tests`. MODELS=resnet50
-# limits `vision` to ResNet-50. Env: PDT=f16
-# profiles f16 only, ROUTES= skips the profile stage's matmul-route benches, PN top kernels.
+# default "RLX_VK_CONV=default RLX_VK_EPILOGUE=0 RLX_VK_CONV=rows"; A=1,B=2 sets both), `attnrows` (the f16 tensor-core
+# attention's RLX_VK_FLASH_ROWS shapes on ViT-S/16 and the d-4096 block, PyTorch beside), `attntests`
+# (test_vulkan_half's attention and norm tests), `tests`. Env: MODELS=resnet50 (or vit_s_16) limits `vision`
+# to it, PDT=f16 profiles f16 only, ROUTES= skips the profile stage's matmul-route benches, PN top kernels.
 # Each profile's full text is copied to $OUT.
 set -uo pipefail
 C=$(cd "$(dirname "$0")" && pwd)
@@ -87,6 +88,45 @@ for w in $what; do
       done
       python3 $P/src/bench/torch_gpu.py --half --reps 20 | grep -E "4096\^3|block"
       ;;
+    attnrows)  # attention_coop_rows.comp's shapes (RLX_VK_FLASH_ROWS=NW:BC, list ROWSV; an item with '=' is its own env, comma-separated) against attention_coop.comp (=0), alternating: ViT-S/16 f16 (run `vision` first) and the d-4096 decoder block f16, benched and profiled; PyTorch's block and scaled_dot_product_attention on both shapes in the same call
+      m=vit_s_16; G=$P/src/bench/graphs/decoder_block_4096.json
+      for i in 1 2; do
+        for v in ${ROWSV:-0 default 8:32 2:64}; do
+          e=RLX_VK_FLASH_ROWS=$v; [[ $v == default ]] && e=RLX_VK_FLASH_ROWS=; [[ $v == *=* ]] && e=${v//,/ }
+          echo "$e $m f16 bench: $(env $e $R bench $W/$m/model.onnx --input image=@$W/$m/x.npy --backends vulkan --modes compiled --reps 20 --dtype f16 --format csv 2>/dev/null | tail -1)"
+          echo "$e decoder block d4096 seq512 f16 (median ms, device ms): $(env $e $R bench $G --random-params --input x=random:1 --dtype f16 --backends vulkan --modes compiled --reps 20 --format csv 2>/dev/null | tail -1 | cut -d, -f4,13)"
+        done
+      done
+      for v in ${ROWSV:-0 default 8:32 2:64}; do
+        e=RLX_VK_FLASH_ROWS=$v; [[ $v == default ]] && e=RLX_VK_FLASH_ROWS=; [[ $v == *=* ]] && e=${v//,/ }
+        env $e timeout 200 $R run $W/$m/model.onnx -i image=@$W/$m/x.npy -b vulkan -m compiled --profile --repeat 3 --dtype f16 2> $W/prof.txt >/dev/null
+        cp $W/prof.txt "$out/prof_${m}_f16_rows${v//[:=,]/_}.txt"
+        echo "== profile $m f16 $e: $(awk '$1 ~ /^[0-9.]+$/ && NF >= 6 {s[$5] += $1; n[$5]++; t += $1} END {for (o in s) printf "%s %.3f (%d) ", o, s[o], n[o]; printf "total %.3f", t}' $W/prof.txt)"
+        env $e timeout 200 $R run $G --random-params --input x=random:1 --dtype f16 --backend vulkan --mode compiled --profile --repeat 10 2> $W/prof.txt >/dev/null
+        cp $W/prof.txt "$out/prof_block4096_f16_rows${v//[:=,]/_}.txt"
+        echo "== profile block d4096 f16 $e: $(awk '$1 ~ /^[0-9.]+$/ && NF >= 6 {s[$5] += $1; n[$5]++; t += $1} END {for (o in s) printf "%s %.3f (%d) ", o, s[o], n[o]; printf "total %.3f", t}' $W/prof.txt)"
+      done
+      python3 $P/src/bench/torch_gpu.py --half --reps 20 | grep -E "block"
+      python3 - <<'PY'
+import torch, torch.nn.functional as F
+def t(fn, n=50):
+    for _ in range(5): fn()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize(); s.record()
+    for _ in range(n): fn()
+    e.record(); torch.cuda.synchronize(); return s.elapsed_time(e) / n
+h = torch.float16
+with torch.inference_mode():
+    q, k, v = (torch.randn(32, 6, 197, 64, device="cuda", dtype=h) for _ in range(3))
+    print(f"PyTorch sdpa ViT-S 32x6x197x64 f16: {t(lambda: F.scaled_dot_product_attention(q, k, v)):.4f} ms")
+    q = torch.randn(1, 32, 512, 128, device="cuda", dtype=h); k, v = (torch.randn(1, 8, 512, 128, device="cuda", dtype=h) for _ in range(2))
+    ke, ve = k.repeat_interleave(4, 1), v.repeat_interleave(4, 1)
+    print(f"PyTorch sdpa decoder 1x32x512x128 causal f16 (kv expanded from 8 heads): {t(lambda: F.scaled_dot_product_attention(q, ke, ve, is_causal=True)):.4f} ms")
+PY
+      ;;
+    attntests)  # the half attention and norm tests alone (the tensor-core kernels' variants print what differs)
+      timeout 300 $P/test_vulkan_half --gtest_filter='*Attention*:*Norm*' 2>&1 | grep -E 'differ|Failure|error|tests ran|PASSED|FAILED|^\[ +(OK|FAILED)'
+      ;;
     tests)
       for t in "test_golden --gtest_filter=Cases/Golden.*vulkan*" "test_vulkan --gtest_filter=-VulkanValidation.*" test_vulkan_half; do
         echo "$t: $(timeout 300 $P/$t --gtest_brief=1 2>&1 | grep -E 'tests ran|PASSED|FAILED' | tr '\n' ' ')"
@@ -96,6 +136,6 @@ for w in $what; do
         echo "${t##*/}: $(timeout 300 $t --gtest_brief=1 2>&1 | grep -E 'tests ran|PASSED|FAILED|Failure' | tr '\n' ' ')"
       done
       ;;
-    *) timeout ${TL:-400} python3 $P/src/bench/gpu_targets.py --rlx $R --work $W --out "$out" --models "${MODELS:-resnet50,vit_s_16}" $w ;;
+    *) timeout ${TL:-400} python3 $P/src/bench/gpu_targets.py --rlx $R --work $W --out "$out" ${MODELS:+--models $MODELS} $w ;;
   esac
 done 2>&1 | tee "$out/log.txt"

@@ -330,19 +330,23 @@ void expect_half_close(DType t, const std::vector<uint16_t>& got, const std::vec
 
 // layer_norm (weight, bias), rms_norm (weight, and without), and both vjps; rows that are not a
 // multiple of the work group, and one row longer than the register cache (re-read from memory).
+// x and y at odd offsets (norm.comp), and at multiples of 4 elements with rows of 4·n (the
+// forward norms on norm_rows.comp: a subgroup per row; ViT-S's 384 over 37 rows, rows of 1000
+// taking 8 chunks a lane), against a double reference loop.
 TEST(VulkanHalf, NormsReadTwoByteStorage) {
   if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
   for (DType t : {DType::f16, DType::bf16})
-    for (auto [R, D] : std::vector<std::pair<int64_t, int64_t>>{{5, 300}, {1, 33000}}) {
-      const std::string sz = " R" + std::to_string(R) + " D" + std::to_string(D);
+    for (auto [R, D, off] : std::vector<std::tuple<int64_t, int64_t, size_t>>{
+             {5, 300, 3}, {1, 33000, 3}, {5, 300, 4}, {37, 384, 8}, {3, 1000, 4}}) {
+      const std::string sz = " R" + std::to_string(R) + " D" + std::to_string(D) + " offset " + std::to_string(off);
       Half16 x = half_rand(t, R * D, 11, -3, 3), w = half_rand(t, D, 12, 0.5, 1.5), b = half_rand(t, D, 13),
              dy = half_rand(t, R * D, 14, -1, 1);
-      Dev dx = put16({R, D}, t, x.h), dw = put16({D}, t, w.h), db = put16({D}, t, b.h), ddy = put16({R, D}, t, dy.h);
+      Dev dx = put16({R, D}, t, x.h, off), dw = put16({D}, t, w.h), db = put16({D}, t, b.h), ddy = put16({R, D}, t, dy.h);
       for (int mode = 0; mode < 5; ++mode) {
         // 0 layer_norm(x, w, b), 1 rms_norm(x, w), 2 rms_norm(x), 3 layer_norm_vjp(dy, x), 4 rms_norm_vjp(dy, x)
         const bool layer = mode == 0 || mode == 3, vjp = mode >= 3;
         const double eps = layer ? 1e-5 : 1e-6;
-        Dev y = out_like({R, D}, t);
+        Dev y = out_like({R, D}, t, off == 3 ? 1 : 8);
         ir::Node n = node(mode == 0 ? Op::LayerNorm : mode <= 2 ? Op::RmsNorm : mode == 3 ? Op::LayerNormVjp : Op::RmsNormVjp);
         std::vector<const Dev*> ins = vjp ? std::vector<const Dev*>{&ddy, &dx}
                                           : mode == 0 ? std::vector<const Dev*>{&dx, &dw, &db}
@@ -548,6 +552,49 @@ TEST(VulkanHalf, AttentionOnTensorCores) {
       std::printf("attention %s Sq %lld Sk %lld D %lld: %zu of %zu elements differ from the scalar kernel's\n",
                   dtype_name(t), (long long)c.Sq, (long long)c.Sk, (long long)c.D, diff, coop.size());
     }
+}
+
+// attention_coop_rows.comp (16 query rows per subgroup, several subgroups per work group, keys in
+// double-buffered blocks of 32 or 64) in its default shape ("") and shapes RLX_VK_FLASH_ROWS can
+// force, and attention_coop.comp (=0), against the double reference with AttentionOnTensorCores's 1e-3: head
+// dims 64 (ViT) and 128 (the decoder), causal and not, query and key lengths that are not
+// multiples of the row or key blocks, GQA packing across a block's rows, f16 and bool masks
+// (a fully hidden row is exactly zero: check_half_attention), Sq > Sk with causal rows that see no
+// key, D != Dv. A shape that does not fit the device's shared memory falls back to
+// attention_coop.comp, so each still checks a kernel. The elements that differ from
+// attention_coop.comp's output are printed (0 everywhere would mean the variants did not run).
+// Without VK_NV_cooperative_matrix (lavapipe) the scalar kernels take the cases once.
+TEST(VulkanHalf, AttentionRowsVariantsOnTensorCores) {
+  if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
+  ScopedEnv env;
+  bool tc = false, all = false, linear = false;
+  vk().attention_views(&tc, &all, &linear);  // f16: true where the tensor-core flash kernel runs
+  const std::vector<HalfAttnCase> cases = {
+      {2, 2, 2, 197, 197, 64, 64, false, 0},  // ViT-S/16's shape: 197 rows and keys
+      {1, 3, 3, 150, 150, 128, 128, true, 0}, // the decoder's head dim, causal
+      {2, 4, 2, 70, 150, 64, 64, true, 1},    // GQA (a block's rows span both heads), causal + f16 mask
+      {1, 2, 1, 77, 45, 128, 128, false, 2},  // head dim 128, bool mask with a fully hidden row
+      {1, 1, 1, 80, 50, 64, 64, true, 0},     // causal with Sq > Sk: the first rows see no key
+      {1, 2, 1, 100, 100, 32, 48, true, 0},   // D != Dv
+  };
+  const std::vector<const char*> shapes = tc ? std::vector<const char*>{"0", "", "4:32", "8:32", "13:32", "6:32", "2:64", "1:32", "4:64"}
+                                             : std::vector<const char*>{""};
+  env.set("RLX_VK_FLASH_COOP", "1");
+  for (const auto& c : cases) {
+    std::vector<uint16_t> base;
+    for (const char* s : shapes) {
+      env.set("RLX_VK_FLASH_ROWS", s);
+      auto got = check_half_attention(DType::f16, c, 8, 1e-3);
+      if (std::string(s) == "0") {
+        base = got;
+        continue;
+      }
+      size_t diff = 0;
+      for (size_t i = 0; i < got.size() && i < base.size(); ++i) diff += got[i] != base[i];
+      std::printf("attention rows %s Sq %lld Sk %lld D %lld%s: %zu of %zu elements differ from attention_coop's\n", *s ? s : "default",
+                  (long long)c.Sq, (long long)c.Sk, (long long)c.D, c.causal ? " causal" : "", diff, got.size());
+    }
+  }
 }
 
 // Attention with `views` (compiled mode's attention_views pass, ir::AttentionViews): q, k, v read

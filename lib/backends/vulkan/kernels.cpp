@@ -182,6 +182,8 @@ class Lowering : public LowerCtx {
   void reduce(uint32_t op);
   void softmax(uint32_t mode);
   void norm(uint32_t mode);
+  bool norm_rows(uint32_t mode, int64_t D, int64_t rows, bool has_w, bool has_b, uint32_t xk, uint32_t wk, uint32_t bk,
+                 uint32_t yk);
   void matmul(bool linear);
   void embedding();
   void rope();
@@ -459,6 +461,7 @@ void Lowering::norm(uint32_t mode) {
   const uint32_t xk = kind(in(0)), wk = vjp || has_w ? kind(in(1)) : 0u, bk = has_b ? kind(in(2)) : 0u,
                  yk = kind(out());
   const bool half = is_kind16(xk) || is_kind16(wk) || is_kind16(bk) || is_kind16(yk);
+  if (!vjp && is_kind16(xk) && is_kind16(yk) && norm_rows(mode, D, rows, has_w, has_b, xk, wk, bk, yk)) return;
   Dispatch& d = add(row_shader("norm") + (half ? ".h16" : ""),
                     with_wg({mode, has_w ? 1u : 0u, has_b ? 1u : 0u, row_cache(D, wg), xk, wk, bk, yk}, wg));
   uint32_t xo = read(d, in(0));
@@ -467,6 +470,33 @@ void Lowering::norm(uint32_t mode) {
   uint32_t yo = write(d, out());
   d.push = {(uint32_t)rows, (uint32_t)D, xo, wo, bo, yo, f2u((float)attrs().f("eps"))};
   grid(d, (uint64_t)rows * wg, wg);
+}
+
+// layer_norm / rms_norm with 2-byte x and y as norm_rows.comp (one subgroup per row, several rows
+// per work group, 8-byte loads and stores) where rows are 4·n elements, n <= 16 per subgroup
+// lane, and x and y start at multiples of 4 elements; false (nothing added) otherwise.
+// RLX_VK_NORM_ROWS=0 keeps norm.comp (comparison).
+bool Lowering::norm_rows(uint32_t mode, int64_t D, int64_t rows, bool has_w, bool has_b, uint32_t xk, uint32_t wk,
+                         uint32_t bk, uint32_t yk) {
+  const DeviceCaps& c = env_.dev.caps;
+  if (const char* e = std::getenv("RLX_VK_NORM_ROWS"); e && *e == '0') return false;
+  const uint32_t sgs = c.subgroup_size;
+  if (!c.subgroup_arithmetic || sgs == 0 || D <= 0 || D % 4 || rows <= 0) return false;
+  const uint64_t ch = ((uint64_t)D / 4 + sgs - 1) / sgs;
+  if (ch > 16) return false;
+  const uint32_t wg = std::max<uint32_t>(sgs, std::min<uint32_t>(256, c.max_wg_invocations) / sgs * sgs);
+  Dispatch& d = add("norm_rows", with_wg({mode, has_w ? 1u : 0u, has_b ? 1u : 0u, (uint32_t)ch, xk, wk, bk, yk}, wg));
+  uint32_t xo = read(d, in(0));
+  uint32_t wo = has_w ? read(d, in(1)) : (bind_dummy(d), 0u);
+  uint32_t bo = has_b ? read(d, in(2)) : (bind_dummy(d), 0u);
+  uint32_t yo = write(d, out());
+  if (xo % 4 || yo % 4) {
+    drop_last();
+    return false;
+  }
+  d.push = {(uint32_t)rows, (uint32_t)D, xo, wo, bo, yo, f2u((float)attrs().f("eps"))};
+  grid(d, ((uint64_t)rows + wg / sgs - 1) / (wg / sgs) * wg, wg);
+  return true;
 }
 
 // ------------------------------------------------------------ matrix products

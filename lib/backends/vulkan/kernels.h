@@ -201,8 +201,9 @@ struct ProductEpilogue {
 // On tensor cores (kernels_coopmat.cpp) where the device has them for A's and B's type; false
 // where no tensor-core kernel applies (nothing added).
 bool lower_matmul_tensor_cores(LowerCtx& L, const MatmulOperands& m);
-// Attention with f16 q, k, v on tensor cores (shaders/attention_coop.comp), same push constants
-// as attention.comp (no key split); false (nothing added) where it does not apply: no
+// Attention with f16 q, k, v on tensor cores (shaders/attention_coop.comp, or
+// attention_coop_rows.comp for head dims <= 64: 16 query rows per subgroup, many per work group;
+// RLX_VK_FLASH_ROWS), same push constants as attention.comp (no key split); false (nothing added) where it does not apply: no
 // VK_NV_cooperative_matrix 16x{8,16}x16 f16 shape, subgroups not of 32, head dims not multiples
 // of 16 or over 128, q/k/v offsets or strides not multiples of 8 halves, bf16 q/k/v not
 // contiguous (the prebuilt attention_cm1 has no strides), fewer than 64 packed query rows

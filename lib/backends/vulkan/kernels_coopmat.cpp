@@ -296,6 +296,58 @@ const DeviceCaps::CoopShape* flash_attention_shape(const DeviceCaps& c, uint32_t
   return nullptr;
 }
 
+namespace {
+
+// attention_coop_rows.comp's shape: nw subgroups of 16 query rows each, bc keys per block (nw 0:
+// attention_coop.comp instead).
+struct RowsVariant {
+  uint32_t nw = 0, bc = 0;
+};
+
+// Shared memory attention_coop_rows.comp uses (bytes): two k/v buffers of bc rows and one
+// 16 x (bc + 4) f32 region per subgroup; 0 where the q block (16 nw rows) does not fit in the
+// k/v buffers, where the shader stages it.
+uint64_t rows_shared_bytes(uint64_t D, uint64_t Dv, uint32_t nw, uint32_t bc) {
+  const uint64_t kvb = bc * (D / 8 + 1 + Dv / 8 + 1);
+  if (16ull * nw * (D / 8 + 1) > 2 * kvb) return 0;
+  return 16 * (2 * kvb + nw * 16ull * (bc / 4 + 1));
+}
+
+// The f16 kernel by shape: many query rows per work group and one barrier per key block
+// (attention_coop_rows.comp) where it fits the device, attention_coop.comp otherwise. Blocks of
+// 32 keys; as many subgroups as shared memory allows (at most 16), then as few as cover the
+// packed rows of one (batch, kv head) in that many work groups (ViT-S's 197 rows: 13 subgroups,
+// one work group). RLX_VK_FLASH_ROWS=0 keeps attention_coop.comp; =NW:BC forces that shape
+// (tuning, tests).
+RowsVariant rows_variant(const DeviceCaps& c, const AttentionOperands& a) {
+  auto fits = [&](uint32_t nw, uint32_t bc) {
+    const uint64_t bytes = rows_shared_bytes(a.D, a.Dv, nw, bc);
+    return bytes && bytes <= c.max_shared_bytes && 32 * nw <= c.max_wg_invocations;
+  };
+  if (const char* e = std::getenv("RLX_VK_FLASH_ROWS"); e && *e) {
+    unsigned nw = 0, bc = 0;
+    if (std::sscanf(e, "%u:%u", &nw, &bc) != 2 || nw < 1 || nw > 16 || (bc != 32 && bc != 64) || !fits(nw, bc)) return {};
+    return {nw, bc};
+  }
+  if (a.D > 64 || a.Dv > 64) return {};  // head dim 128 (the d-4096 block): attention_coop.comp measured faster
+  uint32_t most = 0;
+  for (uint32_t nw = 1; nw <= 16; ++nw)
+    if (fits(nw, 32)) most = nw;
+  if (most < 2) return {};
+  const uint64_t nrows = (uint64_t)(a.Hq / a.Hkv) * a.Sq, groups = cdiv(nrows, 16 * most);
+  return {cdiv(nrows, 16 * groups), 32};
+}
+
+// attention_coop_rows.comp's per-row rescale of O (spec constant RS): 0 a matrix of factors through
+// shared memory, O divided by it; RLX_VK_FLASH_RESCALE=shuffle: each component's factor by
+// subgroup shuffle (for comparison).
+uint32_t rows_rescale() {
+  const char* e = std::getenv("RLX_VK_FLASH_RESCALE");
+  return e && std::strcmp(e, "shuffle") == 0 ? 1u : 0u;
+}
+
+}  // namespace
+
 bool lower_attention_tensor_cores(LowerCtx& L, const AttentionOperands& a) {
   const DeviceCaps& c = L.caps();
   const char* env = std::getenv("RLX_VK_FLASH_COOP");
@@ -310,15 +362,19 @@ bool lower_attention_tensor_cores(LowerCtx& L, const AttentionOperands& a) {
   // shared memory as the shader lays it out (32 query rows, 64 keys per block)
   const uint64_t qrs = a.D / 8 + 1, vrs = a.Dv / 8 + 1, shared = 16 * (32 * qrs + 64 * std::max(qrs, vrs) + 32 * 9) +
                                                                4 * 32 * std::max<uint64_t>(68, a.Dv + 4);
-  if (shared > c.max_shared_bytes) return false;
+  const RowsVariant rows = qk == 1 && sh->n == 16 ? rows_variant(c, a) : RowsVariant{};
+  if (!rows.nw && shared > c.max_shared_bytes) return false;
   for (int t = 0; t < 4; ++t)
     for (int j = 0; j < 3; ++j)
       if (a.st[t][j] < 0 || a.st[t][j] > UINT32_MAX || (t < 3 && a.st[t][j] % 8)) return false;
   if (qk != 1 && a.strided) return false;  // attention_cm1 (prebuilt) has no strides
-  const uint64_t qblocks = cdiv(nrows, 32);
+  const uint64_t br = rows.nw ? 16 * rows.nw : 32, qblocks = cdiv(nrows, br);
   if (qblocks > c.max_groups[0] || (uint64_t)a.Hkv > c.max_groups[1] || (uint64_t)a.B > c.max_groups[2]) return false;
   const uint32_t mk = a.mask ? storage_kind(c, a.mask->dtype) : 0u, ok = storage_kind(c, a.y.dtype);
-  Dispatch& d = L.add(qk == 1 ? "attention_coop" : "attention_cm1.bf16", {(uint32_t)a.D, (uint32_t)a.Dv, sh->m, sh->n, sh->k, 0u, mk, ok});
+  Dispatch& d = rows.nw ? L.add("attention_coop_rows", {(uint32_t)a.D, (uint32_t)a.Dv, 16u, 16u, 16u, 0u, mk, ok,
+                                                        rows.nw, rows.bc, 32 * rows.nw, rows_rescale()})
+                        : L.add(qk == 1 ? "attention_coop" : "attention_cm1.bf16",
+                                {(uint32_t)a.D, (uint32_t)a.Dv, sh->m, sh->n, sh->k, 0u, mk, ok});
   uint32_t qo = L.read(d, a.q), ko = L.read(d, a.k), vo = L.read(d, a.v);
   uint32_t mo = a.mask ? L.read(d, *a.mask) : (L.bind_dummy(d), 0u);
   uint32_t oo = L.write(d, a.y);
