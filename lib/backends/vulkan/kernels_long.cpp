@@ -1,6 +1,6 @@
 // Lines too long for one shader invocation to walk (issue 30): llvmpipe (lavapipe, a device that
 // JITs shaders for the host) ends an invocation's loops after 65535 iterations in all, silently
-// (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS: one counter per invocation group, decremented at the end
+// (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS: one counter per group of SIMD lanes, decremented at the end
 // of every loop iteration of every loop), so argmax/argmin, cumsum, topk (axis_op.comp) and
 // min/prod (reduce_ext.comp) along more than kMaxWalk elements run here in passes whose
 // invocations each walk a bounded part (shaders/axis_long.comp, reduce_ext.comp's chunks), on
