@@ -32,19 +32,26 @@ void check_u32(LowerCtx& L, int64_t n) {
   if (n >= ((int64_t)1 << 32)) L.fail("a tensor of " + std::to_string(n) + " elements is too large for 32-bit indexing");
 }
 
-// llvmpipe (lavapipe, a device that JITs shaders for the host) ends a shader invocation's loops
-// after about 65535 iterations in all (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS), silently: a kernel whose
-// invocation walks more elements than that one by one would give a wrong result there, so it is
-// refused with the reason instead. GPUs have no such limit.
-void check_loop(LowerCtx& L, int64_t iterations, const char* what) {
-  constexpr int64_t kLimit = 65536;  // 65536 measured correct there, 65600 not
-  if (L.caps().cpu && iterations > kLimit)
-    L.fail(std::string(what) + " walks " + std::to_string(iterations) + " elements in one shader invocation, and " +
-           L.caps().name + " (a CPU Vulkan device: llvmpipe) ends a shader's loops after about " + std::to_string(kLimit) +
-           " iterations, which would give a wrong result; run this model on the CPU backend (-b cpu) or a GPU");
+// reduce_ext.comp: min (op 0) / prod (op 1) of x over rd/rs (groups of reduced dims) for each of
+// the nout outputs kd/ks, each invocation over a chunk of `chunk` reduced elements, into y[output *
+// nchunks + chunk].
+void reduce_ext_pass(LowerCtx& L, uint32_t op, const TensorRef& x, const TensorRef& y, const Strides& kd,
+                     const Strides& ks, const Strides& rd, const Strides& rs, int64_t nout, int64_t nred, int64_t chunk) {
+  const int64_t nchunks = (nred + chunk - 1) / chunk;
+  Dispatch& d = L.add("reduce_ext", {(uint32_t)kd.size(), (uint32_t)rd.size(), op});
+  uint32_t xo = L.read(d, x), yo = L.write(d, y);
+  d.push = {(uint32_t)nout, (uint32_t)nred, xo, yo};
+  push_array(d, kd, 4);
+  push_array(d, ks, 4);
+  push_array(d, rd, 4);
+  push_array(d, rs, 4);
+  d.push.push_back((uint32_t)chunk);
+  d.push.push_back((uint32_t)nchunks);
+  L.grid(d, (uint64_t)(nout * nchunks), 64);
 }
 
-// min (OP 0) / prod (OP 1) over axes: one invocation per output.
+// min (OP 0) / prod (OP 1) over axes: one invocation per output; over more than kMaxWalk reduced
+// elements, one per (output, chunk of kChunk), then the chunks' results reduced the same way.
 void min_prod(LowerCtx& L) {
   const Kernel& k = L.kernel();
   const TensorRef& x = k.inputs[0];
@@ -54,15 +61,20 @@ void min_prod(LowerCtx& L) {
   int64_t nout = k.output.numel(), nred = shape_numel(Shape(rd.begin(), rd.end()));
   if (nout == 0) return;
   check_u32(L, x.numel());
-  check_loop(L, nred, k.node->op == Op::Min ? "min over axes" : "prod over axes");
-  Dispatch& d = L.add("reduce_ext", {(uint32_t)kd.size(), (uint32_t)rd.size(), k.node->op == Op::Min ? 0u : 1u});
-  uint32_t xo = L.read(d, x), yo = L.write(d, k.output);
-  d.push = {(uint32_t)nout, (uint32_t)nred, xo, yo};
-  push_array(d, kd, 4);
-  push_array(d, ks, 4);
-  push_array(d, rd, 4);
-  push_array(d, rs, 4);
-  L.grid(d, nout, 64);
+  const uint32_t op = k.node->op == Op::Min ? 0u : 1u;
+  if (nred <= kMaxWalk) return reduce_ext_pass(L, op, x, k.output, kd, ks, rd, rs, nout, nred, nred);
+  int64_t n = (nred + kChunk - 1) / kChunk;
+  check_u32(L, nout * n);
+  TensorRef part = L.scratch(nout * n);
+  reduce_ext_pass(L, op, x, part, kd, ks, rd, rs, nout, nred, kChunk);
+  while (true) {  // part: [nout, n], reduced along its rows
+    const int64_t m = (n + kChunk - 1) / kChunk;
+    const TensorRef next = m == 1 ? k.output : L.scratch(nout * m);
+    reduce_ext_pass(L, op, part, next, {nout}, {n}, {n}, {1}, nout, n, std::min(n, kChunk));
+    if (m == 1) return;
+    part = next;
+    n = m;
+  }
 }
 
 void where(LowerCtx& L) {
@@ -85,7 +97,8 @@ void where(LowerCtx& L) {
   L.grid(d, k.output.numel(), 256);
 }
 
-// argmax (0), argmin (1), cumsum (2): one invocation per line along the axis; topk (3): one per element.
+// argmax (0), argmin (1), cumsum (2): one invocation per line along the axis; topk (3): one per
+// element, which walks the line. Lines longer than kMaxWalk: kernels_long.cpp.
 void axis_op(LowerCtx& L, uint32_t op) {
   const Kernel& k = L.kernel();
   const TensorRef& x = k.inputs[0];
@@ -103,8 +116,7 @@ void axis_op(LowerCtx& L, uint32_t op) {
   }
   if (lines == 0 || k.output.numel() == 0) return;
   check_u32(L, x.numel());
-  static const char* const kNames[] = {"argmax", "argmin", "cumsum", "topk"};
-  check_loop(L, v.len, kNames[op]);
+  if (v.len > kMaxWalk) return lower_axis_long(L, op, v, K, flags);
   Dispatch& d = L.add("axis_op", {op});
   uint32_t xo = L.read(d, x), yo = L.write(d, k.output);
   d.push = {(uint32_t)lines, (uint32_t)v.len, (uint32_t)v.inner, (uint32_t)K, xo, yo, flags};
