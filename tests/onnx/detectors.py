@@ -26,7 +26,7 @@ seconds on 2 cores.
 
   tests/onnx/detectors.py --rlx build/apps/rlx/rlx [--out DIR] [--backend cpu|vulkan]
                           [--modes eager,lazy,compiled] [--all | --models NAME,...] [--cache NPM_PREFIX]
-                          [--rlx-args '--repeat 2']
+                          [--rlx-args '--repeat 2'] [--timeout 600]
 """
 import argparse
 import os
@@ -167,6 +167,7 @@ def main():
     ap.add_argument("--rlx-args", default="", help="more `rlx run` arguments, e.g. '--repeat 2' to time a repeat")
     ap.add_argument("--all", action="store_true", help="also RetinaNet (ResNet-50), SSDlite and Keypoint R-CNN")
     ap.add_argument("--models", default=None, help="comma-separated names from MODELS (instead of the default or --all)")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds a run may take (default 600)")
     ap.add_argument("--cache", default=None, help="npm install prefix for onnxruntime-node (default: BUILD/onnx-npm)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -187,9 +188,14 @@ def main():
         for mode in a.modes.split(","):
             od = os.path.join(a.out, f"{name}.{a.backend}.{mode}")
             t = time.time()
-            r = subprocess.run([a.rlx, "run", path, "-b", a.backend, "-m", mode, "-i", f"image=@{image}",
-                                "--out-dir", od] + a.rlx_args.split(), capture_output=True, text=True, timeout=600)
             runs += 1
+            try:
+                r = subprocess.run([a.rlx, "run", path, "-b", a.backend, "-m", mode, "-i", f"image=@{image}",
+                                    "--out-dir", od] + a.rlx_args.split(), capture_output=True, text=True, timeout=a.timeout)
+            except subprocess.TimeoutExpired:
+                fails.append(f"{name} {a.backend}/{mode}: no result within --timeout {a.timeout} s")
+                print(f"  {a.backend}/{mode}: TIMEOUT ({a.timeout} s)", flush=True)
+                continue
             if r.returncode != 0:
                 fails.append(f"{name} {a.backend}/{mode}: exit {r.returncode}: {r.stderr.strip()[-400:]}")
                 continue
