@@ -200,5 +200,29 @@ def test_profile_says_cold():
     check("profile/repeat-no-cold-note", rc == 0 and "timed the only run" not in err, err)
 
 
+
+def test_profile_through_host_steps():
+    # A graph with a data-dependent op runs as segments around a host step (docs/modes.md); --profile
+    # lists the kernels of every segment, before and after it, not only the outer plan's (none).
+    d = scratch()
+    g = {"format": "rlx.graph", "version": 1, "name": "nz", "nodes": [
+        {"id": "x", "op": "input", "shape": [4], "dtype": "f32"},
+        {"id": "sq", "op": "mul", "inputs": ["x", "x"]},
+        {"id": "n", "op": "nonzero", "inputs": ["sq"]},
+        {"id": "idx", "op": "result", "inputs": ["n"], "attrs": {"index": 0}, "shape": [1, 2], "dtype": "i64"},
+        {"id": "idxf", "op": "cast", "inputs": ["idx"], "attrs": {"dtype": "f32"}},
+        {"id": "y", "op": "add", "inputs": ["idxf", "idxf"]}], "outputs": ["y"]}
+    gp = os.path.join(d, "nz.json")
+    with open(gp, "w") as f:
+        json.dump(g, f)
+    rc, out, err = rlx("run", gp, "-i", "x=4xf32=0,1,0,2", "--profile", "--json", cwd=d)
+    m = re.search(r"total over (\d+) kernels", err)
+    # y = 2 * (indices of x's nonzero elements), computed here: [[2, 6]]
+    y = next((o["values"] for o in json.loads(out)["outputs"] if o["name"] == "y"), None) if rc == 0 else None
+    check("profile/host-step-segments", rc == 0 and m is not None and int(m.group(1)) >= 2 and "node 'sq'" in err
+          and "node 'y'" in err, err)
+    check("profile/host-step-result", y is not None and np.array_equal(np.array(y).reshape(-1), [2, 6]), out)
+
+
 if __name__ == "__main__":
     sys.exit(clitest.main("CLI script tests", globals()))

@@ -207,6 +207,7 @@ std::vector<Tensor> ControlRunner::run(Mode mode, const std::map<std::string, Te
   kernels_ = 0;
   segments_run_ = 0;
   peak_bytes_ = 0;
+  profile_.clear();
   sizes_planned_ = sizes_reused_ = 0;
   std::vector<Tensor> val(g.nodes.size());
   std::vector<bool> have(g.nodes.size(), false);
@@ -251,6 +252,8 @@ std::vector<Tensor> ControlRunner::run(Mode mode, const std::map<std::string, Te
       std::vector<Tensor> outs = seg.s->run(mode);
       kernels_ += seg.s->last_stats().kernels;
       peak_bytes_ = std::max(peak_bytes_, seg.s->last_stats().peak_bytes);
+      const auto& sp = seg.s->last_stats().profile;
+      profile_.insert(profile_.end(), sp.begin(), sp.end());
       segments_run_++;
       for (size_t k = 0; k < seg.out_src.size(); ++k) {
         val[seg.out_src[k]] = std::move(outs[k]);
@@ -372,6 +375,7 @@ std::vector<Tensor> ControlRunner::continue_with(Mode mode, const std::map<std::
   for (int r : plan_->results[c]) known[g.nodes[r].id] = outs.at(g.nodes[r].attrs.i("index"));
   auto result = next.run(mode, inputs, &known);
   kernels_ += next.kernels();
+  profile_.insert(profile_.end(), next.profile().begin(), next.profile().end());
   segments_run_ += next.segments_run();
   peak_bytes_ = std::max(peak_bytes_, next.peak_bytes());
   sizes_planned_ += next.sizes_planned();
@@ -450,6 +454,7 @@ std::vector<Tensor> ControlRunner::run_body(Mode mode, const ir::Node& ctl, int 
   ControlRunner& r = body_runner(ctl, body, m);
   auto outs = r.run(mode, m);
   kernels_ += r.kernels();
+  profile_.insert(profile_.end(), r.profile().begin(), r.profile().end());
   peak_bytes_ = std::max(peak_bytes_, r.peak_bytes());
   sizes_planned_ += r.sizes_planned();
   sizes_reused_ += r.sizes_reused();

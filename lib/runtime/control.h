@@ -48,6 +48,9 @@ class ControlRunner {
   std::vector<Tensor> run(Mode mode, const std::map<std::string, Tensor>& inputs,
                           const std::map<std::string, Tensor>* known = nullptr);
   int kernels() const { return kernels_; }
+  // --profile: every kernel of the last run's segments, bodies and continuations (the host
+  // steps between them are not kernels and are not listed).
+  const std::vector<ProfileEntry>& profile() const { return profile_; }
   int segments_run() const { return segments_run_; }
   // The largest device memory one segment (or body segment) held in the last run: segments run
   // one at a time, their values between them are on the host.
@@ -88,6 +91,7 @@ class ControlRunner {
   std::vector<std::string> continuation_order_;                           // least recently used first
   int kernels_ = 0, segments_run_ = 0, sizes_planned_ = 0, sizes_reused_ = 0, sizes_planned_total_ = 0;
   int64_t peak_bytes_ = 0;
+  std::vector<ProfileEntry> profile_;
 };
 
 }  // namespace rlx

@@ -811,6 +811,7 @@ std::vector<Tensor> Session::run(Mode mode) {
     for (const auto& [id, p] : inputs_) ins[id] = p->host;
     control_outputs_ = control_->run(mode, ins);
     stats_.kernels = control_->kernels();
+    stats_.profile = control_->profile();
     stats_.peak_bytes = control_->peak_bytes();
     stats_.sizes_planned = control_->sizes_planned();
     stats_.sizes_reused = control_->sizes_reused();
