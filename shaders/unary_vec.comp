@@ -13,6 +13,7 @@ layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint OP = 255;  // uint(EwOp)
 layout(constant_id = 1) const uint DT = 1;    // storage kind of x and y: 1 f16, 2 bf16
 layout(constant_id = 2) const uint VPT = 2;   // 16-byte vectors per invocation
+layout(constant_id = 3) const uint HW = 0;    // 1 (f16 only): the conversion instructions (below)
 #include "common.glsl"
 #include "ew_ops.glsl"
 
@@ -24,7 +25,19 @@ layout(push_constant) uniform PC {
   uint n, xoff, yoff;  // elements; xoff and yoff multiples of 8
 } pc;
 
+// HW = 1: f16 widened and rounded by unpackHalf2x16 / packHalf2x16 rather than by rlx_from16x2 /
+// rlx_to16's integer arithmetic (GELU was compute-bound with those on the H200). NaN is written as
+// rlx_to16 writes it (sign | 0x7e00); VulkanHalf.UnaryOpsOverContiguousTwoByteRuns compares the
+// bits with unary.comp's on each device it runs on (lavapipe and the H200 agreed).
 uint op2(uint w) {
+  if (HW != 0u) {
+    vec2 f = unpackHalf2x16(w);
+    f = vec2(rlx_ew_unary(OP, f.x), rlx_ew_unary(OP, f.y));
+    uint p = packHalf2x16(f);
+    if (isnan(f.x)) p = (p & 0xffff0000u) | ((floatBitsToUint(f.x) >> 16) & 0x8000u) | 0x7e00u;
+    if (isnan(f.y)) p = (p & 0xffffu) | (floatBitsToUint(f.y) & 0x80000000u) | 0x7e000000u;
+    return p;
+  }
   vec2 f = rlx_from16x2(DT, w);
   return rlx_to16(DT, rlx_ew_unary(OP, f.x)) | (rlx_to16(DT, rlx_ew_unary(OP, f.y)) << 16);
 }

@@ -388,7 +388,8 @@ TEST(VulkanHalf, NormsReadTwoByteStorage) {
 // elements: 16-byte accesses, the last n % 8 values one by one; unary.comp otherwise), against a
 // double-precision loop: gelu (erf and tanh forms, ViT's MLP), exp, sigmoid, with zeros, infinities,
 // NaN and the largest finite values among the inputs. Then the same launches with
-// RLX_VK_UNARY_VEC=0 must give the same bits (the two kernels widen and round alike).
+// RLX_VK_UNARY_VEC=0 (unary.comp) and =soft (f16 through the integer conversions) must give the
+// same bits (the kernels widen and round alike).
 TEST(VulkanHalf, UnaryOpsOverContiguousTwoByteRuns) {
   if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
   auto gelu = [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); };
@@ -412,14 +413,16 @@ TEST(VulkanHalf, UnaryOpsOverContiguousTwoByteRuns) {
       for (size_t i = 0; i < special.size() && i < (size_t)n; ++i) x[(i * 977) % n] = ref_round(t, special[i]);
       Dev dx = put16({n}, t, x, xoff);
       for (const U& u : ops) {
-        Dev y = out_like({n}, t, yoff), y0 = out_like({n}, t, yoff);
+        Dev y = out_like({n}, t, yoff), y0 = out_like({n}, t, yoff), ys = out_like({n}, t, yoff);
         launch(u.n, {&dx}, y);
         {
           test::ScopedEnv env;
           env.set("RLX_VK_UNARY_VEC", "0");
           launch(u.n, {&dx}, y0);
+          env.set("RLX_VK_UNARY_VEC", "soft");  // f16 through the integer conversions
+          launch(u.n, {&dx}, ys);
         }
-        auto got = get16(y), got0 = get16(y0);
+        auto got = get16(y), got0 = get16(y0), gots = get16(ys);
         int bad = 0, differ = 0;
         for (int64_t i = 0; i < n; ++i) {
           const double xv = ref_value(t, x[i]), w = u.f(xv), g = ref_value(t, got[i]);
@@ -431,9 +434,9 @@ TEST(VulkanHalf, UnaryOpsOverContiguousTwoByteRuns) {
           if (!ok && bad++ < 5)
             ADD_FAILURE() << u.name << " " << dtype_name(t) << sz << ": x[" << i << "] = " << xv << " gave " << g
                           << ", want " << w;
-          if (got[i] != got0[i] && differ++ < 5)
+          if ((got[i] != got0[i] || gots[i] != got0[i]) && differ++ < 5)
             ADD_FAILURE() << u.name << " " << dtype_name(t) << sz << ": element " << i << " " << got[i]
-                          << " against unary.comp's " << got0[i];
+                          << " (soft " << gots[i] << ") against unary.comp's " << got0[i];
         }
         EXPECT_EQ(bad + differ, 0) << u.name << " " << dtype_name(t) << sz;
       }

@@ -311,10 +311,13 @@ void Lowering::strided_one(const TensorRef& x, int64_t xextra, const Collapsed& 
 // RLX_VK_UNARY_VEC=0 keeps unary.comp (comparison).
 bool Lowering::unary_vec(const TensorRef& x, int64_t xextra, const TensorRef& y, int64_t yextra, int64_t n,
                          uint32_t op, uint32_t dt) {
-  if (const char* e = std::getenv("RLX_VK_UNARY_VEC"); e && *e == '0') return false;
+  const char* e = std::getenv("RLX_VK_UNARY_VEC");
+  if (e && *e == '0') return false;
   if (n <= 0 || n > (int64_t)UINT32_MAX - 8) return false;
   constexpr uint32_t kVpt = 2;  // 16-byte vectors per invocation
-  Dispatch& d = add("unary_vec", {op, dt, kVpt});
+  // f16 through the conversion instructions (RLX_VK_UNARY_VEC=soft: the integer forms).
+  const bool hw = dt == 1 && !(e && std::strcmp(e, "soft") == 0);
+  Dispatch& d = add("unary_vec", {op, dt, kVpt, hw ? 1u : 0u});
   const uint64_t xo = read(d, x) + (uint64_t)xextra, yo = write(d, y) + (uint64_t)yextra;
   if (xo % 8 || yo % 8 || xo + n > UINT32_MAX || yo + n > UINT32_MAX) {
     drop_last();
