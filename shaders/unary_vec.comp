@@ -25,10 +25,11 @@ layout(push_constant) uniform PC {
   uint n, xoff, yoff;  // elements; xoff and yoff multiples of 8
 } pc;
 
-// HW = 1: f16 widened and rounded by unpackHalf2x16 / packHalf2x16 rather than by rlx_from16x2 /
-// rlx_to16's integer arithmetic (GELU was compute-bound with those on the H200). NaN is written as
-// rlx_to16 writes it (sign | 0x7e00); VulkanHalf.UnaryOpsOverContiguousTwoByteRuns compares the
-// bits with unary.comp's on each device it runs on (lavapipe and the H200 agreed).
+// HW = 1 (RLX_VK_UNARY_VEC=hw, off by default): f16 widened and rounded by unpackHalf2x16 /
+// packHalf2x16 rather than by rlx_from16x2 / rlx_to16's integer arithmetic, which may make GELU
+// compute-bound on the H200 (not measured yet). NaN is written as rlx_to16 writes it
+// (sign | 0x7e00); VulkanHalf.UnaryOpsOverContiguousTwoByteRuns compares the bits with
+// unary.comp's on each device it runs on (lavapipe agreed; the H200 not run yet).
 uint op2(uint w) {
   if (HW != 0u) {
     vec2 f = unpackHalf2x16(w);
