@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 
@@ -379,6 +380,65 @@ TEST(VulkanHalf, NormsReadTwoByteStorage) {
           }
         }
         expect_half_close(t, get16(y), want, 2e-5, std::string(ir::op_name(n.op)) + " mode " + std::to_string(mode) + sz);
+      }
+    }
+}
+
+// Unary ops over contiguous 2-byte runs (unary_vec.comp where x and y start at multiples of 8
+// elements: 16-byte accesses, the last n % 8 values one by one; unary.comp otherwise), against a
+// double-precision loop: gelu (erf and tanh forms, ViT's MLP), exp, sigmoid, with zeros, infinities,
+// NaN and the largest finite values among the inputs. Then the same launches with
+// RLX_VK_UNARY_VEC=0 (unary.comp) and =hw (f16 through the conversion instructions) must give
+// the same bits (the kernels widen and round alike).
+TEST(VulkanHalf, UnaryOpsOverContiguousTwoByteRuns) {
+  if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
+  auto gelu = [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); };
+  auto gelu_t = [](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); };
+  struct U {
+    ir::Node n;
+    std::function<double(double)> f;
+    const char* name;
+  };
+  std::vector<U> ops = {{node(Op::Gelu), gelu, "gelu"},
+                        {node(Op::Gelu, {{"approximate", std::string("tanh")}}), gelu_t, "gelu tanh"},
+                        {node(Op::Exp), [](double x) { return std::exp(x); }, "exp"},
+                        {node(Op::Sigmoid), [](double x) { return 1 / (1 + std::exp(-x)); }, "sigmoid"}};
+  for (DType t : {DType::f16, DType::bf16})
+    for (auto [n, xoff, yoff] : std::vector<std::tuple<int64_t, size_t, size_t>>{
+             {40000, 8, 16}, {8 * 700 + 5, 16, 8}, {64, 8, 8}, {3, 8, 8}, {8 * 700 + 5, 3, 8}, {1000, 8, 1}}) {
+      const std::string sz = " n " + std::to_string(n) + " offsets " + std::to_string(xoff) + "/" + std::to_string(yoff);
+      std::vector<uint16_t> x = random16(t, n, 21, -6, 6);
+      const std::vector<double> special = {0.0, -0.0, INFINITY, -INFINITY, NAN, t == DType::f16 ? 65504.0 : 3e38,
+                                           t == DType::f16 ? -65504.0 : -3e38, 1e-7, -1e-7};
+      for (size_t i = 0; i < special.size() && i < (size_t)n; ++i) x[(i * 977) % n] = ref_round(t, special[i]);
+      Dev dx = put16({n}, t, x, xoff);
+      for (const U& u : ops) {
+        Dev y = out_like({n}, t, yoff), y0 = out_like({n}, t, yoff), ys = out_like({n}, t, yoff);
+        launch(u.n, {&dx}, y);
+        {
+          test::ScopedEnv env;
+          env.set("RLX_VK_UNARY_VEC", "0");
+          launch(u.n, {&dx}, y0);
+          env.set("RLX_VK_UNARY_VEC", "hw");  // f16 through the conversion instructions
+          launch(u.n, {&dx}, ys);
+        }
+        auto got = get16(y), got0 = get16(y0), gots = get16(ys);
+        int bad = 0, differ = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const double xv = ref_value(t, x[i]), w = u.f(xv), g = ref_value(t, got[i]);
+          // gelu's f32 evaluation loses the tail below x ~ -5 to 1 + erf's cancellation (absolute
+          // error ~1e-7 |x|, as on the CPU); the rest within one output ulp.
+          const double tol = out_ulp(t) * std::fabs(w) + (t == DType::f16 ? 6e-8 : 1e-38) +
+                             (u.n.op == Op::Gelu ? 2e-7 * std::fabs(xv) : 0.0);
+          const bool ok = std::isnan(w) ? std::isnan(g) : std::isinf(w) ? g == w : std::fabs(g - w) <= tol;
+          if (!ok && bad++ < 5)
+            ADD_FAILURE() << u.name << " " << dtype_name(t) << sz << ": x[" << i << "] = " << xv << " gave " << g
+                          << ", want " << w;
+          if ((got[i] != got0[i] || gots[i] != got0[i]) && differ++ < 5)
+            ADD_FAILURE() << u.name << " " << dtype_name(t) << sz << ": element " << i << " " << got[i]
+                          << " (hw " << gots[i] << ") against unary.comp's " << got0[i];
+        }
+        EXPECT_EQ(bad + differ, 0) << u.name << " " << dtype_name(t) << sz;
       }
     }
 }

@@ -172,6 +172,8 @@ class Lowering : public LowerCtx {
 
   void strided(const TensorRef& x, int64_t xextra, const Strides& xs, const TensorRef& y, int64_t yextra,
                const Strides& ys, const Shape& iter, uint32_t op, uint32_t round);
+  bool unary_vec(const TensorRef& x, int64_t xextra, const TensorRef& y, int64_t yextra, int64_t n, uint32_t op,
+                 uint32_t dt);
   void strided_one(const TensorRef& x, int64_t xextra, const Collapsed& c, const TensorRef& y, int64_t yextra,
                    uint32_t op, uint32_t round);
   void unary(uint32_t op, uint32_t round);
@@ -291,6 +293,9 @@ void Lowering::strided_one(const TensorRef& x, int64_t xextra, const Collapsed& 
   for (int64_t d : c.dims) n *= d;
   if (c.dims.size() > kMaxRank) fail("more than 8 dims after collapsing");
   uint32_t xk = kind(x), yk = kind(y);
+  if (op != kEwIdentity && round == 0 && xk == yk && is_kind16(xk) && c.dims.size() == 1 && c.strides[0][0] == 1 &&
+      c.strides[1][0] == 1 && unary_vec(x, xextra, y, yextra, n, op, xk))
+    return;
   Dispatch& d = add(is_kind16(xk) || is_kind16(yk) ? "unary.h16" : "unary",
                     {(uint32_t)c.dims.size(), op, round, kEwPerInvocation, xk, yk});
   uint32_t xo = read(d, x) + (uint32_t)xextra, yo = write(d, y) + (uint32_t)yextra;
@@ -299,6 +304,29 @@ void Lowering::strided_one(const TensorRef& x, int64_t xextra, const Collapsed& 
   push_array(d, c.strides[0], 8);
   push_array(d, c.strides[1], 8);
   grid(d, (n + kEwPerInvocation - 1) / kEwPerInvocation, kEwGroup);
+}
+
+// A unary op over a contiguous run of 2-byte values as unary_vec.comp (16-byte loads and stores of
+// 8 values) where x and y start at multiples of 8 elements; false (nothing added) otherwise.
+// RLX_VK_UNARY_VEC=0 keeps unary.comp (comparison), =hw converts f16 by instruction (below).
+bool Lowering::unary_vec(const TensorRef& x, int64_t xextra, const TensorRef& y, int64_t yextra, int64_t n,
+                         uint32_t op, uint32_t dt) {
+  const char* e = std::getenv("RLX_VK_UNARY_VEC");
+  if (e && *e == '0') return false;
+  if (n <= 0 || n > (int64_t)UINT32_MAX - 8) return false;
+  constexpr uint32_t kVpt = 2;  // 16-byte vectors per invocation
+  // RLX_VK_UNARY_VEC=hw: f16 through the conversion instructions instead of the integer forms
+  // (not measured on a GPU yet: docs/benchmarks.md, session 14).
+  const bool hw = dt == 1 && e && std::strcmp(e, "hw") == 0;
+  Dispatch& d = add("unary_vec", {op, dt, kVpt, hw ? 1u : 0u});
+  const uint64_t xo = read(d, x) + (uint64_t)xextra, yo = write(d, y) + (uint64_t)yextra;
+  if (xo % 8 || yo % 8 || xo + n > UINT32_MAX || yo + n > UINT32_MAX) {
+    drop_last();
+    return false;
+  }
+  d.push = {(uint32_t)n, (uint32_t)xo, (uint32_t)yo};
+  grid(d, ((uint64_t)n / 8 + kVpt - 1) / kVpt, kEwGroup);
+  return true;
 }
 
 void Lowering::unary(uint32_t op, uint32_t round) {
