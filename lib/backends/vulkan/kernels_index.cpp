@@ -37,7 +37,7 @@ void check_u32(LowerCtx& L, int64_t n) {
 // nchunks + chunk].
 void reduce_ext_pass(LowerCtx& L, uint32_t op, const TensorRef& x, const TensorRef& y, const Strides& kd,
                      const Strides& ks, const Strides& rd, const Strides& rs, int64_t nout, int64_t nred, int64_t chunk) {
-  const int64_t nchunks = (nred + chunk - 1) / chunk;
+  const int64_t nchunks = chunk > 0 ? (nred + chunk - 1) / chunk : 1;  // nred 0: one empty chunk, the identity
   Dispatch& d = L.add("reduce_ext", {(uint32_t)kd.size(), (uint32_t)rd.size(), op});
   uint32_t xo = L.read(d, x), yo = L.write(d, y);
   d.push = {(uint32_t)nout, (uint32_t)nred, xo, yo};
