@@ -248,6 +248,10 @@ bool lower_conv_gemm(LowerCtx& L);
 bool lower_conv_implicit(LowerCtx& L, const ir::Conv2dGeom& g, const TensorRef& x, const TensorRef& w,
                          const TensorRef* bias, const TensorRef& y, const TensorRef* residual, uint32_t act,
                          bool any_shape);
+// im2col.comp's 16-bit variant: x (NCHW) into col, R output positions by K = C*kH*kW; layout 1:
+// [N, K, OH*OW] (one product per image), 2: [K, N*OH*OW] (the batch folded, lower_conv_fold).
+void add_im2col_h16(LowerCtx& L, const ir::Conv2dGeom& g, const TensorRef& x, const TensorRef& col, int64_t R,
+                    int64_t K, uint32_t layout);
 // The same (f16/bf16, VK_NV_cooperative_matrix2) with the batch folded into the product's columns
 // (kernels_conv_fold.cpp): col [K, N*OH*OW] = im2col(x), t [M, N*OH*OW] = w . col in f32 (one
 // product, split over K where its tiles are few), y = act(t + bias + residual) permuted back to

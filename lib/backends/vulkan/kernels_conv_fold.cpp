@@ -54,12 +54,7 @@ bool lower_conv_fold(LowerCtx& L, const ir::Conv2dGeom& g, const TensorRef& x, c
   TensorRef col = L.scratch((R * K + 1) / 2);
   col.dtype = x.dtype;
   col.shape = {K, R};
-  Dispatch& d = L.add("im2col.h16", {xk, 2u});
-  const uint32_t xo = L.read(d, x), co = L.write(d, col);
-  d.push = {u(R),    u(K),    u(g.C),  u(g.H),  u(g.W),  u(g.OH), u(g.OW), u(g.kH), u(g.kW),
-            u(g.sH), u(g.sW), u(g.dH), u(g.dW), u(g.pt), u(g.pl), xo,      co};
-  d.groups[0] = (uint32_t)cdiv(K, 32);
-  d.groups[1] = (uint32_t)cdiv(R, 32);
+  add_im2col_h16(L, g, x, col, R, K, 2u);
 
   // t in x's 16-bit type with the bias added by the product, unless it is split over K (f32
   // partials, the bias added by conv_fold_out); RLX_VK_CONV_FOLD_T32=1: always f32, for comparing

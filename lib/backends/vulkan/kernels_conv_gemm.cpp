@@ -27,6 +27,17 @@ namespace rlx::vk {
 
 static uint64_t cdiv(int64_t a, int64_t b) { return (uint64_t)((a + b - 1) / b); }
 
+void add_im2col_h16(LowerCtx& L, const ir::Conv2dGeom& g, const TensorRef& x, const TensorRef& col, int64_t R,
+                    int64_t K, uint32_t layout) {
+  auto u = [](int64_t v) { return (uint32_t)v; };
+  Dispatch& d = L.add("im2col.h16", {storage_kind(L.caps(), x.dtype), layout});
+  const uint32_t xo = L.read(d, x), co = L.write(d, col);
+  d.push = {u(R),    u(K),    u(g.C),  u(g.H),  u(g.W),  u(g.OH), u(g.OW), u(g.kH), u(g.kW),
+            u(g.sH), u(g.sW), u(g.dH), u(g.dW), u(g.pt), u(g.pl), xo,      co};
+  d.groups[0] = (uint32_t)((K + 31) / 32);
+  d.groups[1] = (uint32_t)((R + 31) / 32);
+}
+
 bool lower_conv_gemm(LowerCtx& L) {
   const Kernel& k = L.kernel();
   if (!k.node || k.node->op != ir::Op::Conv2d || k.inputs.size() < 2) return false;
@@ -93,12 +104,7 @@ bool lower_conv_gemm(LowerCtx& L) {
     TensorRef col = x;
     if (!direct) {
       col = scratch(R * K, x.dtype, {g.N, K, P});
-      Dispatch& d = L.add("im2col.h16", {xk, 1u});
-      const uint32_t xo = L.read(d, x), co = L.write(d, col);
-      d.push = {u(R),    u(K),    u(g.C),  u(g.H),  u(g.W),  u(g.OH), u(g.OW), u(g.kH), u(g.kW),
-                u(g.sH), u(g.sW), u(g.dH), u(g.dW), u(g.pt), u(g.pl), xo,      co};
-      d.groups[0] = (uint32_t)cdiv(K, 32);
-      d.groups[1] = (uint32_t)cdiv(R, 32);
+      add_im2col_h16(L, g, x, col, R, K, 1u);
     }
     const TensorRef wv = view_of(c, w, 0, {M, K});
     auto product = [&](const TensorRef& out, const TensorRef* residual, uint32_t act) {
