@@ -55,9 +55,24 @@ bool lower_conv_gemm(LowerCtx& L) {
   const int64_t P = g.OH * g.OW, R = g.N * P, K = g.C * g.kH * g.kW, M = g.M;
   if (R == 0 || M == 0 || K == 0) return false;
   // Scratch larger than one binding, or a grid too large: the direct loop.
-  const uint64_t es = xk ? 2 : 4;
-  if ((uint64_t)R * K * es > view_budget(c) || (uint64_t)R * M * es > view_budget(c)) return false;
+  const uint64_t es = xk ? 2 : 4, budget = view_budget(c);
   if (!binds_whole(c, x) || !binds_whole(c, w) || !binds_whole(c, y)) return false;
+  if ((uint64_t)R * K * es > budget || (uint64_t)R * M * es > budget) {
+    // f32: this route over groups of images whose im2col matrix and product fit, each a
+    // convolution of its own (Keypoint R-CNN's head, [100, 512, 14, 14] by 3x3, has a 361 MB
+    // matrix: lavapipe's 128 MiB binding left it to the direct loop at 0.5-0.9 GFLOP/s)
+    const uint64_t per_image = (uint64_t)P * std::max(K, M) * es;
+    if (xk != 0u || L.product_epilogue() || g.N < 2 || per_image > budget) return false;
+    const int64_t nb = (int64_t)std::min<uint64_t>((uint64_t)g.N, budget / per_image);
+    for (int64_t i0 = 0; i0 < g.N; i0 += nb) {
+      const int64_t n = std::min(nb, g.N - i0);
+      Kernel sub = k;
+      sub.inputs[0] = view_of(c, x, i0 * g.C * g.H * g.W, {n, g.C, g.H, g.W});
+      sub.output = view_of(c, y, i0 * M * P, {n, M, g.OH, g.OW});
+      L.lower_sub(sub);
+    }
+    return true;
+  }
   if (cdiv(K, 32) > c.max_groups[0] || cdiv(R, 32) > c.max_groups[1]) return false;
   if ((uint64_t)R > UINT32_MAX || (uint64_t)R * K > UINT32_MAX || x.numel() > UINT32_MAX) return false;
 
