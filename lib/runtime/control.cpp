@@ -90,6 +90,15 @@ ControlRunner::ControlRunner(std::shared_ptr<const ir::Graph> g, Executor& ex, s
                              const SessionOptions& opts)
     : g_(std::move(g)), ex_(ex), params_(std::move(params)), opts_(std::make_unique<SessionOptions>(opts)) {}
 
+void ControlRunner::absorb(const ControlRunner& o) {
+  kernels_ += o.kernels();
+  profile_.insert(profile_.end(), o.profile().begin(), o.profile().end());
+  peak_bytes_ = std::max(peak_bytes_, o.peak_bytes());
+  sizes_planned_ += o.sizes_planned();
+  sizes_reused_ += o.sizes_reused();
+  sizes_planned_total_ += o.sizes_planned();
+}
+
 ControlRunner::~ControlRunner() = default;
 
 void ControlRunner::build(const std::map<std::string, Tensor>& inputs) {
@@ -374,13 +383,8 @@ std::vector<Tensor> ControlRunner::continue_with(Mode mode, const std::map<std::
     if (have[i] && !is_leaf(g.nodes[i].op)) known[g.nodes[i].id] = val[i];
   for (int r : plan_->results[c]) known[g.nodes[r].id] = outs.at(g.nodes[r].attrs.i("index"));
   auto result = next.run(mode, inputs, &known);
-  kernels_ += next.kernels();
-  profile_.insert(profile_.end(), next.profile().begin(), next.profile().end());
+  absorb(next);
   segments_run_ += next.segments_run();
-  peak_bytes_ = std::max(peak_bytes_, next.peak_bytes());
-  sizes_planned_ += next.sizes_planned();
-  sizes_reused_ += next.sizes_reused();
-  sizes_planned_total_ += next.sizes_planned();
   return result;
 }
 
@@ -453,12 +457,7 @@ std::vector<Tensor> ControlRunner::run_body(Mode mode, const ir::Node& ctl, int 
   for (size_t k = 0; k < ins.size(); ++k) m[b.nodes[in_nodes[k]].id] = ins[k];
   ControlRunner& r = body_runner(ctl, body, m);
   auto outs = r.run(mode, m);
-  kernels_ += r.kernels();
-  profile_.insert(profile_.end(), r.profile().begin(), r.profile().end());
-  peak_bytes_ = std::max(peak_bytes_, r.peak_bytes());
-  sizes_planned_ += r.sizes_planned();
-  sizes_reused_ += r.sizes_reused();
-  sizes_planned_total_ += r.sizes_planned();
+  absorb(r);
   return outs;
 }
 

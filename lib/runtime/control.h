@@ -91,6 +91,8 @@ class ControlRunner {
   std::vector<std::string> continuation_order_;                           // least recently used first
   int kernels_ = 0, segments_run_ = 0, sizes_planned_ = 0, sizes_reused_ = 0, sizes_planned_total_ = 0;
   int64_t peak_bytes_ = 0;
+  // Adds what a body or continuation runner's last run did to this run's counts and profile.
+  void absorb(const ControlRunner& o);
   std::vector<ProfileEntry> profile_;
 };
 
