@@ -902,21 +902,31 @@ TEST(VulkanHalf, TensorCoreTileChoicesAgainstReference) {
 // forced RLX_VK_CM1P tile) against a double loop: ragged M/N, K from one slice (8) to a split
 // one (4096), odd slice counts (both register sets' last turns), transposed a and b, bias in
 // f32/f16/bf16, f16/bf16/f32 outputs, under the default tile and forced ones (one and two
-// register sets, 256 invocations, the band order, the 16x8x16 fragment). Skipped without KHR
-// tensor cores (lavapipe).
+// register sets, 256 invocations, the band order, the 16x8x16 fragment). Without KHR tensor
+// cores (lavapipe) the same products run on the other kernels.
 TEST(VulkanHalf, PipelinedKhrMatmulAgainstReference) {
-  bool khr = false;
-  for (const auto& [k, v] : vulkan_devices().at(0).properties) khr |= k == "f16 tensor cores (KHR)" && v != "none";
-  if (!khr) GTEST_SKIP() << "no VK_KHR_cooperative_matrix f16 shapes on this device";
+  if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
+  // All settings where the device lists KHR shapes or is an NVIDIA GPU (on the H200 the test
+  // binary's device list said "none" for the KHR shapes in session 15's first call while the
+  // executor used them: printed here to find out why), else the first alone (lavapipe: the
+  // settings change nothing, the products run on the other kernels).
+  const auto dev = vulkan_devices().at(0);
+  bool full = dev.name.find("NVIDIA") != std::string::npos;
+  for (const auto& [k, v] : dev.properties)
+    if (k.find("tensor cores") != std::string::npos) {
+      std::fprintf(stderr, "  %s: %s\n", k.c_str(), v.c_str());
+      full |= k == "f16 tensor cores (KHR)" && v != "none";
+    }
   const std::vector<std::vector<std::pair<const char*, const char*>>> settings = {
       {{"RLX_VK_KHRP", "1"}},
-      {{"RLX_VK_CM1P", "128x128x64x64x32x1"}},
+      {{"RLX_VK_CM1P", "128x128x64x64x32x2"}},
       {{"RLX_VK_CM1P", "128x256x64x64x16x2x3"}},
       {{"RLX_VK_CM1P", "256x128x64x32x32x2"}},
       {{"RLX_VK_CM1P", "64x64x32x32x32x2"}},
       {{"RLX_VK_KHRP", "1"}, {"RLX_VK_CM1P_SHAPE", "16x8x16"}},
   };
   for (const auto& set : settings) {
+    if (!full && &set != &settings.front()) continue;
     test::ScopedEnv env;
     std::string trace;
     for (const auto& [k, v] : set) env.set(k, v), trace += std::string(k) + "=" + v + " ";

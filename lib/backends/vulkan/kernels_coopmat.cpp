@@ -271,10 +271,10 @@ bool subgroup_coop(LowerCtx& L, const MatmulOperands& m, const std::string& shad
 // per-subgroup tiles of WM x WN, PD register sets of global loads in flight. Same operand
 // requirements as matmul_cm1 (rows of 8 halves for the 16-byte loads). Tile from
 // RLX_VK_CM1P=BMxBNxWMxWNxBKxPD[xSWZ] (tuning), else 128x128 tiles of 4 subgroups of 64x64,
-// 32-deep slices, two sets in flight; the fragment shape 16x16x16 where listed
-// (RLX_VK_CM1P_SHAPE=MxNxK forces another).
+// 32-deep slices, one set in flight (two measured 1.3-1.6x slower on the H200, session 15);
+// the fragment shape 16x16x16 where listed (RLX_VK_CM1P_SHAPE=MxNxK forces another).
 struct PipeTile {
-  uint32_t bm = 128, bn = 128, wm = 64, wn = 64, bk = 32, pd = 2, swz = 0;
+  uint32_t bm = 128, bn = 128, wm = 64, wn = 64, bk = 32, pd = 1, swz = 0;
 };
 
 bool subgroup_pipe(LowerCtx& L, const MatmulOperands& m, const std::string& shader,
