@@ -33,7 +33,11 @@ BATCH = 32
 # The d-4096 decoder block's linears at seq 512 (bench/graphs/decoder_block_4096.json): q/o, k/v,
 # gate/up, down; (name, M, N, K), no bias
 DEC = [("dec_qo", 512, 4096, 4096), ("dec_kv", 512, 1024, 4096), ("dec_gateup", 512, 14336, 4096),
-       ("dec_down", 512, 4096, 14336)]
+       ("dec_down", 512, 4096, 14336),
+       # long-K products over few tiles beside dec_kv (where matmul_cm1p is the default): k and v as
+       # one product, fewer / more rows, a longer K
+       ("few_kv2", 512, 2048, 4096), ("few_m256", 256, 1024, 4096), ("few_m1024", 1024, 1024, 4096),
+       ("few_k14k", 512, 1024, 14336)]
 
 
 def products():
