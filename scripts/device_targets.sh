@@ -126,7 +126,7 @@ with torch.inference_mode():
 PY
       ;;
     tctests)  # test_vulkan_half's tensor-core matmul tests alone (matmul_cm2's tile choices, matmul_cm1p)
-      timeout 300 $P/test_vulkan_half --gtest_filter='*TensorCore*:*Pipelined*:*Matmul*' 2>&1 | grep -E 'Failure|error|want|tests ran|PASSED|FAILED|SKIPPED|^\[ +(OK|FAILED|SKIPPED)'
+      timeout 300 $P/test_vulkan_half --gtest_filter='*TensorCore*:*Pipelined*:*Matmul*' 2>&1 | grep -E 'tensor cores|Failure|error|want|tests ran|PASSED|FAILED|SKIPPED|^\[ +(OK|FAILED|SKIPPED)'
       ;;
     attntests)  # the half attention and norm tests alone (the tensor-core kernels' variants print what differs)
       timeout 300 $P/test_vulkan_half --gtest_filter='*Attention*:*Norm*' 2>&1 | grep -E 'differ|Failure|error|tests ran|PASSED|FAILED|^\[ +(OK|FAILED)'
