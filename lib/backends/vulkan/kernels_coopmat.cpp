@@ -3,7 +3,8 @@
 // from device memory with tensor addressing), VK_KHR_cooperative_matrix (prebuilt matmul_cm1:
 // subgroup matrices, hand-staged through shared memory), VK_NV_cooperative_matrix (matmul_coop,
 // f16 only, built with Debian's glslang). matmul_cm1p (KHR, register-pipelined) is tried first
-// for long-K products over few tiles, or wherever RLX_VK_KHRP=1 (pipe_wanted). kernels.cpp's shared-memory kernel is the last resort.
+// only where asked for (RLX_VK_KHRP=1, pipe_wanted: slower than matmul_cm2 where measured).
+// kernels.cpp's shared-memory kernel is the last resort.
 // Each kernel is used only for shapes and types the device lists (DeviceCaps, coopmat_caps.cpp).
 // RLX_VK_COOPMAT=nv|khr|cm2 caps the route (device.cpp); RLX_VK_CM2 and RLX_VK_COOP set tiles
 // and RLX_VK_SPLITK the K split, for tuning (scripts/device_run.sh); RLX_VK_CM2_PICK=old,
@@ -330,16 +331,16 @@ bool subgroup_pipe(LowerCtx& L, const MatmulOperands& m, const std::string& shad
 }
 
 // Whether matmul_cm1p is tried before matmul_cm2: RLX_VK_KHRP=1 (or a forced RLX_VK_CM1P tile)
-// for every product it takes, =0 never. By default only where matmul_cm2 would split a long K
-// over few 128x128 tiles (fewer than kGroups, K >= 4096, M >= 256): the d-4096 decoder's k/v
-// linears (M 512, N 1024) ran 1.25x faster on it (H200, session 15), while it lost 1.3-1.8x
-// to matmul_cm2 on 4096^3, ViT-S's linears and the decoder's other linears.
-bool pipe_wanted(const MatmulOperands& m) {
+// for every product it takes; never by default. Measured on the H200 (docs/benchmarks.md,
+// session 15) it lost 1.3-1.8x to matmul_cm2 on 4096^3, ViT-S's linears and the d-4096
+// decoder's q/o, gate/up and down linears; it won on long-K products over few tiles in some
+// shapes (the decoder's k/v, M 512 N 1024 K 4096: 1.25x and 1.1x in two calls; K 14336: 1.4x)
+// and lost 1.4x on their neighbours (N 2048, M 256 or 1024), so no default rule was kept.
+bool pipe_wanted(const MatmulOperands&) {
   const char* e = std::getenv("RLX_VK_KHRP");
   if (e && *e) return *e == '1';
   const char* t = std::getenv("RLX_VK_CM1P");
-  if (t && *t) return true;
-  return m.M >= 256 && m.K >= 4096 && (uint64_t)cdiv(m.M, 128) * cdiv(m.N, 128) < kGroups;
+  return t && *t;
 }
 
 }  // namespace
