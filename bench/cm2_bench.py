@@ -7,8 +7,9 @@ kernel settings in one process each, with PyTorch's time for the same work besid
         [--repeat 5] [--torch]
 
 The products: matmul 4096^3 (b as [K, N] and as [N, K]), ViT-S/16's linears at batch 32
-(M = 6304 rows, with bias), the d-4096 decoder block's linears at seq 512 (a . w^T, M = 512) and ResNet-50's 1x1 convolutions at batch 32 (per image a product
-w . x with K = input channels, N = H*W). All of them are independent outputs of one graph, run
+(M = 6304 rows, with bias), the d-4096 decoder block's linears at seq 512 (a . w^T, M = 512,
+and neighbouring few-tile shapes) and ResNet-50's 1x1 convolutions at batch 32 (per image a
+product w . x with K = input channels, N = H*W). All of them are independent outputs of one graph, run
 with `rlx run --profile --repeat R` per variant (device ms of the last run, per node; the
 variants run round robin --rounds times and the fastest round is kept: a process now and then
 runs everything ~4x slower, seen in session 12 too, cause not known); a
@@ -34,8 +35,8 @@ BATCH = 32
 # gate/up, down; (name, M, N, K), no bias
 DEC = [("dec_qo", 512, 4096, 4096), ("dec_kv", 512, 1024, 4096), ("dec_gateup", 512, 14336, 4096),
        ("dec_down", 512, 4096, 14336),
-       # long-K products over few tiles beside dec_kv (where matmul_cm1p is the default): k and v as
-       # one product, fewer / more rows, a longer K
+       # long-K products over few tiles beside dec_kv (matmul_cm1p's one win, session 15): k and v
+       # as one product, fewer / more rows, a longer K
        ("few_kv2", 512, 2048, 4096), ("few_m256", 256, 1024, 4096), ("few_m1024", 1024, 1024, 4096),
        ("few_k14k", 512, 1024, 14336)]
 
