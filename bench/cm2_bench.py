@@ -7,8 +7,9 @@ kernel settings in one process each, with PyTorch's time for the same work besid
         [--repeat 5] [--torch]
 
 The products: matmul 4096^3 (b as [K, N] and as [N, K]), ViT-S/16's linears at batch 32
-(M = 6304 rows, with bias) and ResNet-50's 1x1 convolutions at batch 32 (per image a product
-w . x with K = input channels, N = H*W). All of them are independent outputs of one graph, run
+(M = 6304 rows, with bias), the d-4096 decoder block's linears at seq 512 (a . w^T, M = 512,
+and neighbouring few-tile shapes) and ResNet-50's 1x1 convolutions at batch 32 (per image a
+product w . x with K = input channels, N = H*W). All of them are independent outputs of one graph, run
 with `rlx run --profile --repeat R` per variant (device ms of the last run, per node; the
 variants run round robin --rounds times and the fastest round is kept: a process now and then
 runs everything ~4x slower, seen in session 12 too, cause not known); a
@@ -30,6 +31,14 @@ RES = [("rn_64_256_56", 64, 256, 56), ("rn_256_64_56", 256, 64, 56), ("rn_128_51
        ("rn_512_128_28", 512, 128, 28), ("rn_256_1024_14", 256, 1024, 14), ("rn_1024_256_14", 1024, 256, 14),
        ("rn_512_2048_7", 512, 2048, 7), ("rn_2048_512_7", 2048, 512, 7)]
 BATCH = 32
+# The d-4096 decoder block's linears at seq 512 (bench/graphs/decoder_block_4096.json): q/o, k/v,
+# gate/up, down; (name, M, N, K), no bias
+DEC = [("dec_qo", 512, 4096, 4096), ("dec_kv", 512, 1024, 4096), ("dec_gateup", 512, 14336, 4096),
+       ("dec_down", 512, 4096, 14336),
+       # long-K products over few tiles beside dec_kv (matmul_cm1p's one win, session 15): k and v
+       # as one product, fewer / more rows, a longer K
+       ("few_kv2", 512, 2048, 4096), ("few_m256", 256, 1024, 4096), ("few_m1024", 1024, 1024, 4096),
+       ("few_k14k", 512, 1024, 14336)]
 
 
 def products():
@@ -45,6 +54,10 @@ def products():
             {"id": f"x_{name}", "op": "input", "shape": [m, k]}, {"id": f"w_{name}", "op": "input", "shape": [nn, k]},
             {"id": f"b_{name}", "op": "input", "shape": [nn]},
             {"id": name, "op": "linear", "inputs": [f"x_{name}", f"w_{name}", f"b_{name}"]}]))
+    for name, m, nn, k in DEC:
+        out.append((name, 2 * m * nn * k, [
+            {"id": f"x_{name}", "op": "input", "shape": [m, k]}, {"id": f"w_{name}", "op": "input", "shape": [nn, k]},
+            {"id": name, "op": "matmul", "inputs": [f"x_{name}", f"w_{name}"], "attrs": {"transpose_b": True}}]))
     for name, ci, co, hw in RES:
         out.append((name, 2 * BATCH * co * ci * hw * hw, [
             {"id": f"x_{name}", "op": "input", "shape": [BATCH, ci, hw, hw]},
@@ -75,6 +88,9 @@ def torch_times(dtypes, reps=20):
             for name, m, nn, k in VIT:
                 X, W, b = r(m, k), r(nn, k), r(nn)
                 res[(name, dt)] = timed(lambda: F.linear(X, W, b))
+            for name, m, nn, k in DEC:
+                X, W = r(m, k), r(nn, k)
+                res[(name, dt)] = timed(lambda: torch.matmul(X, W.t()))
             for name, ci, co, hw in RES:
                 X, W = r(BATCH, ci, hw, hw), r(co, ci, 1, 1)
                 res[(name, dt)] = timed(lambda: F.conv2d(X, W))

@@ -9,10 +9,11 @@
 # Also: `viewsab` (ViT-S/16 f16 with RLX_VK_ATTENTION_VIEWS=0, =2 and on, alternating, and its
 # profiles with the pass off and at 2), `cm2` (issue 22: matmul_cm2 on 4096^3, ViT-S/16's linears and ResNet-50's 1x1
 # convolutions under each variant of CM2V, bench/cm2_bench.py, then matmul 4096^3 f16/bf16 and the
-# d-4096 decoder block f16 benched under each of CM2B; PyTorch in the same call), `convroutes` (ResNet-50 f16 profiled and benched under each setting of CONVROUTES,
+# d-4096 decoder block f16 benched under each of CM2B; PyTorch in the same call; CM2ONLY=a,b limits the
+# products, CM2DT=f16 the dtypes, CM2TORCH= leaves PyTorch out of cm2_bench.py), `convroutes` (ResNet-50 f16 profiled and benched under each setting of CONVROUTES,
 # default "RLX_VK_CONV=default RLX_VK_EPILOGUE=0 RLX_VK_CONV=rows"; A=1,B=2 sets both), `attnrows` (the f16 tensor-core
 # attention's RLX_VK_FLASH_ROWS shapes on ViT-S/16 and the d-4096 block, PyTorch beside), `attntests`
-# (test_vulkan_half's attention and norm tests), `tests`. Env: MODELS=resnet50 (or vit_s_16) limits `vision`
+# (test_vulkan_half's attention and norm tests), `tctests` (its tensor-core matmul tests), `tests`. Env: MODELS=resnet50 (or vit_s_16) limits `vision`
 # to it, PDT=f16 profiles f16 only, ROUTES= skips the profile stage's matmul-route benches, PN top kernels.
 # Each profile's full text is copied to $OUT.
 set -uo pipefail
@@ -78,7 +79,7 @@ for w in $what; do
       ;;
     cm2)  # issue 22: the tensor-core matmul, new tile choice against old (RLX_VK_CM2_PICK=old), same call
       python3 $P/src/bench/cm2_bench.py --rlx $R --work $W/cm2 --variants "${CM2V:-new: old:RLX_VK_CM2_PICK=old}" \
-        --repeat "${CM2R:-5}" --torch
+        --repeat "${CM2R:-5}" ${CM2ONLY:+--only $CM2ONLY} --dtypes ${CM2DT:-f16 bf16} ${CM2TORCH---torch}
       for v in ${CM2B:-new old:RLX_VK_CM2_PICK=old}; do  # NAME[:ENV=VAL]; rlx bench medians (wall, device)
         e=${v#*:}; [[ $e == "$v" ]] && e=""
         for dt in f16 bf16; do
@@ -123,6 +124,9 @@ with torch.inference_mode():
     ke, ve = k.repeat_interleave(4, 1), v.repeat_interleave(4, 1)
     print(f"PyTorch sdpa decoder 1x32x512x128 causal f16 (kv expanded from 8 heads): {t(lambda: F.scaled_dot_product_attention(q, ke, ve, is_causal=True)):.4f} ms")
 PY
+      ;;
+    tctests)  # test_vulkan_half's tensor-core matmul tests alone (matmul_cm2's tile choices, matmul_cm1p)
+      timeout 300 $P/test_vulkan_half --gtest_filter='*TensorCore*:*Pipelined*:*Matmul*' 2>&1 | grep -E 'tensor cores|Failure|error|want|tests ran|PASSED|FAILED|SKIPPED|^\[ +(OK|FAILED|SKIPPED)'
       ;;
     attntests)  # the half attention and norm tests alone (the tensor-core kernels' variants print what differs)
       timeout 300 $P/test_vulkan_half --gtest_filter='*Attention*:*Norm*' 2>&1 | grep -E 'differ|Failure|error|tests ran|PASSED|FAILED|^\[ +(OK|FAILED)'

@@ -19,6 +19,8 @@ BLOBS=(
   "matmul_cm2.bf16|matmul_cm2.comp|-DRLX_BF16=1"
   "matmul_cm1.f16|matmul_cm1.comp|"
   "matmul_cm1.bf16|matmul_cm1.comp|-DRLX_BF16=1"
+  "matmul_cm1p.f16|matmul_cm1p.comp|"
+  "matmul_cm1p.bf16|matmul_cm1p.comp|-DRLX_BF16=1"
   "attention_cm1.bf16|attention_cm1.comp|-DRLX_BF16=1"
   "conv_cm2.f16|conv_cm2.comp|"
 )

@@ -898,6 +898,50 @@ TEST(VulkanHalf, TensorCoreTileChoicesAgainstReference) {
   }
 }
 
+// matmul_cm1p (VK_KHR_cooperative_matrix, register-pipelined; opt in with RLX_VK_KHRP=1 or a
+// forced RLX_VK_CM1P tile) against a double loop: ragged M/N, K from one slice (8) to a split
+// one (4096), odd slice counts (both register sets' last turns), transposed a and b, bias in
+// f32/f16/bf16, f16/bf16/f32 outputs, under the default tile and forced ones (one and two
+// register sets, 256 invocations, the band order, the 16x8x16 fragment). Without KHR tensor
+// cores (lavapipe) the same products run on the other kernels.
+TEST(VulkanHalf, PipelinedKhrMatmulAgainstReference) {
+  if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
+  // All settings where the device lists KHR shapes or is an NVIDIA GPU (on the H200 the test
+  // binary's device list said "none" for the KHR shapes in session 15's first call while the
+  // executor used them: printed here to find out why), else the first alone (lavapipe: the
+  // settings change nothing, the products run on the other kernels).
+  const auto dev = vulkan_devices().at(0);
+  bool full = dev.name.find("NVIDIA") != std::string::npos;
+  for (const auto& [k, v] : dev.properties)
+    if (k.find("tensor cores") != std::string::npos) {
+      std::fprintf(stderr, "  %s: %s\n", k.c_str(), v.c_str());
+      full |= k == "f16 tensor cores (KHR)" && v != "none";
+    }
+  const std::vector<std::vector<std::pair<const char*, const char*>>> settings = {
+      {{"RLX_VK_KHRP", "1"}},
+      {{"RLX_VK_CM1P", "128x128x64x64x32x2"}},
+      {{"RLX_VK_CM1P", "128x256x64x64x16x2x3"}},
+      {{"RLX_VK_CM1P", "256x128x64x32x32x2"}},
+      {{"RLX_VK_CM1P", "64x64x32x32x32x2"}},
+      {{"RLX_VK_KHRP", "1"}, {"RLX_VK_CM1P_SHAPE", "16x8x16"}},
+  };
+  for (const auto& set : settings) {
+    if (!full && &set != &settings.front()) continue;
+    test::ScopedEnv env;
+    std::string trace;
+    for (const auto& [k, v] : set) env.set(k, v), trace += std::string(k) + "=" + v + " ";
+    SCOPED_TRACE(trace);
+    check_matmul(true, 97, 130, 72, false, true, DType::f16, DType::f16, DType::f16, true, 71);
+    check_matmul(false, 200, 296, 136, false, true, DType::bf16, DType::bf16, DType::bf16, false, 72);
+    check_matmul(false, 136, 264, 520, true, false, DType::f16, DType::f16, DType::f32, false, 73);
+    check_matmul(false, 640, 264, 1088, false, false, DType::f16, DType::f16, DType::f16, false, 74);
+    check_matmul(true, 256, 512, 64, false, true, DType::bf16, DType::bf16, DType::bf16, true, 75);
+    check_matmul(false, 33, 40, 8, false, false, DType::f16, DType::f16, DType::f16, false, 76);
+    check_matmul(true, 64, 72, 4096, false, true, DType::f16, DType::f16, DType::f16, true, 77);  // split K
+    check_matmul(true, 130, 96, 200, false, true, DType::f16, DType::f32, DType::f32, true, 78);  // f32 b: not taken
+  }
+}
+
 // Decode-sized products (M <= 16) read 2-byte weights directly in the gemv kernel.
 TEST(VulkanHalf, DecodeSizedProducts) {
   check_matmul(true, 1, 300, 1000, false, true, DType::bf16, DType::bf16, DType::bf16, true, 41);

@@ -2,7 +2,9 @@
 // preference: VK_NV_cooperative_matrix2 (prebuilt matmul_cm2: workgroup-scope matrices loaded
 // from device memory with tensor addressing), VK_KHR_cooperative_matrix (prebuilt matmul_cm1:
 // subgroup matrices, hand-staged through shared memory), VK_NV_cooperative_matrix (matmul_coop,
-// f16 only, built with Debian's glslang). kernels.cpp's shared-memory kernel is the last resort.
+// f16 only, built with Debian's glslang). matmul_cm1p (KHR, register-pipelined) is tried first
+// only where asked for (RLX_VK_KHRP=1, pipe_wanted: slower than matmul_cm2 where measured).
+// kernels.cpp's shared-memory kernel is the last resort.
 // Each kernel is used only for shapes and types the device lists (DeviceCaps, coopmat_caps.cpp).
 // RLX_VK_COOPMAT=nv|khr|cm2 caps the route (device.cpp); RLX_VK_CM2 and RLX_VK_COOP set tiles
 // and RLX_VK_SPLITK the K split, for tuning (scripts/device_run.sh); RLX_VK_CM2_PICK=old,
@@ -266,6 +268,81 @@ bool subgroup_coop(LowerCtx& L, const MatmulOperands& m, const std::string& shad
   return true;
 }
 
+// matmul_cm1p (KHR, prebuilt; shaders/prebuilt/matmul_cm1p.comp says how): subgroup matrices,
+// per-subgroup tiles of WM x WN, PD register sets of global loads in flight. Same operand
+// requirements as matmul_cm1 (rows of 8 halves for the 16-byte loads). Tile from
+// RLX_VK_CM1P=BMxBNxWMxWNxBKxPD[xSWZ] (tuning), else 128x128 tiles of 4 subgroups of 64x64,
+// 32-deep slices, one set in flight (two measured 1.3-1.6x slower on the H200, session 15);
+// the fragment shape 16x16x16 where listed (RLX_VK_CM1P_SHAPE=MxNxK forces another).
+struct PipeTile {
+  uint32_t bm = 128, bn = 128, wm = 64, wn = 64, bk = 32, pd = 1, swz = 0;
+};
+
+bool subgroup_pipe(LowerCtx& L, const MatmulOperands& m, const std::string& shader,
+                   const std::vector<DeviceCaps::CoopShape>& shapes) {
+  const DeviceCaps& c = L.caps();
+  std::array<uint32_t, 3> want = {16, 16, 16};
+  if (const char* e = std::getenv("RLX_VK_CM1P_SHAPE"); e && *e) std::sscanf(e, "%ux%ux%u", &want[0], &want[1], &want[2]);
+  const DeviceCaps::CoopShape* sh = nullptr;
+  for (const auto& q : shapes)
+    if (!sh && q.m == want[0] && q.n == want[1] && q.k == want[2]) sh = &q;
+  if (!sh || sh->m % 8 || sh->n % 8 || sh->k % 8 || (sh->m * sh->n) % 4) return false;
+  const int64_t M = m.M, N = m.N, K = m.K;
+  if (K % 8 || (m.ta && M % 8) || (!m.tb && N % 8)) return false;
+  PipeTile t;
+  if (const char* e = std::getenv("RLX_VK_CM1P"); e && *e) {
+    int got = std::sscanf(e, "%ux%ux%ux%ux%ux%ux%u", &t.bm, &t.bn, &t.wm, &t.wn, &t.bk, &t.pd, &t.swz);
+    if (got < 6 || !t.wm || !t.wn || t.bm % t.wm || t.bn % t.wn || t.bm % 8 || t.bn % 8 || !t.bk || t.bk % 8 ||
+        (t.pd != 1 && t.pd != 2))
+      L.fail("RLX_VK_CM1P must be BMxBNxWMxWNxBKxPD[xSWZ] with BM % WM = BN % WN = 0, BK a multiple of 8, PD 1 or 2");
+  }
+  if (t.wm % sh->m || t.wn % sh->n || t.bk % sh->k || (t.bn * sh->m) % 4) return false;
+  const uint32_t SG = c.subgroup_size, warps = (t.bm / t.wm) * (t.bn / t.wn), wg = warps * SG;
+  const uint64_t asz = m.ta ? t.bk * (t.bm + 8) / 8 : t.bm * (t.bk + 8) / 8,
+                 bsz = m.tb ? t.bn * (t.bk + 8) / 8 : t.bk * (t.bn + 8) / 8,
+                 csv = std::max<uint64_t>((uint64_t)warps * sh->m * sh->n, (uint64_t)sh->m * t.bn) / 4;
+  const uint64_t shared = 16 * std::max<uint64_t>(2 * (asz + bsz), csv);
+  if (wg > c.max_wg_invocations || shared > c.max_shared_bytes) return false;
+  uint64_t gx = cdiv(N, t.bn), gy = cdiv(M, t.bm);
+  if (gx > c.max_groups[0] || gy > c.max_groups[1]) return false;
+  const uint32_t kchunk = split_for(gx * gy, K, t.bk, (uint64_t)M * N, view_budget(c)), nsplit = cdiv(K, kchunk);
+  if (nsplit > c.max_groups[2]) return false;
+  const uint32_t biask = m.bias ? storage_kind(c, m.bias->dtype) : 0u, yk = storage_kind(c, m.y.dtype);
+  const bool split = nsplit > 1;
+  TensorRef part;
+  if (split) part = L.scratch((int64_t)nsplit * M * N);
+  Dispatch& d = L.add(shader, {t.bm, t.bn, t.bk, t.wm, t.wn, m.ta, m.tb, m.bias && !split ? 1u : 0u, sh->m, sh->n, wg,
+                               sh->k, split ? 1u : 0u, biask, split ? 0u : yk, SG, t.pd, 0u, t.swz});
+  uint32_t ao = L.read(d, m.A), bo = L.read(d, m.B);
+  uint32_t biaso = m.bias && !split ? L.read(d, *m.bias) : (L.bind_dummy(d), 0u);
+  uint32_t yo = L.write(d, split ? part : m.y);
+  const uint32_t ydt = split ? 0u : yk, align = ydt == 0 ? 4 : 8;  // 16-byte rows for direct stores
+  d.spec[17] = ydt != 2 && yo % align == 0 && N % align == 0;
+  if (ao % 8 || bo % 8) {  // not 16-byte aligned
+    L.drop_last();
+    return false;
+  }
+  d.push = {(uint32_t)M, (uint32_t)N, (uint32_t)K, ao, bo, biaso, yo, kchunk};
+  d.groups[0] = (uint32_t)gx;
+  d.groups[1] = (uint32_t)gy;
+  d.groups[2] = nsplit;
+  if (split) splitk_sum(L, m, part, nsplit);
+  return true;
+}
+
+// Whether matmul_cm1p is tried before matmul_cm2: RLX_VK_KHRP=1 (or a forced RLX_VK_CM1P tile)
+// for every product it takes; never by default. Measured on the H200 (docs/benchmarks.md,
+// session 15) it lost 1.3-1.8x to matmul_cm2 on 4096^3, ViT-S's linears and the d-4096
+// decoder's q/o, gate/up and down linears; it won on long-K products over few tiles in some
+// shapes (the decoder's k/v, M 512 N 1024 K 4096: 1.25x and 1.1x in two calls; K 14336: 1.4x)
+// and lost 1.4x on their neighbours (N 2048, M 256 or 1024), so no default rule was kept.
+bool pipe_wanted(const MatmulOperands&) {
+  const char* e = std::getenv("RLX_VK_KHRP");
+  if (e && *e) return *e == '1';
+  const char* t = std::getenv("RLX_VK_CM1P");
+  return t && *t;
+}
+
 }  // namespace
 
 bool lower_matmul_tensor_cores(LowerCtx& L, const MatmulOperands& m) {
@@ -273,8 +350,12 @@ bool lower_matmul_tensor_cores(LowerCtx& L, const MatmulOperands& m) {
   if (m.M == 0 || m.N == 0 || m.K == 0) return false;
   const uint32_t ak = storage_kind(c, m.A.dtype), bk = storage_kind(c, m.B.dtype);
   if (ak != bk || (ak != 1 && ak != 2)) return false;
+  const bool plain = m.batch == 1 && !m.bias_rows && !m.residual && !m.act && !m.partials;  // cm2 alone has the rest
+  if (plain && c.coop_khr && pipe_wanted(m) &&
+      subgroup_pipe(L, m, ak == 1 ? "matmul_cm1p.f16" : "matmul_cm1p.bf16", ak == 1 ? c.khr_f16 : c.khr_bf16))
+    return true;
   if (c.cm2 && cm2(L, m, ak)) return true;
-  if (m.batch != 1 || m.bias_rows || m.residual || m.act || m.partials) return false;  // only matmul_cm2 has these
+  if (!plain) return false;
   if (c.coop_khr && subgroup_coop(L, m, ak == 1 ? "matmul_cm1.f16" : "matmul_cm1.bf16", ak == 1 ? c.khr_f16 : c.khr_bf16))
     return true;
   if (ak == 1 && c.coop_nv) {
