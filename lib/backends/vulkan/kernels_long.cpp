@@ -44,66 +44,58 @@ void dispatch(LowerCtx& L, uint32_t op, const TensorRef* x, const TensorRef* y, 
   L.grid(d, (uint64_t)items, 64);
 }
 
-// argmax (op 0) / argmin (op 1): each line's best of every chunk of kChunk elements as (value,
-// index) pairs, then the best of those pairs by chunks again until one per line is left.
+// One axis_wg.comp dispatch: a work group of 256 invocations per (line, chunk of kWgChunk
+// elements of `len`), `lines` lines of [outer, len, inner] (inner 1 for pairs and block sums).
+void dispatch_wg(LowerCtx& L, uint32_t op, const TensorRef* x, const TensorRef* y, const TensorRef* pin,
+                 const TensorRef* pout, int64_t lines, int64_t len, int64_t inner, uint32_t flags) {
+  Dispatch& d = L.add("axis_wg", {op});
+  auto bind = [&](const TensorRef* t, bool write) -> uint32_t {
+    if (!t) {
+      L.bind_dummy(d);
+      return 0;
+    }
+    return write ? L.write(d, *t) : L.read(d, *t);
+  };
+  const int64_t n = ceil_div(len, kWgChunk);
+  const uint32_t xo = bind(x, false), yo = bind(y, true), pio = bind(pin, false), poo = bind(pout, true);
+  d.push = {(uint32_t)lines, (uint32_t)len, (uint32_t)inner, xo, yo, flags, (uint32_t)n, pio, poo};
+  L.grid(d, (uint64_t)(lines * n) * 256, 256);
+}
+
+// argmax (op 0) / argmin (op 1): each line's best (value, index) of every chunk of kWgChunk
+// elements (a work group's tree), then the best of those pairs by chunks again until one per
+// line is left.
 void arg_long(LowerCtx& L, uint32_t op, const LongLine& v, uint32_t flags) {
   const Kernel& k = L.kernel();
-  AxisLongPush p;
-  p.lines = (uint32_t)v.lines;
-  p.len = (uint32_t)v.len;
-  p.inner = (uint32_t)v.inner;
-  p.span = (uint32_t)kChunk;
-  int64_t n = ceil_div(v.len, kChunk);
-  p.nchunks = (uint32_t)n;
-  p.flags = flags;
+  int64_t n = ceil_div(v.len, kWgChunk);
   TensorRef pairs = L.scratch(2 * v.lines * n);
-  dispatch(L, op, &k.inputs[0], nullptr, nullptr, &pairs, p, v.lines * n);
+  dispatch_wg(L, op, &k.inputs[0], nullptr, nullptr, &pairs, v.lines, v.len, v.inner, flags);
   while (true) {
-    const int64_t m = ceil_div(n, kChunk);
-    AxisLongPush q;
-    q.lines = (uint32_t)v.lines;
-    q.len = (uint32_t)n;  // pairs per line
-    q.span = (uint32_t)std::min<int64_t>(n, kChunk);
-    q.nchunks = (uint32_t)m;
-    q.flags = (flags & 1u) | 4u | (m == 1 ? 8u : 0u);
+    const int64_t m = ceil_div(n, kWgChunk);
+    const uint32_t f = (flags & 1u) | 4u | (m == 1 ? 8u : 0u);
     if (m == 1) {
-      dispatch(L, op, nullptr, &k.output, &pairs, nullptr, q, v.lines);
+      dispatch_wg(L, op, nullptr, &k.output, &pairs, nullptr, v.lines, n, 1, f);
       return;
     }
     TensorRef next = L.scratch(2 * v.lines * m);
-    dispatch(L, op, nullptr, nullptr, &pairs, &next, q, v.lines * m);
+    dispatch_wg(L, op, nullptr, nullptr, &pairs, &next, v.lines, n, 1, f);
     pairs = next;
     n = m;
   }
 }
 
-// cumsum along `v` of x into y (both laid out as [outer, len, inner]): the Kahan sum of every
-// chunk of kChunk scan positions, their exclusive scan (a cumsum of its own, by this route again
-// when that line is long too), then every chunk scanned from its offset.
-void cumsum_long(LowerCtx& L, const TensorRef& x, const TensorRef& y, const LongLine& v, uint32_t flags);
-
-void cumsum_any(LowerCtx& L, const TensorRef& x, const TensorRef& y, const LongLine& v, uint32_t flags) {
-  if (v.len > kMaxWalk) return cumsum_long(L, x, y, v, flags);
-  Dispatch& d = L.add("axis_op", {2u});
-  uint32_t xo = L.read(d, x), yo = L.write(d, y);
-  d.push = {(uint32_t)v.lines, (uint32_t)v.len, (uint32_t)v.inner, 0u, xo, yo, flags};
-  L.grid(d, (uint64_t)v.lines, 64);
-}
-
-void cumsum_long(LowerCtx& L, const TensorRef& x, const TensorRef& y, const LongLine& v, uint32_t flags) {
-  const int64_t n = ceil_div(v.len, kChunk);
-  AxisLongPush p;
-  p.lines = (uint32_t)v.lines;
-  p.len = (uint32_t)v.len;
-  p.inner = (uint32_t)v.inner;
-  p.span = (uint32_t)kChunk;
-  p.nchunks = (uint32_t)n;
-  p.flags = flags;
+// cumsum along `v` of x into y (both laid out as [outer, len, inner]), reduce-then-scan: the sum
+// of every chunk of kWgChunk scan positions (a work group's tree), their exclusive scan (by this
+// route again: [lines, chunks] scanned along its rows), then every chunk scanned by its work
+// group from its offset. A line of at most kWgChunk is one work group's scan from 0.
+void cumsum_wg(LowerCtx& L, const TensorRef& x, const TensorRef& y, const LongLine& v, uint32_t flags) {
+  if (v.len <= kWgChunk) return dispatch_wg(L, 3, &x, &y, nullptr, nullptr, v.lines, v.len, v.inner, flags | 16u);
+  const int64_t n = ceil_div(v.len, kWgChunk);
   TensorRef sums = L.scratch(v.lines * n), offsets = L.scratch(v.lines * n);
   sums.shape = offsets.shape = {v.lines, n};
-  dispatch(L, 2, &x, nullptr, nullptr, &sums, p, v.lines * n);
-  cumsum_any(L, sums, offsets, {v.lines, n, 1}, 1u);  // exclusive, forward
-  dispatch(L, 3, &x, &y, &offsets, nullptr, p, v.lines * n);
+  dispatch_wg(L, 2, &x, nullptr, nullptr, &sums, v.lines, v.len, v.inner, flags);
+  cumsum_wg(L, sums, offsets, {v.lines, n, 1}, 1u);  // exclusive, forward
+  dispatch_wg(L, 3, &x, &y, &offsets, nullptr, v.lines, v.len, v.inner, flags);
 }
 
 // topk: runs of the first min(K, kTopkRun) of every kTopkRun elements (ranked within their
@@ -156,7 +148,7 @@ void lower_axis_long(LowerCtx& L, uint32_t op, const Axis3& a, int64_t K, uint32
            " lines) is too large for 32-bit indexing");
   switch (op) {
     case 0: case 1: arg_long(L, op, v, flags); break;
-    case 2: cumsum_long(L, L.kernel().inputs[0], L.kernel().output, v, flags); break;
+    case 2: cumsum_wg(L, L.kernel().inputs[0], L.kernel().output, v, flags); break;
     case 3: topk_long(L, v, K, flags); break;
   }
 }
