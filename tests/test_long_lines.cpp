@@ -30,10 +30,11 @@ std::string dims(const Shape& s) {
 
 // A graph of one input x of shape `xs` and the given nodes (JSON objects reading "x"), whose
 // outputs are `outs`.
-std::shared_ptr<ir::Graph> graph(const Shape& xs, const std::string& nodes, const std::string& outs) {
+std::shared_ptr<ir::Graph> graph(const Shape& xs, const std::string& nodes, const std::string& outs,
+                                  const std::string& dtype = "f32") {
   return std::make_shared<ir::Graph>(ir::load_graph_text(
-      R"({"format": "rlx.graph", "version": 1, "nodes": [{"id": "x", "op": "input", "shape": )" + dims(xs) + "}, " +
-          nodes + R"(], "outputs": [)" + outs + "]}",
+      R"({"format": "rlx.graph", "version": 1, "nodes": [{"id": "x", "op": "input", "dtype": ")" + dtype +
+          R"(", "shape": )" + dims(xs) + "}, " + nodes + R"(], "outputs": [)" + outs + "]}",
       "long_lines.json"));
 }
 
@@ -263,6 +264,245 @@ TEST(LongLines, MinAndProdOverLongReductions) {
       expect(out[2], c, 1e-3, "prod over axes 0, 2");
       expect(out[3], d, 1e-3, "prod of all");
     });
+  }
+}
+
+// ---- work-group passes: on Vulkan these lines run as one work group per chunk of 2048 elements
+// (kernels.h's kWgChunk), then passes over the chunks' results by chunks of 2048 again (three
+// levels past 2048 * 2048 elements); the cases put ties, NaNs and extremes at those boundaries,
+// in partial last chunks, over several lines (outer > 1) strided by inner > 1.
+
+constexpr int64_t kChunk = 2048, kThreeLevels = kChunk * kChunk + 5;
+
+// x[o, j, i] of x [outer, len, inner], writable
+float& at(Tensor& x, int64_t line, int64_t j) {
+  const Shape& s = x.shape();
+  return x.mutable_data()[((line / s[2]) * s[1] + j) * s[2] + line % s[2]];
+}
+
+// argmax, argmin, argmax (select_last_index), argmin (select_last_index) of x [outer, len, inner]
+// along axis 1: a scan by the definition (NaN is the extreme: its first occurrence), per line.
+std::vector<std::vector<int64_t>> arg_reference(const Tensor& x) {
+  const Shape& s = x.shape();
+  std::vector<std::vector<int64_t>> want(4);
+  for (int op = 0; op < 4; ++op)
+    for (int64_t line = 0; line < s[0] * s[2]; ++line) {
+      const float* row = x.data() + (line / s[2]) * s[1] * s[2] + line % s[2];
+      const bool is_max = op % 2 == 0, last = op >= 2;
+      int64_t best = -1;
+      for (int64_t j = 0; j < s[1]; ++j) {
+        const float c = row[j * s[2]];
+        if (std::isnan(c)) {
+          best = j;
+          break;
+        }
+        if (best < 0) best = j;
+        const float b = row[best * s[2]];
+        if (is_max ? c > b : c < b) best = j;
+        else if (last && c == b) best = j;
+      }
+      want[op].push_back(best);
+    }
+  return want;
+}
+
+void check_arg(const Tensor& x) {
+  const Shape& xs = x.shape();
+  auto g = graph(xs, R"({"id": "a", "op": "argmax", "inputs": ["x"], "attrs": {"axis": 1}},
+                       {"id": "b", "op": "argmin", "inputs": ["x"], "attrs": {"axis": 1}},
+                       {"id": "c", "op": "argmax", "inputs": ["x"], "attrs": {"axis": 1, "select_last_index": true}},
+                       {"id": "d", "op": "argmin", "inputs": ["x"], "attrs": {"axis": 1, "select_last_index": true}})",
+                 R"("a", "b", "c", "d")");
+  const auto want = arg_reference(x);
+  every_backend_and_mode(g, x, [&](const std::vector<Tensor>& out) {
+    ASSERT_EQ(out.size(), 4u);
+    for (int op = 0; op < 4; ++op) {
+      ASSERT_EQ(out[op].shape(), (Shape{xs[0], 1, xs[2]}));
+      for (int64_t line = 0; line < xs[0] * xs[2]; ++line)
+        EXPECT_EQ(out[op].data<int64_t>()[line], want[op][line]) << "output " << op << " line " << line;
+    }
+  });
+}
+
+TEST(LongLines, ArgMaxArgMinAcrossWorkGroupChunks) {
+  const int64_t len = 70001;  // 34 chunks of 2048 and a last one of 369
+  Tensor x = tied_values({2, len, 3}, 9);
+  // line 0: maxima tied across chunk boundaries, minima too, one in the partial last chunk
+  for (int64_t j : {2047, 2048, 6143}) at(x, 0, j) = 100.f;
+  for (int64_t j : {4095, 4096, 70000}) at(x, 0, j) = -100.f;
+  // line 1: a maximum before the first NaN (chunk 1), another NaN later
+  at(x, 1, 10) = 100.f, at(x, 1, 2049) = NAN, at(x, 1, 40000) = NAN;
+  // line 2: a NaN only at the last element; the minimum at the first
+  at(x, 2, len - 1) = NAN, at(x, 2, 0) = -100.f;
+  // line 3: every element equal (first 0, last len - 1)
+  for (int64_t j = 0; j < len; ++j) at(x, 3, j) = 0.5f;
+  // line 4: NaNs at the first element and at a chunk's first
+  at(x, 4, 0) = NAN, at(x, 4, 2048) = NAN;
+  // line 5: infinities, tied, in different chunks
+  for (int64_t j : {3000, 69999}) at(x, 5, j) = INFINITY;
+  for (int64_t j : {5000, 65536}) at(x, 5, j) = -INFINITY;
+  check_arg(x);
+}
+
+TEST(LongLines, ArgMaxArgMinOverThreeLevels) {
+  // one line of 2048 * 2048 + 5: 2049 chunks, their pairs in 2 chunks, then one
+  Tensor x = tied_values({1, kThreeLevels, 1}, 10);
+  at(x, 0, 2047 * kChunk + 7) = 100.f, at(x, 0, kChunk * kChunk + 1) = 100.f;  // tied across the pairs' chunks
+  at(x, 0, kChunk * kChunk) = -100.f, at(x, 0, kThreeLevels - 1) = -100.f;
+  {
+    SCOPED_TRACE("no NaN");
+    check_arg(x);
+  }
+  at(x, 0, 3000000) = NAN;
+  at(x, 0, kThreeLevels - 2) = NAN;
+  {
+    SCOPED_TRACE("NaN");
+    check_arg(x);
+  }
+}
+
+// cumsum of x [outer, len, inner] along axis 1 in all four variants, against a double loop;
+// x holds small integers (and NaN, inf), so every partial sum is exact in f32 (below 2^24) and
+// the outputs must equal the loop's exactly.
+void check_cumsum_exact(const Tensor& x, const std::string& dtype = "f32") {
+  const Shape& xs = x.shape();
+  const int64_t len = xs[1], inner = xs[2], lines = xs[0] * xs[2];
+  auto g = graph(xs, R"({"id": "a", "op": "cumsum", "inputs": ["x"], "attrs": {"axis": 1}},
+                       {"id": "b", "op": "cumsum", "inputs": ["x"], "attrs": {"axis": 1, "exclusive": true}},
+                       {"id": "c", "op": "cumsum", "inputs": ["x"], "attrs": {"axis": 1, "reverse": true}},
+                       {"id": "d", "op": "cumsum", "inputs": ["x"], "attrs": {"axis": 1, "exclusive": true, "reverse": true}})",
+                 R"("a", "b", "c", "d")", dtype);
+  auto value = [&](const Tensor& t, int64_t i) -> double {
+    return dtype == "i32" ? (double)t.data<int32_t>()[i] : (double)t.data()[i];
+  };
+  std::vector<std::vector<double>> want(4, std::vector<double>(x.numel()));
+  for (int op = 0; op < 4; ++op) {
+    const bool excl = op % 2 == 1, rev = op >= 2;
+    for (int64_t line = 0; line < lines; ++line) {
+      const int64_t base = (line / inner) * len * inner + line % inner;
+      double s = 0;
+      for (int64_t q = 0; q < len; ++q) {
+        const int64_t i = base + (rev ? len - 1 - q : q) * inner;
+        if (!excl) s += value(x, i);
+        want[op][i] = s;
+        if (excl) s += value(x, i);
+      }
+    }
+  }
+  every_backend_and_mode(g, x, [&](const std::vector<Tensor>& out) {
+    ASSERT_EQ(out.size(), 4u);
+    for (int op = 0; op < 4; ++op) {
+      ASSERT_EQ(out[op].shape(), xs);
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const double w = want[op][i], got = value(out[op], i);
+        if (std::isnan(w)) ASSERT_TRUE(std::isnan(got)) << "output " << op << " element " << i << ": " << got;
+        else ASSERT_EQ(got, w) << "output " << op << " element " << i;
+      }
+    }
+  });
+}
+
+Tensor small_integers(const Shape& s, unsigned seed, int lo, int hi, DType dt = DType::f32) {
+  Tensor t(s, dt);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> u(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (dt == DType::i32) t.mutable_data<int32_t>()[i] = u(rng);
+    else t.mutable_data()[i] = (float)u(rng);
+  }
+  return t;
+}
+
+TEST(LongLines, CumSumAcrossWorkGroupChunksExactly) {
+  const int64_t len = 70001;  // a partial last chunk of 369
+  Tensor x = small_integers({2, len, 3}, 11, -3, 3);
+  at(x, 1, 5000) = NAN;                                  // NaN from there on (forward), up to it (reverse)
+  at(x, 2, 2048) = INFINITY, at(x, 2, 60000) = -INFINITY;  // inf, then NaN past both
+  at(x, 4, 4095) = INFINITY;                             // the last element of a chunk
+  check_cumsum_exact(x);
+}
+
+TEST(LongLines, CumSumOverThreeLevelsExactly) {
+  check_cumsum_exact(small_integers({1, kThreeLevels, 1}, 12, -3, 3));
+}
+
+TEST(LongLines, CumSumOfInt32Exactly) {
+  // i32 travels as f32 on Vulkan: exact while every partial sum stays below 2^24 (70001 * 100 does)
+  check_cumsum_exact(small_integers({2, 70001, 2}, 13, -100, 100, DType::i32), "i32");
+}
+
+// min and prod of x [outer, len, inner] over axis 1 against a double loop (NaN propagates): min
+// exact, prod within rtol relative.
+void check_min_prod(const Tensor& x, double rtol) {
+  const Shape& xs = x.shape();
+  const int64_t len = xs[1], inner = xs[2], lines = xs[0] * xs[2];
+  auto g = graph(xs, R"({"id": "a", "op": "min", "inputs": ["x"], "attrs": {"axes": [1]}},
+                       {"id": "b", "op": "prod", "inputs": ["x"], "attrs": {"axes": [1]}})",
+                 R"("a", "b")");
+  std::vector<double> mn(lines, INFINITY), pr(lines, 1.0);
+  for (int64_t line = 0; line < lines; ++line)
+    for (int64_t j = 0; j < len; ++j) {
+      const double e = x.data()[((line / inner) * len + j) * inner + line % inner];
+      if (std::isnan(e) || std::isnan(mn[line])) mn[line] = pr[line] = NAN;
+      else mn[line] = std::min(mn[line], e), pr[line] *= e;
+    }
+  every_backend_and_mode(g, x, [&](const std::vector<Tensor>& out) {
+    ASSERT_EQ(out.size(), 2u);
+    for (int64_t line = 0; line < lines; ++line) {
+      const float m = out[0].data()[line], p = out[1].data()[line];
+      if (std::isnan(mn[line])) {
+        EXPECT_TRUE(std::isnan(m)) << "min line " << line << ": " << m;
+        EXPECT_TRUE(std::isnan(p)) << "prod line " << line << ": " << p;
+      } else {
+        EXPECT_EQ(m, mn[line]) << "min line " << line;
+        if (std::isinf(pr[line])) EXPECT_EQ(p, pr[line]) << "prod line " << line;
+        else EXPECT_NEAR(p, pr[line], rtol * std::fabs(pr[line])) << "prod line " << line;
+      }
+    }
+  });
+}
+
+Tensor near_one(const Shape& s, unsigned seed, float spread) {
+  Tensor t(s);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.mutable_data()[i] = 1.f + spread * u(rng);
+  return t;
+}
+
+TEST(LongLines, MinAndProdAcrossWorkGroupChunks) {
+  const int64_t len = 70001;
+  Tensor x = near_one({2, len, 3}, 14, 1e-4f);
+  at(x, 0, 2048) = 0.25f;                         // a chunk's first element
+  at(x, 1, len - 2) = NAN;                        // in the partial last chunk
+  at(x, 2, 0) = NAN, at(x, 2, 1) = 0.25f;         // NaN first, a smaller number after it
+  at(x, 3, 4095) = -INFINITY;                     // a chunk's last element: min and prod -inf
+  at(x, 4, len - 1) = 0.5f, at(x, 4, 7) = 0.5f;   // tied minima, first and partial last chunk
+  check_min_prod(x, 1e-3);  // factors 1 +- 1e-4: a chunk of 2048 lost or doubled moves it ~3e-3
+}
+
+TEST(LongLines, MinAndProdOverThreeLevels) {
+  // ones, with 2, 0.5 and 3 at chunk boundaries and scattered: every product is exact in f32
+  // (2^k 3^10 at most), so an element lost or counted twice shows. (Factors 1 +- 1e-6 over this
+  // line: f32 products grouped as a tree drift by ~3% from the exact product, as NumPy's f32
+  // simulation of the same tree does, ties near 1 rounding down; the old route drifted by ~2%.)
+  Tensor x({1, kThreeLevels, 1});
+  std::fill(x.mutable_data(), x.mutable_data() + x.numel(), 1.f);
+  std::mt19937 rng(15);
+  std::uniform_int_distribution<int64_t> pos(0, kThreeLevels - 1);
+  for (int64_t j : {int64_t(0), kChunk - 1, kChunk, kChunk * kChunk - 1, kThreeLevels - 1}) at(x, 0, j) = 2.f;
+  for (int i = 0; i < 40; ++i) at(x, 0, pos(rng)) = 2.f;
+  for (int i = 0; i < 40; ++i) at(x, 0, pos(rng)) = 0.5f;
+  for (int i = 0; i < 10; ++i) at(x, 0, pos(rng)) = 3.f;
+  at(x, 0, kChunk * kChunk + 2) = 0.25f;  // the min, in the second chunk of the chunks' results
+  {
+    SCOPED_TRACE("no NaN");
+    check_min_prod(x, 0);
+  }
+  at(x, 0, kThreeLevels - 1) = NAN;
+  {
+    SCOPED_TRACE("NaN");
+    check_min_prod(x, 0);
   }
 }
 
