@@ -2,9 +2,12 @@
 // JITs shaders for the host) ends an invocation's loops after 65535 iterations in all, silently
 // (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS: one counter per group of SIMD lanes, decremented at the end
 // of every loop iteration of every loop), so argmax/argmin, cumsum, topk (axis_op.comp) and
-// min/prod (reduce_ext.comp) along more than kMaxWalk elements run here in passes whose
-// invocations each walk a bounded part (shaders/axis_long.comp, reduce_ext.comp's chunks), on
-// every device: the same route, and results, on GPUs, whose short lines keep the one-pass kernels.
+// min/prod (reduce_ext.comp) along more than kMaxWalk elements run here in passes, on every
+// device (the same route, and results, on GPUs, whose short lines keep the one-pass kernels):
+// argmax/argmin and cumsum as work groups of 256 over chunks of kWgChunk (shaders/axis_wg.comp:
+// shared-memory trees, cumsum reduce-then-scan; min/prod likewise in kernels_index.cpp with
+// reduce_ext_wg.comp), topk as runs and merges whose invocations each walk a bounded part
+// (shaders/axis_long.comp).
 #include <algorithm>
 
 #include "backends/vulkan/kernels.h"
@@ -119,7 +122,7 @@ void topk_long(LowerCtx& L, const LongLine& v, int64_t K, uint32_t flags) {
   for (int64_t r = runs, s = span; r > 1; r = ceil_div(r, 2), s *= 2) most = std::max(most, r * std::min(K, s));
   const int64_t floats = 2 * v.lines * most;
   TensorRef buf[2] = {L.scratch(floats), L.scratch(floats)};
-  dispatch(L, 4, &k.inputs[0], nullptr, nullptr, &buf[0], p, v.lines * v.len);
+  dispatch(L, 0, &k.inputs[0], nullptr, nullptr, &buf[0], p, v.lines * v.len);
   for (int cur = 0;; cur ^= 1) {
     const int64_t out_runs = ceil_div(runs, 2), out_cap = std::min<int64_t>(K, 2 * span);
     AxisLongPush q = p;
@@ -130,10 +133,10 @@ void topk_long(LowerCtx& L, const LongLine& v, int64_t K, uint32_t flags) {
     q.cap_out = (uint32_t)out_cap;
     if (out_runs == 1) {
       q.flags |= 8u;
-      dispatch(L, 5, nullptr, &k.output, &buf[cur], nullptr, q, v.lines * runs * cap);
+      dispatch(L, 1, nullptr, &k.output, &buf[cur], nullptr, q, v.lines * runs * cap);
       return;
     }
-    dispatch(L, 5, nullptr, nullptr, &buf[cur], &buf[cur ^ 1], q, v.lines * runs * cap);
+    dispatch(L, 1, nullptr, nullptr, &buf[cur], &buf[cur ^ 1], q, v.lines * runs * cap);
     runs = out_runs, cap = out_cap, span *= 2;
   }
 }
