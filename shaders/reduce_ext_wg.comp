@@ -2,17 +2,19 @@
 // min (OP 0) / prod (OP 1) over more reduced elements than one invocation may walk (llvmpipe ends
 // an invocation's loops after 65535 iterations; kernels_index.cpp's min_prod): one work group of
 // WG invocations per (output, chunk of CHUNK = WG * PER reduced elements), every invocation
-// combining PER elements (element k * WG + its lane of the chunk) and the group a shared-memory
-// tree of those, written to y[output * nchunks + chunk]; the host reduces those results again by
+// combining PER elements (element k * WG + its lane of the chunk) and the group those 256 results
+// in two levels through shared memory, written to y[output * nchunks + chunk]; the host reduces those results again by
 // this shader until one per output is left. Indexing as reduce_ext.comp (up to 4 kept and 4
 // reduced dims, element strides). NaN anywhere gives NaN (min's min() alone would not say);
-// prod's f32 products are grouped by the tree, not in order.
+// prod's f32 products are grouped by lanes and levels, not in order.
 #extension GL_GOOGLE_include_directive : require
-const uint WG = 256u, PER = 8u, CHUNK = WG * PER;  // CHUNK: kernels.h's kWgChunk
+const uint WG = 256u;
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint KR = 1;  // kept rank, 0..4
 layout(constant_id = 1) const uint RR = 1;  // reduced rank, 1..4
 layout(constant_id = 2) const uint OP = 0;
+layout(constant_id = 3) const uint PER = 16;  // elements per invocation (kernels.h's wg_chunk)
+const uint CHUNK = WG * PER;
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer X { float x[]; };
@@ -50,11 +52,16 @@ void main() {
     }
     acc = combine(acc, x[base + off]);
   }
+  // 16 invocations each over 16 lanes' results, then invocation 0 over those (as axis_wg.comp)
   sv[lid] = acc;
   barrier();
-  for (uint s = WG / 2u; s > 0u; s >>= 1) {
-    if (lid < s) sv[lid] = combine(sv[lid], sv[lid + s]);
-    barrier();
+  if (lid < 16u)
+    for (uint k = 1u; k < 16u; ++k) acc = combine(acc, sv[lid + 16u * k]);
+  barrier();
+  if (lid < 16u) sv[lid] = acc;
+  barrier();
+  if (lid == 0u) {
+    for (uint k = 1u; k < 16u; ++k) acc = combine(acc, sv[k]);
+    y[pc.yoff + g] = acc;
   }
-  if (lid == 0u) y[pc.yoff + g] = sv[0];
 }

@@ -267,12 +267,21 @@ TEST(LongLines, MinAndProdOverLongReductions) {
   }
 }
 
-// ---- work-group passes: on Vulkan these lines run as one work group per chunk of 2048 elements
-// (kernels.h's kWgChunk), then passes over the chunks' results by chunks of 2048 again (three
-// levels past 2048 * 2048 elements); the cases put ties, NaNs and extremes at those boundaries,
-// in partial last chunks, over several lines (outer > 1) strided by inner > 1.
+// ---- work-group passes: on Vulkan these lines run as one work group per chunk of 4096 elements
+// (cumsum: 2048; kernels.h's wg_chunk), then passes over the chunks' results by chunks again
+// (three levels past chunk^2 elements); the cases put ties, NaNs and extremes at those
+// boundaries, in partial last chunks, over several lines (outer > 1) strided by inner > 1. Cases
+// of three levels run with RLX_VK_LONG_PER=2 (chunks of 512: three levels past 262144 elements)
+// where the production chunks would need 16.7M elements.
 
-constexpr int64_t kChunk = 2048, kThreeLevels = kChunk * kChunk + 5;
+constexpr int64_t kChunk = 4096, kScanChunk = 2048, kThreeLevels = kScanChunk * kScanChunk + 5;
+constexpr int64_t kSmallChunk = 512, kSmallThreeLevels = kSmallChunk * kSmallChunk + 5;
+
+// RLX_VK_LONG_PER=2 while alive (read when a plan is lowered)
+struct SmallChunks {
+  SmallChunks() { setenv("RLX_VK_LONG_PER", "2", 1); }
+  ~SmallChunks() { unsetenv("RLX_VK_LONG_PER"); }
+};
 
 // x[o, j, i] of x [outer, len, inner], writable
 float& at(Tensor& x, int64_t line, int64_t j) {
@@ -325,36 +334,38 @@ void check_arg(const Tensor& x) {
 }
 
 TEST(LongLines, ArgMaxArgMinAcrossWorkGroupChunks) {
-  const int64_t len = 70001;  // 34 chunks of 2048 and a last one of 369
+  const int64_t len = 70001;  // 17 chunks of 4096 and a last one of 369
   Tensor x = tied_values({2, len, 3}, 9);
   // line 0: maxima tied across chunk boundaries, minima too, one in the partial last chunk
-  for (int64_t j : {2047, 2048, 6143}) at(x, 0, j) = 100.f;
-  for (int64_t j : {4095, 4096, 70000}) at(x, 0, j) = -100.f;
+  for (int64_t j : {kChunk - 1, kChunk, 3 * kChunk - 1}) at(x, 0, j) = 100.f;
+  for (int64_t j : {2 * kChunk - 1, 2 * kChunk, len - 1}) at(x, 0, j) = -100.f;
   // line 1: a maximum before the first NaN (chunk 1), another NaN later
-  at(x, 1, 10) = 100.f, at(x, 1, 2049) = NAN, at(x, 1, 40000) = NAN;
+  at(x, 1, 10) = 100.f, at(x, 1, kChunk + 1) = NAN, at(x, 1, 40000) = NAN;
   // line 2: a NaN only at the last element; the minimum at the first
   at(x, 2, len - 1) = NAN, at(x, 2, 0) = -100.f;
   // line 3: every element equal (first 0, last len - 1)
   for (int64_t j = 0; j < len; ++j) at(x, 3, j) = 0.5f;
   // line 4: NaNs at the first element and at a chunk's first
-  at(x, 4, 0) = NAN, at(x, 4, 2048) = NAN;
+  at(x, 4, 0) = NAN, at(x, 4, kChunk) = NAN;
   // line 5: infinities, tied, in different chunks
-  for (int64_t j : {3000, 69999}) at(x, 5, j) = INFINITY;
-  for (int64_t j : {5000, 65536}) at(x, 5, j) = -INFINITY;
+  for (int64_t j : {int64_t(3000), len - 2}) at(x, 5, j) = INFINITY;
+  for (int64_t j : {int64_t(5000), 16 * kChunk}) at(x, 5, j) = -INFINITY;
   check_arg(x);
 }
 
 TEST(LongLines, ArgMaxArgMinOverThreeLevels) {
-  // one line of 2048 * 2048 + 5: 2049 chunks, their pairs in 2 chunks, then one
-  Tensor x = tied_values({1, kThreeLevels, 1}, 10);
-  at(x, 0, 2047 * kChunk + 7) = 100.f, at(x, 0, kChunk * kChunk + 1) = 100.f;  // tied across the pairs' chunks
-  at(x, 0, kChunk * kChunk) = -100.f, at(x, 0, kThreeLevels - 1) = -100.f;
+  // one line of 512 * 512 + 5 in chunks of 512: 513 chunks, their pairs in 2 chunks, then one
+  SmallChunks small;
+  const int64_t c = kSmallChunk, len = kSmallThreeLevels;
+  Tensor x = tied_values({1, len, 1}, 10);
+  at(x, 0, (c - 1) * c + 7) = 100.f, at(x, 0, c * c + 1) = 100.f;  // tied across the pairs' chunks
+  at(x, 0, c * c) = -100.f, at(x, 0, len - 1) = -100.f;
   {
     SCOPED_TRACE("no NaN");
     check_arg(x);
   }
-  at(x, 0, 3000000) = NAN;
-  at(x, 0, kThreeLevels - 2) = NAN;
+  at(x, 0, 200000) = NAN;
+  at(x, 0, len - 2) = NAN;
   {
     SCOPED_TRACE("NaN");
     check_arg(x);
@@ -417,13 +428,16 @@ TEST(LongLines, CumSumAcrossWorkGroupChunksExactly) {
   const int64_t len = 70001;  // a partial last chunk of 369
   Tensor x = small_integers({2, len, 3}, 11, -3, 3);
   at(x, 1, 5000) = NAN;                                  // NaN from there on (forward), up to it (reverse)
-  at(x, 2, 2048) = INFINITY, at(x, 2, 60000) = -INFINITY;  // inf, then NaN past both
-  at(x, 4, 4095) = INFINITY;                             // the last element of a chunk
+  at(x, 2, kScanChunk) = INFINITY, at(x, 2, 60000) = -INFINITY;  // inf, then NaN past both
+  at(x, 4, 2 * kScanChunk - 1) = INFINITY;                      // the last element of a chunk
   check_cumsum_exact(x);
 }
 
 TEST(LongLines, CumSumOverThreeLevelsExactly) {
+  // 2048 * 2048 + 5: 2049 chunks, their sums scanned in 2 chunks, whose sums are scanned once
   check_cumsum_exact(small_integers({1, kThreeLevels, 1}, 12, -3, 3));
+  SmallChunks small;  // and [2, 262149, 2] in chunks of 512
+  check_cumsum_exact(small_integers({2, kSmallThreeLevels, 2}, 16, -3, 3));
 }
 
 TEST(LongLines, CumSumOfInt32Exactly) {
@@ -473,33 +487,35 @@ Tensor near_one(const Shape& s, unsigned seed, float spread) {
 TEST(LongLines, MinAndProdAcrossWorkGroupChunks) {
   const int64_t len = 70001;
   Tensor x = near_one({2, len, 3}, 14, 1e-4f);
-  at(x, 0, 2048) = 0.25f;                         // a chunk's first element
+  at(x, 0, kChunk) = 0.25f;                       // a chunk's first element
   at(x, 1, len - 2) = NAN;                        // in the partial last chunk
   at(x, 2, 0) = NAN, at(x, 2, 1) = 0.25f;         // NaN first, a smaller number after it
-  at(x, 3, 4095) = -INFINITY;                     // a chunk's last element: min and prod -inf
+  at(x, 3, kChunk - 1) = -INFINITY;               // a chunk's last element: min and prod -inf
   at(x, 4, len - 1) = 0.5f, at(x, 4, 7) = 0.5f;   // tied minima, first and partial last chunk
-  check_min_prod(x, 1e-3);  // factors 1 +- 1e-4: a chunk of 2048 lost or doubled moves it ~3e-3
+  check_min_prod(x, 1e-3);  // factors 1 +- 1e-4: a chunk of 4096 lost or doubled moves it ~4e-3
 }
 
 TEST(LongLines, MinAndProdOverThreeLevels) {
   // ones, with 2, 0.5 and 3 at chunk boundaries and scattered: every product is exact in f32
-  // (2^k 3^10 at most), so an element lost or counted twice shows. (Factors 1 +- 1e-6 over this
-  // line: f32 products grouped as a tree drift by ~3% from the exact product, as NumPy's f32
-  // simulation of the same tree does, ties near 1 rounding down; the old route drifted by ~2%.)
-  Tensor x({1, kThreeLevels, 1});
+  // (2^k 3^10 at most), so an element lost or counted twice shows. (Factors 1 +- 1e-6 over 4.2M
+  // elements: f32 products grouped by lanes and levels drift by ~3% from the exact product, as
+  // NumPy's f32 simulation of the same grouping does, ties near 1 rounding down.)
+  SmallChunks small;  // chunks of 512: 513 chunks, their results in 2 chunks, then one
+  const int64_t c = kSmallChunk, len = kSmallThreeLevels;
+  Tensor x({1, len, 1});
   std::fill(x.mutable_data(), x.mutable_data() + x.numel(), 1.f);
   std::mt19937 rng(15);
-  std::uniform_int_distribution<int64_t> pos(0, kThreeLevels - 1);
-  for (int64_t j : {int64_t(0), kChunk - 1, kChunk, kChunk * kChunk - 1, kThreeLevels - 1}) at(x, 0, j) = 2.f;
+  std::uniform_int_distribution<int64_t> pos(0, len - 1);
+  for (int64_t j : {int64_t(0), c - 1, c, c * c - 1, len - 1}) at(x, 0, j) = 2.f;
   for (int i = 0; i < 40; ++i) at(x, 0, pos(rng)) = 2.f;
   for (int i = 0; i < 40; ++i) at(x, 0, pos(rng)) = 0.5f;
   for (int i = 0; i < 10; ++i) at(x, 0, pos(rng)) = 3.f;
-  at(x, 0, kChunk * kChunk + 2) = 0.25f;  // the min, in the second chunk of the chunks' results
+  at(x, 0, c * c + 2) = 0.25f;  // the min, in the second chunk of the chunks' results
   {
     SCOPED_TRACE("no NaN");
     check_min_prod(x, 0);
   }
-  at(x, 0, kThreeLevels - 1) = NAN;
+  at(x, 0, len - 1) = NAN;
   {
     SCOPED_TRACE("NaN");
     check_min_prod(x, 0);

@@ -50,11 +50,11 @@ void reduce_ext_pass(LowerCtx& L, uint32_t op, const TensorRef& x, const TensorR
   L.grid(d, (uint64_t)(nout * nchunks), 64);
 }
 
-// One reduce_ext_wg.comp pass: a work group per (output, chunk of kWgChunk reduced elements).
+// One reduce_ext_wg.comp pass: a work group per (output, chunk of wg_chunk() reduced elements).
 void reduce_ext_wg(LowerCtx& L, uint32_t op, const TensorRef& x, const TensorRef& y, const Strides& kd,
                    const Strides& ks, const Strides& rd, const Strides& rs, int64_t nout, int64_t nred) {
-  const int64_t nchunks = (nred + kWgChunk - 1) / kWgChunk;
-  Dispatch& d = L.add("reduce_ext_wg", {(uint32_t)kd.size(), (uint32_t)rd.size(), op});
+  const int64_t chunk = wg_chunk(false), nchunks = (nred + chunk - 1) / chunk;
+  Dispatch& d = L.add("reduce_ext_wg", {(uint32_t)kd.size(), (uint32_t)rd.size(), op, (uint32_t)(chunk / 256)});
   uint32_t xo = L.read(d, x), yo = L.write(d, y);
   d.push = {(uint32_t)nout, (uint32_t)nred, xo, yo};
   push_array(d, kd, 4);
@@ -66,7 +66,7 @@ void reduce_ext_wg(LowerCtx& L, uint32_t op, const TensorRef& x, const TensorRef
 }
 
 // min (OP 0) / prod (OP 1) over axes: one invocation per output; over more than kMaxWalk reduced
-// elements, a work group per (output, chunk of kWgChunk) (reduce_ext_wg.comp's tree), then the
+// elements, a work group per (output, chunk of wg_chunk()) (reduce_ext_wg.comp), then the
 // chunks' results reduced the same way until one per output is left.
 void min_prod(LowerCtx& L) {
   const Kernel& k = L.kernel();
@@ -79,12 +79,13 @@ void min_prod(LowerCtx& L) {
   check_u32(L, x.numel());
   const uint32_t op = k.node->op == Op::Min ? 0u : 1u;
   if (nred <= kMaxWalk) return reduce_ext_pass(L, op, x, k.output, kd, ks, rd, rs, nout, nred, nred);
-  int64_t n = (nred + kWgChunk - 1) / kWgChunk;
+  const int64_t chunk = wg_chunk(false);
+  int64_t n = (nred + chunk - 1) / chunk;
   check_u32(L, nout * n);
   TensorRef part = L.scratch(nout * n);
   reduce_ext_wg(L, op, x, part, kd, ks, rd, rs, nout, nred);
   while (true) {  // part: [nout, n], reduced along its rows
-    const int64_t m = (n + kWgChunk - 1) / kWgChunk;
+    const int64_t m = (n + chunk - 1) / chunk;
     const TensorRef next = m == 1 ? k.output : L.scratch(nout * m);
     reduce_ext_wg(L, op, part, next, {nout}, {n}, {n}, {1}, nout, n);
     if (m == 1) return;

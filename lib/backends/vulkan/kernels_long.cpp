@@ -4,11 +4,13 @@
 // of every loop iteration of every loop), so argmax/argmin, cumsum, topk (axis_op.comp) and
 // min/prod (reduce_ext.comp) along more than kMaxWalk elements run here in passes, on every
 // device (the same route, and results, on GPUs, whose short lines keep the one-pass kernels):
-// argmax/argmin and cumsum as work groups of 256 over chunks of kWgChunk (shaders/axis_wg.comp:
+// argmax/argmin and cumsum as work groups of 256 over chunks of wg_chunk (shaders/axis_wg.comp:
 // shared-memory trees, cumsum reduce-then-scan; min/prod likewise in kernels_index.cpp with
 // reduce_ext_wg.comp), topk as runs and merges whose invocations each walk a bounded part
 // (shaders/axis_long.comp).
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "backends/vulkan/kernels.h"
 
@@ -16,6 +18,7 @@ namespace rlx::vk {
 namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 
 struct LongLine {
   int64_t lines, len, inner;
@@ -47,11 +50,12 @@ void dispatch(LowerCtx& L, uint32_t op, const TensorRef* x, const TensorRef* y, 
   L.grid(d, (uint64_t)items, 64);
 }
 
-// One axis_wg.comp dispatch: a work group of 256 invocations per (line, chunk of kWgChunk
+// One axis_wg.comp dispatch: a work group of 256 invocations per (line, chunk of wg_chunk
 // elements of `len`), `lines` lines of [outer, len, inner] (inner 1 for pairs and block sums).
 void dispatch_wg(LowerCtx& L, uint32_t op, const TensorRef* x, const TensorRef* y, const TensorRef* pin,
                  const TensorRef* pout, int64_t lines, int64_t len, int64_t inner, uint32_t flags) {
-  Dispatch& d = L.add("axis_wg", {op});
+  const int64_t chunk = wg_chunk(op >= 2);
+  Dispatch& d = L.add("axis_wg", {op, (uint32_t)(chunk / 256)});
   auto bind = [&](const TensorRef* t, bool write) -> uint32_t {
     if (!t) {
       L.bind_dummy(d);
@@ -59,22 +63,23 @@ void dispatch_wg(LowerCtx& L, uint32_t op, const TensorRef* x, const TensorRef* 
     }
     return write ? L.write(d, *t) : L.read(d, *t);
   };
-  const int64_t n = ceil_div(len, kWgChunk);
+  const int64_t n = ceil_div(len, chunk);
   const uint32_t xo = bind(x, false), yo = bind(y, true), pio = bind(pin, false), poo = bind(pout, true);
   d.push = {(uint32_t)lines, (uint32_t)len, (uint32_t)inner, xo, yo, flags, (uint32_t)n, pio, poo};
   L.grid(d, (uint64_t)(lines * n) * 256, 256);
 }
 
-// argmax (op 0) / argmin (op 1): each line's best (value, index) of every chunk of kWgChunk
+// argmax (op 0) / argmin (op 1): each line's best (value, index) of every chunk of wg_chunk
 // elements (a work group's tree), then the best of those pairs by chunks again until one per
 // line is left.
 void arg_long(LowerCtx& L, uint32_t op, const LongLine& v, uint32_t flags) {
   const Kernel& k = L.kernel();
-  int64_t n = ceil_div(v.len, kWgChunk);
+  const int64_t chunk = wg_chunk(false);
+  int64_t n = ceil_div(v.len, chunk);
   TensorRef pairs = L.scratch(2 * v.lines * n);
   dispatch_wg(L, op, &k.inputs[0], nullptr, nullptr, &pairs, v.lines, v.len, v.inner, flags);
   while (true) {
-    const int64_t m = ceil_div(n, kWgChunk);
+    const int64_t m = ceil_div(n, chunk);
     const uint32_t f = (flags & 1u) | 4u | (m == 1 ? 8u : 0u);
     if (m == 1) {
       dispatch_wg(L, op, nullptr, &k.output, &pairs, nullptr, v.lines, n, 1, f);
@@ -88,12 +93,13 @@ void arg_long(LowerCtx& L, uint32_t op, const LongLine& v, uint32_t flags) {
 }
 
 // cumsum along `v` of x into y (both laid out as [outer, len, inner]), reduce-then-scan: the sum
-// of every chunk of kWgChunk scan positions (a work group's tree), their exclusive scan (by this
+// of every chunk of wg_chunk(true) scan positions (a work group's tree), their exclusive scan (by this
 // route again: [lines, chunks] scanned along its rows), then every chunk scanned by its work
-// group from its offset. A line of at most kWgChunk is one work group's scan from 0.
+// group from its offset. A line of at most one chunk is one work group's scan from 0.
 void cumsum_wg(LowerCtx& L, const TensorRef& x, const TensorRef& y, const LongLine& v, uint32_t flags) {
-  if (v.len <= kWgChunk) return dispatch_wg(L, 3, &x, &y, nullptr, nullptr, v.lines, v.len, v.inner, flags | 16u);
-  const int64_t n = ceil_div(v.len, kWgChunk);
+  const int64_t chunk = wg_chunk(true);
+  if (v.len <= chunk) return dispatch_wg(L, 3, &x, &y, nullptr, nullptr, v.lines, v.len, v.inner, flags | 16u);
+  const int64_t n = ceil_div(v.len, chunk);
   TensorRef sums = L.scratch(v.lines * n), offsets = L.scratch(v.lines * n);
   sums.shape = offsets.shape = {v.lines, n};
   dispatch_wg(L, 2, &x, nullptr, nullptr, &sums, v.lines, v.len, v.inner, flags);
@@ -142,6 +148,15 @@ void topk_long(LowerCtx& L, const LongLine& v, int64_t K, uint32_t flags) {
 }
 
 }  // namespace
+
+int64_t wg_chunk(bool scan) {
+  int64_t per = scan ? 8 : 16;
+  if (const char* e = std::getenv("RLX_VK_LONG_PER"); e && *e) {
+    const int64_t p = std::atoll(e);
+    if (p == 1 || p == 2 || p == 4 || p == 8 || p == 16) per = std::min(per, p);
+  }
+  return 256 * per;
+}
 
 void lower_axis_long(LowerCtx& L, uint32_t op, const Axis3& a, int64_t K, uint32_t flags) {
   const LongLine v{a.outer * a.inner, a.len, a.inner};
