@@ -19,10 +19,11 @@
 //        the chunk's offset (the exclusive scan of the block sums, PI; bit 4: none, offset 0),
 //        bit 0 exclusive, bit 1 reverse, and stored coalesced.
 #extension GL_GOOGLE_include_directive : require
-const uint WG = 256u, SCAN_PER = 8u;  // SCAN_PER: the most PER of OP 2, 3 (their staging)
+const uint WG = 256u;
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint OP = 0;
-layout(constant_id = 1) const uint PER = 16;  // elements per invocation (kernels_long.cpp's wg_per)
+layout(constant_id = 1) const uint PER = 16;  // elements per invocation (kernels.h's wg_chunk / WG)
+layout(constant_id = 2) const uint STAGE = 1;  // OP 3: PER (its staged chunk); others 1
 const uint CHUNK = WG * PER;
 #include "common.glsl"
 
@@ -38,7 +39,10 @@ layout(push_constant) uniform PC {
 
 shared float sv[WG];
 shared uint si[WG];
-shared float buf[WG * SCAN_PER];  // OP 3's chunk
+// OP 3's chunk, one word of padding after every 32 (pad()): an invocation's PER consecutive
+// positions then fall in different banks across a subgroup
+shared float buf[WG * STAGE + WG * STAGE / 32u];
+uint pad(uint p) { return p + (p >> 5); }
 
 const uint NONE = 0xffffffffu;
 
@@ -151,13 +155,13 @@ void main() {
     // stage the chunk (scan positions j0.., coalesced), 0 past its end
     for (uint k = 0u; k < PER; ++k) {
       uint p = k * WG + lid, q = j0 + p;
-      buf[p] = q < j1 ? x[base + (rev ? pc.len - 1u - q : q) * pc.inner] : 0.0;
+      buf[pad(p)] = q < j1 ? x[base + (rev ? pc.len - 1u - q : q) * pc.inner] : 0.0;
     }
     barrier();
     // this invocation's run of PER consecutive positions: its sum; then the runs' exclusive scan
     // in two levels (16 invocations each over 16 runs' sums in order, invocation 0 over those)
     float s = 0.0;
-    for (uint k = 0u; k < PER; ++k) s += buf[lid * PER + k];
+    for (uint k = 0u; k < PER; ++k) s += buf[pad(lid * PER + k)];
     sv[lid] = s;
     barrier();
     float t = 0.0;  // lid < 16: the sum of runs 16 lid .. 16 lid + 15
@@ -183,7 +187,7 @@ void main() {
     run += uintBitsToFloat(si[lid / 16u]);
     run += sv[lid];
     for (uint k = 0u; k < PER; ++k) {
-      uint p = lid * PER + k;
+      uint p = pad(lid * PER + k);
       float v = buf[p];
       if (excl) buf[p] = run;
       run += v;
@@ -193,7 +197,7 @@ void main() {
     uint ybase = pc.yoff + xbase(line);
     for (uint k = 0u; k < PER; ++k) {
       uint p = k * WG + lid, q = j0 + p;
-      if (q < j1) y[ybase + (rev ? pc.len - 1u - q : q) * pc.inner] = buf[p];
+      if (q < j1) y[ybase + (rev ? pc.len - 1u - q : q) * pc.inner] = buf[pad(p)];
     }
   }
 }

@@ -268,13 +268,13 @@ TEST(LongLines, MinAndProdOverLongReductions) {
 }
 
 // ---- work-group passes: on Vulkan these lines run as one work group per chunk of 4096 elements
-// (cumsum: 2048; kernels.h's wg_chunk), then passes over the chunks' results by chunks again
-// (three levels past chunk^2 elements); the cases put ties, NaNs and extremes at those
-// boundaries, in partial last chunks, over several lines (outer > 1) strided by inner > 1. Cases
-// of three levels run with RLX_VK_LONG_PER=2 (chunks of 512: three levels past 262144 elements)
-// where the production chunks would need 16.7M elements.
+// (cumsum: 2048 on devices with less than 18.5 KiB of shared memory; kernels.h's wg_chunk), then
+// passes over the chunks' results by chunks again (three levels past chunk^2 elements); the cases
+// put ties, NaNs and extremes at those boundaries, in partial last chunks, over several lines
+// (outer > 1) strided by inner > 1. Cases of three levels run with RLX_VK_LONG_PER=2 (chunks of
+// 512: three levels past 262144 elements) where the production chunks would need 16.7M elements.
 
-constexpr int64_t kChunk = 4096, kScanChunk = 2048, kThreeLevels = kScanChunk * kScanChunk + 5;
+constexpr int64_t kChunk = 4096, kScanChunk = 2048;
 constexpr int64_t kSmallChunk = 512, kSmallThreeLevels = kSmallChunk * kSmallChunk + 5;
 
 // RLX_VK_LONG_PER=2 while alive (read when a plan is lowered)
@@ -434,9 +434,9 @@ TEST(LongLines, CumSumAcrossWorkGroupChunksExactly) {
 }
 
 TEST(LongLines, CumSumOverThreeLevelsExactly) {
-  // 2048 * 2048 + 5: 2049 chunks, their sums scanned in 2 chunks, whose sums are scanned once
-  check_cumsum_exact(small_integers({1, kThreeLevels, 1}, 12, -3, 3));
-  SmallChunks small;  // and [2, 262149, 2] in chunks of 512
+  // [2, 262149, 2] in chunks of 512: 513 chunks, their sums scanned in 2 chunks, whose sums are
+  // scanned once
+  SmallChunks small;
   check_cumsum_exact(small_integers({2, kSmallThreeLevels, 2}, 16, -3, 3));
 }
 
@@ -499,7 +499,7 @@ TEST(LongLines, MinAndProdOverThreeLevels) {
   // ones, with 2, 0.5 and 3 at chunk boundaries and scattered: every product is exact in f32
   // (2^k 3^10 at most), so an element lost or counted twice shows. (Factors 1 +- 1e-6 over 4.2M
   // elements: f32 products grouped by lanes and levels drift by ~3% from the exact product, as
-  // NumPy's f32 simulation of the same grouping does, ties near 1 rounding down.)
+  // NumPy's f32 simulation of such a grouping does, ties near 1 rounding down.)
   SmallChunks small;  // chunks of 512: 513 chunks, their results in 2 chunks, then one
   const int64_t c = kSmallChunk, len = kSmallThreeLevels;
   Tensor x({1, len, 1});

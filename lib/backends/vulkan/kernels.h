@@ -163,14 +163,14 @@ bool lower_index_op(LowerCtx& L);
 // ends an invocation's loops after 65535 iterations in all. The one-pass kernels (axis_op.comp's
 // argmax/argmin, cumsum and topk, reduce_ext.comp's min/prod) walk at most kMaxWalk elements per
 // invocation; longer lines run in passes of one work group of 256 invocations per chunk of
-// wg_chunk() elements (shaders/axis_wg.comp, reduce_ext_wg.comp: 16 elements an invocation, 8 for
-// cumsum, whose chunk is staged in shared memory, and a two-level combine in shared memory), then
-// passes over the chunks' results (topk: runs of kTopkRun, then merges by binary search,
-// shaders/axis_long.comp), on every device.
+// wg_chunk() elements (shaders/axis_wg.comp, reduce_ext_wg.comp: 16 elements an invocation and a
+// two-level combine in shared memory), then passes over the chunks' results (topk: runs of
+// kTopkRun, then merges by binary search, shaders/axis_long.comp), on every device.
 constexpr int64_t kMaxWalk = 32768, kTopkRun = 64;
-// Elements per work group of those passes: 4096 (cumsum, `scan`: 2048); RLX_VK_LONG_PER=1|2|4|8
-// caps the elements per invocation (tests: many chunks, and three levels, on short lines).
-int64_t wg_chunk(bool scan);
+// Elements per work group of those passes: 4096; cumsum (`scan`, whose chunk is staged in shared
+// memory: 18.5 KiB) 2048 where the device has less than that. RLX_VK_LONG_PER=1|2|4|8 caps the
+// elements per invocation (tests: many chunks, and three levels, on short lines).
+int64_t wg_chunk(const DeviceCaps& caps, bool scan);
 // argmax (op 0), argmin (1), cumsum (2), topk (3) of L's kernel along a line of a.len > kMaxWalk
 // elements; flags as axis_op.comp's.
 void lower_axis_long(LowerCtx& L, uint32_t op, const Axis3& a, int64_t K, uint32_t flags);

@@ -53,7 +53,7 @@ void reduce_ext_pass(LowerCtx& L, uint32_t op, const TensorRef& x, const TensorR
 // One reduce_ext_wg.comp pass: a work group per (output, chunk of wg_chunk() reduced elements).
 void reduce_ext_wg(LowerCtx& L, uint32_t op, const TensorRef& x, const TensorRef& y, const Strides& kd,
                    const Strides& ks, const Strides& rd, const Strides& rs, int64_t nout, int64_t nred) {
-  const int64_t chunk = wg_chunk(false), nchunks = (nred + chunk - 1) / chunk;
+  const int64_t chunk = wg_chunk(L.caps(), false), nchunks = (nred + chunk - 1) / chunk;
   Dispatch& d = L.add("reduce_ext_wg", {(uint32_t)kd.size(), (uint32_t)rd.size(), op, (uint32_t)(chunk / 256)});
   uint32_t xo = L.read(d, x), yo = L.write(d, y);
   d.push = {(uint32_t)nout, (uint32_t)nred, xo, yo};
@@ -79,7 +79,7 @@ void min_prod(LowerCtx& L) {
   check_u32(L, x.numel());
   const uint32_t op = k.node->op == Op::Min ? 0u : 1u;
   if (nred <= kMaxWalk) return reduce_ext_pass(L, op, x, k.output, kd, ks, rd, rs, nout, nred, nred);
-  const int64_t chunk = wg_chunk(false);
+  const int64_t chunk = wg_chunk(L.caps(), false);
   int64_t n = (nred + chunk - 1) / chunk;
   check_u32(L, nout * n);
   TensorRef part = L.scratch(nout * n);

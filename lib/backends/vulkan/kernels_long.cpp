@@ -54,8 +54,9 @@ void dispatch(LowerCtx& L, uint32_t op, const TensorRef* x, const TensorRef* y, 
 // elements of `len`), `lines` lines of [outer, len, inner] (inner 1 for pairs and block sums).
 void dispatch_wg(LowerCtx& L, uint32_t op, const TensorRef* x, const TensorRef* y, const TensorRef* pin,
                  const TensorRef* pout, int64_t lines, int64_t len, int64_t inner, uint32_t flags) {
-  const int64_t chunk = wg_chunk(op >= 2);
-  Dispatch& d = L.add("axis_wg", {op, (uint32_t)(chunk / 256)});
+  const int64_t chunk = wg_chunk(L.caps(), op >= 2);
+  const uint32_t per = (uint32_t)(chunk / 256);
+  Dispatch& d = L.add("axis_wg", {op, per, op == 3 ? per : 1u});
   auto bind = [&](const TensorRef* t, bool write) -> uint32_t {
     if (!t) {
       L.bind_dummy(d);
@@ -74,7 +75,7 @@ void dispatch_wg(LowerCtx& L, uint32_t op, const TensorRef* x, const TensorRef* 
 // line is left.
 void arg_long(LowerCtx& L, uint32_t op, const LongLine& v, uint32_t flags) {
   const Kernel& k = L.kernel();
-  const int64_t chunk = wg_chunk(false);
+  const int64_t chunk = wg_chunk(L.caps(), false);
   int64_t n = ceil_div(v.len, chunk);
   TensorRef pairs = L.scratch(2 * v.lines * n);
   dispatch_wg(L, op, &k.inputs[0], nullptr, nullptr, &pairs, v.lines, v.len, v.inner, flags);
@@ -93,11 +94,11 @@ void arg_long(LowerCtx& L, uint32_t op, const LongLine& v, uint32_t flags) {
 }
 
 // cumsum along `v` of x into y (both laid out as [outer, len, inner]), reduce-then-scan: the sum
-// of every chunk of wg_chunk(true) scan positions (a work group's tree), their exclusive scan (by this
+// of every chunk of wg_chunk(caps, true) scan positions (a work group's tree), their exclusive scan (by this
 // route again: [lines, chunks] scanned along its rows), then every chunk scanned by its work
 // group from its offset. A line of at most one chunk is one work group's scan from 0.
 void cumsum_wg(LowerCtx& L, const TensorRef& x, const TensorRef& y, const LongLine& v, uint32_t flags) {
-  const int64_t chunk = wg_chunk(true);
+  const int64_t chunk = wg_chunk(L.caps(), true);
   if (v.len <= chunk) return dispatch_wg(L, 3, &x, &y, nullptr, nullptr, v.lines, v.len, v.inner, flags | 16u);
   const int64_t n = ceil_div(v.len, chunk);
   TensorRef sums = L.scratch(v.lines * n), offsets = L.scratch(v.lines * n);
@@ -149,8 +150,10 @@ void topk_long(LowerCtx& L, const LongLine& v, int64_t K, uint32_t flags) {
 
 }  // namespace
 
-int64_t wg_chunk(bool scan) {
-  int64_t per = scan ? 8 : 16;
+int64_t wg_chunk(const DeviceCaps& caps, bool scan) {
+  // cumsum's scan stages its chunk (4 bytes an element, 1/32 padding) beside 2 KiB of the rest
+  int64_t per = 16;
+  if (scan && (256 * 16 * 4 * 33 / 32 + 2048) > (int64_t)caps.max_shared_bytes) per = 8;
   if (const char* e = std::getenv("RLX_VK_LONG_PER"); e && *e) {
     const int64_t p = std::atoll(e);
     if (p == 1 || p == 2 || p == 4 || p == 8 || p == 16) per = std::min(per, p);
