@@ -5,12 +5,11 @@
 // min/prod (reduce_ext.comp) along more than kMaxWalk elements run here in passes, on every
 // device (the same route, and results, on GPUs, whose short lines keep the one-pass kernels):
 // argmax/argmin and cumsum as work groups of 256 over chunks of wg_chunk (shaders/axis_wg.comp:
-// shared-memory trees, cumsum reduce-then-scan; min/prod likewise in kernels_index.cpp with
-// reduce_ext_wg.comp), topk as runs and merges whose invocations each walk a bounded part
-// (shaders/axis_long.comp).
+// two-level combines in shared memory, cumsum reduce-then-scan; min/prod likewise in
+// kernels_index.cpp with reduce_ext_wg.comp), topk as runs and merges whose invocations each walk
+// a bounded part (shaders/axis_long.comp).
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 
 #include "backends/vulkan/kernels.h"
 
@@ -18,7 +17,6 @@ namespace rlx::vk {
 namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 
 struct LongLine {
   int64_t lines, len, inner;
@@ -71,7 +69,7 @@ void dispatch_wg(LowerCtx& L, uint32_t op, const TensorRef* x, const TensorRef* 
 }
 
 // argmax (op 0) / argmin (op 1): each line's best (value, index) of every chunk of wg_chunk
-// elements (a work group's tree), then the best of those pairs by chunks again until one per
+// elements (one work group each), then the best of those pairs by chunks again until one per
 // line is left.
 void arg_long(LowerCtx& L, uint32_t op, const LongLine& v, uint32_t flags) {
   const Kernel& k = L.kernel();
@@ -94,9 +92,9 @@ void arg_long(LowerCtx& L, uint32_t op, const LongLine& v, uint32_t flags) {
 }
 
 // cumsum along `v` of x into y (both laid out as [outer, len, inner]), reduce-then-scan: the sum
-// of every chunk of wg_chunk(caps, true) scan positions (a work group's tree), their exclusive scan (by this
-// route again: [lines, chunks] scanned along its rows), then every chunk scanned by its work
-// group from its offset. A line of at most one chunk is one work group's scan from 0.
+// of every chunk of wg_chunk(caps, true) scan positions (one work group each), their exclusive
+// scan (by this route again: [lines, chunks] scanned along its rows), then every chunk scanned by
+// its work group from its offset. A line of at most one chunk is one work group's scan from 0.
 void cumsum_wg(LowerCtx& L, const TensorRef& x, const TensorRef& y, const LongLine& v, uint32_t flags) {
   const int64_t chunk = wg_chunk(L.caps(), true);
   if (v.len <= chunk) return dispatch_wg(L, 3, &x, &y, nullptr, nullptr, v.lines, v.len, v.inner, flags | 16u);
