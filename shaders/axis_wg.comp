@@ -4,7 +4,7 @@
 // invocation reading PER elements (coalesced: element k * WG + its lane) and the group combining
 // its 256 results in two levels through shared memory (16 invocations each over 16 results, then
 // one over those: three or four barriers, which llvmpipe pays for in every group, where a
-// log2(WG) tree took eight and ran 2x slower there), so every loop here is at most PER or 16
+// log2(WG) tree took nine and ran 2x slower there), so every loop here is at most PER or 16
 // iterations (llvmpipe ends an invocation's loops after 65535 iterations in all). x is viewed as
 // [outer, len, inner] as in axis_op.comp (line = o * inner + i); (value bits, index) pairs travel
 // in uint scratch (PI in, PO out), so indices and NaN payloads stay exact.
