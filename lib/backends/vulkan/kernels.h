@@ -171,6 +171,10 @@ constexpr int64_t kMaxWalk = 32768, kTopkRun = 64;
 // memory: 18.5 KiB) 2048 where the device has less than that. RLX_VK_LONG_PER=1|2|4|8 caps the
 // elements per invocation (tests: many chunks, and three levels, on short lines).
 int64_t wg_chunk(const DeviceCaps& caps, bool scan);
+// Lines (reductions) longer than this take those passes: kMaxWalk, or RLX_VK_LONG_FROM=N
+// (1 <= N < kMaxWalk) for argmax/argmin, cumsum and min/prod (measuring the passes on shorter
+// lines; tests run the small golden cases through them).
+int64_t long_from();
 // argmax (op 0), argmin (1), cumsum (2), topk (3) of L's kernel along a line of a.len > kMaxWalk
 // elements; flags as axis_op.comp's.
 void lower_axis_long(LowerCtx& L, uint32_t op, const Axis3& a, int64_t K, uint32_t flags);

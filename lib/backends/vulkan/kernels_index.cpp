@@ -78,7 +78,7 @@ void min_prod(LowerCtx& L) {
   if (nout == 0) return;
   check_u32(L, x.numel());
   const uint32_t op = k.node->op == Op::Min ? 0u : 1u;
-  if (nred <= kMaxWalk) return reduce_ext_pass(L, op, x, k.output, kd, ks, rd, rs, nout, nred, nred);
+  if (nred <= long_from()) return reduce_ext_pass(L, op, x, k.output, kd, ks, rd, rs, nout, nred, nred);
   const int64_t chunk = wg_chunk(L.caps(), false);
   int64_t n = (nred + chunk - 1) / chunk;
   check_u32(L, nout * n);
@@ -133,7 +133,7 @@ void axis_op(LowerCtx& L, uint32_t op) {
   }
   if (lines == 0 || k.output.numel() == 0) return;
   check_u32(L, x.numel());
-  if (v.len > kMaxWalk) return lower_axis_long(L, op, v, K, flags);
+  if (v.len > (op == 3 ? kMaxWalk : long_from())) return lower_axis_long(L, op, v, K, flags);
   Dispatch& d = L.add("axis_op", {op});
   uint32_t xo = L.read(d, x), yo = L.write(d, k.output);
   d.push = {(uint32_t)lines, (uint32_t)v.len, (uint32_t)v.inner, (uint32_t)K, xo, yo, flags};

@@ -159,6 +159,14 @@ int64_t wg_chunk(const DeviceCaps& caps, bool scan) {
   return 256 * per;
 }
 
+int64_t long_from() {
+  if (const char* e = std::getenv("RLX_VK_LONG_FROM"); e && *e) {
+    const int64_t n = std::atoll(e);
+    if (n >= 1 && n < kMaxWalk) return n;
+  }
+  return kMaxWalk;
+}
+
 void lower_axis_long(LowerCtx& L, uint32_t op, const Axis3& a, int64_t K, uint32_t flags) {
   const LongLine v{a.outer * a.inner, a.len, a.inner};
   // The largest scratch (topk's first runs, pairs of 2 words) and index stay within 32 bits.
