@@ -1,5 +1,6 @@
 #version 450
-// Work-group passes over lines too long for one invocation to walk (kernels_long.cpp, issue 30):
+// Work-group passes over lines too long for one invocation to walk (kernels_long.cpp, issue 30;
+// the wg route: every device but a CPU one, whose serial walks are axis_long.comp's OP 0-3):
 // one work group of WG invocations per (line, chunk of CHUNK = WG * PER elements), every
 // invocation reading PER elements (coalesced: element k * WG + its lane) and the group combining
 // its 256 results in two levels through shared memory (16 invocations each over 16 results, then

@@ -1,6 +1,7 @@
 #version 450
 // min (OP 0) / prod (OP 1) over more reduced elements than one invocation may walk (llvmpipe ends
-// an invocation's loops after 65535 iterations; kernels_index.cpp's min_prod): one work group of
+// an invocation's loops after 65535 iterations; kernels_index.cpp's min_prod, on the wg route:
+// every device but a CPU one, which takes reduce_ext.comp's serial chunks): one work group of
 // WG invocations per (output, chunk of CHUNK = WG * PER reduced elements), every invocation
 // combining PER elements (element k * WG + its lane of the chunk) and the group those 256 results
 // in two levels through shared memory, written to y[output * nchunks + chunk]; the host reduces those results again by

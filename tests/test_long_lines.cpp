@@ -39,16 +39,29 @@ std::shared_ptr<ir::Graph> graph(const Shape& xs, const std::string& nodes, cons
       "long_lines.json"));
 }
 
-// Runs g on x on every built backend in every mode; check(outputs) for each.
+// RLX_VK_LONG_ROUTE=route while alive (read when a plan is lowered); "" leaves it unset.
+struct LongRoute {
+  explicit LongRoute(const std::string& route) {
+    if (!route.empty()) setenv("RLX_VK_LONG_ROUTE", route.c_str(), 1);
+  }
+  ~LongRoute() { unsetenv("RLX_VK_LONG_ROUTE"); }
+};
+
+// Runs g on x on every built backend in every mode; check(outputs) for each. Vulkan runs twice,
+// through each route of argmax/argmin, cumsum and min/prod along long lines (kernels.h's
+// long_wg: serial walks, lavapipe's default, and work-group passes, the GPUs').
 template <class Check>
 void every_backend_and_mode(const std::shared_ptr<ir::Graph>& g, const Tensor& x, Check check) {
   for (const std::string& b : test::built_backends())
-    for (Mode mode : {Mode::Eager, Mode::Lazy, Mode::Compiled}) {
-      SCOPED_TRACE(b + " " + mode_name(mode));
-      auto ex = make_executor(b);
-      Session s(g, *ex, {});
-      s.set_input("x", x);
-      check(s.run(mode));
+    for (const std::string& route : b == "vulkan" ? std::vector<std::string>{"serial", "wg"} : std::vector<std::string>{""}) {
+      LongRoute forced(route);
+      for (Mode mode : {Mode::Eager, Mode::Lazy, Mode::Compiled}) {
+        SCOPED_TRACE(b + (route.empty() ? "" : " route " + route) + " " + mode_name(mode));
+        auto ex = make_executor(b);
+        Session s(g, *ex, {});
+        s.set_input("x", x);
+        check(s.run(mode));
+      }
     }
 }
 
@@ -268,12 +281,13 @@ TEST(LongLines, MinAndProdOverLongReductions) {
   }
 }
 
-// ---- work-group passes: on Vulkan these lines run as one work group per chunk of 4096 elements
-// (cumsum: 2048 on devices with less than 18.5 KiB of shared memory; kernels.h's wg_chunk), then
-// passes over the chunks' results by chunks again (three levels past chunk^2 elements); the cases
-// put ties, NaNs and extremes at those boundaries, in partial last chunks, over several lines
-// (outer > 1) strided by inner > 1. Cases of three levels run with RLX_VK_LONG_PER=2 (chunks of
-// 512: three levels past 262144 elements) where the production chunks would need 16.7M elements.
+// ---- chunk boundaries: on Vulkan these lines run in chunks of 4096 elements, one invocation
+// (serial route) or one work group (wg route; cumsum: 2048 on devices with less than 18.5 KiB of
+// shared memory; kernels.h's wg_chunk) each, then passes over the chunks' results by chunks again
+// (three levels past chunk^2 elements); the cases put ties, NaNs and extremes at those boundaries,
+// in partial last chunks, over several lines (outer > 1) strided by inner > 1. Cases of three
+// levels run with RLX_VK_LONG_PER=2 (chunks of 512 on both routes: three levels past 262144
+// elements) where the production chunks would need 16.7M elements.
 
 constexpr int64_t kChunk = 4096, kScanChunk = 2048;
 constexpr int64_t kSmallChunk = 512, kSmallThreeLevels = kSmallChunk * kSmallChunk + 5;
@@ -436,7 +450,7 @@ TEST(LongLines, CumSumAcrossWorkGroupChunksExactly) {
 
 TEST(LongLines, CumSumOverThreeLevelsExactly) {
   // [2, 262149, 2] in chunks of 512: 513 chunks, their sums scanned in 2 chunks, whose sums are
-  // scanned once
+  // scanned once (the serial route scans the 513 sums in one walk, as they are below kMaxWalk)
   SmallChunks small;
   check_cumsum_exact(small_integers({2, kSmallThreeLevels, 2}, 16, -3, 3));
 }

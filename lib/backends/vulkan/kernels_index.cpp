@@ -66,7 +66,8 @@ void reduce_ext_wg(LowerCtx& L, uint32_t op, const TensorRef& x, const TensorRef
 }
 
 // min (OP 0) / prod (OP 1) over axes: one invocation per output; over more than kMaxWalk reduced
-// elements, a work group per (output, chunk of wg_chunk()) (reduce_ext_wg.comp), then the
+// elements, by kernels.h's long route: one invocation (serial, reduce_ext.comp) or one work
+// group (wg, reduce_ext_wg.comp) per (output, chunk of serial_chunk() or wg_chunk()), then the
 // chunks' results reduced the same way until one per output is left.
 void min_prod(LowerCtx& L) {
   const Kernel& k = L.kernel();
@@ -79,15 +80,21 @@ void min_prod(LowerCtx& L) {
   check_u32(L, x.numel());
   const uint32_t op = k.node->op == Op::Min ? 0u : 1u;
   if (nred <= long_from()) return reduce_ext_pass(L, op, x, k.output, kd, ks, rd, rs, nout, nred, nred);
-  const int64_t chunk = wg_chunk(L.caps(), false);
+  const bool wg = long_wg(L.caps());
+  const int64_t chunk = wg ? wg_chunk(L.caps(), false) : serial_chunk();
+  auto pass = [&](const TensorRef& in, const TensorRef& out, const Strides& kdim, const Strides& kstr,
+                  const Strides& rdim, const Strides& rstr, int64_t len) {
+    if (wg) reduce_ext_wg(L, op, in, out, kdim, kstr, rdim, rstr, nout, len);
+    else reduce_ext_pass(L, op, in, out, kdim, kstr, rdim, rstr, nout, len, std::min(len, chunk));
+  };
   int64_t n = (nred + chunk - 1) / chunk;
   check_u32(L, nout * n);
   TensorRef part = L.scratch(nout * n);
-  reduce_ext_wg(L, op, x, part, kd, ks, rd, rs, nout, nred);
+  pass(x, part, kd, ks, rd, rs, nred);
   while (true) {  // part: [nout, n], reduced along its rows
     const int64_t m = (n + chunk - 1) / chunk;
     const TensorRef next = m == 1 ? k.output : L.scratch(nout * m);
-    reduce_ext_wg(L, op, part, next, {nout}, {n}, {n}, {1}, nout, n);
+    pass(part, next, {nout}, {n}, {n}, {1}, n);
     if (m == 1) return;
     part = next;
     n = m;
