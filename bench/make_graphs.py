@@ -197,3 +197,7 @@ if __name__ == "__main__":
     write("conv3x3_64", conv3x3())
     write("conv3x3_64_gemm", conv3x3_gemm())
     write("dwconv3x3_256", dwconv3x3())
+    # One line longer than kMaxWalk: Vulkan's work-group passes (kernels_long.cpp, session 15).
+    for op in ("argmax", "cumsum"):
+        for tag, n in (("1m", 1 << 20), ("16m", 1 << 24)):
+            write(f"{op}_{tag}", rowwise(f"{op}_{tag}", op, 1, n, {"axis": 1}))

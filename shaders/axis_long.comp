@@ -2,8 +2,11 @@
 // Ops along lines too long for one invocation to walk (kernels_long.cpp): llvmpipe (lavapipe) ends
 // an invocation's loops after 65535 iterations in all, silently, so here every invocation walks a
 // bounded part of a line (a chunk of `span` elements, or a binary search) and the passes combine
-// the parts. x is viewed as [outer, len, inner] as in axis_op.comp (line = o * inner + i); pairs
-// (value bits, index) travel in uint scratch (PI in, PO out), so indices and NaN payloads stay exact.
+// the parts. Argmax/argmin and cumsum (OP 0-3) run here on the serial route (a CPU device such
+// as lavapipe, or RLX_VK_LONG_ROUTE=serial: kernels.h's long_wg), as work-group passes
+// (axis_wg.comp) elsewhere; TopK (OP 4, 5) always runs here. x is viewed as [outer, len, inner]
+// as in axis_op.comp (line = o * inner + i); pairs (value bits, index) travel in uint scratch
+// (PI in, PO out), so indices and NaN payloads stay exact.
 //   OP 0 argmax, 1 argmin: one invocation per (line, chunk) keeps the chunk's best (value, index)
 //        with axis_op.comp's rule (FLAGS bit 0 select_last_index; the first NaN wins); reads x
 //        (bit 2 clear) or the pairs of a previous pass (bit 2 set, `len` pairs per line); writes

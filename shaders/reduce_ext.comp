@@ -2,9 +2,11 @@
 // min (OP 0) / prod (OP 1) over arbitrary axes, one invocation per output. The host collapses
 // the input into up to 4 kept and 4 reduced dims (element strides), as for reduce.comp.
 // min propagates NaN; prod accumulates in f32 (in order). A reduction longer than one invocation
-// may walk (llvmpipe ends an invocation's loops after 65535 iterations) runs in two passes
-// (kernels_long.cpp): one invocation per (output, chunk of `chunk` reduced elements) writes the
-// chunk's result to y[output * nchunks + chunk], and a second pass reduces those.
+// may walk (llvmpipe ends an invocation's loops after 65535 iterations) runs in passes
+// (kernels_index.cpp's min_prod): one invocation per (output, chunk of `chunk` reduced elements)
+// writes the chunk's result to y[output * nchunks + chunk], and passes over those reduce them by
+// chunks again, on the serial route (a CPU device such as lavapipe, or RLX_VK_LONG_ROUTE=serial);
+// elsewhere as work-group passes (reduce_ext_wg.comp).
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint KR = 1;  // kept rank, 0..4

@@ -162,9 +162,33 @@ bool lower_index_op(LowerCtx& L);
 // ---- Lines longer than one shader invocation may walk (kernels_long.cpp, issue 30): llvmpipe
 // ends an invocation's loops after 65535 iterations in all. The one-pass kernels (axis_op.comp's
 // argmax/argmin, cumsum and topk, reduce_ext.comp's min/prod) walk at most kMaxWalk elements per
-// invocation; longer lines run in passes whose invocations walk chunks of kChunk elements (topk:
-// runs of kTopkRun, then merges by binary search), on every device.
-constexpr int64_t kMaxWalk = 32768, kChunk = 4096, kTopkRun = 64;
+// invocation; longer lines run in passes over chunks, then over the chunks' results, by one of two
+// routes for argmax/argmin, cumsum and min/prod (long_wg):
+//  - serial: one invocation walks each chunk of serial_chunk() elements (shaders/axis_long.comp,
+//    reduce_ext.comp), the faster route on a CPU device (lavapipe: a work group's barriers cost
+//    there, and its invocations run on the same few cores anyway);
+//  - wg: one work group of 256 invocations per chunk of wg_chunk() elements (shaders/axis_wg.comp,
+//    reduce_ext_wg.comp: 16 elements an invocation and a two-level combine in shared memory), the
+//    parallel route for GPUs.
+// TopK takes runs of kTopkRun, then merges by binary search (shaders/axis_long.comp), everywhere.
+constexpr int64_t kMaxWalk = 32768, kTopkRun = 64;
+// Whether argmax/argmin, cumsum and min/prod over long lines take the work-group passes: on every
+// device but a CPU one (caps.cpu); RLX_VK_LONG_ROUTE=serial|wg forces either (A/B on one binary,
+// tests of both routes on lavapipe).
+bool long_wg(const DeviceCaps& caps);
+// Elements an invocation of the wg passes combines, or a serial chunk's /256: 16, or at most
+// RLX_VK_LONG_PER=1|2|4|8 (tests: many chunks, and three levels, on short lines).
+int64_t long_per();
+// Elements per work group of the wg passes: 256 * long_per(); cumsum (`scan`, whose chunk is
+// staged in shared memory: 18.5 KiB) at most 2048 where the device has less than that.
+int64_t wg_chunk(const DeviceCaps& caps, bool scan);
+// Elements an invocation of the serial passes walks: 256 * long_per() (4096), so every loop
+// stays far below 65535 iterations.
+inline int64_t serial_chunk() { return 256 * long_per(); }
+// Lines (reductions) longer than this take those passes: kMaxWalk, or RLX_VK_LONG_FROM=N
+// (1 <= N < kMaxWalk) for argmax/argmin, cumsum and min/prod (measuring the passes on shorter
+// lines; tests run the small golden cases through them).
+int64_t long_from();
 // argmax (op 0), argmin (1), cumsum (2), topk (3) of L's kernel along a line of a.len > kMaxWalk
 // elements; flags as axis_op.comp's.
 void lower_axis_long(LowerCtx& L, uint32_t op, const Axis3& a, int64_t K, uint32_t flags);

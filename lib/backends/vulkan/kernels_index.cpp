@@ -50,8 +50,25 @@ void reduce_ext_pass(LowerCtx& L, uint32_t op, const TensorRef& x, const TensorR
   L.grid(d, (uint64_t)(nout * nchunks), 64);
 }
 
+// One reduce_ext_wg.comp pass: a work group per (output, chunk of wg_chunk() reduced elements).
+void reduce_ext_wg(LowerCtx& L, uint32_t op, const TensorRef& x, const TensorRef& y, const Strides& kd,
+                   const Strides& ks, const Strides& rd, const Strides& rs, int64_t nout, int64_t nred) {
+  const int64_t chunk = wg_chunk(L.caps(), false), nchunks = (nred + chunk - 1) / chunk;
+  Dispatch& d = L.add("reduce_ext_wg", {(uint32_t)kd.size(), (uint32_t)rd.size(), op, (uint32_t)(chunk / 256)});
+  uint32_t xo = L.read(d, x), yo = L.write(d, y);
+  d.push = {(uint32_t)nout, (uint32_t)nred, xo, yo};
+  push_array(d, kd, 4);
+  push_array(d, ks, 4);
+  push_array(d, rd, 4);
+  push_array(d, rs, 4);
+  d.push.push_back((uint32_t)nchunks);
+  L.grid(d, (uint64_t)(nout * nchunks) * 256, 256);
+}
+
 // min (OP 0) / prod (OP 1) over axes: one invocation per output; over more than kMaxWalk reduced
-// elements, one per (output, chunk of kChunk), then the chunks' results reduced the same way.
+// elements, by kernels.h's long route: one invocation (serial, reduce_ext.comp) or one work
+// group (wg, reduce_ext_wg.comp) per (output, chunk of serial_chunk() or wg_chunk()), then the
+// chunks' results reduced the same way until one per output is left.
 void min_prod(LowerCtx& L) {
   const Kernel& k = L.kernel();
   const TensorRef& x = k.inputs[0];
@@ -62,15 +79,22 @@ void min_prod(LowerCtx& L) {
   if (nout == 0) return;
   check_u32(L, x.numel());
   const uint32_t op = k.node->op == Op::Min ? 0u : 1u;
-  if (nred <= kMaxWalk) return reduce_ext_pass(L, op, x, k.output, kd, ks, rd, rs, nout, nred, nred);
-  int64_t n = (nred + kChunk - 1) / kChunk;
+  if (nred <= long_from()) return reduce_ext_pass(L, op, x, k.output, kd, ks, rd, rs, nout, nred, nred);
+  const bool wg = long_wg(L.caps());
+  const int64_t chunk = wg ? wg_chunk(L.caps(), false) : serial_chunk();
+  auto pass = [&](const TensorRef& in, const TensorRef& out, const Strides& kdim, const Strides& kstr,
+                  const Strides& rdim, const Strides& rstr, int64_t len) {
+    if (wg) reduce_ext_wg(L, op, in, out, kdim, kstr, rdim, rstr, nout, len);
+    else reduce_ext_pass(L, op, in, out, kdim, kstr, rdim, rstr, nout, len, std::min(len, chunk));
+  };
+  int64_t n = (nred + chunk - 1) / chunk;
   check_u32(L, nout * n);
   TensorRef part = L.scratch(nout * n);
-  reduce_ext_pass(L, op, x, part, kd, ks, rd, rs, nout, nred, kChunk);
+  pass(x, part, kd, ks, rd, rs, nred);
   while (true) {  // part: [nout, n], reduced along its rows
-    const int64_t m = (n + kChunk - 1) / kChunk;
+    const int64_t m = (n + chunk - 1) / chunk;
     const TensorRef next = m == 1 ? k.output : L.scratch(nout * m);
-    reduce_ext_pass(L, op, part, next, {nout}, {n}, {n}, {1}, nout, n, std::min(n, kChunk));
+    pass(part, next, {nout}, {n}, {n}, {1}, n);
     if (m == 1) return;
     part = next;
     n = m;
@@ -116,7 +140,7 @@ void axis_op(LowerCtx& L, uint32_t op) {
   }
   if (lines == 0 || k.output.numel() == 0) return;
   check_u32(L, x.numel());
-  if (v.len > kMaxWalk) return lower_axis_long(L, op, v, K, flags);
+  if (v.len > (op == 3 ? kMaxWalk : long_from())) return lower_axis_long(L, op, v, K, flags);
   Dispatch& d = L.add("axis_op", {op});
   uint32_t xo = L.read(d, x), yo = L.write(d, k.output);
   d.push = {(uint32_t)lines, (uint32_t)v.len, (uint32_t)v.inner, (uint32_t)K, xo, yo, flags};
