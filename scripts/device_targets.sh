@@ -13,7 +13,8 @@
 # products, CM2DT=f16 the dtypes, CM2TORCH= leaves PyTorch out of cm2_bench.py), `convroutes` (ResNet-50 f16 profiled and benched under each setting of CONVROUTES,
 # default "RLX_VK_CONV=default RLX_VK_EPILOGUE=0 RLX_VK_CONV=rows"; A=1,B=2 sets both), `attnrows` (the f16 tensor-core
 # attention's RLX_VK_FLASH_ROWS shapes on ViT-S/16 and the d-4096 block, PyTorch beside), `attntests`
-# (test_vulkan_half's attention and norm tests), `tctests` (its tensor-core matmul tests), `tests`. Env: MODELS=resnet50 (or vit_s_16) limits `vision`
+# (test_vulkan_half's attention and norm tests), `tctests` (its tensor-core matmul tests), `longab` (long-line argmax/cumsum: the
+# work-group passes against RLX_VK_LONG_ROUTE=serial), `tests`. Env: MODELS=resnet50 (or vit_s_16) limits `vision`
 # to it, PDT=f16 profiles f16 only, ROUTES= skips the profile stage's matmul-route benches, PN top kernels.
 # Each profile's full text is copied to $OUT.
 set -uo pipefail
@@ -130,6 +131,16 @@ PY
       ;;
     attntests)  # the half attention and norm tests alone (the tensor-core kernels' variants print what differs)
       timeout 300 $P/test_vulkan_half --gtest_filter='*Attention*:*Norm*' 2>&1 | grep -E 'differ|Failure|error|tests ran|PASSED|FAILED|^\[ +(OK|FAILED)'
+      ;;
+    longab)  # long lines (kernels_long.cpp): the GPU's default work-group passes against RLX_VK_LONG_ROUTE=serial (main's walks), alternating, 3 rounds
+      for i in 1 2 3; do
+        for g in argmax_1m cumsum_1m argmax_16m cumsum_16m; do
+          for v in default serial; do
+            e=(); [[ $v == serial ]] && e=(RLX_VK_LONG_ROUTE=serial)
+            echo "longab $g $v: $(env "${e[@]}" $R bench $P/src/bench/graphs/$g.json --input x=random:1 --backends vulkan --modes lazy,compiled --reps 20 --format csv 2>&1 | tail -2 | cut -d, -f1-8 | tr '\n' ' ')"
+          done
+        done
+      done
       ;;
     tests)
       for t in "test_golden --gtest_filter=Cases/Golden.*vulkan*" "test_vulkan --gtest_filter=-VulkanValidation.*" test_vulkan_half; do
