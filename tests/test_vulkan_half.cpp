@@ -1052,6 +1052,54 @@ TEST(VulkanHalf, Conv2dThroughTheProduct) {
 }
 
 
+// max_pool2d / avg_pool2d on 2-byte x and y (pool2d.h16, kernels_conv.cpp; before, widened into
+// f32 and rounded back), against a plain loop over the 16-bit inputs: the max exact, the average
+// within one rounding. 3x3 stride 2 pad 1 (ResNet-50's max-pool; the unrolled window), 2x2 stride
+// 2, and a 9x9 window (81 taps: the loop over pc's window) with and without count_include_pad.
+TEST(VulkanHalf, PoolOnTwoByteStorage) {
+  if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";
+  struct Case { int64_t N, C, H, W, k, s, p; bool avg, cip; };
+  for (DType t : {DType::f16, DType::bf16})
+    for (Case c : {Case{2, 3, 9, 11, 3, 2, 1, false, false}, Case{2, 3, 9, 11, 3, 2, 1, true, false},
+                   Case{2, 3, 9, 11, 3, 2, 1, true, true}, Case{1, 2, 12, 12, 2, 2, 0, false, false},
+                   Case{1, 2, 20, 17, 9, 1, 4, false, false}, Case{1, 2, 20, 17, 9, 1, 4, true, true}}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + (c.avg ? " avg" : " max") + " k" + std::to_string(c.k) + " s" +
+                   std::to_string(c.s) + " p" + std::to_string(c.p) + (c.cip ? " count_include_pad" : ""));
+      const int64_t OH = (c.H + 2 * c.p - c.k) / c.s + 1, OW = (c.W + 2 * c.p - c.k) / c.s + 1;
+      auto x = random16(t, c.N * c.C * c.H * c.W, 7, -3, 3);
+      Dev dx = put16({c.N, c.C, c.H, c.W}, t, x), y = out_like({c.N, c.C, OH, OW}, t);
+      std::map<std::string, ir::AttrValue> at = {{"kernel", std::vector<int64_t>{c.k, c.k}},
+                                                 {"strides", std::vector<int64_t>{c.s, c.s}},
+                                                 {"pads", std::vector<int64_t>{c.p, c.p, c.p, c.p}}};
+      if (c.avg) at["count_include_pad"] = c.cip;
+      launch(node(c.avg ? Op::AvgPool2d : Op::MaxPool2d, at), {&dx}, y);
+      auto got = get16(y);
+      const double ulp = t == DType::f16 ? 1.0 / 1024 : 1.0 / 128;
+      int bad = 0;
+      for (int64_t i = 0; i < c.N * c.C; ++i)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            double acc = c.avg ? 0.0 : -INFINITY;
+            int64_t cnt = 0;
+            for (int64_t kh = 0; kh < c.k; ++kh)
+              for (int64_t kw = 0; kw < c.k; ++kw) {
+                int64_t ih = oh * c.s - c.p + kh, iw = ow * c.s - c.p + kw;
+                if (c.cip) ++cnt;  // every tap of the padded input (windows never pass its edge here)
+                if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
+                if (!c.cip) ++cnt;
+                double v = ref_value(t, x[(i * c.H + ih) * c.W + iw]);
+                acc = c.avg ? acc + v : std::max(acc, v);
+              }
+            if (c.avg) acc /= (double)cnt;
+            double g = ref_value(t, got[(i * OH + oh) * OW + ow]);
+            double tol = c.avg ? ulp * std::fabs(acc) + 1e-6 : 0.0;
+            if (!(std::fabs(g - acc) <= tol) && bad++ < 5)
+              ADD_FAILURE() << "y[" << i << "," << oh << "," << ow << "] = " << g << ", want " << acc;
+          }
+      EXPECT_EQ(bad, 0);
+    }
+}
+
 // Shared by the epilogue tests below: smooth seeded values, a tensor's values as doubles, and the graph run in compiled mode on Vulkan in dtype
 // dt with its outputs y and z checked against double-precision references (each intermediate the
 // plan writes is rounded to the dtype: tolerances of the outputs' scale).
