@@ -986,7 +986,9 @@ TEST(VulkanHalf, TransposeMovesBitsUnchanged) {
 // H*W a multiple of 8 and not; outputs of at most 196 positions in a batch of 2 or more as one
 // product over the whole batch, kernels_conv_fold.cpp), "fold" (that product for every case),
 // "implicit" (the implicit product for every f16 case but the 1x1
-// stride-1 unpadded ones), "im2col" (the per-image products, always through an im2col matrix) and
+// stride-1 unpadded ones; also with w's slices through shared memory, RLX_VK_CONV_WSH=1, and
+// with 1 and 8 output positions per gathering invocation, RLX_VK_CONV_VEC, and without the
+// kernel's size as spec constants, RLX_VK_CONV_KCONST=0; session 15), "im2col" (the per-image products, always through an im2col matrix) and
 // "rows" (im2col rows, product, transpose back). On a device without it (lavapipe) the five are
 // the same route.
 // Cases: 3x3 stride 1 and 2 padded, 7x7 stride 2 pad 3 on 3 channels, 1x1 stride 2, odd channel
@@ -999,7 +1001,9 @@ TEST(VulkanHalf, Conv2dThroughTheProduct) {
   struct Case { int64_t N, C, H, W, M, k, s, p; bool bias = true; };
   const char* saved = std::getenv("RLX_VK_CONV");
   const std::string keep = saved ? saved : "";
-  for (const char* route : {"", "fold", "implicit", "im2col", "rows"})
+  const char* knobs[] = {"RLX_VK_CONV_WSH", "RLX_VK_CONV_VEC", "RLX_VK_CONV_KCONST"};
+  for (const char* route : {"", "fold", "implicit", "implicit:RLX_VK_CONV_WSH=1", "implicit:RLX_VK_CONV_VEC=1",
+                            "implicit:RLX_VK_CONV_VEC=8", "implicit:RLX_VK_CONV_KCONST=0", "im2col", "rows"})
   for (DType t : {DType::f16, DType::bf16})
     for (Case c : {Case{2, 16, 12, 10, 24, 3, 1, 1}, Case{3, 3, 17, 15, 8, 7, 2, 3}, Case{2, 32, 9, 9, 40, 1, 2, 0},
                    Case{1, 5, 11, 13, 7, 2, 3, 1}, Case{3, 24, 4, 6, 136, 1, 1, 0}, Case{2, 40, 8, 8, 72, 3, 1, 1, false},
@@ -1007,8 +1011,13 @@ TEST(VulkanHalf, Conv2dThroughTheProduct) {
                    Case{2, 67, 10, 9, 33, 3, 1, 1}, Case{2, 64, 7, 9, 130, 3, 1, 1, false},
                    Case{2, 16, 24, 24, 64, 3, 1, 1}, Case{2, 35, 13, 11, 129, 3, 2, 1},
                    Case{2, 256, 7, 7, 72, 3, 1, 1}, Case{1, 256, 7, 7, 72, 3, 1, 1}}) {
-      if (*route) setenv("RLX_VK_CONV", route, 1);
+      // "route:KNOB=V" also sets one of the implicit kernel's knobs
+      const std::string r = route, rname = r.substr(0, r.find(':'));
+      if (!rname.empty()) setenv("RLX_VK_CONV", rname.c_str(), 1);
       else unsetenv("RLX_VK_CONV");
+      for (const char* kn : knobs) unsetenv(kn);
+      if (const size_t at = r.find(':'), eq = r.find('='); at != std::string::npos)
+        setenv(r.substr(at + 1, eq - at - 1).c_str(), r.substr(eq + 1).c_str(), 1);
       SCOPED_TRACE(std::string(dtype_name(t)) + " route '" + route + "' N" + std::to_string(c.N) + " C" +
                    std::to_string(c.C) + " " + std::to_string(c.H) + "x" + std::to_string(c.W) + " M" +
                    std::to_string(c.M) + " k" + std::to_string(c.k) + " s" + std::to_string(c.s) + " p" +
@@ -1049,6 +1058,7 @@ TEST(VulkanHalf, Conv2dThroughTheProduct) {
     }
   if (saved) setenv("RLX_VK_CONV", keep.c_str(), 1);
   else unsetenv("RLX_VK_CONV");
+  for (const char* kn : knobs) unsetenv(kn);
 }
 
 
