@@ -988,7 +988,8 @@ TEST(VulkanHalf, TransposeMovesBitsUnchanged) {
 // "implicit" (the implicit product for every f16 case but the 1x1
 // stride-1 unpadded ones; also with w's slices through shared memory, RLX_VK_CONV_WSH=1, and
 // with 1 and 8 output positions per gathering invocation, RLX_VK_CONV_VEC, and without the
-// kernel's size as spec constants, RLX_VK_CONV_KCONST=0; session 15), "im2col" (the per-image products, always through an im2col matrix) and
+// kernel's size as spec constants, RLX_VK_CONV_KCONST=0, or with it for every size, =1; session
+// 15), "im2col" (the per-image products, always through an im2col matrix) and
 // "rows" (im2col rows, product, transpose back). On a device without it (lavapipe) the five are
 // the same route.
 // Cases: 3x3 stride 1 and 2 padded, 7x7 stride 2 pad 3 on 3 channels, 1x1 stride 2, odd channel
@@ -1003,7 +1004,8 @@ TEST(VulkanHalf, Conv2dThroughTheProduct) {
   const std::string keep = saved ? saved : "";
   const char* knobs[] = {"RLX_VK_CONV_WSH", "RLX_VK_CONV_VEC", "RLX_VK_CONV_KCONST"};
   for (const char* route : {"", "fold", "implicit", "implicit:RLX_VK_CONV_WSH=1", "implicit:RLX_VK_CONV_VEC=1",
-                            "implicit:RLX_VK_CONV_VEC=8", "implicit:RLX_VK_CONV_KCONST=0", "im2col", "rows"})
+                            "implicit:RLX_VK_CONV_VEC=8", "implicit:RLX_VK_CONV_KCONST=0", "implicit:RLX_VK_CONV_KCONST=1",
+                            "im2col", "rows"})
   for (DType t : {DType::f16, DType::bf16})
     for (Case c : {Case{2, 16, 12, 10, 24, 3, 1, 1}, Case{3, 3, 17, 15, 8, 7, 2, 3}, Case{2, 32, 9, 9, 40, 1, 2, 0},
                    Case{1, 5, 11, 13, 7, 2, 3, 1}, Case{3, 24, 4, 6, 136, 1, 1, 0}, Case{2, 40, 8, 8, 72, 3, 1, 1, false},
