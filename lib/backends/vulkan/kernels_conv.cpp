@@ -58,7 +58,7 @@ void pool(const SpatialLowering& s, std::vector<Dispatch>& out, bool is_max) {
   // max-pool 0.155 ms at batch 32 on the H200). A 2-D window of at most 64 taps is unrolled.
   const uint32_t xk = storage_kind(s.env.dev.caps, k.inputs[0].dtype);
   if (xk != storage_kind(s.env.dev.caps, k.output.dtype) || xk > 2u) fail(k, "pool: x and y of one float dtype");
-  const bool unroll = g.D == 1 && g.kD == 1 && g.OD == 1 && g.kH * g.kW <= 64;
+  const bool unroll = g.D == 1 && g.kD == 1 && g.OD == 1 && g.pf == 0 && g.kH * g.kW <= 64;
   d.shader = xk ? "pool2d.h16" : "pool2d";
   d.spec = {is_max ? 0u : 1u, xk, unroll ? u(g.kH) : 0u, unroll ? u(g.kW) : 0u};
   uint32_t xo = s.bind(d, k.inputs[0], false), yo = s.bind(d, k.output, true);
