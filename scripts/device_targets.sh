@@ -57,7 +57,7 @@ for w in $what; do
       for v in ${CONVROUTES:-RLX_VK_CONV=default RLX_VK_EPILOGUE=0 RLX_VK_CONV=rows}; do  # A=1,B=2: both set
         echo "== profile resnet50 f16 $v"
         env ${v//,/ } timeout 200 $R run $W/resnet50/model.onnx -i image=@$W/resnet50/x.npy -b vulkan -m compiled --profile --repeat 3 --dtype f16 2> $W/prof.txt >/dev/null
-        cp $W/prof.txt "$out/prof_resnet50_f16_${v//=/_}.txt"
+        f=${v//[=,+]/_}; cp $W/prof.txt "$out/prof_resnet50_f16_$f.txt"  # a name the device tool brings back
         head -1 $W/prof.txt | cut -c1-160
         awk '$1 ~ /^[0-9.]+$/ && NF >= 6 {s[$5] += $1; n[$5]++; t += $1} END {for (o in s) printf "  %-14s %8.3f ms %4d kernels\n", o, s[o], n[o]; printf "  %-14s %8.3f ms\n", "total", t}' $W/prof.txt | sort -k2 -n -r
         echo "$v resnet50 f16 bench: $(env ${v//,/ } $R bench $W/resnet50/model.onnx --input image=@$W/resnet50/x.npy --backends vulkan --modes compiled --reps 20 --dtype f16 --format csv 2>/dev/null | tail -1)"

@@ -2,13 +2,28 @@
 // max_pool2d / max_pool3d (MODE 0) and avg_pool2d / avg_pool3d (MODE 1) over
 // NC[D]HW (2-D as 3-D with D = OD = kD = 1), one invocation per output element. Padding never enters a max; the average divides by the window
 // clipped to the input (or, with count_include_pad, to the padded input).
+// The ".h16" variant reads and writes f16/bf16 (DT) in 2-byte storage, the window in f32 and one
+// rounding (a max is exact), as widening into f32 and rounding back would. KH, KW > 0 (the 2-D
+// window's size as spec constants) unroll the window: every tap is loaded (clamped into the
+// input) before any is used, so its loads are in flight together.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#ifdef RLX_HALF
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint MODE = 0;
+layout(constant_id = 1) const uint DT = 0;  // storage kind of x and y (common.glsl): 0 f32, 1 f16, 2 bf16
+layout(constant_id = 2) const uint KH = 0;  // > 0: the window's height (== pc.kH; pc.kD 1)
+layout(constant_id = 3) const uint KW = 0;  // > 0: its width (== pc.kW)
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer X { float x[]; };
 layout(std430, binding = 1) restrict writeonly buffer Y { float y[]; };
+#ifdef RLX_HALF
+layout(std430, binding = 0) restrict readonly buffer X16 { uint16_t x16[]; };
+layout(std430, binding = 1) restrict writeonly buffer Y16 { uint16_t y16[]; };
+#endif
 layout(push_constant) uniform PC {
   uint n, H, W, OH, OW;
   int kH, kW, sH, sW, dH, dW, pt, pl, pb, pr;
@@ -29,6 +44,26 @@ void main() {
   uint xp0 = pc.xoff + plane * pc.D * pc.H * pc.W;
   int ds = od * pc.sD - pc.pf, hs = oh * pc.sH - pc.pt, ws = ow * pc.sW - pc.pl;
   float acc = MODE == 0u ? -rlx_inf() : 0.0;
+  if (KH != 0u && KW != 0u) {
+    float v[KH * KW];
+    [[unroll]] for (uint kh = 0u; kh < KH; ++kh) {
+      const int ih = clamp(hs + int(kh) * pc.dH, 0, int(pc.H) - 1);
+      [[unroll]] for (uint kw = 0u; kw < KW; ++kw) {
+        const int iw = clamp(ws + int(kw) * pc.dW, 0, int(pc.W) - 1);
+        v[kh * KW + kw] = RLX_LD(DT, x, x16, xp0 + uint(ih) * pc.W + uint(iw));
+      }
+    }
+    [[unroll]] for (uint kh = 0u; kh < KH; ++kh) {
+      const int ih = hs + int(kh) * pc.dH;
+      [[unroll]] for (uint kw = 0u; kw < KW; ++kw) {
+        const int iw = ws + int(kw) * pc.dW;
+        if (ih < 0 || ih >= int(pc.H) || iw < 0 || iw >= int(pc.W)) continue;
+        const float e = v[kh * KW + kw];
+        if (MODE == 0u) acc = (e > acc || isnan(e)) ? e : acc;
+        else acc += e;
+      }
+    }
+  } else
   for (int kd = 0; kd < pc.kD; ++kd) {
   int id = ds + kd * pc.dD;
   if (id < 0 || id >= int(pc.D)) continue;
@@ -39,7 +74,7 @@ void main() {
     for (int kw = 0; kw < pc.kW; ++kw) {
       int iw = ws + kw * pc.dW;
       if (iw < 0 || iw >= int(pc.W)) continue;
-      float v = x[xp + uint(ih) * pc.W + uint(iw)];
+      float v = RLX_LD(DT, x, x16, xp + uint(ih) * pc.W + uint(iw));
       if (MODE == 0u) acc = (v > acc || isnan(v)) ? v : acc;
       else acc += v;
     }
@@ -61,5 +96,5 @@ void main() {
     }
     acc /= float((de - d0) * (he - h0) * (we - w0));
   }
-  y[pc.yoff + i] = acc;
+  RLX_ST(DT, y, y16, pc.yoff + i, acc);
 }

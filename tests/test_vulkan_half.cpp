@@ -1030,7 +1030,10 @@ TEST(VulkanHalf, TransposeMovesBitsUnchanged) {
 // H*W a multiple of 8 and not; outputs of at most 196 positions in a batch of 2 or more as one
 // product over the whole batch, kernels_conv_fold.cpp), "fold" (that product for every case),
 // "implicit" (the implicit product for every f16 case but the 1x1
-// stride-1 unpadded ones), "im2col" (the per-image products, always through an im2col matrix) and
+// stride-1 unpadded ones; also with w's slices through shared memory, RLX_VK_CONV_WSH=1, and
+// with 1 and 8 output positions per gathering invocation, RLX_VK_CONV_VEC, and without the
+// kernel's size as spec constants, RLX_VK_CONV_KCONST=0, or with it for every size, =1; session
+// 15), "im2col" (the per-image products, always through an im2col matrix) and
 // "rows" (im2col rows, product, transpose back). On a device without it (lavapipe) the five are
 // the same route.
 // Cases: 3x3 stride 1 and 2 padded, 7x7 stride 2 pad 3 on 3 channels, 1x1 stride 2, odd channel
@@ -1043,7 +1046,10 @@ TEST(VulkanHalf, Conv2dThroughTheProduct) {
   struct Case { int64_t N, C, H, W, M, k, s, p; bool bias = true; };
   const char* saved = std::getenv("RLX_VK_CONV");
   const std::string keep = saved ? saved : "";
-  for (const char* route : {"", "fold", "implicit", "im2col", "rows"})
+  const char* knobs[] = {"RLX_VK_CONV_WSH", "RLX_VK_CONV_VEC", "RLX_VK_CONV_KCONST"};
+  for (const char* route : {"", "fold", "implicit", "implicit:RLX_VK_CONV_WSH=1", "implicit:RLX_VK_CONV_VEC=1",
+                            "implicit:RLX_VK_CONV_VEC=8", "implicit:RLX_VK_CONV_KCONST=0", "implicit:RLX_VK_CONV_KCONST=1",
+                            "im2col", "rows"})
   for (DType t : {DType::f16, DType::bf16})
     for (Case c : {Case{2, 16, 12, 10, 24, 3, 1, 1}, Case{3, 3, 17, 15, 8, 7, 2, 3}, Case{2, 32, 9, 9, 40, 1, 2, 0},
                    Case{1, 5, 11, 13, 7, 2, 3, 1}, Case{3, 24, 4, 6, 136, 1, 1, 0}, Case{2, 40, 8, 8, 72, 3, 1, 1, false},
@@ -1051,8 +1057,13 @@ TEST(VulkanHalf, Conv2dThroughTheProduct) {
                    Case{2, 67, 10, 9, 33, 3, 1, 1}, Case{2, 64, 7, 9, 130, 3, 1, 1, false},
                    Case{2, 16, 24, 24, 64, 3, 1, 1}, Case{2, 35, 13, 11, 129, 3, 2, 1},
                    Case{2, 256, 7, 7, 72, 3, 1, 1}, Case{1, 256, 7, 7, 72, 3, 1, 1}}) {
-      if (*route) setenv("RLX_VK_CONV", route, 1);
+      // "route:KNOB=V" also sets one of the implicit kernel's knobs
+      const std::string r = route, rname = r.substr(0, r.find(':'));
+      if (!rname.empty()) setenv("RLX_VK_CONV", rname.c_str(), 1);
       else unsetenv("RLX_VK_CONV");
+      for (const char* kn : knobs) unsetenv(kn);
+      if (const size_t at = r.find(':'), eq = r.find('='); at != std::string::npos)
+        setenv(r.substr(at + 1, eq - at - 1).c_str(), r.substr(eq + 1).c_str(), 1);
       SCOPED_TRACE(std::string(dtype_name(t)) + " route '" + route + "' N" + std::to_string(c.N) + " C" +
                    std::to_string(c.C) + " " + std::to_string(c.H) + "x" + std::to_string(c.W) + " M" +
                    std::to_string(c.M) + " k" + std::to_string(c.k) + " s" + std::to_string(c.s) + " p" +
@@ -1093,8 +1104,57 @@ TEST(VulkanHalf, Conv2dThroughTheProduct) {
     }
   if (saved) setenv("RLX_VK_CONV", keep.c_str(), 1);
   else unsetenv("RLX_VK_CONV");
+  for (const char* kn : knobs) unsetenv(kn);
 }
 
+
+// max_pool2d / avg_pool2d on 2-byte x and y (pool2d.h16, kernels_conv.cpp; before, widened into
+// f32 and rounded back), against a plain loop over the 16-bit inputs: the max exact, the average
+// within one rounding. 3x3 stride 2 pad 1 (ResNet-50's max-pool; the unrolled window), 2x2 stride
+// 2, and a 9x9 window (81 taps: the loop over pc's window) with and without count_include_pad.
+TEST(VulkanHalf, PoolOnTwoByteStorage) {
+  if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";
+  struct Case { int64_t N, C, H, W, k, s, p; bool avg, cip; };
+  for (DType t : {DType::f16, DType::bf16})
+    for (Case c : {Case{2, 3, 9, 11, 3, 2, 1, false, false}, Case{2, 3, 9, 11, 3, 2, 1, true, false},
+                   Case{2, 3, 9, 11, 3, 2, 1, true, true}, Case{1, 2, 12, 12, 2, 2, 0, false, false},
+                   Case{1, 2, 20, 17, 9, 1, 4, false, false}, Case{1, 2, 20, 17, 9, 1, 4, true, true}}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + (c.avg ? " avg" : " max") + " k" + std::to_string(c.k) + " s" +
+                   std::to_string(c.s) + " p" + std::to_string(c.p) + (c.cip ? " count_include_pad" : ""));
+      const int64_t OH = (c.H + 2 * c.p - c.k) / c.s + 1, OW = (c.W + 2 * c.p - c.k) / c.s + 1;
+      auto x = random16(t, c.N * c.C * c.H * c.W, 7, -3, 3);
+      Dev dx = put16({c.N, c.C, c.H, c.W}, t, x), y = out_like({c.N, c.C, OH, OW}, t);
+      std::map<std::string, ir::AttrValue> at = {{"kernel", std::vector<int64_t>{c.k, c.k}},
+                                                 {"strides", std::vector<int64_t>{c.s, c.s}},
+                                                 {"pads", std::vector<int64_t>{c.p, c.p, c.p, c.p}}};
+      if (c.avg) at["count_include_pad"] = c.cip;
+      launch(node(c.avg ? Op::AvgPool2d : Op::MaxPool2d, at), {&dx}, y);
+      auto got = get16(y);
+      const double ulp = t == DType::f16 ? 1.0 / 1024 : 1.0 / 128;
+      int bad = 0;
+      for (int64_t i = 0; i < c.N * c.C; ++i)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            double acc = c.avg ? 0.0 : -INFINITY;
+            int64_t cnt = 0;
+            for (int64_t kh = 0; kh < c.k; ++kh)
+              for (int64_t kw = 0; kw < c.k; ++kw) {
+                int64_t ih = oh * c.s - c.p + kh, iw = ow * c.s - c.p + kw;
+                if (c.cip) ++cnt;  // every tap of the padded input (windows never pass its edge here)
+                if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
+                if (!c.cip) ++cnt;
+                double v = ref_value(t, x[(i * c.H + ih) * c.W + iw]);
+                acc = c.avg ? acc + v : std::max(acc, v);
+              }
+            if (c.avg) acc /= (double)cnt;
+            double g = ref_value(t, got[(i * OH + oh) * OW + ow]);
+            double tol = c.avg ? ulp * std::fabs(acc) + 1e-6 : 0.0;
+            if (!(std::fabs(g - acc) <= tol) && bad++ < 5)
+              ADD_FAILURE() << "y[" << i << "," << oh << "," << ow << "] = " << g << ", want " << acc;
+          }
+      EXPECT_EQ(bad, 0);
+    }
+}
 
 // Shared by the epilogue tests below: smooth seeded values, a tensor's values as doubles, and the graph run in compiled mode on Vulkan in dtype
 // dt with its outputs y and z checked against double-precision references (each intermediate the

@@ -7,7 +7,7 @@
 // The A operand (w) is loaded from device memory with tensor addressing, as matmul_cm2 does;
 // each BK x BN slice of col[n] is gathered from x [N, C, H, W] by the work group's
 // invocations (consecutive invocations on consecutive output positions, so neighbouring x
-// elements), written to shared memory (DBUF: two slices, alternating, one barrier per slice) and
+// elements; VEC consecutive positions of one output row each, sharing the tap's arithmetic), written to shared memory (DBUF: two slices, alternating, one barrier per slice) and
 // loaded from there as the B operand. The next slice's gather is issued before the current
 // slice's product, so its loads overlap the tensor cores.
 // The epilogue is matmul_cm2's (kernels_conv_gemm.cpp folds the consumer in): BIAS 1 adds a
@@ -36,10 +36,15 @@ layout(constant_id = 5) const uint BIASDT = 0;  // bias storage: 0 f32, 1 f16
 layout(constant_id = 6) const uint RES = 0;     // 1: + r[same index as y]
 layout(constant_id = 7) const uint ACT = 0;     // 1: ReLU
 layout(constant_id = 8) const uint DBUF = 1;    // 1: two shared slices, one barrier per slice
+layout(constant_id = 9) const uint WSH = 0;     // 1: w's slices too through shared memory, fetched a slice ahead
+layout(constant_id = 10) const uint VEC = 1;    // output positions per gathering invocation (one output row: OW % VEC == 0)
+layout(constant_id = 11) const uint KHS = 0;    // > 0: the kernel's height and width (== pc.kh, pc.kw) as constants:
+layout(constant_id = 12) const uint KWS = 0;    // the tap's advance is a division by constants, no loop
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer X { T x[]; };
 layout(std430, binding = 1) restrict readonly buffer Wt { T w[]; };
+layout(std430, binding = 1) restrict readonly buffer Wv { uvec4 wv[]; };  // WSH: 8 halves at a time
 layout(std430, binding = 2) restrict readonly buffer Bias { float bias[]; };
 layout(std430, binding = 2) restrict readonly buffer Bias16 { uint16_t bias16[]; };
 layout(std430, binding = 3) restrict writeonly buffer Y { T y[]; };
@@ -52,8 +57,42 @@ layout(push_constant) uniform PC {
 
 const uint BNS = BN + 8u;  // shared row stride (halves): 16-byte rows, fewer bank conflicts
 shared T sb[(DBUF != 0u ? 2u : 1u) * BK * BNS];  // DBUF: one slice written while the product reads the other
-const uint ROWS = WG / BN;  // slice rows gathered per pass
+const uint GCOLS = BN / VEC;   // gathering invocations per slice row, VEC consecutive columns each
+const uint ROWS = WG / GCOLS;  // slice rows gathered per pass
 const uint PASSES = BK / ROWS;
+// WSH: w's BM x BK slice as chunks of 8 consecutive halves of a row (BK a multiple of 8), WCH per
+// invocation, fetched into registers with the next slice's gather and stored beside it
+const uint BKS = BK + 8u;  // shared row stride of w's slice (halves)
+const uint NCH = BM * BK / 8u, WCH = (NCH + WG - 1u) / WG;
+shared T sa[WSH != 0u ? (DBUF != 0u ? 2u : 1u) * BM * BKS : 1u];
+T g_wv[WSH != 0u ? WCH * 8u : 1u];
+bool g_waligned;
+
+void fetch_w(const uint m0, const uint kk, const uint tid) {
+  [[unroll]] for (uint j = 0u; j < WCH; ++j) {
+    const uint ch = tid + j * WG, r = ch / (BK / 8u), gm = m0 + r, gk = kk + (ch % (BK / 8u)) * 8u;
+    if (ch >= NCH) break;
+    if (g_waligned) {  // K and the offset multiples of 8: the chunk is wholly inside or outside
+      uvec4 q = gm < pc.m && gk < pc.k ? wv[(pc.woff + gm * pc.k + gk) / 8u] : uvec4(0u);
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+        const f16vec2 h = unpackFloat2x16(q[e]);
+        g_wv[j * 8u + 2u * e] = h.x;
+        g_wv[j * 8u + 2u * e + 1u] = h.y;
+      }
+    } else {
+      [[unroll]] for (uint e = 0u; e < 8u; ++e)
+        g_wv[j * 8u + e] = gm < pc.m && gk + e < pc.k ? w[pc.woff + gm * pc.k + gk + e] : T(0.0);
+    }
+  }
+}
+void store_w(const uint base, const uint tid) {
+  [[unroll]] for (uint j = 0u; j < WCH; ++j) {
+    const uint ch = tid + j * WG;
+    if (ch >= NCH) break;
+    const uint o = base + (ch / (BK / 8u)) * BKS + (ch % (BK / 8u)) * 8u;
+    [[unroll]] for (uint e = 0u; e < 8u; ++e) sa[o + e] = g_wv[j * 8u + e];
+  }
+}
 
 uint g_m0, g_n0, g_rbase;
 
@@ -74,14 +113,28 @@ int g_ih0, g_iw0;
 bool g_col_ok;
 uint g_c, g_kh, g_kw, g_k, g_xbase;
 
-T gather_one() {
-  T v = T(0.0);
-  if (g_col_ok && g_k < pc.k) {
-    int ih = g_ih0 + int(g_kh) * pc.dh, iw = g_iw0 + int(g_kw) * pc.dw;
-    if (ih >= 0 && ih < int(pc.h) && iw >= 0 && iw < int(pc.w))
-      v = x[g_xbase + (g_c * pc.h + uint(ih)) * pc.w + uint(iw)];
+// One pass: this invocation's VEC columns of its next row. The tap's decomposition, the row's
+// bounds and base address are shared by the VEC positions (consecutive outputs of one row, sw
+// apart in x); then the tap advances ROWS rows.
+T g_v[PASSES * VEC];
+void gather_pass(const uint j) {
+  const int ih = g_ih0 + int(g_kh) * pc.dh, iwb = g_iw0 + int(g_kw) * pc.dw;
+  const bool rok = g_col_ok && g_k < pc.k && ih >= 0 && ih < int(pc.h);
+  const uint rb = g_xbase + (g_c * pc.h + uint(rok ? ih : 0)) * pc.w;
+  [[unroll]] for (uint e = 0u; e < VEC; ++e) {
+    const int iw = iwb + int(e) * pc.sw;
+    T val = T(0.0);
+    if (rok && iw >= 0 && iw < int(pc.w)) val = x[rb + uint(iw)];
+    g_v[j * VEC + e] = val;
   }
   g_k += ROWS;
+  if (KHS != 0u && KWS != 0u) {
+    const uint q = g_k % (KHS * KWS);
+    g_c = g_k / (KHS * KWS);
+    g_kh = q / KWS;
+    g_kw = q % KWS;
+    return;
+  }
   g_kw += ROWS;
   while (g_kw >= pc.kw) {
     g_kw -= pc.kw;
@@ -90,16 +143,16 @@ T gather_one() {
       ++g_c;
     }
   }
-  return v;
 }
 
 void main() {
   const uint M = pc.m, P = pc.p, K = pc.k;
   const uint z = gl_WorkGroupID.z;
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-  const uint tid = gl_LocalInvocationID.x, col = tid % BN, row0 = tid / BN;
+  const uint tid = gl_LocalInvocationID.x, col = (tid % GCOLS) * VEC, row0 = tid / GCOLS;
 
-  // This invocation's column of every slice: output position n0 + col of image z
+  // This invocation's columns of every slice: output positions n0 + col .. + VEC - 1 of image z
+  // (all inside P or all outside: P and col are multiples of VEC)
   {
     const uint pp = n0 + col;
     g_col_ok = pp < P;
@@ -133,25 +186,34 @@ void main() {
   coopmat<T, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;
   coopmat<T, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb;
 
-  T v[PASSES];
-  [[unroll]] for (uint j = 0u; j < PASSES; ++j) v[j] = gather_one();
-  uint cur = 0u;
+  g_waligned = K % 8u == 0u && pc.woff % 8u == 0u;
+  [[unroll]] for (uint j = 0u; j < PASSES; ++j) gather_pass(j);
+  if (WSH != 0u) fetch_w(m0, 0u, tid);
+  uint cur = 0u, cura = 0u;
   for (uint kk = 0u; kk < K; kk += BK) {
-    // DBUF: sb[cur] was last read by the product two slices back, which every invocation
-    // finished before the previous slice's barrier; else the previous slice's product must be
-    // done with sb first
+    // DBUF: sb[cur] (and sa[cura]) was last read by the product two slices back, which every
+    // invocation finished before the previous slice's barrier; else the previous slice's product
+    // must be done with them first
     if (DBUF == 0u) barrier();
-    [[unroll]] for (uint j = 0u; j < PASSES; ++j) sb[cur + (row0 + j * ROWS) * BNS + col] = v[j];
+    [[unroll]] for (uint j = 0u; j < PASSES; ++j)
+      [[unroll]] for (uint e = 0u; e < VEC; ++e) sb[cur + (row0 + j * ROWS) * BNS + col + e] = g_v[j * VEC + e];
+    if (WSH != 0u) store_w(cura, tid);
     barrier();
-    if (kk + BK < K) {  // the next slice's gather, in flight during this slice's product
-      [[unroll]] for (uint j = 0u; j < PASSES; ++j) v[j] = gather_one();
+    if (kk + BK < K) {  // the next slice's gather (and w's slice), in flight during this slice's product
+      [[unroll]] for (uint j = 0u; j < PASSES; ++j) gather_pass(j);
+      if (WSH != 0u) fetch_w(m0, kk + BK, tid);
     }
-    // (Loading w's next slice here too, a matrix ahead, made ResNet-50's convolutions 6x slower.)
-    if (inside) coopMatLoadTensorNV(ma, w, wo, sliceTensorLayoutNV(la, m0, BM, kk, BK));
+    // (Loading w's next slice here too, a matrix ahead, made ResNet-50's convolutions 6x slower;
+    // WSH takes it through registers and shared memory instead.)
+    if (WSH != 0u) coopMatLoad(ma, sa, cura, BKS, gl_CooperativeMatrixLayoutRowMajor);
+    else if (inside) coopMatLoadTensorNV(ma, w, wo, sliceTensorLayoutNV(la, m0, BM, kk, BK));
     else coopMatLoadTensorNV(ma, w, pc.woff, sliceTensorLayoutNV(lac, m0, BM, kk, BK));
     coopMatLoad(mb, sb, cur, BNS, gl_CooperativeMatrixLayoutRowMajor);
     acc = coopMatMulAdd(ma, mb, acc);
-    if (DBUF != 0u) cur ^= BK * BNS;
+    if (DBUF != 0u) {
+      cur ^= BK * BNS;
+      cura ^= BM * BKS;
+    }
   }
   if (BIAS != 0u) coopMatPerElementNV(acc, acc, add_bias_row, m0);
   if (RES != 0u || ACT != 0u) {

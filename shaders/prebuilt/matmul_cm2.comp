@@ -19,7 +19,7 @@
 // The in-bounds path tells the compiler that rows and offsets are 16-byte aligned (the host
 // checks): without that the H200 ran 4096^3 at 10-67 TFLOP/s instead of 253. SWZ orders the
 // tiles for L2 reuse (below); the host picks tile, unrolling, split and order per product
-// (kernels_coopmat.cpp).
+// (kernels_coopmat.cpp). RESL = 1 loads r as one matrix per tile instead of per element.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -56,6 +56,7 @@ layout(constant_id = 13) const uint ACT = 0;     // 1: ReLU, 2: GELU (erf), 3: G
 layout(constant_id = 14) const uint SWZ = 0;     // > 0: work groups walk tiles in bands of SWZ tile rows (L2 reuse)
 layout(constant_id = 15) const uint FSTORE = 1;  // 1: whole tiles with aligned rows stored unclamped
 layout(constant_id = 16) const uint PREF = 0;    // 1: load slice k+1 before multiplying slice k (measuring only: slower)
+layout(constant_id = 17) const uint RESL = 0;    // RES: 1 loads r as a matrix (tensor addressing), 0 per element
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer A { T a[]; };
@@ -82,7 +83,7 @@ float add_bias_row(const in uint32_t r, const in uint32_t c, const in float e, c
 // The residual and the activation, in f32.
 float epilogue(const in uint32_t r, const in uint32_t c, const in float e) {
   float v = e;
-  if (RES != 0u && g_m0 + r < pc.m && g_n0 + c < pc.n) v += float(res[g_rbase + (g_m0 + r) * pc.n + g_n0 + c]);
+  if (RES != 0u && RESL == 0u && g_m0 + r < pc.m && g_n0 + c < pc.n) v += float(res[g_rbase + (g_m0 + r) * pc.n + g_n0 + c]);
   if (ACT == 1u) v = v < 0.0 ? 0.0 : v;  // NaN stays NaN, as elementwise.def's relu
   if (ACT == 2u) v = rlx_gelu_erf(v);
   if (ACT == 3u) v = rlx_gelu_tanh(v);
@@ -211,12 +212,6 @@ void main() {
   if (BIAS == 1u && SPLIT == 0u) coopMatPerElementNV(acc, acc, add_bias, n0);
   if (BIAS == 2u && SPLIT == 0u) coopMatPerElementNV(acc, acc, add_bias_row, m0);
   uint ybase = pc.yoff + (SPLIT != 0u ? z * M * N : BATCH != 0u ? z * pc.ybat : 0u);
-  if (SPLIT == 0u && (RES != 0u || ACT != 0u)) {
-    g_m0 = m0;
-    g_n0 = n0;
-    g_rbase = pc.roff + (BATCH != 0u ? z * pc.ybat : 0u);
-    coopMatPerElementNV(acc, acc, epilogue);
-  }
   // A whole tile with 16-byte aligned rows is stored unclamped, the alignment spelled out as for
   // the loads.
   const uint yal = YDT == 0u || SPLIT != 0u ? 3u : 7u;
@@ -224,6 +219,27 @@ void main() {
   tensorLayoutNV<2> lyu = createTensorLayoutNV(2);
   lyu = setTensorLayoutDimensionNV(lyu, M, N);
   lyu = setTensorLayoutStrideNV(lyu, N & ~yal, 1);
+  if (SPLIT == 0u && RES != 0u && RESL != 0u) {
+    // r's tile as one matrix (16 bytes a load where aligned), added in f32 as the per-element
+    // epilogue would
+    const uint rb = pc.roff + (BATCH != 0u ? z * pc.ybat : 0u);
+    coopmat<T, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> rm;
+    if (m0 + BM <= M && n0 + BN <= N && (N & 7u) == 0u && (rb & 7u) == 0u) {
+      tensorLayoutNV<2> lr = createTensorLayoutNV(2);
+      lr = setTensorLayoutDimensionNV(lr, M, N);
+      lr = setTensorLayoutStrideNV(lr, N & ~7u, 1);
+      coopMatLoadTensorNV(rm, res, rb & ~7u, sliceTensorLayoutNV(lr, m0, BM, n0, BN));
+    } else {
+      coopMatLoadTensorNV(rm, res, rb, sliceTensorLayoutNV(ly, m0, BM, n0, BN));
+    }
+    acc += coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(rm);
+  }
+  if (SPLIT == 0u && ((RES != 0u && RESL == 0u) || ACT != 0u)) {
+    g_m0 = m0;
+    g_n0 = n0;
+    g_rbase = pc.roff + (BATCH != 0u ? z * pc.ybat : 0u);
+    coopMatPerElementNV(acc, acc, epilogue);
+  }
   if (YDT == 0u || SPLIT != 0u) {
     if (whole) coopMatStoreTensorNV(acc, y, ybase & ~yal, sliceTensorLayoutNV(lyu, m0, BM, n0, BN));
     else coopMatStoreTensorNV(acc, y, ybase, sliceTensorLayoutNV(ly, m0, BM, n0, BN));

@@ -952,6 +952,7 @@ bool Lowering::native16() const {
       return true;
     case Op::Softmax: case Op::ScaledMaskedSoftmax: case Op::SoftmaxVjp: case Op::LayerNorm: case Op::RmsNorm:
     case Op::LayerNormVjp: case Op::RmsNormVjp: case Op::Rope: case Op::Attention:
+    case Op::MaxPool2d: case Op::AvgPool2d: case Op::MaxPool3d: case Op::AvgPool3d:  // pool2d.h16
       return !widen16_forced();
     default:
       return false;

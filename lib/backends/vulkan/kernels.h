@@ -58,7 +58,7 @@ inline uint32_t storage_kind(const DeviceCaps& c, DType t) {
   return s == DType::f16 ? 1u : s == DType::bf16 ? 2u : s == DType::i8 ? 3u : s == DType::u8 ? 4u : 0u;
 }
 inline bool is_kind16(uint32_t k) { return k == 1u || k == 2u; }
-// RLX_VK_WIDEN16=1: norms, softmax, rope and attention on 2-byte tensors go through f32 scratch
+// RLX_VK_WIDEN16=1: norms, softmax, rope, attention and pooling on 2-byte tensors go through f32 scratch
 // (widen, the f32 kernel, round) as before their ".h16" variants existed, for comparison.
 bool widen16_forced();
 inline bool is_kind8(uint32_t k) { return k == 3u || k == 4u; }

@@ -130,6 +130,9 @@ bool lower_conv_gemm(LowerCtx& L) {
       mo.bias_rows = true;
       mo.residual = residual;
       mo.act = act;
+      // RLX_VK_CONV_1X1_TILE=WGxBMxBNxBK[xUNROLL]: the tile of the 1x1 stride-1 convolutions'
+      // per-image products (tuning only; RLX_VK_CM2 sets every product's)
+      if (const char* e = std::getenv("RLX_VK_CONV_1X1_TILE"); e && *e && direct) mo.tile = e;
       return lower_matmul_tensor_cores(L, mo);
     };
     // The consumer folded in (executor.cpp), where its tensors bind whole like y

@@ -158,6 +158,10 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   // The prefetching loop: for measuring only (1.8x slower on the H200, docs/benchmarks.md).
   const char* pf = std::getenv("RLX_VK_CM2_PREF");
   const uint32_t pref = pf && *pf == '1' ? 1u : 0u;
+  // A residual loaded as one matrix per tile (spec constant RESL) unless RLX_VK_CM2_RESL=0 (one
+  // load per element in the epilogue, as before session 15)
+  const char* rl = std::getenv("RLX_VK_CM2_RESL");
+  const uint32_t resl = m.residual && !(rl && *rl == '0') ? 1u : 0u;
   uint64_t gx = cdiv(m.N, t.bn), gy = cdiv(m.M, t.bm);
   if (gx > c.max_groups[0] || gy > c.max_groups[1] || (uint64_t)m.batch > c.max_groups[2]) return false;
   if ((uint64_t)m.batch * std::max({m.abat, m.bbat, m.ybat}) > UINT32_MAX) return false;
@@ -183,7 +187,7 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   Dispatch& d = L.add(tk == 1 ? "matmul_cm2.f16" : "matmul_cm2.bf16",
                       {t.wg, t.bm, t.bn, t.bk, m.ta, m.tb, m.bias && !split ? (m.bias_rows ? 2u : 1u) : 0u, biask,
                        split ? 0u : yk, split ? 1u : 0u, t.unroll, m.batch > 1 ? 1u : 0u, m.residual ? 1u : 0u,
-                       m.act, t.swz, fstore, pref});
+                       m.act, t.swz, fstore, pref, resl});
   uint32_t ao = L.read(d, m.A), bo = L.read(d, m.B);
   uint32_t biaso = m.bias && !split ? L.read(d, *m.bias) : (L.bind_dummy(d), 0u);
   uint32_t yo = L.write(d, split ? part : m.y);
