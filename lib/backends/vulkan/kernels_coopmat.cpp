@@ -209,6 +209,28 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
 // matmul_cm1 (KHR) and matmul_coop (NV): subgroup matrices of shape LM x LN x LK; shaders/matmul_coop.comp
 // says how. Needs rows of 8 halves (K, and M or N where they are the contiguous dim, and the
 // offsets, multiples of 8) for the 16-byte loads.
+// The subgroup kernels' (matmul_cm1, matmul_cm1p) operands, push constants and grid on d, then
+// split-K's sum where `part` (the partial products) is given; false, with d dropped, where a or b
+// is not 16-byte aligned (the caller's next route then).
+bool bind_subgroup_product(LowerCtx& L, Dispatch& d, const MatmulOperands& m, const TensorRef* part, uint32_t yk,
+                           uint32_t kchunk, uint64_t gx, uint64_t gy, uint32_t nsplit) {
+  uint32_t ao = L.read(d, m.A), bo = L.read(d, m.B);
+  uint32_t biaso = m.bias && !part ? L.read(d, *m.bias) : (L.bind_dummy(d), 0u);
+  uint32_t yo = L.write(d, part ? *part : m.y);
+  const uint32_t ydt = part ? 0u : yk, align = ydt == 0 ? 4 : 8;  // 16-byte rows for direct stores
+  d.spec[17] = ydt != 2 && yo % align == 0 && m.N % align == 0;
+  if (ao % 8 || bo % 8) {
+    L.drop_last();
+    return false;
+  }
+  d.push = {(uint32_t)m.M, (uint32_t)m.N, (uint32_t)m.K, ao, bo, biaso, yo, kchunk};
+  d.groups[0] = (uint32_t)gx;
+  d.groups[1] = (uint32_t)gy;
+  d.groups[2] = nsplit;
+  if (part) splitk_sum(L, m, *part, nsplit);
+  return true;
+}
+
 bool subgroup_coop(LowerCtx& L, const MatmulOperands& m, const std::string& shader,
                    const std::vector<DeviceCaps::CoopShape>& shapes) {
   const DeviceCaps& c = L.caps();
@@ -255,21 +277,7 @@ bool subgroup_coop(LowerCtx& L, const MatmulOperands& m, const std::string& shad
                                split ? 1u : 0u, biask, split ? 0u : yk, SG});
   d.spec.resize(18, 0);
   if (const char* e = std::getenv("RLX_VK_COOP_PROBE")) d.spec[16] = (uint32_t)std::atoi(e);  // tuning only
-  uint32_t ao = L.read(d, m.A), bo = L.read(d, m.B);
-  uint32_t biaso = m.bias && !split ? L.read(d, *m.bias) : (L.bind_dummy(d), 0u);
-  uint32_t yo = L.write(d, split ? part : m.y);
-  const uint32_t ydt = split ? 0u : yk, align = ydt == 0 ? 4 : 8;  // 16-byte rows for direct stores
-  d.spec[17] = ydt != 2 && yo % align == 0 && N % align == 0;
-  if (ao % 8 || bo % 8) {  // not 16-byte aligned: the shared-memory kernel instead
-    L.drop_last();
-    return false;
-  }
-  d.push = {(uint32_t)M, (uint32_t)N, (uint32_t)K, ao, bo, biaso, yo, kchunk};
-  d.groups[0] = (uint32_t)gx;
-  d.groups[1] = (uint32_t)gy;
-  d.groups[2] = nsplit;
-  if (split) splitk_sum(L, m, part, nsplit);
-  return true;
+  return bind_subgroup_product(L, d, m, split ? &part : nullptr, yk, kchunk, gx, gy, nsplit);
 }
 
 // matmul_cm1p (KHR, prebuilt; shaders/prebuilt/matmul_cm1p.comp says how): subgroup matrices,
@@ -317,21 +325,7 @@ bool subgroup_pipe(LowerCtx& L, const MatmulOperands& m, const std::string& shad
   if (split) part = L.scratch((int64_t)nsplit * M * N);
   Dispatch& d = L.add(shader, {t.bm, t.bn, t.bk, t.wm, t.wn, m.ta, m.tb, m.bias && !split ? 1u : 0u, sh->m, sh->n, wg,
                                sh->k, split ? 1u : 0u, biask, split ? 0u : yk, SG, t.pd, 0u, t.swz});
-  uint32_t ao = L.read(d, m.A), bo = L.read(d, m.B);
-  uint32_t biaso = m.bias && !split ? L.read(d, *m.bias) : (L.bind_dummy(d), 0u);
-  uint32_t yo = L.write(d, split ? part : m.y);
-  const uint32_t ydt = split ? 0u : yk, align = ydt == 0 ? 4 : 8;  // 16-byte rows for direct stores
-  d.spec[17] = ydt != 2 && yo % align == 0 && N % align == 0;
-  if (ao % 8 || bo % 8) {  // not 16-byte aligned
-    L.drop_last();
-    return false;
-  }
-  d.push = {(uint32_t)M, (uint32_t)N, (uint32_t)K, ao, bo, biaso, yo, kchunk};
-  d.groups[0] = (uint32_t)gx;
-  d.groups[1] = (uint32_t)gy;
-  d.groups[2] = nsplit;
-  if (split) splitk_sum(L, m, part, nsplit);
-  return true;
+  return bind_subgroup_product(L, d, m, split ? &part : nullptr, yk, kchunk, gx, gy, nsplit);
 }
 
 // Whether matmul_cm1p is tried before matmul_cm2: RLX_VK_KHRP=1 (or a forced RLX_VK_CM1P tile)

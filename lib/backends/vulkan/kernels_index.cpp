@@ -32,37 +32,27 @@ void check_u32(LowerCtx& L, int64_t n) {
   if (n >= ((int64_t)1 << 32)) L.fail("a tensor of " + std::to_string(n) + " elements is too large for 32-bit indexing");
 }
 
-// reduce_ext.comp: min (op 0) / prod (op 1) of x over rd/rs (groups of reduced dims) for each of
-// the nout outputs kd/ks, each invocation over a chunk of `chunk` reduced elements, into y[output *
-// nchunks + chunk].
+// One pass of min (op 0) / prod (op 1) of x over rd/rs (groups of reduced dims) for each of the
+// nout outputs kd/ks, over chunks of `chunk` reduced elements, into y[output * nchunks + chunk]:
+// an invocation per chunk (reduce_ext.comp), or with `wg` a work group of 256 per chunk
+// (reduce_ext_wg.comp, whose chunk is wg_chunk()).
 void reduce_ext_pass(LowerCtx& L, uint32_t op, const TensorRef& x, const TensorRef& y, const Strides& kd,
-                     const Strides& ks, const Strides& rd, const Strides& rs, int64_t nout, int64_t nred, int64_t chunk) {
+                     const Strides& ks, const Strides& rd, const Strides& rs, int64_t nout, int64_t nred, int64_t chunk,
+                     bool wg = false) {
   const int64_t nchunks = chunk > 0 ? (nred + chunk - 1) / chunk : 1;  // nred 0: one empty chunk, the identity
-  Dispatch& d = L.add("reduce_ext", {(uint32_t)kd.size(), (uint32_t)rd.size(), op});
+  std::vector<uint32_t> spec = {(uint32_t)kd.size(), (uint32_t)rd.size(), op};
+  if (wg) spec.push_back((uint32_t)(chunk / 256));
+  Dispatch& d = L.add(wg ? "reduce_ext_wg" : "reduce_ext", spec);
   uint32_t xo = L.read(d, x), yo = L.write(d, y);
   d.push = {(uint32_t)nout, (uint32_t)nred, xo, yo};
   push_array(d, kd, 4);
   push_array(d, ks, 4);
   push_array(d, rd, 4);
   push_array(d, rs, 4);
-  d.push.push_back((uint32_t)chunk);
+  if (!wg) d.push.push_back((uint32_t)chunk);
   d.push.push_back((uint32_t)nchunks);
-  L.grid(d, (uint64_t)(nout * nchunks), 64);
-}
-
-// One reduce_ext_wg.comp pass: a work group per (output, chunk of wg_chunk() reduced elements).
-void reduce_ext_wg(LowerCtx& L, uint32_t op, const TensorRef& x, const TensorRef& y, const Strides& kd,
-                   const Strides& ks, const Strides& rd, const Strides& rs, int64_t nout, int64_t nred) {
-  const int64_t chunk = wg_chunk(L.caps(), false), nchunks = (nred + chunk - 1) / chunk;
-  Dispatch& d = L.add("reduce_ext_wg", {(uint32_t)kd.size(), (uint32_t)rd.size(), op, (uint32_t)(chunk / 256)});
-  uint32_t xo = L.read(d, x), yo = L.write(d, y);
-  d.push = {(uint32_t)nout, (uint32_t)nred, xo, yo};
-  push_array(d, kd, 4);
-  push_array(d, ks, 4);
-  push_array(d, rd, 4);
-  push_array(d, rs, 4);
-  d.push.push_back((uint32_t)nchunks);
-  L.grid(d, (uint64_t)(nout * nchunks) * 256, 256);
+  if (wg) L.grid(d, (uint64_t)(nout * nchunks) * 256, 256);
+  else L.grid(d, (uint64_t)(nout * nchunks), 64);
 }
 
 // min (OP 0) / prod (OP 1) over axes: one invocation per output; over more than kMaxWalk reduced
@@ -84,8 +74,7 @@ void min_prod(LowerCtx& L) {
   const int64_t chunk = wg ? wg_chunk(L.caps(), false) : serial_chunk();
   auto pass = [&](const TensorRef& in, const TensorRef& out, const Strides& kdim, const Strides& kstr,
                   const Strides& rdim, const Strides& rstr, int64_t len) {
-    if (wg) reduce_ext_wg(L, op, in, out, kdim, kstr, rdim, rstr, nout, len);
-    else reduce_ext_pass(L, op, in, out, kdim, kstr, rdim, rstr, nout, len, std::min(len, chunk));
+    reduce_ext_pass(L, op, in, out, kdim, kstr, rdim, rstr, nout, len, wg ? chunk : std::min(len, chunk), wg);
   };
   int64_t n = (nred + chunk - 1) / chunk;
   check_u32(L, nout * n);
