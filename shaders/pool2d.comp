@@ -45,7 +45,8 @@ void main() {
   int ds = od * pc.sD - pc.pf, hs = oh * pc.sH - pc.pt, ws = ow * pc.sW - pc.pl;
   float acc = MODE == 0u ? -rlx_inf() : 0.0;
   if (KH != 0u && KW != 0u) {
-    float v[KH * KW];
+    float v[KH * KW + 1u];  // + 1: never an array of 0 (KH = KW = 0 specialises this block away, but the
+                            // module must stay valid SPIR-V: the validation layer checks it)
     [[unroll]] for (uint kh = 0u; kh < KH; ++kh) {
       const int ih = clamp(hs + int(kh) * pc.dH, 0, int(pc.H) - 1);
       [[unroll]] for (uint kw = 0u; kw < KW; ++kw) {
