@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Quick start #2: installs what rlx needs, builds it, and runs the whole test suite:
 #   1. unit, golden and CLI tests (CTest) on the CPU and, through lavapipe, Vulkan
-#   2. the golden suite on Vulkan with the Khronos validation layer (fails on any message)
+#   2. the golden suite (and test_long_lines) on Vulkan with the Khronos validation layer (fails on any message)
 #   3. the goldens' NumPy reference re-checked against the committed files, and every graph
 #      validated against the published JSON Schema
 #   4. the suite again under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -25,9 +25,11 @@ ctest --test-dir build -j "$jobs" --output-on-failure --timeout 600
 if [[ -x build/tests/test_golden ]] && build/apps/rlx/rlx devices --backend vulkan >/dev/null 2>&1; then
   stage "golden suite on Vulkan under the validation layer"
   # Its compile cache and cache key go to the build tree, as ctest's do (tests/CMakeLists.txt).
-  env -u RLX_CACHE_DIR -u RLX_CACHE -u RLX_CACHE_MAX_MB -u RLX_CACHE_SECRET XDG_CACHE_HOME="$PWD/build/test-xdg-cache" \
-    XDG_CONFIG_HOME="$PWD/build/test-xdg-config" \
-    RLX_VK_VALIDATION=1 build/tests/test_golden --gtest_filter='Cases/Golden.*vulkan*' --gtest_brief=1
+  validated=(env -u RLX_CACHE_DIR -u RLX_CACHE -u RLX_CACHE_MAX_MB -u RLX_CACHE_SECRET
+             XDG_CACHE_HOME="$PWD/build/test-xdg-cache" XDG_CONFIG_HOME="$PWD/build/test-xdg-config" RLX_VK_VALIDATION=1)
+  "${validated[@]}" build/tests/test_golden --gtest_filter='Cases/Golden.*vulkan*' --gtest_brief=1
+  # the long-line passes (both routes): several dispatches a kernel, optional outputs bound or not
+  "${validated[@]}" build/tests/test_long_lines --gtest_brief=1
 fi
 
 stage "NumPy reference re-check and graph schema"

@@ -30,13 +30,15 @@ struct AxisLongPush {
   uint32_t span = 0, nchunks = 0, cap_in = 0, nout = 0, cap_out = 0, pioff = 0, pooff = 0;
 };
 
-// Binds t to d (read or written), or the dummy buffer where t is absent; its offset (0 for none).
+// Binds t to d (read or written); its offset. An absent input binds the dummy buffer; an absent
+// output a word of scratch of its own: the shaders write their outputs under a flag, and the
+// validation layer, which sees every binding a shader may write as written, would otherwise see
+// the shared dummy written by one dispatch and read by the next with no barrier between.
 uint32_t bind(LowerCtx& L, Dispatch& d, const TensorRef* t, bool write) {
-  if (!t) {
-    L.bind_dummy(d);
-    return 0;
-  }
-  return write ? L.write(d, *t) : L.read(d, *t);
+  if (t) return write ? L.write(d, *t) : L.read(d, *t);
+  if (write) return L.write(d, L.scratch(1));
+  L.bind_dummy(d);
+  return 0;
 }
 
 // One axis_long.comp dispatch of `items` invocations; absent tensors bind the dummy buffer.
