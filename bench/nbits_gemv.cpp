@@ -11,6 +11,8 @@
 //   one dispatch  the memory pass with the 15 products in one pool dispatch (each thread takes
 //           its share of every weight's columns, one after the other, Threads::Single) instead
 //           of one dispatch per product: (time of 15 - time of 1) / 14 is what a dispatch costs
+//   interleaved  the memory pass over each weight's PackedNbits4 (8 columns a stream: what the
+//           executor reads for a constant weight), with its time over the ONNX layout's
 // The kernel is nbits4_small_m's choice: nbits4_row1_bfp (integer products) with AVX-512 VNNI,
 // RLX_NBITS_F32=1 for the f32 nbits4_row1_x8. Buffers from cpu::host_alloc (transparent huge
 // pages, as the executor's weights). Threads: RLX_NUM_THREADS. Prints per round the best and
@@ -89,11 +91,16 @@ int main(int argc, char** argv) {
   const int64_t parts = cpu::ThreadPool::global().size();
   std::printf("# one-row 4-bit product, pool of %lld; memory: %.1f MB of weights per pass, cache: %.1f MB\n", (long long)parts,
               bytes * 1e-6, ws[0].bytes * 1e-6);
+  // each weight's interleaved copy (cpu::PackedNbits4, what the executor reads), where the kernel takes one
+  std::vector<std::shared_ptr<const cpu::PackedNbits4>> packs;
+  for (auto& w : ws) packs.push_back(cpu::pack_nbits4_row1(w.B, w.S, w.N, w.K));
+  const bool packed = packs[0] != nullptr;
   std::vector<double> per(ws.size(), 0.0);  // the current repetition's time of each product, ms
-  auto pass = [&](size_t first, size_t last) {
+  auto pass = [&](size_t first, size_t last, bool use_packs = false) {
     for (size_t i = first; i < last; ++i) {
       const double t0 = now_ms();
-      if (!cpu::nbits4_small_m(1, A.data(), ws[i].K, ws[i].B, ws[i].S, ws[i].Z, ws[i].N, 32, C.data())) {
+      if (!cpu::nbits4_small_m(1, A.data(), ws[i].K, ws[i].B, ws[i].S, ws[i].Z, ws[i].N, 32, C.data(), cpu::Threads::Pool,
+                               use_packs ? packs[i].get() : nullptr)) {
         std::fprintf(stderr, "nbits4_small_m refused the shape (needs AVX-512, or AVX2 + FMA)\n");
         std::exit(2);
       }
@@ -120,6 +127,8 @@ int main(int argc, char** argv) {
       }
     });
     auto hot = time_ms(reps * 10, [&] { pass(0, 1); });
+    // the same pass over the interleaved copies
+    auto pmem = packed ? time_ms(reps, [&] { pass(0, ws.size(), true); }) : std::pair<double, double>{0, 0};
     auto rd = time_ms(std::max(3, reps / 10), [&] {
       std::vector<float> part(parts, 0.f);
       cpu::ThreadPool::global().parallel_for(parts, 1, [&](int64_t b, int64_t e) {
@@ -150,6 +159,13 @@ int main(int argc, char** argv) {
                 r + 1, gm, gmm, ws[0].bytes / hot.first * 1e-6, ws[0].bytes / hot.second * 1e-6, gr, grm, 100 * gm / gr, 100 * gmm / grm,
                 bytes / one.first * 1e-6, bytes / one.second * 1e-6, (mem.first - one.first) / 14 * 1e3,
                 (mem.second - one.second) / 14 * 1e3);
+    if (packed)
+      std::printf("  interleaved (PackedNbits4): memory %.1f GB/s best, %.1f median; memory/read: best %.0f%%, median %.0f%%; "
+                  "%.2fx the ONNX layout's median time\n",
+                  bytes / pmem.first * 1e-6, bytes / pmem.second * 1e-6, 100 * bytes / pmem.first * 1e-6 / gr,
+                  100 * bytes / pmem.second * 1e-6 / grm, pmem.second / mem.second);
+    else
+      std::printf("  interleaved (PackedNbits4): not made on this CPU (the kernel needs AVX-512 VNNI)\n");
     std::printf("  per shape from memory, median GB/s:");
     for (size_t s = 0; s < shapes.size(); ++s) {
       std::sort(shape_ms[s].begin(), shape_ms[s].end());

@@ -10,6 +10,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/access.h"
@@ -245,6 +250,43 @@ void matmul_integer_reference(const Kernel& k, int32_t* y) {
   });
 }
 
+// The one-row kernel's interleaved copy of a constant 4-bit weight (PackedNbits4, qgemm.h), made
+// on the weight's first one-row product in any mode and kept while the weight's memory and its
+// scales' live (weak references to their owners, as cpu_plan.cpp's shared_pack), keyed by their
+// addresses and the shape: every step of a generation, and every plan of its capacities, reads
+// the one copy. Only for weights used in place (CpuBuffer::external: a model's initializers, a
+// merged product's weights), whose addresses no other tensor takes while they live; and off with
+// RLX_NBITS_PACK=0 (ONNX's layout read directly). The copy costs the weight's size in memory once.
+std::shared_ptr<const PackedNbits4> row1_pack(const Kernel& k, int64_t N, int64_t K) {
+  static const bool on = [] {
+    const char* e = std::getenv("RLX_NBITS_PACK");
+    return !(e && std::string(e) == "0");
+  }();
+  if (!on || (k.const_inputs & 6u) != 6u) return nullptr;
+  const auto* bb = static_cast<const CpuBuffer*>(k.inputs[1].buf);
+  const auto* sb = static_cast<const CpuBuffer*>(k.inputs[2].buf);
+  if (!bb->external || !sb->external || bb->f32_view || sb->f32_view) return nullptr;
+  using Key = std::tuple<const uint8_t*, const uint8_t*, int64_t, int64_t>;
+  struct Entry {
+    std::weak_ptr<uint8_t> b_owner, s_owner;
+    std::shared_ptr<const PackedNbits4> pack;  // null: the kernel takes no copy (cached too)
+  };
+  static std::mutex mu;
+  static auto* cache = new std::map<Key, Entry>;  // never destroyed: packs outlive static destructors
+  const Key key{bytes(k.inputs[1]), bytes(k.inputs[2]), N, K};
+  {
+    std::lock_guard<std::mutex> l(mu);
+    auto it = cache->find(key);
+    if (it != cache->end() && !it->second.b_owner.expired() && !it->second.s_owner.expired()) return it->second.pack;
+  }
+  auto pack = pack_nbits4_row1(bytes(k.inputs[1]), reinterpret_cast<const float*>(bytes(k.inputs[2])), N, K);
+  std::lock_guard<std::mutex> l(mu);
+  for (auto it = cache->begin(); it != cache->end();)
+    it = it->second.b_owner.expired() || it->second.s_owner.expired() ? cache->erase(it) : std::next(it);
+  (*cache)[key] = Entry{bb->mem, sb->mem, pack};
+  return pack;
+}
+
 // ONNX Runtime's MatMulNBits: B [N, k_blocks, block_size * bits / 8] u8, consecutive K values
 // in a byte from the low bits up; w[n, k] = (q - zp) * scale[n, k / block_size]; zero points
 // packed the same way per row, default 2^(bits - 1). The reference: B dequantized into an f32
@@ -268,9 +310,10 @@ void run_matmul_nbits(const Kernel& k) {
       stored_dtype(k.inputs[2]) == DType::f32) {
     const int64_t M = K ? k.inputs[0].numel() / K : 0;
     const uint8_t* zp = k.inputs.size() == 4 ? bytes(k.inputs[3]) : nullptr;
+    const auto pk = bits == 4 && M == 1 && bs == 32 ? row1_pack(k, N, K) : nullptr;
     if (bits == 4 && nbits4_small_m(M, reinterpret_cast<const float*>(bytes(k.inputs[0])), K, bytes(k.inputs[1]),
                        reinterpret_cast<const float*>(bytes(k.inputs[2])), zp, N, bs,
-                       reinterpret_cast<float*>(bytes(k.output))))
+                       reinterpret_cast<float*>(bytes(k.output)), Threads::Pool, pk.get()))
       return;
     // More rows (or no AVX-512): weights expanded block-wise into per-thread panels for the f32 GEMM.
     if (nbits_f32_blocked(M, reinterpret_cast<const float*>(bytes(k.inputs[0])), K, bytes(k.inputs[1]),

@@ -113,12 +113,19 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) inline __m512i c
   return t;
 }
 
-template <int NC>
+// NC columns from n0 (to n1) at a time. Packed: the weights are PackedNbits4's copy (NC = 8, n0 a
+// multiple of 8): column c's group g at B + n * kb * 16 + g * 512 + c * 64, its 4 scales at
+// sc + n * kb + g * 32 + c * 4, so that a thread reads one sequential stream of weights and one of
+// scales; else ONNX's layout (column n's groups one after the other, its scales likewise).
+template <int NC, bool Packed = false>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void columns(const BfpRow& r, int64_t K,
                                                                                const uint8_t* B, const float* sc,
                                                                                const uint8_t* zp, int64_t zcols,
                                                                                int64_t n0, int64_t n1, float* C) {
+  static_assert(!Packed || NC == 8, "the packed layout interleaves 8 columns");
   const int64_t kb = K / 32, groups = K / 128;
+  const int64_t gstride = Packed ? 8 * 64 : 64, cstride = Packed ? 64 : kb * 16;  // bytes
+  const int64_t sgstride = Packed ? 8 * 4 : 4, scstride = Packed ? 4 : kb;       // floats
   const __m512i m15 = _mm512_set1_epi8(15);
   const __m512i quarter = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   const int8_t* P = r.p.data();
@@ -126,25 +133,33 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void columns(con
     __m512 tot[NC];
     const uint8_t* col[NC];
     const float* s[NC];
-    for (int c = 0; c < NC; ++c) tot[c] = _mm512_setzero_ps(), col[c] = B + (n + c) * kb * 16, s[c] = sc + (n + c) * kb;
+    for (int c = 0; c < NC; ++c) tot[c] = _mm512_setzero_ps(), col[c] = B + n * kb * 16 + c * cstride, s[c] = sc + n * kb + c * scstride;
     for (int64_t g = 0; g < groups; ++g) {
-      nbits4_prefetch_next_columns<NC>(col, s, kb, g);
+      if constexpr (Packed) {
+        // 8 groups (4 KiB) ahead in the stream: the distance that read fastest (bench/nbits_gemv)
+        for (int c = 0; c < NC; ++c) _mm_prefetch((const char*)(col[c] + (g + 8) * gstride), _MM_HINT_T0);
+        _mm_prefetch((const char*)(s[0] + (g + 8) * sgstride), _MM_HINT_T0);
+        _mm_prefetch((const char*)(s[0] + (g + 8) * sgstride + 16), _MM_HINT_T0);
+      } else {
+        nbits4_prefetch_next_columns<NC>(col, s, kb, g);
+      }
       const int8_t* pg = P + g * 384;
       const __m512 la = _mm512_loadu_ps(r.la.data() + g * 16);
       const __m512i p1e = _mm512_loadu_si512(pg), p1o = _mm512_loadu_si512(pg + 64), p2e = _mm512_loadu_si512(pg + 128),
                     p2o = _mm512_loadu_si512(pg + 192), p3e = _mm512_loadu_si512(pg + 256), p3o = _mm512_loadu_si512(pg + 320);
       for (int c = 0; c < NC; ++c) {
-        const __m512i x = _mm512_loadu_si512((const void*)(col[c] + g * 64));
+        const __m512i x = _mm512_loadu_si512((const void*)(col[c] + g * gstride));
         const __m512i lo = _mm512_and_si512(x, m15), hi = _mm512_and_si512(_mm512_srli_epi32(x, 4), m15);
         // ((q . p1) * 256 + q . p2) * 256 + q . p3, one chain
         const __m512i sx = chain(lo, hi, p1e, p1o, p2e, p2o, p3e, p3o);
-        const __m512 bs = _mm512_permutexvar_ps(quarter, _mm512_castps128_ps512(_mm_loadu_ps(s[c] + g * 4)));
+        const __m512 bs = _mm512_permutexvar_ps(quarter, _mm512_castps128_ps512(_mm_loadu_ps(s[c] + g * sgstride)));
         tot[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sx), _mm512_mul_ps(bs, la), tot[c]);
       }
     }
     for (int c = 0; c < NC; ++c) {
-      // sum_b b z (a sum X)
-      C[n + c] = _mm512_reduce_add_ps(tot[c]) - nbits4_zero_term(s[c], r.as.data(), zp ? zp + (n + c) * zcols : nullptr, kb);
+      // sum_b b z (a sum X): the scales just streamed, from the cache
+      C[n + c] = _mm512_reduce_add_ps(tot[c]) -
+                 nbits4_zero_term<Packed ? 32 : 4>(s[c], r.as.data(), zp ? zp + (n + c) * zcols : nullptr, kb);
     }
   }
 }
@@ -304,17 +319,46 @@ int bfp_level() {
 
 }  // namespace
 
+std::shared_ptr<const PackedNbits4> pack_nbits4_row1(const uint8_t* B, const float* scales, int64_t N, int64_t K) {
+  if (bfp_level() != 3 || K < 128 || K % 128 != 0 || N < 8) return nullptr;
+  auto pk = std::make_shared<PackedNbits4>();
+  const int64_t kb = K / 32, groups = K / 128, blocks = N / 8;
+  pk->N = N;
+  pk->K = K;
+  pk->N8 = blocks * 8;
+  pk->b.resize((size_t)(pk->N8 * kb * 16));
+  pk->s.resize((size_t)(pk->N8 * kb));
+  ThreadPool::global().parallel_for(blocks, 8, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk)
+      for (int c = 0; c < 8; ++c) {
+        const int64_t n = blk * 8 + c;
+        for (int64_t g = 0; g < groups; ++g) {
+          std::memcpy(pk->b.data() + blk * 8 * kb * 16 + g * 512 + c * 64, B + n * kb * 16 + g * 64, 64);
+          std::memcpy(pk->s.data() + blk * 8 * kb + g * 32 + c * 4, scales + n * kb + g * 4, 16);
+        }
+      }
+  });
+  return pk;
+}
+
 bool nbits4_row1_bfp(const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp, int64_t N,
-                     float* C, Threads th) {
+                     float* C, Threads th, const PackedNbits4* pk) {
   const int level = bfp_level();
   if (level == 0 || K < 128 || K % 128 != 0 || N < 1) return false;
+  if (pk && (level != 3 || pk->N != N || pk->K != K)) pk = nullptr;
   thread_local BfpRow row;
   if (!(level == 3 ? prepare(A, K, row) : prepare_avx2(A, K, row))) return false;
   const int64_t zcols = (K / 32 * 4 + 7) / 8;
   const BfpRow& r = row;
   auto body = [&](int64_t n0, int64_t n1) {
     const int64_t n8 = n0 + (n1 - n0) / 8 * 8, n4 = n0 + (n1 - n0) / 4 * 4;
-    if (level == 3) {
+    if (level == 3 && pk) {
+      // the packed copy's whole groups of 8 in [n0, n1), ONNX's layout for the columns around them
+      const int64_t p0 = std::min((n0 + 7) / 8 * 8, n1), p1 = std::max(p0, std::min(n1, pk->N8) / 8 * 8);
+      columns<1>(r, K, B, scales, zp, zcols, n0, p0, C);
+      columns<8, true>(r, K, pk->b.data(), pk->s.data(), zp, zcols, p0, p1, C);
+      columns<1>(r, K, B, scales, zp, zcols, p1, n1, C);
+    } else if (level == 3) {
       columns<8>(r, K, B, scales, zp, zcols, n0, n8, C);
       columns<1>(r, K, B, scales, zp, zcols, n8, n1, C);
     } else if (level == 2) {

@@ -577,7 +577,7 @@ int32_t byte_sum(const uint8_t* p, int64_t n) {
 }  // namespace
 
 bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp,
-                    int64_t N, int64_t bs, float* C, Threads th) {
+                    int64_t N, int64_t bs, float* C, Threads th, const PackedNbits4* pk) {
   const bool ok = isa_avx512_bw_vl();  // RLX_CPU_ISA caps both (isa.h)
   // Without AVX-512: one row (a decode step) on AVX2 + FMA, blocks a multiple of 32 (nbits4_row1_avx2).
   const bool avx2 = isa_avx2_fma();
@@ -588,7 +588,7 @@ bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, cons
   // (nbits4_row1_bfp) with AVX-512 VNNI, or without AVX-512 with AVX-VNNI or AVX2 + FMA (where
   // AVX-512 runs without VNNI, its f32 nbits4_row1_x8 is faster than the 8-lane integer kernel)
   if ((ok ? qgemm_isa() == QIsa::Avx512Vnni : avx2) && M == 1 && bs == 32 && K % 128 == 0 &&
-      nbits4_row1_bfp(A, K, B, scales, zp, N, C, th))
+      nbits4_row1_bfp(A, K, B, scales, zp, N, C, th, pk))
     return true;
   if (bs % 32 == 0 && K % bs == 0) {
     // Activations split into even / odd k and block sums, once per call.
