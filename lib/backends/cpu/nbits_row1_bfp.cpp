@@ -28,6 +28,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/host_memory.h"
 #include "backends/cpu/nbits_row1.h"
 #include "backends/cpu/qgemm.h"
 #include "backends/cpu/thread_pool.h"
@@ -326,15 +327,24 @@ std::shared_ptr<const PackedNbits4> pack_nbits4_row1(const uint8_t* B, const flo
   pk->N = N;
   pk->K = K;
   pk->N8 = blocks * 8;
-  pk->b.resize((size_t)(pk->N8 * kb * 16));
-  pk->s.resize((size_t)(pk->N8 * kb));
+  // host memory of the executor's kind (page-aligned blocks of their own, huge pages where the
+  // kernel gives them), not the malloc heap: the copy lives as long as the model
+  const size_t wbytes = (size_t)(pk->N8 * kb * 16);
+  size_t cap = 0;
+  auto* mem = static_cast<uint8_t*>(host_alloc(wbytes + (size_t)(pk->N8 * kb) * 4, &cap));
+  pk->mem = std::shared_ptr<uint8_t>(mem, [cap](uint8_t* p) { host_free(p, cap); });
+  pk->nbytes = wbytes + (size_t)(pk->N8 * kb) * 4;
+  uint8_t* pb = mem;
+  float* ps = reinterpret_cast<float*>(mem + wbytes);
+  pk->b = pb;
+  pk->s = ps;
   ThreadPool::global().parallel_for(blocks, 8, [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk)
       for (int c = 0; c < 8; ++c) {
         const int64_t n = blk * 8 + c;
         for (int64_t g = 0; g < groups; ++g) {
-          std::memcpy(pk->b.data() + blk * 8 * kb * 16 + g * 512 + c * 64, B + n * kb * 16 + g * 64, 64);
-          std::memcpy(pk->s.data() + blk * 8 * kb + g * 32 + c * 4, scales + n * kb + g * 4, 16);
+          std::memcpy(pb + blk * 8 * kb * 16 + g * 512 + c * 64, B + n * kb * 16 + g * 64, 64);
+          std::memcpy(ps + blk * 8 * kb + g * 32 + c * 4, scales + n * kb + g * 4, 16);
         }
       }
   });
@@ -356,7 +366,7 @@ bool nbits4_row1_bfp(const float* A, int64_t K, const uint8_t* B, const float* s
       // the packed copy's whole groups of 8 in [n0, n1), ONNX's layout for the columns around them
       const int64_t p0 = std::min((n0 + 7) / 8 * 8, n1), p1 = std::max(p0, std::min(n1, pk->N8) / 8 * 8);
       columns<1>(r, K, B, scales, zp, zcols, n0, p0, C);
-      columns<8, true>(r, K, pk->b.data(), pk->s.data(), zp, zcols, p0, p1, C);
+      columns<8, true>(r, K, pk->b, pk->s, zp, zcols, p0, p1, C);
       columns<1>(r, K, B, scales, zp, zcols, p1, n1, C);
     } else if (level == 3) {
       columns<8>(r, K, B, scales, zp, zcols, n0, n8, C);

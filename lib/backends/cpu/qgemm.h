@@ -103,9 +103,11 @@ bool nbits4_row1_bfp(const float* A, int64_t K, const uint8_t* B, const float* s
 // docs/benchmarks.md, "Session 16: the one-row 4-bit product's weights interleaved".
 struct PackedNbits4 {
   int64_t N = 0, K = 0, N8 = 0;  // N8: the columns copied, N rounded down to a multiple of 8
-  std::vector<uint8_t> b;
-  std::vector<float> s;
-  size_t bytes() const { return b.size() + s.size() * 4; }
+  std::shared_ptr<uint8_t> mem;  // one block of host memory (host_alloc): b, then s
+  const uint8_t* b = nullptr;
+  const float* s = nullptr;
+  size_t nbytes = 0;
+  size_t bytes() const { return nbytes; }
 };
 // The copy, or null where the one-row integer kernel would not read it (no AVX-512 VNNI, or
 // RLX_CPU_ISA / RLX_NBITS_F32 chose another; K not a multiple of 128; fewer than 8 columns).
