@@ -774,7 +774,11 @@ void run_attention(const Kernel& k) {
         continue;
       }
       if ((int64_t)S.size() < rows * kmax) S.resize(rows * kmax);
-      if (!half && nq == 1) {  // one query per head (a decode step): matrix-vector products
+      // One query of one head (a decode step without grouped heads): matrix-vector products. With
+      // G > 1 heads over the key/value head, the group's G rows go through one product below, which
+      // reads the keys and values once instead of G times (a d-2048 decoder with 16 / 2 heads at
+      // past 500-1000: 1.63-1.70 ms a token against 1.73-1.95 head by head).
+      if (!half && nq == 1 && G == 1) {
         const float* Kh = Kp + kv0 * D;
         const float* Vh = V + kv0 * Dv;
         for (int64_t g = 0; g < G; ++g) {
