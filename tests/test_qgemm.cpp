@@ -228,7 +228,7 @@ TEST(Nbits4, SmallMAgainstTheDequantizedProduct) {
 TEST(Nbits4, RowBfpAgainstTheDequantizedProduct) {
   __builtin_cpu_init();
   const bool runs = qgemm_isa() != QIsa::Base && __builtin_cpu_supports("fma") && !std::getenv("RLX_NBITS_F32");
-  const bool packs = runs && qgemm_isa() == QIsa::Avx512Vnni;
+  const int64_t width = qgemm_isa() == QIsa::Avx512Vnni ? 8 : 4;  // PackedNbits4's columns at once
   uint32_t s = 7;
   int checked = 0, packed_checked = 0;
   for (int64_t K : {128, 256, 640, 2176})
@@ -258,10 +258,12 @@ TEST(Nbits4, RowBfpAgainstTheDequantizedProduct) {
           }
           const bool taken = nbits4_row1_bfp(A.data(), K, B.data(), sc.data(), with_zp ? zp.data() : nullptr, N, C.data());
           ASSERT_EQ(taken, runs && !small) << "K=" << K << " N=" << N << " fill=" << fill;
-          // The interleaved copy (PackedNbits4): made where the AVX-512 VNNI kernel runs and N >= 8;
-          // the same sums in the same order, so the same bits, on the pool and on one thread.
+          // The interleaved copy (PackedNbits4): made wherever the integer kernel runs, W = 8 columns
+          // with AVX-512 VNNI, 4 on the 8-lane paths, for N >= W; the same sums in the same order,
+          // so the same bits, on the pool and on one thread.
           const auto pk = pack_nbits4_row1(B.data(), sc.data(), N, K);
-          ASSERT_EQ(pk != nullptr, packs && N >= 8) << "K=" << K << " N=" << N;
+          ASSERT_EQ(pk != nullptr, runs && N >= width) << "K=" << K << " N=" << N;
+          if (pk) ASSERT_EQ(pk->W, width);
           if (pk && taken)
             for (Threads th : {Threads::Pool, Threads::Single}) {
               std::vector<float> C2((size_t)N, -2.f);
@@ -296,7 +298,7 @@ TEST(Nbits4, RowBfpAgainstTheDequantizedProduct) {
         }
   if (!runs) return;
   EXPECT_GT(checked, 0);
-  if (packs) EXPECT_GT(packed_checked, 0);
+  EXPECT_GT(packed_checked, 0);
   // refused: a NaN or an infinity in the row, K not a multiple of 128; nbits4_small_m then gives
   // the f32 kernels' NaN
   std::vector<float> A(256, 0.5f), C(8, 0.f), sc(8 * 8, 0.02f);

@@ -240,12 +240,17 @@ __attribute__((target("avx2,fma"))) inline __m256i dp256(__m256i acc, __m256i a,
 }
 
 // columns() in 8 lanes: a group's 64 bytes as two halves of 32 (lanes 0-7: blocks 0 and 1 of the
-// group, lanes 8-15: blocks 2 and 3).
-template <int NC, bool Vnni>
+// group, lanes 8-15: blocks 2 and 3). Packed: PackedNbits4's copy interleaving 4 columns (NC = 4,
+// n0 a multiple of 4): column c's group g at B + n * kb * 16 + g * 256 + c * 64, its scales at
+// sc + n * kb + g * 16 + c * 4.
+template <int NC, bool Vnni, bool Packed = false>
 __attribute__((target("avx2,fma"))) void columns256(const BfpRow& r, int64_t K, const uint8_t* B,
                                                              const float* sc, const uint8_t* zp, int64_t zcols,
                                                              int64_t n0, int64_t n1, float* C) {
+  static_assert(!Packed || NC == 4, "the 8-lane kernel's packed layout interleaves 4 columns");
   const int64_t kb = K / 32, groups = K / 128;
+  const int64_t gstride = Packed ? 4 * 64 : 64, cstride = Packed ? 64 : kb * 16;  // bytes
+  const int64_t sgstride = Packed ? 4 * 4 : 4, scstride = Packed ? 4 : kb;       // floats
   const __m256i m15 = _mm256_set1_epi8(15);
   const __m256i pair[2] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3)};
   const int8_t* P = r.p.data();
@@ -254,27 +259,33 @@ __attribute__((target("avx2,fma"))) void columns256(const BfpRow& r, int64_t K, 
     const uint8_t* col[NC];
     const float* s[NC];
     for (int c = 0; c < NC; ++c)
-      tot[c][0] = tot[c][1] = _mm256_setzero_ps(), col[c] = B + (n + c) * kb * 16, s[c] = sc + (n + c) * kb;
+      tot[c][0] = tot[c][1] = _mm256_setzero_ps(), col[c] = B + n * kb * 16 + c * cstride, s[c] = sc + n * kb + c * scstride;
     for (int64_t g = 0; g < groups; ++g) {
-      nbits4_prefetch_next_columns<NC>(col, s, kb, g);
+      if constexpr (Packed) {  // 8 groups (2 KiB) ahead in the stream
+        for (int c = 0; c < NC; ++c) _mm_prefetch((const char*)(col[c] + (g + 8) * gstride), _MM_HINT_T0);
+        _mm_prefetch((const char*)(s[0] + (g + 8) * sgstride), _MM_HINT_T0);
+      } else {
+        nbits4_prefetch_next_columns<NC>(col, s, kb, g);
+      }
       for (int half = 0; half < 2; ++half) {
         const int8_t* pg = P + g * 384 + half * 32;
         const __m256 la = _mm256_loadu_ps(r.la.data() + g * 16 + half * 8);
         __m256i p[6];
         for (int i = 0; i < 6; ++i) p[i] = _mm256_loadu_si256((const __m256i*)(pg + 64 * i));
         for (int c = 0; c < NC; ++c) {
-          const __m256i x = _mm256_loadu_si256((const __m256i*)(col[c] + g * 64 + half * 32));
+          const __m256i x = _mm256_loadu_si256((const __m256i*)(col[c] + g * gstride + half * 32));
           const __m256i lo = _mm256_and_si256(x, m15), hi = _mm256_and_si256(_mm256_srli_epi32(x, 4), m15);
           __m256i t = dp256<Vnni>(dp256<Vnni>(_mm256_setzero_si256(), lo, p[0]), hi, p[1]);
           t = dp256<Vnni>(dp256<Vnni>(_mm256_slli_epi32(t, 8), lo, p[2]), hi, p[3]);
           t = dp256<Vnni>(dp256<Vnni>(_mm256_slli_epi32(t, 8), lo, p[4]), hi, p[5]);
-          const __m256 bs = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(s[c] + g * 4)), pair[half]);
+          const __m256 bs = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(s[c] + g * sgstride)), pair[half]);
           tot[c][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(bs, la), tot[c][half]);
         }
       }
     }
     for (int c = 0; c < NC; ++c) {
-      // sum_b b z (a sum X): 8 blocks a step, then the rest one by one
+      // sum_b b z (a sum X): 8 blocks a step, then the rest one by one; block b's scale at
+      // s[c][(b / 4) * sgstride + b % 4]
       const uint8_t* z = zp ? zp + (n + c) * zcols : nullptr;
       __m256 acc = _mm256_setzero_ps();
       int64_t b = 0;
@@ -287,12 +298,15 @@ __attribute__((target("avx2,fma"))) void columns256(const BfpRow& r, int64_t K, 
           const __m128i l = _mm_and_si128(by, _mm_set1_epi8(15)), h = _mm_and_si128(_mm_srli_epi16(by, 4), _mm_set1_epi8(15));
           zv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpacklo_epi8(l, h)));
         }
-        acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(s[c] + b), zv), _mm256_loadu_ps(r.as.data() + b), acc);
+        const float* sb = s[c] + (b / 4) * sgstride;
+        const __m256 sv = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(sb)), _mm_loadu_ps(sb + sgstride), 1);
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(sv, zv), _mm256_loadu_ps(r.as.data() + b), acc);
       }
       __m128 q = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
       q = _mm_add_ps(q, _mm_movehl_ps(q, q));
       float corr = _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
-      for (; b < kb; ++b) corr += s[c][b] * (float)(z ? (z[b / 2] >> ((b % 2) * 4)) & 15 : 8) * r.as[b];
+      for (; b < kb; ++b)
+        corr += s[c][(b / 4) * sgstride + b % 4] * (float)(z ? (z[b / 2] >> ((b % 2) * 4)) & 15 : 8) * r.as[b];
       const __m256 t8 = _mm256_add_ps(tot[c][0], tot[c][1]);
       __m128 u = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
       u = _mm_add_ps(u, _mm_movehl_ps(u, u));
@@ -321,30 +335,34 @@ int bfp_level() {
 }  // namespace
 
 std::shared_ptr<const PackedNbits4> pack_nbits4_row1(const uint8_t* B, const float* scales, int64_t N, int64_t K) {
-  if (bfp_level() != 3 || K < 128 || K % 128 != 0 || N < 8) return nullptr;
+  const int level = bfp_level();
+  const int64_t W = level == 3 ? 8 : 4;  // the columns each kernel takes at once
+  if (level == 0 || K < 128 || K % 128 != 0 || N < W) return nullptr;
   auto pk = std::make_shared<PackedNbits4>();
-  const int64_t kb = K / 32, groups = K / 128, blocks = N / 8;
+  const int64_t kb = K / 32, groups = K / 128, blocks = N / W;
   pk->N = N;
   pk->K = K;
-  pk->N8 = blocks * 8;
+  pk->W = W;
+  pk->NW = blocks * W;
   // host memory of the executor's kind (page-aligned blocks of their own, huge pages where the
   // kernel gives them), not the malloc heap: the copy lives as long as the model
-  const size_t wbytes = (size_t)(pk->N8 * kb * 16);
+  const size_t wbytes = (size_t)(pk->NW * kb * 16);
   size_t cap = 0;
-  auto* mem = static_cast<uint8_t*>(host_alloc(wbytes + (size_t)(pk->N8 * kb) * 4, &cap));
+  auto* mem = static_cast<uint8_t*>(host_alloc(wbytes + (size_t)(pk->NW * kb) * 4, &cap));
+  if (!mem) return nullptr;  // no memory for the copy: ONNX's layout is read
   pk->mem = std::shared_ptr<uint8_t>(mem, [cap](uint8_t* p) { host_free(p, cap); });
-  pk->nbytes = wbytes + (size_t)(pk->N8 * kb) * 4;
+  pk->nbytes = wbytes + (size_t)(pk->NW * kb) * 4;
   uint8_t* pb = mem;
   float* ps = reinterpret_cast<float*>(mem + wbytes);
   pk->b = pb;
   pk->s = ps;
   ThreadPool::global().parallel_for(blocks, 8, [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk)
-      for (int c = 0; c < 8; ++c) {
-        const int64_t n = blk * 8 + c;
+      for (int64_t c = 0; c < W; ++c) {
+        const int64_t n = blk * W + c;
         for (int64_t g = 0; g < groups; ++g) {
-          std::memcpy(pb + blk * 8 * kb * 16 + g * 512 + c * 64, B + n * kb * 16 + g * 64, 64);
-          std::memcpy(ps + blk * 8 * kb + g * 32 + c * 4, scales + n * kb + g * 4, 16);
+          std::memcpy(pb + blk * W * kb * 16 + g * W * 64 + c * 64, B + n * kb * 16 + g * 64, 64);
+          std::memcpy(ps + blk * W * kb + g * W * 4 + c * 4, scales + n * kb + g * 4, 16);
         }
       }
   });
@@ -355,19 +373,29 @@ bool nbits4_row1_bfp(const float* A, int64_t K, const uint8_t* B, const float* s
                      float* C, Threads th, const PackedNbits4* pk) {
   const int level = bfp_level();
   if (level == 0 || K < 128 || K % 128 != 0 || N < 1) return false;
-  if (pk && (level != 3 || pk->N != N || pk->K != K)) pk = nullptr;
+  if (pk && (pk->W != (level == 3 ? 8 : 4) || pk->N != N || pk->K != K)) pk = nullptr;
   thread_local BfpRow row;
   if (!(level == 3 ? prepare(A, K, row) : prepare_avx2(A, K, row))) return false;
   const int64_t zcols = (K / 32 * 4 + 7) / 8;
   const BfpRow& r = row;
   auto body = [&](int64_t n0, int64_t n1) {
     const int64_t n8 = n0 + (n1 - n0) / 8 * 8, n4 = n0 + (n1 - n0) / 4 * 4;
-    if (level == 3 && pk) {
-      // the packed copy's whole groups of 8 in [n0, n1), ONNX's layout for the columns around them
-      const int64_t p0 = std::min((n0 + 7) / 8 * 8, n1), p1 = std::max(p0, std::min(n1, pk->N8) / 8 * 8);
-      columns<1>(r, K, B, scales, zp, zcols, n0, p0, C);
-      columns<8, true>(r, K, pk->b, pk->s, zp, zcols, p0, p1, C);
-      columns<1>(r, K, B, scales, zp, zcols, p1, n1, C);
+    if (pk) {
+      // the packed copy's whole groups of W in [n0, n1), ONNX's layout for the columns around them
+      const int64_t W = pk->W, p0 = std::min((n0 + W - 1) / W * W, n1), p1 = std::max(p0, std::min(n1, pk->NW) / W * W);
+      if (level == 3) {
+        columns<1>(r, K, B, scales, zp, zcols, n0, p0, C);
+        columns<8, true>(r, K, pk->b, pk->s, zp, zcols, p0, p1, C);
+        columns<1>(r, K, B, scales, zp, zcols, p1, n1, C);
+      } else if (level == 2) {
+        columns256<1, true>(r, K, B, scales, zp, zcols, n0, p0, C);
+        columns256<4, true, true>(r, K, pk->b, pk->s, zp, zcols, p0, p1, C);
+        columns256<1, true>(r, K, B, scales, zp, zcols, p1, n1, C);
+      } else {
+        columns256<1, false>(r, K, B, scales, zp, zcols, n0, p0, C);
+        columns256<4, false, true>(r, K, pk->b, pk->s, zp, zcols, p0, p1, C);
+        columns256<1, false>(r, K, B, scales, zp, zcols, p1, n1, C);
+      }
     } else if (level == 3) {
       columns<8>(r, K, B, scales, zp, zcols, n0, n8, C);
       columns<1>(r, K, B, scales, zp, zcols, n8, n1, C);

@@ -89,28 +89,30 @@ bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, cons
 // RLX_CPU_ISA caps the choice). Returns false (nothing done) without AVX2 + FMA (or
 // RLX_CPU_ISA=base, or RLX_NBITS_F32 set: the f32 kernels then run), for other shapes, or where
 // the row holds a NaN or an infinity or a block whose values are all below 2^-100 but not all 0.
-// pk: the weight's PackedNbits4 (below) or null, used where it applies (AVX-512 VNNI).
+// pk: the weight's PackedNbits4 (below) or null.
 struct PackedNbits4;
 bool nbits4_row1_bfp(const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp, int64_t N,
                      float* C, Threads th = Threads::Pool, const PackedNbits4* pk = nullptr);
 
 // A constant 4-bit weight (blocks of 32, K a multiple of 128) laid out for the one-row kernel:
-// ONNX's layout keeps each column's K / 2 bytes together, so 8 columns taken at once are 8 short
-// streams (1-3 KiB each for K 2048-5632), too short for the hardware prefetchers; here each group
-// of 8 columns is one stream, [N / 8][K / 128][8][64] bytes, and its scales another,
-// [N / 8][K / 128][8][4] f32 (zero points stay in ONNX's layout: read once per column). The last
-// N % 8 columns are not copied (read in ONNX's layout). Measured in bench/nbits_gemv:
+// ONNX's layout keeps each column's K / 2 bytes together, so the W columns taken at once are W
+// short streams (1-3 KiB each for K 2048-5632), too short for the hardware prefetchers; here each
+// group of W columns is one stream, [N / W][K / 128][W][64] bytes, and its scales another,
+// [N / W][K / 128][W][4] f32 (zero points stay in ONNX's layout: read once per column). W is the
+// columns the kernel takes at once: 8 with AVX-512 VNNI, 4 on the 8-lane (AVX-VNNI, AVX2) paths.
+// The last N % W columns are not copied (read in ONNX's layout). Measured in bench/nbits_gemv:
 // docs/benchmarks.md, "Session 16: the one-row 4-bit product's weights interleaved".
 struct PackedNbits4 {
-  int64_t N = 0, K = 0, N8 = 0;  // N8: the columns copied, N rounded down to a multiple of 8
-  std::shared_ptr<uint8_t> mem;  // one block of host memory (host_alloc): b, then s
+  int64_t N = 0, K = 0, W = 8, NW = 0;  // NW: the columns copied, N rounded down to a multiple of W
+  std::shared_ptr<uint8_t> mem;         // one block of host memory (host_alloc): b, then s
   const uint8_t* b = nullptr;
   const float* s = nullptr;
   size_t nbytes = 0;
   size_t bytes() const { return nbytes; }
 };
-// The copy, or null where the one-row integer kernel would not read it (no AVX-512 VNNI, or
-// RLX_CPU_ISA / RLX_NBITS_F32 chose another; K not a multiple of 128; fewer than 8 columns).
+// The copy, or null where the one-row integer kernel would not read it (RLX_CPU_ISA=base,
+// RLX_NBITS_F32, no AVX2 + FMA; K not a multiple of 128; fewer than W columns) or no memory is
+// left for it. The kernel path (the ISA level) is the one nbits4_row1_bfp takes in this process.
 std::shared_ptr<const PackedNbits4> pack_nbits4_row1(const uint8_t* B, const float* scales, int64_t N, int64_t K);
 
 // matmul_nbits (4 or 8 bits, ONNX Runtime's layout) with f32 activations, any M (the path
