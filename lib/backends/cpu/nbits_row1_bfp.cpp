@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "backends/cpu/host_memory.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/nbits_row1.h"
 #include "backends/cpu/qgemm.h"
 #include "backends/cpu/thread_pool.h"
@@ -338,6 +339,8 @@ std::shared_ptr<const PackedNbits4> pack_nbits4_row1(const uint8_t* B, const flo
   const int level = bfp_level();
   const int64_t W = level == 3 ? 8 : 4;  // the columns each kernel takes at once
   if (level == 0 || K < 128 || K % 128 != 0 || N < W) return nullptr;
+  // AVX-512 without VNNI: nbits4_small_m takes the f32 nbits4_row1_x8 there, on ONNX's layout
+  if (level != 3 && isa_avx512_bw_vl()) return nullptr;
   auto pk = std::make_shared<PackedNbits4>();
   const int64_t kb = K / 32, groups = K / 128, blocks = N / W;
   pk->N = N;

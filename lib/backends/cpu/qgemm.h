@@ -110,7 +110,7 @@ struct PackedNbits4 {
   size_t nbytes = 0;
   size_t bytes() const { return nbytes; }
 };
-// The copy, or null where the one-row integer kernel would not read it (RLX_CPU_ISA=base,
+// The copy, or null where the one-row integer kernel would not read it (AVX-512 without VNNI, RLX_CPU_ISA=base,
 // RLX_NBITS_F32, no AVX2 + FMA; K not a multiple of 128; fewer than W columns) or no memory is
 // left for it. The kernel path (the ISA level) is the one nbits4_row1_bfp takes in this process.
 std::shared_ptr<const PackedNbits4> pack_nbits4_row1(const uint8_t* B, const float* scales, int64_t N, int64_t K);
