@@ -38,6 +38,19 @@ void add_im2col_h16(LowerCtx& L, const ir::Conv2dGeom& g, const TensorRef& x, co
   d.groups[1] = (uint32_t)((R + 31) / 32);
 }
 
+// Runs `route(out, residual, act)` with the convolution's consumer folded in (executor.cpp's
+// ProductEpilogue), where the consumer's tensors bind whole like y; else (or where that route does
+// not take it) plainly into y. True where either lowered.
+template <class Route>
+static bool with_epilogue_or_plain(LowerCtx& L, const TensorRef& y, Route&& route) {
+  const DeviceCaps& c = L.caps();
+  ProductEpilogue* epi = L.product_epilogue();
+  if (epi && binds_whole(c, epi->out) && (!epi->residual || binds_whole(c, *epi->residual)) &&
+      route(epi->out, epi->residual, epi->act))
+    return epi->done = true;
+  return route(y, nullptr, 0u);
+}
+
 bool lower_conv_gemm(LowerCtx& L) {
   const Kernel& k = L.kernel();
   if (!k.node || k.node->op != ir::Op::Conv2d || k.inputs.size() < 2) return false;
@@ -101,20 +114,18 @@ bool lower_conv_gemm(LowerCtx& L) {
     const bool fold_any = route && std::strcmp(route, "fold") == 0;
     if (!route || std::strcmp(route, "default") == 0 || fold_any) {
       const TensorRef* b = g.has_bias ? &k.inputs[2] : nullptr;
-      ProductEpilogue* epi = L.product_epilogue();
-      if (epi && binds_whole(c, epi->out) && (!epi->residual || binds_whole(c, *epi->residual)) &&
-          lower_conv_fold(L, g, x, w, b, epi->out, epi->residual, epi->act, fold_any))
-        return epi->done = true;
-      if (lower_conv_fold(L, g, x, w, b, y, nullptr, 0u, fold_any)) return true;
+      if (with_epilogue_or_plain(L, y, [&](const TensorRef& out, const TensorRef* residual, uint32_t act) {
+            return lower_conv_fold(L, g, x, w, b, out, residual, act, fold_any);
+          }))
+        return true;
     }
     if (!direct && !(route && std::strcmp(route, "im2col") == 0)) {
       const bool any = route && std::strcmp(route, "implicit") == 0;
       const TensorRef* b = g.has_bias ? &k.inputs[2] : nullptr;
-      ProductEpilogue* epi = L.product_epilogue();
-      if (epi && binds_whole(c, epi->out) && (!epi->residual || binds_whole(c, *epi->residual)) &&
-          lower_conv_implicit(L, g, x, w, b, epi->out, epi->residual, epi->act, any))
-        return epi->done = true;
-      if (lower_conv_implicit(L, g, x, w, b, y, nullptr, 0u, any)) return true;
+      if (with_epilogue_or_plain(L, y, [&](const TensorRef& out, const TensorRef* residual, uint32_t act) {
+            return lower_conv_implicit(L, g, x, w, b, out, residual, act, any);
+          }))
+        return true;
     }
     TensorRef col = x;
     if (!direct) {
@@ -135,12 +146,7 @@ bool lower_conv_gemm(LowerCtx& L) {
       if (const char* e = std::getenv("RLX_VK_CONV_1X1_TILE"); e && *e && direct) mo.tile = e;
       return lower_matmul_tensor_cores(L, mo);
     };
-    // The consumer folded in (executor.cpp), where its tensors bind whole like y
-    ProductEpilogue* epi = L.product_epilogue();
-    if (epi && binds_whole(c, epi->out) && (!epi->residual || binds_whole(c, *epi->residual)) &&
-        product(epi->out, epi->residual, epi->act))
-      return epi->done = true;
-    if (product(y, nullptr, 0u)) return true;
+    if (with_epilogue_or_plain(L, y, product)) return true;
     if (!direct) L.drop_last();  // no tile fits: the row-major route below
   }
   const TensorRef col = scratch(R * K, x.dtype, {R, K});
