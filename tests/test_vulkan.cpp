@@ -144,7 +144,8 @@ TEST(VulkanDevice, NoDriverIsAClearError) {
 
 // Issue 22: the tensor-core route override names itself when misspelt (an input error, exit 2).
 TEST(VulkanDevice, BadTensorCoreRouteIsAClearError) {
-  setenv("RLX_VK_COOPMAT", "wmma", 1);
+  test::ScopedEnv env;
+  env.set("RLX_VK_COOPMAT", "wmma");
   try {
     make_vulkan_executor(0);
     ADD_FAILURE() << "no error";
@@ -152,11 +153,9 @@ TEST(VulkanDevice, BadTensorCoreRouteIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("RLX_VK_COOPMAT must be nv, khr or cm2 (got 'wmma')"), std::string::npos)
         << e.what();
   }
-  unsetenv("RLX_VK_COOPMAT");
   for (const char* ok : {"nv", "khr", "cm2"}) {  // each accepted, whatever the device has
-    setenv("RLX_VK_COOPMAT", ok, 1);
+    env.set("RLX_VK_COOPMAT", ok);
     EXPECT_NO_THROW(make_vulkan_executor(0)) << ok;
-    unsetenv("RLX_VK_COOPMAT");
   }
 }
 
@@ -443,9 +442,11 @@ TEST(VulkanRows, Norms) {
 
 TEST(VulkanRows, SharedMemoryReductionVariants) {
   // The variants used on devices without subgroup arithmetic.
-  setenv("RLX_VK_NO_SUBGROUP_OPS", "1", 1);
-  auto e = make_vulkan_executor(0);
-  unsetenv("RLX_VK_NO_SUBGROUP_OPS");
+  auto e = [] {
+    test::ScopedEnv env;
+    env.set("RLX_VK_NO_SUBGROUP_OPS", "1");
+    return make_vulkan_executor(0);
+  }();
   for (int64_t len : {7, 3000}) {
     auto x = randn(3 * len, 110, -5, 5);
     Dev dx = put(*e, {3, len}, x);
@@ -596,15 +597,11 @@ TEST(VulkanMatmul, VectorLoadsAndSplitK) {
 // host-visible): several chunks in flight each way, unaligned offsets and sizes,
 // and the transfer counters.
 TEST(VulkanMemory, StagedTransfersRoundTrip) {
-  setenv("RLX_VK_FORCE_STAGING", "1", 1);
-  std::unique_ptr<Executor> e;
-  try {
-    e = make_vulkan_executor(0);
-  } catch (...) {
-    unsetenv("RLX_VK_FORCE_STAGING");
-    throw;
-  }
-  unsetenv("RLX_VK_FORCE_STAGING");
+  std::unique_ptr<Executor> e = [] {
+    test::ScopedEnv env;
+    env.set("RLX_VK_FORCE_STAGING", "1");
+    return make_vulkan_executor(0);
+  }();
   e->take_device_stats();
   size_t n = (40u << 20) / 4 + 12345;  // 40 MiB and change: three 16 MiB chunks
   std::vector<float> v(n);
@@ -841,9 +838,11 @@ TEST(VulkanAttention, FlashTilesGqaCausalMasks) {
 TEST(VulkanAttention, GpuVariantOnAHostDevice) {
   // A device that runs shaders on the host CPU (lavapipe in CI) gets "attention.cpu", its loops
   // kept rolled; the GPU variant (unrolled) is checked here on the same device.
-  setenv("RLX_VK_GPU_VARIANTS", "1", 1);
-  auto e = make_vulkan_executor(0);
-  unsetenv("RLX_VK_GPU_VARIANTS");
+  auto e = [] {
+    test::ScopedEnv env;
+    env.set("RLX_VK_GPU_VARIANTS", "1");
+    return make_vulkan_executor(0);
+  }();
   check_attention({2, 4, 2, 37, 70, 40, 24, false, 0}, *e);
   check_attention({1, 2, 2, 20, 45, 40, 24, true, 1}, *e);
   check_attention({2, 2, 1, 9, 33, 40, 24, false, 2}, *e);
@@ -953,15 +952,14 @@ TEST(VulkanExecution, RecordReplayAndProfile) {
 // ---------------------------------------------------------------- validation layer
 
 TEST(VulkanValidation, KernelsRunCleanUnderValidation) {
-  setenv("RLX_VK_VALIDATION", "1", 1);
   std::unique_ptr<Executor> e;
   try {
+    test::ScopedEnv env;
+    env.set("RLX_VK_VALIDATION", "1");
     e = make_vulkan_executor(0);
   } catch (const RuntimeError& err) {
-    unsetenv("RLX_VK_VALIDATION");
     GTEST_SKIP() << err.what();
   }
-  unsetenv("RLX_VK_VALIDATION");
   // A mix of kernels: matmul, elementwise, reductions, rows, attention, fused, record/replay.
   Chain c(*e, 300);
   for (const auto& k : c.kernels) e->launch(k);

@@ -886,7 +886,8 @@ TEST(VulkanHalf, TensorCoreTileChoicesAgainstReference) {
   for (const auto& set : settings) {
     if (!cm2 && !set.empty()) continue;
     std::string trace;
-    for (const auto& e : set) setenv(e.name, e.value, 1), trace += std::string(e.name) + "=" + e.value + " ";
+    ScopedEnv env;
+    for (const auto& e : set) env.set(e.name, e.value), trace += std::string(e.name) + "=" + e.value + " ";
     SCOPED_TRACE(trace.empty() ? "default" : trace);
     check_matmul(false, 640, 264, 256, false, false, DType::f16, DType::f16, DType::f16, false, 61);  // 5 x 128 rows
     check_matmul(false, 200, 300, 136, false, true, DType::bf16, DType::bf16, DType::bf16, false, 62);
@@ -894,7 +895,6 @@ TEST(VulkanHalf, TensorCoreTileChoicesAgainstReference) {
     check_matmul(true, 150, 70, 520, false, true, DType::f16, DType::f16, DType::f16, true, 64);
     check_matmul(true, 256, 512, 64, false, true, DType::bf16, DType::bf16, DType::bf16, true, 65);
     check_matmul(false, 128, 128, 1088, false, true, DType::f16, DType::f16, DType::f32, false, 66);
-    for (const auto& e : set) unsetenv(e.name);
   }
 }
 
