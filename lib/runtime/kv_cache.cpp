@@ -86,13 +86,10 @@ KvCache::KvCache(std::vector<int64_t> kv_heads, std::vector<int64_t> head_dim, s
       Tensor probe({1}, dt);
       device_ = device_ || ex_->storage_dtype(dt) != dt || !ex_->wrap_host(probe.raw(), probe.nbytes(), dt, probe.keepalive());
     }
+  if (!device_) allocate(capacity_, slots_, views_, mem_);
   for (size_t k = 0; k < n; ++k) {
-    if (device_) {
-      bufs_[k] = device_buffer(k, stride());
-    } else {
-      allocate(k, capacity_, slots_, views_, mem_);
-      wrap(k);
-    }
+    if (device_) bufs_[k] = device_buffer(k, stride());
+    else wrap(k);
   }
 }
 
@@ -125,14 +122,23 @@ Session::AppendStorage KvCache::append_storage(size_t k) const {
   return {bufs_[k], Shape{1, heads_[k], capacity_, dim_[k]}, Shape{1, heads_[k], capacity_ + 1, dim_[k]}, dtypes_[k]};
 }
 
-void KvCache::allocate(size_t k, int64_t capacity, std::vector<Tensor>& slots, std::vector<Tensor>& views,
+void KvCache::allocate(int64_t capacity, std::vector<Tensor>& slots, std::vector<Tensor>& views,
                        std::vector<uint8_t*>& mem) const {
+  static const size_t page = (size_t)sysconf(_SC_PAGESIZE);
   const int64_t per_head = capacity + (spare_ ? 1 : 0);
-  const Shape s{1, heads_[k], per_head, dim_[k]};
-  auto pages = zero_pages((size_t)shape_numel(s) * dtype_size(dtypes_[k]));
-  mem[k] = pages.get();
-  slots[k] = Tensor::borrow(s, dtypes_[k], pages.get(), pages);
-  views[k] = spare_ ? Tensor::borrow({1, heads_[k], capacity, dim_[k]}, dtypes_[k], pages.get(), pages) : slots[k];
+  std::vector<size_t> at(heads_.size());
+  size_t total = 0;
+  for (size_t k = 0; k < heads_.size(); ++k) {  // each cache page-aligned in the one mapping
+    at[k] = total;
+    total += ((size_t)(heads_[k] * per_head * dim_[k]) * dtype_size(dtypes_[k]) + page - 1) / page * page;
+  }
+  auto pages = zero_pages(total);
+  for (size_t k = 0; k < heads_.size(); ++k) {
+    uint8_t* p = pages.get() + at[k];
+    mem[k] = p;
+    slots[k] = Tensor::borrow({1, heads_[k], per_head, dim_[k]}, dtypes_[k], p, pages);
+    views[k] = spare_ ? Tensor::borrow({1, heads_[k], capacity, dim_[k]}, dtypes_[k], p, pages) : slots[k];
+  }
 }
 
 std::vector<std::pair<size_t, size_t>> KvCache::write(size_t k, const Tensor& rows_in) {
@@ -194,7 +200,7 @@ void KvCache::relayout(int64_t capacity, bool spare_slot) {
         continue;
       }
       // no spare slot: a plan that reads the past as it is, from host tensors
-      allocate(k, capacity, slots_, views_, mem_);
+      if (k == 0) allocate(capacity, slots_, views_, mem_);
       const size_t hrow = (size_t)dim_[k] * dtype_size(dtypes_[k]);
       for (int64_t h = 0; h < heads_[k] && length_ > 0; ++h)
         ex_->download(*bufs_[k], (size_t)h * old_stride * row, mem_[k] + (size_t)h * new_stride * hrow, length_ * hrow, dtypes_[k]);
@@ -204,20 +210,25 @@ void KvCache::relayout(int64_t capacity, bool spare_slot) {
     capacity_ = capacity;
     return;
   }
-  for (size_t k = 0; k < slots_.size(); ++k) {
-    bufs_[k].reset();  // a wrapped buffer holds the old pages too
-    std::vector<Tensor> s(slots_.size()), v(slots_.size());
-    std::vector<uint8_t*> m(slots_.size());
-    allocate(k, capacity, s, v, m);
-    // Only this cache holds the old storage (its tensor and its view: two owners): its pages
-    // go back as each head is copied, so growth holds about one copy of the rows, not two.
-    const bool sole = slots_[k].keepalive().use_count() == 2;
+  const size_t n = slots_.size();
+  for (auto& b : bufs_) b.reset();  // a wrapped buffer holds the old pages too
+  std::vector<Tensor> s(n), v(n);
+  std::vector<uint8_t*> m(n);
+  allocate(capacity, s, v, m);
+  // Only this cache holds the old storage (each past input's tensor and view: two owners each):
+  // each past input's old pages go back once its rows are copied, so growth holds about one copy
+  // of the rows, not two (the rest of the old mapping goes with it just after). One madvise per
+  // past input, not per head, and one mapping for all of them: each call is a TLB shootdown
+  // across the CPUs, and per head and per mapping they took 3-15 ms of a small decoder's growth on
+  // this project's 2-vCPU VM (0.9-2.4 ms now).
+  const bool sole = n && slots_[0].keepalive().use_count() == (long)(2 * n);
+  for (size_t k = 0; k < n; ++k) {
     const size_t row = (size_t)dim_[k] * dtype_size(dtypes_[k]);
-    for (int64_t h = 0; h < heads_[k] && length_ > 0; ++h) {
-      uint8_t* from = mem_[k] + (size_t)h * old_stride * row;
-      std::memcpy(m[k] + (size_t)h * new_stride * row, from, length_ * row);
-      if (sole) release_pages(from, old_stride * row);
-    }
+    for (int64_t h = 0; h < heads_[k] && length_ > 0; ++h)
+      std::memcpy(m[k] + (size_t)h * new_stride * row, mem_[k] + (size_t)h * old_stride * row, length_ * row);
+    if (sole && length_ > 0) release_pages(mem_[k], (size_t)heads_[k] * old_stride * row);
+  }
+  for (size_t k = 0; k < n; ++k) {
     slots_[k] = std::move(s[k]), views_[k] = std::move(v[k]), mem_[k] = m[k];
     if (spare_) wrap(k);
   }

@@ -108,7 +108,9 @@ class KvCache {
   bool spare_ = false;
   int64_t capacity_ = 0, length_ = 0;
   int64_t stride() const { return capacity_ + (spare_ ? 1 : 0); }  // slots per head
-  void allocate(size_t k, int64_t capacity, std::vector<Tensor>& slots, std::vector<Tensor>& views, std::vector<uint8_t*>& mem) const;
+  // Every past input's tensors at `capacity`, in one mapping of zero pages (one mmap and, when the
+  // last of them goes, one munmap per growth: each is a TLB shootdown across the CPUs).
+  void allocate(int64_t capacity, std::vector<Tensor>& slots, std::vector<Tensor>& views, std::vector<uint8_t*>& mem) const;
   std::shared_ptr<DeviceBuffer> device_buffer(size_t k, int64_t stride) const;  // zeroed
   size_t device_row(size_t k) const { return ex_->storage_bytes(dim_[k], dtypes_[k]); }
   void wrap(size_t k);  // bufs_[k] over the host pages, where the executor takes them
