@@ -13,7 +13,7 @@
 //
 // Memory: the cache's storage is anonymous zero pages (mmap), resident only where rows are
 // written, so a cache of capacity 2n holding n positions costs about n positions; growth copies
-// the held rows and gives the old pages back head by head. With a spare slot (in-place append,
+// the held rows and gives the old pages back past input by past input (all in one mapping). With a spare slot (in-place append,
 // Session::set_append_storage) each head has C + 1 slots: the step's plan writes the export's
 // concat(past, new) into the cache itself, the new rows landing in slot C, then moved to slot
 // length (commit_appended), so no copy of the cache and no buffer of its size is made per step.
