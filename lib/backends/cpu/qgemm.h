@@ -90,7 +90,6 @@ bool nbits4_small_m(int64_t M, const float* A, int64_t K, const uint8_t* B, cons
 // RLX_CPU_ISA=base, or RLX_NBITS_F32 set: the f32 kernels then run), for other shapes, or where
 // the row holds a NaN or an infinity or a block whose values are all below 2^-100 but not all 0.
 // pk: the weight's PackedNbits4 (below) or null.
-struct PackedNbits4;
 bool nbits4_row1_bfp(const float* A, int64_t K, const uint8_t* B, const float* scales, const uint8_t* zp, int64_t N,
                      float* C, Threads th = Threads::Pool, const PackedNbits4* pk = nullptr);
 
