@@ -200,14 +200,18 @@ int loaded(const FusedProgram& p, int32_t r) {
 bool product_epilogue_for(const DeviceCaps& c, const std::vector<Kernel>& ks, size_t i, ProductEpilogue& epi) {
   const char* env = std::getenv("RLX_VK_EPILOGUE");
   if (env && *env == '0') return false;
-  // GELU folded into the product made ViT-S/16's MLP products slower than the gelu kernel it
-  // saved (H200, f16: 1.455 -> 2.012 ms for 12 products against 0.372 ms of gelu kernels; the
-  // erf in matmul_cm2's per-element epilogue): only with RLX_VK_EPILOGUE=gelu, for measuring.
-  const bool gelu = env && std::strcmp(env, "gelu") == 0;
   if (i + 1 >= ks.size() || !c.cm2) return false;
   const Kernel &k = ks[i], &f = ks[i + 1];
   if (!k.node || k.fused || (k.node->op != ir::Op::Conv2d && k.node->op != ir::Op::Linear) || k.graph_output)
     return false;
+  // GELU: folded into a linear layer's product, where matmul_cm2 applies it after the rounding
+  // over the tile staged in shared memory (ACTS; RLX_VK_EPILOGUE=nogelu: never, session 14's
+  // default). Applied per element in the epilogue it made ViT-S/16's MLP products slower than
+  // the gelu kernel it saved (H200, f16: 1.455 -> 2.012 ms for 12 products against 0.372 ms of
+  // gelu kernels, session 12): a convolution's GELU only with RLX_VK_EPILOGUE=gelu.
+  const bool gelu = env && std::strcmp(env, "gelu") == 0 ? true
+                    : env && std::strcmp(env, "nogelu") == 0 ? false
+                                                              : k.node->op == ir::Op::Linear;
   // The consumer: act(sum) or sum, sum being one input or the add of two (`ins`)
   auto act_of = [](EwOp op) { return op == EwOp::Relu ? 1u : op == EwOp::GeluErf ? 2u : op == EwOp::GeluTanh ? 3u : 0u; };
   std::vector<int> ins;
