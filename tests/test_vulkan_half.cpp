@@ -1274,9 +1274,10 @@ TEST(VulkanHalf, ConvolutionEpiloguesAgainstReference) {
 // Linear layers' consumers folded into the tensor-core product the same way: gelu (erf form)
 // after the first, the residual add after the second (y + x; the product [48, 16] read by the
 // add through a reshape to x's [2, 24, 16], as ViT's out projection), gelu (tanh form) of a third plus
-// nothing else; against a double-precision loop over the 16-bit inputs: the default (the add and
-// the GELUs folded), RLX_VK_EPILOGUE=gelu (the same), nogelu (the add only), 0 (nothing folded)
-// and RLX_VK_CM2_ACTS=0 (GELU per element before the rounding).
+// nothing else; against a double-precision loop over the 16-bit inputs: the default (the add
+// folded), RLX_VK_EPILOGUE=gelu (the GELUs too, after the rounding over the staged tile), nogelu
+// (the default), 0 (nothing folded) and gelu with RLX_VK_CM2_ACTS=0 (GELU per element before
+// the rounding).
 TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
   if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";
   const int64_t B = 2, S = 24, D = 16, F = 32;
@@ -1303,7 +1304,7 @@ TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
     for (const char* fold : {"1", "gelu", "nogelu", "0", "acts0"}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " RLX_VK_EPILOGUE=" + fold);
       const bool acts0 = std::strcmp(fold, "acts0") == 0;
-      env.set("RLX_VK_EPILOGUE", acts0 ? "1" : fold);
+      env.set("RLX_VK_EPILOGUE", acts0 ? "gelu" : fold);
       env.set("RLX_VK_CM2_ACTS", acts0 ? "0" : nullptr);
       std::map<std::string, Tensor> P;
       std::map<std::string, std::vector<double>> R;
@@ -1335,8 +1336,8 @@ TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
 // the tile is whole and its rows 16-byte aligned, one by one elsewhere): products of whole tiles,
 // ragged tiles and N not a multiple of 8, f16 and bf16, erf and tanh forms, against a
 // double-precision loop over the 16-bit inputs (the product rounded to the dtype before the GELU,
-// as the plan stores it); the folded default, RLX_VK_EPILOGUE=nogelu (gelu as its own kernel)
-// and RLX_VK_CM2_ACTS=0 (GELU per element before the rounding). The folded result and the gelu
+// as the plan stores it); RLX_VK_EPILOGUE=gelu (folded), the default (gelu as its own kernel)
+// and gelu with RLX_VK_CM2_ACTS=0 (GELU per element before the rounding). The folded result and the gelu
 // kernel's agree to an ulp of the dtype (the same arithmetic in two shaders; the GPU's compiler
 // may contract differently). On devices without VK_NV_cooperative_matrix2 nothing folds.
 TEST(VulkanHalf, LinearGeluFoldedAfterRounding) {
@@ -1370,11 +1371,11 @@ TEST(VulkanHalf, LinearGeluFoldedAfterRounding) {
         }
       std::vector<std::vector<double>> got;
       ScopedEnv env;
-      for (const char* mode : {"default", "nogelu", "acts0"}) {
+      for (const char* mode : {"gelu", "default", "acts0", "acts1"}) {
         SCOPED_TRACE(std::string(dtype_name(dt)) + " M " + std::to_string(cs.M) + " N " + std::to_string(cs.N) +
                      " " + mode);
-        env.set("RLX_VK_EPILOGUE", std::strcmp(mode, "nogelu") == 0 ? "nogelu" : nullptr);
-        env.set("RLX_VK_CM2_ACTS", std::strcmp(mode, "acts0") == 0 ? "0" : nullptr);
+        env.set("RLX_VK_EPILOGUE", std::strcmp(mode, "default") == 0 ? nullptr : "gelu");
+        env.set("RLX_VK_CM2_ACTS", std::strcmp(mode, "acts0") == 0 ? "0" : std::strcmp(mode, "acts1") == 0 ? "1" : nullptr);
         auto g = std::make_shared<ir::Graph>(ir::load_graph_text(json, "gelu_fold.json"));
         convert_graph_dtype(*g, dt);
         auto ex = make_executor("vulkan");

@@ -24,7 +24,11 @@
 // kernel would apply it to the stored product (the same bits): the rounded tile is stored to
 // shared memory, then each invocation widens 8 values at a time, applies ACT in f32 and writes
 // them rounded (rlx_to16) with 16-byte stores. The per-element callback with GELU's erf made
-// ViT-S/16's MLP products slower than the gelu kernel it saved (docs/benchmarks.md, session 12).
+// ViT-S/16's MLP products slower than the gelu kernel it saved (docs/benchmarks.md, session 12);
+// so did this staging, by more (fc1 0.07 -> 0.23 ms on the H200, session 16). ACTS = 2: the
+// same without shared memory: the rounded tile is stored to y as usual, then (after a barrier)
+// each invocation reads 8 values back (from L2), applies ACT as the unary kernel does
+// (rlx_from16x2, rlx_to16) and writes them over.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -62,7 +66,7 @@ layout(constant_id = 14) const uint SWZ = 0;     // > 0: work groups walk tiles 
 layout(constant_id = 15) const uint FSTORE = 1;  // 1: whole tiles with aligned rows stored unclamped
 layout(constant_id = 16) const uint PREF = 0;    // 1: load slice k+1 before multiplying slice k (measuring only: slower)
 layout(constant_id = 17) const uint RESL = 0;    // RES: 1 loads r as a matrix (tensor addressing), 0 per element
-layout(constant_id = 18) const uint ACTS = 0;    // ACT after rounding, staged through shared memory (YDT != 0, SPLIT 0)
+layout(constant_id = 18) const uint ACTS = 0;    // ACT after rounding: 1 staged through shared memory, 2 through y (YDT != 0, SPLIT 0)
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer A { T a[]; };
@@ -74,7 +78,10 @@ layout(std430, binding = 3) restrict writeonly buffer YT { T yt[]; };
 layout(std430, binding = 3) restrict writeonly buffer Y8 { uvec4 y8[]; };
 layout(std430, binding = 3) restrict writeonly buffer Y16 { uint16_t y16[]; };
 layout(std430, binding = 4) restrict readonly buffer Res { T res[]; };
-shared T stile[ACTS != 0u ? BM * BN : 1u];  // ACTS: the rounded tile
+layout(std430, binding = 3) coherent buffer YC { T yc[]; };  // ACTS 2: y written, read back and written again
+layout(std430, binding = 3) coherent buffer YC8 { uvec4 yc8[]; };
+layout(std430, binding = 3) coherent buffer YC16 { uint16_t yc16[]; };
+shared T stile[ACTS == 1u ? BM * BN : 1u];  // ACTS 1: the rounded tile
 layout(push_constant) uniform PC {
   uint m, n, k, aoff, boff, biasoff, yoff, kchunk, abat, bbat, ybat, roff;
 } pc;
@@ -99,6 +106,12 @@ float act(const in float e) {
 uint act2(const in T lo, const in T hi) {
   const uint DT = YDT;  // 1 f16, 2 bf16
   return rlx_to16(DT, act(float(lo))) | (rlx_to16(DT, act(float(hi))) << 16);
+}
+
+uint act2w(const in uint w) {  // unary_vec.comp's op2: both halves of a word
+  const uint DT = YDT;
+  const vec2 f = rlx_from16x2(DT, w);
+  return rlx_to16(DT, act(f.x)) | (rlx_to16(DT, act(f.y)) << 16);
 }
 
 // The residual and (ACTS 0) the activation, in f32.
@@ -268,7 +281,29 @@ void main() {
 #endif
     coopmat<T, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =
         coopmat<T, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
-    if (ACTS != 0u && ACT != 0u) {
+    if (ACTS == 2u && ACT != 0u) {
+      // The rounded tile to y, then read back by runs of 8 values of one row and written over.
+      if (whole) coopMatStoreTensorNV(h, yc, ybase & ~yal, sliceTensorLayoutNV(lyu, m0, BM, n0, BN));
+      else coopMatStoreTensorNV(h, yc, ybase, sliceTensorLayoutNV(ly, m0, BM, n0, BN));
+      memoryBarrierBuffer();
+      barrier();
+      const uint VR = BN / 8u;
+      for (uint v = gl_LocalInvocationID.x; v < BM * VR; v += WG) {
+        const uint r = v / VR, c = (v - r * VR) * 8u;
+        const uint gm = m0 + r, gn = n0 + c;
+        if (gm >= M || gn >= N) continue;
+        const uint yi = ybase + gm * N + gn;
+        if (whole) {
+          const uvec4 w = yc8[yi >> 3];
+          yc8[yi >> 3] = uvec4(act2w(w.x), act2w(w.y), act2w(w.z), act2w(w.w));
+        } else {
+          [[unroll]] for (uint j = 0u; j < 8u; ++j)
+            if (gn + j < N) yc16[yi + j] = uint16_t(rlx_to16(YDT, act(rlx_from16(YDT, uint(yc16[yi + j])))));
+        }
+      }
+      return;
+    }
+    if (ACTS == 1u && ACT != 0u) {
       // The rounded tile through shared memory; each invocation then takes runs of 8 values of
       // one row: widened exactly, ACT in f32, rounded once (the unary kernel's arithmetic).
       coopMatStore(h, stile, 0u, BN, gl_CooperativeMatrixLayoutRowMajor);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -466,9 +467,22 @@ void Device::submit_and_wait(VkCommandBuffer cmd) {
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd;
   vk_check(fn().vkQueueSubmit(queue, 1, &si, fence_), "vkQueueSubmit");
-  VkResult r = fn().vkWaitForFences(dev, 1, &fence_, VK_TRUE, UINT64_MAX);
+  VkResult r = wait_fence(fence_);
   fn().vkResetFences(dev, 1, &fence_);
   vk_check(r, "vkWaitForFences");
+}
+
+VkResult Device::wait_fence(VkFence fence) {
+  const char* e = std::getenv("RLX_VK_SPIN");
+  if (e && *e == '1') {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+      VkResult r = fn().vkGetFenceStatus(dev, fence);
+      if (r != VK_NOT_READY) return r;
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(50)) break;
+    }
+  }
+  return fn().vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX);
 }
 
 void Device::check_validation(const std::string& where) {

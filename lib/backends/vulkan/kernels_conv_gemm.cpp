@@ -204,14 +204,14 @@ bool product_epilogue_for(const DeviceCaps& c, const std::vector<Kernel>& ks, si
   const Kernel &k = ks[i], &f = ks[i + 1];
   if (!k.node || k.fused || (k.node->op != ir::Op::Conv2d && k.node->op != ir::Op::Linear) || k.graph_output)
     return false;
-  // GELU: folded into a linear layer's product, where matmul_cm2 applies it after the rounding
-  // over the tile staged in shared memory (ACTS; RLX_VK_EPILOGUE=nogelu: never, session 14's
-  // default). Applied per element in the epilogue it made ViT-S/16's MLP products slower than
-  // the gelu kernel it saved (H200, f16: 1.455 -> 2.012 ms for 12 products against 0.372 ms of
-  // gelu kernels, session 12): a convolution's GELU only with RLX_VK_EPILOGUE=gelu.
-  const bool gelu = env && std::strcmp(env, "gelu") == 0 ? true
-                    : env && std::strcmp(env, "nogelu") == 0 ? false
-                                                              : k.node->op == ir::Op::Linear;
+  // GELU folded into the product (matmul_cm2's ACT 2/3) made ViT-S/16's MLP products slower than
+  // the gelu kernel it saved, both ways tried (H200, f16, 12 fc1 products): applied per element
+  // in the epilogue (RLX_VK_CM2_ACTS=0), 1.455 -> 2.012 ms in session 12 and device 4.99 -> 5.15
+  // ms for the model in session 16; after the rounding over the tile staged in shared memory
+  // (ACTS, the default for a folded GELU), fc1 0.07 -> 0.233 ms each, device 4.99 -> 6.76 ms
+  // (docs/benchmarks.md, session 16). So only with RLX_VK_EPILOGUE=gelu, for measuring
+  // (`nogelu`, the default, never).
+  const bool gelu = env && std::strcmp(env, "gelu") == 0;
   // The consumer: act(sum) or sum, sum being one input or the add of two (`ins`)
   auto act_of = [](EwOp op) { return op == EwOp::Relu ? 1u : op == EwOp::GeluErf ? 2u : op == EwOp::GeluTanh ? 3u : 0u; };
   std::vector<int> ins;

@@ -162,17 +162,17 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   // load per element in the epilogue, as before session 15)
   const char* rl = std::getenv("RLX_VK_CM2_RESL");
   const uint32_t resl = m.residual && !(rl && *rl == '0') ? 1u : 0u;
-  // GELU folded in (m.act 2, 3) runs after the rounding over the tile staged in shared memory
-  // (spec constant ACTS; the per-element erf was slower than the gelu kernel it saved, session
-  // 12), unless RLX_VK_CM2_ACTS=0 (per element, before the rounding); where the staged tile does
-  // not fit beside the driver's reserved shared memory the product is not taken with its GELU
-  // (the gelu kernel runs after it).
+  // GELU folded in (m.act 2, 3; kernels_conv_gemm.cpp says when) runs after the rounding (spec
+  // constant ACTS): by default (2) over the rounded tile stored to y, read back and written
+  // over by the same work group; RLX_VK_CM2_ACTS=1 stages the tile in shared memory instead
+  // (measured slower; where it does not fit beside the driver's reserved shared memory the
+  // product is not taken with its GELU), =0 applies it per element before the rounding (slower).
   const char* as = std::getenv("RLX_VK_CM2_ACTS");
-  const bool acts_off = as && *as == '0';
   uint32_t acts = 0;
-  if (m.act >= 2 && !acts_off) {
-    if ((uint64_t)t.bm * t.bn * 2 + c.cm2_reserved_shared > c.max_shared_bytes) return false;
-    acts = 1;
+  if (m.act >= 2) {
+    acts = as && *as ? (uint32_t)std::atoi(as) : 2u;
+    if (acts > 2) L.fail("RLX_VK_CM2_ACTS must be 0, 1 or 2");
+    if (acts == 1 && (uint64_t)t.bm * t.bn * 2 + c.cm2_reserved_shared > c.max_shared_bytes) return false;
   }
   uint64_t gx = cdiv(m.N, t.bn), gy = cdiv(m.M, t.bm);
   if (gx > c.max_groups[0] || gy > c.max_groups[1] || (uint64_t)m.batch > c.max_groups[2]) return false;
