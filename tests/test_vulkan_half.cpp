@@ -388,8 +388,8 @@ TEST(VulkanHalf, NormsReadTwoByteStorage) {
 // elements: 16-byte accesses, the last n % 8 values one by one; unary.comp otherwise), against a
 // double-precision loop: gelu (erf and tanh forms, ViT's MLP), exp, sigmoid, with zeros, infinities,
 // NaN and the largest finite values among the inputs. Then the same launches with
-// RLX_VK_UNARY_VEC=0 (unary.comp) and =hw (f16 through the conversion instructions) must give
-// the same bits (the kernels widen and round alike).
+// RLX_VK_UNARY_VEC=0 (unary.comp) and =1 (f16 through the integer conversions; the default takes
+// the conversion instructions) must give the same bits (the kernels widen and round alike).
 TEST(VulkanHalf, UnaryOpsOverContiguousTwoByteRuns) {
   if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
   auto gelu = [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); };
@@ -419,7 +419,7 @@ TEST(VulkanHalf, UnaryOpsOverContiguousTwoByteRuns) {
           test::ScopedEnv env;
           env.set("RLX_VK_UNARY_VEC", "0");
           launch(u.n, {&dx}, y0);
-          env.set("RLX_VK_UNARY_VEC", "hw");  // f16 through the conversion instructions
+          env.set("RLX_VK_UNARY_VEC", "1");  // f16 through the integer conversions
           launch(u.n, {&dx}, ys);
         }
         auto got = get16(y), got0 = get16(y0), gots = get16(ys);
@@ -436,7 +436,7 @@ TEST(VulkanHalf, UnaryOpsOverContiguousTwoByteRuns) {
                           << ", want " << w;
           if ((got[i] != got0[i] || gots[i] != got0[i]) && differ++ < 5)
             ADD_FAILURE() << u.name << " " << dtype_name(t) << sz << ": element " << i << " " << got[i]
-                          << " (hw " << gots[i] << ") against unary.comp's " << got0[i];
+                          << " (integer conversions " << gots[i] << ") against unary.comp's " << got0[i];
         }
         EXPECT_EQ(bad + differ, 0) << u.name << " " << dtype_name(t) << sz;
       }
@@ -1336,8 +1336,9 @@ TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
 // the tile is whole and its rows 16-byte aligned, one by one elsewhere): products of whole tiles,
 // ragged tiles and N not a multiple of 8, f16 and bf16, erf and tanh forms, against a
 // double-precision loop over the 16-bit inputs (the product rounded to the dtype before the GELU,
-// as the plan stores it); RLX_VK_EPILOGUE=gelu (folded), the default (gelu as its own kernel)
-// and gelu with RLX_VK_CM2_ACTS=0 (GELU per element before the rounding). The folded result and the gelu
+// as the plan stores it); RLX_VK_EPILOGUE=gelu (folded: the tile read back from y, ACTS 2), the
+// default (gelu as its own kernel), and gelu with RLX_VK_CM2_ACTS=0 (GELU per element before the
+// rounding) and =1 (the tile staged in shared memory). The folded result and the gelu
 // kernel's agree to an ulp of the dtype (the same arithmetic in two shaders; the GPU's compiler
 // may contract differently). On devices without VK_NV_cooperative_matrix2 nothing folds.
 TEST(VulkanHalf, LinearGeluFoldedAfterRounding) {

@@ -473,8 +473,12 @@ void Device::submit_and_wait(VkCommandBuffer cmd) {
 }
 
 VkResult Device::wait_fence(VkFence fence) {
+  // Polling first cut ViT-S/16 f16's wall time on the H200 by 0.18-0.29 ms a run (the readback's
+  // wait 0.08 -> 0.03-0.05 ms; docs/benchmarks.md, session 16). Not on CPU devices (lavapipe's
+  // threads would share the cores with the polling one).
   const char* e = std::getenv("RLX_VK_SPIN");
-  if (e && *e == '1') {
+  const bool spin = e && *e ? *e == '1' : !caps.cpu;
+  if (spin) {
     const auto t0 = std::chrono::steady_clock::now();
     for (;;) {
       VkResult r = fn().vkGetFenceStatus(dev, fence);
