@@ -205,7 +205,7 @@ bool product_epilogue_for(const DeviceCaps& c, const std::vector<Kernel>& ks, si
   if (!k.node || k.fused || (k.node->op != ir::Op::Conv2d && k.node->op != ir::Op::Linear) || k.graph_output)
     return false;
   // GELU folded into the product (matmul_cm2's ACT 2/3) made ViT-S/16's MLP products slower than
-  // the gelu kernel it saved, both ways tried (H200, f16, 12 fc1 products): applied per element
+  // the gelu kernel it saved, every way tried (H200, f16, 12 fc1 products): applied per element
   // in the epilogue (RLX_VK_CM2_ACTS=0), 1.455 -> 2.012 ms in session 12 and device 4.99 -> 5.15
   // ms for the model in session 16; after the rounding, over the tile read back from y (ACTS 2,
   // the default for a folded GELU), fc1 + gelu 0.095 -> 0.122 ms a layer, device 4.96 -> 5.28 ms,
