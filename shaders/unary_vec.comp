@@ -25,11 +25,12 @@ layout(push_constant) uniform PC {
   uint n, xoff, yoff;  // elements; xoff and yoff multiples of 8
 } pc;
 
-// HW = 1 (RLX_VK_UNARY_VEC=hw, off by default): f16 widened and rounded by unpackHalf2x16 /
-// packHalf2x16 rather than by rlx_from16x2 / rlx_to16's integer arithmetic, which may make GELU
-// compute-bound on the H200 (not measured yet). NaN is written as rlx_to16 writes it
-// (sign | 0x7e00); VulkanHalf.UnaryOpsOverContiguousTwoByteRuns compares the bits with
-// unary.comp's on each device it runs on (lavapipe agreed; the H200 not run yet).
+// HW = 1 (the default for f16; RLX_VK_UNARY_VEC=1 turns it off): f16 widened and rounded by
+// unpackHalf2x16 / packHalf2x16 rather than by rlx_from16x2 / rlx_to16's integer arithmetic,
+// which made GELU compute-bound on the H200 (ViT-S/16 f16's device time 0.08-0.15 ms lower with
+// HW, docs/benchmarks.md, session 16). NaN is written as rlx_to16 writes it (sign | 0x7e00);
+// VulkanHalf.UnaryOpsOverContiguousTwoByteRuns compares the bits with unary.comp's on each
+// device it runs on (lavapipe and the H200 agree).
 uint op2(uint w) {
   if (HW != 0u) {
     vec2 f = unpackHalf2x16(w);

@@ -388,8 +388,8 @@ TEST(VulkanHalf, NormsReadTwoByteStorage) {
 // elements: 16-byte accesses, the last n % 8 values one by one; unary.comp otherwise), against a
 // double-precision loop: gelu (erf and tanh forms, ViT's MLP), exp, sigmoid, with zeros, infinities,
 // NaN and the largest finite values among the inputs. Then the same launches with
-// RLX_VK_UNARY_VEC=0 (unary.comp) and =hw (f16 through the conversion instructions) must give
-// the same bits (the kernels widen and round alike).
+// RLX_VK_UNARY_VEC=0 (unary.comp) and =1 (f16 through the integer conversions; the default takes
+// the conversion instructions) must give the same bits (the kernels widen and round alike).
 TEST(VulkanHalf, UnaryOpsOverContiguousTwoByteRuns) {
   if (!two_byte()) GTEST_SKIP() << "device without 16-bit storage buffers";
   auto gelu = [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); };
@@ -419,7 +419,7 @@ TEST(VulkanHalf, UnaryOpsOverContiguousTwoByteRuns) {
           test::ScopedEnv env;
           env.set("RLX_VK_UNARY_VEC", "0");
           launch(u.n, {&dx}, y0);
-          env.set("RLX_VK_UNARY_VEC", "hw");  // f16 through the conversion instructions
+          env.set("RLX_VK_UNARY_VEC", "1");  // f16 through the integer conversions
           launch(u.n, {&dx}, ys);
         }
         auto got = get16(y), got0 = get16(y0), gots = get16(ys);
@@ -436,7 +436,7 @@ TEST(VulkanHalf, UnaryOpsOverContiguousTwoByteRuns) {
                           << ", want " << w;
           if ((got[i] != got0[i] || gots[i] != got0[i]) && differ++ < 5)
             ADD_FAILURE() << u.name << " " << dtype_name(t) << sz << ": element " << i << " " << got[i]
-                          << " (hw " << gots[i] << ") against unary.comp's " << got0[i];
+                          << " (integer conversions " << gots[i] << ") against unary.comp's " << got0[i];
         }
         EXPECT_EQ(bad + differ, 0) << u.name << " " << dtype_name(t) << sz;
       }
@@ -1275,7 +1275,9 @@ TEST(VulkanHalf, ConvolutionEpiloguesAgainstReference) {
 // after the first, the residual add after the second (y + x; the product [48, 16] read by the
 // add through a reshape to x's [2, 24, 16], as ViT's out projection), gelu (tanh form) of a third plus
 // nothing else; against a double-precision loop over the 16-bit inputs: the default (the add
-// folded), RLX_VK_EPILOGUE=gelu (the GELUs too) and 0 (nothing folded).
+// folded), RLX_VK_EPILOGUE=gelu (the GELUs too, after the rounding over the staged tile), nogelu
+// (the default), 0 (nothing folded) and gelu with RLX_VK_CM2_ACTS=0 (GELU per element before
+// the rounding).
 TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
   if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";
   const int64_t B = 2, S = 24, D = 16, F = 32;
@@ -1299,9 +1301,11 @@ TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
   const Tensor x32 = vals({B, S, D}, 1.0f, 0.3f);
   ScopedEnv env;
   for (DType dt : {DType::f16, DType::bf16})
-    for (const char* fold : {"1", "gelu", "0"}) {
+    for (const char* fold : {"1", "gelu", "nogelu", "0", "acts0"}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " RLX_VK_EPILOGUE=" + fold);
-      env.set("RLX_VK_EPILOGUE", fold);
+      const bool acts0 = std::strcmp(fold, "acts0") == 0;
+      env.set("RLX_VK_EPILOGUE", acts0 ? "gelu" : fold);
+      env.set("RLX_VK_CM2_ACTS", acts0 ? "0" : nullptr);
       std::map<std::string, Tensor> P;
       std::map<std::string, std::vector<double>> R;
       for (auto& [k, v] : P32) P[k] = v.astype(dt), R[k] = as_doubles(P[k]);
@@ -1324,6 +1328,78 @@ TEST(VulkanHalf, LinearEpiloguesAgainstReference) {
       for (auto& e : z) e = 0.5 * e * (1 + std::tanh(0.79788456080286536 * (e + 0.044715 * e * e * e)));
 
       expect_outputs_y_z(json, dt, P, x32, y, z);
+    }
+}
+
+// GELU folded into a linear layer's product as ViT's fc1 (matmul_cm2 with ACTS: the rounded tile
+// staged in shared memory, then widened, GELU in f32 and rounded again, 8 values per store where
+// the tile is whole and its rows 16-byte aligned, one by one elsewhere): products of whole tiles,
+// ragged tiles and N not a multiple of 8, f16 and bf16, erf and tanh forms, against a
+// double-precision loop over the 16-bit inputs (the product rounded to the dtype before the GELU,
+// as the plan stores it); RLX_VK_EPILOGUE=gelu (folded: the tile read back from y, ACTS 2), the
+// default (gelu as its own kernel), and gelu with RLX_VK_CM2_ACTS=0 (GELU per element before the
+// rounding) and =1 (the tile staged in shared memory). The folded result and the gelu
+// kernel's agree to an ulp of the dtype (the same arithmetic in two shaders; the GPU's compiler
+// may contract differently). On devices without VK_NV_cooperative_matrix2 nothing folds.
+TEST(VulkanHalf, LinearGeluFoldedAfterRounding) {
+  if (!two_byte()) GTEST_SKIP() << "no 16-bit storage on this device";
+  struct Case { int64_t M, K, N; const char* approx; };
+  for (const Case& cs : {Case{256, 64, 256, "none"}, Case{200, 64, 196, "none"}, Case{130, 96, 136, "tanh"},
+                         Case{48, 32, 20, "none"}})
+    for (DType dt : {DType::f16, DType::bf16}) {
+      const std::string json = R"({"format": "rlx.graph", "version": 1, "nodes": [
+        {"id": "x", "op": "input", "shape": [)" + std::to_string(cs.M) + ", " + std::to_string(cs.K) + R"(]},
+        {"id": "W", "op": "param", "shape": [)" + std::to_string(cs.N) + ", " + std::to_string(cs.K) + R"(]},
+        {"id": "b", "op": "param", "shape": [)" + std::to_string(cs.N) + R"(]},
+        {"id": "h", "op": "linear", "inputs": ["x", "W", "b"]},
+        {"id": "g", "op": "gelu", "inputs": ["h"], "attrs": {"approximate": ")" + cs.approx + R"("}}
+      ], "outputs": ["g"]})";
+      std::map<std::string, Tensor> P = {{"W", vals({cs.N, cs.K}, 0.3f, 0.4f).astype(dt)},
+                                         {"b", vals({cs.N}, 0.5f, 1.1f).astype(dt)}};
+      const Tensor x32 = vals({cs.M, cs.K}, 1.0f, 0.2f);
+      const std::vector<double> x = as_doubles(x32.astype(dt)), W = as_doubles(P["W"]), bb = as_doubles(P["b"]);
+      const bool tanh_form = std::strcmp(cs.approx, "tanh") == 0;
+      std::vector<double> want((size_t)(cs.M * cs.N));
+      for (int64_t r = 0; r < cs.M; ++r)
+        for (int64_t n = 0; n < cs.N; ++n) {
+          double acc = bb[n];
+          for (int64_t k = 0; k < cs.K; ++k) acc += x[r * cs.K + k] * W[n * cs.K + k];
+          Tensor h({1});
+          h.mutable_data()[0] = (float)acc;
+          const double e = as_doubles(h.astype(dt))[0];  // the product as the plan rounds it
+          want[r * cs.N + n] = tanh_form ? 0.5 * e * (1 + std::tanh(0.79788456080286536 * (e + 0.044715 * e * e * e)))
+                                         : 0.5 * e * (1 + std::erf(e / std::sqrt(2.0)));
+        }
+      std::vector<std::vector<double>> got;
+      ScopedEnv env;
+      for (const char* mode : {"gelu", "default", "acts0", "acts1"}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " M " + std::to_string(cs.M) + " N " + std::to_string(cs.N) +
+                     " " + mode);
+        env.set("RLX_VK_EPILOGUE", std::strcmp(mode, "default") == 0 ? nullptr : "gelu");
+        env.set("RLX_VK_CM2_ACTS", std::strcmp(mode, "acts0") == 0 ? "0" : std::strcmp(mode, "acts1") == 0 ? "1" : nullptr);
+        auto g = std::make_shared<ir::Graph>(ir::load_graph_text(json, "gelu_fold.json"));
+        convert_graph_dtype(*g, dt);
+        auto ex = make_executor("vulkan");
+        SessionOptions so;
+        so.disk_cache = false;
+        Session s(g, *ex, P, so);
+        s.set_input("x", x32.astype(dt));
+        auto out = s.run(Mode::Compiled);
+        ASSERT_EQ(out.size(), 1u);
+        got.push_back(as_doubles(out[0]));
+        ASSERT_EQ(got.back().size(), want.size());
+        double scale = 0, worst = 0;
+        for (double v : want) scale = std::max(scale, std::fabs(v));
+        for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got.back()[i] - want[i]) / scale);
+        EXPECT_LE(worst, dt == DType::f16 ? 4e-3 : 3e-2);
+      }
+      // folded against the gelu kernel: within an ulp of the dtype (relative 2^-10 / 2^-7, or
+      // the smallest normal's ulp near zero)
+      const double ulp = dt == DType::f16 ? 1.0 / 1024 : 1.0 / 128, tiny = dt == DType::f16 ? 6.1e-5 / 1024 : 1e-38;
+      int far = 0;
+      for (size_t i = 0; i < want.size(); ++i)
+        if (std::fabs(got[0][i] - got[1][i]) > std::max(ulp * std::fabs(got[1][i]), tiny)) ++far;
+      EXPECT_EQ(far, 0) << dtype_name(dt) << " M " << cs.M << " N " << cs.N;
     }
 }
 

@@ -20,6 +20,15 @@
 // checks): without that the H200 ran 4096^3 at 10-67 TFLOP/s instead of 253. SWZ orders the
 // tiles for L2 reuse (below); the host picks tile, unrolling, split and order per product
 // (kernels_coopmat.cpp). RESL = 1 loads r as one matrix per tile instead of per element.
+// ACTS = 1 (16-bit y): the activation is applied after the rounding, as the separate unary
+// kernel would apply it to the stored product (the same bits): the rounded tile is stored to
+// shared memory, then each invocation widens 8 values at a time, applies ACT in f32 and writes
+// them rounded (rlx_to16) with 16-byte stores. The per-element callback with GELU's erf made
+// ViT-S/16's MLP products slower than the gelu kernel it saved (docs/benchmarks.md, session 12);
+// so did this staging, by more (fc1 0.07 -> 0.23 ms on the H200, session 16). ACTS = 2: the
+// same without shared memory: the rounded tile is stored to y as usual, then (after a barrier)
+// each invocation reads 8 values back (from L2), applies ACT as the unary kernel does
+// (rlx_from16x2, rlx_to16) and writes them over.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -57,6 +66,7 @@ layout(constant_id = 14) const uint SWZ = 0;     // > 0: work groups walk tiles 
 layout(constant_id = 15) const uint FSTORE = 1;  // 1: whole tiles with aligned rows stored unclamped
 layout(constant_id = 16) const uint PREF = 0;    // 1: load slice k+1 before multiplying slice k (measuring only: slower)
 layout(constant_id = 17) const uint RESL = 0;    // RES: 1 loads r as a matrix (tensor addressing), 0 per element
+layout(constant_id = 18) const uint ACTS = 0;    // ACT after rounding: 1 staged through shared memory, 2 through y (YDT != 0, SPLIT 0)
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer A { T a[]; };
@@ -65,7 +75,13 @@ layout(std430, binding = 2) restrict readonly buffer Bias { float bias[]; };
 layout(std430, binding = 2) restrict readonly buffer Bias16 { uint16_t bias16[]; };
 layout(std430, binding = 3) restrict writeonly buffer Y { float y[]; };
 layout(std430, binding = 3) restrict writeonly buffer YT { T yt[]; };
+layout(std430, binding = 3) restrict writeonly buffer Y8 { uvec4 y8[]; };
+layout(std430, binding = 3) restrict writeonly buffer Y16 { uint16_t y16[]; };
 layout(std430, binding = 4) restrict readonly buffer Res { T res[]; };
+layout(std430, binding = 3) coherent buffer YC { T yc[]; };  // ACTS 2: y written, read back and written again
+layout(std430, binding = 3) coherent buffer YC8 { uvec4 yc8[]; };
+layout(std430, binding = 3) coherent buffer YC16 { uint16_t yc16[]; };
+shared T stile[ACTS == 1u ? BM * BN : 1u];  // ACTS 1: the rounded tile
 layout(push_constant) uniform PC {
   uint m, n, k, aoff, boff, biasoff, yoff, kchunk, abat, bbat, ybat, roff;
 } pc;
@@ -80,13 +96,29 @@ float add_bias_row(const in uint32_t r, const in uint32_t c, const in float e, c
   return e + (BIASDT != 0u ? rlx_from16(BIASDT, uint(bias16[pc.biasoff + gm])) : bias[pc.biasoff + gm]);
 }
 
-// The residual and the activation, in f32.
-float epilogue(const in uint32_t r, const in uint32_t c, const in float e) {
+float act(const in float e) {
   float v = e;
-  if (RES != 0u && RESL == 0u && g_m0 + r < pc.m && g_n0 + c < pc.n) v += float(res[g_rbase + (g_m0 + r) * pc.n + g_n0 + c]);
   if (ACT == 1u) v = v < 0.0 ? 0.0 : v;  // NaN stays NaN, as elementwise.def's relu
   if (ACT == 2u) v = rlx_gelu_erf(v);
   if (ACT == 3u) v = rlx_gelu_tanh(v);
+  return v;
+}
+uint act2(const in T lo, const in T hi) {
+  const uint DT = YDT;  // 1 f16, 2 bf16
+  return rlx_to16(DT, act(float(lo))) | (rlx_to16(DT, act(float(hi))) << 16);
+}
+
+uint act2w(const in uint w) {  // unary_vec.comp's op2: both halves of a word
+  const uint DT = YDT;
+  const vec2 f = rlx_from16x2(DT, w);
+  return rlx_to16(DT, act(f.x)) | (rlx_to16(DT, act(f.y)) << 16);
+}
+
+// The residual and (ACTS 0) the activation, in f32.
+float epilogue(const in uint32_t r, const in uint32_t c, const in float e) {
+  float v = e;
+  if (RES != 0u && RESL == 0u && g_m0 + r < pc.m && g_n0 + c < pc.n) v += float(res[g_rbase + (g_m0 + r) * pc.n + g_n0 + c]);
+  if (ACTS == 0u) v = act(v);
   return v;
 }
 
@@ -234,7 +266,7 @@ void main() {
     }
     acc += coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(rm);
   }
-  if (SPLIT == 0u && ((RES != 0u && RESL == 0u) || ACT != 0u)) {
+  if (SPLIT == 0u && ((RES != 0u && RESL == 0u) || (ACT != 0u && ACTS == 0u))) {
     g_m0 = m0;
     g_n0 = n0;
     g_rbase = pc.roff + (BATCH != 0u ? z * pc.ybat : 0u);
@@ -249,6 +281,51 @@ void main() {
 #endif
     coopmat<T, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =
         coopmat<T, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
+    if (ACTS == 2u && ACT != 0u) {
+      // The rounded tile to y, then read back by runs of 8 values of one row and written over.
+      if (whole) coopMatStoreTensorNV(h, yc, ybase & ~yal, sliceTensorLayoutNV(lyu, m0, BM, n0, BN));
+      else coopMatStoreTensorNV(h, yc, ybase, sliceTensorLayoutNV(ly, m0, BM, n0, BN));
+      memoryBarrierBuffer();
+      barrier();
+      const uint VR = BN / 8u;
+      for (uint v = gl_LocalInvocationID.x; v < BM * VR; v += WG) {
+        const uint r = v / VR, c = (v - r * VR) * 8u;
+        const uint gm = m0 + r, gn = n0 + c;
+        if (gm >= M || gn >= N) continue;
+        const uint yi = ybase + gm * N + gn;
+        if (whole) {
+          const uvec4 w = yc8[yi >> 3];
+          yc8[yi >> 3] = uvec4(act2w(w.x), act2w(w.y), act2w(w.z), act2w(w.w));
+        } else {
+          [[unroll]] for (uint j = 0u; j < 8u; ++j)
+            if (gn + j < N) yc16[yi + j] = uint16_t(rlx_to16(YDT, act(rlx_from16(YDT, uint(yc16[yi + j])))));
+        }
+      }
+      return;
+    }
+    if (ACTS == 1u && ACT != 0u) {
+      // The rounded tile through shared memory; each invocation then takes runs of 8 values of
+      // one row: widened exactly, ACT in f32, rounded once (the unary kernel's arithmetic).
+      coopMatStore(h, stile, 0u, BN, gl_CooperativeMatrixLayoutRowMajor);
+      barrier();
+      const uint VR = BN / 8u;
+      const bool vec = whole && (N & 7u) == 0u && (ybase & 7u) == 0u;
+      for (uint v = gl_LocalInvocationID.x; v < BM * VR; v += WG) {
+        const uint r = v / VR, c = (v - r * VR) * 8u, s0 = r * BN + c;
+        const uint gm = m0 + r, gn = n0 + c;
+        if (gm >= M || gn >= N) continue;
+        T e[8];
+        [[unroll]] for (uint j = 0u; j < 8u; ++j) e[j] = stile[s0 + j];
+        const uint yi = ybase + gm * N + gn;
+        if (vec) {
+          y8[yi >> 3] = uvec4(act2(e[0], e[1]), act2(e[2], e[3]), act2(e[4], e[5]), act2(e[6], e[7]));
+        } else {
+          [[unroll]] for (uint j = 0u; j < 8u; ++j)
+            if (gn + j < N) y16[yi + j] = uint16_t(rlx_to16(YDT, act(float(e[j]))));
+        }
+      }
+      return;
+    }
     if (whole) coopMatStoreTensorNV(h, yt, ybase & ~yal, sliceTensorLayoutNV(lyu, m0, BM, n0, BN));
     else coopMatStoreTensorNV(h, yt, ybase, sliceTensorLayoutNV(ly, m0, BM, n0, BN));
   }

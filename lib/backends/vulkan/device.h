@@ -112,6 +112,10 @@ class Device {
   std::string description() const;
   // Submits `cmd` and blocks until it has finished.
   void submit_and_wait(VkCommandBuffer cmd);
+  // Waits for `fence` (not reset). On GPUs (RLX_VK_SPIN=1: everywhere, =0: never) it first polls
+  // the fence for up to 50 ms (a busy core instead of the driver's blocking wait and its wake-up
+  // latency), then blocks.
+  VkResult wait_fence(VkFence fence);
   // Throws RuntimeError if the validation layer reported errors since the last call.
   void check_validation(const std::string& where);
 

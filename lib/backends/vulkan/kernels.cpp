@@ -308,16 +308,18 @@ void Lowering::strided_one(const TensorRef& x, int64_t xextra, const Collapsed& 
 
 // A unary op over a contiguous run of 2-byte values as unary_vec.comp (16-byte loads and stores of
 // 8 values) where x and y start at multiples of 8 elements; false (nothing added) otherwise.
-// RLX_VK_UNARY_VEC=0 keeps unary.comp (comparison), =hw converts f16 by instruction (below).
+// RLX_VK_UNARY_VEC=0 keeps unary.comp (comparison), =1 the integer f16 conversions (below).
 bool Lowering::unary_vec(const TensorRef& x, int64_t xextra, const TensorRef& y, int64_t yextra, int64_t n,
                          uint32_t op, uint32_t dt) {
   const char* e = std::getenv("RLX_VK_UNARY_VEC");
   if (e && *e == '0') return false;
   if (n <= 0 || n > (int64_t)UINT32_MAX - 8) return false;
   constexpr uint32_t kVpt = 2;  // 16-byte vectors per invocation
-  // RLX_VK_UNARY_VEC=hw: f16 through the conversion instructions instead of the integer forms
-  // (not measured on a GPU yet: docs/benchmarks.md, session 14).
-  const bool hw = dt == 1 && e && std::strcmp(e, "hw") == 0;
+  // f16 through the conversion instructions (unpackHalf2x16 / packHalf2x16) rather than the
+  // integer forms (RLX_VK_UNARY_VEC=1, session 14's): the same bits (VulkanHalf's test, lavapipe
+  // and the H200), ViT-S/16 f16's device time 0.08-0.15 ms lower on the H200 (docs/benchmarks.md,
+  // session 16).
+  const bool hw = dt == 1 && !(e && *e == '1');
   Dispatch& d = add("unary_vec", {op, dt, kVpt, hw ? 1u : 0u});
   const uint64_t xo = read(d, x) + (uint64_t)xextra, yo = write(d, y) + (uint64_t)yextra;
   if (xo % 8 || yo % 8 || xo + n > UINT32_MAX || yo + n > UINT32_MAX) {

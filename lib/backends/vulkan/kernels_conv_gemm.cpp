@@ -206,14 +206,18 @@ int loaded(const FusedProgram& p, int32_t r) {
 bool product_epilogue_for(const DeviceCaps& c, const std::vector<Kernel>& ks, size_t i, ProductEpilogue& epi) {
   const char* env = std::getenv("RLX_VK_EPILOGUE");
   if (env && *env == '0') return false;
-  // GELU folded into the product made ViT-S/16's MLP products slower than the gelu kernel it
-  // saved (H200, f16: 1.455 -> 2.012 ms for 12 products against 0.372 ms of gelu kernels; the
-  // erf in matmul_cm2's per-element epilogue): only with RLX_VK_EPILOGUE=gelu, for measuring.
-  const bool gelu = env && std::strcmp(env, "gelu") == 0;
   if (i + 1 >= ks.size() || !c.cm2) return false;
   const Kernel &k = ks[i], &f = ks[i + 1];
   if (!k.node || k.fused || (k.node->op != ir::Op::Conv2d && k.node->op != ir::Op::Linear) || k.graph_output)
     return false;
+  // GELU folded into the product (matmul_cm2's ACT 2/3) made ViT-S/16's MLP products slower than
+  // the gelu kernel it saved, every way tried (H200, f16, 12 fc1 products): applied per element
+  // in the epilogue (RLX_VK_CM2_ACTS=0), 1.455 -> 2.012 ms in session 12 and device 4.99 -> 5.15
+  // ms for the model in session 16; after the rounding, over the tile read back from y (ACTS 2,
+  // the default for a folded GELU), fc1 + gelu 0.095 -> 0.122 ms a layer, device 4.96 -> 5.28 ms,
+  // or staged in shared memory (ACTS 1) fc1 0.233 ms, device 6.76 ms (docs/benchmarks.md,
+  // session 16). So only with RLX_VK_EPILOGUE=gelu, for measuring (`nogelu`, the default, never).
+  const bool gelu = env && std::strcmp(env, "gelu") == 0;
   // The consumer: act(sum) or sum, sum being one input or the add of two (`ins`)
   auto act_of = [](EwOp op) { return op == EwOp::Relu ? 1u : op == EwOp::GeluErf ? 2u : op == EwOp::GeluTanh ? 3u : 0u; };
   std::vector<int> ins;

@@ -162,6 +162,18 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   // load per element in the epilogue, as before session 15)
   const char* rl = std::getenv("RLX_VK_CM2_RESL");
   const uint32_t resl = m.residual && !(rl && *rl == '0') ? 1u : 0u;
+  // GELU folded in (m.act 2, 3; kernels_conv_gemm.cpp says when) runs after the rounding (spec
+  // constant ACTS): by default (2) over the rounded tile stored to y, read back and written
+  // over by the same work group; RLX_VK_CM2_ACTS=1 stages the tile in shared memory instead
+  // (measured slower; where it does not fit beside the driver's reserved shared memory the
+  // product is not taken with its GELU), =0 applies it per element before the rounding (slower).
+  const char* as = std::getenv("RLX_VK_CM2_ACTS");
+  uint32_t acts = 0;
+  if (m.act >= 2) {
+    acts = as && *as ? (uint32_t)std::atoi(as) : 2u;
+    if (acts > 2) L.fail("RLX_VK_CM2_ACTS must be 0, 1 or 2");
+    if (acts == 1 && (uint64_t)t.bm * t.bn * 2 + c.cm2_reserved_shared > c.max_shared_bytes) return false;
+  }
   uint64_t gx = cdiv(m.N, t.bn), gy = cdiv(m.M, t.bm);
   if (gx > c.max_groups[0] || gy > c.max_groups[1] || (uint64_t)m.batch > c.max_groups[2]) return false;
   if ((uint64_t)m.batch * std::max({m.abat, m.bbat, m.ybat}) > UINT32_MAX) return false;
@@ -187,7 +199,7 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   Dispatch& d = L.add(tk == 1 ? "matmul_cm2.f16" : "matmul_cm2.bf16",
                       {t.wg, t.bm, t.bn, t.bk, m.ta, m.tb, m.bias && !split ? (m.bias_rows ? 2u : 1u) : 0u, biask,
                        split ? 0u : yk, split ? 1u : 0u, t.unroll, m.batch > 1 ? 1u : 0u, m.residual ? 1u : 0u,
-                       m.act, t.swz, fstore, pref, resl});
+                       m.act, t.swz, fstore, pref, resl, acts});
   uint32_t ao = L.read(d, m.A), bo = L.read(d, m.B);
   uint32_t biaso = m.bias && !split ? L.read(d, *m.bias) : (L.bind_dummy(d), 0u);
   uint32_t yo = L.write(d, split ? part : m.y);

@@ -390,7 +390,7 @@ void MemoryPool::submit_slot(Slot& s, const VulkanBuffer& b, VkDeviceSize dev_of
 void MemoryPool::wait_slot(Slot& s) {
   if (!s.busy) return;
   const VkFns& f = dev_.fn();
-  VkResult r = f.vkWaitForFences(dev_.dev, 1, &s.fence, VK_TRUE, UINT64_MAX);
+  VkResult r = dev_.wait_fence(s.fence);
   f.vkResetFences(dev_.dev, 1, &s.fence);
   s.busy = false;
   vk_check(r, "vkWaitForFences");

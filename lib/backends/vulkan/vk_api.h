@@ -82,6 +82,7 @@ namespace rlx::vk {
   X(vkCreateFence)                      \
   X(vkDestroyFence)                     \
   X(vkResetFences)                      \
+  X(vkGetFenceStatus)                   \
   X(vkWaitForFences)                    \
   X(vkCreateQueryPool)                  \
   X(vkDestroyQueryPool)                 \
