@@ -15,11 +15,17 @@ BUILD_DIR=${BUILD_DIR:-build-asan}
 BUILD_TYPE=${BUILD_TYPE:-Debug}
 JOBS=${JOBS:-$(nproc)}
 start=$(date +%s)
+launcher=()
+# ccache, where installed (as scripts/build.sh): a second checkout or run rebuilds only what changed.
+if command -v ccache >/dev/null 2>&1; then
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 # float-cast-overflow is part of clang's -fsanitize=undefined but not GCC's: ask for it (it
 # found an (int64_t) of 2^63 in round_to_dtype).
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DRLX_SANITIZE=ON \
   -DCMAKE_CXX_FLAGS="-fsanitize=float-cast-overflow" -DCMAKE_C_FLAGS="-fsanitize=float-cast-overflow" \
-  -DRLX_VULKAN="${RLX_VULKAN:-OFF}" -DRLX_BENCH=OFF -DRLX_TESTS=ON >/dev/null
+  -DRLX_VULKAN="${RLX_VULKAN:-OFF}" -DRLX_BENCH=OFF -DRLX_TESTS=ON "${launcher[@]}" >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
 built=$(date +%s)
 
