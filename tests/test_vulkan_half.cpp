@@ -1028,7 +1028,9 @@ TEST(VulkanHalf, TransposeMovesBitsUnchanged) {
 // 1x1 / stride 1 / unpadded with few output channels as implicit products that gather x's taps
 // inside the product, kernels_conv_implicit.cpp; bf16 through an im2col matrix; output sizes with
 // H*W a multiple of 8 and not; outputs of at most 196 positions in a batch of 2 or more as one
-// product over the whole batch, kernels_conv_fold.cpp), "fold" (that product for every case),
+// product over the whole batch, kernels_conv_fold.cpp, written into NCHW by the product where
+// it is not split), "fold" (that product for every case; also always through t and conv_fold_out,
+// RLX_VK_CONV_FOLD_NCHW=0, and never split, =2),
 // "implicit" (the implicit product for every f16 case but the 1x1
 // stride-1 unpadded ones; also with w's slices through shared memory, RLX_VK_CONV_WSH=1, and
 // with 1 and 8 output positions per gathering invocation, RLX_VK_CONV_VEC, and without the
@@ -1046,8 +1048,8 @@ TEST(VulkanHalf, Conv2dThroughTheProduct) {
   struct Case { int64_t N, C, H, W, M, k, s, p; bool bias = true; };
   const char* saved = std::getenv("RLX_VK_CONV");
   const std::string keep = saved ? saved : "";
-  const char* knobs[] = {"RLX_VK_CONV_WSH", "RLX_VK_CONV_VEC", "RLX_VK_CONV_KCONST"};
-  for (const char* route : {"", "fold", "implicit", "implicit:RLX_VK_CONV_WSH=1", "implicit:RLX_VK_CONV_VEC=1",
+  const char* knobs[] = {"RLX_VK_CONV_WSH", "RLX_VK_CONV_VEC", "RLX_VK_CONV_KCONST", "RLX_VK_CONV_FOLD_NCHW"};
+  for (const char* route : {"", "fold", "fold:RLX_VK_CONV_FOLD_NCHW=0", "fold:RLX_VK_CONV_FOLD_NCHW=2", "implicit", "implicit:RLX_VK_CONV_WSH=1", "implicit:RLX_VK_CONV_VEC=1",
                             "implicit:RLX_VK_CONV_VEC=8", "implicit:RLX_VK_CONV_KCONST=0", "implicit:RLX_VK_CONV_KCONST=1",
                             "im2col", "rows"})
   for (DType t : {DType::f16, DType::bf16})
@@ -1225,10 +1227,14 @@ TEST(VulkanHalf, ConvolutionEpiloguesAgainstReference) {
                                        {"b4", vals({8}, 0.2f, 1.3f)}};
   const Tensor x32 = vals({N, C, H, W}, 1.0f, 0.3f);
   ScopedEnv env;
+  // RLX_VK_CONV_FOLD_NCHW (the folded product writing NCHW itself, kernels_conv_fold.cpp): the
+  // default, 0 (through t and conv_fold_out) and 2 (never split); the fold off once
+  const std::pair<const char*, const char*> settings[] = {{"1", ""}, {"1", "0"}, {"1", "2"}, {"0", ""}};
   for (DType dt : {DType::f16, DType::bf16})
-    for (const char* fold : {"1", "0"}) {
-      SCOPED_TRACE(std::string(dtype_name(dt)) + " RLX_VK_EPILOGUE=" + fold);
+    for (auto [fold, nchw] : settings) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " RLX_VK_EPILOGUE=" + fold + " RLX_VK_CONV_FOLD_NCHW=" + nchw);
       env.set("RLX_VK_EPILOGUE", fold);
+      env.set("RLX_VK_CONV_FOLD_NCHW", nchw);
       // the reference reads the inputs as the 16-bit graph holds them
       std::map<std::string, Tensor> P;
       std::map<std::string, std::vector<double>> R;

@@ -29,6 +29,12 @@
 // same without shared memory: the rounded tile is stored to y as usual, then (after a barrier)
 // each invocation reads 8 values back (from L2), applies ACT as the unary kernel does
 // (rlx_from16x2, rlx_to16) and writes them over.
+// YFOLD = P > 0 (a convolution's product with the batch folded into its columns,
+// kernels_conv_fold.cpp; SPLIT 0, RESL where RES): column j of the product is image j / P,
+// position j % P, and y and r are NCHW, [N / P, M, P]: each tile is stored (and r loaded) once per
+// image its columns reach, through a layout of that image, [M, P], sliced at column n0 - i*P
+// (negative past the first image: a signed offset, SPV_NV_cooperative_matrix2), whose bounds
+// discard (load as zero) the columns of the other images.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -67,6 +73,7 @@ layout(constant_id = 15) const uint FSTORE = 1;  // 1: whole tiles with aligned 
 layout(constant_id = 16) const uint PREF = 0;    // 1: load slice k+1 before multiplying slice k (measuring only: slower)
 layout(constant_id = 17) const uint RESL = 0;    // RES: 1 loads r as a matrix (tensor addressing), 0 per element
 layout(constant_id = 18) const uint ACTS = 0;    // ACT after rounding: 1 staged through shared memory, 2 through y (YDT != 0, SPLIT 0)
+layout(constant_id = 19) const uint YFOLD = 0;   // > 0: y and r are [N / YFOLD, M, YFOLD] (above)
 #include "common.glsl"
 
 layout(std430, binding = 0) restrict readonly buffer A { T a[]; };
@@ -251,7 +258,22 @@ void main() {
   tensorLayoutNV<2> lyu = createTensorLayoutNV(2);
   lyu = setTensorLayoutDimensionNV(lyu, M, N);
   lyu = setTensorLayoutStrideNV(lyu, N & ~yal, 1);
-  if (SPLIT == 0u && RES != 0u && RESL != 0u) {
+  // YFOLD: the images first..last that the tile's columns reach; image i's part goes through
+  // lf ([M, P] at y + i*M*P) sliced at (m0, n0 - i*P): element (m, j) lands at y[i, m, j - i*P],
+  // the columns of other images fall outside [0, P) and are discarded (stores) or read as zero.
+  const uint ffirst = YFOLD != 0u ? n0 / YFOLD : 0u, flast = YFOLD != 0u ? (min(n0 + BN, N) - 1u) / YFOLD : 0u;
+  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lf = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+  lf = setTensorLayoutDimensionNV(lf, M, YFOLD);
+  lf = setTensorLayoutStrideNV(lf, YFOLD, 1);
+  if (SPLIT == 0u && RES != 0u && RESL != 0u && YFOLD != 0u) {
+    // r's tile, one load per image (zeros outside its columns), each added in f32
+    for (uint i = ffirst; i <= flast; ++i) {
+      coopmat<T, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> ri;
+      coopMatLoadTensorNV(ri, res, pc.roff + i * M * YFOLD, sliceTensorLayoutNV(lf, m0, BM, n0 - i * YFOLD, BN));
+      acc += coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(ri);
+    }
+  }
+  if (SPLIT == 0u && RES != 0u && RESL != 0u && YFOLD == 0u) {
     // r's tile as one matrix (16 bytes a load where aligned), added in f32 as the per-element
     // epilogue would
     const uint rb = pc.roff + (BATCH != 0u ? z * pc.ybat : 0u);
@@ -272,7 +294,18 @@ void main() {
     g_rbase = pc.roff + (BATCH != 0u ? z * pc.ybat : 0u);
     coopMatPerElementNV(acc, acc, epilogue);
   }
-  if (YDT == 0u || SPLIT != 0u) {
+  if (YFOLD != 0u && SPLIT == 0u) {
+#ifdef RLX_BF16
+    if (YDT != 0u) coopMatPerElementNV(acc, acc, round_bf16);
+#endif
+    coopmat<T, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =
+        coopmat<T, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
+    for (uint i = ffirst; i <= flast; ++i) {
+      const uint fo = ybase + i * M * YFOLD;
+      if (YDT == 0u) coopMatStoreTensorNV(acc, y, fo, sliceTensorLayoutNV(lf, m0, BM, n0 - i * YFOLD, BN));
+      else coopMatStoreTensorNV(h, yt, fo, sliceTensorLayoutNV(lf, m0, BM, n0 - i * YFOLD, BN));
+    }
+  } else if (YDT == 0u || SPLIT != 0u) {
     if (whole) coopMatStoreTensorNV(acc, y, ybase & ~yal, sliceTensorLayoutNV(lyu, m0, BM, n0, BN));
     else coopMatStoreTensorNV(acc, y, ybase, sliceTensorLayoutNV(ly, m0, BM, n0, BN));
   } else {

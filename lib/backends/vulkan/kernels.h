@@ -215,6 +215,12 @@ struct MatmulOperands {
   // unsplit, *partials is y, holding the product with its bias, and *nsplit is 1.
   TensorRef* partials = nullptr;
   uint32_t* nsplit = nullptr;
+  // fold_p = P > 0 (matmul_cm2 only, batch 1, no partials; a residual only as one matrix per
+  // tile): the product is a convolution's with the batch folded into its N = images*P columns,
+  // and y (and the residual) are NCHW [images, M, P], written (read) there directly. Refused
+  // (false, nothing added) where the product would split over K, unless fold_unsplit (never split).
+  int64_t fold_p = 0;
+  bool fold_unsplit = false;
   // matmul_cm2's tile for this product, "WGxBMxBNxBK[xUNROLL]" (as RLX_VK_CM2, which overrides
   // it); empty: picked by shape.
   std::string tile;

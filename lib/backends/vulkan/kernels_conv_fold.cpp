@@ -6,6 +6,8 @@
 //                                                        over K where its tiles are few: f32
 //                                                        partials [S, M, N*P], no bias)
 //   y   [N, M, P] = act(sum_s t_s (+ bias) + residual)  (conv_fold_out.comp)
+// or, where the product is not split, y = act(w . col + bias + residual) written by the product
+// itself into NCHW (matmul_cm2's YFOLD; session 16, docs/benchmarks.md).
 // Unsplit, a folded residual is added to the rounded product and rounded again, as the add
 // kernel it replaces would.
 // The per-image products of kernels_conv_gemm.cpp have only P = 196 or 49 columns each, so
@@ -15,6 +17,7 @@
 // every convolution it can run, for tests and comparing). Figures:
 // docs/benchmarks.md, session 14.
 #include <cstdlib>
+#include <string>
 
 #include "backends/vulkan/kernels.h"
 #include "ir/spatial.h"
@@ -56,16 +59,35 @@ bool lower_conv_fold(LowerCtx& L, const ir::Conv2dGeom& g, const TensorRef& x, c
   col.shape = {K, R};
   add_im2col_h16(L, g, x, col, R, K, 2u);
 
-  // t in x's 16-bit type with the bias added by the product, unless it is split over K (f32
-  // partials, the bias added by conv_fold_out); RLX_VK_CONV_FOLD_T32=1: always f32, for comparing
+  const TensorRef wv = view_of(c, w, 0, {M, K});
+  std::string tile = "256x128x128x64";  // (below)
+  if (const char* e = std::getenv("RLX_VK_CONV_FOLD_TILE"); e && *e) tile = e;
+  // The product writes y itself (NCHW: matmul_cm2's YFOLD, each tile stored once per image its
+  // columns reach), with the bias, the residual and the ReLU, where it is not split over K: no t,
+  // no conv_fold_out. RLX_VK_CONV_FOLD_NCHW=0: always through t (session 14); =2: never split,
+  // so always straight into y (comparing).
+  const char* ne = std::getenv("RLX_VK_CONV_FOLD_NCHW");
+  const int nchw = ne && *ne ? std::atoi(ne) : 1;
   const char* t32e = std::getenv("RLX_VK_CONV_FOLD_T32");
   const bool t32 = t32e && *t32e == '1';
+  if (nchw > 0 && !t32) {
+    MatmulOperands md{wv, col, bias, y, 0u, 0u, M, R, K};
+    md.bias_rows = true;
+    md.residual = residual;
+    md.act = act;
+    md.fold_p = P;
+    md.fold_unsplit = nchw == 2;
+    md.tile = tile;
+    if (lower_matmul_tensor_cores(L, md)) return true;
+  }
+
+  // t in x's 16-bit type with the bias added by the product, unless it is split over K (f32
+  // partials, the bias added by conv_fold_out); RLX_VK_CONV_FOLD_T32=1: always f32, for comparing
   TensorRef t = L.scratch(t32 ? M * R : (M * R + 1) / 2);
   t.dtype = t32 ? DType::f32 : x.dtype;
   t.shape = {M, R};
   TensorRef part;
   uint32_t nsplit = 0;
-  const TensorRef wv = view_of(c, w, 0, {M, K});
   MatmulOperands mo{wv, col, t32 ? nullptr : bias, t, 0u, 0u, M, R, K};
   mo.bias_rows = true;
   mo.partials = &part;
@@ -74,8 +96,7 @@ bool lower_conv_fold(LowerCtx& L, const ir::Conv2dGeom& g, const TensorRef& x, c
   // on the H200 these beat the shape-picked 64x64 tiles (layer 3's 3x3 0.131 -> 0.117 ms,
   // layer 4's 0.136 -> 0.101), 128x256 ones, 32-deep slices and no split (docs/benchmarks.md,
   // session 14). RLX_VK_CONV_FOLD_TILE=WGxBMxBNxBK[xUNROLL]: another, for tuning.
-  mo.tile = "256x128x128x64";
-  if (const char* e = std::getenv("RLX_VK_CONV_FOLD_TILE"); e && *e) mo.tile = e;
+  mo.tile = tile;
   if (!lower_matmul_tensor_cores(L, mo)) {
     L.drop_last();  // the im2col
     return false;

@@ -174,6 +174,7 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
     if (acts > 2) L.fail("RLX_VK_CM2_ACTS must be 0, 1 or 2");
     if (acts == 1 && (uint64_t)t.bm * t.bn * 2 + c.cm2_reserved_shared > c.max_shared_bytes) return false;
   }
+  if (m.fold_p && (m.batch != 1 || m.partials || (m.residual && !resl) || m.N % m.fold_p)) return false;
   uint64_t gx = cdiv(m.N, t.bn), gy = cdiv(m.M, t.bm);
   if (gx > c.max_groups[0] || gy > c.max_groups[1] || (uint64_t)m.batch > c.max_groups[2]) return false;
   if ((uint64_t)m.batch * std::max({m.abat, m.bbat, m.ybat}) > UINT32_MAX) return false;
@@ -181,7 +182,7 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   // (Not with a bias per row: matmul_splitk adds the bias per column. A batch-1 convolution's
   // product with few tiles and K >= 2048 split here and got its bias added per column.)
   uint64_t want = 1;
-  const bool may_split = m.batch == 1 && !(m.bias && m.bias_rows && !m.partials);
+  const bool may_split = m.batch == 1 && (m.fold_p ? !m.fold_unsplit : !(m.bias && m.bias_rows && !m.partials));
   while (may_split && gx * gy * want < kGroups && (uint64_t)m.K / (2 * want) >= 1024) want *= 2;
   if (const char* e = std::getenv("RLX_VK_SPLITK"); e && *e && may_split) want = std::max(1, std::atoi(e));
   while (want > 1 && want * (uint64_t)m.M * m.N * 4 > view_budget(c)) want /= 2;  // the partials must fit a binding
@@ -189,6 +190,7 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   const uint32_t kchunk = cdiv(cdiv(m.K, want), align) * align, nsplit = cdiv(m.K, kchunk);
   if (nsplit > c.max_groups[2]) return false;
   const bool split = nsplit > 1;
+  if (m.fold_p && split) return false;  // the caller's split route (partials summed into NCHW)
   const uint32_t biask = m.bias ? storage_kind(c, m.bias->dtype) : 0u, yk = storage_kind(c, m.y.dtype);
   if (!split && yk != 0 && yk != tk) return false;  // y is f32 or the operands' type
   if ((m.residual || m.act) && (split || yk != tk || storage_kind(c, m.residual ? m.residual->dtype : m.y.dtype) != yk))
@@ -199,7 +201,7 @@ bool cm2(LowerCtx& L, const MatmulOperands& m, uint32_t tk) {
   Dispatch& d = L.add(tk == 1 ? "matmul_cm2.f16" : "matmul_cm2.bf16",
                       {t.wg, t.bm, t.bn, t.bk, m.ta, m.tb, m.bias && !split ? (m.bias_rows ? 2u : 1u) : 0u, biask,
                        split ? 0u : yk, split ? 1u : 0u, t.unroll, m.batch > 1 ? 1u : 0u, m.residual ? 1u : 0u,
-                       m.act, t.swz, fstore, pref, resl, acts});
+                       m.act, t.swz, fstore, pref, resl, acts, (uint32_t)m.fold_p});
   uint32_t ao = L.read(d, m.A), bo = L.read(d, m.B);
   uint32_t biaso = m.bias && !split ? L.read(d, *m.bias) : (L.bind_dummy(d), 0u);
   uint32_t yo = L.write(d, split ? part : m.y);
@@ -360,7 +362,7 @@ bool lower_matmul_tensor_cores(LowerCtx& L, const MatmulOperands& m) {
   if (m.M == 0 || m.N == 0 || m.K == 0) return false;
   const uint32_t ak = storage_kind(c, m.A.dtype), bk = storage_kind(c, m.B.dtype);
   if (ak != bk || (ak != 1 && ak != 2)) return false;
-  const bool plain = m.batch == 1 && !m.bias_rows && !m.residual && !m.act && !m.partials;  // cm2 alone has the rest
+  const bool plain = m.batch == 1 && !m.bias_rows && !m.residual && !m.act && !m.partials && !m.fold_p;  // cm2 alone has the rest
   if (plain && c.coop_khr && pipe_wanted(m) &&
       subgroup_pipe(L, m, ak == 1 ? "matmul_cm1p.f16" : "matmul_cm1p.bf16", ak == 1 ? c.khr_f16 : c.khr_bf16))
     return true;
