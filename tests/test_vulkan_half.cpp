@@ -1171,16 +1171,21 @@ std::vector<double> as_doubles(const Tensor& t) {
   Tensor f = t.astype(DType::f32);
   return std::vector<double>(f.data(), f.data() + f.numel());
 }
-void expect_outputs_y_z(const std::string& json, DType dt, const std::map<std::string, Tensor>& P, const Tensor& x32,
-                        const std::vector<double>& want_y, const std::vector<double>& want_z) {
-  auto g = std::make_shared<ir::Graph>(ir::load_graph_text(json, "epilogue.json"));
+// The graph text `json` in dtype dt, run once in compiled mode on Vulkan with input x (x32 in dt).
+std::vector<Tensor> run_compiled_vulkan(const std::string& json, const char* name, DType dt,
+                                        const std::map<std::string, Tensor>& P, const Tensor& x32) {
+  auto g = std::make_shared<ir::Graph>(ir::load_graph_text(json, name));
   convert_graph_dtype(*g, dt);
   auto ex = make_executor("vulkan");
   SessionOptions so;
   so.disk_cache = false;
   Session s(g, *ex, P, so);
   s.set_input("x", x32.astype(dt));
-  auto out = s.run(Mode::Compiled);
+  return s.run(Mode::Compiled);
+}
+void expect_outputs_y_z(const std::string& json, DType dt, const std::map<std::string, Tensor>& P, const Tensor& x32,
+                        const std::vector<double>& want_y, const std::vector<double>& want_z) {
+  auto out = run_compiled_vulkan(json, "epilogue.json", dt, P, x32);
   ASSERT_EQ(out.size(), 2u);
   const double tol = dt == DType::f16 ? 8e-3 : 6e-2;
   for (int o = 0; o < 2; ++o) {
@@ -1383,14 +1388,7 @@ TEST(VulkanHalf, LinearGeluFoldedAfterRounding) {
                      " " + mode);
         env.set("RLX_VK_EPILOGUE", std::strcmp(mode, "default") == 0 ? nullptr : "gelu");
         env.set("RLX_VK_CM2_ACTS", std::strcmp(mode, "acts0") == 0 ? "0" : std::strcmp(mode, "acts1") == 0 ? "1" : nullptr);
-        auto g = std::make_shared<ir::Graph>(ir::load_graph_text(json, "gelu_fold.json"));
-        convert_graph_dtype(*g, dt);
-        auto ex = make_executor("vulkan");
-        SessionOptions so;
-        so.disk_cache = false;
-        Session s(g, *ex, P, so);
-        s.set_input("x", x32.astype(dt));
-        auto out = s.run(Mode::Compiled);
+        auto out = run_compiled_vulkan(json, "gelu_fold.json", dt, P, x32);
         ASSERT_EQ(out.size(), 1u);
         got.push_back(as_doubles(out[0]));
         ASSERT_EQ(got.back().size(), want.size());
